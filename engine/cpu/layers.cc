@@ -1,0 +1,119 @@
+#include "engine/cpu/layers.h"
+
+#include <Eigen/Core>
+
+#include "absl/strings/str_cat.h"
+#include "engine/cpu/activation.h"
+
+namespace rnnserve::engine::cpu {
+namespace {
+
+using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+void ApplyActivation(const Activation& a, Tensor* t) {
+  if (a.kind == ActivationKind::kSoftmax) {
+    const int64_t cols = t->shape().back();
+    SoftmaxRows(t->f32(), t->num_elements() / cols, cols);
+  } else {
+    ActivateInPlace(a, t->f32(), static_cast<int>(t->num_elements()));
+  }
+}
+
+}  // namespace
+
+absl::Status RunDense(const DenseSpec& spec, const std::string& name, const Value& in,
+                      Value* out) {
+  const Tensor& x = in.tensor;
+  if (x.dtype() != DType::kFloat32 || x.rank() < 2 || x.shape().back() != spec.in) {
+    return absl::InvalidArgumentError(absl::StrCat("layer '", name, "': input ",
+                                                   ShapeString(x.shape()),
+                                                   " expected last axis ", spec.in));
+  }
+  const int64_t rows = x.num_elements() / spec.in;
+  Shape shape = x.shape();
+  shape.back() = spec.out;
+  out->tensor = Tensor::Float(shape);
+  Eigen::Map<const RowMat> X(x.f32(), rows, spec.in);                 // [rows, in]
+  Eigen::Map<const RowMat> K(spec.kernel.data(), spec.in, spec.out);  // [in, out]
+  Eigen::Map<RowMat> Y(out->tensor.f32(), rows, spec.out);            // [rows, out]
+  Y.noalias() = X * K;
+  if (!spec.bias.empty()) {
+    Y.rowwise() += Eigen::Map<const Eigen::RowVectorXf>(spec.bias.data(), spec.out);
+  }
+  ApplyActivation(spec.activation, &out->tensor);
+  out->lengths = in.lengths;
+  return absl::OkStatus();
+}
+
+absl::Status RunMasking(const MaskingSpec& spec, const Value& in, Value* out) {
+  const Tensor& x = in.tensor;
+  if (x.rank() != 3 || x.dtype() != DType::kFloat32) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Masking expects [B,T,F] floats, got ", ShapeString(x.shape())));
+  }
+  const int64_t B = x.dim(0), T = x.dim(1), F = x.dim(2);
+  out->tensor = x;
+  out->lengths.assign(B, 0);
+  float* y = out->tensor.f32();
+  for (int64_t b = 0; b < B; ++b) {
+    int32_t len = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      float* step = y + (b * T + t) * F;
+      bool masked = true;
+      for (int64_t f = 0; f < F && masked; ++f) masked = step[f] == spec.mask_value;
+      if (masked) {
+        std::fill_n(step, F, 0.0f);
+      } else {
+        len = static_cast<int32_t>(t + 1);
+      }
+    }
+    // Request lengths, when given, bound the data-derived ones.
+    out->lengths[b] = in.lengths.empty() ? len : std::min(len, in.lengths[b]);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunEmbedding(const EmbeddingSpec& spec, const std::string& name, const Value& in,
+                          Value* out) {
+  const Tensor& ids = in.tensor;
+  if (ids.dtype() != DType::kInt64 || ids.rank() != 2) {
+    return absl::InvalidArgumentError(absl::StrCat("layer '", name, "': expects int ids [B,T], got ",
+                                                   DTypeName(ids.dtype()), " ",
+                                                   ShapeString(ids.shape())));
+  }
+  const int64_t B = ids.dim(0), T = ids.dim(1);
+  out->tensor = Tensor::Float({B, T, spec.dim});
+  float* y = out->tensor.f32();
+  for (int64_t i = 0; i < B * T; ++i) {
+    const int64_t id = ids.i64()[i];
+    if (id < 0 || id >= spec.vocab) {
+      return absl::InvalidArgumentError(absl::StrCat("layer '", name, "': token id ", id,
+                                                     " outside [0, ", spec.vocab, ")"));
+    }
+    std::copy_n(spec.table.data() + id * spec.dim, spec.dim, y + i * spec.dim);
+  }
+  out->lengths = in.lengths;
+  if (spec.mask_zero) {
+    out->lengths.resize(B, static_cast<int32_t>(T));
+    for (int64_t b = 0; b < B; ++b) {
+      int32_t len = 0;
+      for (int64_t t = 0; t < T; ++t) {
+        if (ids.i64()[b * T + t] != 0) len = static_cast<int32_t>(t + 1);
+      }
+      out->lengths[b] = in.lengths.empty() ? len : std::min(len, in.lengths[b]);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunActivation(const Activation& activation, const Value& in, Value* out) {
+  if (in.tensor.dtype() != DType::kFloat32) {
+    return absl::InvalidArgumentError("activation expects float input");
+  }
+  out->tensor = in.tensor;
+  out->lengths = in.lengths;
+  ApplyActivation(activation, &out->tensor);
+  return absl::OkStatus();
+}
+
+}  // namespace rnnserve::engine::cpu

@@ -1,0 +1,35 @@
+#pragma once
+
+// CPU forms of the non-recurrent layers. Each takes its input value and writes a new one.
+// A value is a tensor plus, for sequences ([B, T, ...]), the per-sequence lengths that Keras
+// masking or the request carry along.
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "engine/ir.h"
+#include "engine/tensor.h"
+
+namespace rnnserve::engine::cpu {
+
+struct Value {
+  Tensor tensor;
+  std::vector<int32_t> lengths;  // size B when the value is a masked sequence; else empty
+};
+
+// y = act(x . kernel + bias) over the last axis.
+absl::Status RunDense(const DenseSpec& spec, const std::string& name, const Value& in, Value* out);
+
+// Keras Masking: a step whose features all equal mask_value is padding; the length of each
+// sequence ends after its last unmasked step. Masked steps are zeroed, as Keras multiplies by
+// the mask.
+absl::Status RunMasking(const MaskingSpec& spec, const Value& in, Value* out);
+
+// Token ids [B, T] -> [B, T, dim]; mask_zero makes id 0 padding.
+absl::Status RunEmbedding(const EmbeddingSpec& spec, const std::string& name, const Value& in,
+                          Value* out);
+
+absl::Status RunActivation(const Activation& activation, const Value& in, Value* out);
+
+}  // namespace rnnserve::engine::cpu

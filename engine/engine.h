@@ -1,0 +1,78 @@
+#pragma once
+
+// The Engine contract: compile a Model into instances that run batches.
+//
+// A CompiledModel owns its weights in the engine's preferred layout and its scratch, both
+// allocated at compile time. Run() is used by one scheduler thread at a time per instance; the
+// scheduler makes as many instances as the config asks for.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/ir.h"
+#include "engine/tensor.h"
+
+namespace rnnserve::engine {
+
+enum class EngineKind { kCpu, kCuda };
+
+enum class MathMode { kFp32, kTf32, kFp16, kBf16 };
+
+struct EngineOptions {
+  EngineKind kind = EngineKind::kCpu;
+  int device = 0;  // GPU ordinal for kCuda
+};
+
+struct CompileOptions {
+  // Threads the CPU engine may use inside one Run; 0 means every core.
+  int num_threads = 0;
+  MathMode math_mode = MathMode::kFp32;
+  // Largest batch a Run takes (scratch is sized for it); 0 means 64, grown on demand.
+  int max_batch_size = 0;
+};
+
+// One batch of sequences. Every input is [B, T, ...] (or [B, ...] for non-sequence inputs).
+struct Batch {
+  std::vector<Tensor> inputs;  // in Model::inputs order
+  // Per-sequence lengths, size B, each in [1, T]. Empty: every sequence uses the full T, or
+  // the lengths the model's own masking (Masking, Embedding mask_zero) implies.
+  std::vector<int32_t> lengths;
+};
+
+// Where a layer runs, and why (for metadata and the log).
+struct LayerPlacement {
+  std::string layer;
+  std::string engine;
+  std::string reason;
+};
+
+class CompiledModel {
+ public:
+  virtual ~CompiledModel() = default;
+  // Fills one tensor per Model output, batch axis first.
+  virtual absl::Status Run(const Batch& batch, std::vector<Tensor>* outputs) = 0;
+  virtual std::string engine_name() const = 0;
+  virtual std::vector<LayerPlacement> placements() const = 0;
+  // Bytes of weights and scratch this instance holds.
+  virtual int64_t memory_bytes() const = 0;
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  // kCpu always succeeds; kCuda fails with UNAVAILABLE where there is no GPU or the build has
+  // no CUDA.
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(const EngineOptions& options);
+
+  virtual absl::StatusOr<std::unique_ptr<CompiledModel>> Compile(
+      const Model& model, const CompileOptions& options) const = 0;
+  virtual std::string name() const = 0;
+};
+
+// True when this build has the CUDA engine and a GPU is visible.
+bool CudaAvailable(std::string* why_not);
+
+}  // namespace rnnserve::engine

@@ -1,0 +1,189 @@
+#pragma once
+
+// The model IR: what every importer (models/) writes and every engine compiles.
+//
+// A Model is a list of layers in topological order over numbered values. Model inputs are
+// values too. Sequential files give a chain; functional files give a small DAG.
+//
+// Recurrent weights use one canonical layout for every source format, per direction:
+//   W  [G*H, I]   input weights, row-major
+//   R  [G*H, H']  recurrent weights (H' = proj_size when projecting, else H)
+//   bW [G*H]      input bias
+//   bR [G*H]      recurrent bias
+//   P  [proj, H]  optional LSTM projection (PyTorch proj_size)
+//   peephole [3H] optional LSTM peepholes, in the order i, f, o
+// Gate order is cuDNN's: LSTM i, f, g, o (G = 4); GRU r, z, n (G = 3); simple RNN (G = 1).
+// Importers convert from their source's order; nothing downstream knows a file format.
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "engine/tensor.h"
+
+namespace rnnserve::engine {
+
+enum class ActivationKind {
+  kLinear,
+  kSigmoid,
+  kTanh,
+  kRelu,
+  kHardSigmoid,      // clip(alpha*x + beta, 0, 1)
+  kLeakyRelu,        // x >= 0 ? x : alpha*x
+  kThresholdedRelu,  // x > alpha ? x : 0
+  kScaledTanh,       // alpha * tanh(beta * x)
+  kAffine,           // alpha * x + beta
+  kElu,              // x >= 0 ? x : alpha*(exp(x) - 1)
+  kSoftsign,         // x / (1 + |x|)
+  kSoftplus,         // log(1 + exp(x))
+  kSelu,
+  kGelu,             // exact (erf) form
+  kSwish,            // x * sigmoid(x)
+  kExponential,
+  kSoftmax,          // over the last axis; only outside recurrent cells
+};
+
+struct Activation {
+  ActivationKind kind = ActivationKind::kLinear;
+  float alpha = 0.0f;
+  float beta = 0.0f;
+
+  static Activation Of(ActivationKind kind, float alpha = 0.0f, float beta = 0.0f) {
+    return Activation{kind, alpha, beta};
+  }
+  // Keras 2 (and tf.keras): clip(0.2x + 0.5, 0, 1).
+  static Activation HardSigmoidKeras2() { return Of(ActivationKind::kHardSigmoid, 0.2f, 0.5f); }
+  // Keras 3: clip(x/6 + 0.5, 0, 1).
+  static Activation HardSigmoidKeras3() {
+    return Of(ActivationKind::kHardSigmoid, 1.0f / 6.0f, 0.5f);
+  }
+  bool operator==(const Activation&) const = default;
+};
+
+std::string ActivationName(const Activation& a);
+
+enum class CellType { kLstm, kGru, kSimpleRnn };
+enum class MergeMode { kConcat, kSum, kMul, kAve, kNone };
+
+// What happens past a sequence's length.
+enum class MaskSemantics {
+  kKeras,  // a masked step carries the state and repeats the last output
+  kOnnx,   // sequence_lens: outputs past the length are zero
+};
+
+std::string CellTypeName(CellType cell);
+std::string MergeModeName(MergeMode mode);
+std::string MaskSemanticsName(MaskSemantics m);
+
+// One direction of a recurrent layer.
+struct RecurrentDirection {
+  // Process each sequence's valid steps from its last to its first.
+  bool reverse = false;
+  // Keras go_backwards outside Bidirectional: outputs stay in processing order (position s
+  // holds the output after s+1 reversed steps of the padded sequence), instead of being placed
+  // at the time index of the step they came from (ONNX reverse, Bidirectional's backward half).
+  bool outputs_in_processing_order = false;
+  // LSTM: f = gates i, f, o; g = cell candidate; h = output (ONNX f, g, h).
+  // GRU:  f = gates r, z;    g = candidate n.   Simple RNN: f only.
+  Activation f = Activation::Of(ActivationKind::kSigmoid);
+  Activation g = Activation::Of(ActivationKind::kTanh);
+  Activation h = Activation::Of(ActivationKind::kTanh);
+  std::vector<float> W;         // [G*H, I]
+  std::vector<float> R;         // [G*H, H'] (H' = proj_size or H)
+  std::vector<float> bW;        // [G*H]
+  std::vector<float> bR;        // [G*H]
+  std::vector<float> P;         // [proj_size, H], empty without projection
+  std::vector<float> peephole;  // [3H] i, f, o; empty without peepholes
+};
+
+struct RecurrentSpec {
+  CellType cell = CellType::kLstm;
+  int input_size = 0;   // I
+  int hidden_size = 0;  // H
+  int proj_size = 0;    // 0: no projection
+  float clip = 0.0f;    // 0: no clipping of gate pre-activations
+  bool input_forget = false;  // LSTM: f = 1 - i (ONNX input_forget)
+  bool reset_after = true;    // GRU: reset applied after the recurrent matmul
+  bool return_sequences = false;
+  bool return_state = false;
+  MergeMode merge = MergeMode::kConcat;  // bidirectional only
+  MaskSemantics masking = MaskSemantics::kKeras;
+  // Keras semantics only: masked steps output zeros instead of repeating the last output
+  // (what Keras's Bidirectional forces on its layers when they return sequences).
+  bool zero_output_for_mask = false;
+  // 1 (forward or reverse) or 2 (bidirectional: forward, then backward).
+  std::vector<RecurrentDirection> directions;
+
+  int gates() const { return cell == CellType::kLstm ? 4 : cell == CellType::kGru ? 3 : 1; }
+  int output_size() const { return proj_size > 0 ? proj_size : hidden_size; }
+  // Validates sizes against the weights; the message names `layer`.
+  absl::Status Validate(const std::string& layer) const;
+};
+
+// y = act(x . kernel + bias) over the last axis (also TimeDistributed(Dense)).
+struct DenseSpec {
+  int in = 0;
+  int out = 0;
+  std::vector<float> kernel;  // [in, out]
+  std::vector<float> bias;    // [out] or empty
+  Activation activation;
+};
+
+// Marks steps whose features all equal mask_value as padding (Keras Masking).
+struct MaskingSpec {
+  float mask_value = 0.0f;
+};
+
+struct EmbeddingSpec {
+  int vocab = 0;
+  int dim = 0;
+  std::vector<float> table;  // [vocab, dim]
+  bool mask_zero = false;
+};
+
+struct ActivationSpec {
+  Activation activation;
+};
+
+// Identity at inference: Dropout, SpatialDropout1D, GaussianNoise, InputLayer...
+struct IdentitySpec {};
+
+// A layer an engine may not support yet; kept so compile can name it.
+struct UnsupportedSpec {
+  std::string reason;
+};
+
+using LayerSpec = std::variant<RecurrentSpec, DenseSpec, MaskingSpec, EmbeddingSpec,
+                               ActivationSpec, IdentitySpec, UnsupportedSpec>;
+
+struct Layer {
+  std::string name;          // as the source file names it
+  std::string source_class;  // e.g. "LSTM", "CuDNNGRU", "onnx::LSTM"
+  LayerSpec spec;
+  std::vector<int> inputs;   // value ids
+  std::vector<int> outputs;  // value ids (a recurrent layer with return_state has several)
+};
+
+struct ValueInfo {
+  std::string name;
+  DType dtype = DType::kFloat32;
+  Shape shape;  // with the batch axis first; -1 for dynamic axes
+};
+
+struct Model {
+  std::string name;
+  std::string source_format;  // "keras_h5", "keras", "onnx"
+  std::string producer;       // e.g. "keras 2.15.0"
+  std::vector<ValueInfo> inputs;   // value ids 0..inputs.size()-1
+  std::vector<ValueInfo> outputs;  // shapes as known
+  std::vector<int> output_values;  // value id of each output
+  std::vector<Layer> layers;       // topological order
+  int num_values = 0;
+
+  // Checks value ids, topological order and every layer's own invariants.
+  absl::Status Validate() const;
+};
+
+}  // namespace rnnserve::engine
