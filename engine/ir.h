@@ -150,13 +150,80 @@ struct ActivationSpec {
 // Identity at inference: Dropout, SpatialDropout1D, GaussianNoise, InputLayer...
 struct IdentitySpec {};
 
+// Softmax over one axis (negative counts from the end). Activation(softmax) uses axis -1.
+struct SoftmaxSpec {
+  int axis = -1;
+};
+
+// Inference-time batch normalisation over the last axis:
+// y = gamma * (x - mean) / sqrt(var + epsilon) + beta.
+struct BatchNormSpec {
+  std::vector<float> gamma, beta, mean, variance;  // [C] each; gamma/beta may be empty
+  float epsilon = 1e-3f;
+};
+
+// Layer normalisation over the last axis.
+struct LayerNormSpec {
+  std::vector<float> gamma, beta;  // [C] each; may be empty
+  float epsilon = 1e-3f;
+};
+
+// 1-D convolution over the time axis of [B, T, Cin] -> [B, T', Cout].
+struct Conv1DSpec {
+  int in_channels = 0;
+  int out_channels = 0;
+  int kernel_size = 1;
+  int stride = 1;
+  int dilation = 1;
+  enum class Padding { kValid, kSame, kCausal } padding = Padding::kValid;
+  std::vector<float> kernel;  // [kernel_size, Cin, Cout] (Keras layout)
+  std::vector<float> bias;    // [Cout] or empty
+  Activation activation;
+};
+
+// MaxPooling1D / AveragePooling1D over the time axis.
+struct Pool1DSpec {
+  enum class Kind { kMax, kAverage } kind = Kind::kMax;
+  int pool_size = 2;
+  int stride = 2;
+  bool same_padding = false;
+};
+
+// GlobalMax/GlobalAveragePooling1D: [B, T, C] -> [B, C]; masked steps are ignored (Keras).
+struct GlobalPool1DSpec {
+  enum class Kind { kMax, kAverage } kind = Kind::kAverage;
+};
+
+// Flatten to [B, -1].
+struct FlattenSpec {};
+
+// Reshape to [B, target...]; one entry may be -1.
+struct ReshapeSpec {
+  std::vector<int64_t> target;
+};
+
+// [B, C] -> [B, n, C].
+struct RepeatVectorSpec {
+  int n = 1;
+};
+
+// Functional merges of several inputs.
+struct MergeSpec {
+  enum class Kind { kConcatenate, kAdd, kSubtract, kMultiply, kAverage, kMaximum, kMinimum };
+  Kind kind = Kind::kConcatenate;
+  int axis = -1;  // concatenate only
+};
+
 // A layer an engine may not support yet; kept so compile can name it.
 struct UnsupportedSpec {
   std::string reason;
 };
 
-using LayerSpec = std::variant<RecurrentSpec, DenseSpec, MaskingSpec, EmbeddingSpec,
-                               ActivationSpec, IdentitySpec, UnsupportedSpec>;
+using LayerSpec =
+    std::variant<RecurrentSpec, DenseSpec, MaskingSpec, EmbeddingSpec, ActivationSpec,
+                 IdentitySpec, SoftmaxSpec, BatchNormSpec, LayerNormSpec, Conv1DSpec, Pool1DSpec,
+                 GlobalPool1DSpec, FlattenSpec, ReshapeSpec, RepeatVectorSpec, MergeSpec,
+                 UnsupportedSpec>;
 
 struct Layer {
   std::string name;          // as the source file names it

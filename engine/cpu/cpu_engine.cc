@@ -143,6 +143,18 @@ class CpuEngine final : public Engine {
                                                      layer.source_class,
                                                      ") is not supported: ", u->reason));
       }
+      const bool has_kernel =
+          std::holds_alternative<RecurrentSpec>(layer.spec) ||
+          std::holds_alternative<DenseSpec>(layer.spec) ||
+          std::holds_alternative<MaskingSpec>(layer.spec) ||
+          std::holds_alternative<EmbeddingSpec>(layer.spec) ||
+          std::holds_alternative<ActivationSpec>(layer.spec) ||
+          std::holds_alternative<IdentitySpec>(layer.spec);
+      if (!has_kernel) {
+        return absl::UnimplementedError(absl::StrCat("layer '", layer.name, "' (class ",
+                                                     layer.source_class,
+                                                     ") has no CPU kernel"));
+      }
       if (layer.inputs.empty() || layer.outputs.empty()) {
         return absl::InvalidArgumentError(
             absl::StrCat("layer '", layer.name, "' has no inputs or outputs"));

@@ -1,0 +1,28 @@
+#pragma once
+
+// Model files -> engine IR. The one entry point the server uses; nothing outside models/
+// knows a file format.
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "engine/ir.h"
+
+namespace rnnserve::models {
+
+struct LoadOptions {
+  // "keras_h5", "keras" or "onnx"; empty: chosen from the extension and the file's magic.
+  std::string format;
+  // For weights-only Keras files (save_weights): the architecture JSON (model.to_json()).
+  std::string architecture_json_path;
+};
+
+// Loads `path` into a validated Model. Errors name the file and the problem; nothing is
+// returned half-loaded.
+absl::StatusOr<engine::Model> LoadModelFile(const std::string& path,
+                                            const LoadOptions& options = {});
+
+// The formats LoadModelFile accepts, by extension (".h5", ".hdf5", ".keras", ".onnx").
+bool IsModelFile(const std::string& path);
+
+}  // namespace rnnserve::models
