@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "server/grpc_status.h"
 #include "server/log.h"
 #include "server/request_validation.h"
@@ -30,7 +31,11 @@ grpc::Status RnnServeService::Predict(grpc::ServerContext* context,
   if (!batch.ok()) return ToGrpc(batch.status());
   if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
   std::vector<engine::Tensor> outputs;
-  if (auto s = model.Run(*batch, &outputs); !s.ok()) {
+  RunOptions options;
+  if (context->deadline() != std::chrono::system_clock::time_point::max()) {
+    options.deadline = absl::FromChrono(context->deadline());
+  }
+  if (auto s = model.Run(*batch, &outputs, options); !s.ok()) {
     if (s.code() != absl::StatusCode::kInvalidArgument) {
       LogError(absl::StrCat("model ", model.name(), " v", model.version(), ": ", s.message()));
     }

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "models/model_loader.h"
 #include "server/batch_util.h"
 #include "server/log.h"
@@ -253,7 +254,11 @@ absl::Status Servable::RunOnInstance(const engine::Batch& batch,
   return s;
 }
 
-absl::Status Servable::Run(const engine::Batch& batch, std::vector<engine::Tensor>* outputs) const {
+absl::Status Servable::Run(const engine::Batch& batch, std::vector<engine::Tensor>* outputs,
+                           const RunOptions& options) const {
+  if (absl::Now() > options.deadline) {
+    return absl::DeadlineExceededError("deadline passed before the request ran");
+  }
   const int64_t B = batch.inputs.empty() ? 0 : batch.inputs[0].dim(0);
   const int64_t limit = max_batch_size() > 0 ? max_batch_size() : B;
   if (B <= limit) return RunOnInstance(batch, outputs);

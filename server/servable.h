@@ -15,6 +15,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "engine/engine.h"
 #include "engine/ir.h"
 #include "rnnserve/v1/model_config.pb.h"
@@ -26,6 +27,14 @@ struct TensorSignature {
   engine::DType dtype = engine::DType::kFloat32;
   engine::Shape shape;  // batch axis first; -1 marks a dynamic axis
   bool reject_non_finite = false;
+};
+
+// Per-request scheduling options.
+struct RunOptions {
+  // The request fails with DEADLINE_EXCEEDED, costing no compute, if it has not started by then.
+  absl::Time deadline = absl::InfiniteFuture();
+  // 0 is the highest priority; larger values wait behind smaller ones.
+  int priority = 0;
 };
 
 struct InstanceInfo {
@@ -56,7 +65,8 @@ class Servable {
 
   // Runs a validated batch on the next free instance, splitting it into engine calls of at
   // most max_batch_size sequences. Blocks while every instance is busy.
-  absl::Status Run(const engine::Batch& batch, std::vector<engine::Tensor>* outputs) const;
+  absl::Status Run(const engine::Batch& batch, std::vector<engine::Tensor>* outputs,
+                   const RunOptions& options = {}) const;
 
  private:
   Servable(int64_t version, v1::ModelConfig config) : version_(version), config_(std::move(config)) {}
