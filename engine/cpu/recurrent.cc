@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/cpu/panel_gemm.h"
 #include "engine/cpu/recurrent_internal.h"
 
 namespace rnnserve::engine::cpu {
@@ -79,29 +80,43 @@ absl::StatusOr<std::unique_ptr<RecurrentKernel>> RecurrentKernel::Create(
 
 void RecurrentKernel::Pack() {
   const int H = spec_.hidden_size, Hp = spec_.output_size(), G = spec_.gates();
-  const bool gru_ra = spec_.cell == CellType::kGru && spec_.reset_after;
+  const int I = spec_.input_size;
+  const bool gru = spec_.cell == CellType::kGru;
   unit_begin_ = Split(H, num_threads_);
   proj_begin_ = Split(Hp, num_threads_);
   packed_.resize(spec_.directions.size());
   for (size_t d = 0; d < spec_.directions.size(); ++d) {
     const RecurrentDirection& dir = spec_.directions[d];
     Packed& p = packed_[d];
-    p.bias.resize(G * H);
-    for (int j = 0; j < G * H; ++j) {
-      const bool keep_rn = gru_ra && j >= 2 * H;
-      p.bias[j] = dir.bW[j] + (keep_rn ? 0.0f : dir.bR[j]);
-    }
-    if (gru_ra) p.bRn.assign(dir.bR.begin() + 2 * H, dir.bR.end());
-    p.R.resize(num_threads_);
+    p.slices.resize(num_threads_);
     for (int t = 0; t < num_threads_; ++t) {
       const int u0 = unit_begin_[t], nu = unit_begin_[t + 1] - u0;
-      std::vector<float>& r = p.R[t];  // [G*nu, H']
-      r.resize(static_cast<size_t>(G) * nu * Hp);
+      Packed::Slice& sl = p.slices[t];
+      // The thread's rows of W and R, gate-major: row q*nu + j is gate q of unit u0 + j.
+      std::vector<float> w(static_cast<size_t>(G) * nu * I), r(static_cast<size_t>(G) * nu * Hp);
+      sl.bias.resize(static_cast<size_t>(G) * nu);
       for (int q = 0; q < G; ++q) {
         for (int j = 0; j < nu; ++j) {
-          std::copy_n(dir.R.data() + static_cast<size_t>(q * H + u0 + j) * Hp, Hp,
-                      r.data() + static_cast<size_t>(q * nu + j) * Hp);
+          const size_t src = static_cast<size_t>(q) * H + u0 + j, dst = size_t(q) * nu + j;
+          std::copy_n(dir.W.data() + src * I, I, w.data() + dst * I);
+          std::copy_n(dir.R.data() + src * Hp, Hp, r.data() + dst * Hp);
+          const bool keep_rn = gru && spec_.reset_after && q == 2;
+          sl.bias[dst] = dir.bW[src] + (keep_rn ? 0.0f : dir.bR[src]);
         }
+      }
+      if (gru && spec_.reset_after) {
+        sl.bRn.assign(dir.bR.begin() + 2 * H + u0, dir.bR.begin() + 2 * H + u0 + nu);
+      }
+      sl.W = PackPanels(w.data(), I, G * nu, I);
+      if (gru && !spec_.reset_after) {
+        sl.R = PackPanels(r.data(), Hp, 2 * nu, Hp);
+        sl.Rn = PackPanels(r.data() + static_cast<size_t>(2) * nu * Hp, Hp, nu, Hp);
+      } else {
+        sl.R = PackPanels(r.data(), Hp, G * nu, Hp);
+      }
+      if (spec_.proj_size > 0) {
+        const int p0 = proj_begin_[t], np = proj_begin_[t + 1] - p0;
+        sl.P = PackPanels(dir.P.data() + static_cast<size_t>(p0) * H, H, np, H);
       }
     }
   }
@@ -111,7 +126,6 @@ void RecurrentKernel::Reserve(int64_t batch, int64_t rows) {
   const int H = spec_.hidden_size, Hp = spec_.output_size(), G = spec_.gates();
   Scratch& s = *scratch_;
   Grow(&s.xpack, rows * spec_.input_size);
-  Grow(&s.xproj, rows * G * H);
   Grow(&s.h[0], batch * Hp);
   Grow(&s.h[1], batch * Hp);
   if (spec_.cell == CellType::kLstm) Grow(&s.c, batch * H);
@@ -119,8 +133,11 @@ void RecurrentKernel::Reserve(int64_t batch, int64_t rows) {
     Grow(&s.shared, batch * H);
   }
   s.gates.resize(num_threads_);
+  s.xproj.resize(num_threads_);
   for (int t = 0; t < num_threads_; ++t) {
-    Grow(&s.gates[t], batch * G * (unit_begin_[t + 1] - unit_begin_[t]));
+    const int nu = unit_begin_[t + 1] - unit_begin_[t];
+    Grow(&s.gates[t], batch * G * nu);
+    Grow(&s.xproj[t], rows * G * nu);
   }
   Grow(&s.order, batch);
   Grow(&s.len, batch);
@@ -141,21 +158,24 @@ int RecurrentKernel::num_outputs() const {
 int64_t RecurrentKernel::memory_bytes() const {
   int64_t floats = 0;
   for (const RecurrentDirection& d : spec_.directions) {
-    // W, P and peepholes are read from the spec copy; R is read from the packed copy.
-    floats += d.W.size() + d.bW.size() + d.bR.size() + d.P.size() + d.peephole.size();
+    floats += d.peephole.size();  // read from the spec; every other weight is packed
   }
   for (const Packed& p : packed_) {
-    floats += p.bias.size() + p.bRn.size();
-    for (const auto& r : p.R) floats += r.size();
+    for (const Packed::Slice& sl : p.slices) {
+      floats +=
+          sl.W.size() + sl.R.size() + sl.Rn.size() + sl.P.size() + sl.bias.size() + sl.bRn.size();
+    }
   }
   const Scratch& s = *scratch_;
-  floats += s.xpack.capacity() + s.xproj.capacity() + s.h[0].capacity() + s.h[1].capacity() +
-            s.c.capacity() + s.shared.capacity();
+  floats += s.xpack.capacity() + s.h[0].capacity() + s.h[1].capacity() + s.c.capacity() +
+            s.shared.capacity();
   for (const auto& g : s.gates) floats += g.capacity();
+  for (const auto& x : s.xproj) floats += x.capacity();
   return static_cast<int64_t>(sizeof(float)) * floats +
          static_cast<int64_t>(
              s.order.capacity() * sizeof(int) + s.len.capacity() * sizeof(int32_t) +
-             s.offset.capacity() * sizeof(int64_t) + s.active.capacity() * sizeof(int));
+             s.offset.capacity() * sizeof(int64_t) + s.active.capacity() * sizeof(int) +
+             s.first_valid.capacity() * sizeof(int64_t));
 }
 
 absl::Status RecurrentKernel::Run(const Tensor& x, absl::Span<const int32_t> lengths,

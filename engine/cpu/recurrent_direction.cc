@@ -9,6 +9,7 @@
 #endif
 
 #include "engine/cpu/activation.h"
+#include "engine/cpu/panel_gemm.h"
 #include "engine/cpu/recurrent.h"
 #include "engine/cpu/recurrent_internal.h"
 
@@ -48,21 +49,6 @@ void ClipInPlace(float* x, int n, float clip) {
   v = v.max(-clip).min(clip);
 }
 
-// Everything one step of one thread needs; built once per direction.
-struct StepContext {
-  const RecurrentSpec* spec;
-  const RecurrentDirection* dir;
-  const RecurrentKernel* kernel;
-  int H, Hp, G, T;
-  const float* xproj;     // [rows, G*H]
-  const int64_t* offset;  // [B] by batch index
-  const int* order;       // [B] sorted row -> batch index
-  const int32_t* len;     // [B] sorted row -> length
-  const uint8_t* mask;    // [B, T] by batch index, or null
-  float* seq_out;         // [B, T, H'] by batch index, or null
-  bool zero_masked;       // Keras zero_output_for_mask
-};
-
 }  // namespace
 
 void RecurrentKernel::RunDirection(int d, const Tensor& x, absl::Span<const int32_t> lengths,
@@ -72,7 +58,7 @@ void RecurrentKernel::RunDirection(int d, const Tensor& x, absl::Span<const int3
   const Packed& pk = packed_[d];
   Scratch& s = *scratch_;
   const int64_t B = x.dim(0), T = x.dim(1), I = x.dim(2);
-  const int H = spec_.hidden_size, Hp = spec_.output_size(), G = spec_.gates(), GH = G * H;
+  const int H = spec_.hidden_size, Hp = spec_.output_size(), G = spec_.gates();
   const bool lstm = spec_.cell == CellType::kLstm;
 
   // Rows of the valid steps: sequence b's steps are rows offset[b] .. offset[b] + len - 1.
@@ -86,20 +72,14 @@ void RecurrentKernel::RunDirection(int d, const Tensor& x, absl::Span<const int3
   }
   Reserve(B, rows);
 
-  // Input projection of every valid step: one GEMM, [rows, I] x [I, GH], biases folded in.
-  if (rows > 0) {
-    const float* xin = x.f32();
-    if (!full) {
-      for (int64_t b = 0; b < B; ++b) {
-        std::copy_n(x.f32() + b * T * I, lengths[b] * I, s.xpack.data() + s.offset[b] * I);
-      }
-      xin = s.xpack.data();
+  // The valid steps of every sequence, packed contiguous when some sequence is short; each
+  // thread projects them onto its own gate slice inside the parallel region below.
+  const float* xin = x.f32();
+  if (!full && rows > 0) {
+    for (int64_t b = 0; b < B; ++b) {
+      std::copy_n(x.f32() + b * T * I, lengths[b] * I, s.xpack.data() + s.offset[b] * I);
     }
-    CMapRow X(xin, rows, I);             // [rows, I]
-    CMapRow W(dir.W.data(), GH, I);      // [GH, I]
-    MapRow P(s.xproj.data(), rows, GH);  // [rows, GH]
-    P.noalias() = X * W.transpose();
-    P.rowwise() += Eigen::Map<const Eigen::RowVectorXf>(pk.bias.data(), GH);
+    xin = s.xpack.data();
   }
 
   // Sequences sorted by length, longest first: the ones still running at step s are a prefix.
@@ -144,20 +124,7 @@ void RecurrentKernel::RunDirection(int d, const Tensor& x, absl::Span<const int3
     }
   }
 
-  const StepContext ctx{&spec_,
-                        &dir,
-                        this,
-                        H,
-                        Hp,
-                        G,
-                        static_cast<int>(T),
-                        s.xproj.data(),
-                        s.offset.data(),
-                        s.order.data(),
-                        s.len.data(),
-                        step_mask,
-                        seq_out,
-                        spec_.masking == MaskSemantics::kKeras && spec_.zero_output_for_mask};
+  const bool zero_masked = spec_.masking == MaskSemantics::kKeras && spec_.zero_output_for_mask;
   const float clip = spec_.clip;
   const float* peep = dir.peephole.empty() ? nullptr : dir.peephole.data();
 
@@ -179,7 +146,7 @@ void RecurrentKernel::RunDirection(int d, const Tensor& x, absl::Span<const int3
     if (!seq_out) return;
     float* dst = seq_out + (s.order[k] * T + out_pos(k, st)) * Hp + a;
     // Keras: a masked step repeats the last output, which is zero before the first valid step.
-    if (was_masked && (ctx.zero_masked || st < s.first_valid[k])) {
+    if (was_masked && (zero_masked || st < s.first_valid[k])) {
       std::fill_n(dst, m, 0.0f);
     } else {
       std::copy_n(h, m, dst);
@@ -196,25 +163,27 @@ void RecurrentKernel::RunDirection(int d, const Tensor& x, absl::Span<const int3
 #endif
     const int u0 = unit_begin_[tid], nu = unit_begin_[tid + 1] - u0;
     const int p0 = proj_begin_[tid], np = proj_begin_[tid + 1] - p0;
-    float* gates = s.gates[tid].data();        // [n, G*nu] this thread's slice, gate-major
-    CMapRow Rt(pk.R[tid].data(), G * nu, Hp);  // [G*nu, H']
+    const int Gn = G * nu;
+    float* gates = s.gates[tid].data();  // [n, G*nu] this thread's slice, gate-major
+    float* xproj = s.xproj[tid].data();  // [rows, G*nu] this thread's slice, biases folded in
+    const Packed::Slice& sl = pk.slices[tid];
+    // Input projection of every valid step onto this thread's gates: one GEMM.
+    if (nu > 0 && rows > 0) {
+      PanelGemm(xin, I, rows, static_cast<int>(I), sl.W.data(), Gn, xproj, Gn);
+      for (int64_t r = 0; r < rows; ++r) {
+        Arr(xproj + r * Gn, Gn) += Eigen::Map<const Eigen::ArrayXf>(sl.bias.data(), Gn);
+      }
+    }
     for (int64_t st = 0; st < max_len; ++st) {
       const int n = s.active[st];
       const float* hp = s.h[st & 1].data();  // [n, H'] state before the step
       float* hn = s.h[(st + 1) & 1].data();  // [n, H'] state after the step
-      CMapRow Hprev(hp, n, Hp);
       const bool gru_rb = spec_.cell == CellType::kGru && !spec_.reset_after;
-      if (nu > 0) {
-        MapRow Gt(gates, n, G * nu);  // [n, G*nu]
-        if (gru_rb) {
-          Gt.leftCols(2 * nu).noalias() = Hprev * Rt.topRows(2 * nu).transpose();
-        } else {
-          Gt.noalias() = Hprev * Rt.transpose();
-        }
-      }
+      // [n, G*nu] = h [n, H'] . R_slice^T (GRU reset_after=false: the r and z columns only).
+      if (nu > 0) PanelGemm(hp, Hp, n, Hp, sl.R.data(), gru_rb ? 2 * nu : Gn, gates, Gn);
       for (int64_t k = 0; k < n && nu > 0; ++k) {
         float* g = gates + k * G * nu;
-        const float* xp = s.xproj.data() + (s.offset[s.order[k]] + time_of(k, st)) * GH + u0;
+        const float* xp = xproj + (s.offset[s.order[k]] + time_of(k, st)) * Gn;
         const bool skip = masked(k, st);
         if (spec_.cell == CellType::kLstm) {
           if (skip) {
@@ -227,7 +196,7 @@ void RecurrentKernel::RunDirection(int d, const Tensor& x, absl::Span<const int3
           float* c = s.c.data() + k * H + u0;
           float *zi = g, *zf = g + nu, *zc = g + 2 * nu, *zo = g + 3 * nu;
           for (int q = 0; q < 4; ++q)
-            Arr(g + q * nu, nu) += Eigen::Map<const Eigen::ArrayXf>(xp + q * H, nu);
+            Arr(g + q * nu, nu) += Eigen::Map<const Eigen::ArrayXf>(xp + q * nu, nu);
           if (peep) {
             Eigen::Map<const Eigen::ArrayXf> C(c, nu);
             Arr(zi, nu) += Eigen::Map<const Eigen::ArrayXf>(peep + u0, nu) * C;
@@ -262,12 +231,12 @@ void RecurrentKernel::RunDirection(int d, const Tensor& x, absl::Span<const int3
             }
             float *r = g, *z = g + nu, *nn = g + 2 * nu;
             Arr(r, nu) += Eigen::Map<const Eigen::ArrayXf>(xp, nu);
-            Arr(z, nu) += Eigen::Map<const Eigen::ArrayXf>(xp + H, nu);
+            Arr(z, nu) += Eigen::Map<const Eigen::ArrayXf>(xp + nu, nu);
             ClipInPlace(g, 2 * nu, clip);
             ApplyActivation(dir.f, g, 2 * nu);
-            Arr(nn, nu) = Eigen::Map<const Eigen::ArrayXf>(xp + 2 * H, nu) +
-                          Arr(r, nu) * (Arr(nn, nu) +
-                                        Eigen::Map<const Eigen::ArrayXf>(pk.bRn.data() + u0, nu));
+            Arr(nn, nu) =
+                Eigen::Map<const Eigen::ArrayXf>(xp + 2 * nu, nu) +
+                Arr(r, nu) * (Arr(nn, nu) + Eigen::Map<const Eigen::ArrayXf>(sl.bRn.data(), nu));
             ClipInPlace(nn, nu, clip);
             ApplyActivation(dir.g, nn, nu);
             Eigen::Map<const Eigen::ArrayXf> hprev(hk, nu);
@@ -277,7 +246,7 @@ void RecurrentKernel::RunDirection(int d, const Tensor& x, absl::Span<const int3
             // Phase 1: r and z; r * h goes to the shared buffer for the n gate's matmul.
             float *r = g, *z = g + nu;
             Arr(r, nu) += Eigen::Map<const Eigen::ArrayXf>(xp, nu);
-            Arr(z, nu) += Eigen::Map<const Eigen::ArrayXf>(xp + H, nu);
+            Arr(z, nu) += Eigen::Map<const Eigen::ArrayXf>(xp + nu, nu);
             ClipInPlace(g, 2 * nu, clip);
             ApplyActivation(dir.f, g, 2 * nu);
             Arr(s.shared.data() + k * H + u0, nu) =
@@ -301,8 +270,8 @@ void RecurrentKernel::RunDirection(int d, const Tensor& x, absl::Span<const int3
         // Phase 2: n = g(x_n + (r * h) R_n^T), then h = (1 - z) n + z h.
 #pragma omp barrier
         if (nu > 0) {
-          Eigen::Map<RowMat, 0, Stride> Gn(gates + 2 * nu, n, nu, Stride(G * nu));  // [n, nu]
-          Gn.noalias() = CMapRow(s.shared.data(), n, H) * Rt.bottomRows(nu).transpose();
+          // [n, nu] n-gate columns = (r * h) [n, H] . R_n slice^T.
+          PanelGemm(s.shared.data(), H, n, H, sl.Rn.data(), nu, gates + 2 * nu, Gn);
         }
         for (int64_t k = 0; k < n && nu > 0; ++k) {
           float* g = gates + k * G * nu;
@@ -313,9 +282,9 @@ void RecurrentKernel::RunDirection(int d, const Tensor& x, absl::Span<const int3
             emit(k, st, hk_new, u0, nu, true);
             continue;
           }
-          const float* xp = s.xproj.data() + (s.offset[s.order[k]] + time_of(k, st)) * GH + u0;
+          const float* xp = xproj + (s.offset[s.order[k]] + time_of(k, st)) * Gn;
           float *z = g + nu, *nn = g + 2 * nu;
-          Arr(nn, nu) += Eigen::Map<const Eigen::ArrayXf>(xp + 2 * H, nu);
+          Arr(nn, nu) += Eigen::Map<const Eigen::ArrayXf>(xp + 2 * nu, nu);
           ClipInPlace(nn, nu, clip);
           ApplyActivation(dir.g, nn, nu);
           Arr(hk_new, nu) = (1.0f - Arr(z, nu)) * Arr(nn, nu) +
@@ -328,9 +297,8 @@ void RecurrentKernel::RunDirection(int d, const Tensor& x, absl::Span<const int3
         // h = P . (o * h(c)), each thread its slice of the projected units.
 #pragma omp barrier
         if (np > 0) {
-          CMapRow Pt(dir.P.data() + static_cast<int64_t>(p0) * H, np, H);  // [np, H]
-          Eigen::Map<RowMat, 0, Stride> Hn(hn + p0, n, np, Stride(Hp));    // [n, np]
-          Hn.noalias() = CMapRow(s.shared.data(), n, H) * Pt.transpose();
+          // [n, np] projected units = (o * h(c)) [n, H] . P_slice^T.
+          PanelGemm(s.shared.data(), H, n, H, sl.P.data(), np, hn + p0, Hp);
           for (int64_t k = 0; k < n; ++k) {
             const bool skip = masked(k, st);
             if (skip) std::copy_n(hp + k * Hp + p0, np, hn + k * Hp + p0);

@@ -15,16 +15,25 @@ using MapRow = Eigen::Map<RowMat>;
 using CMapRow = Eigen::Map<const RowMat>;
 
 struct RecurrentKernel::Packed {
-  // Folded biases: bW + bR, except GRU reset_after's n gate, whose bR sits inside r * (.).
-  std::vector<float> bias;  // [G*H]
-  std::vector<float> bRn;   // [H] GRU reset_after: bR of the n gate; else empty
-  // Per thread: the R rows of its units, gate-major: row q*nu + j is gate q of unit u0 + j.
-  std::vector<std::vector<float>> R;  // [threads][G*nu, H']
+  // One thread's share: the weights of its units u0 .. u0+nu, gate-major (column q*nu + j is
+  // gate q of unit u0 + j), as panels for PanelGemm.
+  struct Slice {
+    std::vector<float> W;   // panels of [G*nu, I]
+    std::vector<float> R;   // panels of [G*nu, H'] (GRU reset_after=false: [2*nu, H], r, z)
+    std::vector<float> Rn;  // GRU reset_after=false: panels of the n rows [nu, H]
+    std::vector<float> P;   // LSTM projection: panels of P's rows p0 .. p0+np, [np, H]
+    // Folded biases [G*nu]: bW + bR, except GRU reset_after's n gate, whose bR sits inside
+    // r * (R h + bR_n).
+    std::vector<float> bias;
+    std::vector<float> bRn;  // [nu] GRU reset_after: bR of the n gate
+  };
+  std::vector<Slice> slices;  // [threads]
 };
 
 struct RecurrentKernel::Scratch {
-  std::vector<float> xpack;   // [rows, I] valid input steps packed, when lengths differ
-  std::vector<float> xproj;   // [rows, G*H] input projection of every valid step, biases folded
+  std::vector<float> xpack;  // [rows, I] valid input steps packed, when lengths differ
+  // [threads][rows, G*nu] input projection of every valid step onto each thread's gates
+  std::vector<std::vector<float>> xproj;
   std::vector<float> h[2];    // [B, H'] output state, ping-pong by step parity, length-sorted
   std::vector<float> c;       // [B, H] LSTM cell state, length-sorted
   std::vector<float> shared;  // [B, H] LSTM output before projection, or GRU r * h

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace rnnserve::engine::cpu {
 namespace {
@@ -76,7 +77,7 @@ absl::Status RunReshape(const ReshapeSpec& spec, const std::string& name, const 
       free_axis = static_cast<int>(i) + 1;
     } else if (d < 0) {
       return absl::InvalidArgumentError(absl::StrCat("layer '", name, "': target shape ",
-                                                     ShapeString(spec.target),
+                                                     absl::StrJoin(spec.target, ","),
                                                      " may hold one -1 and no other negative"));
     } else {
       known *= d;
@@ -86,8 +87,8 @@ absl::Status RunReshape(const ReshapeSpec& spec, const std::string& name, const 
   if (free_axis >= 0 && known > 0 && per_item % known == 0) shape[free_axis] = per_item / known;
   if (NumElements(shape) != x.num_elements()) {
     return absl::InvalidArgumentError(absl::StrCat("layer '", name, "': cannot reshape ",
-                                                   ShapeString(x.shape()), " to [B]+",
-                                                   ShapeString(spec.target)));
+                                                   ShapeString(x.shape()), " to [B,",
+                                                   absl::StrJoin(spec.target, ","), "]"));
   }
   out->tensor = x;
   out->tensor.Reshape(shape);

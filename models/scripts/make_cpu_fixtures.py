@@ -35,7 +35,7 @@ def rnd(*shape, scale=0.5):
 
 def save(name, **arrays):
     path = os.path.join(OUT, name + ".npz")
-    np.savez_compressed(path, **{k: np.asarray(v) for k, v in arrays.items()})
+    np.savez_compressed(path, **{k: np.ascontiguousarray(v) for k, v in arrays.items()})
     print(f"{name}: " + ", ".join(f"{k}{list(np.shape(v))}" for k, v in arrays.items()))
 
 
