@@ -19,11 +19,10 @@ absl::StatusOr<nlohmann::json> ParseJson(const std::string& text, const std::str
   }
 }
 
-}  // namespace
-
-absl::StatusOr<engine::Model> LoadKerasH5(const std::string& path, const LoadOptions& options) {
-  auto file = Hdf5File::Open(path);
+absl::StatusOr<engine::Model> LoadOpened(const absl::StatusOr<Hdf5File>& file,
+                                         const LoadOptions& options) {
   if (!file.ok()) return file.status();
+  const std::string& path = file->path();
 
   nlohmann::json config;
   if (!options.architecture_json_path.empty()) {
@@ -80,6 +79,17 @@ absl::StatusOr<engine::Model> LoadKerasH5(const std::string& path, const LoadOpt
     return arrays;
   };
   return BuildModel(config, source, weights);
+}
+
+}  // namespace
+
+absl::StatusOr<engine::Model> LoadKerasH5(const std::string& path, const LoadOptions& options) {
+  return LoadOpened(Hdf5File::Open(path), options);
+}
+
+absl::StatusOr<engine::Model> LoadKerasH5Bytes(const std::string& bytes, const std::string& name,
+                                               const LoadOptions& options) {
+  return LoadOpened(Hdf5File::OpenImage(bytes, name), options);
 }
 
 }  // namespace rnnserve::models::keras

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Builds the Keras importer's libFuzzer targets with clang and runs each for a while on its
+# committed seed corpus (tests/fuzz/keras_corpus/<target>/). Not part of ctest.
+#
+#   tests/fuzz/run_keras_fuzz.sh [seconds per target, default 180]
+#
+# New inputs found go to build/fuzz-keras/corpus/<target>/ (the committed seeds are not
+# touched); crashes to build/fuzz-keras/crash-*. Needs clang (Debian: clang) and the -dev
+# packages of the main build.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+SECONDS_PER_TARGET="${1:-180}"
+BUILD=build/fuzz-keras
+CC=clang CXX=clang++ cmake -S tests/fuzz/keras -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$BUILD" -j2
+status=0
+for target in keras_h5_fuzz keras_zip_fuzz keras_config_fuzz; do
+  mkdir -p "$BUILD/corpus/$target"
+  echo "== $target: ${SECONDS_PER_TARGET}s"
+  if ! "$BUILD/$target" -max_total_time="$SECONDS_PER_TARGET" -rss_limit_mb=2048 -timeout=20 \
+      -max_len=262144 -artifact_prefix="$BUILD/crash-$target-" \
+      "$BUILD/corpus/$target" "tests/fuzz/keras_corpus/$target"; then
+    echo "!! $target found a failure: see $BUILD/crash-$target-*"
+    status=1
+  fi
+done
+exit $status
