@@ -78,15 +78,15 @@ bool CaseMatches(const std::string& name) {
   return true;
 }
 
-// The CPU kernel on main adds a reset_after GRU's recurrent r and z biases twice (once folded
-// into the input projection, once with R h). While the plain reset_after GRU case disagrees
-// with Keras, cases with such a GRU are skipped with this reason; once the engine fix lands
-// they all run.
+// A CPU kernel that adds a reset_after GRU's recurrent r and z biases twice (once folded into
+// the input projection, once with R h) disagrees with Keras on every reset_after GRU. While the
+// plain reset_after GRU case disagrees, cases with such a GRU are skipped with this reason;
+// when it agrees, they all run.
 const char* GruResetAfterEngineDefect() {
   static const bool defect = !CaseMatches("Keras2GruResetAfterTrue");
   return defect ? "the CPU engine's GRU reset_after kernel disagrees with Keras on "
                   "Keras2GruResetAfterTrue (recurrent r/z biases added twice in "
-                  "engine/cpu/recurrent.cc); skipped until the engine fix lands"
+                  "engine/cpu/recurrent.cc); skipped until the kernel is fixed"
                 : nullptr;
 }
 

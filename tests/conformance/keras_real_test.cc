@@ -109,11 +109,11 @@ TEST_F(KerasRealFile, Keras210StackedGruResetAfterMatchesKeras) {
     EXPECT_TRUE(r->reset_after);
     EXPECT_EQ(r->directions[0].f.kind, ActivationKind::kSigmoid);
   }
-  // The CPU kernel on main adds a reset_after GRU's recurrent r and z biases twice; the
-  // conformance case Keras2GruResetAfterTrue pins it. Skip while that defect is present.
+  // A CPU kernel that adds a reset_after GRU's recurrent r and z biases twice fails the
+  // conformance case Keras2GruResetAfterTrue; skip while it does.
   if (!GruResetAfterAgreesWithKeras()) {
     GTEST_SKIP() << "the CPU engine's GRU reset_after kernel disagrees with Keras on "
-                    "Keras2GruResetAfterTrue; skipped until the engine fix lands";
+                    "Keras2GruResetAfterTrue; skipped until the kernel is fixed";
   }
   ExpectMatchesKeras("elec_gru3_reset_after");
 }

@@ -6,7 +6,7 @@
 #
 # New inputs found go to build/fuzz-keras/corpus/<target>/ (the committed seeds are not
 # touched); crashes to build/fuzz-keras/crash-*. Needs clang (Debian: clang) and the -dev
-# packages of the main build.
+# packages the rnnserve build needs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SECONDS_PER_TARGET="${1:-180}"
