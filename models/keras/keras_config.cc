@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 #include <tuple>
 #include <utility>
 
@@ -306,13 +307,24 @@ absl::Status Converter::BuildFunctional(const Json& cfg) {
   }
   const Json* output_layers = Find(cfg, "output_layers");
   if (!output_layers) return Error("functional model has no output_layers");
+  std::set<std::string> used_names;
+  std::map<std::string, int> suffix;
   for (const Ref& ref : RefList(*output_layers)) {
     auto it = produced.find(ref);
     if (it == produced.end()) {
       return Error(absl::StrCat("output layer '", std::get<0>(ref), "' not found"));
     }
+    // Output names as Keras makes them unique: lstm, lstm_1, lstm_2 for a layer's three
+    // outputs (return_state).
+    const std::string& layer = std::get<0>(ref);
+    std::string proposal = layer;
+    while (used_names.count(proposal)) {
+      int& count = suffix[layer];
+      proposal = absl::StrCat(layer, "_", ++count);
+    }
+    used_names.insert(proposal);
     model_.output_values.push_back(it->second);
-    model_.outputs.push_back({std::get<0>(ref), engine::DType::kFloat32, {}});
+    model_.outputs.push_back({proposal, engine::DType::kFloat32, {}});
   }
   if (model_.output_values.empty()) return Error("functional model has no outputs");
   return absl::OkStatus();

@@ -13,6 +13,7 @@ SECONDS_PER_TARGET="${1:-180}"
 BUILD=build/fuzz-keras
 CC=clang CXX=clang++ cmake -S tests/fuzz/keras -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$BUILD" -j2
+export LSAN_OPTIONS="suppressions=$PWD/tests/fuzz/keras_lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 status=0
 for target in keras_h5_fuzz keras_zip_fuzz keras_config_fuzz; do
   mkdir -p "$BUILD/corpus/$target"

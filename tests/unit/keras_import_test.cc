@@ -95,6 +95,15 @@ TEST(KerasImport, MergeModeNoneGivesTwoOutputsPlusStates) {
   EXPECT_EQ(m.output_values.size(), 6u);
 }
 
+TEST(KerasImport, ReturnStateOutputsGetDistinctNamesLikeKeras) {
+  const auto m = Load(std::string(kDir) + "Keras2LstmReturnState/model.h5");
+  ASSERT_EQ(m.outputs.size(), 3u);
+  const std::string layer = m.layers.back().name;
+  EXPECT_EQ(m.outputs[0].name, layer);
+  EXPECT_EQ(m.outputs[1].name, layer + "_1");
+  EXPECT_EQ(m.outputs[2].name, layer + "_2");
+}
+
 TEST(KerasImport, GoBackwardsOutsideBidirectionalKeepsProcessingOrder) {
   const auto m = Load(std::string(kDir) + "Keras2LstmGoBackwardsSequences/model.h5");
   const auto& r = FirstRnn(m);
