@@ -496,6 +496,13 @@ def _(k, rng):
     return m, [seq_input(rng, 3, 4, 3)]
 
 
+@case("Keras3WeightsOnlyWithArchitectureJson", 3, weights_only=True)
+def _(k, rng):
+    m = k.Sequential([k.Input((5, 3)), k.layers.LSTM(4, return_sequences=True),
+                      k.layers.Bidirectional(k.layers.SimpleRNN(3)), k.layers.Dense(2)])
+    return m, [seq_input(rng, 3, 5, 3)]
+
+
 # ----------------------------------------------------------------------------- writing
 
 
@@ -542,6 +549,10 @@ def make_case(name, spec, seed):
                         f.attrs["model_config"] = json.dumps(cfg).encode()
                         f.attrs["keras_version"] = b"2.2.2"
                 files.append({"file": "model.h5"})
+        elif spec.get("weights_only"):
+            model.save_weights(d / "model.weights.h5")
+            (d / "architecture.json").write_text(model.to_json())
+            files.append({"file": "model.weights.h5", "architecture": "architecture.json"})
         else:
             model.save(d / "model.keras")
             model.save(d / "model.h5")
