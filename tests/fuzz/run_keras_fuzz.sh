@@ -27,8 +27,14 @@ for target in keras_h5_fuzz keras_zip_fuzz keras_config_fuzz; do
   if ! "$BUILD/$target" -max_total_time="$SECONDS_PER_TARGET" -rss_limit_mb=2048 -timeout=20 \
       -fork=1 -ignore_timeouts=1 -max_len=262144 -artifact_prefix="$BUILD/crash-$target-" \
       "$BUILD/corpus/$target" "tests/fuzz/keras_corpus/$target"; then
-    echo "!! $target found a failure: see $BUILD/crash-$target-*"
     status=1
   fi
+  for f in "$BUILD"/crash-"$target"-*; do
+    [ -e "$f" ] || continue
+    case "$f" in
+      *-timeout-*) echo "!! hang (libhdf5's global heap reader, if the stack says H5HG): $f" ;;
+      *) echo "!! failure: $f" ;;
+    esac
+  done
 done
 exit $status
