@@ -48,48 +48,6 @@ engine::Tensor InputTensor(const client::NpyArray& a) {
   return a.is_integer() ? testing::ToInt64Tensor(a) : testing::ToFloatTensor(a);
 }
 
-bool HasGruResetAfter(const engine::Model& model) {
-  for (const auto& l : model.layers) {
-    const auto* r = std::get_if<engine::RecurrentSpec>(&l.spec);
-    if (r && r->cell == engine::CellType::kGru && r->reset_after) return true;
-  }
-  return false;
-}
-
-// Runs case `name`'s first file; true when every output matches Keras.
-bool CaseMatches(const std::string& name) {
-  const Json& c = Manifest()["cases"][name];
-  const std::string dir = std::string(kCorpus) + "/" + name;
-  auto model =
-      models::LoadModelFile(SourcePath(dir + "/" + c["files"][0]["file"].get<std::string>()));
-  auto engine = engine::Engine::Create({});
-  if (!model.ok() || !engine.ok()) return false;
-  auto compiled = (*engine)->Compile(*model, {});
-  if (!compiled.ok()) return false;
-  engine::Batch batch;
-  for (const Json& in : c["inputs"]) {
-    batch.inputs.push_back(InputTensor(LoadNpy(dir + "/" + in.get<std::string>())));
-  }
-  std::vector<engine::Tensor> out;
-  if (!(*compiled)->Run(batch, &out).ok() || out.size() != c["outputs"].size()) return false;
-  for (size_t i = 0; i < out.size(); ++i) {
-    if (!AllClose(out[i], LoadNpy(dir + "/" + c["outputs"][i].get<std::string>()))) return false;
-  }
-  return true;
-}
-
-// A CPU kernel that adds a reset_after GRU's recurrent r and z biases twice (once folded into
-// the input projection, once with R h) disagrees with Keras on every reset_after GRU. While the
-// plain reset_after GRU case disagrees, cases with such a GRU are skipped with this reason;
-// when it agrees, they all run.
-const char* GruResetAfterEngineDefect() {
-  static const bool defect = !CaseMatches("Keras2GruResetAfterTrue");
-  return defect ? "the CPU engine's GRU reset_after kernel disagrees with Keras on "
-                  "Keras2GruResetAfterTrue (recurrent r/z biases added twice in "
-                  "engine/cpu/recurrent.cc); skipped until the kernel is fixed"
-                : nullptr;
-}
-
 class KerasConformance : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(KerasConformance, MatchesKeras) {
@@ -112,9 +70,6 @@ TEST_P(KerasConformance, MatchesKeras) {
       GTEST_SKIP() << "no CPU kernel yet: " << compiled.status().message();
     }
     ASSERT_TRUE(compiled.ok()) << compiled.status();
-    if (HasGruResetAfter(*model) && GruResetAfterEngineDefect()) {
-      GTEST_SKIP() << GruResetAfterEngineDefect();
-    }
     engine::Batch batch;
     for (const Json& in : c["inputs"]) {
       batch.inputs.push_back(InputTensor(LoadNpy(dir + "/" + in.get<std::string>())));

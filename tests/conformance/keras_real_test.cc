@@ -21,24 +21,6 @@ using testing::AllClose;
 using testing::LoadNpy;
 using testing::SharedModelsDir;
 
-// Whether the CPU engine matches Keras on the corpus's plain reset_after GRU case.
-bool GruResetAfterAgreesWithKeras() {
-  static const bool agrees = [] {
-    const std::string dir = "tests/fixtures/keras/Keras2GruResetAfterTrue";
-    auto model = models::LoadModelFile(testing::SourcePath(dir + "/model.h5"));
-    auto engine = engine::Engine::Create({});
-    if (!model.ok() || !engine.ok()) return false;
-    auto compiled = (*engine)->Compile(*model, {});
-    if (!compiled.ok()) return false;
-    engine::Batch batch;
-    batch.inputs.push_back(testing::ToFloatTensor(LoadNpy(dir + "/input_0.npy")));
-    std::vector<engine::Tensor> out;
-    return (*compiled)->Run(batch, &out).ok() && out.size() == 1 &&
-           static_cast<bool>(AllClose(out[0], LoadNpy(dir + "/expected_0.npy")));
-  }();
-  return agrees;
-}
-
 class KerasRealFile : public ::testing::Test {
  protected:
   // Loads `file` into model_; skips when the shared folder is absent.
@@ -108,12 +90,6 @@ TEST_F(KerasRealFile, Keras210StackedGruResetAfterMatchesKeras) {
   for (const RecurrentSpec* r : rnn) {
     EXPECT_TRUE(r->reset_after);
     EXPECT_EQ(r->directions[0].f.kind, ActivationKind::kSigmoid);
-  }
-  // A CPU kernel that adds a reset_after GRU's recurrent r and z biases twice fails the
-  // conformance case Keras2GruResetAfterTrue; skip while it does.
-  if (!GruResetAfterAgreesWithKeras()) {
-    GTEST_SKIP() << "the CPU engine's GRU reset_after kernel disagrees with Keras on "
-                    "Keras2GruResetAfterTrue; skipped until the kernel is fixed";
   }
   ExpectMatchesKeras("elec_gru3_reset_after");
 }
