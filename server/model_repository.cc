@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "server/log.h"
+#include "server/metrics/server_metrics.h"
 #include "server/model_config.h"
 
 namespace rnnserve::server {
@@ -77,15 +78,28 @@ void ModelRepository::LoadModel(const std::string& name) {
       if (!servable.ok()) {
         entry.reason = std::string(servable.status().message());
         LogError(absl::StrCat("model ", name, " v", v, " failed to load: ", entry.reason));
+        metrics::ServerMetrics::Global().ModelLoadFailed(name, v);
         continue;
       }
       LogInfo(absl::StrCat("model ", name, " v", v, " loaded from ", (*servable)->source_file(),
                            " in ", absl::FormatDuration(absl::Now() - start)));
+      {  // metrics: the version's series exist, at zero, from here on
+        metrics::ModelLoadInfo info;
+        info.name = name;
+        info.version = v;
+        info.load_duration = absl::Now() - start;
+        for (const InstanceInfo& i : (*servable)->instances()) {
+          info.engines.push_back(i.engine);
+          info.memory_bytes.push_back(i.memory_bytes);
+        }
+        metrics::ServerMetrics::Global().ModelLoaded(info);
+      }
       entry.versions[v] = std::move(*servable);
     }
   }
   if (entry.versions.empty() && !entry.reason.empty()) {
     LogError(absl::StrCat("model ", name, " is unavailable: ", entry.reason));
+    if (!config.ok()) metrics::ServerMetrics::Global().ModelLoadFailed(name, 0);
   }
   absl::MutexLock lock(&mu_);
   models_[name] = std::move(entry);
