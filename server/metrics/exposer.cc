@@ -20,7 +20,7 @@ namespace {
 
 constexpr size_t kMaxRequestBytes = 16 << 10;
 
-void WriteAll(int fd, std::string_view data) {
+void WriteAll(int fd, absl::string_view data) {
   while (!data.empty()) {
     const ssize_t n = send(fd, data.data(), data.size(), MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
@@ -29,8 +29,8 @@ void WriteAll(int fd, std::string_view data) {
   }
 }
 
-std::string Response(std::string_view status, std::string_view content_type,
-                     std::string_view body, bool head) {
+std::string Response(absl::string_view status, absl::string_view content_type,
+                     absl::string_view body, bool head) {
   return absl::StrCat("HTTP/1.1 ", status, "\r\nContent-Type: ", content_type,
                       "\r\nContent-Length: ", body.size(), "\r\nConnection: close\r\n\r\n",
                       head ? "" : body);
@@ -142,8 +142,8 @@ void Exposer::Answer(int fd) const {
     request.append(buf, static_cast<size_t>(n));
   }
   // Request line: METHOD SP TARGET SP VERSION
-  const std::string_view line = std::string_view(request).substr(0, request.find("\r\n"));
-  const std::vector<std::string_view> parts = absl::StrSplit(line, ' ');
+  const absl::string_view line = absl::string_view(request).substr(0, request.find("\r\n"));
+  const std::vector<absl::string_view> parts = absl::StrSplit(line, ' ');
   if (parts.size() != 3 || !absl::StartsWith(parts[2], "HTTP/")) {
     WriteAll(fd, Response("400 Bad Request", "text/plain", "bad request\n", false));
     return;
@@ -153,7 +153,7 @@ void Exposer::Answer(int fd) const {
     WriteAll(fd, Response("405 Method Not Allowed", "text/plain", "GET or HEAD only\n", false));
     return;
   }
-  const std::string_view path = parts[1].substr(0, parts[1].find('?'));
+  const absl::string_view path = parts[1].substr(0, parts[1].find('?'));
   if (path == "/metrics") {
     WriteAll(fd, Response("200 OK", kTextContentType, registry_->Render(), head));
   } else if (path == "/") {

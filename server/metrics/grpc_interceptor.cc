@@ -97,7 +97,7 @@ class Factory final : public grpc::experimental::ServerInterceptorFactoryInterfa
   grpc::experimental::Interceptor* CreateServerInterceptor(
       grpc::experimental::ServerRpcInfo* info) override {
     // info->method() is "/package.Service/Method".
-    const std::string_view full = info->method() != nullptr ? info->method() : "";
+    const absl::string_view full = info->method() != nullptr ? info->method() : "";
     if (!absl::StartsWith(full, "/rnnserve.") && !absl::StartsWith(full, "/inference.")) {
       return nullptr;
     }

@@ -1,6 +1,7 @@
 #include "server/metrics/metric.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace rnnserve::server::metrics {
 
@@ -9,8 +10,10 @@ Histogram::Histogram(std::vector<double> upper_bounds)
       counts_(std::make_unique<std::atomic<uint64_t>[]>(bounds_.size() + 1)) {}
 
 void Histogram::Observe(double v) {
-  // First bound >= v: `le` is inclusive. NaN lands in +Inf.
-  const size_t i = static_cast<size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), v) -
+  // First bound >= v: `le` is inclusive. NaN compares false with every bound: +Inf.
+  const size_t i = std::isnan(v) ? bounds_.size()
+                                 : static_cast<size_t>(
+                                       std::lower_bound(bounds_.begin(), bounds_.end(), v) -
                                        bounds_.begin());
   counts_[i].fetch_add(1, std::memory_order_relaxed);
   sum_.fetch_add(v, std::memory_order_relaxed);

@@ -37,7 +37,7 @@ std::string CodeName(absl::StatusCode code) {
 }
 
 template <size_t N>
-int IndexOf(const std::array<std::string_view, N>& names, std::string_view name) {
+int IndexOf(const std::array<absl::string_view, N>& names, absl::string_view name) {
   for (size_t i = 0; i < N; ++i) {
     if (names[i] == name) return static_cast<int>(i);
   }
@@ -93,13 +93,13 @@ void ModelMetrics::SequenceEnded() { sequences_active_.Add(-1); }
 
 void ModelMetrics::RequestStarted() { inflight_.Add(1); }
 
-void ModelMetrics::RequestFinished(std::string_view method, absl::StatusCode code,
+void ModelMetrics::RequestFinished(absl::string_view method, absl::StatusCode code,
                                    absl::Duration duration) {
   inflight_.Add(-1);
   RequestCounted(method, code, duration);
 }
 
-void ModelMetrics::RequestCounted(std::string_view method, absl::StatusCode code,
+void ModelMetrics::RequestCounted(absl::string_view method, absl::StatusCode code,
                                   absl::Duration duration) {
   RequestCounter(method, code).Increment();
   RequestDuration(method).Observe(absl::ToDoubleSeconds(duration));
@@ -107,7 +107,7 @@ void ModelMetrics::RequestCounted(std::string_view method, absl::StatusCode code
 
 void ModelMetrics::AddEngine(const std::string& engine) { ComputeDuration(engine); }
 
-Counter& ModelMetrics::RequestCounter(std::string_view method, absl::StatusCode code) {
+Counter& ModelMetrics::RequestCounter(absl::string_view method, absl::StatusCode code) {
   auto make = [&]() -> Counter& {
     return families_->requests.WithLabels({model_, version_, std::string(method), CodeName(code)});
   };
@@ -117,7 +117,7 @@ Counter& ModelMetrics::RequestCounter(std::string_view method, absl::StatusCode 
   return Cached(methods_[static_cast<size_t>(m)].requests[static_cast<size_t>(c)], make);
 }
 
-Histogram& ModelMetrics::RequestDuration(std::string_view method) {
+Histogram& ModelMetrics::RequestDuration(absl::string_view method) {
   auto make = [&]() -> Histogram& {
     return families_->request_duration.WithLabels({model_, version_, std::string(method)});
   };
@@ -211,7 +211,7 @@ ModelMetrics& ServerMetrics::ModelLoaded(const ModelLoadInfo& info) {
     families_->memory.WithLabels({info.name, version, engine}).Set(b);
     m->AddEngine(engine);
   }
-  for (std::string_view method : {"Predict", "ModelMetadata"}) {
+  for (absl::string_view method : {"Predict", "ModelMetadata"}) {
     m->RequestDuration(method);
     m->RequestCounter(method, absl::StatusCode::kOk);
   }
@@ -235,7 +235,7 @@ void ServerMetrics::ModelUnloaded(const std::string& name, int64_t version) {
   families_->model_loaded.WithLabels({name, std::to_string(version)}).Set(0);
 }
 
-ModelMetrics* ServerMetrics::Find(std::string_view name, int64_t version) const {
+ModelMetrics* ServerMetrics::Find(absl::string_view name, int64_t version) const {
   absl::ReaderMutexLock lock(&mu_);
   auto it = models_.find(name);
   if (it == models_.end()) return nullptr;

@@ -44,7 +44,7 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <string_view>
+#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -88,9 +88,9 @@ class ModelMetrics {
 
   // For the gRPC interceptor: one RequestStarted() per RequestFinished().
   void RequestStarted();
-  void RequestFinished(std::string_view method, absl::StatusCode code, absl::Duration duration);
+  void RequestFinished(absl::string_view method, absl::StatusCode code, absl::Duration duration);
   // A request whose model was never resolved (counted, not in flight).
-  void RequestCounted(std::string_view method, absl::StatusCode code, absl::Duration duration);
+  void RequestCounted(absl::string_view method, absl::StatusCode code, absl::Duration duration);
 
   // Creates the series of `engine` (compute time) at zero.
   void AddEngine(const std::string& engine);
@@ -98,15 +98,15 @@ class ModelMetrics {
  private:
   friend class ServerMetrics;  // creates a loaded version's request series at zero
   // Method names whose series are resolved once and then updated without a lock.
-  static constexpr std::array<std::string_view, 6> kCachedMethods = {
+  static constexpr std::array<absl::string_view, 6> kCachedMethods = {
       "Predict", "ModelMetadata", "Evaluate", "ModelInfer", "ModelReady", "ListModels"};
   static constexpr int kCodes = 17;  // gRPC codes OK (0) .. UNAUTHENTICATED (16)
   struct MethodSeries {
     std::atomic<Histogram*> duration{nullptr};
     std::array<std::atomic<Counter*>, kCodes> requests{};
   };
-  Counter& RequestCounter(std::string_view method, absl::StatusCode code);
-  Histogram& RequestDuration(std::string_view method);
+  Counter& RequestCounter(absl::string_view method, absl::StatusCode code);
+  Histogram& RequestDuration(absl::string_view method);
   Histogram& ComputeDuration(const std::string& engine);
 
   const Families* const families_;
@@ -123,7 +123,7 @@ class ModelMetrics {
   // Per kCachedMethods entry; a pointer once set never changes (families own the series).
   std::array<MethodSeries, kCachedMethods.size()> methods_;
   // Per kCachedEngines entry, like methods_; other engine names take a family lookup.
-  static constexpr std::array<std::string_view, 2> kCachedEngines = {"cpu", "cuda"};
+  static constexpr std::array<absl::string_view, 2> kCachedEngines = {"cpu", "cuda"};
   std::array<std::atomic<Histogram*>, kCachedEngines.size()> compute_{};
 };
 
@@ -147,7 +147,7 @@ class ServerMetrics {
   void ModelUnloaded(const std::string& name, int64_t version) ABSL_LOCKS_EXCLUDED(mu_);
 
   // The recorder of a loaded version; version 0: the newest loaded. nullptr when not loaded.
-  ModelMetrics* Find(std::string_view name, int64_t version) const ABSL_LOCKS_EXCLUDED(mu_);
+  ModelMetrics* Find(absl::string_view name, int64_t version) const ABSL_LOCKS_EXCLUDED(mu_);
   // The recorder for requests that name no loaded model (model="", version="").
   ModelMetrics& unmatched() { return *unmatched_; }
 

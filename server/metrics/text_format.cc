@@ -15,7 +15,7 @@ std::string FormatValue(double v) {
   return std::string(buf, result.ptr);
 }
 
-std::string EscapeLabelValue(std::string_view v) {
+std::string EscapeLabelValue(absl::string_view v) {
   std::string out;
   out.reserve(v.size());
   for (char c : v) {
@@ -29,7 +29,7 @@ std::string EscapeLabelValue(std::string_view v) {
   return out;
 }
 
-void AppendHeader(std::string_view name, std::string_view help, std::string_view type,
+void AppendHeader(absl::string_view name, absl::string_view help, absl::string_view type,
                   std::string* out) {
   std::string escaped;
   for (char c : help) {
@@ -44,9 +44,9 @@ void AppendHeader(std::string_view name, std::string_view help, std::string_view
   absl::StrAppend(out, "# HELP ", name, " ", escaped, "\n# TYPE ", name, " ", type, "\n");
 }
 
-void AppendSample(std::string_view name, const std::vector<std::string>& names,
+void AppendSample(absl::string_view name, const std::vector<std::string>& names,
                   const std::vector<std::string>& values, double value, std::string* out,
-                  std::string_view extra_name, std::string_view extra_value) {
+                  absl::string_view extra_name, absl::string_view extra_value) {
   absl::StrAppend(out, name);
   if (!names.empty() || !extra_name.empty()) {
     out->push_back('{');

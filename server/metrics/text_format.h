@@ -8,7 +8,7 @@
 // +Inf / -Inf, NaN as NaN.
 
 #include <string>
-#include <string_view>
+#include "absl/strings/string_view.h"
 #include <vector>
 
 namespace rnnserve::server::metrics {
@@ -16,16 +16,16 @@ namespace rnnserve::server::metrics {
 inline constexpr char kTextContentType[] = "text/plain; version=0.0.4; charset=utf-8";
 
 std::string FormatValue(double v);
-std::string EscapeLabelValue(std::string_view v);
+std::string EscapeLabelValue(absl::string_view v);
 
 // "# HELP" and "# TYPE" lines.
-void AppendHeader(std::string_view name, std::string_view help, std::string_view type,
+void AppendHeader(absl::string_view name, absl::string_view help, absl::string_view type,
                   std::string* out);
 
 // One sample line. `names` and `values` have the same length; an extra label (used for a
 // histogram's `le`) is added last when `extra_name` is not empty.
-void AppendSample(std::string_view name, const std::vector<std::string>& names,
+void AppendSample(absl::string_view name, const std::vector<std::string>& names,
                   const std::vector<std::string>& values, double value, std::string* out,
-                  std::string_view extra_name = {}, std::string_view extra_value = {});
+                  absl::string_view extra_name = {}, absl::string_view extra_value = {});
 
 }  // namespace rnnserve::server::metrics
