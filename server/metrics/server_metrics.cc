@@ -57,45 +57,58 @@ T& Cached(std::atomic<T*>& slot, Make make) {
 
 }  // namespace
 
-ModelMetrics::ModelMetrics(const Families* f, std::string model, std::string version)
+ModelMetrics::ModelMetrics(const Families* f, std::string model, std::string version,
+                           bool serving)
     : families_(f),
       model_(std::move(model)),
       version_(std::move(version)),
-      queue_duration_(f->queue_duration.WithLabels({model_, version_})),
-      batch_size_(f->batch_size.WithLabels({model_, version_})),
-      real_timesteps_(f->real_timesteps.WithLabels({model_, version_})),
-      computed_timesteps_(f->computed_timesteps.WithLabels({model_, version_})),
-      queue_depth_(f->queue_depth.WithLabels({model_, version_})),
-      queue_capacity_(f->queue_capacity.WithLabels({model_, version_})),
-      inflight_(f->inflight.WithLabels({model_, version_})),
-      sequences_active_(f->sequences_active.WithLabels({model_, version_})) {}
+      queue_duration_(serving ? &f->queue_duration.WithLabels({model_, version_}) : nullptr),
+      batch_size_(serving ? &f->batch_size.WithLabels({model_, version_}) : nullptr),
+      real_timesteps_(serving ? &f->real_timesteps.WithLabels({model_, version_}) : nullptr),
+      computed_timesteps_(serving ? &f->computed_timesteps.WithLabels({model_, version_})
+                                  : nullptr),
+      queue_depth_(serving ? &f->queue_depth.WithLabels({model_, version_}) : nullptr),
+      queue_capacity_(serving ? &f->queue_capacity.WithLabels({model_, version_}) : nullptr),
+      inflight_(serving ? &f->inflight.WithLabels({model_, version_}) : nullptr),
+      sequences_active_(serving ? &f->sequences_active.WithLabels({model_, version_}) : nullptr) {}
 
-void ModelMetrics::QueueEntered() { queue_depth_.Add(1); }
+void ModelMetrics::QueueEntered() {
+  if (queue_depth_ != nullptr) queue_depth_->Add(1);
+}
 
 void ModelMetrics::QueueLeft(absl::Duration waited) {
-  queue_depth_.Add(-1);
-  queue_duration_.Observe(absl::ToDoubleSeconds(waited));
+  if (queue_depth_ == nullptr) return;
+  queue_depth_->Add(-1);
+  queue_duration_->Observe(absl::ToDoubleSeconds(waited));
 }
 
 void ModelMetrics::SetQueueCapacity(int64_t capacity) {
-  queue_capacity_.Set(static_cast<double>(capacity));
+  if (queue_capacity_ != nullptr) queue_capacity_->Set(static_cast<double>(capacity));
 }
 
 void ModelMetrics::RecordBatch(const BatchStats& stats) {
-  batch_size_.Observe(static_cast<double>(stats.batch_size));
-  real_timesteps_.Increment(static_cast<double>(stats.real_timesteps));
-  computed_timesteps_.Increment(static_cast<double>(stats.computed_timesteps));
+  if (batch_size_ == nullptr) return;
+  batch_size_->Observe(static_cast<double>(stats.batch_size));
+  real_timesteps_->Increment(static_cast<double>(stats.real_timesteps));
+  computed_timesteps_->Increment(static_cast<double>(stats.computed_timesteps));
   ComputeDuration(stats.engine).Observe(absl::ToDoubleSeconds(stats.compute));
 }
 
-void ModelMetrics::SequenceStarted() { sequences_active_.Add(1); }
-void ModelMetrics::SequenceEnded() { sequences_active_.Add(-1); }
+void ModelMetrics::SequenceStarted() {
+  if (sequences_active_ != nullptr) sequences_active_->Add(1);
+}
 
-void ModelMetrics::RequestStarted() { inflight_.Add(1); }
+void ModelMetrics::SequenceEnded() {
+  if (sequences_active_ != nullptr) sequences_active_->Add(-1);
+}
+
+void ModelMetrics::RequestStarted() {
+  if (inflight_ != nullptr) inflight_->Add(1);
+}
 
 void ModelMetrics::RequestFinished(absl::string_view method, absl::StatusCode code,
                                    absl::Duration duration) {
-  inflight_.Add(-1);
+  if (inflight_ != nullptr) inflight_->Add(-1);
   RequestCounted(method, code, duration);
 }
 
@@ -180,7 +193,7 @@ ServerMetrics::ServerMetrics() {
                            {"model", "version", "engine"}),
   });
   r.AddCollectable(NewProcessCollector());
-  unmatched_ = std::make_unique<ModelMetrics>(families_.get(), "", "");
+  unmatched_ = std::make_unique<ModelMetrics>(families_.get(), "", "", false);
 }
 
 ServerMetrics::~ServerMetrics() = default;
@@ -196,7 +209,7 @@ ModelMetrics& ServerMetrics::ModelLoaded(const ModelLoadInfo& info) {
   {
     absl::MutexLock lock(&mu_);
     Version& v = models_[info.name][info.version];
-    if (!v.metrics) v.metrics = std::make_unique<ModelMetrics>(families_.get(), info.name, version);
+    if (!v.metrics) v.metrics = std::make_unique<ModelMetrics>(families_.get(), info.name, version, true);
     v.loaded = true;
     m = v.metrics.get();
   }

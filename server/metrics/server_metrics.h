@@ -77,7 +77,9 @@ struct Families;
 
 class ModelMetrics {
  public:
-  ModelMetrics(const Families* families, std::string model, std::string version);
+  // `serving`: false for the recorder of unmatched requests, which has request series only
+  // (no queue, batch or gauge series under model="").
+  ModelMetrics(const Families* families, std::string model, std::string version, bool serving);
 
   void QueueEntered();
   void QueueLeft(absl::Duration waited);
@@ -112,14 +114,15 @@ class ModelMetrics {
   const Families* const families_;
   const std::string model_;
   const std::string version_;
-  Histogram& queue_duration_;
-  Histogram& batch_size_;
-  Counter& real_timesteps_;
-  Counter& computed_timesteps_;
-  Gauge& queue_depth_;
-  Gauge& queue_capacity_;
-  Gauge& inflight_;
-  Gauge& sequences_active_;
+  // Null when !serving; the recording calls then do nothing.
+  Histogram* const queue_duration_;
+  Histogram* const batch_size_;
+  Counter* const real_timesteps_;
+  Counter* const computed_timesteps_;
+  Gauge* const queue_depth_;
+  Gauge* const queue_capacity_;
+  Gauge* const inflight_;
+  Gauge* const sequences_active_;
   // Per kCachedMethods entry; a pointer once set never changes (families own the series).
   std::array<MethodSeries, kCachedMethods.size()> methods_;
   // Per kCachedEngines entry, like methods_; other engine names take a family lookup.

@@ -225,6 +225,25 @@ TEST(ServerMetricsTest, RequestsAreCountedByMethodAndCodeAndLeaveInflight) {
   }
 }
 
+TEST(ServerMetricsTest, UnmatchedRequestsCreateOnlyRequestSeries) {
+  ServerMetrics m;
+  m.unmatched().RequestStarted();
+  m.unmatched().RequestFinished("Predict", absl::StatusCode::kNotFound, absl::Microseconds(5));
+  m.unmatched().QueueEntered();
+  m.unmatched().RecordBatch({.engine = "cpu",
+                             .batch_size = 1,
+                             .real_timesteps = 1,
+                             .computed_timesteps = 1,
+                             .compute = absl::Microseconds(1)});
+  const std::string text = m.registry().Render();
+  EXPECT_TRUE(absl::StrContains(text, "rnnserve_requests_total{model=\"\",version=\"\","));
+  for (const char* family : {"rnnserve_queue_depth{", "rnnserve_inflight_requests{",
+                             "rnnserve_batch_size_count{", "rnnserve_compute_duration_seconds_count{",
+                             "rnnserve_batch_timesteps_real_total{"}) {
+    EXPECT_FALSE(absl::StrContains(text, family)) << family << "\nin:\n" << text;
+  }
+}
+
 TEST(ServerMetricsTest, BatchRecordsSizeTimestepsQueueAndComputePerEngine) {
   ServerMetrics m;
   ModelMetrics& model = m.ModelLoaded(Info("a", 1, {"cpu"}));
