@@ -72,8 +72,8 @@ import json, math, random, sys
 random.seed(7)
 d = sys.argv[1]
 n = 0
-for B in (1, 2, 4, 8, 16, 32):
-    for T in (16, 64, 256):
+for B in (1, 2, 4, 8, 16):
+    for T in (16, 32, 64, 128):
         lengths = [random.randint(max(1, T // 4), T) for _ in range(B)]
         x = [[[math.sin(0.1 * t + b), 0.5 * math.cos(0.2 * t)] for t in range(T)] for b in range(B)]
         json.dump(x, open(f"{d}/in{n}.json", "w"))
@@ -85,7 +85,7 @@ PY
 load_loop() {  # seconds
   local end=$(( $(date +%s) + $1 ))
   while [ "$(date +%s)" -lt "$end" ]; do
-    local i=$((RANDOM % 18))
+    local i=$((RANDOM % 20))
     if [ $((RANDOM % 40)) -eq 0 ]; then
       "$build/client/rnnserve-cli" predict --server "127.0.0.1:$grpc_port" --model waveform_lstm \
         --input "waveform=$tmp/bad.json" >/dev/null 2>&1 || true
@@ -108,7 +108,7 @@ sleep 6  # two more scrapes and rule evaluations
 
 mkdir -p "$(dirname "$out")"
 chromium --headless=new --no-sandbox --disable-gpu --hide-scrollbars --force-device-scale-factor=1 \
-  --window-size=1400,1080 --virtual-time-budget=20000 --screenshot="$tmp/shot.png" \
+  --window-size=1400,870 --virtual-time-budget=20000 --screenshot="$tmp/shot.png" \
   "http://127.0.0.1:$prom_port/consoles/rnnserve.html?seconds=$((load_seconds + 30))" \
   > "$tmp/chromium.log" 2>&1 || { cat "$tmp/chromium.log" >&2; exit 1; }
 cp "$tmp/shot.png" "$out"

@@ -39,7 +39,7 @@ std::string Response(absl::string_view status, absl::string_view content_type,
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Exposer>> Exposer::Start(const Registry* registry,
-                                                       const ExposerOptions& options) {
+                                                        const ExposerOptions& options) {
   if (options.port < 0 || options.port > 65535) {
     return absl::InvalidArgumentError(
         absl::StrCat("metrics port must be in [0, 65535]; was ", options.port));

@@ -46,7 +46,7 @@ class Exposer {
 
   const Registry* const registry_;
   const int listen_fd_;
-  const int wake_read_;   // a pipe the destructor writes to, waking poll()
+  const int wake_read_;  // a pipe the destructor writes to, waking poll()
   const int wake_write_;
   const int port_;
   const int read_timeout_ms_;

@@ -69,14 +69,16 @@ template <>
 inline void Family<Counter>::AppendText(std::string* out) const {
   AppendHeader(name_, help_, "counter", out);
   absl::MutexLock lock(&mu_);
-  for (const auto& [values, c] : series_) AppendSample(name_, label_names_, values, c->value(), out);
+  for (const auto& [values, c] : series_)
+    AppendSample(name_, label_names_, values, c->value(), out);
 }
 
 template <>
 inline void Family<Gauge>::AppendText(std::string* out) const {
   AppendHeader(name_, help_, "gauge", out);
   absl::MutexLock lock(&mu_);
-  for (const auto& [values, g] : series_) AppendSample(name_, label_names_, values, g->value(), out);
+  for (const auto& [values, g] : series_)
+    AppendSample(name_, label_names_, values, g->value(), out);
 }
 
 template <>

@@ -57,8 +57,7 @@ T& Cached(std::atomic<T*>& slot, Make make) {
 
 }  // namespace
 
-ModelMetrics::ModelMetrics(const Families* f, std::string model, std::string version,
-                           bool serving)
+ModelMetrics::ModelMetrics(const Families* f, std::string model, std::string version, bool serving)
     : families_(f),
       model_(std::move(model)),
       version_(std::move(version)),
@@ -155,22 +154,22 @@ ServerMetrics::ServerMetrics() {
       .requests = r.AddCounter("rnnserve_requests_total",
                                "Requests answered, by model version, gRPC method and status code.",
                                {"model", "version", "method", "code"}),
-      .request_duration = r.AddHistogram(
-          "rnnserve_request_duration_seconds",
-          "Time from receiving a request to sending its status, in seconds.",
-          {"model", "version", "method"}, latency),
-      .queue_duration = r.AddHistogram(
-          "rnnserve_queue_duration_seconds",
-          "Time a request waited for a batch or a free model instance, in seconds.", kModel,
-          latency),
-      .compute_duration = r.AddHistogram(
-          "rnnserve_compute_duration_seconds", "Time of one engine call on a batch, in seconds.",
-          {"model", "version", "engine"}, latency),
+      .request_duration =
+          r.AddHistogram("rnnserve_request_duration_seconds",
+                         "Time from receiving a request to sending its status, in seconds.",
+                         {"model", "version", "method"}, latency),
+      .queue_duration =
+          r.AddHistogram("rnnserve_queue_duration_seconds",
+                         "Time a request waited for a batch or a free model instance, in seconds.",
+                         kModel, latency),
+      .compute_duration = r.AddHistogram("rnnserve_compute_duration_seconds",
+                                         "Time of one engine call on a batch, in seconds.",
+                                         {"model", "version", "engine"}, latency),
       .batch_size = r.AddHistogram("rnnserve_batch_size", "Sequences per engine call.", kModel,
                                    PowerOfTwoBuckets(1024)),
-      .real_timesteps = r.AddCounter("rnnserve_batch_timesteps_real_total",
-                                     "Timesteps of the sequences themselves (their lengths).",
-                                     kModel),
+      .real_timesteps =
+          r.AddCounter("rnnserve_batch_timesteps_real_total",
+                       "Timesteps of the sequences themselves (their lengths).", kModel),
       .computed_timesteps = r.AddCounter(
           "rnnserve_batch_timesteps_computed_total",
           "Timesteps of the batches handed to engines: batch size times padded length.", kModel),
@@ -181,12 +180,12 @@ ServerMetrics::ServerMetrics() {
                              "Requests received and not yet answered.", kModel),
       .sequences_active = r.AddGauge("rnnserve_sequences_active",
                                      "Stateful sequences whose state the server holds.", kModel),
-      .model_loaded = r.AddGauge("rnnserve_model_loaded",
-                                 "1 while the model version serves, 0 when it failed or left.",
-                                 kModel),
-      .load_duration = r.AddGauge("rnnserve_model_load_duration_seconds",
-                                  "Time the last load of the model version took, in seconds.",
-                                  kModel),
+      .model_loaded =
+          r.AddGauge("rnnserve_model_loaded",
+                     "1 while the model version serves, 0 when it failed or left.", kModel),
+      .load_duration =
+          r.AddGauge("rnnserve_model_load_duration_seconds",
+                     "Time the last load of the model version took, in seconds.", kModel),
       .memory = r.AddGauge("rnnserve_model_memory_bytes",
                            "Bytes of weights and scratch the version's instances hold, by engine "
                            "(engine=\"cuda\": GPU memory).",
@@ -209,7 +208,8 @@ ModelMetrics& ServerMetrics::ModelLoaded(const ModelLoadInfo& info) {
   {
     absl::MutexLock lock(&mu_);
     Version& v = models_[info.name][info.version];
-    if (!v.metrics) v.metrics = std::make_unique<ModelMetrics>(families_.get(), info.name, version, true);
+    if (!v.metrics)
+      v.metrics = std::make_unique<ModelMetrics>(families_.get(), info.name, version, true);
     v.loaded = true;
     m = v.metrics.get();
   }
@@ -224,7 +224,7 @@ ModelMetrics& ServerMetrics::ModelLoaded(const ModelLoadInfo& info) {
     families_->memory.WithLabels({info.name, version, engine}).Set(b);
     m->AddEngine(engine);
   }
-  for (absl::string_view method : {"Predict", "ModelMetadata"}) {
+  for (absl::string_view method : {"Predict", "Evaluate", "ModelMetadata"}) {
     m->RequestDuration(method);
     m->RequestCounter(method, absl::StatusCode::kOk);
   }

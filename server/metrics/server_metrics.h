@@ -44,11 +44,11 @@
 #include <map>
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/metrics/registry.h"
@@ -69,8 +69,8 @@ struct ModelLoadInfo {
   std::string name;
   int64_t version = 0;
   absl::Duration load_duration;
-  std::vector<std::string> engines;     // one per instance: "cpu", "cuda"
-  std::vector<int64_t> memory_bytes;    // one per instance, CompiledModel::memory_bytes()
+  std::vector<std::string> engines;   // one per instance: "cpu", "cuda"
+  std::vector<int64_t> memory_bytes;  // one per instance, CompiledModel::memory_bytes()
 };
 
 struct Families;
@@ -100,8 +100,9 @@ class ModelMetrics {
  private:
   friend class ServerMetrics;  // creates a loaded version's request series at zero
   // Method names whose series are resolved once and then updated without a lock.
-  static constexpr std::array<absl::string_view, 6> kCachedMethods = {
-      "Predict", "ModelMetadata", "Evaluate", "ModelInfer", "ModelReady", "ListModels"};
+  static constexpr std::array<absl::string_view, 7> kCachedMethods = {
+      "Predict",    "ModelMetadata", "Evaluate",  "EvaluateStream",
+      "ModelInfer", "ModelReady",    "ListModels"};
   static constexpr int kCodes = 17;  // gRPC codes OK (0) .. UNAUTHENTICATED (16)
   struct MethodSeries {
     std::atomic<Histogram*> duration{nullptr};

@@ -8,8 +8,9 @@
 // +Inf / -Inf, NaN as NaN.
 
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
+
+#include "absl/strings/string_view.h"
 
 namespace rnnserve::server::metrics {
 

@@ -22,9 +22,9 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "rnnserve/v1/rnnserve.grpc.pb.h"
@@ -102,8 +102,7 @@ bool HavePrometheus() { return std::system("command -v prometheus >/dev/null 2>&
 class PrometheusProcess {
  public:
   // `config` is written to prometheus.yml in the data directory.
-  static std::unique_ptr<PrometheusProcess> Start(const std::string& config,
-                                                  std::string* error) {
+  static std::unique_ptr<PrometheusProcess> Start(const std::string& config, std::string* error) {
     char tmpl[] = "/tmp/rnnserve_prometheus_XXXXXX";
     if (mkdtemp(tmpl) == nullptr) {
       *error = "mkdtemp failed";
@@ -112,11 +111,9 @@ class PrometheusProcess {
     std::unique_ptr<PrometheusProcess> p(new PrometheusProcess(tmpl, FreeLoopbackPort()));
     std::ofstream(p->dir_ / "prometheus.yml") << config;
     std::vector<std::string> args = {
-        "prometheus",
-        absl::StrCat("--config.file=", (p->dir_ / "prometheus.yml").string()),
+        "prometheus", absl::StrCat("--config.file=", (p->dir_ / "prometheus.yml").string()),
         absl::StrCat("--storage.tsdb.path=", (p->dir_ / "data").string()),
-        absl::StrCat("--web.listen-address=127.0.0.1:", p->port_),
-        "--log.level=warn"};
+        absl::StrCat("--web.listen-address=127.0.0.1:", p->port_), "--log.level=warn"};
     const std::string log = (p->dir_ / "prometheus.log").string();
     p->pid_ = fork();
     if (p->pid_ == 0) {
@@ -295,7 +292,8 @@ TEST_F(MetricsServerTest, UnknownModelIsCountedWithoutCreatingItsSeries) {
   const std::string body = HttpGet(metrics_port_, "/metrics").body;
   EXPECT_FALSE(absl::StrContains(body, "no_such_model_42"));
   EXPECT_TRUE(absl::StrContains(
-      body, "rnnserve_requests_total{model=\"\",version=\"\",method=\"Predict\",code=\"NOT_FOUND\"} 1"))
+      body,
+      "rnnserve_requests_total{model=\"\",version=\"\",method=\"Predict\",code=\"NOT_FOUND\"} 1"))
       << body;
 }
 

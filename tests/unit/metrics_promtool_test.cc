@@ -133,8 +133,8 @@ TEST(GrafanaDashboardTest, QueriesUseOnlyExportedOrRecordedNames) {
       const std::string expr = target.at("expr");
       ++queries;
       for (std::sregex_iterator it(expr.begin(), expr.end(), name), end; it != end; ++it) {
-        EXPECT_TRUE(known.count((*it)[1])) << (*it)[1] << " in panel '" << panel["title"]
-                                           << "' is neither exported nor recorded";
+        EXPECT_TRUE(known.count((*it)[1]))
+            << (*it)[1] << " in panel '" << panel["title"] << "' is neither exported nor recorded";
       }
     }
   }

@@ -78,10 +78,10 @@ TEST(MetricsTextTest, LabelValuesEscapeBackslashQuoteAndNewline) {
 
 TEST(MetricsHistogramTest, UpperBoundsAreInclusiveAndNanGoesToInf) {
   Histogram h({1.0, 2.0});
-  h.Observe(1.0);   // le=1
-  h.Observe(1.5);   // le=2
-  h.Observe(2.0);   // le=2
-  h.Observe(3.0);   // +Inf
+  h.Observe(1.0);  // le=1
+  h.Observe(1.5);  // le=2
+  h.Observe(2.0);  // le=2
+  h.Observe(3.0);  // +Inf
   h.Observe(std::nan(""));
   EXPECT_EQ(h.bucket_count(0), 1u);
   EXPECT_EQ(h.bucket_count(1), 2u);
@@ -155,7 +155,8 @@ TEST(ServerMetricsTest, LoadedModelSeriesExistAtZero) {
   const std::string text = m.registry().Render();
   for (const char* line : {
            "rnnserve_requests_total{model=\"lstm\",version=\"3\",method=\"Predict\",code=\"OK\"} 0",
-           "rnnserve_request_duration_seconds_count{model=\"lstm\",version=\"3\",method=\"Predict\"}"
+           "rnnserve_request_duration_seconds_count{model=\"lstm\",version=\"3\",method="
+           "\"Predict\"}"
            " 0",
            "rnnserve_queue_duration_seconds_bucket{model=\"lstm\",version=\"3\",le=\"1e-05\"} 0",
            "rnnserve_compute_duration_seconds_count{model=\"lstm\",version=\"3\",engine=\"cpu\"} 0",
@@ -212,13 +213,16 @@ TEST(ServerMetricsTest, RequestsAreCountedByMethodAndCodeAndLeaveInflight) {
            "rnnserve_requests_total{model=\"a\",version=\"1\",method=\"Predict\",code=\"OK\"} 1",
            "rnnserve_requests_total{model=\"a\",version=\"1\",method=\"Predict\","
            "code=\"INVALID_ARGUMENT\"} 1",
-           "rnnserve_requests_total{model=\"a\",version=\"1\",method=\"SomeNewMethod\",code=\"OK\"} 1",
-           "rnnserve_requests_total{model=\"\",version=\"\",method=\"Predict\",code=\"NOT_FOUND\"} 1",
+           "rnnserve_requests_total{model=\"a\",version=\"1\",method=\"SomeNewMethod\",code=\"OK\"}"
+           " 1",
+           "rnnserve_requests_total{model=\"\",version=\"\",method=\"Predict\",code=\"NOT_FOUND\"} "
+           "1",
            "rnnserve_request_duration_seconds_bucket{model=\"a\",version=\"1\",method=\"Predict\","
            "le=\"2.5e-05\"} 0",
            "rnnserve_request_duration_seconds_bucket{model=\"a\",version=\"1\",method=\"Predict\","
            "le=\"5e-05\"} 1",
-           "rnnserve_request_duration_seconds_count{model=\"a\",version=\"1\",method=\"Predict\"} 2",
+           "rnnserve_request_duration_seconds_count{model=\"a\",version=\"1\",method=\"Predict\"} "
+           "2",
            "rnnserve_inflight_requests{model=\"a\",version=\"1\"} 0",
        }) {
     EXPECT_TRUE(absl::StrContains(text, line)) << line << "\nin:\n" << text;
@@ -237,9 +241,9 @@ TEST(ServerMetricsTest, UnmatchedRequestsCreateOnlyRequestSeries) {
                              .compute = absl::Microseconds(1)});
   const std::string text = m.registry().Render();
   EXPECT_TRUE(absl::StrContains(text, "rnnserve_requests_total{model=\"\",version=\"\","));
-  for (const char* family : {"rnnserve_queue_depth{", "rnnserve_inflight_requests{",
-                             "rnnserve_batch_size_count{", "rnnserve_compute_duration_seconds_count{",
-                             "rnnserve_batch_timesteps_real_total{"}) {
+  for (const char* family :
+       {"rnnserve_queue_depth{", "rnnserve_inflight_requests{", "rnnserve_batch_size_count{",
+        "rnnserve_compute_duration_seconds_count{", "rnnserve_batch_timesteps_real_total{"}) {
     EXPECT_FALSE(absl::StrContains(text, family)) << family << "\nin:\n" << text;
   }
 }
@@ -307,11 +311,11 @@ class ExposerTest : public ::testing::Test {
 };
 
 TEST_F(ExposerTest, GetMetricsServesTextFormatWithContentType) {
-  const std::string r =
-      HttpExchange(exposer_->port(), "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+  const std::string r = HttpExchange(exposer_->port(), "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
   EXPECT_TRUE(absl::StartsWith(r, "HTTP/1.1 200 OK\r\n")) << r;
   EXPECT_TRUE(absl::StrContains(r, "Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n"));
-  EXPECT_TRUE(absl::StrContains(r, "\r\n\r\n# HELP x_total X.\n# TYPE x_total counter\nx_total 7\n"));
+  EXPECT_TRUE(
+      absl::StrContains(r, "\r\n\r\n# HELP x_total X.\n# TYPE x_total counter\nx_total 7\n"));
   EXPECT_TRUE(absl::StrContains(r, absl::StrCat("Content-Length: ", registry_.Render().size())));
 }
 
@@ -344,10 +348,8 @@ TEST_F(ExposerTest, SilentClientIsDroppedAndLaterScrapesStillAnswer) {
 
 TEST(ExposerOptionsTest, BadPortAndTimeoutAreRejectedAtStart) {
   Registry r;
-  EXPECT_EQ(Exposer::Start(&r, Options(70000)).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(Exposer::Start(&r, Options(0, 0)).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Exposer::Start(&r, Options(70000)).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Exposer::Start(&r, Options(0, 0)).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(ExposerOptionsTest, PortInUseFailsWithTheAddress) {
