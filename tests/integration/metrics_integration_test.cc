@@ -297,6 +297,34 @@ TEST_F(MetricsServerTest, UnknownModelIsCountedWithoutCreatingItsSeries) {
       << body;
 }
 
+TEST_F(MetricsServerTest, UnloadSetsModelLoadedToZeroAndLoadBackToOne) {
+  auto stub = v1::RnnServe::NewStub(
+      grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
+  const std::string loaded = "rnnserve_model_loaded{model=\"waveform_lstm\",version=\"1\"} ";
+  {
+    grpc::ClientContext ctx;
+    v1::UnloadModelRequest req;
+    req.set_name("waveform_lstm");
+    v1::UnloadModelResponse resp;
+    ASSERT_TRUE(stub->UnloadModel(&ctx, req, &resp).ok());
+  }
+  EXPECT_TRUE(absl::StrContains(HttpGet(metrics_port_, "/metrics").body, loaded + "0\n"));
+  {
+    grpc::ClientContext ctx;
+    v1::LoadModelRequest req;
+    req.set_name("waveform_lstm");
+    v1::LoadModelResponse resp;
+    ASSERT_TRUE(stub->LoadModel(&ctx, req, &resp).ok());
+  }
+  const std::string body = HttpGet(metrics_port_, "/metrics").body;
+  EXPECT_TRUE(absl::StrContains(body, loaded + "1\n")) << body;
+  // Management calls carry a bare name, not a model_spec: they count under model="".
+  EXPECT_TRUE(absl::StrContains(
+      body,
+      "rnnserve_requests_total{model=\"\",version=\"\",method=\"UnloadModel\",code=\"OK\"} 1"))
+      << body;
+}
+
 TEST_F(MetricsServerTest, PrometheusStoresTheRequestCountAndFiniteQuantiles) {
   if (!HavePrometheus()) {
     GTEST_SKIP() << "prometheus not found; install the Debian package prometheus";
