@@ -19,8 +19,10 @@ load_seconds="${3:-150}"
 for tool in prometheus chromium python3; do
   command -v "$tool" >/dev/null || { echo "render_dashboard: $tool not found" >&2; exit 1; }
 done
-[ -x "$build/server/rnnserve" ] && [ -x "$build/client/rnnserve-cli" ] ||
-  { echo "render_dashboard: build rnnserve and rnnserve-cli in $build first" >&2; exit 1; }
+if [ ! -x "$build/server/rnnserve" ] || [ ! -x "$build/client/rnnserve-cli" ]; then
+  echo "render_dashboard: build rnnserve and rnnserve-cli in $build first" >&2
+  exit 1
+fi
 
 tmp="$(mktemp -d /tmp/rnnserve_render_XXXXXX)"
 pids=()
