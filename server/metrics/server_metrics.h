@@ -100,9 +100,9 @@ class ModelMetrics {
  private:
   friend class ServerMetrics;  // creates a loaded version's request series at zero
   // Method names whose series are resolved once and then updated without a lock.
-  static constexpr std::array<absl::string_view, 7> kCachedMethods = {
-      "Predict",    "ModelMetadata", "Evaluate",  "EvaluateStream",
-      "ModelInfer", "ModelReady",    "ListModels"};
+  static constexpr std::array<absl::string_view, 8> kCachedMethods = {
+      "Predict",    "StreamPredict", "Evaluate",   "EvaluateStream",
+      "ModelInfer", "ModelMetadata", "ModelReady", "ListModels"};
   static constexpr int kCodes = 17;  // gRPC codes OK (0) .. UNAUTHENTICATED (16)
   struct MethodSeries {
     std::atomic<Histogram*> duration{nullptr};
