@@ -15,7 +15,7 @@ APT_BUILD=(
   libabsl-dev libeigen3-dev libhdf5-dev nlohmann-json3-dev libzip-dev
 )
 APT_TEST=(
-  libgtest-dev libgmock-dev libbenchmark-dev libonnx-testdata python3 python3-pip
+  libgtest-dev libgmock-dev libbenchmark-dev libonnx-testdata python3 python3-pip prometheus
 )
 # PyPI packages the tests use, as module:package.
 PIP_TEST=(numpy:numpy grpc:grpcio grpc_tools:grpcio-tools)

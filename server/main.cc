@@ -14,6 +14,7 @@
 #include "server/log.h"
 #include "server/metrics/exposer.h"
 #include "server/metrics/grpc_interceptor.h"
+#include "server/metrics/server_metrics.h"
 #include "server/model_repository.h"
 #include "server/rnnserve_service.h"
 
@@ -71,7 +72,17 @@ int Main(int argc, char** argv) {
                        flags->model_repository));
 
   (*repository)->StartPolling(flags->repository_poll_seconds);
-  auto sequences = SequenceManager::Create({});
+  auto sequences = SequenceManager::Create(
+      {.observer = [](const Servable* servable, bool started) {
+        if (servable == nullptr) return;
+        metrics::ModelMetrics* m = metrics::ServerMetrics::Global().Find(servable->name(), servable->version());
+        if (m == nullptr) return;
+        if (started) {
+          m->SequenceStarted();
+        } else {
+          m->SequenceEnded();
+        }
+      }});
   if (!sequences.ok()) {
     LogError(sequences.status().message());
     return 1;

@@ -32,7 +32,10 @@ absl::StatusOr<SequenceManager::Lease> SequenceManager::Acquire(
       }
       it = sequences_.emplace(key, Sequence{}).first;
       ++per_model_[model];
+    } else {
+      Notify(it->second.servable.get(), false);  // restarted: the old run ends
     }
+    Notify(servable.get(), true);
     it->second.max_idle = limits.max_idle;
     it->second.servable = std::move(servable);
     it->second.states.clear();
@@ -52,6 +55,7 @@ void SequenceManager::Release(const std::string& model, uint64_t id, LayerStates
   auto it = sequences_.find(std::make_pair(model, id));
   if (it == sequences_.end()) return;
   if (end || failed) {
+    Notify(it->second.servable.get(), false);
     sequences_.erase(it);
     --per_model_[model];
     return;
@@ -77,6 +81,7 @@ int SequenceManager::ExpireLocked() {
   for (auto it = sequences_.begin(); it != sequences_.end();) {
     if (!it->second.busy && now - it->second.last_used > it->second.max_idle) {
       --per_model_[it->first.first];
+      Notify(it->second.servable.get(), false);
       it = sequences_.erase(it);
       ++dropped;
     } else {

@@ -39,6 +39,10 @@ class SequenceManager {
  public:
   struct Options {
     std::function<absl::Time()> now = [] { return absl::Now(); };
+    // Told when a sequence starts (true) and when it ends, fails or expires (false), with the
+    // version it runs on (for the rnnserve_sequences_active gauge). Called under the lock: keep
+    // it cheap. May be empty.
+    std::function<void(const Servable* servable, bool started)> observer;
   };
   // A model's limits (config.pbtxt sequence_batching; Limits() fills the defaults).
   struct Limits {
@@ -64,6 +68,9 @@ class SequenceManager {
  private:
   explicit SequenceManager(Options options) : options_(std::move(options)) {}
   int ExpireLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Notify(const Servable* servable, bool started) const {
+    if (options_.observer) options_.observer(servable, started);
+  }
 
   struct Sequence {
     std::shared_ptr<const Servable> servable;
