@@ -22,6 +22,11 @@ engine::Batch SliceBatch(const engine::Batch& batch, int64_t begin, int64_t end)
   if (!batch.lengths.empty()) {
     out.lengths.assign(batch.lengths.begin() + begin, batch.lengths.begin() + end);
   }
+  for (const auto& [layer, states] : batch.initial_states) {
+    for (const engine::Tensor& t : states) {
+      out.initial_states[layer].push_back(SliceRows(t, begin, end));
+    }
+  }
   return out;
 }
 

@@ -109,6 +109,23 @@ absl::StatusOr<engine::Batch> ValidatePredict(const v1::PredictRequest& request,
     }
     batch.lengths.assign(request.lengths().begin(), request.lengths().end());
   }
+  for (const auto& [layer, states] : request.initial_states()) {
+    if (!servable.HasRecurrentLayer(layer)) {
+      return absl::InvalidArgumentError(absl::StrCat("initial_states: '", layer,
+                                                     "' is not a recurrent layer of the model"));
+    }
+    std::vector<engine::Tensor>& out = batch.initial_states[layer];
+    for (int i = 0; i < states.states_size(); ++i) {
+      auto t = DecodeTensor(states.states(i), absl::StrCat("initial_states '", layer, "'[", i, "]"));
+      if (!t.ok()) return t.status();
+      if (t->dtype() != engine::DType::kFloat32 || t->rank() != 2 || t->dim(0) != B) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "initial_states '", layer, "'[", i, "]: shape ", engine::ShapeString(t->shape()),
+            " given, expected FP32 [", B, ", units]"));
+      }
+      out.push_back(std::move(*t));
+    }
+  }
   return batch;
 }
 

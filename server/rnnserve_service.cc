@@ -31,6 +31,8 @@ grpc::Status RnnServeService::Predict(grpc::ServerContext* context,
   if (!batch.ok()) return ToGrpc(batch.status());
   if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
   std::vector<engine::Tensor> outputs;
+  LayerStates final_states;
+  if (request->return_states()) batch->final_states = &final_states;
   RunOptions options;
   if (context->deadline() != std::chrono::system_clock::time_point::max()) {
     options.deadline = absl::FromChrono(context->deadline());
@@ -48,6 +50,10 @@ grpc::Status RnnServeService::Predict(grpc::ServerContext* context,
     const std::string& name = model.outputs()[i].name;
     if (!filter.empty() && std::find(filter.begin(), filter.end(), name) == filter.end()) continue;
     EncodeTensor(outputs[i], &(*response->mutable_outputs())[name]);
+  }
+  for (const auto& [layer, states] : final_states) {
+    v1::LayerStates& out = (*response->mutable_final_states())[layer];
+    for (const engine::Tensor& t : states) EncodeTensor(t, out.add_states());
   }
   return grpc::Status::OK;
 }

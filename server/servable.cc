@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -179,6 +180,13 @@ absl::StatusOr<std::unique_ptr<Servable>> Servable::Load(const std::string& mode
   return s;
 }
 
+bool Servable::HasRecurrentLayer(const std::string& name) const {
+  for (const engine::Layer& l : model_.layers) {
+    if (l.name == name && std::holds_alternative<engine::RecurrentSpec>(l.spec)) return true;
+  }
+  return false;
+}
+
 absl::Status Servable::CreateInstances() {
   std::vector<v1::ModelInstanceGroup> groups(config_.instance_group().begin(),
                                              config_.instance_group().end());
@@ -316,12 +324,13 @@ absl::Status Servable::Run(const engine::Batch& batch, std::vector<engine::Tenso
   const int64_t limit = max_batch_size() > 0 ? max_batch_size() : B;
   if (B <= limit) return RunOnInstance(batch, outputs);
   std::vector<std::vector<engine::Tensor>> parts;
+  std::vector<std::map<std::string, std::vector<engine::Tensor>>> part_states;
   for (int64_t begin = 0; begin < B; begin += limit) {
     std::vector<engine::Tensor> out;
-    if (auto s = RunOnInstance(SliceBatch(batch, begin, std::min(B, begin + limit)), &out);
-        !s.ok()) {
-      return s;
-    }
+    engine::Batch part = SliceBatch(batch, begin, std::min(B, begin + limit));
+    part_states.emplace_back();
+    if (batch.final_states) part.final_states = &part_states.back();
+    if (auto s = RunOnInstance(part, &out); !s.ok()) return s;
     parts.push_back(std::move(out));
   }
   outputs->clear();
@@ -329,6 +338,16 @@ absl::Status Servable::Run(const engine::Batch& batch, std::vector<engine::Tenso
     std::vector<engine::Tensor> pieces;
     for (auto& p : parts) pieces.push_back(std::move(p[o]));
     outputs->push_back(ConcatRows(pieces));
+  }
+  if (batch.final_states) {
+    batch.final_states->clear();
+    for (const auto& [layer, states] : part_states[0]) {
+      for (size_t i = 0; i < states.size(); ++i) {
+        std::vector<engine::Tensor> pieces;
+        for (auto& p : part_states) pieces.push_back(std::move(p[layer][i]));
+        (*batch.final_states)[layer].push_back(ConcatRows(pieces));
+      }
+    }
   }
   return absl::OkStatus();
 }

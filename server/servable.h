@@ -65,6 +65,7 @@ class Servable {
   // OK when StreamPredict can run the model chunk by chunk (only causal layers); otherwise the
   // reason, naming the layer.
   const absl::Status& streamable() const { return streamable_; }
+  bool HasRecurrentLayer(const std::string& name) const;
   // How the model was compiled, when the file says (Keras training_config).
   const std::optional<models::TrainingConfig>& training_config() const { return training_; }
   // Largest batch one engine call takes; 0: unlimited.

@@ -1,6 +1,8 @@
 // The real rnnserve binary on a loopback port, called through the C++ client and through
 // rnnserve-cli, against Keras's own predictions for the example model.
 
+#include <grpcpp/grpcpp.h>
+
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -198,6 +200,53 @@ TEST_F(ExampleServerTest, ServerKeepsServingAfterBadRequests) {
   PredictStatus(Request(1, 0, 2)).IgnoreError();
   ASSERT_TRUE(server_->Alive());
   ExpectGoodAnswer();
+}
+
+TEST_F(ExampleServerTest, ReturnedStatesFedBackAsInitialStatesContinueTheSequence) {
+  // Sequence 0 (40 steps) in two Predict calls: the second starts from the first's states.
+  const client::NpyArray x = LoadNpy("tests/fixtures/example/input.npy");
+  const client::NpyArray want = LoadNpy("tests/fixtures/example/expected.npy");
+  auto half = [&](int64_t t0) {
+    v1::Tensor t;
+    t.set_dtype(v1::TYPE_FP32);
+    t.add_shape(1);
+    t.add_shape(20);
+    t.add_shape(2);
+    for (int64_t i = t0 * 2; i < (t0 + 20) * 2; ++i) t.add_float_val(x.values[i]);
+    return t;
+  };
+  auto stub = v1::RnnServe::NewStub(
+      grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
+  v1::PredictRequest first;
+  first.mutable_model_spec()->set_name("waveform_lstm");
+  (*first.mutable_inputs())["waveform"] = half(0);
+  first.set_return_states(true);
+  v1::PredictResponse r1;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub->Predict(&ctx, first, &r1).ok());
+  }
+  ASSERT_EQ(r1.final_states().size(), 2u);
+  ASSERT_EQ(r1.final_states().at("lstm_1").states_size(), 2);  // h, c
+  EXPECT_EQ(r1.final_states().at("lstm_1").states(0).shape(1), 32);
+  v1::PredictRequest second;
+  second.mutable_model_spec()->set_name("waveform_lstm");
+  (*second.mutable_inputs())["waveform"] = half(20);
+  *second.mutable_initial_states() = r1.final_states();
+  v1::PredictResponse r2;
+  {
+    grpc::ClientContext ctx;
+    const grpc::Status s = stub->Predict(&ctx, second, &r2);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  const auto& got = r2.outputs().at("probabilities").float_val();
+  for (int c = 0; c < 3; ++c) EXPECT_NEAR(got[c], want.values[c], 1e-5);
+  // A layer that is not recurrent is refused by name.
+  (*second.mutable_initial_states())["probabilities"] = r1.final_states().at("lstm_1");
+  grpc::ClientContext ctx;
+  const grpc::Status bad = stub->Predict(&ctx, second, &r2);
+  EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(bad.error_message().find("'probabilities' is not a recurrent layer"), std::string::npos);
 }
 
 TEST_F(ExampleServerTest, CliEvaluateMatchesTheLossOfKerasPredictions) {
