@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <future>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -9,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "models/model_loader.h"
 #include "server/batch_util.h"
+#include "server/batching/batching_config.h"
 #include "server/log.h"
 
 namespace rnnserve::server {
@@ -137,6 +139,7 @@ absl::StatusOr<std::unique_ptr<Servable>> Servable::Load(const std::string& mode
   }
   if (auto st = s->CreateInstances(); !st.ok()) return st;
   if (auto st = s->ProbeSignature(); !st.ok()) return st;
+  if (auto st = s->StartBatcher(); !st.ok()) return st;
   return s;
 }
 
@@ -238,13 +241,45 @@ absl::Status Servable::ProbeSignature() {
   return absl::OkStatus();
 }
 
-absl::Status Servable::RunOnInstance(const engine::Batch& batch,
-                                     std::vector<engine::Tensor>* out) const {
+absl::Status Servable::StartBatcher() {
+  if (!batching::WantsDynamicBatching(config_)) {
+    if (config_.has_dynamic_batching()) {
+      LogWarning(absl::StrCat("model ", name(), " v", version_,
+                              ": dynamic_batching needs max_batch_size > 0; requests run alone"));
+    }
+    return absl::OkStatus();
+  }
+  // Axis 1 is the time axis where the signature leaves it dynamic.
+  auto time_axes = [](const std::vector<TensorSignature>& sigs) {
+    std::vector<bool> axes;
+    for (const TensorSignature& s : sigs) axes.push_back(s.shape.size() >= 2 && s.shape[1] < 0);
+    return axes;
+  };
+  auto options = batching::BatcherOptionsFromConfig(config_, time_axes(inputs_),
+                                                    time_axes(outputs_));
+  if (!options.ok()) return options.status();
+  std::vector<engine::CompiledModel*> instances;
+  for (const auto& i : instances_) instances.push_back(i.get());
+  auto batcher = batching::DynamicBatcher::Create(*options, std::move(instances));
+  if (!batcher.ok()) return batcher.status();
+  batcher_ = std::move(*batcher);
+  LogInfo(absl::StrCat("model ", name(), " v", version_, ": dynamic batching up to ",
+                       options->max_batch_size, " sequences, ", options->max_queue_delay_us,
+                       " us queue delay, ", instances_.size(), " instance worker(s)"));
+  return absl::OkStatus();
+}
+
+absl::Status Servable::RunOnInstance(const engine::Batch& batch, std::vector<engine::Tensor>* out,
+                                     absl::Time deadline) const {
   int index;
   {
     absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(
-        +[](std::vector<int>* f) { return !f->empty(); }, &free_));
+    if (!mu_.AwaitWithDeadline(
+            absl::Condition(+[](std::vector<int>* f) { return !f->empty(); }, &free_),
+            deadline)) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "model '", name(), "': the deadline passed while every instance was busy"));
+    }
     index = free_.back();
     free_.pop_back();
   }
@@ -254,18 +289,38 @@ absl::Status Servable::RunOnInstance(const engine::Batch& batch,
   return s;
 }
 
+absl::Status Servable::RunBatched(const engine::Batch& batch,
+                                  std::vector<engine::Tensor>* outputs,
+                                  const RunOptions& options) const {
+  using Result = absl::StatusOr<std::vector<engine::Tensor>>;
+  std::promise<Result> promise;
+  std::future<Result> answer = promise.get_future();
+  auto request = std::make_unique<batching::BatchRequest>();
+  request->batch = batch;
+  request->deadline = options.deadline;
+  request->priority = options.priority;
+  request->done = [&promise](Result result) { promise.set_value(std::move(result)); };
+  if (absl::Status s = batcher_->Schedule(&request); !s.ok()) return s;
+  Result result = answer.get();
+  if (!result.ok()) return result.status();
+  *outputs = std::move(*result);
+  return absl::OkStatus();
+}
+
 absl::Status Servable::Run(const engine::Batch& batch, std::vector<engine::Tensor>* outputs,
                            const RunOptions& options) const {
+  if (batcher_ != nullptr) return RunBatched(batch, outputs, options);
   if (absl::Now() > options.deadline) {
     return absl::DeadlineExceededError("deadline passed before the request ran");
   }
   const int64_t B = batch.inputs.empty() ? 0 : batch.inputs[0].dim(0);
   const int64_t limit = max_batch_size() > 0 ? max_batch_size() : B;
-  if (B <= limit) return RunOnInstance(batch, outputs);
+  if (B <= limit) return RunOnInstance(batch, outputs, options.deadline);
   std::vector<std::vector<engine::Tensor>> parts;
   for (int64_t begin = 0; begin < B; begin += limit) {
     std::vector<engine::Tensor> out;
-    if (auto s = RunOnInstance(SliceBatch(batch, begin, std::min(B, begin + limit)), &out);
+    if (auto s = RunOnInstance(SliceBatch(batch, begin, std::min(B, begin + limit)), &out,
+                               options.deadline);
         !s.ok()) {
       return s;
     }
