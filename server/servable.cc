@@ -255,8 +255,8 @@ absl::Status Servable::StartBatcher() {
     for (const TensorSignature& s : sigs) axes.push_back(s.shape.size() >= 2 && s.shape[1] < 0);
     return axes;
   };
-  auto options = batching::BatcherOptionsFromConfig(config_, time_axes(inputs_),
-                                                    time_axes(outputs_));
+  auto options =
+      batching::BatcherOptionsFromConfig(config_, time_axes(inputs_), time_axes(outputs_));
   if (!options.ok()) return options.status();
   std::vector<engine::CompiledModel*> instances;
   for (const auto& i : instances_) instances.push_back(i.get());
@@ -274,11 +274,11 @@ absl::Status Servable::RunOnInstance(const engine::Batch& batch, std::vector<eng
   int index;
   {
     absl::MutexLock lock(&mu_);
-    if (!mu_.AwaitWithDeadline(
-            absl::Condition(+[](std::vector<int>* f) { return !f->empty(); }, &free_),
-            deadline)) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "model '", name(), "': the deadline passed while every instance was busy"));
+    const absl::Condition instance_free(
+        +[](std::vector<int>* f) { return !f->empty(); }, &free_);
+    if (!mu_.AwaitWithDeadline(instance_free, deadline)) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("model '", name(), "': the deadline passed while every instance was busy"));
     }
     index = free_.back();
     free_.pop_back();
@@ -289,8 +289,7 @@ absl::Status Servable::RunOnInstance(const engine::Batch& batch, std::vector<eng
   return s;
 }
 
-absl::Status Servable::RunBatched(const engine::Batch& batch,
-                                  std::vector<engine::Tensor>* outputs,
+absl::Status Servable::RunBatched(const engine::Batch& batch, std::vector<engine::Tensor>* outputs,
                                   const RunOptions& options) const {
   using Result = absl::StatusOr<std::vector<engine::Tensor>>;
   std::promise<Result> promise;

@@ -17,7 +17,8 @@ GatheredBatch GatherRows(absl::Span<const BatchRow> rows,
     lengths_needed |= r.request->has_lengths();
   }
   for (size_t i = 0; i < first.inputs.size(); ++i) {
-    const bool time = i < input_time_axis.size() && input_time_axis[i] && first.inputs[i].rank() >= 2;
+    const bool time =
+        i < input_time_axis.size() && input_time_axis[i] && first.inputs[i].rank() >= 2;
     engine::Shape shape = first.inputs[i].shape();
     shape[0] = n;
     if (time) {
@@ -52,9 +53,9 @@ Delivered ScatterRows(absl::Span<const BatchRow> rows, const std::vector<engine:
   for (size_t o = 0; o < outputs.size(); ++o) {
     if (outputs[o].rank() < 1 || outputs[o].dim(0) != static_cast<int64_t>(rows.size())) {
       delivered.failed = FailRows(
-          rows, absl::InternalError(absl::StrCat(
-                    "the engine returned output ", o, " of shape ",
-                    engine::ShapeString(outputs[o].shape()), " for a batch of ", rows.size())));
+          rows, absl::InternalError(absl::StrCat("the engine returned output ", o, " of shape ",
+                                                 engine::ShapeString(outputs[o].shape()),
+                                                 " for a batch of ", rows.size())));
       return delivered;
     }
   }

@@ -19,10 +19,9 @@ BatchFormer::BatchFormer(DynamicBatcherOptions options)
 absl::Status BatchFormer::Check(const BatchRequest& r) const {
   const std::string model = absl::StrCat("model '", options_.model_name, "'");
   if (r.batch.inputs.size() != options_.input_time_axis.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(model, " takes ",
-                                                   options_.input_time_axis.size(),
-                                                   " input(s); the request has ",
-                                                   r.batch.inputs.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(model, " takes ", options_.input_time_axis.size(),
+                     " input(s); the request has ", r.batch.inputs.size()));
   }
   const engine::Tensor& first = r.batch.inputs[0];
   if (first.rank() < 1 || first.dim(0) < 1) {
@@ -35,9 +34,9 @@ absl::Status BatchFormer::Check(const BatchRequest& r) const {
   for (size_t i = 0; i < r.batch.inputs.size(); ++i) {
     const engine::Tensor& t = r.batch.inputs[i];
     if (t.rank() < 1 || t.dim(0) != rows) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          model, ": input ", i, " has shape ", engine::ShapeString(t.shape()), "; expected ",
-          rows, " sequences on axis 0 like input 0"));
+      return absl::InvalidArgumentError(absl::StrCat(model, ": input ", i, " has shape ",
+                                                     engine::ShapeString(t.shape()), "; expected ",
+                                                     rows, " sequences on axis 0 like input 0"));
     }
     if (steps == 0 && t.rank() >= 2) steps = t.dim(1);
   }
@@ -49,17 +48,16 @@ absl::Status BatchFormer::Check(const BatchRequest& r) const {
     }
     for (size_t b = 0; b < r.batch.lengths.size(); ++b) {
       if (r.batch.lengths[b] < 1 || r.batch.lengths[b] > steps) {
-        return absl::InvalidArgumentError(absl::StrCat(model, ": lengths[", b, "] = ",
-                                                       r.batch.lengths[b], "; expected [1, ",
-                                                       steps, "] (the time axis)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(model, ": lengths[", b, "] = ", r.batch.lengths[b], "; expected [1, ",
+                         steps, "] (the time axis)"));
       }
     }
   }
   if (r.priority < 0 || r.priority > options_.priority_levels) {
     return absl::InvalidArgumentError(
         options_.priority_levels == 0
-            ? absl::StrCat(model, " has no priority levels; priority must be 0; was ",
-                           r.priority)
+            ? absl::StrCat(model, " has no priority levels; priority must be 0; was ", r.priority)
             : absl::StrCat(model, ": priority must be in [0, ", options_.priority_levels,
                            "] (0: the default level ", options_.default_priority_level,
                            "; 1 is served first); was ", r.priority));
@@ -80,9 +78,9 @@ absl::Status BatchFormer::Add(std::unique_ptr<BatchRequest>* request, absl::Time
   if (options_.max_queue_size > 0 && queue_.size() >= options_.max_queue_size) {
     queue_.Prune();  // finished requests may still hold places
     if (queue_.size() >= options_.max_queue_size) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "model '", options_.model_name, "': the queue is full (max_queue_size ",
-          options_.max_queue_size, " requests); retry later"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("model '", options_.model_name, "': the queue is full (max_queue_size ",
+                       options_.max_queue_size, " requests); retry later"));
     }
   }
   const int level = (*request)->priority == 0 ? std::max(1, options_.default_priority_level)
@@ -122,8 +120,8 @@ std::optional<FormedBatch> BatchFormer::TakeBatch(absl::Time now, bool flush) {
   if (head == nullptr) return std::nullopt;
   std::vector<BatchRow> rows = PickRows(**head);
   const auto size = static_cast<int64_t>(rows.size());
-  const bool due = flush || size >= options_.max_batch_size ||
-                   now >= (*head)->arrival() + max_queue_delay_;
+  const bool due =
+      flush || size >= options_.max_batch_size || now >= (*head)->arrival() + max_queue_delay_;
   if (!due) {
     int64_t preferred = 0;
     for (int p : options_.preferred_batch_sizes) {

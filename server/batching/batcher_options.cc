@@ -23,16 +23,16 @@ absl::Status ValidateOptions(const DynamicBatcherOptions& o) {
                             o.max_queue_delay_us));
   }
   if (o.max_queue_size < 0) {
-    return bad(absl::StrCat("dynamic_batching.max_queue_size must be >= 0; was ",
-                            o.max_queue_size));
+    return bad(
+        absl::StrCat("dynamic_batching.max_queue_size must be >= 0; was ", o.max_queue_size));
   }
   if (o.default_timeout_us < 0) {
     return bad(absl::StrCat("dynamic_batching.default_timeout_microseconds must be >= 0; was ",
                             o.default_timeout_us));
   }
   if (o.priority_levels < 0) {
-    return bad(absl::StrCat("dynamic_batching.priority_levels must be >= 0; was ",
-                            o.priority_levels));
+    return bad(
+        absl::StrCat("dynamic_batching.priority_levels must be >= 0; was ", o.priority_levels));
   }
   if (o.priority_levels == 0 && o.default_priority_level != 0) {
     return bad(absl::StrCat(

@@ -19,8 +19,8 @@ bool WantsDynamicBatching(const v1::ModelConfig& config);
 
 // The batcher's options for `config`, validated. The time axes come from the model's
 // signature: one entry per input and per output, true where axis 1 is the time axis.
-absl::StatusOr<DynamicBatcherOptions> BatcherOptionsFromConfig(
-    const v1::ModelConfig& config, std::vector<bool> input_time_axis,
-    std::vector<bool> output_time_axis);
+absl::StatusOr<DynamicBatcherOptions> BatcherOptionsFromConfig(const v1::ModelConfig& config,
+                                                               std::vector<bool> input_time_axis,
+                                                               std::vector<bool> output_time_axis);
 
 }  // namespace rnnserve::server::batching

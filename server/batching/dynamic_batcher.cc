@@ -28,8 +28,7 @@ absl::StatusOr<std::unique_ptr<DynamicBatcher>> DynamicBatcher::Create(
     }
   }
   if (clock == nullptr) return absl::InvalidArgumentError("the batcher needs a clock");
-  std::unique_ptr<DynamicBatcher> batcher(
-      new DynamicBatcher(options, std::move(instances), clock));
+  std::unique_ptr<DynamicBatcher> batcher(new DynamicBatcher(options, std::move(instances), clock));
   for (int i = 0; i < static_cast<int>(batcher->instances_.size()); ++i) {
     batcher->workers_.emplace_back([b = batcher.get(), i] { b->Work(i); });
   }
@@ -50,8 +49,8 @@ DynamicBatcher::~DynamicBatcher() {
     left = former_.TakeAll();
   }
   for (const auto& r : left) {
-    r->Fail(absl::UnavailableError(absl::StrCat(
-        "model '", options_.model_name, "' is unloading; the request did not run; retry")));
+    r->Fail(absl::UnavailableError(absl::StrCat("model '", options_.model_name,
+                                                "' is unloading; the request did not run; retry")));
   }
   for (std::thread& t : workers_) t.join();
 }
@@ -125,10 +124,10 @@ void DynamicBatcher::Work(int instance) {
     }
     int64_t failed = 0;
     for (const auto& r : expired) {
-      failed += r->Fail(absl::DeadlineExceededError(absl::StrCat(
-                    "model '", options_.model_name, "': the deadline passed after ",
-                    absl::FormatDuration(r->deadline() - r->arrival()),
-                    " in the queue; the request did not run")))
+      failed += r->Fail(absl::DeadlineExceededError(
+                    absl::StrCat("model '", options_.model_name, "': the deadline passed after ",
+                                 absl::FormatDuration(r->deadline() - r->arrival()),
+                                 " in the queue; the request did not run")))
                     ? 1
                     : 0;
     }
@@ -185,8 +184,7 @@ absl::Status DynamicBatcher::RunRows(int instance, absl::Span<const BatchRow> ro
   const GatheredBatch gathered = GatherRows(rows, options_.input_time_axis);
   std::vector<engine::Tensor> outputs;
   if (absl::Status s = instances_[instance]->Run(gathered.batch, &outputs); !s.ok()) return s;
-  const Delivered d =
-      ScatterRows(rows, outputs, options_.output_time_axis, gathered.padded_steps);
+  const Delivered d = ScatterRows(rows, outputs, options_.output_time_axis, gathered.padded_steps);
   outcome->completed += d.completed;
   outcome->failed += d.failed;
   return absl::OkStatus();

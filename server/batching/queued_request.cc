@@ -22,7 +22,8 @@ std::vector<int32_t> RowLengths(const engine::Batch& batch, int64_t time_steps) 
   return std::vector<int32_t>(rows, static_cast<int32_t>(std::max<int64_t>(1, time_steps)));
 }
 
-std::vector<engine::Shape> RowShapes(const engine::Batch& batch, const std::vector<bool>& time_axis) {
+std::vector<engine::Shape> RowShapes(const engine::Batch& batch,
+                                     const std::vector<bool>& time_axis) {
   std::vector<engine::Shape> shapes;
   for (size_t i = 0; i < batch.inputs.size(); ++i) {
     engine::Shape s(batch.inputs[i].shape().begin() + 1, batch.inputs[i].shape().end());
@@ -59,9 +60,10 @@ QueuedRequest::QueuedRequest(std::unique_ptr<BatchRequest> request, uint64_t seq
 }
 
 QueuedRequest::Outcome QueuedRequest::Deliver(const std::vector<engine::Tensor>& outputs,
-                            absl::Span<const int64_t> batch_rows,
-                            absl::Span<const int64_t> request_rows,
-                            const std::vector<bool>& output_time_axis, int64_t padded_steps) {
+                                              absl::Span<const int64_t> batch_rows,
+                                              absl::Span<const int64_t> request_rows,
+                                              const std::vector<bool>& output_time_axis,
+                                              int64_t padded_steps) {
   absl::Status error;
   std::vector<engine::Tensor> answer;
   {
@@ -71,21 +73,30 @@ QueuedRequest::Outcome QueuedRequest::Deliver(const std::vector<engine::Tensor>&
       for (size_t o = 0; o < outputs.size(); ++o) {
         engine::Shape shape = outputs[o].shape();
         shape[0] = rows();
-        const bool crop = o < output_time_axis.size() && output_time_axis[o] &&
-                          shape.size() >= 2 && shape[1] == padded_steps;
+        const bool crop = o < output_time_axis.size() && output_time_axis[o] && shape.size() >= 2 &&
+                          shape[1] == padded_steps;
         if (crop) shape[1] = time_steps_;
         outputs_.push_back(outputs[o].dtype() == engine::DType::kInt64
                                ? engine::Tensor::Int64(std::move(shape))
                                : engine::Tensor::Float(std::move(shape)));
       }
     }
+    if (outputs_.size() != outputs.size()) {
+      error = absl::InternalError(absl::StrCat("a batch returned ", outputs.size(),
+                                               " outputs; an earlier one returned ",
+                                               outputs_.size()));
+    }
     for (size_t o = 0; o < outputs.size() && error.ok(); ++o) {
       const engine::Tensor& src = outputs[o];
       engine::Tensor& dst = outputs_[o];
       const int64_t src_row = src.dim(0) == 0 ? 0 : src.num_elements() / src.dim(0);
       const int64_t dst_row = dst.num_elements() / rows();
-      // A row of dst is a prefix of a row of src: the same layout with a shorter time axis.
-      bool fits = src.dtype() == dst.dtype() && src.rank() == dst.rank() && dst_row <= src_row;
+      // A row of dst is a row of src, or its prefix when the time axis is cropped.
+      const bool time = o < output_time_axis.size() && output_time_axis[o];
+      bool fits = src.dtype() == dst.dtype() && src.rank() == dst.rank();
+      if (fits && src.rank() >= 2) {
+        fits = time ? dst.dim(1) <= src.dim(1) : dst.dim(1) == src.dim(1);
+      }
       for (int d = 2; fits && d < src.rank(); ++d) fits = src.dim(d) == dst.dim(d);
       if (!fits) {
         error = absl::InternalError(absl::StrCat(

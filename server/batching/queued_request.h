@@ -25,9 +25,8 @@ namespace rnnserve::server::batching {
 class QueuedRequest {
  public:
   // `input_time_axis` as in DynamicBatcherOptions; the request is already validated.
-  QueuedRequest(std::unique_ptr<BatchRequest> request, uint64_t sequence_number,
-                absl::Time arrival, absl::Time deadline, int level,
-                const std::vector<bool>& input_time_axis);
+  QueuedRequest(std::unique_ptr<BatchRequest> request, uint64_t sequence_number, absl::Time arrival,
+                absl::Time deadline, int level, const std::vector<bool>& input_time_axis);
 
   // Fixed at construction.
   const engine::Batch& inputs() const { return request_->batch; }
@@ -43,7 +42,9 @@ class QueuedRequest {
   bool has_lengths() const { return !request_->batch.lengths.empty(); }
   // Whether rows of this request and `other` can share one engine batch: their inputs agree
   // on every axis but the batch axis and the padded time axis.
-  bool CanShareBatchWith(const QueuedRequest& other) const { return row_shapes_ == other.row_shapes_; }
+  bool CanShareBatchWith(const QueuedRequest& other) const {
+    return row_shapes_ == other.row_shapes_;
+  }
 
   // Queue side: rows not yet in any batch, ascending. Owned by the batcher's queue, which
   // guards it with its own lock.
@@ -61,8 +62,8 @@ class QueuedRequest {
   // to time_steps(). Calls `done` when the last row arrives (kCompleted), or with INTERNAL when
   // the rows do not fit the earlier ones (kFailed); kIgnored when the request had finished.
   Outcome Deliver(const std::vector<engine::Tensor>& outputs, absl::Span<const int64_t> batch_rows,
-               absl::Span<const int64_t> request_rows, const std::vector<bool>& output_time_axis,
-               int64_t padded_steps);
+                  absl::Span<const int64_t> request_rows, const std::vector<bool>& output_time_axis,
+                  int64_t padded_steps);
   // Calls `done` with `status` unless the request has finished already. Returns true when it
   // did.
   bool Fail(absl::Status status);

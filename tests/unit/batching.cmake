@@ -9,3 +9,6 @@ target_link_libraries(batching_former_test PRIVATE rnnserve_batching_test_suppor
 rnnserve_test(batching_dynamic_batcher_test unit
   ${CMAKE_CURRENT_LIST_DIR}/batching_dynamic_batcher_test.cc)
 target_link_libraries(batching_dynamic_batcher_test PRIVATE rnnserve_batching_test_support)
+
+rnnserve_test(batching_servable_test unit ${CMAKE_CURRENT_LIST_DIR}/batching_servable_test.cc)
+target_link_libraries(batching_servable_test PRIVATE rnnserve_server_lib)

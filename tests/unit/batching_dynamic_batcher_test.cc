@@ -246,7 +246,7 @@ TEST_F(DynamicBatcherTest, BadRequestFailsAloneAndTheOthersGetTheirRows) {
   EXPECT_TRUE(IsOwnAnswer(*good2, {.id = 300}));
   EXPECT_EQ(bad->result.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(engine().calls(), 4);  // the batch, then each request alone
-  batcher_->Drain();                // counters are final once nothing runs
+  batcher_->Drain();               // counters are final once nothing runs
   EXPECT_EQ(batcher_->counters().requests_failed, 1);
   EXPECT_EQ(batcher_->counters().requests_completed, 2);
 }
@@ -337,8 +337,7 @@ TEST(DynamicBatcherCreateTest, BadOptionsAreInvalidArgumentNamingTheField) {
   o = Options();
   o.preferred_batch_sizes = {5};
   b = DynamicBatcher::Create(o, {&engine});
-  EXPECT_NE(b.status().message().find("preferred_batch_size must be in [1, 4]"),
-            std::string::npos)
+  EXPECT_NE(b.status().message().find("preferred_batch_size must be in [1, 4]"), std::string::npos)
       << b.status();
   o = Options();
   o.priority_levels = 2;

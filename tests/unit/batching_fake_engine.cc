@@ -19,8 +19,8 @@ absl::Status FakeEngine::Run(const engine::Batch& batch, std::vector<engine::Ten
   }
   if (gated_) gate_.WaitForNotification();
   if (bad) return absl::InvalidArgumentError("fake engine: negative first step");
-  engine::Tensor echo = engine::Tensor::Float({B, T, 1});     // [B, T, 1]
-  engine::Tensor summary = engine::Tensor::Float({B, 2});     // [B, 2]: length, sum
+  engine::Tensor echo = engine::Tensor::Float({B, T, 1});  // [B, T, 1]
+  engine::Tensor summary = engine::Tensor::Float({B, 2});  // [B, 2]: length, sum
   for (int64_t b = 0; b < B; ++b) {
     const int64_t len = batch.lengths.empty() ? T : batch.lengths[b];
     float sum = 0;

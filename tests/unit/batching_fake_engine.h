@@ -19,8 +19,8 @@
 namespace rnnserve::testing {
 
 struct SeenBatch {
-  engine::Shape input_shape;     // of input 0
-  std::vector<int32_t> lengths;  // as given
+  engine::Shape input_shape;       // of input 0
+  std::vector<int32_t> lengths;    // as given
   std::vector<float> first_steps;  // x[b, 0, 0] for each row: identifies the rows
 };
 

@@ -41,7 +41,8 @@ absl::Status Add(BatchFormer& f, const RequestSpec& spec, absl::Time now,
 // x[b, 0, 0] of each row of the batch: which request rows it holds.
 std::vector<float> Rows(const FormedBatch& batch) {
   std::vector<float> ids;
-  for (const auto& r : batch.rows) ids.push_back(Value(0, r.row, 0) + r.request->inputs().inputs[0].f32()[0]);
+  for (const auto& r : batch.rows)
+    ids.push_back(Value(0, r.row, 0) + r.request->inputs().inputs[0].f32()[0]);
   return ids;
 }
 
@@ -271,7 +272,7 @@ TEST(BatchFormerTest, LengthBucketsKeepComputedStepsWithinTenPercentOfReal) {
   const std::vector<int> lengths = {100, 10, 98, 12, 95, 11, 500, 11};
   const std::vector<FormedBatch> batches = FormAll(o, lengths);
   ASSERT_EQ(batches.size(), 3u);
-  EXPECT_EQ(Rows(batches[0]), (std::vector<float>{100, 300, 500}));      // 100, 98, 95
+  EXPECT_EQ(Rows(batches[0]), (std::vector<float>{100, 300, 500}));       // 100, 98, 95
   EXPECT_EQ(Rows(batches[1]), (std::vector<float>{200, 400, 600, 800}));  // 10, 12, 11, 11
   EXPECT_EQ(Rows(batches[2]), (std::vector<float>{700}));                 // 500
   int64_t real = 0, computed = 0;

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/time/time.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "engine/tensor.h"
 #include "gtest/gtest.h"
 #include "server/batching/batch_request.h"
