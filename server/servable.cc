@@ -11,6 +11,7 @@
 #include "models/model_loader.h"
 #include "server/batch_util.h"
 #include "server/batching/batching_config.h"
+#include "server/batching/instance_threads.h"
 #include "server/log.h"
 
 namespace rnnserve::server {
@@ -180,9 +181,8 @@ absl::Status Servable::CreateInstances() {
       }
       if (!compiled) {
         // CPU instances share the cores: engine threads per instance <= cores / instances.
-        options.num_threads = config_.optimization().cpu_threads() > 0
-                                  ? config_.optimization().cpu_threads()
-                                  : std::max(1, cores / total);
+        options.num_threads =
+            batching::CpuThreadsPerInstance(cores, total, config_.optimization().cpu_threads());
         options.math_mode = engine::MathMode::kFp32;
         auto eng = engine::Engine::Create({.kind = engine::EngineKind::kCpu});
         if (!eng.ok()) return eng.status();

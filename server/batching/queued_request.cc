@@ -82,9 +82,9 @@ QueuedRequest::Outcome QueuedRequest::Deliver(const std::vector<engine::Tensor>&
       }
     }
     if (outputs_.size() != outputs.size()) {
-      error = absl::InternalError(absl::StrCat("a batch returned ", outputs.size(),
-                                               " outputs; an earlier one returned ",
-                                               outputs_.size()));
+      error =
+          absl::InternalError(absl::StrCat("a batch returned ", outputs.size(),
+                                           " outputs; an earlier one returned ", outputs_.size()));
     }
     for (size_t o = 0; o < outputs.size() && error.ok(); ++o) {
       const engine::Tensor& src = outputs[o];

@@ -175,12 +175,14 @@ TEST_F(BatchingServerTest, BadRequestAmongGoodOnesFailsAloneAndTheServerKeepsSer
 TEST_F(BatchingServerTest, SigtermWithBatchingOnShutsDownCleanly) {
   auto s = ServerProcess::Start(repo_->string());
   ASSERT_TRUE(s.ok()) << s.status();
-  client::RnnServeClient client({.server = (*s)->address()});
-  std::vector<int32_t> lengths;
-  const Case c{{2, 0}};
-  auto resp = client.Predict("waveform_lstm", {{"waveform", CaseInput(c, &lengths)}}, {});
-  ASSERT_TRUE(resp.ok()) << resp.status();
-  EXPECT_EQ(CheckAnswer(client::ToArray(resp->outputs().at("probabilities")), c), "");
+  {
+    client::RnnServeClient client({.server = (*s)->address()});
+    std::vector<int32_t> lengths;
+    const Case c{{2, 0}};
+    auto resp = client.Predict("waveform_lstm", {{"waveform", CaseInput(c, &lengths)}}, {});
+    ASSERT_TRUE(resp.ok()) << resp.status();
+    EXPECT_EQ(CheckAnswer(client::ToArray(resp->outputs().at("probabilities")), c), "");
+  }
   EXPECT_EQ((*s)->Stop(), 0);
 }
 

@@ -12,3 +12,6 @@ target_link_libraries(batching_dynamic_batcher_test PRIVATE rnnserve_batching_te
 
 rnnserve_test(batching_servable_test unit ${CMAKE_CURRENT_LIST_DIR}/batching_servable_test.cc)
 target_link_libraries(batching_servable_test PRIVATE rnnserve_server_lib)
+
+rnnserve_test(batching_policy_test unit ${CMAKE_CURRENT_LIST_DIR}/batching_policy_test.cc)
+target_link_libraries(batching_policy_test PRIVATE rnnserve_batching)

@@ -251,6 +251,19 @@ TEST_F(DynamicBatcherTest, BadRequestFailsAloneAndTheOthersGetTheirRows) {
   EXPECT_EQ(batcher_->counters().requests_completed, 2);
 }
 
+TEST_F(DynamicBatcherTest, EngineAnsweringTheWrongRowCountFailsTheRequestsWithInternal) {
+  DynamicBatcherOptions o = Options();
+  o.max_batch_size = 1;
+  Start(o);
+  engine().DropARow();
+  auto a = Schedule({.id = 100});
+  a->done.WaitForNotification();
+  EXPECT_EQ(a->calls, 1);
+  EXPECT_EQ(a->result.status().code(), absl::StatusCode::kInternal) << a->result.status();
+  EXPECT_NE(a->result.status().message().find("for a batch of 1"), std::string::npos)
+      << a->result.status();
+}
+
 TEST_F(DynamicBatcherTest, EachInstanceRunsItsOwnBatchConcurrently) {
   DynamicBatcherOptions o = Options();
   o.max_batch_size = 1;

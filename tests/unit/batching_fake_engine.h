@@ -36,6 +36,8 @@ class FakeEngine final : public engine::CompiledModel {
 
   // Run() fails any batch holding a row whose x[b, 0, 0] is negative (a "bad request").
   void FailOnNegative() { fail_on_negative_ = true; }
+  // Run() answers with one row too few in every output (a broken engine).
+  void DropARow() { drop_a_row_ = true; }
   // Run() blocks, after recording its batch, until Open() is called.
   void Gate() { gated_ = true; }
   void Open() { gate_.Notify(); }
@@ -47,6 +49,7 @@ class FakeEngine final : public engine::CompiledModel {
   std::vector<SeenBatch> seen_ ABSL_GUARDED_BY(mu_);
   bool fail_on_negative_ = false;  // set before use
   bool gated_ = false;             // set before use
+  bool drop_a_row_ = false;        // set before use
   absl::Notification gate_;
 };
 
