@@ -6,6 +6,27 @@
 
 namespace rnnserve::server::batching {
 
+namespace {
+
+// Row `rows[b].row` of each row's tensor, stacked: [rows, ...]. `pick` finds the tensor of a
+// request; the requests agree on its shape past the batch axis.
+template <typename Pick>
+engine::Tensor StackRows(absl::Span<const BatchRow> rows, Pick pick) {
+  const engine::Tensor& first = pick(*rows[0].request);
+  engine::Shape shape = first.shape();
+  shape[0] = static_cast<int64_t>(rows.size());
+  engine::Tensor out = first.dtype() == engine::DType::kInt64 ? engine::Tensor::Int64(shape)
+                                                              : engine::Tensor::Float(shape);
+  const int64_t row = first.num_elements() / first.dim(0);
+  for (size_t b = 0; b < rows.size(); ++b) {
+    CopyElements(pick(*rows[b].request), rows[b].row * row, &out, static_cast<int64_t>(b) * row,
+                 row);
+  }
+  return out;
+}
+
+}  // namespace
+
 GatheredBatch GatherRows(absl::Span<const BatchRow> rows,
                          const std::vector<bool>& input_time_axis) {
   GatheredBatch out;
@@ -40,6 +61,15 @@ GatheredBatch GatherRows(absl::Span<const BatchRow> rows,
     }
     out.batch.inputs.push_back(std::move(batch));
   }
+  for (const auto& [layer, states] : first.initial_states) {
+    std::vector<engine::Tensor>& stacked = out.batch.initial_states[layer];
+    for (size_t k = 0; k < states.size(); ++k) {
+      stacked.push_back(StackRows(rows, [&](const QueuedRequest& r) -> const engine::Tensor& {
+        return r.inputs().initial_states.at(layer)[k];
+      }));
+    }
+  }
+  for (const BatchRow& r : rows) out.wants_final_states |= r.request->wants_final_states();
   if (lengths_needed && out.padded_steps > 0) {
     out.batch.lengths.reserve(rows.size());
     for (const BatchRow& r : rows) out.batch.lengths.push_back(r.request->row_length(r.row));
@@ -48,15 +78,30 @@ GatheredBatch GatherRows(absl::Span<const BatchRow> rows,
 }
 
 Delivered ScatterRows(absl::Span<const BatchRow> rows, const std::vector<engine::Tensor>& outputs,
+                      const std::map<std::string, std::vector<engine::Tensor>>* final_states,
                       const std::vector<bool>& output_time_axis, int64_t padded_steps) {
   Delivered delivered;
+  const auto n = static_cast<int64_t>(rows.size());
+  auto wrong_rows = [&](const engine::Tensor& t) { return t.rank() < 1 || t.dim(0) != n; };
   for (size_t o = 0; o < outputs.size(); ++o) {
-    if (outputs[o].rank() < 1 || outputs[o].dim(0) != static_cast<int64_t>(rows.size())) {
-      delivered.failed = FailRows(
-          rows, absl::InternalError(absl::StrCat("the engine returned output ", o, " of shape ",
-                                                 engine::ShapeString(outputs[o].shape()),
-                                                 " for a batch of ", rows.size())));
+    if (wrong_rows(outputs[o])) {
+      delivered.failed =
+          FailRows(rows, absl::InternalError(absl::StrCat(
+                             "the engine returned output ", o, " of shape ",
+                             engine::ShapeString(outputs[o].shape()), " for a batch of ", n)));
       return delivered;
+    }
+  }
+  if (final_states != nullptr) {
+    for (const auto& [layer, states] : *final_states) {
+      for (const engine::Tensor& t : states) {
+        if (!wrong_rows(t)) continue;
+        delivered.failed =
+            FailRows(rows, absl::InternalError(absl::StrCat(
+                               "the engine returned a final state of layer '", layer, "' of shape ",
+                               engine::ShapeString(t.shape()), " for a batch of ", n)));
+        return delivered;
+      }
     }
   }
   // Rows of one request are adjacent (the former picks them request by request).
@@ -70,8 +115,8 @@ Delivered ScatterRows(absl::Span<const BatchRow> rows, const std::vector<engine:
       request_rows.push_back(rows[end].row);
       ++end;
     }
-    switch (rows[begin].request->Deliver(outputs, batch_rows, request_rows, output_time_axis,
-                                         padded_steps)) {
+    switch (rows[begin].request->Deliver(outputs, final_states, batch_rows, request_rows,
+                                         output_time_axis, padded_steps)) {
       case QueuedRequest::Outcome::kCompleted:
         ++delivered.completed;
         break;

@@ -10,6 +10,8 @@
 // batch.) Outputs whose time axis is flagged are cropped back to each request's own T.
 
 #include <cstdint>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "absl/types/span.h"
@@ -20,8 +22,10 @@
 namespace rnnserve::server::batching {
 
 struct GatheredBatch {
-  engine::Batch batch;       // inputs [rows, T_max, ...], lengths as above
+  engine::Batch batch;       // inputs [rows, T_max, ...], lengths and initial states as above
   int64_t padded_steps = 0;  // T_max: the longest T among the rows' requests
+  // Some row's request asked for final states: point batch.final_states somewhere.
+  bool wants_final_states = false;
 };
 
 // The rows, in order, as one engine batch. The rows' requests can share a batch
@@ -33,9 +37,11 @@ struct Delivered {
   int64_t failed = 0;     // requests failed by it (outputs that do not fit)
 };
 
-// Hands each request its rows of `outputs` (one tensor per model output, [rows, ...]). Fails
-// every request of the batch with INTERNAL when the outputs do not hold one row per batch row.
+// Hands each request its rows of `outputs` (one tensor per model output, [rows, ...]) and of
+// `final_states` (null when no request asked). Fails every request of the batch with INTERNAL
+// when these do not hold one row per batch row.
 Delivered ScatterRows(absl::Span<const BatchRow> rows, const std::vector<engine::Tensor>& outputs,
+                      const std::map<std::string, std::vector<engine::Tensor>>* final_states,
                       const std::vector<bool>& output_time_axis, int64_t padded_steps);
 
 // Fails each distinct request of `rows` with `status`; returns how many it failed.

@@ -40,6 +40,16 @@ absl::Status BatchFormer::Check(const BatchRequest& r) const {
     }
     if (steps == 0 && t.rank() >= 2) steps = t.dim(1);
   }
+  for (const auto& [layer, states] : r.batch.initial_states) {
+    for (size_t k = 0; k < states.size(); ++k) {
+      if (states[k].rank() < 1 || states[k].dim(0) != rows) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(model, ": initial state ", k, " of layer '", layer, "' has shape ",
+                         engine::ShapeString(states[k].shape()), "; expected ", rows,
+                         " rows, one per sequence"));
+      }
+    }
+  }
   if (!r.batch.lengths.empty()) {
     if (static_cast<int64_t>(r.batch.lengths.size()) != rows) {
       return absl::InvalidArgumentError(absl::StrCat(model, ": ", r.batch.lengths.size(),

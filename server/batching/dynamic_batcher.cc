@@ -1,5 +1,7 @@
 #include "server/batching/dynamic_batcher.h"
 
+#include <map>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -181,10 +183,14 @@ void DynamicBatcher::Execute(int instance, const FormedBatch& batch) {
 
 absl::Status DynamicBatcher::RunRows(int instance, absl::Span<const BatchRow> rows,
                                      RowOutcome* outcome) {
-  const GatheredBatch gathered = GatherRows(rows, options_.input_time_axis);
+  GatheredBatch gathered = GatherRows(rows, options_.input_time_axis);
+  std::map<std::string, std::vector<engine::Tensor>> final_states;
+  if (gathered.wants_final_states) gathered.batch.final_states = &final_states;
   std::vector<engine::Tensor> outputs;
   if (absl::Status s = instances_[instance]->Run(gathered.batch, &outputs); !s.ok()) return s;
-  const Delivered d = ScatterRows(rows, outputs, options_.output_time_axis, gathered.padded_steps);
+  const Delivered d =
+      ScatterRows(rows, outputs, gathered.wants_final_states ? &final_states : nullptr,
+                  options_.output_time_axis, gathered.padded_steps);
   outcome->completed += d.completed;
   outcome->failed += d.failed;
   return absl::OkStatus();

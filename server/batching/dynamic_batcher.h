@@ -25,6 +25,10 @@
 //     batch's longest and every sequence keeps its true length (batch_assembly.h). With
 //     max_computed_steps_ratio r > 0, a batch's sequences x longest length stays <= r x the
 //     sum of its lengths, so long and short sequences run in separate batches (step_budget.h).
+//   - stateful chunks: a request may carry initial states and ask for final states
+//     (engine::Batch); chunks of different sequences that arrive together run as one batch,
+//     stacked row by row, and each gets its own rows of the final states. Requests giving
+//     initial states for different layers do not share a batch.
 //   - each request gets exactly its own rows back. If the engine fails a batch of several
 //     requests, each request is run again alone, so a bad request fails alone.
 //
@@ -48,8 +52,7 @@
 //   single runs (GPUs always; the CPU engine for small hidden sizes). Not for a single client
 //   with strictly sequential requests: it adds a thread handoff and up to max_queue_delay_us
 //   to every request for nothing (leave dynamic_batching out of config.pbtxt: each request
-//   then runs alone on the caller's thread). Not for stateful sequences, which need their
-//   state carried between chunks.
+//   then runs alone on the caller's thread).
 
 #include <cstdint>
 #include <memory>

@@ -9,7 +9,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -40,10 +42,13 @@ class QueuedRequest {
   // Each row's real steps: its given length, else time_steps() (1 when there is no time axis).
   int32_t row_length(int64_t row) const { return row_lengths_[row]; }
   bool has_lengths() const { return !request_->batch.lengths.empty(); }
+  // Whether the caller asked for the recurrent layers' final states (Batch::final_states).
+  bool wants_final_states() const { return request_->batch.final_states != nullptr; }
   // Whether rows of this request and `other` can share one engine batch: their inputs agree
-  // on every axis but the batch axis and the padded time axis.
+  // on every axis but the batch axis and the padded time axis, and they give initial states
+  // for the same layers, of the same shapes.
   bool CanShareBatchWith(const QueuedRequest& other) const {
-    return row_shapes_ == other.row_shapes_;
+    return row_shapes_ == other.row_shapes_ && state_shapes_ == other.state_shapes_;
   }
 
   // Queue side: rows not yet in any batch, ascending. Owned by the batcher's queue, which
@@ -59,11 +64,15 @@ class QueuedRequest {
   // Takes the rows of `outputs` (one tensor per model output, batch axis first) that belong
   // to this request: batch row batch_rows[k] is this request's row request_rows[k]. Outputs
   // whose `output_time_axis` entry is set and whose axis 1 equals `padded_steps` are cropped
-  // to time_steps(). Calls `done` when the last row arrives (kCompleted), or with INTERNAL when
-  // the rows do not fit the earlier ones (kFailed); kIgnored when the request had finished.
-  Outcome Deliver(const std::vector<engine::Tensor>& outputs, absl::Span<const int64_t> batch_rows,
-                  absl::Span<const int64_t> request_rows, const std::vector<bool>& output_time_axis,
-                  int64_t padded_steps);
+  // to time_steps(). `final_states` (the batch's, or null) gives this request its rows of each
+  // layer's final states when it asked for them; they are stored through the request's
+  // Batch::final_states before `done` runs. Calls `done` when the last row arrives
+  // (kCompleted), or with INTERNAL when the rows do not fit the earlier ones (kFailed);
+  // kIgnored when the request had finished.
+  Outcome Deliver(const std::vector<engine::Tensor>& outputs,
+                  const std::map<std::string, std::vector<engine::Tensor>>* final_states,
+                  absl::Span<const int64_t> batch_rows, absl::Span<const int64_t> request_rows,
+                  const std::vector<bool>& output_time_axis, int64_t padded_steps);
   // Calls `done` with `status` unless the request has finished already. Returns true when it
   // did.
   bool Fail(absl::Status status);
@@ -78,6 +87,8 @@ class QueuedRequest {
   const std::vector<int32_t> row_lengths_;
   // Per input: its shape without the batch axis, the padded time axis set to -1.
   const std::vector<engine::Shape> row_shapes_;
+  // Per layer given initial states: each state's shape without the batch axis.
+  const std::map<std::string, std::vector<engine::Shape>> state_shapes_;
 
   std::vector<int64_t> pending_rows_;
   bool started_ = false;
@@ -85,6 +96,8 @@ class QueuedRequest {
   absl::Mutex mu_;
   // One per model output, [rows(), ...]; allocated when the first rows arrive.
   std::vector<engine::Tensor> outputs_ ABSL_GUARDED_BY(mu_);
+  // The final states asked for, [rows(), ...] per layer and state, like outputs_.
+  std::map<std::string, std::vector<engine::Tensor>> final_states_ ABSL_GUARDED_BY(mu_);
   int64_t rows_done_ ABSL_GUARDED_BY(mu_) = 0;
   // Set, under mu_, by whichever of Deliver and Fail moves `done` out of request_.
   std::atomic<bool> finished_{false};

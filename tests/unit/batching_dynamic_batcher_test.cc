@@ -187,6 +187,56 @@ TEST_F(DynamicBatcherTest, MixedLengthsShareABatchAndEachRequestGetsItsOwnRows) 
   EXPECT_EQ(seen[0].lengths, (std::vector<int32_t>{5, 5, 2, 4, 1, 3}));
 }
 
+// The final states a request got: rnn's h, one per row.
+std::vector<float> FinalHs(const std::map<std::string, std::vector<engine::Tensor>>& states) {
+  const engine::Tensor& h = states.at("rnn").at(0);
+  return std::vector<float>(h.f32(), h.f32() + h.num_elements());
+}
+
+TEST_F(DynamicBatcherTest, StatefulChunksShareABatchAndEachGetsItsOwnFinalStates) {
+  DynamicBatcherOptions o = Options();
+  o.max_batch_size = 8;
+  Start(o);
+  clock_.AwaitSleeps(1);
+  std::map<std::string, std::vector<engine::Tensor>> sa, sb, sc;
+  const RequestSpec a{.id = 100, .rows = 2, .initial_h = {1, 2}, .final_states = &sa};
+  const RequestSpec b{.id = 200, .steps = 3, .initial_h = {5}, .final_states = &sb};
+  const RequestSpec c{.id = 300, .final_states = &sc};  // no initial states: its own batch
+  auto answer_a = Schedule(a);
+  auto answer_b = Schedule(b);
+  auto answer_c = Schedule(c);
+  clock_.AwaitSleeps(2);
+  clock_.AdvanceMicros(10);
+  answer_a->done.WaitForNotification();
+  answer_b->done.WaitForNotification();
+  answer_c->done.WaitForNotification();
+  EXPECT_TRUE(IsOwnAnswer(*answer_a, a));
+  EXPECT_TRUE(IsOwnAnswer(*answer_b, b));
+  EXPECT_TRUE(IsOwnAnswer(*answer_c, c));
+  EXPECT_EQ(FinalHs(sa), (std::vector<float>{FinalH(a, 0), FinalH(a, 1)}));
+  EXPECT_EQ(FinalHs(sb), (std::vector<float>{FinalH(b, 0)}));
+  EXPECT_EQ(FinalHs(sc), (std::vector<float>{FinalH(c, 0)}));
+  const auto seen = engine().seen();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].first_steps, (std::vector<float>{100, 101, 200}));
+  EXPECT_EQ(seen[1].first_steps, (std::vector<float>{300}));
+}
+
+TEST_F(DynamicBatcherTest, FinalStatesOfASplitRequestAreReassembledInOrder) {
+  Start(Options());
+  std::map<std::string, std::vector<engine::Tensor>> states;
+  const RequestSpec spec{
+      .id = 100, .rows = 6, .initial_h = {1, 2, 3, 4, 5, 6}, .final_states = &states};
+  auto a = Schedule(spec);
+  engine().AwaitCalls(1);
+  batcher_->Drain();
+  EXPECT_TRUE(IsOwnAnswer(*a, spec));
+  std::vector<float> want;
+  for (int64_t r = 0; r < 6; ++r) want.push_back(FinalH(spec, r));
+  EXPECT_EQ(FinalHs(states), want);
+  EXPECT_EQ(engine().calls(), 2);
+}
+
 TEST_F(DynamicBatcherTest, EqualLengthsWithoutGivenLengthsPassNoLengths) {
   DynamicBatcherOptions o = Options();
   o.max_batch_size = 2;

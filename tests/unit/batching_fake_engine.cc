@@ -35,6 +35,16 @@ absl::Status FakeEngine::Run(const engine::Batch& batch, std::vector<engine::Ten
     echo = engine::Tensor::Float({B - 1, T, 1});
     summary = engine::Tensor::Float({B - 1, 2});
   }
+  if (batch.final_states != nullptr) {
+    engine::Tensor h = engine::Tensor::Float({B, 1});  // [B, 1]
+    const auto it = batch.initial_states.find("rnn");
+    for (int64_t b = 0; b < B; ++b) {
+      const float h0 = it == batch.initial_states.end() ? 0.0f : it->second.at(0).f32()[b];
+      h.f32()[b] = h0 + summary.f32()[b * 2 + 1];
+    }
+    batch.final_states->clear();
+    (*batch.final_states)["rnn"].push_back(std::move(h));
+  }
   outputs->clear();
   outputs->push_back(std::move(echo));
   outputs->push_back(std::move(summary));

@@ -6,7 +6,9 @@
 // Input 0 is [B, T, F] floats. Outputs:
 //   0 "echo"    [B, T, 1]: x[b, t, 0] for t < length(b), else 0 (ONNX-style masking);
 //   1 "summary" [B, 2]:    {length(b), sum over t < length(b) of x[b, t, 0]}.
-// length(b) is batch.lengths[b], or T when the batch has no lengths.
+// length(b) is batch.lengths[b], or T when the batch has no lengths. A layer "rnn" has one
+// state h [B, 1]: it starts at initial_states["rnn"][0] (zeros when not given) and ends at
+// h0 + the summary's sum, which Run stores in *final_states when that is set.
 
 #include <cstdint>
 #include <vector>

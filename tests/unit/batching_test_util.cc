@@ -19,6 +19,11 @@ std::unique_ptr<server::batching::BatchRequest> MakeRequest(const RequestSpec& s
   }
   request->batch.inputs.push_back(std::move(x));
   request->batch.lengths = spec.lengths;
+  if (!spec.initial_h.empty()) {
+    request->batch.initial_states["rnn"].push_back(
+        engine::Tensor::Float({spec.rows, 1}, spec.initial_h));
+  }
+  request->batch.final_states = spec.final_states;
   request->deadline = spec.deadline;
   request->priority = spec.priority;
   *answer = std::make_shared<Answer>();
@@ -28,6 +33,13 @@ std::unique_ptr<server::batching::BatchRequest> MakeRequest(const RequestSpec& s
     a->done.Notify();
   };
   return request;
+}
+
+float FinalH(const RequestSpec& spec, int64_t row) {
+  const int64_t len = spec.lengths.empty() ? spec.steps : spec.lengths[row];
+  float sum = 0;
+  for (int64_t t = 0; t < len; ++t) sum += Value(spec.id, row, t);
+  return (spec.initial_h.empty() ? 0.0f : spec.initial_h[row]) + sum;
 }
 
 ::testing::AssertionResult IsOwnAnswer(const Answer& answer, const RequestSpec& spec) {

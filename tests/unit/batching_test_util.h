@@ -7,7 +7,9 @@
 // multiples of 100 in the tests).
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -33,7 +35,12 @@ struct RequestSpec {
   int64_t features = 2;
   absl::Time deadline = absl::InfiniteFuture();
   int priority = 0;
+  std::vector<float> initial_h = {};  // one per row: initial_states["rnn"] = {[rows, 1]}
+  std::map<std::string, std::vector<engine::Tensor>>* final_states = nullptr;
 };
+
+// What the fake engine's layer "rnn" ends at for row `row` of a request: initial_h + its sum.
+float FinalH(const RequestSpec& spec, int64_t row);
 
 float Value(float id, int64_t row, int64_t t);
 
