@@ -4,7 +4,9 @@
 #include <google/protobuf/text_format.h>
 
 #include <algorithm>
+#include <map>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -110,6 +112,47 @@ TEST(BatchingServableTest, ConcurrentCallersOfMixedLengthsEachGetKerasNumbersFor
   const auto counters = (*servable)->batcher()->counters();
   EXPECT_EQ(counters.requests_completed, kCallers);
   EXPECT_LE(counters.computed_steps * 10, counters.real_steps * 11);
+}
+
+// Steps [begin, end) of fixture row `row`, as a [1, end - begin, 2] batch.
+engine::Batch Chunk(int row, int64_t begin, int64_t end) {
+  const client::NpyArray x = LoadNpy("tests/fixtures/example/input.npy");  // [3, 40, 2]
+  engine::Tensor t = engine::Tensor::Float({1, end - begin, 2});
+  for (int64_t i = 0; i < (end - begin) * 2; ++i) {
+    t.f32()[i] = static_cast<float>(x.values[row * 80 + begin * 2 + i]);
+  }
+  engine::Batch batch;
+  batch.inputs.push_back(std::move(t));
+  return batch;
+}
+
+TEST(BatchingServableTest, ChunksOfConcurrentSequencesCarryStateThroughTheBatcher) {
+  auto servable = LoadExample(kBatchingConfig);
+  ASSERT_TRUE(servable.ok()) << servable.status();
+  // Rows 0 (40 steps) and 1 (25 steps) in two chunks each, from two threads at once.
+  const std::vector<std::pair<int, int64_t>> sequences = {{0, 40}, {1, 25}};
+  std::vector<std::vector<engine::Tensor>> last(sequences.size());
+  std::vector<absl::Status> status(sequences.size());
+  std::vector<std::thread> callers;
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    callers.emplace_back([&, i] {
+      const auto [row, length] = sequences[i];
+      std::map<std::string, std::vector<engine::Tensor>> states;
+      engine::Batch first = Chunk(row, 0, 20);
+      first.final_states = &states;
+      std::vector<engine::Tensor> out;
+      status[i] = (*servable)->Run(first, &out);
+      if (!status[i].ok()) return;
+      engine::Batch second = Chunk(row, 20, length);
+      second.initial_states = states;
+      status[i] = (*servable)->Run(second, &last[i]);
+    });
+  }
+  for (std::thread& t : callers) t.join();
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    ASSERT_TRUE(status[i].ok()) << status[i];
+    EXPECT_TRUE(MatchesKeras(last[i], {{sequences[i].first}})) << "sequence " << i;
+  }
 }
 
 TEST(BatchingServableTest, PriorityOutsideTheLevelsIsInvalidArgument) {
