@@ -13,6 +13,8 @@
 #include "server/batching/batching_config.h"
 #include "server/batching/instance_threads.h"
 #include "server/log.h"
+#include "server/metrics/batch_timesteps.h"
+#include "server/metrics/server_metrics.h"
 
 namespace rnnserve::server {
 namespace {
@@ -300,6 +302,18 @@ absl::Status Servable::StartBatcher() {
   auto batcher = batching::DynamicBatcher::Create(*options, std::move(instances));
   if (!batcher.ok()) return batcher.status();
   batcher_ = std::move(*batcher);
+  // Metrics: each engine call, and each request's wait in the queue once its rows start.
+  batcher_->SetObserver([this](const batching::BatchStats& stats) {
+    metrics::ModelMetrics* const m = metrics::ServerMetrics::Global().Find(name(), version_);
+    if (m == nullptr) return;
+    for (absl::Duration waited : stats.queue_durations) m->QueueLeft(waited);
+    if (!stats.status.ok()) return;
+    m->RecordBatch({.engine = instance_info_[stats.instance].engine,
+                    .batch_size = stats.sequences,
+                    .real_timesteps = stats.real_steps,
+                    .computed_timesteps = stats.computed_steps,
+                    .compute = stats.compute});
+  });
   LogInfo(absl::StrCat("model ", name(), " v", version_, ": dynamic batching up to ",
                        options->max_batch_size, " sequences, ", options->max_queue_delay_us,
                        " us queue delay, ", instances_.size(), " instance worker(s)"));
@@ -308,19 +322,34 @@ absl::Status Servable::StartBatcher() {
 
 absl::Status Servable::RunOnInstance(const engine::Batch& batch, std::vector<engine::Tensor>* out,
                                      absl::Time deadline) const {
+  // metrics: nullptr until the repository reports the version loaded (the load probes).
+  metrics::ModelMetrics* const m = metrics::ServerMetrics::Global().Find(name(), version_);
+  const absl::Time queued = absl::Now();
+  if (m != nullptr) m->QueueEntered();
   int index;
   {
     absl::MutexLock lock(&mu_);
     const absl::Condition instance_free(
         +[](std::vector<int>* f) { return !f->empty(); }, &free_);
     if (!mu_.AwaitWithDeadline(instance_free, deadline)) {
+      if (m != nullptr) m->QueueLeft(absl::Now() - queued);
       return absl::DeadlineExceededError(
           absl::StrCat("model '", name(), "': the deadline passed while every instance was busy"));
     }
     index = free_.back();
     free_.pop_back();
   }
+  const absl::Time started = absl::Now();
+  if (m != nullptr) m->QueueLeft(started - queued);
   const absl::Status s = instances_[index]->Run(batch, out);
+  if (m != nullptr && s.ok()) {
+    const metrics::Timesteps steps = metrics::CountTimesteps(batch);
+    m->RecordBatch({.engine = instance_info_[index].engine,
+                    .batch_size = steps.batch_size,
+                    .real_timesteps = steps.real,
+                    .computed_timesteps = steps.computed,
+                    .compute = absl::Now() - started});
+  }
   absl::MutexLock lock(&mu_);
   free_.push_back(index);
   return s;
@@ -336,8 +365,20 @@ absl::Status Servable::RunBatched(const engine::Batch& batch, std::vector<engine
   request->deadline = options.deadline;
   request->priority = options.priority;
   request->done = [&promise](Result result) { promise.set_value(std::move(result)); };
-  if (absl::Status s = batcher_->Schedule(&request); !s.ok()) return s;
+  // The batcher's observer reports the queue wait of requests whose rows start; a request that
+  // leaves the queue without starting (deadline, unloading) is reported here.
+  metrics::ModelMetrics* const m = metrics::ServerMetrics::Global().Find(name(), version_);
+  const absl::Time queued = absl::Now();
+  if (m != nullptr) m->QueueEntered();
+  if (absl::Status s = batcher_->Schedule(&request); !s.ok()) {
+    if (m != nullptr) m->QueueLeft(absl::Now() - queued);
+    return s;
+  }
   Result result = answer.get();
+  if (m != nullptr &&
+      (absl::IsDeadlineExceeded(result.status()) || absl::IsUnavailable(result.status()))) {
+    m->QueueLeft(absl::Now() - queued);
+  }
   if (!result.ok()) return result.status();
   *outputs = std::move(*result);
   return absl::OkStatus();
