@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <future>
 #include <map>
 #include <thread>
 
@@ -10,6 +11,8 @@
 #include "absl/time/clock.h"
 #include "models/model_loader.h"
 #include "server/batch_util.h"
+#include "server/batching/batching_config.h"
+#include "server/batching/instance_threads.h"
 #include "server/log.h"
 #include "server/metrics/batch_timesteps.h"
 #include "server/metrics/server_metrics.h"
@@ -177,6 +180,7 @@ absl::StatusOr<std::unique_ptr<Servable>> Servable::Load(const std::string& mode
   }
   if (auto st = s->CreateInstances(); !st.ok()) return st;
   if (auto st = s->ProbeSignature(); !st.ok()) return st;
+  if (auto st = s->StartBatcher(); !st.ok()) return st;
   return s;
 }
 
@@ -224,9 +228,8 @@ absl::Status Servable::CreateInstances() {
       }
       if (!compiled) {
         // CPU instances share the cores: engine threads per instance <= cores / instances.
-        options.num_threads = config_.optimization().cpu_threads() > 0
-                                  ? config_.optimization().cpu_threads()
-                                  : std::max(1, cores / total);
+        options.num_threads =
+            batching::CpuThreadsPerInstance(cores, total, config_.optimization().cpu_threads());
         options.math_mode = engine::MathMode::kFp32;
         auto eng = engine::Engine::Create({.kind = engine::EngineKind::kCpu});
         if (!eng.ok()) return eng.status();
@@ -285,8 +288,48 @@ absl::Status Servable::ProbeSignature() {
   return absl::OkStatus();
 }
 
-absl::Status Servable::RunOnInstance(const engine::Batch& batch,
-                                     std::vector<engine::Tensor>* out) const {
+absl::Status Servable::StartBatcher() {
+  if (!batching::WantsDynamicBatching(config_)) {
+    if (config_.has_dynamic_batching()) {
+      LogWarning(absl::StrCat("model ", name(), " v", version_,
+                              ": dynamic_batching needs max_batch_size > 0; requests run alone"));
+    }
+    return absl::OkStatus();
+  }
+  // Axis 1 is the time axis where the signature leaves it dynamic.
+  auto time_axes = [](const std::vector<TensorSignature>& sigs) {
+    std::vector<bool> axes;
+    for (const TensorSignature& s : sigs) axes.push_back(s.shape.size() >= 2 && s.shape[1] < 0);
+    return axes;
+  };
+  auto options =
+      batching::BatcherOptionsFromConfig(config_, time_axes(inputs_), time_axes(outputs_));
+  if (!options.ok()) return options.status();
+  std::vector<engine::CompiledModel*> instances;
+  for (const auto& i : instances_) instances.push_back(i.get());
+  auto batcher = batching::DynamicBatcher::Create(*options, std::move(instances));
+  if (!batcher.ok()) return batcher.status();
+  batcher_ = std::move(*batcher);
+  // Metrics: each engine call, and each request's wait in the queue once its rows start.
+  batcher_->SetObserver([this](const batching::BatchStats& stats) {
+    metrics::ModelMetrics* const m = metrics::ServerMetrics::Global().Find(name(), version_);
+    if (m == nullptr) return;
+    for (absl::Duration waited : stats.queue_durations) m->QueueLeft(waited);
+    if (!stats.status.ok()) return;
+    m->RecordBatch({.engine = instance_info_[stats.instance].engine,
+                    .batch_size = stats.sequences,
+                    .real_timesteps = stats.real_steps,
+                    .computed_timesteps = stats.computed_steps,
+                    .compute = stats.compute});
+  });
+  LogInfo(absl::StrCat("model ", name(), " v", version_, ": dynamic batching up to ",
+                       options->max_batch_size, " sequences, ", options->max_queue_delay_us,
+                       " us queue delay, ", instances_.size(), " instance worker(s)"));
+  return absl::OkStatus();
+}
+
+absl::Status Servable::RunOnInstance(const engine::Batch& batch, std::vector<engine::Tensor>* out,
+                                     absl::Time deadline) const {
   // metrics: nullptr until the repository reports the version loaded (the load probes).
   metrics::ModelMetrics* const m = metrics::ServerMetrics::Global().Find(name(), version_);
   const absl::Time queued = absl::Now();
@@ -294,8 +337,13 @@ absl::Status Servable::RunOnInstance(const engine::Batch& batch,
   int index;
   {
     absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(
-        +[](std::vector<int>* f) { return !f->empty(); }, &free_));
+    const absl::Condition instance_free(
+        +[](std::vector<int>* f) { return !f->empty(); }, &free_);
+    if (!mu_.AwaitWithDeadline(instance_free, deadline)) {
+      if (m != nullptr) m->QueueLeft(absl::Now() - queued);
+      return absl::DeadlineExceededError(
+          absl::StrCat("model '", name(), "': the deadline passed while every instance was busy"));
+    }
     index = free_.back();
     free_.pop_back();
   }
@@ -315,14 +363,44 @@ absl::Status Servable::RunOnInstance(const engine::Batch& batch,
   return s;
 }
 
+absl::Status Servable::RunBatched(const engine::Batch& batch, std::vector<engine::Tensor>* outputs,
+                                  const RunOptions& options) const {
+  using Result = absl::StatusOr<std::vector<engine::Tensor>>;
+  std::promise<Result> promise;
+  std::future<Result> answer = promise.get_future();
+  auto request = std::make_unique<batching::BatchRequest>();
+  request->batch = batch;
+  request->deadline = options.deadline;
+  request->priority = options.priority;
+  request->done = [&promise](Result result) { promise.set_value(std::move(result)); };
+  // The batcher's observer reports the queue wait of requests whose rows start; a request that
+  // leaves the queue without starting (deadline, unloading) is reported here.
+  metrics::ModelMetrics* const m = metrics::ServerMetrics::Global().Find(name(), version_);
+  const absl::Time queued = absl::Now();
+  if (m != nullptr) m->QueueEntered();
+  if (absl::Status s = batcher_->Schedule(&request); !s.ok()) {
+    if (m != nullptr) m->QueueLeft(absl::Now() - queued);
+    return s;
+  }
+  Result result = answer.get();
+  if (m != nullptr &&
+      (absl::IsDeadlineExceeded(result.status()) || absl::IsUnavailable(result.status()))) {
+    m->QueueLeft(absl::Now() - queued);
+  }
+  if (!result.ok()) return result.status();
+  *outputs = std::move(*result);
+  return absl::OkStatus();
+}
+
 absl::Status Servable::Run(const engine::Batch& batch, std::vector<engine::Tensor>* outputs,
                            const RunOptions& options) const {
+  if (batcher_ != nullptr) return RunBatched(batch, outputs, options);
   if (absl::Now() > options.deadline) {
     return absl::DeadlineExceededError("deadline passed before the request ran");
   }
   const int64_t B = batch.inputs.empty() ? 0 : batch.inputs[0].dim(0);
   const int64_t limit = max_batch_size() > 0 ? max_batch_size() : B;
-  if (B <= limit) return RunOnInstance(batch, outputs);
+  if (B <= limit) return RunOnInstance(batch, outputs, options.deadline);
   std::vector<std::vector<engine::Tensor>> parts;
   std::vector<std::map<std::string, std::vector<engine::Tensor>>> part_states;
   for (int64_t begin = 0; begin < B; begin += limit) {
@@ -330,7 +408,7 @@ absl::Status Servable::Run(const engine::Batch& batch, std::vector<engine::Tenso
     engine::Batch part = SliceBatch(batch, begin, std::min(B, begin + limit));
     part_states.emplace_back();
     if (batch.final_states) part.final_states = &part_states.back();
-    if (auto s = RunOnInstance(part, &out); !s.ok()) return s;
+    if (auto s = RunOnInstance(part, &out, options.deadline); !s.ok()) return s;
     parts.push_back(std::move(out));
   }
   outputs->clear();

@@ -4,8 +4,9 @@
 // hands each instance to one caller at a time.
 //
 // Load() does all the work that can fail: reading the file, compiling one instance per
-// configured instance, and probing the model with tiny batches to learn its output shapes.
-// After Load() succeeds, Run() only fails on what a batch carries (or an engine fault).
+// configured instance, probing the model with tiny batches to learn its output shapes, and
+// starting the dynamic batcher when config.pbtxt asks for one. After Load() succeeds, Run()
+// only fails on what a batch carries, on its deadline, on a full queue, or on an engine fault.
 
 #include <cstdint>
 #include <memory>
@@ -21,6 +22,7 @@
 #include "engine/ir.h"
 #include "models/training_config.h"
 #include "rnnserve/v1/model_config.pb.h"
+#include "server/batching/dynamic_batcher.h"
 
 namespace rnnserve::server {
 
@@ -35,7 +37,9 @@ struct TensorSignature {
 struct RunOptions {
   // The request fails with DEADLINE_EXCEEDED, costing no compute, if it has not started by then.
   absl::Time deadline = absl::InfiniteFuture();
-  // 0 is the highest priority; larger values wait behind smaller ones.
+  // With dynamic batching: 0 is the model's dynamic_batching.default_priority_level; 1 is
+  // served first, then 2, up to priority_levels (larger values are INVALID_ARGUMENT). Without
+  // dynamic batching requests are not queued and priority plays no part.
   int priority = 0;
 };
 
@@ -71,16 +75,26 @@ class Servable {
   // Largest batch one engine call takes; 0: unlimited.
   int max_batch_size() const { return config_.max_batch_size(); }
 
-  // Runs a validated batch on the next free instance, splitting it into engine calls of at
-  // most max_batch_size sequences. Blocks while every instance is busy.
+  // Runs a validated batch and blocks until its outputs are in *outputs. With dynamic
+  // batching (server/batching/dynamic_batcher.h) the batch queues and may share engine calls
+  // with other requests; without, it runs on the caller's thread on the next free instance,
+  // split into engine calls of at most max_batch_size sequences.
   absl::Status Run(const engine::Batch& batch, std::vector<engine::Tensor>* outputs,
                    const RunOptions& options = {}) const;
+
+  // The model's dynamic batcher (counters and an observer for metrics); null without dynamic
+  // batching.
+  batching::DynamicBatcher* batcher() const { return batcher_.get(); }
 
  private:
   Servable(int64_t version, v1::ModelConfig config) : version_(version), config_(std::move(config)) {}
   absl::Status CreateInstances();
   absl::Status ProbeSignature();
-  absl::Status RunOnInstance(const engine::Batch& batch, std::vector<engine::Tensor>* out) const;
+  absl::Status StartBatcher();
+  absl::Status RunOnInstance(const engine::Batch& batch, std::vector<engine::Tensor>* out,
+                             absl::Time deadline = absl::InfiniteFuture()) const;
+  absl::Status RunBatched(const engine::Batch& batch, std::vector<engine::Tensor>* outputs,
+                          const RunOptions& options) const;
 
   const int64_t version_;
   const v1::ModelConfig config_;
@@ -93,9 +107,11 @@ class Servable {
   std::vector<TensorSignature> outputs_;
   std::vector<InstanceInfo> instance_info_;
   std::vector<std::unique_ptr<engine::CompiledModel>> instances_;
+  // Declared after instances_, so it stops (and joins its workers) before they are destroyed.
+  std::unique_ptr<batching::DynamicBatcher> batcher_;
 
   mutable absl::Mutex mu_;
-  // Indices into instances_ that no caller holds.
+  // Indices into instances_ that no caller holds (the pool serves Run without a batcher).
   mutable std::vector<int> free_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -1,0 +1,199 @@
+#include "server/batching/dynamic_batcher.h"
+
+#include <map>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/batching/batch_assembly.h"
+
+namespace rnnserve::server::batching {
+
+// What the engine calls of one batch did to its requests.
+struct DynamicBatcher::RowOutcome {
+  int64_t completed = 0;
+  int64_t failed = 0;
+};
+
+absl::StatusOr<std::unique_ptr<DynamicBatcher>> DynamicBatcher::Create(
+    const DynamicBatcherOptions& options, std::vector<engine::CompiledModel*> instances,
+    const Clock* clock) {
+  if (auto s = ValidateOptions(options); !s.ok()) return s;
+  if (instances.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model '", options.model_name, "': the batcher needs at least one instance"));
+  }
+  for (size_t i = 0; i < instances.size(); ++i) {
+    if (instances[i] == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model '", options.model_name, "': instance ", i, " is null"));
+    }
+  }
+  if (clock == nullptr) return absl::InvalidArgumentError("the batcher needs a clock");
+  std::unique_ptr<DynamicBatcher> batcher(new DynamicBatcher(options, std::move(instances), clock));
+  for (int i = 0; i < static_cast<int>(batcher->instances_.size()); ++i) {
+    batcher->workers_.emplace_back([b = batcher.get(), i] { b->Work(i); });
+  }
+  return batcher;
+}
+
+DynamicBatcher::DynamicBatcher(const DynamicBatcherOptions& options,
+                               std::vector<engine::CompiledModel*> instances, const Clock* clock)
+    : options_(options), instances_(std::move(instances)), clock_(clock), former_(options) {}
+
+DynamicBatcher::~DynamicBatcher() {
+  std::vector<std::shared_ptr<QueuedRequest>> left;
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    draining_ = true;
+    ++version_;
+    left = former_.TakeAll();
+  }
+  for (const auto& r : left) {
+    r->Fail(absl::UnavailableError(absl::StrCat("model '", options_.model_name,
+                                                "' is unloading; the request did not run; retry")));
+  }
+  for (std::thread& t : workers_) t.join();
+}
+
+absl::Status DynamicBatcher::Schedule(std::unique_ptr<BatchRequest>* request) {
+  absl::MutexLock lock(&mu_);
+  if (draining_) {
+    return absl::UnavailableError(
+        absl::StrCat("model '", options_.model_name, "' is shutting down; retry elsewhere"));
+  }
+  const absl::Status s = former_.Add(request, clock_->Now());
+  if (s.ok()) {
+    ++version_;
+  } else if (absl::IsResourceExhausted(s)) {
+    ++counters_.requests_rejected;
+  }
+  return s;
+}
+
+void DynamicBatcher::Drain() {
+  absl::MutexLock lock(&mu_);
+  draining_ = true;
+  ++version_;
+  struct Idle {
+    const DynamicBatcher* b;
+    bool operator()() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return b->former_.queued_requests() == 0 && b->running_batches_ == 0;
+    }
+  };
+  const Idle idle{this};
+  mu_.Await(absl::Condition(&idle));
+}
+
+void DynamicBatcher::SetObserver(BatchObserver observer) {
+  absl::MutexLock lock(&observer_mu_);
+  observer_ = std::move(observer);
+}
+
+BatcherCounters DynamicBatcher::counters() const {
+  absl::MutexLock lock(&mu_);
+  BatcherCounters c = counters_;
+  c.queued_requests = former_.queued_requests();
+  return c;
+}
+
+void DynamicBatcher::Work(int instance) {
+  // Changes of version_ wake a sleeping worker; evaluated by absl with mu_ held.
+  struct News {
+    const DynamicBatcher* b;
+    uint64_t seen;
+    bool operator()() const ABSL_NO_THREAD_SAFETY_ANALYSIS { return b->version_ != seen; }
+  };
+  for (;;) {
+    std::optional<FormedBatch> batch;
+    std::vector<std::shared_ptr<QueuedRequest>> expired;
+    {
+      absl::MutexLock lock(&mu_);
+      for (;;) {
+        if (stopping_) return;
+        const absl::Time now = clock_->Now();
+        expired = former_.TakeExpired(now);
+        if (expired.empty()) batch = former_.TakeBatch(now, draining_);
+        if (!expired.empty() || batch.has_value()) {
+          ++running_batches_;  // Drain waits until these requests have finished
+          ++version_;
+          break;
+        }
+        const News news{this, version_};
+        clock_->AwaitWithDeadline(&mu_, absl::Condition(&news), former_.NextEventTime());
+      }
+    }
+    int64_t failed = 0;
+    for (const auto& r : expired) {
+      failed += r->Fail(absl::DeadlineExceededError(
+                    absl::StrCat("model '", options_.model_name, "': the deadline passed after ",
+                                 absl::FormatDuration(r->deadline() - r->arrival()),
+                                 " in the queue; the request did not run")))
+                    ? 1
+                    : 0;
+    }
+    if (batch.has_value()) Execute(instance, *batch);
+    absl::MutexLock lock(&mu_);
+    counters_.requests_expired += failed;
+    --running_batches_;
+  }
+}
+
+void DynamicBatcher::Execute(int instance, const FormedBatch& batch) {
+  BatchStats stats;
+  stats.instance = instance;
+  stats.sequences = static_cast<int64_t>(batch.rows.size());
+  stats.requests = batch.requests;
+  stats.real_steps = batch.real_steps;
+  stats.computed_steps = batch.computed_steps;
+  stats.queue_durations = batch.queue_durations;
+  RowOutcome outcome;
+  const absl::Time start = clock_->Now();
+  stats.status = RunRows(instance, batch.rows, &outcome);
+  if (!stats.status.ok() && batch.requests > 1) {
+    // One request may have made the engine fail the batch: run each alone, so that it fails
+    // alone and the others still get their answers.
+    absl::Span<const BatchRow> rows(batch.rows);
+    for (size_t begin = 0; begin < rows.size();) {
+      size_t end = begin + 1;
+      while (end < rows.size() && rows[end].request == rows[begin].request) ++end;
+      const absl::Span<const BatchRow> alone = rows.subspan(begin, end - begin);
+      if (const absl::Status s = RunRows(instance, alone, &outcome); !s.ok()) {
+        outcome.failed += FailRows(alone, s);
+      }
+      begin = end;
+    }
+  } else if (!stats.status.ok()) {
+    outcome.failed += FailRows(batch.rows, stats.status);
+  }
+  stats.compute = clock_->Now() - start;
+  {
+    absl::MutexLock lock(&mu_);
+    ++counters_.batches;
+    counters_.sequences += stats.sequences;
+    counters_.real_steps += stats.real_steps;
+    counters_.computed_steps += stats.computed_steps;
+    counters_.requests_completed += outcome.completed;
+    counters_.requests_failed += outcome.failed;
+  }
+  absl::MutexLock lock(&observer_mu_);
+  if (observer_) observer_(stats);
+}
+
+absl::Status DynamicBatcher::RunRows(int instance, absl::Span<const BatchRow> rows,
+                                     RowOutcome* outcome) {
+  GatheredBatch gathered = GatherRows(rows, options_.input_time_axis);
+  std::map<std::string, std::vector<engine::Tensor>> final_states;
+  if (gathered.wants_final_states) gathered.batch.final_states = &final_states;
+  std::vector<engine::Tensor> outputs;
+  if (absl::Status s = instances_[instance]->Run(gathered.batch, &outputs); !s.ok()) return s;
+  const Delivered d =
+      ScatterRows(rows, outputs, gathered.wants_final_states ? &final_states : nullptr,
+                  options_.output_time_axis, gathered.padded_steps);
+  outcome->completed += d.completed;
+  outcome->failed += d.failed;
+  return absl::OkStatus();
+}
+
+}  // namespace rnnserve::server::batching

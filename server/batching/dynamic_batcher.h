@@ -1,0 +1,127 @@
+#pragma once
+
+// DynamicBatcher: the per-model scheduler that groups concurrent requests of any lengths into
+// engine batches and runs them on the model's instances.
+//
+// PARAMETERS AND BEHAVIOR
+//   A request (batch_request.h) is B sequences with per-sequence lengths, a deadline, a
+//   priority and a completion callback. Schedule() queues it; each instance has one worker
+//   thread that, when its instance is free, forms the next due batch and runs it. The rules
+//   (batch_former.h):
+//   - max_batch_size: the most sequences per engine call. A batch is formed as soon as it
+//     holds max_batch_size sequences. A larger request is split across batches and its rows
+//     reassembled in order.
+//   - preferred_batch_sizes: a batch is formed as soon as it reaches one of them (the largest
+//     it reaches), without waiting for the delay.
+//   - max_queue_delay_us: otherwise the head of the queue waits at most this long for others
+//     to join; then its batch is formed with what there is.
+//   - max_queue_size: Schedule() answers RESOURCE_EXHAUSTED while this many requests queue.
+//   - deadlines: a request's deadline, shortened to default_timeout_us after it queued when
+//     that is set. A request whose deadline comes while any of its rows waits fails with
+//     DEADLINE_EXCEEDED and costs no compute; one already past it is refused by Schedule().
+//   - priority_levels: level 1 is served first; a level waits while a higher one has rows
+//     queued (under sustained higher-priority load, lower levels starve: that is the point).
+//   - lengths: requests of different lengths share a batch; the time axis is padded to the
+//     batch's longest and every sequence keeps its true length (batch_assembly.h). With
+//     max_computed_steps_ratio r > 0, a batch's sequences x longest length stays <= r x the
+//     sum of its lengths, so long and short sequences run in separate batches (step_budget.h).
+//   - stateful chunks: a request may carry initial states and ask for final states
+//     (engine::Batch); chunks of different sequences that arrive together run as one batch,
+//     stacked row by row, and each gets its own rows of the final states. Requests giving
+//     initial states for different layers do not share a batch.
+//   - each request gets exactly its own rows back. If the engine fails a batch of several
+//     requests, each request is run again alone, so a bad request fails alone.
+//
+// THREADS AND SHUTDOWN
+//   One worker per instance, each running only its own instance, so an instance is never used
+//   by two threads at once; CPU instances should be compiled with cores / instances threads.
+//   Drain() stops taking requests and runs everything queued at once (no delay); the
+//   destructor fails whatever is still queued with UNAVAILABLE, waits for running batches and
+//   joins the workers. A done callback runs on a worker thread, or on the thread in Drain or
+//   the destructor; it must not call back into the batcher.
+//
+// LATENCY BOUND
+//   A request at the head of the highest non-empty level starts within max_queue_delay_us of
+//   its arrival plus the time until an instance is free (the batches ahead of it). Requests
+//   whose lengths do not fit the head's batch wait for a later one; each is the head in turn.
+//   Deadlines are checked whenever a worker looks at the queue: at the latest when the
+//   earliest deadline comes if a worker is idle, else when a worker frees.
+//
+// RECOMMENDED USE
+//   Models served to many concurrent clients, where a batch of N costs much less than N
+//   single runs (GPUs always; the CPU engine for small hidden sizes). Not for a single client
+//   with strictly sequential requests: it adds a thread handoff and up to max_queue_delay_us
+//   to every request for nothing (leave dynamic_batching out of config.pbtxt: each request
+//   then runs alone on the caller's thread).
+
+#include <cstdint>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "engine/engine.h"
+#include "server/batching/batch_former.h"
+#include "server/batching/batch_request.h"
+#include "server/batching/batcher_options.h"
+#include "server/batching/clock.h"
+
+namespace rnnserve::server::batching {
+
+class DynamicBatcher {
+ public:
+  // One worker per instance. The instances and the clock must outlive the batcher; each
+  // instance is used only by its worker. INVALID_ARGUMENT for bad options or no instances.
+  static absl::StatusOr<std::unique_ptr<DynamicBatcher>> Create(
+      const DynamicBatcherOptions& options, std::vector<engine::CompiledModel*> instances,
+      const Clock* clock = RealClock());
+  ~DynamicBatcher();
+
+  DynamicBatcher(const DynamicBatcher&) = delete;
+  DynamicBatcher& operator=(const DynamicBatcher&) = delete;
+
+  // Queues *request and takes it on success; on failure *request stays with the caller and
+  // `done` is not called. Errors: those of BatchFormer::Add, and UNAVAILABLE after Drain().
+  absl::Status Schedule(std::unique_ptr<BatchRequest>* request);
+
+  // Stops taking requests (UNAVAILABLE), runs what is queued without waiting for the delay,
+  // and returns when every queued request has finished.
+  void Drain();
+
+  // Called after every engine call, on the worker thread; replaces the previous observer.
+  void SetObserver(BatchObserver observer);
+  BatcherCounters counters() const;
+  const DynamicBatcherOptions& options() const { return options_; }
+
+ private:
+  DynamicBatcher(const DynamicBatcherOptions& options,
+                 std::vector<engine::CompiledModel*> instances, const Clock* clock);
+  void Work(int instance);
+  void Execute(int instance, const FormedBatch& batch);
+  // Runs the rows on the instance and delivers or fails them; returns the engine's status.
+  struct RowOutcome;
+  absl::Status RunRows(int instance, absl::Span<const BatchRow> rows, RowOutcome* outcome);
+
+  const DynamicBatcherOptions options_;
+  const std::vector<engine::CompiledModel*> instances_;
+  const Clock* const clock_;
+
+  mutable absl::Mutex mu_;
+  BatchFormer former_ ABSL_GUARDED_BY(mu_);
+  // Bumped on every change a sleeping worker must look at (a new request, a batch taken,
+  // draining, stopping).
+  uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;  // refuse new requests, flush the queue
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;  // workers exit after their current batch
+  int running_batches_ ABSL_GUARDED_BY(mu_) = 0;
+  BatcherCounters counters_ ABSL_GUARDED_BY(mu_);
+
+  mutable absl::Mutex observer_mu_;
+  BatchObserver observer_ ABSL_GUARDED_BY(observer_mu_);
+
+  std::vector<std::thread> workers_;  // started in Create, joined in the destructor
+};
+
+}  // namespace rnnserve::server::batching

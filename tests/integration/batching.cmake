@@ -1,0 +1,3 @@
+rnnserve_test(batching_integration_test integration
+  ${CMAKE_CURRENT_LIST_DIR}/batching_integration_test.cc)
+target_link_libraries(batching_integration_test PRIVATE rnnserve_server_process)

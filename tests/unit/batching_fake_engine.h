@@ -1,0 +1,58 @@
+#pragma once
+
+// A deterministic CompiledModel stand-in for scheduler tests: it records every batch it gets
+// and answers with outputs that show which input rows, lengths and steps it saw.
+//
+// Input 0 is [B, T, F] floats. Outputs:
+//   0 "echo"    [B, T, 1]: x[b, t, 0] for t < length(b), else 0 (ONNX-style masking);
+//   1 "summary" [B, 2]:    {length(b), sum over t < length(b) of x[b, t, 0]}.
+// length(b) is batch.lengths[b], or T when the batch has no lengths. A layer "rnn" has one
+// state h [B, 1]: it starts at initial_states["rnn"][0] (zeros when not given) and ends at
+// h0 + the summary's sum, which Run stores in *final_states when that is set.
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "engine/engine.h"
+
+namespace rnnserve::testing {
+
+struct SeenBatch {
+  engine::Shape input_shape;       // of input 0
+  std::vector<int32_t> lengths;    // as given
+  std::vector<float> first_steps;  // x[b, 0, 0] for each row: identifies the rows
+};
+
+class FakeEngine final : public engine::CompiledModel {
+ public:
+  absl::Status Run(const engine::Batch& batch, std::vector<engine::Tensor>* outputs) override;
+  std::string engine_name() const override { return "fake"; }
+  std::vector<engine::LayerPlacement> placements() const override { return {}; }
+  int64_t memory_bytes() const override { return 0; }
+
+  std::vector<SeenBatch> seen() const;
+  int calls() const;
+
+  // Run() fails any batch holding a row whose x[b, 0, 0] is negative (a "bad request").
+  void FailOnNegative() { fail_on_negative_ = true; }
+  // Run() answers with one row too few in every output (a broken engine).
+  void DropARow() { drop_a_row_ = true; }
+  // Run() blocks, after recording its batch, until Open() is called.
+  void Gate() { gated_ = true; }
+  void Open() { gate_.Notify(); }
+  // Blocks until Run() has been entered `n` times.
+  void AwaitCalls(int n) const;
+
+ private:
+  mutable absl::Mutex mu_;
+  std::vector<SeenBatch> seen_ ABSL_GUARDED_BY(mu_);
+  bool fail_on_negative_ = false;  // set before use
+  bool gated_ = false;             // set before use
+  bool drop_a_row_ = false;        // set before use
+  absl::Notification gate_;
+};
+
+}  // namespace rnnserve::testing
