@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 deploy/install_deps.sh
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
 cmake --preset release -DRNNSERVE_BUILD_TESTS=ON
 cmake --build --preset release -j "$(nproc)"
 ctest --preset release -L 'unit|conformance|integration|gpu' -j "$(nproc)" \
