@@ -8,8 +8,8 @@ absl::StatusOr<v1::DataType> ParseDatatype(absl::string_view datatype, absl::str
   if (datatype == "FP32") return v1::TYPE_FP32;
   if (datatype == "INT32") return v1::TYPE_INT32;
   if (datatype == "INT64") return v1::TYPE_INT64;
-  return absl::InvalidArgumentError(absl::StrCat(what, ": datatype '", datatype,
-                                                 "' is not accepted (FP32, INT32 or INT64)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, ": datatype '", datatype, "' is not accepted (FP32, INT32 or INT64)"));
 }
 
 int64_t ElementBytes(v1::DataType type) { return type == v1::TYPE_INT64 ? 8 : 4; }

@@ -61,8 +61,8 @@ absl::Status ToWireTensor(const ModelInferRequest::InferInputTensor& in, const s
     const int64_t n = ElementCount(in.shape());
     if (n >= 0 && static_cast<int64_t>(raw->size()) != n * ElementBytes(*type)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          what, ": raw_input_contents holds ", raw->size(), " bytes; shape ",
-          ShapeText(in.shape()), " of ", in.datatype(), " needs ", n * ElementBytes(*type)));
+          what, ": raw_input_contents holds ", raw->size(), " bytes; shape ", ShapeText(in.shape()),
+          " of ", in.datatype(), " needs ", n * ElementBytes(*type)));
     }
     out->set_raw_content(*raw);
     return absl::OkStatus();
@@ -108,15 +108,14 @@ absl::Status LengthsFromInput(const v1::Tensor& wire, v1::PredictRequest* req) {
   auto t = DecodeTensor(wire, what);
   if (!t.ok()) return t.status();
   if (t->rank() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": shape ",
-                                                   engine::ShapeString(t->shape()),
-                                                   " given, expected [batch]"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": shape ", engine::ShapeString(t->shape()), " given, expected [batch]"));
   }
   for (int64_t i = 0; i < t->num_elements(); ++i) {
     const int64_t v = t->i64()[i];
     // The shared validation checks the range against the time axis.
     req->add_lengths(v < 0 || v > std::numeric_limits<int32_t>::max() ? -1
-                                                                        : static_cast<int32_t>(v));
+                                                                      : static_cast<int32_t>(v));
   }
   return absl::OkStatus();
 }
@@ -138,13 +137,13 @@ absl::StatusOr<DecodedInfer> DecodeInfer(const ModelInferRequest& request,
   DecodedInfer decoded;
   const bool raw = request.raw_input_contents_size() > 0;
   if (raw && request.raw_input_contents_size() != request.inputs_size()) {
-    return absl::InvalidArgumentError(absl::StrCat("raw_input_contents: ",
-                                                   request.raw_input_contents_size(),
-                                                   " entries given for ", request.inputs_size(),
-                                                   " inputs (expected one per input)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "raw_input_contents: ", request.raw_input_contents_size(), " entries given for ",
+        request.inputs_size(), " inputs (expected one per input)"));
   }
   bool model_has_lengths_input = false;
-  for (const TensorSignature& sig : servable.inputs()) model_has_lengths_input |= sig.name == kLengths;
+  for (const TensorSignature& sig : servable.inputs())
+    model_has_lengths_input |= sig.name == kLengths;
   int model_inputs_given = 0;
   for (const auto& in : request.inputs()) {
     model_inputs_given += model_has_lengths_input || in.name() != kLengths;
@@ -171,10 +170,9 @@ absl::StatusOr<DecodedInfer> DecodeInfer(const ModelInferRequest& request,
     }
     if (const TensorSignature* sig = FindInput(servable, in.name(), model_inputs_given);
         sig != nullptr && !Feeds(wire.dtype(), sig->dtype)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, ": datatype ", in.datatype(), " given, expected ",
-                       DatatypeName(sig->dtype),
-                       sig->dtype == engine::DType::kInt64 ? " or INT32" : ""));
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": datatype ", in.datatype(), " given, expected ", DatatypeName(sig->dtype),
+          sig->dtype == engine::DType::kInt64 ? " or INT32" : ""));
     }
     if (predict.inputs().contains(in.name())) {
       return absl::InvalidArgumentError(absl::StrCat(what, ": given twice"));
@@ -221,8 +219,8 @@ absl::StatusOr<DecodedInfer> DecodeInfer(const ModelInferRequest& request,
   if (!priority.ok()) return priority.status();
   if (priority->has_value()) {
     if (**priority > std::numeric_limits<int>::max()) {
-      return absl::InvalidArgumentError(absl::StrCat("parameter 'priority': ", **priority,
-                                                     " is out of range"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("parameter 'priority': ", **priority, " is out of range"));
     }
     decoded.options.priority = static_cast<int>(**priority);
   }
@@ -250,8 +248,8 @@ void EncodeInfer(const Servable& servable, const DecodedInfer& decoded,
     for (int64_t d : t.shape()) out->add_shape(d);
     const bool f32 = t.dtype() == engine::DType::kFloat32;
     if (o.raw) {
-      const char* data = f32 ? reinterpret_cast<const char*>(t.f32())
-                             : reinterpret_cast<const char*>(t.i64());
+      const char* data =
+          f32 ? reinterpret_cast<const char*>(t.f32()) : reinterpret_cast<const char*>(t.i64());
       response->add_raw_output_contents()->assign(
           data, t.num_elements() * (f32 ? sizeof(float) : sizeof(int64_t)));
       continue;
@@ -261,8 +259,7 @@ void EncodeInfer(const Servable& servable, const DecodedInfer& decoded,
     if (f32) {
       out->mutable_contents()->mutable_fp32_contents()->Add(t.f32(), t.f32() + t.num_elements());
     } else {
-      out->mutable_contents()->mutable_int64_contents()->Add(t.i64(),
-                                                             t.i64() + t.num_elements());
+      out->mutable_contents()->mutable_int64_contents()->Add(t.i64(), t.i64() + t.num_elements());
     }
   }
 }

@@ -34,8 +34,7 @@ absl::StatusOr<std::shared_ptr<const Servable>> Find(const ModelRepository& repo
   return repository.Get(name, *v);
 }
 
-void FillTensor(const TensorSignature& sig,
-                inference::ModelMetadataResponse::TensorMetadata* out) {
+void FillTensor(const TensorSignature& sig, inference::ModelMetadataResponse::TensorMetadata* out) {
   out->set_name(sig.name);
   out->set_datatype(DatatypeName(sig.dtype));
   for (int64_t d : sig.shape) out->add_shape(d);
@@ -49,8 +48,7 @@ grpc::Status KServeService::ServerLive(grpc::ServerContext*, const inference::Se
   return grpc::Status::OK;
 }
 
-grpc::Status KServeService::ServerReady(grpc::ServerContext*,
-                                        const inference::ServerReadyRequest*,
+grpc::Status KServeService::ServerReady(grpc::ServerContext*, const inference::ServerReadyRequest*,
                                         inference::ServerReadyResponse* response) {
   bool ready = true;
   for (const ModelState& state : repository_->List()) ready &= state.state == "READY";

@@ -51,8 +51,7 @@ class KServeService final : public inference::GRPCInferenceService::Service {
                               inference::ServerMetadataResponse* response) override;
   grpc::Status ModelMetadata(grpc::ServerContext*, const inference::ModelMetadataRequest* request,
                              inference::ModelMetadataResponse* response) override;
-  grpc::Status ModelInfer(grpc::ServerContext* context,
-                          const inference::ModelInferRequest* request,
+  grpc::Status ModelInfer(grpc::ServerContext* context, const inference::ModelInferRequest* request,
                           inference::ModelInferResponse* response) override;
   grpc::Status ModelStreamInfer(
       grpc::ServerContext* context,

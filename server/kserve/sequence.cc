@@ -11,8 +11,7 @@ absl::StatusOr<bool> BoolParam(const InferParameters& parameters, const std::str
   auto it = parameters.find(name);
   if (it == parameters.end()) return false;
   if (it->second.parameter_choice_case() != InferParameter::kBoolParam) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("parameter '", name, "': must be a bool_param"));
+    return absl::InvalidArgumentError(absl::StrCat("parameter '", name, "': must be a bool_param"));
   }
   return it->second.bool_param();
 }
@@ -37,8 +36,8 @@ absl::StatusOr<std::optional<SequenceIdentity>> ParseSequence(const InferParamet
     switch (p.parameter_choice_case()) {
       case InferParameter::kInt64Param:
         if (p.int64_param() < 0) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "parameter 'sequence_id': must not be negative; was ", p.int64_param()));
+          return absl::InvalidArgumentError(
+              absl::StrCat("parameter 'sequence_id': must not be negative; was ", p.int64_param()));
         }
         seq.id = static_cast<uint64_t>(p.int64_param());
         break;

@@ -71,8 +71,8 @@ class KServeTest : public ::testing::Test {
     }
     engine::Shape shape(out.shape().begin(), out.shape().end());
     if (engine::NumElements(shape) != static_cast<int64_t>(got.size())) {
-      return ::testing::AssertionFailure() << "shape " << engine::ShapeString(shape) << " holds "
-                                           << got.size() << " values";
+      return ::testing::AssertionFailure()
+             << "shape " << engine::ShapeString(shape) << " holds " << got.size() << " values";
     }
     return AllClose(engine::Tensor::Float(shape, got),
                     LoadNpy("tests/fixtures/example/expected.npy"));
@@ -95,8 +95,8 @@ TEST_F(KServeTest, ServerIsLiveAndReadyAndModelIsReady) {
     ASSERT_TRUE(stub->ServerReady(&ctx, {}, &r).ok());
     EXPECT_TRUE(r.ready());
   }
-  for (const auto& [name, ready] : {std::pair<std::string, bool>{"waveform_lstm", true},
-                                    {"no_such_model", false}}) {
+  for (const auto& [name, ready] :
+       {std::pair<std::string, bool>{"waveform_lstm", true}, {"no_such_model", false}}) {
     grpc::ClientContext ctx;
     inference::ModelReadyRequest req;
     req.set_name(name);
@@ -147,9 +147,9 @@ TEST_F(KServeTest, ModelConfigLeavesOutBatchAxisBesideMaxBatchSize) {
   EXPECT_EQ(r.config().max_batch_size(), 64);
   ASSERT_EQ(r.config().input_size(), 1);
   EXPECT_EQ(r.config().input(0).data_type(), inference::TYPE_FP32);
-  EXPECT_EQ(std::vector<int64_t>(r.config().input(0).dims().begin(),
-                                 r.config().input(0).dims().end()),
-            (std::vector<int64_t>{-1, 2}));
+  EXPECT_EQ(
+      std::vector<int64_t>(r.config().input(0).dims().begin(), r.config().input(0).dims().end()),
+      (std::vector<int64_t>{-1, 2}));
   ASSERT_EQ(r.config().output_size(), 1);
   EXPECT_EQ(r.config().output(0).dims_size(), 1);
 }
