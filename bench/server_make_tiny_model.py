@@ -28,6 +28,8 @@ max_batch_size: 1
 input { name: "x" data_type: TYPE_FP32 dims: [ -1, 8 ] }
 output { name: "y" data_type: TYPE_FP32 dims: [ 4 ] }
 instance_group { kind: KIND_CPU count: 1 }
+# One engine thread: perf_analyzer shares the machine's cores with the server.
+optimization { cpu_threads: 1 }
 """,
     "tiny_lstm_batched": """# Tiny LSTM (H=32) for server benchmarks, dynamic batching on.
 name: "tiny_lstm_batched"
@@ -37,6 +39,8 @@ input { name: "x" data_type: TYPE_FP32 dims: [ -1, 8 ] }
 output { name: "y" data_type: TYPE_FP32 dims: [ 4 ] }
 instance_group { kind: KIND_CPU count: 1 }
 dynamic_batching { max_queue_delay_microseconds: 200 }
+# One engine thread: perf_analyzer shares the machine's cores with the server.
+optimization { cpu_threads: 1 }
 """,
 }
 

@@ -96,16 +96,36 @@ def main():
                              f"{num(r, 'p50 latency'):.0f} | {num(r, 'p99 latency'):.0f} |")
         lines.append("")
 
+    preview = levels(run_dir, "preview_c")
+    if preview:
+        lines += ["### Preview: the dynamic batcher (branch batching, not on main), "
+                  "tiny_lstm_batched, T=10", "",
+                  "| concurrency | seq/s | p50 µs | p99 µs | vs batching off |",
+                  "|---:|---:|---:|---:|---:|"]
+        series["preview"] = ([], [], [])
+        for c in preview:
+            r, off = row(run_dir, f"preview_c{c}"), row(run_dir, f"off_c{c}")
+            ratio = (f"{num(r, 'Inferences/Second') / num(off, 'Inferences/Second'):.2f}x"
+                     if off else "–")
+            lines.append(f"| {c} | {num(r, 'Inferences/Second'):.0f} | "
+                         f"{num(r, 'p50 latency'):.0f} | {num(r, 'p99 latency'):.0f} | {ratio} |")
+            series["preview"][0].append(num(r, "Inferences/Second"))
+            series["preview"][1].append(num(r, "p99 latency"))
+            series["preview"][2].append(c)
+        lines.append("")
+
     with open(md_path, "w") as f:
         f.write("\n".join(lines) + "\n")
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for key, style in (("off", "o-"), ("on", "s--")):
-        tput, p99, cs = series[key]
+    labels = {"off": "batching off (max_batch_size 1)",
+              "on": "max_batch_size 64 + dynamic_batching (no batcher on main)",
+              "preview": "dynamic batcher preview (branch batching)"}
+    for key, style in (("off", "o-"), ("on", "s--"), ("preview", "^-")):
+        tput, p99, cs = series.get(key, ([], [], []))
         if not tput:
             continue
-        label = ("batching off (max_batch_size 1)" if key == "off"
-                 else "max_batch_size 64 + dynamic_batching")
+        label = labels[key]
         ax.plot(p99, tput, style, label=label)
         for x, y, c in zip(p99, tput, cs):
             ax.annotate(f"c={c}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)

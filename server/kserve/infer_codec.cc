@@ -241,6 +241,7 @@ void EncodeInfer(const Servable& servable, const DecodedInfer& decoded,
   bool any_raw = false;
   for (const auto& o : decoded.outputs) any_raw |= o.raw;
   for (const DecodedInfer::Output& o : decoded.outputs) {
+    if (o.index >= static_cast<int>(outputs.size())) continue;  // Run fills every output
     const engine::Tensor& t = outputs[o.index];
     auto* out = response->add_outputs();
     out->set_name(servable.outputs()[o.index].name);
