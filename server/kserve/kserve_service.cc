@@ -129,9 +129,9 @@ absl::Status KServeService::Infer(grpc::ServerContext* context,
     if (options_.sequences == nullptr) {
       return finish(absl::UnimplementedError(absl::StrCat(
           "model '", model.name(), "': sequence_id ", decoded->sequence->ToString(),
-          " given, but this server keeps no sequence state yet (stateful sequences with "
-          "sequence_start / sequence_end are not wired to the KServe endpoint); send whole "
-          "sequences without sequence_id")));
+          " given, but stateful sequences (sequence_start / sequence_end with server-held "
+          "state) are not served on the KServe endpoint yet; use rnnserve.v1 StreamPredict, "
+          "or send whole sequences without sequence_id")));
     }
     run = options_.sequences->Run(model, *decoded->sequence, decoded->batch, &outputs,
                                   decoded->options);
