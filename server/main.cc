@@ -13,6 +13,8 @@
 #include "server/flags.h"
 #include "server/kserve/kserve_service.h"
 #include "server/log.h"
+#include "server/metrics/exposer.h"
+#include "server/metrics/grpc_interceptor.h"
 #include "server/model_repository.h"
 #include "server/rnnserve_service.h"
 
@@ -46,6 +48,21 @@ int Main(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  // Metrics first, so a scrape during a long model load already answers.
+  std::unique_ptr<metrics::Exposer> exposer;
+  if (flags->metrics_port != 0) {
+    metrics::ExposerOptions options;
+    options.host = flags->host;
+    options.port = flags->metrics_port;
+    auto e = metrics::Exposer::Start(&metrics::ServerMetrics::Global().registry(), options);
+    if (!e.ok()) {
+      LogError(e.status().message());
+      return 1;
+    }
+    exposer = std::move(*e);
+    LogInfo(absl::StrCat("metrics on http://", flags->host, ":", exposer->port(), "/metrics"));
+  }
+
   auto repository = ModelRepository::Open(flags->model_repository);
   if (!repository.ok()) {
     LogError(repository.status().message());
@@ -74,6 +91,8 @@ int Main(int argc, char** argv) {
   kserve::KServeService kserve_service(repository->get(), {.server_version = RNNSERVE_VERSION});
   builder.RegisterService(&kserve_service);
   // --- end KServe ---
+  builder.experimental().SetInterceptorCreators(
+      metrics::NewInterceptorFactories(&metrics::ServerMetrics::Global()));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || bound_port == 0) {
     LogError(absl::StrCat("cannot listen on ", address));

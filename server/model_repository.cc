@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "server/log.h"
+#include "server/metrics/server_metrics.h"
 #include "server/model_config.h"
 
 namespace rnnserve::server {
@@ -132,10 +133,23 @@ absl::StatusOr<ModelState> ModelRepository::Load(const std::string& name) {
       if (!servable.ok()) {
         next.reason = std::string(servable.status().message());
         LogError(absl::StrCat("model ", name, " v", v, " failed to load: ", next.reason));
+        // metrics: a version that serves now keeps rnnserve_model_loaded 1 until it is dropped.
+        if (!old.versions.contains(v)) metrics::ServerMetrics::Global().ModelLoadFailed(name, v);
         continue;
       }
       LogInfo(absl::StrCat("model ", name, " v", v, " loaded from ", (*servable)->source_file(),
                            " in ", absl::FormatDuration(absl::Now() - start)));
+      {  // metrics: the version's series exist, at zero, from here on
+        metrics::ModelLoadInfo info;
+        info.name = name;
+        info.version = v;
+        info.load_duration = absl::Now() - start;
+        for (const InstanceInfo& i : (*servable)->instances()) {
+          info.engines.push_back(i.engine);
+          info.memory_bytes.push_back(i.memory_bytes);
+        }
+        metrics::ServerMetrics::Global().ModelLoaded(info);
+      }
       version.servable = std::move(*servable);
       next.versions[v] = std::move(version);
     }
@@ -150,6 +164,12 @@ absl::StatusOr<ModelState> ModelRepository::Load(const std::string& name) {
   }
   if (next.versions.empty()) LogError(absl::StrCat("model ", name, " is unavailable: ", next.reason));
   ModelState state = StateOf(name, next);
+  {  // metrics: rnnserve_model_loaded 0 for a config that fails and for versions dropped
+    if (!config.ok()) metrics::ServerMetrics::Global().ModelLoadFailed(name, 0);
+    for (const auto& [v, version] : old.versions) {
+      if (!next.versions.contains(v)) metrics::ServerMetrics::Global().ModelUnloaded(name, v);
+    }
+  }
   {
     absl::MutexLock lock(&mu_);
     models_[name] = std::move(next);
@@ -163,9 +183,14 @@ absl::StatusOr<ModelState> ModelRepository::Load(const std::string& name) {
 absl::Status ModelRepository::Unload(const std::string& name) {
   absl::MutexLock serial(&load_mu_);
   absl::MutexLock lock(&mu_);
-  if (models_.erase(name) == 0) {
+  auto it = models_.find(name);
+  if (it == models_.end()) {
     return absl::NotFoundError(absl::StrCat("model '", name, "' is not loaded"));
   }
+  for (const auto& [v, version] : it->second.versions) {
+    metrics::ServerMetrics::Global().ModelUnloaded(name, v);  // metrics: model_loaded 0
+  }
+  models_.erase(it);
   LogInfo(absl::StrCat("model ", name, " unloaded"));
   return absl::OkStatus();
 }

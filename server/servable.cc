@@ -10,6 +10,8 @@
 #include "models/model_loader.h"
 #include "server/batch_util.h"
 #include "server/log.h"
+#include "server/metrics/batch_timesteps.h"
+#include "server/metrics/server_metrics.h"
 
 namespace rnnserve::server {
 namespace {
@@ -277,6 +279,10 @@ absl::Status Servable::ProbeSignature() {
 
 absl::Status Servable::RunOnInstance(const engine::Batch& batch,
                                      std::vector<engine::Tensor>* out) const {
+  // metrics: nullptr until the repository reports the version loaded (the load probes).
+  metrics::ModelMetrics* const m = metrics::ServerMetrics::Global().Find(name(), version_);
+  const absl::Time queued = absl::Now();
+  if (m != nullptr) m->QueueEntered();
   int index;
   {
     absl::MutexLock lock(&mu_);
@@ -285,7 +291,17 @@ absl::Status Servable::RunOnInstance(const engine::Batch& batch,
     index = free_.back();
     free_.pop_back();
   }
+  const absl::Time started = absl::Now();
+  if (m != nullptr) m->QueueLeft(started - queued);
   const absl::Status s = instances_[index]->Run(batch, out);
+  if (m != nullptr && s.ok()) {
+    const metrics::Timesteps steps = metrics::CountTimesteps(batch);
+    m->RecordBatch({.engine = instance_info_[index].engine,
+                    .batch_size = steps.batch_size,
+                    .real_timesteps = steps.real,
+                    .computed_timesteps = steps.computed,
+                    .compute = absl::Now() - started});
+  }
   absl::MutexLock lock(&mu_);
   free_.push_back(index);
   return s;
