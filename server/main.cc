@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/flags.h"
+#include "server/kserve/kserve_service.h"
 #include "server/log.h"
 #include "server/metrics/exposer.h"
 #include "server/metrics/grpc_interceptor.h"
@@ -97,6 +98,10 @@ int Main(int argc, char** argv) {
   builder.SetMaxReceiveMessageSize(static_cast<int>(flags->max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(flags->max_message_bytes));
   builder.RegisterService(&service);
+  // --- KServe v2 / Open Inference Protocol on the same port ---
+  kserve::KServeService kserve_service(repository->get(), {.server_version = RNNSERVE_VERSION});
+  builder.RegisterService(&kserve_service);
+  // --- end KServe ---
   builder.experimental().SetInterceptorCreators(
       metrics::NewInterceptorFactories(&metrics::ServerMetrics::Global()));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Server benchmarks: perf_analyzer against the real rnnserve (CPU engine) over the KServe v2
+# gRPC protocol, on this machine. Writes one CSV per run under OUT_DIR and a summary with
+# bench/server_report.py.
+#
+# usage: bench/server_bench.sh [BUILD_DIR (build/release)] [OUT_DIR (build/bench-server)]
+# env:   PERF_ANALYZER  the perf_analyzer binary (default: PATH, then /opt/perf_analyzer/bin)
+#        LEVELS         concurrency levels of the sweeps (default "1 2 4 8 16 32 64")
+#        INTERVAL_MS    perf_analyzer measurement window (default 1500)
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${1:-$ROOT/build/release}
+OUT=${2:-$ROOT/build/bench-server}
+LEVELS=${LEVELS:-1 2 4 8 16 32 64}
+INTERVAL_MS=${INTERVAL_MS:-1500}
+mkdir -p "$OUT"
+
+PA=${PERF_ANALYZER:-$(command -v perf_analyzer || echo /opt/perf_analyzer/bin/perf_analyzer)}
+[ -x "$PA" ] || { echo "perf_analyzer not found (docs/kserve.md says how to install it)"; exit 1; }
+CUDART=$(python3 -c 'import nvidia.cuda_runtime as m; print(list(m.__path__)[0] + "/lib")' \
+  2>/dev/null || true)
+export LD_LIBRARY_PATH=${CUDART:+$CUDART:}${LD_LIBRARY_PATH:-}
+
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+"$BUILD/server/rnnserve" --model-repository "$ROOT/bench/server_models" --port "$PORT" \
+  --metrics-port 0 --log-level warning &
+SERVER=$!
+trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null || true' EXIT
+for _ in $(seq 200); do
+  (exec 3<>/dev/tcp/127.0.0.1/$PORT) 2>/dev/null && break
+  sleep 0.05
+done
+
+pa() {  # pa NAME ARGS...: one perf_analyzer run, CSV to $OUT/NAME.csv
+  local name=$1; shift
+  echo "== $name: $*"
+  "$PA" -u "127.0.0.1:$PORT" -i grpc --measurement-interval "$INTERVAL_MS" \
+    --stability-percentage 999 --max-trials 3 -f "$OUT/$name.csv" "$@" \
+    > "$OUT/$name.log" 2>&1 || { tail -5 "$OUT/$name.log"; return 1; }
+  tail -3 "$OUT/$name.csv" | sed 's/^/   /'
+}
+
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
+  echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores"
+  echo "memory: $(free -g | awk '/Mem:/{print $2}') GiB"
+  echo "perf_analyzer: $PA"
+  echo "rnnserve: $(git -C "$ROOT" rev-parse --short HEAD)"
+  echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+} > "$OUT/machine.txt"
+
+# 1. Tiny model, T=10, concurrency 1: latency.
+pa latency_c1 -m tiny_lstm --shape x:10,8 --concurrency-range 1 --measurement-interval 4000
+# 2. Concurrency sweeps, batching off and on, T=10.
+for c in $LEVELS; do
+  pa off_c$c -m tiny_lstm --shape x:10,8 --concurrency-range "$c"
+  pa on_c$c -m tiny_lstm_batched --shape x:10,8 --concurrency-range "$c"
+done
+# 3. Client-side batches (what an engine call of B sequences gives): the batcher's ceiling.
+for b in 8 32 64; do
+  pa client_b$b -m tiny_lstm_batched --shape x:10,8 -b "$b" --concurrency-range 2
+done
+# 4. Mixed lengths, uniform in [10, 500].
+python3 "$ROOT/bench/server_mixed_lengths.py" "$OUT/mixed_lengths.json" 64 > "$OUT/mixed.txt"
+for c in 1 16; do
+  pa mixed_off_c$c -m tiny_lstm --input-data "$OUT/mixed_lengths.json" --concurrency-range "$c"
+  pa mixed_on_c$c -m tiny_lstm_batched --input-data "$OUT/mixed_lengths.json" \
+    --concurrency-range "$c"
+done
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/machine.txt"
+echo "CSV files in $OUT"

@@ -1,0 +1,54 @@
+#pragma once
+
+// ModelInferRequest -> a validated engine batch, and engine outputs -> ModelInferResponse.
+//
+// Decoding translates the KServe tensors into an rnnserve.v1 PredictRequest and runs the one
+// edge validation every protocol shares (server/request_validation.h): names, shapes (batch
+// axis first), lengths and finite values are checked there. What is KServe's own is checked
+// here: datatype strings, raw_input_contents against the inputs and their byte sizes,
+// requested outputs, and the request parameters.
+//
+// Request parameters:
+//   lengths      string_param "40,25,12": per-sequence lengths (size = batch). An INT32 or
+//                INT64 input named "lengths", shape [batch], does the same for a model without
+//                an input of that name.
+//   priority     int64_param / uint64_param: 0 is the highest (RunOptions::priority).
+//   timeout      int64_param / uint64_param, microseconds: the request fails with
+//                DEADLINE_EXCEEDED if it has not started by then.
+//   sequence_id, sequence_start, sequence_end: see sequence.h.
+// Requested output parameters:
+//   binary_data  bool_param false: the output comes as typed contents; otherwise (default)
+//                as raw_output_contents.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/engine.h"
+#include "inference/grpc_service.pb.h"
+#include "server/kserve/sequence.h"
+#include "server/servable.h"
+
+namespace rnnserve::server::kserve {
+
+struct DecodedInfer {
+  engine::Batch batch;
+  struct Output {
+    int index = 0;    // into Servable::outputs()
+    bool raw = true;  // raw_output_contents, or typed contents
+  };
+  std::vector<Output> outputs;  // in the order the response lists them
+  RunOptions options;           // priority and the timeout's deadline
+  std::optional<SequenceIdentity> sequence;
+};
+
+absl::StatusOr<DecodedInfer> DecodeInfer(const inference::ModelInferRequest& request,
+                                         const Servable& servable);
+
+// `outputs` as Servable::Run returned them (one per Servable::outputs()).
+void EncodeInfer(const Servable& servable, const DecodedInfer& decoded,
+                 const std::vector<engine::Tensor>& outputs,
+                 inference::ModelInferResponse* response);
+
+}  // namespace rnnserve::server::kserve

@@ -1,0 +1,212 @@
+#include "server/kserve/kserve_service.h"
+
+#include <chrono>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "server/grpc_status.h"
+#include "server/kserve/datatype.h"
+#include "server/kserve/infer_codec.h"
+#include "server/kserve/model_config_view.h"
+#include "server/log.h"
+
+namespace rnnserve::server::kserve {
+namespace {
+
+// "" -> 0 (the newest loaded version).
+absl::StatusOr<int64_t> ParseVersion(const std::string& version) {
+  if (version.empty()) return 0;
+  int64_t v = 0;
+  if (!absl::SimpleAtoi(version, &v) || v < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model version '", version, "': must be a positive integer, or empty for the newest"));
+  }
+  return v;
+}
+
+absl::StatusOr<std::shared_ptr<const Servable>> Find(const ModelRepository& repository,
+                                                     const std::string& name,
+                                                     const std::string& version) {
+  if (name.empty()) return absl::InvalidArgumentError("model name: must not be empty");
+  auto v = ParseVersion(version);
+  if (!v.ok()) return v.status();
+  return repository.Get(name, *v);
+}
+
+void FillTensor(const TensorSignature& sig, inference::ModelMetadataResponse::TensorMetadata* out) {
+  out->set_name(sig.name);
+  out->set_datatype(DatatypeName(sig.dtype));
+  for (int64_t d : sig.shape) out->add_shape(d);
+}
+
+}  // namespace
+
+grpc::Status KServeService::ServerLive(grpc::ServerContext*, const inference::ServerLiveRequest*,
+                                       inference::ServerLiveResponse* response) {
+  response->set_live(true);
+  return grpc::Status::OK;
+}
+
+grpc::Status KServeService::ServerReady(grpc::ServerContext*, const inference::ServerReadyRequest*,
+                                        inference::ServerReadyResponse* response) {
+  bool ready = true;
+  for (const ModelState& state : repository_->List()) ready &= state.state == "READY";
+  response->set_ready(ready);
+  return grpc::Status::OK;
+}
+
+grpc::Status KServeService::ModelReady(grpc::ServerContext*,
+                                       const inference::ModelReadyRequest* request,
+                                       inference::ModelReadyResponse* response) {
+  auto servable = Find(*repository_, request->name(), request->version());
+  if (!servable.ok() && servable.status().code() != absl::StatusCode::kNotFound) {
+    return ToGrpc(servable.status());
+  }
+  response->set_ready(servable.ok());
+  return grpc::Status::OK;
+}
+
+grpc::Status KServeService::ServerMetadata(grpc::ServerContext*,
+                                           const inference::ServerMetadataRequest*,
+                                           inference::ServerMetadataResponse* response) {
+  response->set_name(options_.server_name);
+  response->set_version(options_.server_version);
+  response->add_extensions("model_configuration");
+  response->add_extensions("statistics");
+  if (options_.sequences != nullptr) response->add_extensions("sequence");
+  return grpc::Status::OK;
+}
+
+grpc::Status KServeService::ModelMetadata(grpc::ServerContext*,
+                                          const inference::ModelMetadataRequest* request,
+                                          inference::ModelMetadataResponse* response) {
+  auto servable = Find(*repository_, request->name(), request->version());
+  if (!servable.ok()) return ToGrpc(servable.status());
+  const Servable& model = **servable;
+  response->set_name(model.name());
+  for (const ModelState& state : repository_->List()) {
+    if (state.name != model.name()) continue;
+    for (int64_t v : state.versions) response->add_versions(std::to_string(v));
+  }
+  response->set_platform(model.platform());
+  for (const auto& sig : model.inputs()) FillTensor(sig, response->add_inputs());
+  for (const auto& sig : model.outputs()) FillTensor(sig, response->add_outputs());
+  return grpc::Status::OK;
+}
+
+absl::Status KServeService::Infer(grpc::ServerContext* context,
+                                  const inference::ModelInferRequest& request,
+                                  inference::ModelInferResponse* response) {
+  const absl::Time start = absl::Now();
+  auto servable = Find(*repository_, request.model_name(), request.model_version());
+  if (!servable.ok()) return servable.status();
+  const Servable& model = **servable;
+  InferSample sample;
+  auto finish = [&](absl::Status s) {
+    sample.ok = s.ok();
+    sample.end = absl::Now();
+    sample.total = sample.end - start;
+    statistics_.Record(model.name(), model.version(), sample);
+    return s;
+  };
+
+  auto decoded = DecodeInfer(request, model);
+  if (!decoded.ok()) return finish(decoded.status());
+  if (context != nullptr && context->deadline() != std::chrono::system_clock::time_point::max()) {
+    decoded->options.deadline =
+        std::min(decoded->options.deadline, absl::FromChrono(context->deadline()));
+  }
+  if (context != nullptr && context->IsCancelled()) {
+    return finish(absl::CancelledError("cancelled by the client"));
+  }
+  const absl::Time decoded_at = absl::Now();
+  sample.input = decoded_at - start;
+
+  std::vector<engine::Tensor> outputs;
+  absl::Status run;
+  if (decoded->sequence.has_value()) {
+    if (options_.sequences == nullptr) {
+      return finish(absl::UnimplementedError(absl::StrCat(
+          "model '", model.name(), "': sequence_id ", decoded->sequence->ToString(),
+          " given, but stateful sequences (sequence_start / sequence_end with server-held "
+          "state) are not served on the KServe endpoint yet; use rnnserve.v1 StreamPredict, "
+          "or send whole sequences without sequence_id")));
+    }
+    run = options_.sequences->Run(model, *decoded->sequence, decoded->batch, &outputs,
+                                  decoded->options);
+  } else {
+    run = model.Run(decoded->batch, &outputs, decoded->options);
+  }
+  const absl::Time ran_at = absl::Now();
+  sample.infer = ran_at - decoded_at;
+  if (!run.ok()) {
+    if (run.code() != absl::StatusCode::kInvalidArgument &&
+        run.code() != absl::StatusCode::kDeadlineExceeded) {
+      LogError(absl::StrCat("model ", model.name(), " v", model.version(), ": ", run.message()));
+    }
+    return finish(run);
+  }
+  response->set_model_name(model.name());
+  response->set_model_version(std::to_string(model.version()));
+  response->set_id(request.id());
+  EncodeInfer(model, *decoded, outputs, response);
+  sample.output = absl::Now() - ran_at;
+  sample.batch_size = decoded->batch.inputs.empty() ? 0 : decoded->batch.inputs[0].dim(0);
+  return finish(absl::OkStatus());
+}
+
+grpc::Status KServeService::ModelInfer(grpc::ServerContext* context,
+                                       const inference::ModelInferRequest* request,
+                                       inference::ModelInferResponse* response) {
+  return ToGrpc(Infer(context, *request, response));
+}
+
+grpc::Status KServeService::ModelStreamInfer(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<inference::ModelStreamInferResponse, inference::ModelInferRequest>*
+        stream) {
+  inference::ModelInferRequest request;
+  while (stream->Read(&request)) {
+    inference::ModelStreamInferResponse response;
+    const absl::Status s = Infer(context, request, response.mutable_infer_response());
+    if (!s.ok()) {
+      response.clear_infer_response();
+      response.mutable_infer_response()->set_model_name(request.model_name());
+      response.mutable_infer_response()->set_model_version(request.model_version());
+      response.mutable_infer_response()->set_id(request.id());
+      response.set_error_message(
+          absl::StrCat(absl::StatusCodeToString(s.code()), ": ", s.message()));
+    }
+    if (!stream->Write(response)) break;
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status KServeService::ModelConfig(grpc::ServerContext*,
+                                        const inference::ModelConfigRequest* request,
+                                        inference::ModelConfigResponse* response) {
+  auto servable = Find(*repository_, request->name(), request->version());
+  if (!servable.ok()) return ToGrpc(servable.status());
+  *response->mutable_config() = TritonConfig(**servable);
+  return grpc::Status::OK;
+}
+
+grpc::Status KServeService::ModelStatistics(grpc::ServerContext*,
+                                            const inference::ModelStatisticsRequest* request,
+                                            inference::ModelStatisticsResponse* response) {
+  if (!request->name().empty()) {
+    auto servable = Find(*repository_, request->name(), request->version());
+    if (!servable.ok()) return ToGrpc(servable.status());
+    statistics_.Fill((*servable)->name(), (*servable)->version(), response->add_model_stats());
+    return grpc::Status::OK;
+  }
+  for (const ModelState& state : repository_->List()) {
+    for (int64_t v : state.versions) {
+      statistics_.Fill(state.name, v, response->add_model_stats());
+    }
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace rnnserve::server::kserve

@@ -1,0 +1,75 @@
+#pragma once
+
+// The KServe v2 / Open Inference Protocol service (package `inference`,
+// GRPCInferenceService) on top of the model repository. It is registered on the same
+// grpc::ServerBuilder, and so the same port, as rnnserve.v1.
+//
+// Behaviour:
+//   - ServerLive: true while the process serves. ServerReady: true when every model in the
+//     repository loaded (a model that failed to load makes the server not ready, as in
+//     Triton's strict readiness); ModelReady: false, not an error, for an unknown model.
+//   - ModelInfer: see infer_codec.h for tensors and parameters. Errors: unknown model or
+//     version NOT_FOUND; bad datatype, shape, contents or parameter INVALID_ARGUMENT naming the
+//     input and the expected value; a sequence request without a SequenceHandler
+//     UNIMPLEMENTED; the servable's own codes (DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED) as is.
+//   - ModelStreamInfer: each request is answered on the stream, in order. A failed request is
+//     answered with error_message "<CODE>: <message>" and the stream goes on.
+//   - ModelConfig: see model_config_view.h. ModelStatistics: see statistics.h; an empty name
+//     reports every loaded model version.
+// Model versions are strings on this protocol: "" is the newest loaded version.
+
+#include <string>
+
+#include "inference/grpc_service.grpc.pb.h"
+#include "server/kserve/sequence.h"
+#include "server/kserve/statistics.h"
+#include "server/model_repository.h"
+
+namespace rnnserve::server::kserve {
+
+struct KServeServiceOptions {
+  std::string server_name = "rnnserve";
+  std::string server_version;
+  // Runs sequence requests; not owned, must outlive the service. Null: sequence requests
+  // fail with UNIMPLEMENTED and ServerMetadata does not list the "sequence" extension.
+  SequenceHandler* sequences = nullptr;
+};
+
+class KServeService final : public inference::GRPCInferenceService::Service {
+ public:
+  // `repository` is not owned and must outlive the service.
+  KServeService(const ModelRepository* repository, KServeServiceOptions options)
+      : repository_(repository), options_(std::move(options)) {}
+
+  grpc::Status ServerLive(grpc::ServerContext*, const inference::ServerLiveRequest*,
+                          inference::ServerLiveResponse* response) override;
+  grpc::Status ServerReady(grpc::ServerContext*, const inference::ServerReadyRequest*,
+                           inference::ServerReadyResponse* response) override;
+  grpc::Status ModelReady(grpc::ServerContext*, const inference::ModelReadyRequest* request,
+                          inference::ModelReadyResponse* response) override;
+  grpc::Status ServerMetadata(grpc::ServerContext*, const inference::ServerMetadataRequest*,
+                              inference::ServerMetadataResponse* response) override;
+  grpc::Status ModelMetadata(grpc::ServerContext*, const inference::ModelMetadataRequest* request,
+                             inference::ModelMetadataResponse* response) override;
+  grpc::Status ModelInfer(grpc::ServerContext* context, const inference::ModelInferRequest* request,
+                          inference::ModelInferResponse* response) override;
+  grpc::Status ModelStreamInfer(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<inference::ModelStreamInferResponse, inference::ModelInferRequest>*
+          stream) override;
+  grpc::Status ModelConfig(grpc::ServerContext*, const inference::ModelConfigRequest* request,
+                           inference::ModelConfigResponse* response) override;
+  grpc::Status ModelStatistics(grpc::ServerContext*,
+                               const inference::ModelStatisticsRequest* request,
+                               inference::ModelStatisticsResponse* response) override;
+
+ private:
+  absl::Status Infer(grpc::ServerContext* context, const inference::ModelInferRequest& request,
+                     inference::ModelInferResponse* response);
+
+  const ModelRepository* const repository_;
+  const KServeServiceOptions options_;
+  InferStatisticsRecorder statistics_;
+};
+
+}  // namespace rnnserve::server::kserve
