@@ -16,9 +16,11 @@ APT_BUILD=(
 )
 APT_TEST=(
   libgtest-dev libgmock-dev libbenchmark-dev libonnx-testdata python3 python3-pip prometheus
+  libb64-0d
 )
 # PyPI packages the tests use, as module:package.
-PIP_TEST=(numpy:numpy grpc:grpcio grpc_tools:grpcio-tools)
+PIP_TEST=(numpy:numpy grpc:grpcio grpc_tools:grpcio-tools tritonclient.grpc:tritonclient[grpc]
+          nvidia.cuda_runtime:nvidia-cuda-runtime-cu12)
 
 packages=("${APT_BUILD[@]}")
 [ "$mode" = "--serve" ] || packages+=("${APT_TEST[@]}")
@@ -56,5 +58,13 @@ if [ "$mode" != "--serve" ]; then
   if [ "${#pip_missing[@]}" -gt 0 ]; then
     echo "install_deps: installing PyPI packages: ${pip_missing[*]}"
     python3 -m pip install -q "${pip_missing[@]}" 2>&1 | grep -v "Running pip as the 'root' user" || true
+  fi
+
+  # perf_analyzer: its current wheels need glibc >= 2.38 (Debian 12 has 2.36); the binary inside
+  # tritonclient 2.47.0 runs here. Kept apart so it does not replace the client library above.
+  if [ ! -x /opt/perf_analyzer/bin/perf_analyzer ] && ! command -v perf_analyzer >/dev/null 2>&1; then
+    echo "install_deps: installing perf_analyzer (tritonclient 2.47.0) under /opt/perf_analyzer"
+    $SUDO python3 -m pip install -q --no-deps --target /opt/perf_analyzer tritonclient==2.47.0 \
+      2>&1 | grep -v "Running pip as the 'root' user" || true
   fi
 fi
