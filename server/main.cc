@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/flags.h"
 #include "server/kserve/kserve_service.h"
+#include "server/kserve_sequences.h"
 #include "server/log.h"
 #include "server/metrics/exposer.h"
 #include "server/metrics/grpc_interceptor.h"
@@ -99,7 +100,9 @@ int Main(int argc, char** argv) {
   builder.SetMaxSendMessageSize(static_cast<int>(flags->max_message_bytes));
   builder.RegisterService(&service);
   // --- KServe v2 / Open Inference Protocol on the same port ---
-  kserve::KServeService kserve_service(repository->get(), {.server_version = RNNSERVE_VERSION});
+  ManagedSequences kserve_sequences(sequences->get());
+  kserve::KServeService kserve_service(
+      repository->get(), {.server_version = RNNSERVE_VERSION, .sequences = &kserve_sequences});
   builder.RegisterService(&kserve_service);
   // --- end KServe ---
   builder.experimental().SetInterceptorCreators(

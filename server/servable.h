@@ -51,7 +51,7 @@ struct InstanceInfo {
   int64_t memory_bytes = 0;
 };
 
-class Servable {
+class Servable : public std::enable_shared_from_this<Servable> {
  public:
   static absl::StatusOr<std::unique_ptr<Servable>> Load(const std::string& model_dir,
                                                         int64_t version,

@@ -305,14 +305,36 @@ TEST_F(KServeTest, TypedContentsOfWrongCountAreInvalidArgument) {
       << s.error_message();
 }
 
-TEST_F(KServeTest, SequenceIdWithoutStatefulSupportIsUnimplemented) {
-  ModelInferRequest req = FixtureRequest(/*raw=*/true);
-  (*req.mutable_parameters())["sequence_id"].set_int64_param(42);
-  (*req.mutable_parameters())["sequence_start"].set_bool_param(true);
+TEST_F(KServeTest, SequenceChunksCarryServerHeldStateAndEqualKeras) {
+  // Sequence 0 of the fixture (40 steps) as two requests of sequence 42.
+  const client::NpyArray x = LoadNpy("tests/fixtures/example/input.npy");
+  const client::NpyArray want = LoadNpy("tests/fixtures/example/expected.npy");
   ModelInferResponse resp;
-  const grpc::Status s = Infer(req, &resp);
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED);
-  EXPECT_NE(s.error_message().find("sequence_id 42"), std::string::npos) << s.error_message();
+  for (int half = 0; half < 2; ++half) {
+    ModelInferRequest req;
+    req.set_model_name("waveform_lstm");
+    auto* in = req.add_inputs();
+    in->set_name("waveform");
+    in->set_datatype("FP32");
+    in->add_shape(1);
+    in->add_shape(20);
+    in->add_shape(2);
+    for (int64_t i = half * 40; i < (half + 1) * 40; ++i) {
+      in->mutable_contents()->add_fp32_contents(static_cast<float>(x.values[i]));
+    }
+    (*req.mutable_parameters())["sequence_id"].set_int64_param(42);
+    (*req.mutable_parameters())["sequence_start"].set_bool_param(half == 0);
+    (*req.mutable_parameters())["sequence_end"].set_bool_param(half == 1);
+    const grpc::Status s = Infer(req, &resp);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  std::vector<float> got(3);
+  std::memcpy(got.data(), resp.raw_output_contents(0).data(), 3 * sizeof(float));
+  for (int c = 0; c < 3; ++c) EXPECT_NEAR(got[c], want.values[c], 1e-5);
+  // The sequence ended: a further chunk without start is refused.
+  ModelInferRequest more = FixtureRequest(/*raw=*/true);
+  (*more.mutable_parameters())["sequence_id"].set_int64_param(42);
+  EXPECT_EQ(Infer(more, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }
 
 TEST_F(KServeTest, SequenceStartWithoutIdIsInvalidArgument) {
@@ -350,7 +372,8 @@ TEST_F(KServeTest, StreamAnswersEachRequestInOrderAndCarriesErrors) {
   EXPECT_EQ(got[1].infer_response().id(), "b");
   EXPECT_NE(got[1].error_message().find("NOT_FOUND"), std::string::npos) << got[1].error_message();
   EXPECT_EQ(got[2].infer_response().id(), "c");
-  EXPECT_NE(got[2].error_message().find("UNIMPLEMENTED"), std::string::npos)
+  // A sequence request carries one sequence; this one carries three.
+  EXPECT_NE(got[2].error_message().find("INVALID_ARGUMENT"), std::string::npos)
       << got[2].error_message();
   EXPECT_NE(got[2].error_message().find("'user-7'"), std::string::npos) << got[2].error_message();
   EXPECT_EQ(got[3].infer_response().id(), "d");

@@ -77,8 +77,8 @@ def main():
         except InferenceServerException as e:
             check("UnknownModelIsNotFound", "NOT_FOUND" in str(e.status()), e.message())
 
-        # The stream answers each request; a sequence request fails clearly until stateful
-        # sequences are served on this endpoint.
+        # The stream answers each request; a sequence request must carry one sequence, and
+        # this one carries three.
         results = queue.Queue()
         client.start_stream(callback=lambda result, error: results.put((result, error)))
         client.async_stream_infer("waveform_lstm", [inp], request_id="plain")
@@ -89,8 +89,8 @@ def main():
         client.stop_stream()
         check("StreamInferMatchesKeras", first[1] is None and np.allclose(
             first[0].as_numpy("probabilities"), want, rtol=1e-5, atol=1e-6), first[1])
-        check("StreamSequenceIsUnimplemented",
-              second[1] is not None and "UNIMPLEMENTED" in str(second[1]), second[1])
+        check("StreamSequenceOfThreeIsInvalidArgument",
+              second[1] is not None and "INVALID_ARGUMENT" in str(second[1]), second[1])
 
         stats = client.get_inference_statistics("waveform_lstm", as_json=True)
         ms = stats["model_stats"][0]

@@ -1,0 +1,42 @@
+#include "server/kserve_sequences.h"
+
+#include <functional>
+
+#include "absl/strings/str_cat.h"
+
+namespace rnnserve::server {
+
+absl::Status ManagedSequences::Run(const Servable& servable,
+                                   const kserve::SequenceIdentity& sequence,
+                                   const engine::Batch& batch,
+                                   std::vector<engine::Tensor>* outputs,
+                                   const RunOptions& options) {
+  if (!servable.streamable().ok()) return servable.streamable();
+  if (batch.inputs.empty() || batch.inputs[0].dim(0) != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sequence ", sequence.ToString(),
+                     ": a sequence request carries one sequence (batch 1)"));
+  }
+  // String ids share the numeric id space through a hash with the top bit set.
+  const uint64_t id = sequence.id != 0
+                          ? sequence.id
+                          : (std::hash<std::string>{}(sequence.string_id) | (uint64_t{1} << 63));
+  SequenceManager::Limits limits;
+  const auto& cfg = servable.config().sequence_batching();
+  if (cfg.max_sequence_idle_microseconds() > 0) {
+    limits.max_idle = absl::Microseconds(cfg.max_sequence_idle_microseconds());
+  }
+  if (cfg.max_sequences() > 0) limits.max_sequences = cfg.max_sequences();
+  auto lease = manager_->Acquire(servable.name(), id, sequence.start,
+                                 servable.shared_from_this(), limits);
+  if (!lease.ok()) return lease.status();
+  engine::Batch chunk = batch;
+  chunk.initial_states = std::move(lease->states);
+  LayerStates final_states;
+  chunk.final_states = &final_states;
+  const absl::Status s = lease->servable->Run(chunk, outputs, options);
+  manager_->Release(servable.name(), id, std::move(final_states), sequence.end, !s.ok());
+  return s;
+}
+
+}  // namespace rnnserve::server
