@@ -111,6 +111,37 @@ def ours(binary, cell, path, reps, threads, dump=None):
     return float(fields["median_ms"]), int(fields["bytes"])
 
 
+NUMPY_GEMM = """
+import resource, numpy as np
+def cpu():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_utime
+for m, n, k in [(6400, 2048, 512), (64, 1024, 512), (1, 1024, 512)]:
+    a = np.random.rand(m, k).astype(np.float32); b = np.random.rand(k, n).astype(np.float32)
+    a @ b
+    reps = 3 if m > 1000 else 300
+    t = cpu()
+    for _ in range(reps):
+        a @ b
+    print(f"{m} {n} {k} {2 * m * n * k * reps / (cpu() - t) / 1e9:.1f}")
+"""
+
+
+def gemm_table(binary):
+    """Single-threaded GEMM GFLOP/s: our panel GEMM, Eigen, and OpenBLAS (numpy's, one thread,
+    OPENBLAS_CORETYPE unset so it picks its native kernel), in CPU time."""
+    ours = subprocess.run([binary, "--gemm"], check=True, capture_output=True, text=True).stdout
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
+    env["OPENBLAS_NUM_THREADS"] = "1"
+    blas = subprocess.run([sys.executable, "-c", NUMPY_GEMM], check=True, capture_output=True,
+                          text=True, env=env).stdout.split("\n")
+    rows = []
+    for line, b in zip(ours.strip().split("\n"), blas):
+        f = dict(kv.split("=") for kv in line.split()[1:])
+        rows.append((int(f["m"]), int(f["n"]), int(f["k"]), float(f["ours_gflops"]),
+                     float(f["eigen_gflops"]), float(b.split()[3])))
+    return rows
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--binary", required=True)
@@ -129,6 +160,9 @@ def main():
     bw = subprocess.run([args.binary, "--bandwidth", "--threads", str(args.threads)],
                         check=True, capture_output=True, text=True).stdout
     read_gbps = float(bw.strip().split("=")[1])
+    gemm = gemm_table(args.binary)
+    for m, n, k, o, e, b in gemm:
+        print(f"gemm [{m}x{k}]x[{k}x{n}] 1 thread: ours {o:.1f}, Eigen {e:.1f}, OpenBLAS {b:.1f} GFLOP/s")
     rows = []
     header = (f"{'cell':5} {'B':>3} {'T':>4} {'I':>5} {'H':>5} | {'ours ms':>8} {'ort ms':>8} "
               f"{'tf ms':>8} | {'x ort':>6} {'x tf':>6} | {'max|diff|':>9} {'bytes':>10}")
@@ -190,6 +224,13 @@ def main():
             fl = floor_ms(cell, H, T)
             f.write(f"| {cell} | {B} | {T} | {I} | {H} | {o:.2f} | {r:.2f} | {t:.2f} | "
                     f"{xr:.2f} | {xt:.2f} | {fl:.2f} | {o / fl:.2f} | {diff:.1e} | {nb} |\n")
+        f.write("\n## GEMM back-end (one thread, GFLOP/s in CPU time)\n\n")
+        f.write("| GEMM [m x k] x [k x n] | ours (panel GEMM) | Eigen 3.4 | OpenBLAS |\n")
+        f.write("|---|---|---|---|\n")
+        for m, n, k, o, e, b in gemm:
+            f.write(f"| [{m} x {k}] x [{k} x {n}] | {o:.1f} | {e:.1f} | {b:.1f} |\n")
+        f.write("\nOpenBLAS here is the build numpy ships (run with OPENBLAS_CORETYPE and "
+                "OPENBLAS_L2_SIZE unset for that command only, OPENBLAS_NUM_THREADS=1).\n")
     print(f"wrote {args.results}")
     return 0
 
