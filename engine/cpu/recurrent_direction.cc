@@ -12,6 +12,7 @@
 #include "engine/cpu/panel_gemm.h"
 #include "engine/cpu/recurrent.h"
 #include "engine/cpu/recurrent_internal.h"
+#include "engine/cpu/step_barrier.h"
 
 namespace rnnserve::engine::cpu {
 namespace {
@@ -154,6 +155,7 @@ void RecurrentKernel::RunDirection(int d, const Tensor& x, absl::Span<const int3
   };
 
   const int threads = num_threads_;
+  StepBarrier barrier(threads);
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
 #ifdef _OPENMP
@@ -268,7 +270,7 @@ void RecurrentKernel::RunDirection(int d, const Tensor& x, absl::Span<const int3
 
       if (gru_rb) {
         // Phase 2: n = g(x_n + (r * h) R_n^T), then h = (1 - z) n + z h.
-#pragma omp barrier
+        barrier.Wait();
         if (nu > 0) {
           // [n, nu] n-gate columns = (r * h) [n, H] . R_n slice^T.
           PanelGemm(s.shared.data(), H, n, H, sl.Rn.data(), nu, gates + 2 * nu, Gn);
@@ -295,7 +297,7 @@ void RecurrentKernel::RunDirection(int d, const Tensor& x, absl::Span<const int3
 
       if (spec_.proj_size > 0) {
         // h = P . (o * h(c)), each thread its slice of the projected units.
-#pragma omp barrier
+        barrier.Wait();
         if (np > 0) {
           // [n, np] projected units = (o * h(c)) [n, H] . P_slice^T.
           PanelGemm(s.shared.data(), H, n, H, sl.P.data(), np, hn + p0, Hp);
@@ -306,7 +308,7 @@ void RecurrentKernel::RunDirection(int d, const Tensor& x, absl::Span<const int3
           }
         }
       }
-#pragma omp barrier
+      barrier.Wait();
     }
   }
 
