@@ -7,7 +7,7 @@
 // Each thread takes its own slice first (the weights of a slice stay in that core's cache) and
 // then any slice nobody has taken, so a thread that the OS has descheduled on a busy machine
 // does not stall the phase: the running threads do its share. Waiting for a phase spins with
-// pause for about a step's time, then yields the core on every check.
+// pause for up to ~10 ms, then yields the core on every check.
 
 #include <atomic>
 #include <cstdint>
@@ -61,7 +61,10 @@ class PhaseRunner {
   }
 
  private:
-  static constexpr int kSpinsBeforeYield = 4096;  // ~ a few tens of microseconds of pause
+  // ~10 ms of pause: a waiter keeps its core while the other threads finish their tasks (a
+  // yield hands the core to any other process for a whole time slice), and yields only when
+  // a thread holding a task has been descheduled.
+  static constexpr int kSpinsBeforeYield = 1 << 17;
   const int slices_;
   const int64_t phases_;
   std::atomic<int64_t> phase_{0};
