@@ -1,6 +1,7 @@
 #include "client/client.h"
 
 #include <chrono>
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -49,6 +50,35 @@ absl::StatusOr<v1::ListModelsResponse> RnnServeClient::List() {
   return resp;
 }
 
+absl::Status RnnServeClient::FillInputs(const std::string& model,
+                                        const v1::ModelMetadataResponse& meta,
+                                        const std::map<std::string, NpyArray>& inputs,
+                                        google::protobuf::Map<std::string, v1::Tensor>* out) {
+  for (const auto& [given_name, array] : inputs) {
+    std::string name = given_name;
+    const v1::TensorInfo* info = nullptr;
+    if (name.empty()) {
+      if (meta.inputs_size() != 1) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "model '", model, "' has ", meta.inputs_size(),
+            " inputs: name each one (--input NAME=FILE)"));
+      }
+      info = &meta.inputs(0);
+      name = info->name();
+    } else {
+      for (const auto& in : meta.inputs()) {
+        if (in.name() == name) info = &in;
+      }
+    }
+    auto t = ToTensor(array, info && info->dtype() == v1::TYPE_INT64);
+    if (!t.ok()) {
+      return absl::Status(t.status().code(), absl::StrCat("input '", name, "': ", t.status().message()));
+    }
+    (*out)[name] = std::move(*t);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<v1::PredictResponse> RnnServeClient::Predict(
     const std::string& model, const std::map<std::string, NpyArray>& inputs,
     const std::vector<int32_t>& lengths, int64_t version) {
@@ -57,43 +87,165 @@ absl::StatusOr<v1::PredictResponse> RnnServeClient::Predict(
   v1::PredictRequest req;
   req.mutable_model_spec()->set_name(model);
   req.mutable_model_spec()->set_version(version);
-  for (const auto& [given_name, array] : inputs) {
-    std::string name = given_name;
-    const v1::TensorInfo* info = nullptr;
-    if (name.empty()) {
-      if (meta->inputs_size() != 1) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "model '", model, "' has ", meta->inputs_size(),
-            " inputs: name each one (--input NAME=FILE)"));
-      }
-      info = &meta->inputs(0);
-      name = info->name();
-    } else {
-      for (const auto& in : meta->inputs()) {
-        if (in.name() == name) info = &in;
-      }
-    }
-    v1::Tensor& t = (*req.mutable_inputs())[name];
-    for (int64_t d : array.shape) t.add_shape(d);
-    if (info && info->dtype() == v1::TYPE_INT64) {
-      t.set_dtype(v1::TYPE_INT64);
-      for (double v : array.values) {
-        if (v != std::floor(v)) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("input '", name, "' takes integer token ids; got ", v));
-        }
-        t.add_int64_val(static_cast<int64_t>(v));
-      }
-    } else {
-      t.set_dtype(v1::TYPE_FP32);
-      for (double v : array.values) t.add_float_val(static_cast<float>(v));
-    }
-  }
+  if (auto s = FillInputs(model, *meta, inputs, req.mutable_inputs()); !s.ok()) return s;
   for (int32_t len : lengths) req.add_lengths(len);
   v1::PredictResponse resp;
   auto ctx = Context();
   if (auto s = FromGrpc(stub_->Predict(ctx.get(), req, &resp)); !s.ok()) return s;
   return resp;
+}
+
+absl::StatusOr<v1::EvaluateResponse> RnnServeClient::Evaluate(
+    const std::string& model, const std::map<std::string, NpyArray>& inputs,
+    const std::map<std::string, NpyArray>& targets, const EvaluateOptions& options) {
+  auto meta = Metadata(model);
+  if (!meta.ok()) return meta.status();
+  if (inputs.empty() || targets.empty()) {
+    return absl::InvalidArgumentError("evaluate needs inputs and targets");
+  }
+  const int64_t B = inputs.begin()->second.shape.empty() ? 0 : inputs.begin()->second.shape[0];
+  const int64_t step = options.batch_size > 0 ? options.batch_size : B;
+  std::vector<v1::EvaluateRequest> chunks;
+  for (int64_t begin = 0; begin < B; begin += step) {
+    const int64_t end = std::min(B, begin + step);
+    v1::EvaluateRequest req;
+    req.mutable_model_spec()->set_name(model);
+    req.set_loss(options.loss);
+    for (const auto& m : options.metrics) req.add_metrics(m);
+    std::map<std::string, NpyArray> part;
+    for (const auto& [name, a] : inputs) {
+      auto t = ToTensor(a, false, begin, end);
+      if (!t.ok()) return t.status();
+      part[name] = ToArray(*t);
+    }
+    if (auto s = FillInputs(model, *meta, part, req.mutable_inputs()); !s.ok()) return s;
+    for (const auto& [name, a] : targets) {
+      const std::string key = name.empty() && meta->outputs_size() > 0 ? meta->outputs(0).name() : name;
+      auto t = ToTensor(a, a.is_integer(), begin, end);
+      if (!t.ok()) return t.status();
+      (*req.mutable_targets())[key] = std::move(*t);
+    }
+    if (options.sample_weight) {
+      auto t = ToTensor(*options.sample_weight, false, begin, end);
+      if (!t.ok()) return t.status();
+      *req.mutable_sample_weight() = std::move(*t);
+    }
+    for (int64_t i = begin; i < end && i < static_cast<int64_t>(options.lengths.size()); ++i) {
+      req.add_lengths(options.lengths[i]);
+    }
+    chunks.push_back(std::move(req));
+  }
+  v1::EvaluateResponse resp;
+  auto ctx = Context();
+  if (chunks.size() == 1) {
+    if (auto s = FromGrpc(stub_->Evaluate(ctx.get(), chunks[0], &resp)); !s.ok()) return s;
+    return resp;
+  }
+  auto writer = stub_->EvaluateStream(ctx.get(), &resp);
+  for (const auto& c : chunks) {
+    if (!writer->Write(c)) break;
+  }
+  writer->WritesDone();
+  if (auto s = FromGrpc(writer->Finish()); !s.ok()) return s;
+  return resp;
+}
+
+absl::Status RnnServeClient::StreamSequences(
+    const std::string& model, const NpyArray& input, int64_t chunk_steps,
+    const std::vector<int32_t>& lengths, uint64_t first_id,
+    const std::function<void(int64_t, int64_t, const v1::StreamPredictResponse&)>& on_chunk) {
+  auto meta = Metadata(model);
+  if (!meta.ok()) return meta.status();
+  if (meta->inputs_size() != 1) {
+    return absl::InvalidArgumentError("stream takes single-input models");
+  }
+  if (input.shape.size() < 2 || chunk_steps <= 0) {
+    return absl::InvalidArgumentError("stream needs a [B, T, ...] input and --chunk-steps > 0");
+  }
+  const bool integer = meta->inputs(0).dtype() == v1::TYPE_INT64;
+  const int64_t B = input.shape[0], T = input.shape[1];
+  const int64_t step_size = static_cast<int64_t>(input.values.size()) / (B * T);
+  auto ctx = Context();
+  auto stream = stub_->StreamPredict(ctx.get());
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t len = b < static_cast<int64_t>(lengths.size()) ? lengths[b] : T;
+    for (int64_t t0 = 0; t0 < len; t0 += chunk_steps) {
+      const int64_t t1 = std::min(len, t0 + chunk_steps);
+      NpyArray chunk;
+      chunk.descr = input.descr;
+      chunk.shape = input.shape;
+      chunk.shape[0] = 1;
+      chunk.shape[1] = t1 - t0;
+      chunk.values.assign(input.values.begin() + (b * T + t0) * step_size,
+                          input.values.begin() + (b * T + t1) * step_size);
+      v1::StreamPredictRequest req;
+      req.mutable_model_spec()->set_name(model);
+      req.set_sequence_id(first_id + b);
+      req.set_start(t0 == 0);
+      req.set_end(t1 == len);
+      auto t = ToTensor(chunk, integer);
+      if (!t.ok()) return t.status();
+      (*req.mutable_inputs())[meta->inputs(0).name()] = std::move(*t);
+      v1::StreamPredictResponse resp;
+      if (!stream->Write(req) || !stream->Read(&resp)) return FromGrpc(stream->Finish());
+      if (resp.error_code() != 0) {
+        return absl::Status(static_cast<absl::StatusCode>(resp.error_code()),
+                            absl::StrCat("sequence ", b, " steps [", t0, ", ", t1, "): ",
+                                         resp.error_message()));
+      }
+      on_chunk(b, t1, resp);
+    }
+  }
+  stream->WritesDone();
+  return FromGrpc(stream->Finish());
+}
+
+absl::StatusOr<v1::LoadModelResponse> RnnServeClient::Load(const std::string& model) {
+  v1::LoadModelRequest req;
+  req.set_name(model);
+  v1::LoadModelResponse resp;
+  auto ctx = Context();
+  if (auto s = FromGrpc(stub_->LoadModel(ctx.get(), req, &resp)); !s.ok()) return s;
+  return resp;
+}
+
+absl::Status RnnServeClient::Unload(const std::string& model) {
+  v1::UnloadModelRequest req;
+  req.set_name(model);
+  v1::UnloadModelResponse resp;
+  auto ctx = Context();
+  return FromGrpc(stub_->UnloadModel(ctx.get(), req, &resp));
+}
+
+absl::StatusOr<v1::ServerMetadataResponse> RnnServeClient::ServerMetadata() {
+  v1::ServerMetadataResponse resp;
+  auto ctx = Context();
+  if (auto s = FromGrpc(stub_->ServerMetadata(ctx.get(), {}, &resp)); !s.ok()) return s;
+  return resp;
+}
+
+absl::StatusOr<v1::Tensor> ToTensor(const NpyArray& array, bool integer, int64_t begin,
+                                    int64_t end) {
+  v1::Tensor t;
+  if (array.shape.empty()) return absl::InvalidArgumentError("a scalar is not a batch");
+  if (end < 0) end = array.shape[0];
+  const int64_t row = array.shape[0] ? static_cast<int64_t>(array.values.size()) / array.shape[0] : 0;
+  t.add_shape(end - begin);
+  for (size_t d = 1; d < array.shape.size(); ++d) t.add_shape(array.shape[d]);
+  if (integer) {
+    t.set_dtype(v1::TYPE_INT64);
+    for (int64_t i = begin * row; i < end * row; ++i) {
+      const double v = array.values[i];
+      if (v != std::floor(v)) {
+        return absl::InvalidArgumentError(absl::StrCat("takes integer token ids; got ", v));
+      }
+      t.add_int64_val(static_cast<int64_t>(v));
+    }
+  } else {
+    t.set_dtype(v1::TYPE_FP32);
+    for (int64_t i = begin * row; i < end * row; ++i) t.add_float_val(static_cast<float>(array.values[i]));
+  }
+  return t;
 }
 
 NpyArray ToArray(const v1::Tensor& tensor) {

@@ -3,6 +3,7 @@
 // A small C++ client of the rnnserve.v1 API: numpy-like arrays in, arrays out.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -35,7 +36,36 @@ class RnnServeClient {
                                               const std::vector<int32_t>& lengths,
                                               int64_t version = 0);
 
+  struct EvaluateOptions {
+    std::string loss;                  // empty: the model's own
+    std::vector<std::string> metrics;  // empty: the model's own
+    const NpyArray* sample_weight = nullptr;
+    std::vector<int32_t> lengths;
+    int64_t batch_size = 0;  // > 0: EvaluateStream in chunks of this many sequences
+  };
+  absl::StatusOr<v1::EvaluateResponse> Evaluate(const std::string& model,
+                                                const std::map<std::string, NpyArray>& inputs,
+                                                const std::map<std::string, NpyArray>& targets,
+                                                const EvaluateOptions& options);
+
+  // Streams every sequence of a single-input [B, T, ...] array as its own stateful sequence
+  // (ids first_id, first_id + 1, ...) in chunks of chunk_steps steps, up to each one's length;
+  // calls on_chunk with each answer.
+  absl::Status StreamSequences(
+      const std::string& model, const NpyArray& input, int64_t chunk_steps,
+      const std::vector<int32_t>& lengths, uint64_t first_id,
+      const std::function<void(int64_t sequence, int64_t end_step,
+                               const v1::StreamPredictResponse&)>& on_chunk);
+
+  absl::StatusOr<v1::LoadModelResponse> Load(const std::string& model);
+  absl::Status Unload(const std::string& model);
+  absl::StatusOr<v1::ServerMetadataResponse> ServerMetadata();
+
  private:
+  // Converts arrays to request tensors, named and typed after the model's inputs.
+  absl::Status FillInputs(const std::string& model, const v1::ModelMetadataResponse& meta,
+                          const std::map<std::string, NpyArray>& inputs,
+                          google::protobuf::Map<std::string, v1::Tensor>* out);
   std::unique_ptr<grpc::ClientContext> Context() const;
   const ClientOptions options_;
   std::unique_ptr<v1::RnnServe::Stub> stub_;
@@ -43,5 +73,9 @@ class RnnServeClient {
 
 // Converts a response tensor to an array (float32 -> "<f4", int64 -> "<i8").
 NpyArray ToArray(const v1::Tensor& tensor);
+
+// Rows [begin, end) of an array as a tensor: int64 when `integer`, else float32.
+absl::StatusOr<v1::Tensor> ToTensor(const NpyArray& array, bool integer, int64_t begin = 0,
+                                    int64_t end = -1);
 
 }  // namespace rnnserve::client

@@ -19,6 +19,8 @@
 #include "client/client.h"
 #include "client/input_files.h"
 #include "client/npy.h"
+#include "client/cli_common.h"
+#include "client/cli_commands.h"
 
 namespace rnnserve::client {
 namespace {
@@ -32,60 +34,18 @@ constexpr char kUsage[] =
     "           FILE: .json (nested array, or {\"name\": array}), .npy, .npz or .csv\n"
     "  list     [--json]\n"
     "  metadata --model NAME [--version N] [--json]\n"
+    "  evaluate --model NAME --input [NAME=]FILE --target [NAME=]FILE [--sample-weight FILE]\n"
+    "           [--loss L] [--metrics m1,m2] [--batch-size N] [--lengths ...] [--json]\n"
+    "  stream   --model NAME --input [NAME=]FILE --chunk-steps N [--sequence-id ID]\n"
+    "           [--lengths ...] [--verbose] [--json]\n"
+    "  load     --model NAME      (re)load from the server's repository\n"
+    "  unload   --model NAME\n"
+    "  server   [--json]          server metadata\n"
+    "  inspect  FILE [--json]     the architecture rnnserve would run, without a server\n"
     "common flags: --server HOST:PORT (default 127.0.0.1:8500), --timeout-ms N\n";
-
-struct Args {
-  std::string command;
-  std::map<std::string, std::vector<std::string>> flags;
-  bool Has(const std::string& f) const { return flags.count(f) > 0; }
-  std::string Get(const std::string& f, const std::string& fallback = "") const {
-    auto it = flags.find(f);
-    return it == flags.end() || it->second.empty() ? fallback : it->second.back();
-  }
-};
-
-absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
-  if (argc < 2) return absl::InvalidArgumentError("missing command");
-  Args args;
-  args.command = argv[1];
-  for (int i = 2; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a.rfind("--", 0) != 0) return absl::InvalidArgumentError(absl::StrCat("unexpected '", a, "'"));
-    a = a.substr(2);
-    const size_t eq = a.find('=');
-    if (eq != std::string::npos) {
-      args.flags[a.substr(0, eq)].push_back(a.substr(eq + 1));
-    } else if (a == "json" || a == "help") {
-      args.flags[a].push_back("true");
-    } else if (i + 1 < argc) {
-      args.flags[a].push_back(argv[++i]);
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat("--", a, " needs a value"));
-    }
-  }
-  return args;
-}
-
-std::string TypeName(v1::DataType t) {
-  std::string n = v1::DataType_Name(t);
-  return n.rfind("TYPE_", 0) == 0 ? n.substr(5) : n;
-}
-
-Json Nest(const NpyArray& a, size_t depth, size_t* pos) {
-  Json out = Json::array();
-  if (depth == a.shape.size()) return a.values[(*pos)++];
-  for (int64_t i = 0; i < a.shape[depth]; ++i) out.push_back(Nest(a, depth + 1, pos));
-  return out;
-}
 
 std::string Dims(const google::protobuf::RepeatedField<int64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
-}
-
-int Fail(const absl::Status& s) {
-  std::fprintf(stderr, "error: %s: %s\n", absl::StatusCodeToString(s.code()).c_str(),
-               std::string(s.message()).c_str());
-  return 1;
 }
 
 int Predict(const Args& args, RnnServeClient& client) {
@@ -94,37 +54,15 @@ int Predict(const Args& args, RnnServeClient& client) {
     std::fputs("predict needs --model and --input\n", stderr);
     return 2;
   }
-  std::map<std::string, NpyArray> inputs;
-  for (const std::string& spec : args.flags.at("input")) {
-    const size_t eq = spec.find('=');
-    const std::string name = eq == std::string::npos ? "" : spec.substr(0, eq);
-    const std::string path = eq == std::string::npos ? spec : spec.substr(eq + 1);
-    auto arrays = ReadInputFile(path);
-    if (!arrays.ok()) return Fail(arrays.status());
-    for (auto& [key, array] : *arrays) {
-      // NAME=FILE names a file's single array; a file's own names are used otherwise.
-      const std::string input = !name.empty() ? name : key;
-      if (inputs.count(input)) {
-        return Fail(absl::InvalidArgumentError(absl::StrCat("input '", input, "' given twice")));
-      }
-      inputs[input] = std::move(array);
-    }
-  }
-  std::vector<int32_t> lengths;
-  if (args.Has("lengths")) {
-    for (absl::string_view part : absl::StrSplit(args.Get("lengths"), ',')) {
-      int32_t v;
-      if (!absl::SimpleAtoi(part, &v)) {
-        return Fail(absl::InvalidArgumentError(absl::StrCat("--lengths: '", part, "' is not an integer")));
-      }
-      lengths.push_back(v);
-    }
-  }
+  auto inputs = ReadNamedFiles(args, "input");
+  if (!inputs.ok()) return Fail(inputs.status());
+  auto lengths = IntList(args, "lengths");
+  if (!lengths.ok()) return Fail(lengths.status());
   int64_t version = 0;
   if (args.Has("version") && !absl::SimpleAtoi(args.Get("version"), &version)) {
     return Fail(absl::InvalidArgumentError("--version must be an integer"));
   }
-  auto resp = client.Predict(model, inputs, lengths, version);
+  auto resp = client.Predict(model, *inputs, *lengths, version);
   if (!resp.ok()) return Fail(resp.status());
 
   // Outputs in name order, which is stable across runs.
@@ -146,28 +84,16 @@ int Predict(const Args& args, RnnServeClient& client) {
     out["model"] = resp->model_spec().name();
     out["version"] = resp->model_spec().version();
     for (const auto& [name, a] : outputs) {
-      size_t pos = 0;
       out["outputs"][name] = {{"dtype", a.descr == "<i8" ? "INT64" : "FP32"},
                               {"shape", a.shape},
-                              {"data", Nest(a, 0, &pos)}};
+                              {"data", Nest(a)}};
     }
     std::printf("%s\n", out.dump().c_str());
     return 0;
   }
   std::printf("model %s version %lld\n", resp->model_spec().name().c_str(),
               static_cast<long long>(resp->model_spec().version()));
-  for (const auto& [name, a] : outputs) {
-    std::printf("%s: %s [%s]\n", name.c_str(), a.descr == "<i8" ? "INT64" : "FP32",
-                absl::StrJoin(a.shape, ",").c_str());
-    const int64_t cols = a.shape.empty() ? 1 : a.shape.back();
-    for (size_t r = 0; r * cols < a.values.size(); ++r) {
-      std::string row;
-      for (int64_t c = 0; c < cols; ++c) {
-        absl::StrAppend(&row, c ? ", " : "", absl::StrFormat("%.6g", a.values[r * cols + c]));
-      }
-      std::printf("  [%s]\n", row.c_str());
-    }
-  }
+  PrintArrays(outputs);
   if (args.Has("output")) std::printf("wrote %s\n", args.Get("output").c_str());
   return 0;
 }
@@ -264,6 +190,7 @@ int Main(int argc, char** argv) {
     std::fputs(kUsage, args.ok() ? stdout : stderr);
     return args.ok() ? 0 : 2;
   }
+  if (args->command == "inspect") return InspectCommand(*args);
   ClientOptions options;
   options.server = args->Get("server", options.server);
   if (args->Has("timeout-ms") && !absl::SimpleAtoi(args->Get("timeout-ms"), &options.timeout_ms)) {
@@ -273,6 +200,11 @@ int Main(int argc, char** argv) {
   if (args->command == "predict") return Predict(*args, client);
   if (args->command == "list") return List(*args, client);
   if (args->command == "metadata") return Metadata(*args, client);
+  if (args->command == "evaluate") return EvaluateCommand(*args, client);
+  if (args->command == "stream") return StreamCommand(*args, client);
+  if (args->command == "load") return LoadCommand(*args, client);
+  if (args->command == "unload") return UnloadCommand(*args, client);
+  if (args->command == "server") return ServerCommand(*args, client);
   std::fprintf(stderr, "unknown command '%s'\n%s", args->command.c_str(), kUsage);
   return 2;
 }

@@ -15,9 +15,10 @@ APT_BUILD=(
   libabsl-dev libeigen3-dev libhdf5-dev nlohmann-json3-dev libzip-dev
 )
 APT_TEST=(
-  libgtest-dev libgmock-dev libbenchmark-dev libonnx-testdata python3 python3-pip
+  libgtest-dev libgmock-dev libbenchmark-dev libonnx-testdata python3 python3-pip prometheus
 )
-PIP_TEST=(numpy)
+# PyPI packages the tests use, as module:package.
+PIP_TEST=(numpy:numpy grpc:grpcio grpc_tools:grpcio-tools)
 
 packages=("${APT_BUILD[@]}")
 [ "$mode" = "--serve" ] || packages+=("${APT_TEST[@]}")
@@ -49,8 +50,8 @@ fi
 
 if [ "$mode" != "--serve" ]; then
   pip_missing=()
-  for p in "${PIP_TEST[@]}"; do
-    python3 -c "import $p" 2>/dev/null || pip_missing+=("$p")
+  for entry in "${PIP_TEST[@]}"; do
+    python3 -c "import ${entry%%:*}" 2>/dev/null || pip_missing+=("${entry#*:}")
   done
   if [ "${#pip_missing[@]}" -gt 0 ]; then
     echo "install_deps: installing PyPI packages: ${pip_missing[*]}"

@@ -12,6 +12,9 @@
 #include "absl/strings/str_cat.h"
 #include "server/flags.h"
 #include "server/log.h"
+#include "server/metrics/exposer.h"
+#include "server/metrics/grpc_interceptor.h"
+#include "server/metrics/server_metrics.h"
 #include "server/model_repository.h"
 #include "server/rnnserve_service.h"
 
@@ -45,6 +48,21 @@ int Main(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  // Metrics first, so a scrape during a long model load already answers.
+  std::unique_ptr<metrics::Exposer> exposer;
+  if (flags->metrics_port != 0) {
+    metrics::ExposerOptions options;
+    options.host = flags->host;
+    options.port = flags->metrics_port;
+    auto e = metrics::Exposer::Start(&metrics::ServerMetrics::Global().registry(), options);
+    if (!e.ok()) {
+      LogError(e.status().message());
+      return 1;
+    }
+    exposer = std::move(*e);
+    LogInfo(absl::StrCat("metrics on http://", flags->host, ":", exposer->port(), "/metrics"));
+  }
+
   auto repository = ModelRepository::Open(flags->model_repository);
   if (!repository.ok()) {
     LogError(repository.status().message());
@@ -53,7 +71,23 @@ int Main(int argc, char** argv) {
   LogInfo(absl::StrCat((*repository)->ready_models(), " model(s) ready from ",
                        flags->model_repository));
 
-  RnnServeService service(repository->get());
+  (*repository)->StartPolling(flags->repository_poll_seconds);
+  auto sequences = SequenceManager::Create(
+      {.observer = [](const Servable* servable, bool started) {
+        if (servable == nullptr) return;
+        metrics::ModelMetrics* m = metrics::ServerMetrics::Global().Find(servable->name(), servable->version());
+        if (m == nullptr) return;
+        if (started) {
+          m->SequenceStarted();
+        } else {
+          m->SequenceEnded();
+        }
+      }});
+  if (!sequences.ok()) {
+    LogError(sequences.status().message());
+    return 1;
+  }
+  RnnServeService service(repository->get(), sequences->get());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -63,6 +97,8 @@ int Main(int argc, char** argv) {
   builder.SetMaxReceiveMessageSize(static_cast<int>(flags->max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(flags->max_message_bytes));
   builder.RegisterService(&service);
+  builder.experimental().SetInterceptorCreators(
+      metrics::NewInterceptorFactories(&metrics::ServerMetrics::Global()));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || bound_port == 0) {
     LogError(absl::StrCat("cannot listen on ", address));

@@ -10,6 +10,8 @@
 #include "models/model_loader.h"
 #include "server/batch_util.h"
 #include "server/log.h"
+#include "server/metrics/batch_timesteps.h"
+#include "server/metrics/server_metrics.h"
 
 namespace rnnserve::server {
 namespace {
@@ -68,6 +70,36 @@ engine::Batch ProbeBatch(const std::vector<TensorSignature>& inputs, int64_t B, 
   return batch;
 }
 
+// Chunked execution equals whole-sequence execution only when every layer is causal: it sees
+// no future step and carries history only in recurrent state.
+absl::Status CheckStreamable(const engine::Model& model) {
+  for (const engine::Layer& layer : model.layers) {
+    const engine::LayerSpec& spec = layer.spec;
+    std::string why;
+    if (const auto* r = std::get_if<engine::RecurrentSpec>(&spec)) {
+      if (r->directions.size() != 1 || r->directions[0].reverse) {
+        why = "runs backwards over the sequence (bidirectional or reverse)";
+      }
+    } else if (const auto* sm = std::get_if<engine::SoftmaxSpec>(&spec)) {
+      if (sm->axis != -1) why = "normalises over an axis other than the features";
+    } else if (!(std::holds_alternative<engine::DenseSpec>(spec) ||
+                 std::holds_alternative<engine::MaskingSpec>(spec) ||
+                 std::holds_alternative<engine::EmbeddingSpec>(spec) ||
+                 std::holds_alternative<engine::ActivationSpec>(spec) ||
+                 std::holds_alternative<engine::IdentitySpec>(spec) ||
+                 std::holds_alternative<engine::BatchNormSpec>(spec) ||
+                 std::holds_alternative<engine::LayerNormSpec>(spec))) {
+      why = "needs the whole sequence at once";
+    }
+    if (!why.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "layer '", layer.name, "' (", layer.source_class, ") ", why,
+          ": StreamPredict needs a model whose layers are all causal; use Predict"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Servable>> Servable::Load(const std::string& model_dir,
@@ -86,6 +118,7 @@ absl::StatusOr<std::unique_ptr<Servable>> Servable::Load(const std::string& mode
   auto model = models::LoadModelFile(*file, options);
   if (!model.ok()) return model.status();
   s->model_ = std::move(*model);
+  s->streamable_ = CheckStreamable(s->model_);
   auto training = models::ReadTrainingConfig(*file);
   if (training.ok()) {
     s->training_ = std::move(*training);
@@ -246,6 +279,10 @@ absl::Status Servable::ProbeSignature() {
 
 absl::Status Servable::RunOnInstance(const engine::Batch& batch,
                                      std::vector<engine::Tensor>* out) const {
+  // metrics: nullptr until the repository reports the version loaded (the load probes).
+  metrics::ModelMetrics* const m = metrics::ServerMetrics::Global().Find(name(), version_);
+  const absl::Time queued = absl::Now();
+  if (m != nullptr) m->QueueEntered();
   int index;
   {
     absl::MutexLock lock(&mu_);
@@ -254,7 +291,17 @@ absl::Status Servable::RunOnInstance(const engine::Batch& batch,
     index = free_.back();
     free_.pop_back();
   }
+  const absl::Time started = absl::Now();
+  if (m != nullptr) m->QueueLeft(started - queued);
   const absl::Status s = instances_[index]->Run(batch, out);
+  if (m != nullptr && s.ok()) {
+    const metrics::Timesteps steps = metrics::CountTimesteps(batch);
+    m->RecordBatch({.engine = instance_info_[index].engine,
+                    .batch_size = steps.batch_size,
+                    .real_timesteps = steps.real,
+                    .computed_timesteps = steps.computed,
+                    .compute = absl::Now() - started});
+  }
   absl::MutexLock lock(&mu_);
   free_.push_back(index);
   return s;

@@ -11,3 +11,21 @@ target_link_libraries(predict_integration_test PRIVATE rnnserve_server_process)
 rnnserve_test(evaluate_integration_test integration
   ${CMAKE_CURRENT_LIST_DIR}/evaluate_integration_test.cc)
 target_link_libraries(evaluate_integration_test PRIVATE rnnserve_server_process)
+
+rnnserve_test(repository_integration_test integration
+  ${CMAKE_CURRENT_LIST_DIR}/repository_integration_test.cc)
+target_link_libraries(repository_integration_test PRIVATE rnnserve_server_process)
+
+rnnserve_test(stream_integration_test integration
+  ${CMAKE_CURRENT_LIST_DIR}/stream_integration_test.cc)
+target_link_libraries(stream_integration_test PRIVATE rnnserve_server_process)
+
+rnnserve_test(errors_integration_test integration
+  ${CMAKE_CURRENT_LIST_DIR}/errors_integration_test.cc)
+target_link_libraries(errors_integration_test PRIVATE rnnserve_server_process)
+
+add_test(NAME PythonClient.PredictEvaluateStreamMatchKeras
+  COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/python_client_test.py ${PROJECT_SOURCE_DIR}
+          $<TARGET_FILE:rnnserve>)
+set_tests_properties(PythonClient.PredictEvaluateStreamMatchKeras PROPERTIES
+  LABELS integration SKIP_RETURN_CODE 77 TIMEOUT 120)

@@ -1,7 +1,10 @@
 // The real rnnserve binary on a loopback port, called through the C++ client and through
 // rnnserve-cli, against Keras's own predictions for the example model.
 
+#include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <filesystem>
 
 #include "client/client.h"
@@ -195,6 +198,107 @@ TEST_F(ExampleServerTest, ServerKeepsServingAfterBadRequests) {
   PredictStatus(Request(1, 0, 2)).IgnoreError();
   ASSERT_TRUE(server_->Alive());
   ExpectGoodAnswer();
+}
+
+TEST_F(ExampleServerTest, CliEvaluateMatchesTheLossOfKerasPredictions) {
+  std::string log;
+  const std::string dir = SourcePath("tests/fixtures/example/");
+  const std::string labels =
+      (std::filesystem::temp_directory_path() / ("labels_" + std::to_string(getpid()) + ".json"))
+          .string();
+  std::ofstream(labels) << "[0, 1, 2]";
+  ASSERT_EQ(RunCommand({RNNSERVE_CLI_BIN, "evaluate", "--server", server_->address(), "--model",
+                        "waveform_lstm", "--input", dir + "input.npy", "--target", labels,
+                        "--batch-size", "2", "--json"},
+                       &log),
+            0)
+      << log;
+  const auto out = nlohmann::json::parse(log);
+  const client::NpyArray p = LoadNpy("tests/fixtures/example/expected.npy");
+  const double want = -(std::log(p.values[0]) + std::log(p.values[4]) + std::log(p.values[8])) / 3;
+  EXPECT_NEAR(out["loss"].get<double>(), want, 1e-5 * want);
+  EXPECT_EQ(out["samples"].get<int>(), 3);
+  EXPECT_EQ(out["loss_name"].get<std::string>(), "sparse_categorical_crossentropy");
+  std::remove(labels.c_str());
+}
+
+TEST_F(ExampleServerTest, CliStreamChunksEqualKeras) {
+  std::string log;
+  ASSERT_EQ(RunCommand({RNNSERVE_CLI_BIN, "stream", "--server", server_->address(), "--model",
+                        "waveform_lstm", "--input", SourcePath("tests/fixtures/example/input.npy"),
+                        "--chunk-steps", "6", "--lengths", "40,25,12", "--json"},
+                       &log),
+            0)
+      << log;
+  const auto out = nlohmann::json::parse(log);
+  const client::NpyArray want = LoadNpy("tests/fixtures/example/expected.npy");
+  ASSERT_EQ(out.size(), 3u);
+  for (int b = 0; b < 3; ++b) {
+    const auto& row = out[b]["outputs"]["probabilities"]["data"][0];
+    for (int c = 0; c < 3; ++c) EXPECT_NEAR(row[c].get<double>(), want.values[b * 3 + c], 1e-5);
+  }
+}
+
+TEST_F(ExampleServerTest, CliLoadUnloadAndServer) {
+  std::string log;
+  ASSERT_EQ(RunCommand({RNNSERVE_CLI_BIN, "server", "--server", server_->address()}, &log), 0) << log;
+  EXPECT_NE(log.find("rnnserve"), std::string::npos) << log;
+  ASSERT_EQ(RunCommand({RNNSERVE_CLI_BIN, "load", "--server", server_->address(), "--model",
+                        "waveform_lstm"},
+                       &log),
+            0)
+      << log;
+  EXPECT_NE(log.find("waveform_lstm READY versions [1]"), std::string::npos) << log;
+  EXPECT_EQ(RunCommand({RNNSERVE_CLI_BIN, "unload", "--server", server_->address(), "--model",
+                        "nothing_here"},
+                       &log),
+            1);
+  EXPECT_NE(log.find("NOT_FOUND"), std::string::npos) << log;
+}
+
+TEST(CliInspect, DescribesTheExampleWithoutAServer) {
+  std::string log;
+  ASSERT_EQ(RunCommand({RNNSERVE_CLI_BIN, "inspect",
+                        SourcePath("models/examples/waveform_lstm/1/model.h5")},
+                       &log),
+            0)
+      << log;
+  EXPECT_NE(log.find("LSTM in=2 units=32 forward act=sigmoid/tanh/tanh return_sequences"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("gpu: cuDNN"), std::string::npos) << log;
+  EXPECT_NE(log.find("Dense 16->3 softmax"), std::string::npos) << log;
+}
+
+TEST(CliInspect, DescribesTheFiveRealKerasFiles) {
+  const std::string dir = SharedModelsDir();
+  if (dir.empty()) GTEST_SKIP() << "../shared/models/keras-real is absent";
+  struct Want {
+    const char* file;
+    std::vector<std::string> lines;
+  };
+  const std::vector<Want> wants = {
+      {"aind_nlp_gru_timedistributed.h5",
+       {"GRU in=1 units=64 forward act=hard_sigmoid(0.2x+0.5)/tanh reset_after=0",
+        "not cuDNN: GRU activations hard_sigmoid", "Dense 64->344 softmax"}},
+      {"arabic_sentiment_lstm.h5",
+       {"LSTM in=200 units=100 forward act=hard_sigmoid(0.2x+0.5)/tanh/tanh", "Dense 100->3 sigmoid"}},
+      {"elec_gru3_reset_after.h5",
+       {"GRU in=105 units=64 forward act=sigmoid/tanh reset_after=1", "gpu: cuDNN"}},
+      {"k3_sensor_bilstm.h5",
+       {"LSTM in=1 units=64 bidirectional merge=concat", "Dense 16->1 sigmoid",
+        "identity at inference"}},
+      {"k3_weather_lstm2.keras",
+       {"LSTM in=20 units=128 forward act=sigmoid/tanh/tanh return_sequences",
+        "LSTM in=128 units=64", "Dense 32->1 linear"}},
+  };
+  for (const Want& w : wants) {
+    std::string log;
+    ASSERT_EQ(RunCommand({RNNSERVE_CLI_BIN, "inspect", dir + "/" + w.file}, &log), 0) << log;
+    for (const std::string& line : w.lines) {
+      EXPECT_NE(log.find(line), std::string::npos) << w.file << " lacks '" << line << "':\n" << log;
+    }
+  }
 }
 
 TEST(ServerLifecycle, SigtermShutsDownCleanly) {

@@ -1,0 +1,124 @@
+"""rnnserve.v1 over gRPC with numpy arrays."""
+import os
+import sys
+
+import grpc
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "_gen"))
+from rnnserve.v1 import model_config_pb2 as cfg  # noqa: E402
+from rnnserve.v1 import rnnserve_pb2 as pb  # noqa: E402
+from rnnserve.v1 import rnnserve_pb2_grpc as pb_grpc  # noqa: E402
+
+
+class RnnServeError(RuntimeError):
+    """A request the server refused: `code` is the grpc.StatusCode, the message says why."""
+
+    def __init__(self, code, message):
+        super().__init__(f"{code.name}: {message}")
+        self.code = code
+
+
+def _to_tensor(array, integer):
+    a = np.asarray(array)
+    t = pb.Tensor(shape=list(a.shape))
+    if integer:
+        t.dtype = cfg.TYPE_INT64
+        t.raw_content = np.ascontiguousarray(a, dtype="<i8").tobytes()
+    else:
+        t.dtype = cfg.TYPE_FP32
+        t.raw_content = np.ascontiguousarray(a, dtype="<f4").tobytes()
+    return t
+
+
+def _to_array(t):
+    shape = tuple(t.shape)
+    if t.dtype in (cfg.TYPE_INT64, cfg.TYPE_INT32):
+        if t.raw_content:
+            dt = "<i8" if t.dtype == cfg.TYPE_INT64 else "<i4"
+            return np.frombuffer(t.raw_content, dtype=dt).reshape(shape)
+        vals = list(t.int64_val) or list(t.int_val)
+        return np.array(vals, dtype=np.int64).reshape(shape)
+    if t.raw_content:
+        return np.frombuffer(t.raw_content, dtype="<f4").reshape(shape)
+    return np.array(t.float_val, dtype=np.float32).reshape(shape)
+
+
+class Client:
+    def __init__(self, server="127.0.0.1:8500", timeout=30.0, max_message_bytes=64 << 20):
+        opts = [("grpc.max_send_message_length", max_message_bytes),
+                ("grpc.max_receive_message_length", max_message_bytes)]
+        self._channel = grpc.insecure_channel(server, options=opts)
+        self._stub = pb_grpc.RnnServeStub(self._channel)
+        self._timeout = timeout
+        self._meta = {}
+
+    def _call(self, method, request):
+        try:
+            return method(request, timeout=self._timeout)
+        except grpc.RpcError as e:
+            raise RnnServeError(e.code(), e.details()) from None
+
+    def metadata(self, model, version=0):
+        spec = pb.ModelSpec(name=model, version=version)
+        return self._call(self._stub.ModelMetadata, pb.ModelMetadataRequest(model_spec=spec))
+
+    def list_models(self):
+        return self._call(self._stub.ListModels, pb.ListModelsRequest()).models
+
+    def _inputs(self, model, inputs, version):
+        meta = self._meta.get((model, version)) or self.metadata(model, version)
+        self._meta[(model, version)] = meta
+        if not isinstance(inputs, dict):
+            if len(meta.inputs) != 1:
+                raise ValueError(f"model {model!r} has {len(meta.inputs)} inputs: pass a dict")
+            inputs = {meta.inputs[0].name: inputs}
+        kinds = {i.name: i.dtype == cfg.TYPE_INT64 for i in meta.inputs}
+        return {name: _to_tensor(a, kinds.get(name, False)) for name, a in inputs.items()}
+
+    def predict(self, model, inputs, lengths=None, version=0):
+        """inputs: an array (single-input models) or {name: array}. Returns {name: array}."""
+        req = pb.PredictRequest(model_spec=pb.ModelSpec(name=model, version=version),
+                                lengths=list(lengths or []))
+        for name, t in self._inputs(model, inputs, version).items():
+            req.inputs[name].CopyFrom(t)
+        resp = self._call(self._stub.Predict, req)
+        return {name: _to_array(t) for name, t in resp.outputs.items()}
+
+    def evaluate(self, model, inputs, targets, sample_weight=None, loss="", metrics=(),
+                 version=0):
+        """Loss and metrics as Keras's model.evaluate(..., return_dict=True) gives them."""
+        req = pb.EvaluateRequest(model_spec=pb.ModelSpec(name=model, version=version), loss=loss,
+                                 metrics=list(metrics))
+        for name, t in self._inputs(model, inputs, version).items():
+            req.inputs[name].CopyFrom(t)
+        targets = np.asarray(targets)
+        req.targets["target"].CopyFrom(_to_tensor(targets, np.issubdtype(targets.dtype, np.integer)))
+        if sample_weight is not None:
+            req.sample_weight.CopyFrom(_to_tensor(sample_weight, False))
+        resp = self._call(self._stub.Evaluate, req)
+        out = {"loss": resp.loss}
+        out.update(resp.metrics)
+        return out
+
+    def stream(self, model, chunks, sequence_id=1):
+        """Sends the chunks ([1, T_i, F] arrays) of one sequence; yields each chunk's outputs."""
+        chunks = list(chunks)
+        meta = self.metadata(model)
+        name = meta.inputs[0].name
+        integer = meta.inputs[0].dtype == cfg.TYPE_INT64
+
+        def requests():
+            for i, c in enumerate(chunks):
+                r = pb.StreamPredictRequest(model_spec=pb.ModelSpec(name=model),
+                                            sequence_id=sequence_id, start=i == 0,
+                                            end=i == len(chunks) - 1)
+                r.inputs[name].CopyFrom(_to_tensor(c, integer))
+                yield r
+
+        for resp in self._stub.StreamPredict(requests(), timeout=self._timeout):
+            if resp.error_code:
+                raise RnnServeError(grpc.StatusCode(
+                    [s for s in grpc.StatusCode if s.value[0] == resp.error_code][0].value),
+                    resp.error_message)
+            yield {n: _to_array(t) for n, t in resp.outputs.items()}

@@ -1,0 +1,170 @@
+#pragma once
+
+// rnnserve's metrics (the names of DESIGN.md, Prometheus conventions: base units, `_total`
+// counters, histograms on by default), and the recording interface the request path calls.
+//
+// Families (labels in braces):
+//   rnnserve_requests_total{model,version,method,code}          counter
+//   rnnserve_request_duration_seconds{model,version,method}     histogram, 10 µs .. 10 s
+//   rnnserve_queue_duration_seconds{model,version}              histogram, 10 µs .. 10 s
+//   rnnserve_compute_duration_seconds{model,version,engine}     histogram, 10 µs .. 10 s
+//   rnnserve_batch_size{model,version}                          histogram, 1 .. 1024
+//   rnnserve_batch_timesteps_real_total{model,version}          counter
+//   rnnserve_batch_timesteps_computed_total{model,version}      counter (padding included)
+//   rnnserve_queue_depth{model,version}                         gauge
+//   rnnserve_queue_capacity{model,version}                      gauge, 0: unbounded
+//   rnnserve_inflight_requests{model,version}                   gauge
+//   rnnserve_sequences_active{model,version}                    gauge
+//   rnnserve_model_loaded{model,version}                        gauge, 1 or 0
+//   rnnserve_model_load_duration_seconds{model,version}         gauge, the last load
+//   rnnserve_model_memory_bytes{model,version,engine}           gauge, weights + scratch
+//   process_cpu_seconds_total, process_resident_memory_bytes, ... (see process_metrics.h)
+//
+// Every series of a model version exists, at zero, from the moment ModelLoaded() returns.
+// Labels are bounded: `model` and `version` come from the repository, never from a request
+// (a request for an unknown model is counted with model="" and version=""); `method` is a
+// gRPC method name of our services; `code` a gRPC status code name; `engine` an engine name.
+//
+// RECORDING INTERFACE (for schedulers: Servable::Run today, the dynamic batcher next).
+// Resolve the ModelMetrics once (ServerMetrics::Global().Find(name, version), kept with the
+// servable or the scheduler; it never dangles), then per event, from any thread, lock-free:
+//   QueueEntered()          a request joins the queue            (queue_depth +1)
+//   QueueLeft(waited)       it leaves for a batch, or is dropped (queue_depth -1, and the
+//                           wait is observed in queue_duration)
+//   RecordBatch(stats)      one CompiledModel::Run: batch size, real and computed (padded)
+//                           timesteps, compute time per engine
+//   SetQueueCapacity(n)     the queue limit, once at start (RESOURCE_EXHAUSTED beyond it)
+//   SequenceStarted()/SequenceEnded()   stateful sequences held on the server
+// Request counts, durations and in-flight are recorded by the gRPC interceptor
+// (grpc_interceptor.h) for every service; a scheduler does not record them.
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "server/metrics/registry.h"
+
+namespace rnnserve::server::metrics {
+
+// What one engine call did.
+struct BatchStats {
+  std::string engine;              // CompiledModel::engine_name(): "cpu", "cuda"
+  int64_t batch_size = 0;          // sequences in the call
+  int64_t real_timesteps = 0;      // sum of the sequences' own lengths
+  int64_t computed_timesteps = 0;  // batch_size x the padded length the engine was handed
+  absl::Duration compute;          // wall time of CompiledModel::Run
+};
+
+// A loaded model version, as the repository reports it.
+struct ModelLoadInfo {
+  std::string name;
+  int64_t version = 0;
+  absl::Duration load_duration;
+  std::vector<std::string> engines;   // one per instance: "cpu", "cuda"
+  std::vector<int64_t> memory_bytes;  // one per instance, CompiledModel::memory_bytes()
+};
+
+struct Families;
+
+class ModelMetrics {
+ public:
+  // `serving`: false for the recorder of unmatched requests, which has request series only
+  // (no queue, batch or gauge series under model="").
+  ModelMetrics(const Families* families, std::string model, std::string version, bool serving);
+
+  void QueueEntered();
+  void QueueLeft(absl::Duration waited);
+  void SetQueueCapacity(int64_t capacity);
+  void RecordBatch(const BatchStats& stats);
+  void SequenceStarted();
+  void SequenceEnded();
+
+  // For the gRPC interceptor: one RequestStarted() per RequestFinished().
+  void RequestStarted();
+  void RequestFinished(absl::string_view method, absl::StatusCode code, absl::Duration duration);
+  // A request whose model was never resolved (counted, not in flight).
+  void RequestCounted(absl::string_view method, absl::StatusCode code, absl::Duration duration);
+
+  // Creates the series of `engine` (compute time) at zero.
+  void AddEngine(const std::string& engine);
+
+ private:
+  friend class ServerMetrics;  // creates a loaded version's request series at zero
+  // Method names whose series are resolved once and then updated without a lock.
+  static constexpr std::array<absl::string_view, 8> kCachedMethods = {
+      "Predict",    "StreamPredict", "Evaluate",   "EvaluateStream",
+      "ModelInfer", "ModelMetadata", "ModelReady", "ListModels"};
+  static constexpr int kCodes = 17;  // gRPC codes OK (0) .. UNAUTHENTICATED (16)
+  struct MethodSeries {
+    std::atomic<Histogram*> duration{nullptr};
+    std::array<std::atomic<Counter*>, kCodes> requests{};
+  };
+  Counter& RequestCounter(absl::string_view method, absl::StatusCode code);
+  Histogram& RequestDuration(absl::string_view method);
+  Histogram& ComputeDuration(const std::string& engine);
+
+  const Families* const families_;
+  const std::string model_;
+  const std::string version_;
+  // Null when !serving; the recording calls then do nothing.
+  Histogram* const queue_duration_;
+  Histogram* const batch_size_;
+  Counter* const real_timesteps_;
+  Counter* const computed_timesteps_;
+  Gauge* const queue_depth_;
+  Gauge* const queue_capacity_;
+  Gauge* const inflight_;
+  Gauge* const sequences_active_;
+  // Per kCachedMethods entry; a pointer once set never changes (families own the series).
+  std::array<MethodSeries, kCachedMethods.size()> methods_;
+  // Per kCachedEngines entry, like methods_; other engine names take a family lookup.
+  static constexpr std::array<absl::string_view, 2> kCachedEngines = {"cpu", "cuda"};
+  std::array<std::atomic<Histogram*>, kCachedEngines.size()> compute_{};
+};
+
+class ServerMetrics {
+ public:
+  ServerMetrics();
+  ~ServerMetrics();
+  // The process's metrics, served by the exposer in main.cc.
+  static ServerMetrics& Global();
+
+  const Registry& registry() const { return registry_; }
+
+  // A version finished loading: rnnserve_model_loaded 1, its load duration, memory per engine,
+  // and every series of the version at zero. Returns the version's recorder.
+  ModelMetrics& ModelLoaded(const ModelLoadInfo& info) ABSL_LOCKS_EXCLUDED(mu_);
+  // A version failed to load (version 0: the model's config failed before any version):
+  // rnnserve_model_loaded 0.
+  void ModelLoadFailed(const std::string& name, int64_t version) ABSL_LOCKS_EXCLUDED(mu_);
+  // A version was unloaded: rnnserve_model_loaded 0, and Find() no longer returns it. Its
+  // counters stay (counters never go back).
+  void ModelUnloaded(const std::string& name, int64_t version) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The recorder of a loaded version; version 0: the newest loaded. nullptr when not loaded.
+  ModelMetrics* Find(absl::string_view name, int64_t version) const ABSL_LOCKS_EXCLUDED(mu_);
+  // The recorder for requests that name no loaded model (model="", version="").
+  ModelMetrics& unmatched() { return *unmatched_; }
+
+ private:
+  Registry registry_;
+  std::unique_ptr<Families> families_;
+  std::unique_ptr<ModelMetrics> unmatched_;
+  mutable absl::Mutex mu_;
+  struct Version {
+    std::unique_ptr<ModelMetrics> metrics;  // never freed: recorders must not dangle
+    bool loaded = false;
+  };
+  std::map<std::string, std::map<int64_t, Version>, std::less<>> models_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace rnnserve::server::metrics

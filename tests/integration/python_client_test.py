@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""The thin Python client against the real server: predict, evaluate and stream on the example
+model give Keras's numbers. Exits 77 (skipped) when grpcio/grpcio-tools/numpy are missing."""
+import os
+import socket
+import subprocess
+import sys
+import time
+
+ROOT, SERVER = sys.argv[1], sys.argv[2]
+try:
+    import numpy as np
+    import grpc  # noqa: F401
+    import grpc_tools  # noqa: F401
+except ImportError as e:
+    print(f"SKIPPED: {e} (pip install numpy grpcio grpcio-tools)")
+    sys.exit(77)
+
+subprocess.run([os.path.join(ROOT, "client/python/build_stubs.sh")], check=True)
+sys.path.insert(0, os.path.join(ROOT, "client/python"))
+from rnnserve_client import Client, RnnServeError  # noqa: E402
+
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+port = s.getsockname()[1]
+s.close()
+proc = subprocess.Popen([SERVER, "--model-repository", os.path.join(ROOT, "models/examples"),
+                         "--port", str(port), "--metrics-port", "0", "--log-level", "warning"])
+try:
+    c = Client(f"127.0.0.1:{port}", timeout=10)
+    for _ in range(200):
+        try:
+            c.list_models()
+            break
+        except RnnServeError:
+            time.sleep(0.05)
+    x = np.load(os.path.join(ROOT, "tests/fixtures/example/input.npy"))
+    want = np.load(os.path.join(ROOT, "tests/fixtures/example/expected.npy"))
+    got = c.predict("waveform_lstm", x)["probabilities"]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+    result = c.evaluate("waveform_lstm", x, np.array([0, 1, 2]))
+    manual = -np.mean(np.log(np.clip(want[np.arange(3), [0, 1, 2]], 1e-7, 1 - 1e-7)))
+    assert abs(result["loss"] - manual) < 1e-5 * manual, (result, manual)
+    assert "accuracy" in result, result
+
+    chunks = [x[2:3, i:i + 5] for i in range(0, 12, 5)]  # sequence 2 has 12 real steps
+    outs = list(c.stream("waveform_lstm", chunks, sequence_id=9))
+    np.testing.assert_allclose(outs[-1]["probabilities"][0], want[2], rtol=1e-5, atol=1e-6)
+
+    try:
+        c.predict("waveform_lstm", np.zeros((1, 4, 3), np.float32))
+        raise AssertionError("a wrong shape was accepted")
+    except RnnServeError as e:
+        assert e.code.name == "INVALID_ARGUMENT" and "expected [?,?,2]" in str(e), e
+    print("python client: 4 passed, 0 failed")
+finally:
+    proc.terminate()
+    proc.wait(timeout=20)
