@@ -26,15 +26,23 @@ SHAPES = [  # (cell, B, T, I, H)
 ]
 
 
+def cpu_seconds(who=None):
+    import resource
+    r = resource.getrusage(resource.RUSAGE_SELF if who is None else who)
+    return r.ru_utime + r.ru_stime
+
+
 def median_ms(fn, reps):
+    """Median wall ms, and CPU ms (all threads, user + sys) per run."""
     for _ in range(3):
         fn()
     times = []
+    c0 = cpu_seconds()
     for _ in range(reps):
         t0 = time.perf_counter()
         fn()
         times.append((time.perf_counter() - t0) * 1e3)
-    return float(np.median(times))
+    return float(np.median(times)), (cpu_seconds() - c0) / reps * 1e3
 
 
 def make_case(cell, B, T, I, H, rng):
@@ -101,14 +109,53 @@ def keras_runner(cell, c):
 
 
 def ours(binary, cell, path, reps, threads, dump=None):
-    env = dict(os.environ)
-    if dump:
-        env["RNNSERVE_BENCH_DUMP"] = dump
-    out = subprocess.run([binary, "--case", path, "--cell", cell, "--reps", str(reps),
-                          "--threads", str(threads)], check=True, capture_output=True,
-                         text=True, env=env).stdout
-    fields = dict(kv.split("=") for kv in out.split())
-    return float(fields["median_ms"]), int(fields["bytes"])
+    """Median wall ms, CPU ms per run (from two runs of different lengths, so loading the case
+    and packing the weights cancel out), and bytes per compiled instance."""
+    import resource
+    results, cpu = [], []
+    for n in (reps, 2 * reps):
+        env = dict(os.environ)
+        if dump:
+            env["RNNSERVE_BENCH_DUMP"] = dump
+        c0 = cpu_seconds(resource.RUSAGE_CHILDREN)
+        out = subprocess.run([binary, "--case", path, "--cell", cell, "--reps", str(n),
+                              "--threads", str(threads)], check=True, capture_output=True,
+                             text=True, env=env).stdout
+        cpu.append(cpu_seconds(resource.RUSAGE_CHILDREN) - c0)
+        results.append(dict(kv.split("=") for kv in out.split()))
+    fields = results[1]
+    return (float(fields["median_ms"]), (cpu[1] - cpu[0]) / reps * 1e3, int(fields["bytes"]))
+
+
+NUMPY_GEMM = """
+import resource, numpy as np
+def cpu():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_utime
+for m, n, k in [(6400, 2048, 512), (64, 1024, 512), (1, 1024, 512)]:
+    a = np.random.rand(m, k).astype(np.float32); b = np.random.rand(k, n).astype(np.float32)
+    a @ b
+    reps = 3 if m > 1000 else 300
+    t = cpu()
+    for _ in range(reps):
+        a @ b
+    print(f"{m} {n} {k} {2 * m * n * k * reps / (cpu() - t) / 1e9:.1f}")
+"""
+
+
+def gemm_table(binary):
+    """Single-threaded GEMM GFLOP/s: our panel GEMM, Eigen, and OpenBLAS (numpy's, one thread,
+    OPENBLAS_CORETYPE unset so it picks its native kernel), in CPU time."""
+    ours = subprocess.run([binary, "--gemm"], check=True, capture_output=True, text=True).stdout
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
+    env["OPENBLAS_NUM_THREADS"] = "1"
+    blas = subprocess.run([sys.executable, "-c", NUMPY_GEMM], check=True, capture_output=True,
+                          text=True, env=env).stdout.split("\n")
+    rows = []
+    for line, b in zip(ours.strip().split("\n"), blas):
+        f = dict(kv.split("=") for kv in line.split()[1:])
+        rows.append((int(f["m"]), int(f["n"]), int(f["k"]), float(f["ours_gflops"]),
+                     float(f["eigen_gflops"]), float(b.split()[3])))
+    return rows
 
 
 def main():
@@ -129,9 +176,13 @@ def main():
     bw = subprocess.run([args.binary, "--bandwidth", "--threads", str(args.threads)],
                         check=True, capture_output=True, text=True).stdout
     read_gbps = float(bw.strip().split("=")[1])
+    gemm = gemm_table(args.binary)
+    for m, n, k, o, e, b in gemm:
+        print(f"gemm [{m}x{k}]x[{k}x{n}] 1 thread: ours {o:.1f}, Eigen {e:.1f}, OpenBLAS {b:.1f} GFLOP/s")
     rows = []
     header = (f"{'cell':5} {'B':>3} {'T':>4} {'I':>5} {'H':>5} | {'ours ms':>8} {'ort ms':>8} "
-              f"{'tf ms':>8} | {'x ort':>6} {'x tf':>6} | {'max|diff|':>9} {'bytes':>10}")
+              f"{'tf ms':>8} | {'x ort':>6} {'x tf':>6} | cpu ms {'ours':>7} {'ort':>7} {'tf':>7} "
+              f"| {'max|diff|':>9} {'bytes':>10}")
     print(f"read bandwidth {read_gbps:.1f} GB/s, {args.threads} threads")
     print(header)
     with tempfile.TemporaryDirectory() as tmp:
@@ -144,17 +195,18 @@ def main():
             dump = os.path.join(tmp, "ours.npz")
             ort_run, ort_out = ort_runner(cell, c, args.threads)
             tf_run, tf_out = keras_runner(cell, c)
-            ours_ms, nbytes = ours(args.binary, cell, path, args.reps, args.threads, dump)
+            ours_ms, ours_cpu, nbytes = ours(args.binary, cell, path, args.reps, args.threads,
+                                             dump)
             y = np.load(dump)["y"]
             diff = max(float(np.max(np.abs(y - ort_out()))), float(np.max(np.abs(y - tf_out()))))
-            ort_ms = median_ms(ort_run, args.reps)
-            tf_ms = median_ms(tf_run, args.reps)
+            ort_ms, ort_cpu = median_ms(ort_run, args.reps)
+            tf_ms, tf_cpu = median_ms(tf_run, args.reps)
             row = (cell, B, T, I, H, ours_ms, ort_ms, tf_ms, ort_ms / ours_ms, tf_ms / ours_ms,
-                   diff, nbytes)
+                   diff, nbytes, ours_cpu, ort_cpu, tf_cpu)
             rows.append(row)
             print(f"{cell:5} {B:>3} {T:>4} {I:>5} {H:>5} | {ours_ms:8.2f} {ort_ms:8.2f} "
-                  f"{tf_ms:8.2f} | {row[8]:6.2f} {row[9]:6.2f} | {diff:9.2e} {nbytes:>10}",
-                  flush=True)
+                  f"{tf_ms:8.2f} | {row[8]:6.2f} {row[9]:6.2f} | cpu ms {ours_cpu:7.1f} "
+                  f"{ort_cpu:7.1f} {tf_cpu:7.1f} | {diff:9.2e} {nbytes:>10}", flush=True)
     load_after = os.getloadavg()
     if not args.results:
         return 0
@@ -180,16 +232,27 @@ def main():
         f.write(f"- Median of {args.reps} runs after 3 warm-ups, whole batch, return_sequences; "
                 f"the same random weights and input for all three; max|diff| is the largest "
                 f"difference of our output from either peer's.\n")
+        f.write("- CPU ms: user + sys time of all the system's threads per run (spin-waiting "
+                "included), the work a quiet machine turns into wall time.\n")
         f.write(f"- Read bandwidth ({args.threads} threads, 1 GiB buffer): {read_gbps:.1f} GB/s. "
                 f"Memory floor = T x (recurrent weight bytes) / bandwidth, the time to read R "
                 f"once per step from memory.\n\n")
         f.write("| cell | B | T | I | H | ours ms | onnxruntime ms | TF/Keras ms | "
-                "x onnxruntime | x TF | floor ms | ours/floor | max abs diff | bytes/instance |\n")
-        f.write("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-        for (cell, B, T, I, H, o, r, t, xr, xt, diff, nb) in rows:
+                "x onnxruntime | x TF | CPU ms ours | CPU ms onnxruntime | CPU ms TF | "
+                "floor ms | ours/floor | max abs diff | bytes/instance |\n")
+        f.write("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+        for (cell, B, T, I, H, o, r, t, xr, xt, diff, nb, oc, rc, tc) in rows:
             fl = floor_ms(cell, H, T)
             f.write(f"| {cell} | {B} | {T} | {I} | {H} | {o:.2f} | {r:.2f} | {t:.2f} | "
-                    f"{xr:.2f} | {xt:.2f} | {fl:.2f} | {o / fl:.2f} | {diff:.1e} | {nb} |\n")
+                    f"{xr:.2f} | {xt:.2f} | {oc:.1f} | {rc:.1f} | {tc:.1f} | {fl:.2f} | "
+                    f"{o / fl:.2f} | {diff:.1e} | {nb} |\n")
+        f.write("\n## GEMM back-end (one thread, GFLOP/s in CPU time)\n\n")
+        f.write("| GEMM [m x k] x [k x n] | ours (panel GEMM) | Eigen 3.4 | OpenBLAS |\n")
+        f.write("|---|---|---|---|\n")
+        for m, n, k, o, e, b in gemm:
+            f.write(f"| [{m} x {k}] x [{k} x {n}] | {o:.1f} | {e:.1f} | {b:.1f} |\n")
+        f.write("\nOpenBLAS here is the build numpy ships (run with OPENBLAS_CORETYPE and "
+                "OPENBLAS_L2_SIZE unset for that command only, OPENBLAS_NUM_THREADS=1).\n")
     print(f"wrote {args.results}")
     return 0
 

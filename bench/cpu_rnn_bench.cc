@@ -2,17 +2,21 @@
 //
 //   cpu_rnn_bench --case FILE.npz --cell lstm|gru [--reps N] [--threads N]
 //   cpu_rnn_bench --bandwidth [--threads N]
+//   cpu_rnn_bench --gemm
 //
 // The case file (written by bench/cpu_peers.py) holds W [G*H, I], R [G*H, H], bW, bR in the
 // canonical layout and x [B, T, I]; every peer runs the same weights and input. Prints one
 // line: `median_ms=... min_ms=... bytes=...` (bytes: what the compiled instance holds).
 // --bandwidth prints the machine's read bandwidth over a 1 GiB buffer: `read_gbps=...`.
+// --gemm prints one line per GEMM shape of the recurrent kernel, single-threaded GFLOP/s of
+// our panel GEMM and of Eigen's, measured in thread CPU time (robust on a shared machine).
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <map>
 #include <string>
 #include <vector>
@@ -24,6 +28,7 @@
 #include <Eigen/Core>
 
 #include "client/npy.h"
+#include "engine/cpu/panel_gemm.h"
 #include "engine/engine.h"
 
 namespace {
@@ -55,6 +60,37 @@ int Bandwidth(int threads) {
   return 0;
 }
 
+double ThreadSeconds() {
+  timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+int Gemm() {
+  using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  // [m, k] x [k, n]: input projection (B*T rows), the B=64 step, the B=1 step.
+  const int shapes[][3] = {{6400, 2048, 512}, {64, 1024, 512}, {1, 1024, 512}};
+  for (const auto& sh : shapes) {
+    const int m = sh[0], n = sh[1], k = sh[2];
+    RowMat a = RowMat::Random(m, k), b = RowMat::Random(n, k), c(m, n);
+    const std::vector<float> panels = rnnserve::engine::cpu::PackPanels(b.data(), k, n, k);
+    const int reps = m > 1000 ? 3 : 300;
+    auto time = [&](auto&& fn) {
+      fn();
+      const double t0 = ThreadSeconds();
+      for (int r = 0; r < reps; ++r) fn();
+      return 2.0 * m * n * k * reps / (ThreadSeconds() - t0) / 1e9;
+    };
+    const double ours = time([&] {
+      rnnserve::engine::cpu::PanelGemm(a.data(), k, m, k, panels.data(), n, c.data(), n);
+    });
+    Eigen::setNbThreads(1);
+    const double eigen = time([&] { c.noalias() = a * b.transpose(); });
+    std::printf("gemm m=%d n=%d k=%d ours_gflops=%.1f eigen_gflops=%.1f\n", m, n, k, ours, eigen);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -74,6 +110,8 @@ int main(int argc, char** argv) {
       threads = std::stoi(next());
     else if (a == "--bandwidth")
       bandwidth = true;
+    else if (a == "--gemm")
+      return Gemm();
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;

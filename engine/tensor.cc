@@ -3,7 +3,7 @@
 #include <cassert>
 #include <utility>
 
-#include "absl/strings/str_join.h"
+#include "absl/strings/str_cat.h"
 
 namespace rnnserve::engine {
 
@@ -24,12 +24,17 @@ int64_t NumElements(const Shape& shape) {
 }
 
 std::string ShapeString(const Shape& shape) {
-  return "[" +
-         absl::StrJoin(shape, ",",
-                       [](std::string* out, int64_t d) {
-                         out->append(d < 0 ? "?" : std::to_string(d));
-                       }) +
-         "]";
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i > 0) out.push_back(',');
+    if (shape[i] < 0) {
+      out.push_back('?');
+    } else {
+      absl::StrAppend(&out, shape[i]);
+    }
+  }
+  out.push_back(']');
+  return out;
 }
 
 Tensor Tensor::Float(Shape shape) {

@@ -10,6 +10,7 @@
 
 #include "engine/cpu/activation.h"
 #include "engine/cpu/panel_gemm.h"
+#include "engine/cpu/phase_runner.h"
 #include "engine/cpu/recurrent.h"
 #include "engine/cpu/recurrent_internal.h"
 
@@ -153,32 +154,43 @@ void RecurrentKernel::RunDirection(int d, const Tensor& x, absl::Span<const int3
     }
   };
 
+  // The work of a run is a sequence of phases: the input projection, then per step the main
+  // matmul with its pointwise update, GRU reset_after=false's n gate and LSTM projection. Each
+  // phase has one task per unit slice; a phase starts when every task of the previous one is
+  // done. Threads take their own slice first and any slice left over, so a thread the OS has
+  // descheduled does not stall the others.
+  const bool gru_rb = spec_.cell == CellType::kGru && !spec_.reset_after;
+  enum PhaseKind { kMain, kGruN, kProjection };
+  std::vector<PhaseKind> kinds = {kMain};
+  if (gru_rb) kinds.push_back(kGruN);
+  if (spec_.proj_size > 0) kinds.push_back(kProjection);
+  const int per_step = static_cast<int>(kinds.size());
   const int threads = num_threads_;
-#pragma omp parallel num_threads(threads) if (threads > 1)
-  {
-#ifdef _OPENMP
-    const int tid = omp_get_thread_num();
-#else
-    const int tid = 0;
-#endif
+  PhaseRunner runner(threads, 1 + max_len * per_step);
+
+  auto task = [&](int tid, int64_t phase) {
     const int u0 = unit_begin_[tid], nu = unit_begin_[tid + 1] - u0;
     const int p0 = proj_begin_[tid], np = proj_begin_[tid + 1] - p0;
     const int Gn = G * nu;
-    float* gates = s.gates[tid].data();  // [n, G*nu] this thread's slice, gate-major
-    float* xproj = s.xproj[tid].data();  // [rows, G*nu] this thread's slice, biases folded in
+    float* gates = s.gates[tid].data();  // [n, G*nu] this slice, gate-major
+    float* xproj = s.xproj[tid].data();  // [rows, G*nu] this slice, biases folded in
     const Packed::Slice& sl = pk.slices[tid];
-    // Input projection of every valid step onto this thread's gates: one GEMM.
-    if (nu > 0 && rows > 0) {
-      PanelGemm(xin, I, rows, static_cast<int>(I), sl.W.data(), Gn, xproj, Gn);
-      for (int64_t r = 0; r < rows; ++r) {
-        Arr(xproj + r * Gn, Gn) += Eigen::Map<const Eigen::ArrayXf>(sl.bias.data(), Gn);
+    if (phase == 0) {
+      // Input projection of every valid step onto this slice's gates: one GEMM.
+      if (nu > 0 && rows > 0) {
+        PanelGemm(xin, I, rows, static_cast<int>(I), sl.W.data(), Gn, xproj, Gn);
+        for (int64_t r = 0; r < rows; ++r) {
+          Arr(xproj + r * Gn, Gn) += Eigen::Map<const Eigen::ArrayXf>(sl.bias.data(), Gn);
+        }
       }
+      return;
     }
-    for (int64_t st = 0; st < max_len; ++st) {
-      const int n = s.active[st];
-      const float* hp = s.h[st & 1].data();  // [n, H'] state before the step
-      float* hn = s.h[(st + 1) & 1].data();  // [n, H'] state after the step
-      const bool gru_rb = spec_.cell == CellType::kGru && !spec_.reset_after;
+    const int64_t st = (phase - 1) / per_step;
+    const PhaseKind kind = kinds[(phase - 1) % per_step];
+    const int n = s.active[st];
+    const float* hp = s.h[st & 1].data();  // [n, H'] state before the step
+    float* hn = s.h[(st + 1) & 1].data();  // [n, H'] state after the step
+    if (kind == kMain) {
       // [n, G*nu] = h [n, H'] . R_slice^T (GRU reset_after=false: the r and z columns only).
       if (nu > 0) PanelGemm(hp, Hp, n, Hp, sl.R.data(), gru_rb ? 2 * nu : Gn, gates, Gn);
       for (int64_t k = 0; k < n && nu > 0; ++k) {
@@ -265,49 +277,51 @@ void RecurrentKernel::RunDirection(int d, const Tensor& x, absl::Span<const int3
           emit(k, st, hn + k * Hp + u0, u0, nu, false);
         }
       }
-
-      if (gru_rb) {
-        // Phase 2: n = g(x_n + (r * h) R_n^T), then h = (1 - z) n + z h.
-#pragma omp barrier
-        if (nu > 0) {
-          // [n, nu] n-gate columns = (r * h) [n, H] . R_n slice^T.
-          PanelGemm(s.shared.data(), H, n, H, sl.Rn.data(), nu, gates + 2 * nu, Gn);
+    } else if (kind == kGruN) {
+      // Phase 2: n = g(x_n + (r * h) R_n^T), then h = (1 - z) n + z h.
+      if (nu > 0) {
+        // [n, nu] n-gate columns = (r * h) [n, H] . R_n slice^T.
+        PanelGemm(s.shared.data(), H, n, H, sl.Rn.data(), nu, gates + 2 * nu, Gn);
+      }
+      for (int64_t k = 0; k < n && nu > 0; ++k) {
+        float* g = gates + k * G * nu;
+        const float* hk = hp + k * Hp + u0;
+        float* hk_new = hn + k * Hp + u0;
+        if (masked(k, st)) {
+          std::copy_n(hk, nu, hk_new);
+          emit(k, st, hk_new, u0, nu, true);
+          continue;
         }
-        for (int64_t k = 0; k < n && nu > 0; ++k) {
-          float* g = gates + k * G * nu;
-          const float* hk = hp + k * Hp + u0;
-          float* hk_new = hn + k * Hp + u0;
-          if (masked(k, st)) {
-            std::copy_n(hk, nu, hk_new);
-            emit(k, st, hk_new, u0, nu, true);
-            continue;
-          }
-          const float* xp = xproj + (s.offset[s.order[k]] + time_of(k, st)) * Gn;
-          float *z = g + nu, *nn = g + 2 * nu;
-          Arr(nn, nu) += Eigen::Map<const Eigen::ArrayXf>(xp + 2 * nu, nu);
-          ClipInPlace(nn, nu, clip);
-          ApplyActivation(dir.g, nn, nu);
-          Arr(hk_new, nu) = (1.0f - Arr(z, nu)) * Arr(nn, nu) +
-                            Arr(z, nu) * Eigen::Map<const Eigen::ArrayXf>(hk, nu);
-          emit(k, st, hk_new, u0, nu, false);
+        const float* xp = xproj + (s.offset[s.order[k]] + time_of(k, st)) * Gn;
+        float *z = g + nu, *nn = g + 2 * nu;
+        Arr(nn, nu) += Eigen::Map<const Eigen::ArrayXf>(xp + 2 * nu, nu);
+        ClipInPlace(nn, nu, clip);
+        ApplyActivation(dir.g, nn, nu);
+        Arr(hk_new, nu) = (1.0f - Arr(z, nu)) * Arr(nn, nu) +
+                          Arr(z, nu) * Eigen::Map<const Eigen::ArrayXf>(hk, nu);
+        emit(k, st, hk_new, u0, nu, false);
+      }
+    } else {
+      // h = P . (o * h(c)), each thread its slice of the projected units.
+      if (np > 0) {
+        // [n, np] projected units = (o * h(c)) [n, H] . P_slice^T.
+        PanelGemm(s.shared.data(), H, n, H, sl.P.data(), np, hn + p0, Hp);
+        for (int64_t k = 0; k < n; ++k) {
+          const bool skip = masked(k, st);
+          if (skip) std::copy_n(hp + k * Hp + p0, np, hn + k * Hp + p0);
+          emit(k, st, hn + k * Hp + p0, p0, np, skip);
         }
       }
-
-      if (spec_.proj_size > 0) {
-        // h = P . (o * h(c)), each thread its slice of the projected units.
-#pragma omp barrier
-        if (np > 0) {
-          // [n, np] projected units = (o * h(c)) [n, H] . P_slice^T.
-          PanelGemm(s.shared.data(), H, n, H, sl.P.data(), np, hn + p0, Hp);
-          for (int64_t k = 0; k < n; ++k) {
-            const bool skip = masked(k, st);
-            if (skip) std::copy_n(hp + k * Hp + p0, np, hn + k * Hp + p0);
-            emit(k, st, hn + k * Hp + p0, p0, np, skip);
-          }
-        }
-      }
-#pragma omp barrier
     }
+  };
+
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+#ifdef _OPENMP
+    runner.Work(omp_get_thread_num(), task);
+#else
+    runner.Work(0, task);
+#endif
   }
 
   // Final states: sorted row k's last step wrote parity len % 2 (the initial state if 0).

@@ -106,7 +106,9 @@ void CheckUnidirectional(const std::string& name, const KerasOptions& o) {
   ASSERT_EQ(out.size(), lstm ? 3u : 2u);
   EXPECT_TRUE(AllClose(out[0], c.at("y"))) << "y";
   EXPECT_TRUE(AllClose(out[1], Slice(c.at("hN"), 0))) << "h";
-  if (lstm) EXPECT_TRUE(AllClose(out[2], Slice(c.at("cN"), 0))) << "c";
+  if (lstm) {
+    EXPECT_TRUE(AllClose(out[2], Slice(c.at("cN"), 0))) << "c";
+  }
 }
 
 TEST(CpuKerasRecurrent, LstmMaskedStepsRepeatLastOutput) {
@@ -189,7 +191,9 @@ TEST(CpuKerasRecurrent, BidirectionalEveryMergeModeSequencesAndLast) {
         const auto out = RunKeras(c, KerasSpec(c, o), n);
         ASSERT_EQ(static_cast<int>(out.size()), n);
         EXPECT_TRUE(AllClose(out[0], c.at("y")));
-        if (n == 2) EXPECT_TRUE(AllClose(out[1], c.at("y2")));
+        if (n == 2) {
+          EXPECT_TRUE(AllClose(out[1], c.at("y2")));
+        }
       }
     }
   }

@@ -177,7 +177,10 @@ TEST(CpuLayersErrors, ReshapeToWrongSizeNamesLayerAndTarget) {
 
 TEST(CpuLayersErrors, ConvKernelOfWrongSizeFailsAtCompile) {
   const Case c = LoadCase("Conv1D_valid_k3_s1_d1");
-  engine::Conv1DSpec spec{.in_channels = 4, .out_channels = 5, .kernel_size = 2};
+  engine::Conv1DSpec spec;
+  spec.in_channels = 4;
+  spec.out_channels = 5;
+  spec.kernel_size = 2;
   spec.kernel = Floats(c, "kernel");  // [3, 4, 5], not [2, 4, 5]
   auto y = RunOne(c, spec);
   ASSERT_FALSE(y.ok());
