@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/layers.h"
 #include "engine/cpu/recurrent.h"
+#include "engine/cpu/tensor_ops.h"
 
 namespace rnnserve::engine::cpu {
 namespace {
@@ -56,6 +57,9 @@ absl::Status CpuCompiledModel::Run(const Batch& batch, std::vector<Tensor>* outp
 
 absl::Status CpuCompiledModel::RunLayer(size_t index, std::vector<Value>* values) {
   const Layer& layer = model_.layers[index];
+  if (const auto* op = std::get_if<TensorOpSpec>(&layer.spec)) {
+    return RunTensorOp(*op, layer, values);
+  }
   const Value& in = (*values)[layer.inputs.at(0)];
   Value& out = (*values)[layer.outputs.at(0)];
   if (const auto* rnn = std::get_if<RecurrentSpec>(&layer.spec)) {
@@ -149,7 +153,8 @@ class CpuEngine final : public Engine {
           std::holds_alternative<MaskingSpec>(layer.spec) ||
           std::holds_alternative<EmbeddingSpec>(layer.spec) ||
           std::holds_alternative<ActivationSpec>(layer.spec) ||
-          std::holds_alternative<IdentitySpec>(layer.spec);
+          std::holds_alternative<IdentitySpec>(layer.spec) ||
+          std::holds_alternative<TensorOpSpec>(layer.spec);
       if (!has_kernel) {
         return absl::UnimplementedError(absl::StrCat("layer '", layer.name, "' (class ",
                                                      layer.source_class,
