@@ -11,6 +11,9 @@ using engine::TensorOperand;
 using engine::TensorOpSpec;
 
 std::string NodeLabel(const NodeProto& node) {
+  if (node.name().empty() && node.output_size() > 0) {
+    return absl::StrCat("node writing '", node.output(0), "' (", node.op_type(), ")");
+  }
   return absl::StrCat("node '", node.name(), "' (", node.op_type(), ")");
 }
 

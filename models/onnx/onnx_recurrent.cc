@@ -217,7 +217,7 @@ absl::Status ImportRecurrentNode(const NodeProto& node, GraphBuilder* b) {
     dir.R = Reorder(*R, d, order, G, H, H);                        // [G*H, H]
     dir.bW = Reorder(B, d, order, G, H, 1);                        // [G*H]
     dir.bR = Reorder(B, d, order, G, H, 1, G * H);                 // [G*H]
-    if (P.num_elements() > 0) {
+    if (!in[7].absent) {
       dir.peephole = Reorder(P, d, kPeepholeOrder, 3, H, 1);       // [3H] i, f, o
     }
     spec.directions.push_back(std::move(dir));
