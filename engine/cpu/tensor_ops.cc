@@ -820,9 +820,11 @@ absl::Status EvalTensorOp(const TensorOpSpec& spec, absl::Span<const Tensor* con
       auto shape = Ints(spec.kind, &x, "shape");
       if (!shape.ok()) return shape.status();
       if (auto c = CheckedCount(spec.kind, *shape); !c.ok()) return c.status();
-      const DType dtype = spec.value.num_elements() > 0 ? spec.value.dtype() : DType::kFloat32;
+      // A default-constructed value holds no data: fill with float 0.
+      const bool has_value = !spec.value.floats().empty() || !spec.value.ints().empty();
+      const DType dtype = has_value ? spec.value.dtype() : DType::kFloat32;
       *out = Make(dtype, *shape);
-      if (spec.value.num_elements() > 0) {
+      if (has_value) {
         ByType(dtype, [&](auto tag) {
           using T = decltype(tag);
           std::fill_n(Data<T>(*out), out->num_elements(), Data<T>(spec.value)[0]);

@@ -56,15 +56,17 @@ struct ActivationDefault {
   float alpha, beta;
 };
 
-// ONNX's list; alpha/beta defaults are those of the ONNX operators of the same name.
+// ONNX's list. When activation_alpha/beta run out, the defaults are onnxruntime's: those of
+// the ONNX operators for LeakyRelu (0.01), HardSigmoid (0.2, 0.5) and Elu (1.0), and 0 for
+// Affine, ThresholdedRelu and ScaledTanh (the spec leaves these to the runtime).
 constexpr ActivationDefault kActivations[] = {
     {"relu", ActivationKind::kRelu, 0, 0, 0},
     {"tanh", ActivationKind::kTanh, 0, 0, 0},
     {"sigmoid", ActivationKind::kSigmoid, 0, 0, 0},
-    {"affine", ActivationKind::kAffine, 2, 1.0f, 0.0f},
+    {"affine", ActivationKind::kAffine, 2, 0.0f, 0.0f},
     {"leakyrelu", ActivationKind::kLeakyRelu, 1, 0.01f, 0},
-    {"thresholdedrelu", ActivationKind::kThresholdedRelu, 1, 1.0f, 0},
-    {"scaledtanh", ActivationKind::kScaledTanh, 2, 1.0f, 1.0f},
+    {"thresholdedrelu", ActivationKind::kThresholdedRelu, 1, 0.0f, 0},
+    {"scaledtanh", ActivationKind::kScaledTanh, 2, 0.0f, 0.0f},
     {"hardsigmoid", ActivationKind::kHardSigmoid, 2, 0.2f, 0.5f},
     {"elu", ActivationKind::kElu, 1, 1.0f, 0},
     {"softsign", ActivationKind::kSoftsign, 0, 0, 0},
@@ -217,6 +219,14 @@ absl::Status ImportRecurrentNode(const NodeProto& node, GraphBuilder* b) {
     dir.R = Reorder(*R, d, order, G, H, H);                        // [G*H, H]
     dir.bW = Reorder(B, d, order, G, H, 1);                        // [G*H]
     dir.bR = Reorder(B, d, order, G, H, 1, G * H);                 // [G*H]
+    if (spec.reset_after) {
+      // r and z see bW + bR only as a sum: carry it in bW, so that only n's bR (which sits
+      // inside r * (R h + bR_n)) remains in bR.
+      for (int64_t j = 0; j < 2 * H; ++j) {
+        dir.bW[j] += dir.bR[j];
+        dir.bR[j] = 0.0f;
+      }
+    }
     if (!in[7].absent) {
       dir.peephole = Reorder(P, d, kPeepholeOrder, 3, H, 1);       // [3H] i, f, o
     }

@@ -1,0 +1,309 @@
+#!/usr/bin/env python3
+"""Makes the ONNX conformance fixtures under tests/fixtures/onnx/.
+
+Two families, each case a folder with model.onnx and data.npz (in_<k> for the graph's runtime
+inputs in order, out_<k> for its outputs in order):
+
+  node/<Case>   single LSTM / GRU / RNN nodes built with onnx.helper, one per option (every
+                activation with alpha/beta, clip, peepholes, input_forget, layout 1,
+                linear_before_reset 0/1, mixed sequence_lens, initial states), with
+                onnxruntime's outputs. onnxruntime does not run layout=1; those cases hold the
+                layout-1 node and onnxruntime's outputs for the same node in layout 0, with
+                inputs and outputs transposed by numpy (layout 1 is that transpose, by the spec).
+  torch/<Case>  torch.nn modules (LSTM / GRU / RNN, bidirectional, stacked, batch_first, with
+                heads) exported by torch.onnx.export at opsets 14-20, with PyTorch's outputs
+                computed in float64 on the same weights, at a batch and length other than the
+                ones used for export (dynamic axes).
+
+Weights are random (never constant: constant weights hide gate-order bugs). Case names match
+the C++ test names in tests/conformance/onnx_fixtures_test.cc.
+
+Needs: numpy, onnx, onnxruntime, torch (CPU is enough).
+Run:   python3 models/scripts/make_onnx_fixtures.py
+"""
+
+import io
+import os
+import shutil
+import sys
+import warnings
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+OUT = os.path.join(ROOT, "tests", "fixtures", "onnx")
+RNG = np.random.default_rng(20261121)
+
+T, B, I, H = 5, 3, 4, 6
+GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
+
+
+def write_case(family, name, model_bytes, inputs, outputs):
+    d = os.path.join(OUT, family, name)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "model.onnx"), "wb") as f:
+        f.write(model_bytes)
+    arrays = {f"in_{k}": v for k, v in enumerate(inputs)}
+    arrays.update({f"out_{k}": v for k, v in enumerate(outputs)})
+    np.savez(os.path.join(d, "data.npz"), **arrays)
+    print(f"{family}/{name}: {len(model_bytes)} bytes")
+
+
+def rand(*shape, scale=0.5):
+    return (scale * RNG.standard_normal(shape)).astype(np.float32)
+
+
+# ----------------------------------------------------------------------------------------------
+# Single nodes, onnxruntime as the reference.
+
+
+def node_case(name, op, direction="forward", layout=0, bias=True, seq_lens=None,
+              init_h=False, init_c=False, peepholes=False, outputs=("Y", "Y_h", "Y_c"),
+              opset=14, **attrs):
+    D = 2 if direction == "bidirectional" else 1
+    G = GATES[op]
+    weights = [numpy_helper.from_array(rand(D, G * H, I), "W"),
+               numpy_helper.from_array(rand(D, G * H, H), "R")]
+    node_inputs = ["X", "W", "R"]
+    node_inputs.append("B" if bias else "")
+    if bias:
+        weights.append(numpy_helper.from_array(rand(D, 2 * G * H), "B"))
+    x = rand(T, B, I, scale=1.0)
+    feeds = {"X": x}  # layout-0 values; layout 1 is transposed below
+    graph_inputs = [("X", TensorProto.FLOAT)]
+    node_inputs.append("sequence_lens" if seq_lens is not None else "")
+    if seq_lens is not None:
+        feeds["sequence_lens"] = np.array(seq_lens, np.int32)
+        graph_inputs.append(("sequence_lens", TensorProto.INT32))
+    node_inputs.append("initial_h" if init_h else "")
+    if init_h:
+        feeds["initial_h"] = rand(D, B, H, scale=1.0)
+        graph_inputs.append(("initial_h", TensorProto.FLOAT))
+    if op == "LSTM":
+        node_inputs.append("initial_c" if init_c else "")
+        if init_c:
+            feeds["initial_c"] = rand(D, B, H, scale=1.0)
+            graph_inputs.append(("initial_c", TensorProto.FLOAT))
+        node_inputs.append("P" if peepholes else "")
+        if peepholes:
+            weights.append(numpy_helper.from_array(rand(D, 3 * H), "P"))
+    while node_inputs and node_inputs[-1] == "":
+        node_inputs.pop()
+    all_outputs = ["Y", "Y_h", "Y_c"][: 3 if op == "LSTM" else 2]
+    node_outputs = [o if o in outputs else "" for o in all_outputs]
+    while node_outputs[-1] == "":
+        node_outputs.pop()
+
+    def build(lay):
+        extra = {"layout": lay} if lay else {}
+        node = helper.make_node(op, node_inputs, node_outputs, name=f"{op.lower()}_node",
+                                hidden_size=H, direction=direction, **extra, **attrs)
+        tb = ["T", "B"] if lay == 0 else ["B", "T"]
+        db = [D, "B"] if lay == 0 else ["B", D]
+        shapes = {"X": tb + [I], "sequence_lens": ["B"], "initial_h": db + [H],
+                  "initial_c": db + [H], "Y": (["T", D, "B"] if lay == 0 else ["B", "T", D]) + [H],
+                  "Y_h": db + [H], "Y_c": db + [H]}
+        g = helper.make_graph(
+            [node], name,
+            [helper.make_tensor_value_info(n, t, shapes[n]) for n, t in graph_inputs],
+            [helper.make_tensor_value_info(o, TensorProto.FLOAT, shapes[o])
+             for o in node_outputs if o],
+            weights)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)],
+                              producer_name="make_onnx_fixtures")
+        m.ir_version = 8
+        onnx.checker.check_model(m)
+        return m
+
+    ref = build(0)
+    sess = ort.InferenceSession(ref.SerializeToString(), providers=["CPUExecutionProvider"])
+    results = sess.run(None, feeds)
+    names = [o for o in node_outputs if o]
+    if layout == 1:
+        to_batch = {"X": (1, 0, 2), "initial_h": (1, 0, 2), "initial_c": (1, 0, 2)}
+        feeds = {k: np.ascontiguousarray(v.transpose(to_batch[k])) if k in to_batch else v
+                 for k, v in feeds.items()}
+        out_perm = {"Y": (2, 0, 1, 3), "Y_h": (1, 0, 2), "Y_c": (1, 0, 2)}
+        results = [np.ascontiguousarray(r.transpose(out_perm[n])) for r, n in zip(results, names)]
+    model = build(layout)
+    write_case("node", name, model.SerializeToString(),
+               [feeds[n] for n, _ in graph_inputs], results)
+
+
+ONNX_ACTIVATIONS = {
+    # name: (alpha, beta) given explicitly
+    "Relu": None, "Tanh": None, "Sigmoid": None, "Softsign": None, "Softplus": None,
+    "Affine": (0.7, 0.2), "LeakyRelu": (0.05, None), "ThresholdedRelu": (0.3, None),
+    "ScaledTanh": (1.3, 0.6), "HardSigmoid": (0.3, 0.45), "Elu": (0.8, None),
+}
+
+
+def node_cases():
+    node_case("LstmForwardMatchesOnnxruntime", "LSTM")
+    node_case("LstmReverseMatchesOnnxruntime", "LSTM", direction="reverse")
+    node_case("LstmBidirectionalMatchesOnnxruntime", "LSTM", direction="bidirectional")
+    node_case("LstmWithoutBiasMatchesOnnxruntime", "LSTM", bias=False)
+    node_case("LstmPeepholesMatchOnnxruntime", "LSTM", direction="bidirectional",
+              peepholes=True, init_h=True, init_c=True)
+    node_case("LstmClipMatchesOnnxruntime", "LSTM", clip=0.4)
+    node_case("LstmInputForgetMatchesOnnxruntime", "LSTM", input_forget=1)
+    node_case("LstmMixedSequenceLensZeroPastEnd", "LSTM", direction="bidirectional",
+              seq_lens=[5, 2, 4])
+    node_case("LstmInitialStatesMatchOnnxruntime", "LSTM", init_h=True, init_c=True)
+    node_case("LstmInitialHOnlyMatchesOnnxruntime", "LSTM", init_h=True)
+    node_case("LstmInitialCOnlyMatchesOnnxruntime", "LSTM", init_c=True)
+    node_case("LstmLayout1MatchesOnnxruntime", "LSTM", direction="bidirectional", layout=1,
+              seq_lens=[3, 5, 1], init_h=True, init_c=True, peepholes=True)
+    node_case("LstmOnlyYhMatchesOnnxruntime", "LSTM", outputs=("Y_h",))
+    node_case("LstmActivationsWithAlphaBetaMatchOnnxruntime", "LSTM", direction="bidirectional",
+              activations=["HardSigmoid", "LeakyRelu", "ScaledTanh",
+                           "Sigmoid", "Affine", "Elu"],
+              activation_alpha=[0.25, 0.1, 1.2, 0.6, 0.9],
+              activation_beta=[0.55, 0.7, 0.05])
+    node_case("LstmActivationDefaultsMatchOnnxruntime", "LSTM",
+              activations=["HardSigmoid", "Elu", "LeakyRelu"])
+    node_case("LstmOpset7MatchesOnnxruntime", "LSTM", direction="bidirectional", opset=7)
+    node_case("GruLinearBeforeReset0MatchesOnnxruntime", "GRU", direction="bidirectional",
+              linear_before_reset=0)
+    node_case("GruLinearBeforeReset1MatchesOnnxruntime", "GRU", direction="bidirectional",
+              linear_before_reset=1)
+    node_case("GruReverseMatchesOnnxruntime", "GRU", direction="reverse", linear_before_reset=1)
+    node_case("GruMixedSequenceLensZeroPastEnd", "GRU", direction="bidirectional",
+              seq_lens=[2, 5, 3], linear_before_reset=1)
+    node_case("GruInitialHMatchesOnnxruntime", "GRU", init_h=True)
+    node_case("GruClipMatchesOnnxruntime", "GRU", clip=0.3, linear_before_reset=1)
+    node_case("GruLayout1MatchesOnnxruntime", "GRU", direction="bidirectional", layout=1,
+              seq_lens=[4, 1, 5], init_h=True, linear_before_reset=1)
+    node_case("GruActivationsWithAlphaBetaMatchOnnxruntime", "GRU", direction="bidirectional",
+              activations=["HardSigmoid", "Softsign", "Sigmoid", "ScaledTanh"],
+              activation_alpha=[0.3, 0.9], activation_beta=[0.4, 1.1])
+    node_case("RnnBidirectionalMixedSequenceLensZeroPastEnd", "RNN", direction="bidirectional",
+              seq_lens=[1, 5, 3], init_h=True)
+    node_case("RnnLayout1MatchesOnnxruntime", "RNN", layout=1, init_h=True)
+    node_case("RnnClipMatchesOnnxruntime", "RNN", clip=0.5)
+    for act, ab in ONNX_ACTIVATIONS.items():
+        kw = {"activations": [act, act]}
+        if ab:
+            kw["activation_alpha"] = [ab[0], ab[0] * 0.5]
+            if ab[1] is not None:
+                kw["activation_beta"] = [ab[1], ab[1] * 2]
+        node_case(f"Rnn{act}ActivationMatchesOnnxruntime", "RNN", direction="bidirectional",
+                  **kw)
+
+
+# ----------------------------------------------------------------------------------------------
+# torch.onnx.export, PyTorch as the reference.
+
+
+def torch_cases():
+    import torch
+    from torch import nn
+
+    torch.manual_seed(20261121)
+
+    class Seq(nn.Module):
+        """A recurrent layer with a head: what users export."""
+
+        def __init__(self, rnn, head, last_step=False, softmax=None, states=False):
+            super().__init__()
+            self.rnn, self.head = rnn, head
+            self.last_step, self.softmax, self.states = last_step, softmax, states
+
+        def forward(self, x, *init):
+            if len(init) == 2:
+                y, state = self.rnn(x, (init[0], init[1]))
+            elif init:
+                y, state = self.rnn(x, init[0])
+            else:
+                y, state = self.rnn(x)
+            if self.last_step:
+                y = y[:, -1] if self.rnn.batch_first else y[-1]
+            y = self.head(y)
+            if self.softmax == "softmax":
+                y = torch.softmax(y, dim=-1)
+            elif self.softmax == "log_softmax":
+                y = torch.log_softmax(y, dim=-1)
+            if self.states:
+                return (y,) + (tuple(state) if isinstance(state, tuple) else (state,))
+            return y
+
+    def export(name, module, opset, batch_first, init_states=0, n_outputs=1,
+               export_bt=(2, 4), run_bt=(3, 7)):
+        module = module.eval()
+        for p in module.parameters():  # random, never constant
+            nn.init.normal_(p, std=0.4)
+
+        def make_inputs(b, t, dtype):
+            g = torch.Generator().manual_seed(b * 100 + t)
+            x = torch.randn((b, t, I) if batch_first else (t, b, I), generator=g, dtype=dtype)
+            D = 2 if module.rnn.bidirectional else 1
+            L = module.rnn.num_layers
+            init = tuple(torch.randn(D * L, b, module.rnn.hidden_size, generator=g, dtype=dtype)
+                         for _ in range(init_states))
+            return (x,) + init
+
+        names = ["x"] + ["h0", "c0"][:init_states]
+        out_names = [f"y{k}" for k in range(n_outputs)]
+        dyn = {"x": {0: "batch", 1: "time"} if batch_first else {0: "time", 1: "batch"}}
+        for n in names[1:]:
+            dyn[n] = {1: "batch"}
+        f = io.BytesIO()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(module, make_inputs(*export_bt, torch.float32), f,
+                              opset_version=opset, dynamo=False, input_names=names,
+                              output_names=out_names, dynamic_axes=dyn)
+        inputs32 = make_inputs(*run_bt, torch.float32)
+        with torch.no_grad():
+            ref = module.double()(*[t.double() for t in inputs32])
+        module.float()
+        ref = ref if isinstance(ref, tuple) else (ref,)
+        # onnxruntime must agree with PyTorch on the exported file (a check of the export).
+        sess = ort.InferenceSession(f.getvalue(), providers=["CPUExecutionProvider"])
+        got = sess.run(None, {n: t.numpy() for n, t in zip(names, inputs32)})
+        for g_, r in zip(got, ref):
+            np.testing.assert_allclose(g_, r.numpy(), rtol=1e-4, atol=1e-5)
+        write_case("torch", name, f.getvalue(), [t.numpy() for t in inputs32],
+                   [r.numpy() for r in ref])
+
+    export("TorchLstmTimeMajorLinearOpset14",
+           Seq(nn.LSTM(I, H), nn.Linear(H, 3)), 14, batch_first=False)
+    export("TorchLstmBatchFirstBidirectionalStackedSoftmaxOpset17",
+           Seq(nn.LSTM(I, H, num_layers=2, batch_first=True, bidirectional=True),
+               nn.Linear(2 * H, 5), softmax="softmax"), 17, batch_first=True)
+    export("TorchLstmLastStepLinearOpset20",
+           Seq(nn.LSTM(I, H, batch_first=True), nn.Linear(H, 2), last_step=True), 20,
+           batch_first=True)
+    export("TorchLstmInitialStatesReturnsStatesOpset16",
+           Seq(nn.LSTM(I, H, num_layers=2, batch_first=True), nn.Linear(H, 3), states=True),
+           16, batch_first=True, init_states=2, n_outputs=3)
+    export("TorchGruBidirectionalLastStepOpset15",
+           Seq(nn.GRU(I, H, batch_first=True, bidirectional=True), nn.Linear(2 * H, 4),
+               last_step=True), 15, batch_first=True)
+    export("TorchGruStackedLogSoftmaxOpset18",
+           Seq(nn.GRU(I, H, num_layers=2), nn.Linear(H, 3), softmax="log_softmax"), 18,
+           batch_first=False)
+    export("TorchGruInitialStateReturnsStateOpset19",
+           Seq(nn.GRU(I, H, batch_first=True, bidirectional=True), nn.Linear(2 * H, 2),
+               states=True), 19, batch_first=True, init_states=1, n_outputs=2)
+    export("TorchRnnTanhStackedBidirectionalOpset14",
+           Seq(nn.RNN(I, H, num_layers=2, bidirectional=True, batch_first=True),
+               nn.Linear(2 * H, 3)), 14, batch_first=True)
+    export("TorchRnnReluOpset17",
+           Seq(nn.RNN(I, H, nonlinearity="relu"), nn.Linear(H, 2), softmax="softmax"), 17,
+           batch_first=False)
+
+
+def main():
+    for family in ("node", "torch"):
+        shutil.rmtree(os.path.join(OUT, family), ignore_errors=True)
+    node_cases()
+    if "--no-torch" not in sys.argv:
+        torch_cases()
+
+
+if __name__ == "__main__":
+    main()
