@@ -13,12 +13,13 @@ inputs in order, out_<k> for its outputs in order):
   torch/<Case>  torch.nn modules (LSTM / GRU / RNN, bidirectional, stacked, batch_first, with
                 heads) exported by torch.onnx.export at opsets 14-20, with PyTorch's outputs
                 computed in float64 on the same weights, at a batch and length other than the
-                ones used for export (dynamic axes).
+                ones used for export (dynamic axes). Both exporters: the TorchScript one
+                (dynamo=False) and the torch.export one (dynamo=True, TorchDynamo* cases).
 
 Weights are random (never constant: constant weights hide gate-order bugs). Case names match
 the C++ test names in tests/conformance/onnx_fixtures_test.cc.
 
-Needs: numpy, onnx, onnxruntime, torch (CPU is enough).
+Needs: numpy, onnx, onnxruntime, torch (CPU is enough), onnxscript (torch's dynamo exporter).
 Run:   python3 models/scripts/make_onnx_fixtures.py
 """
 
@@ -231,7 +232,7 @@ def torch_cases():
             return y
 
     def export(name, module, opset, batch_first, init_states=0, n_outputs=1,
-               export_bt=(2, 4), run_bt=(3, 7)):
+               export_bt=(2, 4), run_bt=(3, 7), dynamo=False):
         module = module.eval()
         for p in module.parameters():  # random, never constant
             nn.init.normal_(p, std=0.4)
@@ -253,9 +254,21 @@ def torch_cases():
         f = io.BytesIO()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            torch.onnx.export(module, make_inputs(*export_bt, torch.float32), f,
-                              opset_version=opset, dynamo=False, input_names=names,
-                              output_names=out_names, dynamic_axes=dyn)
+            if dynamo:
+                # The torch.export-based exporter (the default since PyTorch 2.9).
+                batch, time = torch.export.Dim("batch"), torch.export.Dim("time")
+                shapes = [{0: batch, 1: time} if batch_first else {0: time, 1: batch}]
+                if init_states:  # forward(x, *init): the states arrive as one tuple
+                    shapes.append(tuple({1: batch} for _ in range(init_states)))
+                program = torch.onnx.export(module, make_inputs(*export_bt, torch.float32),
+                                            dynamo=True, opset_version=opset,
+                                            input_names=names, output_names=out_names,
+                                            dynamic_shapes=tuple(shapes), verbose=False)
+                f.write(program.model_proto.SerializeToString())
+            else:
+                torch.onnx.export(module, make_inputs(*export_bt, torch.float32), f,
+                                  opset_version=opset, dynamo=False, input_names=names,
+                                  output_names=out_names, dynamic_axes=dyn)
         inputs32 = make_inputs(*run_bt, torch.float32)
         with torch.no_grad():
             ref = module.double()(*[t.double() for t in inputs32])
@@ -292,6 +305,17 @@ def torch_cases():
     export("TorchRnnTanhStackedBidirectionalOpset14",
            Seq(nn.RNN(I, H, num_layers=2, bidirectional=True, batch_first=True),
                nn.Linear(2 * H, 3)), 14, batch_first=True)
+    export("TorchDynamoLstmBatchFirstBidirectionalStackedOpset18",
+           Seq(nn.LSTM(I, H, num_layers=2, batch_first=True, bidirectional=True),
+               nn.Linear(2 * H, 3)), 18, batch_first=True, dynamo=True)
+    export("TorchDynamoGruInitialStateReturnsStateOpset20",
+           Seq(nn.GRU(I, H, batch_first=True), nn.Linear(H, 2), softmax="softmax",
+               states=True), 20, batch_first=True, init_states=1, n_outputs=2, dynamo=True)
+    # The torch.export-based exporter unrolls nn.RNN into per-step MatMul/Add/Tanh: the file
+    # fixes the number of steps (the batch stays dynamic).
+    export("TorchDynamoRnnUnrolledFixedLengthOpset18",
+           Seq(nn.RNN(I, H), nn.Linear(H, 2)), 18, batch_first=False, dynamo=True,
+           run_bt=(3, 4))
     export("TorchRnnReluOpset17",
            Seq(nn.RNN(I, H, nonlinearity="relu"), nn.Linear(H, 2), softmax="softmax"), 17,
            batch_first=False)
