@@ -15,12 +15,12 @@ namespace rnnserve::engine {
 
 std::string TensorOpName(TensorOpKind kind) {
   static const char* const kNames[] = {
-      "Constant", "Shape",     "Gather",   "Concat",          "Unsqueeze",  "Squeeze",
-      "Slice",    "Transpose", "Reshape",  "Expand",          "Cast",       "ConstantOfShape",
-      "Add",      "Sub",       "Mul",      "Div",             "Pow",        "Min",
-      "Max",      "MatMul",    "Gemm",     "Activation",      "Neg",        "Abs",
-      "Sqrt",     "Exp",       "Log",      "Reciprocal",      "Softmax",    "LogSoftmax",
-      "Flatten",  "Split",     "ReduceMean", "ReduceSum",     "ReduceMax",  "Range",
+      "Constant",     "Shape",     "Gather",     "Concat",     "Unsqueeze", "Squeeze",
+      "Slice",        "Transpose", "Reshape",    "Expand",     "Cast",      "ConstantOfShape",
+      "Add",          "Sub",       "Mul",        "Div",        "Pow",       "Min",
+      "Max",          "MatMul",    "Gemm",       "Activation", "Neg",       "Abs",
+      "Sqrt",         "Exp",       "Log",        "Reciprocal", "Softmax",   "LogSoftmax",
+      "Flatten",      "Split",     "ReduceMean", "ReduceSum",  "ReduceMax", "Range",
       "AttachLengths"};
   const size_t i = static_cast<size_t>(kind);
   return i < std::size(kNames) ? kNames[i] : "?";
@@ -41,8 +41,8 @@ absl::StatusOr<int64_t> CheckedCount(TensorOpKind kind, const Shape& shape) {
   for (int64_t d : shape) {
     if (d < 0) return Bad(kind, absl::StrCat("negative dimension in ", ShapeString(shape)));
     if (d != 0 && n > kMaxTensorOpElements / d) {
-      return Bad(kind, absl::StrCat("shape ", ShapeString(shape), " exceeds ",
-                                    kMaxTensorOpElements, " elements"));
+      return Bad(kind, absl::StrCat("shape ", ShapeString(shape), " exceeds ", kMaxTensorOpElements,
+                                    " elements"));
     }
     n *= d;
   }
@@ -95,8 +95,8 @@ auto ByType(DType dtype, F&& f) {
 absl::StatusOr<std::vector<int64_t>> Ints(TensorOpKind kind, const Tensor* t, const char* what) {
   if (t == nullptr) return std::vector<int64_t>{};
   if (t->dtype() != DType::kInt64 || t->rank() > 1) {
-    return Bad(kind, absl::StrCat(what, " must be a 1-D int64 tensor, got ",
-                                  DTypeName(t->dtype()), " ", ShapeString(t->shape())));
+    return Bad(kind, absl::StrCat(what, " must be a 1-D int64 tensor, got ", DTypeName(t->dtype()),
+                                  " ", ShapeString(t->shape())));
   }
   return std::vector<int64_t>(t->ints().begin(), t->ints().end());
 }
@@ -293,7 +293,7 @@ absl::Status MatMul(TensorOpKind kind, const Tensor& a, const Tensor& b, Tensor*
       oa += k * sa[ax];
       obb += k * sb[ax];
     }
-    Eigen::Map<const RowMat> A(a.f32() + oa * M * K, M, K);  // [M, K]
+    Eigen::Map<const RowMat> A(a.f32() + oa * M * K, M, K);   // [M, K]
     Eigen::Map<const RowMat> B(b.f32() + obb * K * N, K, N);  // [K, N]
     Eigen::Map<RowMat> Y(out->f32() + i * M * N, M, N);       // [M, N]
     Y.noalias() = A * B;
@@ -337,8 +337,8 @@ absl::Status Gemm(const TensorOpSpec& spec, const Tensor& a, const Tensor& b, co
   TensorOpSpec add{.kind = TensorOpKind::kAdd};
   if (auto s = Binary(add, y, cs, out); !s.ok()) return s;
   if (out->shape() != Shape{M, N}) {
-    return Bad(spec.kind, absl::StrCat("C ", ShapeString(c->shape()), " does not broadcast to [",
-                                       M, ",", N, "]"));
+    return Bad(spec.kind, absl::StrCat("C ", ShapeString(c->shape()), " does not broadcast to [", M,
+                                       ",", N, "]"));
   }
   return absl::OkStatus();
 }
@@ -375,8 +375,7 @@ absl::Status Transpose(const TensorOpSpec& spec, const Tensor& x, Tensor* out) {
   return absl::OkStatus();
 }
 
-absl::Status Gather(const TensorOpSpec& spec, const Tensor& x, const Tensor& indices,
-                    Tensor* out) {
+absl::Status Gather(const TensorOpSpec& spec, const Tensor& x, const Tensor& indices, Tensor* out) {
   if (indices.dtype() != DType::kInt64) return Bad(spec.kind, "indices must be integers");
   if (x.rank() == 0) return Bad(spec.kind, "data must have rank >= 1");
   auto axis = Axis(spec.kind, spec.axis, x.rank());
@@ -551,8 +550,7 @@ absl::Status Squeeze(const TensorOpSpec& spec, const Tensor& x, std::vector<int6
     auto axis = Axis(spec.kind, a, x.rank());
     if (!axis.ok()) return axis.status();
     if (x.dim(*axis) != 1) {
-      return Bad(spec.kind, absl::StrCat("axis ", a, " of ", ShapeString(x.shape()),
-                                         " is not 1"));
+      return Bad(spec.kind, absl::StrCat("axis ", a, " of ", ShapeString(x.shape()), " is not 1"));
     }
     drop[*axis] = true;
   }
@@ -641,8 +639,8 @@ absl::Status Softmax(const TensorOpSpec& spec, const Tensor& x, Tensor* out) {
       for (int64_t k = 0; k < n; ++k) sum += std::exp(base[k * inner] - m);
       for (int64_t k = 0; k < n; ++k) {
         const float z = base[k * inner] - m;
-        base[k * inner] = log ? z - static_cast<float>(std::log(sum))
-                              : static_cast<float>(std::exp(z) / sum);
+        base[k * inner] =
+            log ? z - static_cast<float>(std::log(sum)) : static_cast<float>(std::exp(z) / sum);
       }
     }
   }
@@ -694,8 +692,7 @@ absl::Status Range(const TensorOpSpec& spec, absl::Span<const Tensor* const> in,
   }
   return ByType(in[0]->dtype(), [&](auto tag) -> absl::Status {
     using T = decltype(tag);
-    const double start = Data<T>(*in[0])[0], limit = Data<T>(*in[1])[0],
-                 delta = Data<T>(*in[2])[0];
+    const double start = Data<T>(*in[0])[0], limit = Data<T>(*in[1])[0], delta = Data<T>(*in[2])[0];
     if (delta == 0) return Bad(spec.kind, "delta 0");
     const double count = std::max(std::ceil((limit - start) / delta), 0.0);
     if (!(count <= kMaxTensorOpElements)) return Bad(spec.kind, "too many elements");
@@ -875,8 +872,7 @@ absl::Status EvalTensorOp(const TensorOpSpec& spec, absl::Span<const Tensor* con
   return Bad(spec.kind, "unknown op");
 }
 
-absl::Status RunTensorOp(const TensorOpSpec& spec, const Layer& layer,
-                         std::vector<Value>* values) {
+absl::Status RunTensorOp(const TensorOpSpec& spec, const Layer& layer, std::vector<Value>* values) {
   std::vector<const Tensor*> operands;
   size_t next = 0;
   for (const TensorOperand& op : spec.operands) {
@@ -906,24 +902,22 @@ absl::Status RunTensorOp(const TensorOpSpec& spec, const Layer& layer,
     const Tensor& lens = *operands[1];
     if (x.rank() < 2 || lens.dtype() != DType::kInt64 || lens.rank() != 1 ||
         lens.dim(0) != x.dim(0)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "layer '", layer.name, "': sequence lengths ", ShapeString(lens.shape()),
-          " do not match a batch of ", x.rank() >= 1 ? x.dim(0) : 0));
+      return absl::InvalidArgumentError(
+          absl::StrCat("layer '", layer.name, "': sequence lengths ", ShapeString(lens.shape()),
+                       " do not match a batch of ", x.rank() >= 1 ? x.dim(0) : 0));
     }
     for (int64_t len : lens.ints()) {
       if (len < 0 || len > x.dim(1)) {
-        return absl::InvalidArgumentError(absl::StrCat("layer '", layer.name,
-                                                       "': sequence length ", len,
-                                                       " outside [0, ", x.dim(1), "]"));
+        return absl::InvalidArgumentError(absl::StrCat("layer '", layer.name, "': sequence length ",
+                                                       len, " outside [0, ", x.dim(1), "]"));
       }
       lengths.push_back(static_cast<int32_t>(len));
     }
   }
   if (results.size() < layer.outputs.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("layer '", layer.name, "' declares ",
-                                                   layer.outputs.size(), " outputs; ",
-                                                   TensorOpName(spec.kind), " makes ",
-                                                   results.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("layer '", layer.name, "' declares ", layer.outputs.size(), " outputs; ",
+                     TensorOpName(spec.kind), " makes ", results.size()));
   }
   for (size_t i = 0; i < layer.outputs.size(); ++i) {
     Value& v = (*values)[layer.outputs[i]];

@@ -119,8 +119,8 @@ absl::StatusOr<std::vector<Ref>> GraphBuilder::Emit(TensorOpSpec spec,
     return out;
   }
   if (layer.inputs.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(engine::TensorOpName(spec.kind),
-                                                   " has no runtime operand"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(engine::TensorOpName(spec.kind), " has no runtime operand"));
   }
   const int n = engine::cpu::TensorOpOutputs(spec);
   for (int i = 0; i < n; ++i) {
@@ -134,8 +134,7 @@ absl::StatusOr<std::vector<Ref>> GraphBuilder::Emit(TensorOpSpec spec,
 }
 
 absl::StatusOr<Ref> GraphBuilder::Emit1(TensorOpSpec spec, const std::vector<Ref>& operands,
-                                        const std::string& name,
-                                        const std::string& source_class) {
+                                        const std::string& name, const std::string& source_class) {
   auto out = Emit(std::move(spec), operands, name, source_class);
   if (!out.ok()) return out.status();
   return std::move(out->front());

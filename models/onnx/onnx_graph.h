@@ -21,8 +21,8 @@ namespace rnnserve::models::onnx {
 
 // A resolved operand: a runtime value id, a constant, or absent (an empty optional input).
 struct Ref {
-  int id = -1;              // runtime value id, or -1
-  bool absent = false;      // an optional input left empty
+  int id = -1;                   // runtime value id, or -1
+  bool absent = false;           // an optional input left empty
   engine::Tensor constant = {};  // when id < 0 and !absent
   bool is_constant() const { return id < 0 && !absent; }
 };

@@ -38,8 +38,8 @@ absl::StatusOr<engine::ValueInfo> ValueInfoOf(const ValueInfoProto& v) {
   engine::ValueInfo info;
   info.name = v.name();
   if (!v.has_type() || !v.type().has_tensor_type()) {
-    return absl::InvalidArgumentError(absl::StrCat("graph value '", v.name(),
-                                                   "' has no tensor type"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("graph value '", v.name(), "' has no tensor type"));
   }
   const TypeProto::Tensor& t = v.type().tensor_type();
   switch (t.elem_type()) {
@@ -53,9 +53,9 @@ absl::StatusOr<engine::ValueInfo> ValueInfoOf(const ValueInfoProto& v) {
       info.dtype = DType::kInt64;
       break;
     default:
-      return absl::InvalidArgumentError(absl::StrCat(
-          "graph value '", v.name(), "' has element type ", OnnxTypeName(t.elem_type()),
-          "; expected FLOAT or an integer type"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("graph value '", v.name(), "' has element type ",
+                       OnnxTypeName(t.elem_type()), "; expected FLOAT or an integer type"));
   }
   for (const TensorShapeProto::Dimension& d : t.shape().dim()) {
     info.shape.push_back(d.has_dim_value() && d.dim_value() >= 0 ? d.dim_value() : -1);
@@ -76,8 +76,8 @@ absl::StatusOr<engine::Model> ImportGraph(const ModelProto& proto, const std::st
   engine::Model model;
   model.name = graph.name().empty() ? std::filesystem::path(name).stem().string() : graph.name();
   model.source_format = "onnx";
-  model.producer = absl::StrCat(proto.producer_name(), " ", proto.producer_version(), " (opset ",
-                                opset, ")");
+  model.producer =
+      absl::StrCat(proto.producer_name(), " ", proto.producer_version(), " (opset ", opset, ")");
   GraphBuilder builder(&model, opset);
 
   std::set<std::string> initializer_names;
@@ -156,8 +156,8 @@ absl::StatusOr<engine::Model> LoadOnnxFile(const std::string& path) {
   const auto size = std::filesystem::file_size(path, ec);
   if (ec) return absl::NotFoundError(absl::StrCat(path, ": cannot read: ", ec.message()));
   if (static_cast<int64_t>(size) >= kMaxOnnxFileBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", size,
-                                                   " bytes is past ONNX's 2 GiB limit"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": ", size, " bytes is past ONNX's 2 GiB limit"));
   }
   std::ifstream in(path, std::ios::binary);
   std::ostringstream buf;

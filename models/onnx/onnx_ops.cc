@@ -62,19 +62,17 @@ Ref AxesOperand(const Ctx& c, int since, const char* attr, size_t input) {
 absl::StatusOr<std::vector<int64_t>> ConstantInts(const Ref& r, const char* what) {
   if (r.absent) return std::vector<int64_t>{};
   if (!r.is_constant() || r.constant.dtype() != DType::kInt64) {
-    return absl::UnimplementedError(
-        absl::StrCat(what, " must be a constant integer tensor here"));
+    return absl::UnimplementedError(absl::StrCat(what, " must be a constant integer tensor here"));
   }
   return std::vector<int64_t>(r.constant.ints().begin(), r.constant.ints().end());
 }
 
-absl::Status Unary(Ctx& c, TensorOpKind kind) {
-  return EmitOp(c, {.kind = kind}, {Input(c, 0)});
-}
+absl::Status Unary(Ctx& c, TensorOpKind kind) { return EmitOp(c, {.kind = kind}, {Input(c, 0)}); }
 
 absl::Status Act(Ctx& c, ActivationKind kind, float alpha = 0.0f, float beta = 0.0f) {
-  return EmitOp(c, {.kind = TensorOpKind::kActivation, .activation = Activation::Of(kind, alpha, beta)},
-                {Input(c, 0)});
+  return EmitOp(
+      c, {.kind = TensorOpKind::kActivation, .activation = Activation::Of(kind, alpha, beta)},
+      {Input(c, 0)});
 }
 
 // MatMul / Gemm with a constant 2-D weight become a Dense layer over the last axis.
@@ -83,19 +81,20 @@ absl::Status DenseOrGeneric(Ctx& c, bool gemm) {
   const float alpha = c.attrs.Float("alpha", 1.0f), beta = c.attrs.Float("beta", 1.0f);
   const bool ta = gemm && c.attrs.Int("transA", 0) != 0;
   const bool tb = gemm && c.attrs.Int("transB", 0) != 0;
-  const bool dense_ok = !a.is_constant() && !a.absent && w.is_constant() && w.constant.rank() == 2 &&
-                        w.constant.dtype() == DType::kFloat32 && !ta;
+  const bool dense_ok = !a.is_constant() && !a.absent && w.is_constant() &&
+                        w.constant.rank() == 2 && w.constant.dtype() == DType::kFloat32 && !ta;
   const int64_t n_out = dense_ok ? w.constant.dim(tb ? 0 : 1) : 0;
-  const bool bias_ok = !gemm || bias.absent ||
-                       (bias.is_constant() && bias.constant.dtype() == DType::kFloat32 &&
-                        bias.constant.num_elements() == n_out &&
-                        (bias.constant.rank() == 1 ||
-                         (bias.constant.rank() == 2 && bias.constant.dim(0) == 1)));
+  const bool bias_ok =
+      !gemm || bias.absent ||
+      (bias.is_constant() && bias.constant.dtype() == DType::kFloat32 &&
+       bias.constant.num_elements() == n_out &&
+       (bias.constant.rank() == 1 || (bias.constant.rank() == 2 && bias.constant.dim(0) == 1)));
   if (!dense_ok || !bias_ok) {
     if (!gemm) return EmitOp(c, {.kind = TensorOpKind::kMatMul}, {a, w});
-    return EmitOp(c, {.kind = TensorOpKind::kGemm, .trans_a = ta, .trans_b = tb, .alpha = alpha,
-                      .beta = beta},
-                  {a, w, bias});
+    return EmitOp(
+        c,
+        {.kind = TensorOpKind::kGemm, .trans_a = ta, .trans_b = tb, .alpha = alpha, .beta = beta},
+        {a, w, bias});
   }
   const Tensor& W = w.constant;
   engine::DenseSpec dense;
@@ -146,10 +145,20 @@ absl::Status Constant(Ctx& c) {
 absl::StatusOr<DType> CastTarget(int to) {
   using TP = TensorProto;
   switch (to) {
-    case TP::FLOAT: case TP::DOUBLE: case TP::FLOAT16: case TP::BFLOAT16:
+    case TP::FLOAT:
+    case TP::DOUBLE:
+    case TP::FLOAT16:
+    case TP::BFLOAT16:
       return DType::kFloat32;
-    case TP::INT64: case TP::INT32: case TP::INT16: case TP::INT8: case TP::UINT8:
-    case TP::UINT16: case TP::UINT32: case TP::UINT64: case TP::BOOL:
+    case TP::INT64:
+    case TP::INT32:
+    case TP::INT16:
+    case TP::INT8:
+    case TP::UINT8:
+    case TP::UINT16:
+    case TP::UINT32:
+    case TP::UINT64:
+    case TP::BOOL:
       return DType::kInt64;
     default:
       return absl::UnimplementedError(absl::StrCat("Cast to ", OnnxTypeName(to)));
@@ -210,8 +219,8 @@ absl::Status Clip(Ctx& c) {
 }
 
 absl::Status Shape(Ctx& c) {
-  auto shape = c.b->Emit1({.kind = TensorOpKind::kShape}, {Input(c, 0)}, c.node.name(),
-                          "onnx::Shape");
+  auto shape =
+      c.b->Emit1({.kind = TensorOpKind::kShape}, {Input(c, 0)}, c.node.name(), "onnx::Shape");
   if (!shape.ok()) return shape.status();
   if (!c.attrs.Has("start") && !c.attrs.Has("end")) return BindOutputs(c, {*shape});
   const int64_t end = c.attrs.Int("end", INT64_MAX);
@@ -239,61 +248,88 @@ const std::map<std::string, Handler>& Handlers() {
       {"Identity", [](Ctx& c) { return BindOutputs(c, {Input(c, 0)}); }},
       {"Dropout", [](Ctx& c) { return BindOutputs(c, {Input(c, 0)}); }},
       {"Shape", Shape},
-      {"Gather", [](Ctx& c) {
+      {"Gather",
+       [](Ctx& c) {
          return EmitOp(c, {.kind = TensorOpKind::kGather, .axis = c.attrs.Int("axis", 0)},
                        {Input(c, 0), Input(c, 1)});
        }},
-      {"Concat", [](Ctx& c) {
+      {"Concat",
+       [](Ctx& c) {
          return EmitOp(c, {.kind = TensorOpKind::kConcat, .axis = c.attrs.Int("axis", 0)}, c.in);
        }},
-      {"Unsqueeze", [](Ctx& c) {
+      {"Unsqueeze",
+       [](Ctx& c) {
          return EmitOp(c, {.kind = TensorOpKind::kUnsqueeze},
                        {Input(c, 0), AxesOperand(c, 13, "axes", 1)});
        }},
-      {"Squeeze", [](Ctx& c) {
+      {"Squeeze",
+       [](Ctx& c) {
          return EmitOp(c, {.kind = TensorOpKind::kSqueeze},
                        {Input(c, 0), AxesOperand(c, 13, "axes", 1)});
        }},
       {"Slice", Slice},
-      {"Transpose", [](Ctx& c) {
+      {"Transpose",
+       [](Ctx& c) {
          return EmitOp(c, {.kind = TensorOpKind::kTranspose, .ints = c.attrs.Ints("perm")},
                        {Input(c, 0)});
        }},
-      {"Reshape", [](Ctx& c) {
-         return EmitOp(c, {.kind = TensorOpKind::kReshape,
-                           .allow_zero = c.attrs.Int("allowzero", 0) != 0},
-                       {Input(c, 0), Input(c, 1)});
+      {"Reshape",
+       [](Ctx& c) {
+         return EmitOp(
+             c, {.kind = TensorOpKind::kReshape, .allow_zero = c.attrs.Int("allowzero", 0) != 0},
+             {Input(c, 0), Input(c, 1)});
        }},
-      {"Flatten", [](Ctx& c) {
+      {"Flatten",
+       [](Ctx& c) {
          return EmitOp(c, {.kind = TensorOpKind::kFlatten, .axis = c.attrs.Int("axis", 1)},
                        {Input(c, 0)});
        }},
-      {"Expand", [](Ctx& c) {
+      {"Expand",
+       [](Ctx& c) {
          return EmitOp(c, {.kind = TensorOpKind::kExpand}, {Input(c, 0), Input(c, 1)});
        }},
-      {"Cast", [](Ctx& c) -> absl::Status {
+      {"Cast",
+       [](Ctx& c) -> absl::Status {
          auto to = CastTarget(static_cast<int>(c.attrs.Int("to", 0)));
          if (!to.ok()) return to.status();
          return EmitOp(c, {.kind = TensorOpKind::kCast, .to = *to}, {Input(c, 0)});
        }},
-      {"ConstantOfShape", [](Ctx& c) -> absl::Status {
+      {"ConstantOfShape",
+       [](Ctx& c) -> absl::Status {
          TensorOpSpec spec{.kind = TensorOpKind::kConstantOfShape};
          if (const TensorProto* t = c.attrs.Tensor("value")) {
            auto v = TensorFromProto(*t, NodeLabel(c.node) + " value");
            if (!v.ok()) return v.status();
-           if (v->num_elements() != 1) return absl::InvalidArgumentError("value must hold one element");
+           if (v->num_elements() != 1)
+             return absl::InvalidArgumentError("value must hold one element");
            spec.value = std::move(*v);
          }
          return EmitOp(c, std::move(spec), {Input(c, 0)});
        }},
-      {"Range", [](Ctx& c) {
+      {"Range",
+       [](Ctx& c) {
          return EmitOp(c, {.kind = TensorOpKind::kRange}, {Input(c, 0), Input(c, 1), Input(c, 2)});
        }},
-      {"Add", [](Ctx& c) { return EmitOp(c, {.kind = TensorOpKind::kAdd}, {Input(c, 0), Input(c, 1)}); }},
-      {"Sub", [](Ctx& c) { return EmitOp(c, {.kind = TensorOpKind::kSub}, {Input(c, 0), Input(c, 1)}); }},
-      {"Mul", [](Ctx& c) { return EmitOp(c, {.kind = TensorOpKind::kMul}, {Input(c, 0), Input(c, 1)}); }},
-      {"Div", [](Ctx& c) { return EmitOp(c, {.kind = TensorOpKind::kDiv}, {Input(c, 0), Input(c, 1)}); }},
-      {"Pow", [](Ctx& c) { return EmitOp(c, {.kind = TensorOpKind::kPow}, {Input(c, 0), Input(c, 1)}); }},
+      {"Add",
+       [](Ctx& c) {
+         return EmitOp(c, {.kind = TensorOpKind::kAdd}, {Input(c, 0), Input(c, 1)});
+       }},
+      {"Sub",
+       [](Ctx& c) {
+         return EmitOp(c, {.kind = TensorOpKind::kSub}, {Input(c, 0), Input(c, 1)});
+       }},
+      {"Mul",
+       [](Ctx& c) {
+         return EmitOp(c, {.kind = TensorOpKind::kMul}, {Input(c, 0), Input(c, 1)});
+       }},
+      {"Div",
+       [](Ctx& c) {
+         return EmitOp(c, {.kind = TensorOpKind::kDiv}, {Input(c, 0), Input(c, 1)});
+       }},
+      {"Pow",
+       [](Ctx& c) {
+         return EmitOp(c, {.kind = TensorOpKind::kPow}, {Input(c, 0), Input(c, 1)});
+       }},
       {"Min", [](Ctx& c) { return Variadic(c, TensorOpKind::kMin); }},
       {"Max", [](Ctx& c) { return Variadic(c, TensorOpKind::kMax); }},
       {"Sum", [](Ctx& c) { return Variadic(c, TensorOpKind::kAdd); }},
@@ -311,33 +347,41 @@ const std::map<std::string, Handler>& Handlers() {
       {"Sigmoid", [](Ctx& c) { return Act(c, ActivationKind::kSigmoid); }},
       {"Softsign", [](Ctx& c) { return Act(c, ActivationKind::kSoftsign); }},
       {"Softplus", [](Ctx& c) { return Act(c, ActivationKind::kSoftplus); }},
-      {"LeakyRelu", [](Ctx& c) {
-         return Act(c, ActivationKind::kLeakyRelu, c.attrs.Float("alpha", 0.01f));
-       }},
-      {"ThresholdedRelu", [](Ctx& c) {
+      {"LeakyRelu",
+       [](Ctx& c) { return Act(c, ActivationKind::kLeakyRelu, c.attrs.Float("alpha", 0.01f)); }},
+      {"ThresholdedRelu",
+       [](Ctx& c) {
          return Act(c, ActivationKind::kThresholdedRelu, c.attrs.Float("alpha", 1.0f));
        }},
       {"Elu", [](Ctx& c) { return Act(c, ActivationKind::kElu, c.attrs.Float("alpha", 1.0f)); }},
-      {"HardSigmoid", [](Ctx& c) {
+      {"HardSigmoid",
+       [](Ctx& c) {
          return Act(c, ActivationKind::kHardSigmoid, c.attrs.Float("alpha", 0.2f),
                     c.attrs.Float("beta", 0.5f));
        }},
-      {"Gelu", [](Ctx& c) -> absl::Status {
+      {"Gelu",
+       [](Ctx& c) -> absl::Status {
          if (c.attrs.String("approximate", "none") != "none") {
            return absl::UnimplementedError("Gelu with approximate='tanh' is not supported");
          }
          return Act(c, ActivationKind::kGelu);
        }},
-      {"Softmax", [](Ctx& c) {
+      {"Softmax",
+       [](Ctx& c) {
          const bool old = c.b->opset() < 13;
-         return EmitOp(c, {.kind = TensorOpKind::kSoftmax, .axis = c.attrs.Int("axis", old ? 1 : -1),
-                           .coerce_2d = old},
+         return EmitOp(c,
+                       {.kind = TensorOpKind::kSoftmax,
+                        .axis = c.attrs.Int("axis", old ? 1 : -1),
+                        .coerce_2d = old},
                        {Input(c, 0)});
        }},
-      {"LogSoftmax", [](Ctx& c) {
+      {"LogSoftmax",
+       [](Ctx& c) {
          const bool old = c.b->opset() < 13;
-         return EmitOp(c, {.kind = TensorOpKind::kLogSoftmax,
-                           .axis = c.attrs.Int("axis", old ? 1 : -1), .coerce_2d = old},
+         return EmitOp(c,
+                       {.kind = TensorOpKind::kLogSoftmax,
+                        .axis = c.attrs.Int("axis", old ? 1 : -1),
+                        .coerce_2d = old},
                        {Input(c, 0)});
        }},
       {"Split", Split},
@@ -351,11 +395,10 @@ const std::map<std::string, Handler>& Handlers() {
 }  // namespace
 
 absl::Status ImportNode(const NodeProto& node, GraphBuilder* builder) {
-  const std::string where =
-      absl::StrCat(NodeLabel(node), " at opset ", builder->opset(), ": ");
+  const std::string where = absl::StrCat(NodeLabel(node), " at opset ", builder->opset(), ": ");
   if (!node.domain().empty() && node.domain() != "ai.onnx") {
-    return absl::UnimplementedError(absl::StrCat(where, "domain '", node.domain(),
-                                                 "' is not supported"));
+    return absl::UnimplementedError(
+        absl::StrCat(where, "domain '", node.domain(), "' is not supported"));
   }
   const std::string& op = node.op_type();
   absl::Status s;
@@ -364,14 +407,14 @@ absl::Status ImportNode(const NodeProto& node, GraphBuilder* builder) {
   } else {
     auto it = Handlers().find(op);
     if (it == Handlers().end()) {
-      return absl::UnimplementedError(absl::StrCat(where, "op type ", op,
-                                                   " is not supported"));
+      return absl::UnimplementedError(absl::StrCat(where, "op type ", op, " is not supported"));
     }
     const NodeAttributes attrs(node);
     Ctx ctx{node, attrs, builder, {}};
     for (const std::string& name : node.input()) {
       auto r = builder->Resolve(name);
-      if (!r.ok()) return absl::Status(r.status().code(), where + std::string(r.status().message()));
+      if (!r.ok())
+        return absl::Status(r.status().code(), where + std::string(r.status().message()));
       ctx.in.push_back(std::move(*r));
     }
     s = it->second(ctx);

@@ -75,8 +75,8 @@ constexpr ActivationDefault kActivations[] = {
 
 // Parses the activations list. alpha and beta values are consumed in list order by the
 // activations that take them (as onnxruntime does); a missing value takes the default.
-absl::StatusOr<std::vector<Activation>> ParseActivations(const NodeAttributes& attrs,
-                                                         int per_dir, int dirs,
+absl::StatusOr<std::vector<Activation>> ParseActivations(const NodeAttributes& attrs, int per_dir,
+                                                         int dirs,
                                                          const std::vector<const char*>& defaults) {
   std::vector<std::string> names = attrs.Strings("activations");
   if (names.empty()) {
@@ -84,8 +84,8 @@ absl::StatusOr<std::vector<Activation>> ParseActivations(const NodeAttributes& a
   }
   if (static_cast<int>(names.size()) != per_dir * dirs) {
     return absl::InvalidArgumentError(absl::StrCat("activations lists ", names.size(),
-                                                   " functions; expected ", per_dir * dirs,
-                                                   " (", per_dir, " per direction)"));
+                                                   " functions; expected ", per_dir * dirs, " (",
+                                                   per_dir, " per direction)"));
   }
   const std::vector<float> alphas = attrs.Floats("activation_alpha");
   const std::vector<float> betas = attrs.Floats("activation_beta");
@@ -108,8 +108,7 @@ absl::StatusOr<std::vector<Activation>> ParseActivations(const NodeAttributes& a
   return out;
 }
 
-absl::StatusOr<Tensor> Weight(const Ref& r, const char* what, int64_t d0, int64_t d1,
-                              int64_t d2) {
+absl::StatusOr<Tensor> Weight(const Ref& r, const char* what, int64_t d0, int64_t d1, int64_t d2) {
   if (r.absent) return absl::InvalidArgumentError(absl::StrCat(what, " is missing"));
   if (!r.is_constant()) {
     return absl::UnimplementedError(absl::StrCat(what, " must be an initializer (a constant)"));
@@ -134,11 +133,11 @@ absl::StatusOr<Tensor> Weight(const Ref& r, const char* what, int64_t d0, int64_
 absl::Status ImportRecurrentNode(const NodeProto& node, GraphBuilder* b) {
   const NodeAttributes attrs(node);
   const std::string& op = node.op_type();
-  const CellType cell = op == "LSTM" ? CellType::kLstm
+  const CellType cell = op == "LSTM"  ? CellType::kLstm
                         : op == "GRU" ? CellType::kGru
                                       : CellType::kSimpleRnn;
   const int G = cell == CellType::kLstm ? 4 : cell == CellType::kGru ? 3 : 1;
-  const int* order = cell == CellType::kLstm ? kLstmOrder
+  const int* order = cell == CellType::kLstm  ? kLstmOrder
                      : cell == CellType::kGru ? kGruOrder
                                               : kRnnOrder;
   std::vector<Ref> in;
@@ -153,8 +152,8 @@ absl::Status ImportRecurrentNode(const NodeProto& node, GraphBuilder* b) {
 
   const std::string direction = attrs.String("direction", "forward");
   if (direction != "forward" && direction != "reverse" && direction != "bidirectional") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "direction '", direction, "'; expected forward, reverse or bidirectional"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("direction '", direction, "'; expected forward, reverse or bidirectional"));
   }
   const int D = direction == "bidirectional" ? 2 : 1;
   const int64_t layout = attrs.Int("layout", 0);
@@ -215,10 +214,10 @@ absl::Status ImportRecurrentNode(const NodeProto& node, GraphBuilder* b) {
     dir.f = (*acts)[d * per_dir];
     if (per_dir > 1) dir.g = (*acts)[d * per_dir + 1];
     if (per_dir > 2) dir.h = (*acts)[d * per_dir + 2];
-    dir.W = Reorder(*W, d, order, G, H, I);                        // [G*H, I]
-    dir.R = Reorder(*R, d, order, G, H, H);                        // [G*H, H]
-    dir.bW = Reorder(B, d, order, G, H, 1);                        // [G*H]
-    dir.bR = Reorder(B, d, order, G, H, 1, G * H);                 // [G*H]
+    dir.W = Reorder(*W, d, order, G, H, I);         // [G*H, I]
+    dir.R = Reorder(*R, d, order, G, H, H);         // [G*H, H]
+    dir.bW = Reorder(B, d, order, G, H, 1);         // [G*H]
+    dir.bR = Reorder(B, d, order, G, H, 1, G * H);  // [G*H]
     if (spec.reset_after) {
       // r and z see bW + bR only as a sum: carry it in bW, so that only n's bR (which sits
       // inside r * (R h + bR_n)) remains in bR.
@@ -228,7 +227,7 @@ absl::Status ImportRecurrentNode(const NodeProto& node, GraphBuilder* b) {
       }
     }
     if (!in[7].absent) {
-      dir.peephole = Reorder(P, d, kPeepholeOrder, 3, H, 1);       // [3H] i, f, o
+      dir.peephole = Reorder(P, d, kPeepholeOrder, 3, H, 1);  // [3H] i, f, o
     }
     spec.directions.push_back(std::move(dir));
   }
@@ -331,8 +330,8 @@ absl::Status ImportRecurrentNode(const NodeProto& node, GraphBuilder* b) {
     if (auto st = b->Bind(node.output(s + 1), stacked); !st.ok()) return st;
   }
   if (node.output_size() > 1 + per_dir_states) {
-    return absl::InvalidArgumentError(absl::StrCat(op, " has at most ", 1 + per_dir_states,
-                                                   " outputs"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, " has at most ", 1 + per_dir_states, " outputs"));
   }
   return absl::OkStatus();
 }

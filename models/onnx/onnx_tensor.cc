@@ -47,16 +47,16 @@ T Raw(const std::string& raw, int64_t i) {
 }
 
 absl::Status SizeMismatch(const std::string& what, int64_t want, int64_t got, const char* field) {
-  return absl::InvalidArgumentError(absl::StrCat(what, " declares ", want, " elements but its ",
-                                                 field, " holds ", got));
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, " declares ", want, " elements but its ", field, " holds ", got));
 }
 
 }  // namespace
 
 std::string OnnxTypeName(int data_type) {
-  static const char* const kNames[] = {"UNDEFINED", "FLOAT",   "UINT8",    "INT8",      "UINT16",
-                                       "INT16",     "INT32",   "INT64",    "STRING",    "BOOL",
-                                       "FLOAT16",   "DOUBLE",  "UINT32",   "UINT64",    "COMPLEX64",
+  static const char* const kNames[] = {"UNDEFINED",  "FLOAT",   "UINT8",  "INT8",   "UINT16",
+                                       "INT16",      "INT32",   "INT64",  "STRING", "BOOL",
+                                       "FLOAT16",    "DOUBLE",  "UINT32", "UINT64", "COMPLEX64",
                                        "COMPLEX128", "BFLOAT16"};
   if (data_type >= 0 && data_type < static_cast<int>(std::size(kNames))) return kNames[data_type];
   return absl::StrCat("type ", data_type);
@@ -73,8 +73,9 @@ bool AllFinite(const Tensor& t) {
 absl::StatusOr<Tensor> TensorFromProto(const TensorProto& p, const std::string& what) {
   if (p.data_location() == TensorProto::EXTERNAL || p.external_data_size() > 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        what, " keeps its data in an external file; rnnserve reads self-contained .onnx files "
-              "(re-export without external data)"));
+        what,
+        " keeps its data in an external file; rnnserve reads self-contained .onnx files "
+        "(re-export without external data)"));
   }
   Shape shape;
   int64_t n = 1;
@@ -83,8 +84,8 @@ absl::StatusOr<Tensor> TensorFromProto(const TensorProto& p, const std::string& 
       return absl::InvalidArgumentError(absl::StrCat(what, " has negative dimension ", d));
     }
     if (d != 0 && n > kMaxOnnxTensorElements / d) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " declares more than ",
-                                                     kMaxOnnxTensorElements, " elements"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " declares more than ", kMaxOnnxTensorElements, " elements"));
     }
     n *= d;
     shape.push_back(d);
@@ -95,11 +96,25 @@ absl::StatusOr<Tensor> TensorFromProto(const TensorProto& p, const std::string& 
   using TP = TensorProto;
   auto width = [&]() -> int {
     switch (type) {
-      case TP::FLOAT: case TP::INT32: case TP::UINT32: return 4;
-      case TP::DOUBLE: case TP::INT64: case TP::UINT64: return 8;
-      case TP::FLOAT16: case TP::BFLOAT16: case TP::INT16: case TP::UINT16: return 2;
-      case TP::INT8: case TP::UINT8: case TP::BOOL: return 1;
-      default: return 0;
+      case TP::FLOAT:
+      case TP::INT32:
+      case TP::UINT32:
+        return 4;
+      case TP::DOUBLE:
+      case TP::INT64:
+      case TP::UINT64:
+        return 8;
+      case TP::FLOAT16:
+      case TP::BFLOAT16:
+      case TP::INT16:
+      case TP::UINT16:
+        return 2;
+      case TP::INT8:
+      case TP::UINT8:
+      case TP::BOOL:
+        return 1;
+      default:
+        return 0;
     }
   }();
   if (width == 0) {
@@ -111,8 +126,8 @@ absl::StatusOr<Tensor> TensorFromProto(const TensorProto& p, const std::string& 
                                                    " bytes but raw_data holds ", raw.size(),
                                                    " bytes"));
   }
-  const bool is_float = type == TP::FLOAT || type == TP::DOUBLE || type == TP::FLOAT16 ||
-                        type == TP::BFLOAT16;
+  const bool is_float =
+      type == TP::FLOAT || type == TP::DOUBLE || type == TP::FLOAT16 || type == TP::BFLOAT16;
   if (is_float) {
     std::vector<float> v(n);
     if (type == TP::FLOAT) {
@@ -168,12 +183,24 @@ absl::StatusOr<Tensor> TensorFromProto(const TensorProto& p, const std::string& 
         continue;
       }
       switch (type) {
-        case TP::INT32: v[i] = Raw<int32_t>(raw, i); break;
-        case TP::UINT32: v[i] = Raw<uint32_t>(raw, i); break;
-        case TP::INT16: v[i] = Raw<int16_t>(raw, i); break;
-        case TP::UINT16: v[i] = Raw<uint16_t>(raw, i); break;
-        case TP::INT8: v[i] = Raw<int8_t>(raw, i); break;
-        default: v[i] = Raw<uint8_t>(raw, i); break;  // UINT8, BOOL
+        case TP::INT32:
+          v[i] = Raw<int32_t>(raw, i);
+          break;
+        case TP::UINT32:
+          v[i] = Raw<uint32_t>(raw, i);
+          break;
+        case TP::INT16:
+          v[i] = Raw<int16_t>(raw, i);
+          break;
+        case TP::UINT16:
+          v[i] = Raw<uint16_t>(raw, i);
+          break;
+        case TP::INT8:
+          v[i] = Raw<int8_t>(raw, i);
+          break;
+        default:
+          v[i] = Raw<uint8_t>(raw, i);
+          break;  // UINT8, BOOL
       }
     }
   }

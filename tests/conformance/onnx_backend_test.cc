@@ -113,12 +113,18 @@ TEST(OnnxBackendNodeTestData, EveryRecurrentNodeTestIsCovered) {
   if (!fs::is_directory(kNodeTests)) {
     GTEST_SKIP() << kNodeTests << " is absent; install the Debian package libonnx-testdata";
   }
-  const std::set<std::string> covered = {
-      "test_lstm_defaults", "test_lstm_with_initial_bias", "test_lstm_with_peepholes",
-      "test_lstm_batchwise", "test_gru_defaults", "test_gru_with_initial_bias",
-      "test_gru_seq_length", "test_gru_batchwise", "test_rnn_seq_length",
-      "test_simple_rnn_defaults", "test_simple_rnn_with_initial_bias",
-      "test_simple_rnn_batchwise"};
+  const std::set<std::string> covered = {"test_lstm_defaults",
+                                         "test_lstm_with_initial_bias",
+                                         "test_lstm_with_peepholes",
+                                         "test_lstm_batchwise",
+                                         "test_gru_defaults",
+                                         "test_gru_with_initial_bias",
+                                         "test_gru_seq_length",
+                                         "test_gru_batchwise",
+                                         "test_rnn_seq_length",
+                                         "test_simple_rnn_defaults",
+                                         "test_simple_rnn_with_initial_bias",
+                                         "test_simple_rnn_batchwise"};
   for (const auto& entry : fs::directory_iterator(kNodeTests)) {
     const std::string name = entry.path().filename().string();
     for (const char* prefix : {"test_lstm", "test_gru", "test_rnn", "test_simple_rnn"}) {

@@ -15,8 +15,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace rnnserve;
-  auto model = models::onnx::LoadOnnxBytes(
-      std::string(reinterpret_cast<const char*>(data), size), "fuzz.onnx");
+  auto model = models::onnx::LoadOnnxBytes(std::string(reinterpret_cast<const char*>(data), size),
+                                           "fuzz.onnx");
   if (!model.ok()) return 0;
   auto engine = engine::Engine::Create({.kind = engine::EngineKind::kCpu});
   if (!engine.ok()) return 0;

@@ -228,8 +228,8 @@ TEST(OnnxImport, UnsupportedOpIsNamedWithNodeOpTypeAndOpset) {
   n->set_op_type("NonMaxSuppression");
   n->add_input("Y_h");
   n->add_output("boxes");
-  EXPECT_THAT(LoadError(m).message(), AllOf(HasSubstr("'nms'"), HasSubstr("NonMaxSuppression"),
-                                            HasSubstr("opset 14")));
+  EXPECT_THAT(LoadError(m).message(),
+              AllOf(HasSubstr("'nms'"), HasSubstr("NonMaxSuppression"), HasSubstr("opset 14")));
 }
 
 TEST(OnnxImport, CustomDomainOpIsRejected) {
