@@ -10,6 +10,9 @@ inputs in order, out_<k> for its outputs in order):
                 onnxruntime's outputs. onnxruntime does not run layout=1; those cases hold the
                 layout-1 node and onnxruntime's outputs for the same node in layout 0, with
                 inputs and outputs transposed by numpy (layout 1 is that transpose, by the spec).
+  ops/<Case>    the generic ops exporters put around recurrent layers (Slice, Gather, Expand,
+                Reshape, Split, MatMul, Gemm, Softmax, Reduce*, activations...), one per graph,
+                with runtime data operands, with onnxruntime's outputs.
   torch/<Case>  torch.nn modules (LSTM / GRU / RNN, bidirectional, stacked, batch_first, with
                 heads) exported by torch.onnx.export at opsets 14-20, with PyTorch's outputs
                 computed in float64 on the same weights, at a batch and length other than the
@@ -196,6 +199,107 @@ def node_cases():
 
 
 # ----------------------------------------------------------------------------------------------
+# The generic ops around recurrent layers, one small graph each, onnxruntime as the reference.
+# Data operands are graph inputs (so the ops run per request); shape-like operands are
+# initializers, as exporters write them.
+
+
+def op_case(name, op, data, consts=(), opset=17, n_outputs=1, **attrs):
+    """data: list of (name, array) graph inputs; consts: list of (name, array) initializers;
+    the node reads them in the order data + consts unless `order` is given."""
+    order = attrs.pop("order", None)
+    names = order or [n for n, _ in data] + [n for n, _ in consts]
+    outs = [f"out{k}" for k in range(n_outputs)]
+    node = helper.make_node(op, names, outs, name=name.lower(), **attrs)
+
+    def info(n, a):
+        t = TensorProto.FLOAT if a.dtype == np.float32 else TensorProto.INT64
+        return helper.make_tensor_value_info(n, t, list(a.shape))
+
+    g = helper.make_graph([node], name, [info(n, a) for n, a in data],
+                          [helper.make_tensor_value_info(o, TensorProto.FLOAT, None)
+                           for o in outs],
+                          [numpy_helper.from_array(a, n) for n, a in consts])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)],
+                          producer_name="make_onnx_fixtures")
+    m.ir_version = 8
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    results = sess.run(None, {n: a for n, a in data})
+    write_case("ops", name, m.SerializeToString(), [a for _, a in data],
+               [r.astype(np.float32) if r.dtype != np.int64 else r for r in results])
+
+
+def i64(*v):
+    return np.array(v, np.int64)
+
+
+def op_cases():
+    x = rand(2, 3, 4, scale=1.0)
+    op_case("SliceNegativeStepsMatchOnnxruntime", "Slice", [("x", x)],
+            [("starts", i64(-1, 3)), ("ends", i64(-100, 0)), ("axes", i64(1, 2)),
+             ("steps", i64(-1, -2))])
+    op_case("SliceClampsOutOfRangeBoundsMatchOnnxruntime", "Slice", [("x", x)],
+            [("starts", i64(1, -7)), ("ends", i64(99, 2)), ("axes", i64(-2, 2))])
+    op_case("GatherNegativeIndicesMatchOnnxruntime", "Gather", [("x", x)],
+            [("idx", i64(-1, 0, 2))], axis=1)
+    op_case("TransposePermutationMatchesOnnxruntime", "Transpose", [("x", x)], perm=[2, 0, 1])
+    op_case("ExpandBroadcastsMatchOnnxruntime", "Expand", [("x", rand(3, 1, scale=1.0))],
+            [("shape", i64(2, 1, 4))])
+    op_case("ReshapeCopiesZeroAndInfersMinusOneMatchOnnxruntime", "Reshape", [("x", x)],
+            [("shape", i64(0, -1, 2))])
+    op_case("SplitSizesMatchOnnxruntime", "Split", [("x", x)], [("split", i64(1, 3))],
+            axis=2, n_outputs=2)
+    op_case("SplitEqualPartsOpset11MatchOnnxruntime", "Split", [("x", rand(2, 6, scale=1.0))],
+            axis=1, n_outputs=3, opset=11)
+    op_case("ConcatNegativeAxisMatchesOnnxruntime", "Concat",
+            [("a", x), ("b", rand(2, 3, 2, scale=1.0))], axis=-1)
+    op_case("SqueezeOpset11AxesAttributeMatchesOnnxruntime", "Squeeze",
+            [("x", rand(2, 1, 3, 1, scale=1.0))], axes=[1, 3], opset=11)
+    op_case("UnsqueezeOpset13AxesInputMatchesOnnxruntime", "Unsqueeze", [("x", x)],
+            [("axes", i64(0, -1))])
+    op_case("FlattenAxis2MatchesOnnxruntime", "Flatten", [("x", x)], axis=2)
+    op_case("AddBroadcastsMatchOnnxruntime", "Add", [("a", x), ("b", rand(3, 1, scale=1.0))])
+    op_case("SubBroadcastsMatchOnnxruntime", "Sub", [("a", rand(4, scale=1.0)), ("b", x)])
+    op_case("MulWithConstantMatchesOnnxruntime", "Mul", [("a", x)], [("b", rand(4))])
+    op_case("DivMatchesOnnxruntime", "Div", [("a", x)], [("b", rand(3, 1) + 2.0)])
+    op_case("PowMatchesOnnxruntime", "Pow", [("a", np.abs(x) + 0.1)], [("b", rand(4))])
+    op_case("MaxVariadicMatchesOnnxruntime", "Max",
+            [("a", x), ("b", rand(4, scale=1.0)), ("c", rand(3, 4, scale=1.0))])
+    op_case("ClipOpset13MatchesOnnxruntime", "Clip", [("x", x)],
+            [("lo", np.array(-0.3, np.float32)), ("hi", np.array(0.5, np.float32))])
+    op_case("MatMulBatchedBroadcastMatchesOnnxruntime", "MatMul",
+            [("a", x), ("b", rand(4, 5, scale=1.0))])
+    op_case("MatMulRuntimeOperandsMatchOnnxruntime", "MatMul",
+            [("a", rand(2, 1, 3, 4, scale=1.0)), ("b", rand(3, 4, 2, scale=1.0))])
+    op_case("MatMulVectorMatchesOnnxruntime", "MatMul",
+            [("a", rand(4, scale=1.0)), ("b", rand(2, 4, 3, scale=1.0))])
+    op_case("GemmTransposedWeightAsDenseMatchesOnnxruntime", "Gemm", [("a", rand(3, 4))],
+            [("w", rand(5, 4)), ("c", rand(5))], transB=1, alpha=0.7, beta=1.3)
+    op_case("GemmTransposedInputMatchesOnnxruntime", "Gemm", [("a", rand(4, 3))],
+            [("w", rand(4, 5)), ("c", rand(3, 5))], transA=1, alpha=1.1, beta=0.5)
+    op_case("SoftmaxOpset11FlattensAtAxisMatchesOnnxruntime", "Softmax", [("x", x)], axis=1,
+            opset=11)
+    op_case("SoftmaxMiddleAxisMatchesOnnxruntime", "Softmax", [("x", x)], axis=1)
+    op_case("LogSoftmaxMatchesOnnxruntime", "LogSoftmax", [("x", x)])
+    op_case("ReduceMeanKeepDimsMatchesOnnxruntime", "ReduceMean", [("x", x)], axes=[1],
+            keepdims=1, opset=17)
+    op_case("ReduceSumAxesInputMatchesOnnxruntime", "ReduceSum", [("x", x)],
+            [("axes", i64(0, 2))], keepdims=0)
+    op_case("ReduceMaxOpset18AxesInputMatchesOnnxruntime", "ReduceMax", [("x", x)],
+            [("axes", i64(-1))], keepdims=0, opset=18)
+    for act, attrs in [("Relu", {}), ("Tanh", {}), ("Sigmoid", {}), ("Softsign", {}),
+                       ("Softplus", {}), ("LeakyRelu", {"alpha": 0.2}),
+                       ("ThresholdedRelu", {"alpha": 0.4}), ("Elu", {"alpha": 0.6}),
+                       ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}), ("Neg", {}), ("Abs", {}),
+                       ("Exp", {})]:
+        op_case(f"{act}MatchesOnnxruntime", act, [("x", x)], **attrs)
+    op_case("GeluMatchesOnnxruntime", "Gelu", [("x", x)], opset=20)
+    op_case("SqrtMatchesOnnxruntime", "Sqrt", [("x", np.abs(x) + 0.5)])
+    op_case("LogMatchesOnnxruntime", "Log", [("x", np.abs(x) + 0.5)])
+    op_case("ReciprocalMatchesOnnxruntime", "Reciprocal", [("x", np.abs(x) + 0.5)])
+
+
+# ----------------------------------------------------------------------------------------------
 # torch.onnx.export, PyTorch as the reference.
 
 
@@ -322,10 +426,12 @@ def torch_cases():
 
 
 def main():
-    for family in ("node", "torch"):
+    with_torch = "--no-torch" not in sys.argv
+    for family in ("node", "ops") + (("torch",) if with_torch else ()):
         shutil.rmtree(os.path.join(OUT, family), ignore_errors=True)
     node_cases()
-    if "--no-torch" not in sys.argv:
+    op_cases()
+    if with_torch:
         torch_cases()
 
 

@@ -1,5 +1,6 @@
 // ONNX models made by models/scripts/make_onnx_fixtures.py, run on the CPU engine:
 //   node/<Case>   single LSTM/GRU/RNN nodes, one per option, vs onnxruntime's outputs;
+//   ops/<Case>    the generic ops around recurrent layers, one per graph, vs onnxruntime;
 //   torch/<Case>  torch.onnx.export of nn.LSTM/GRU/RNN with heads at opsets 14-20, vs
 //                 PyTorch's float64 outputs, run at a batch and length other than the export's.
 // Each case folder holds model.onnx and data.npz (in_<k>, out_<k>); the case name says the
@@ -61,10 +62,13 @@ void RunCase(const std::string& family, const std::string& name, double rtol, do
 }
 
 class OnnxNodeTest : public ::testing::TestWithParam<std::string> {};
+class OnnxOpTest : public ::testing::TestWithParam<std::string> {};
 class TorchExportTest : public ::testing::TestWithParam<std::string> {};
 
 // onnxruntime computes in FP32 too; its result and ours differ by rounding order only.
 TEST_P(OnnxNodeTest, MatchesReference) { RunCase("node", GetParam(), 1e-5, 1e-6); }
+
+TEST_P(OnnxOpTest, MatchesReference) { RunCase("ops", GetParam(), 1e-5, 1e-6); }
 
 // PyTorch's reference is float64; ours is FP32 through several layers.
 TEST_P(TorchExportTest, MatchesReference) { RunCase("torch", GetParam(), 1e-5, 1e-6); }
@@ -72,10 +76,12 @@ TEST_P(TorchExportTest, MatchesReference) { RunCase("torch", GetParam(), 1e-5, 1
 auto CaseName = [](const ::testing::TestParamInfo<std::string>& info) { return info.param; };
 
 INSTANTIATE_TEST_SUITE_P(Onnx, OnnxNodeTest, ::testing::ValuesIn(Cases("node")), CaseName);
+INSTANTIATE_TEST_SUITE_P(Onnx, OnnxOpTest, ::testing::ValuesIn(Cases("ops")), CaseName);
 INSTANTIATE_TEST_SUITE_P(Onnx, TorchExportTest, ::testing::ValuesIn(Cases("torch")), CaseName);
 
 TEST(OnnxFixtures, EveryFamilyHasItsCases) {
   EXPECT_GE(Cases("node").size(), 30u);
+  EXPECT_GE(Cases("ops").size(), 40u);
   EXPECT_GE(Cases("torch").size(), 9u);
 }
 
