@@ -5,7 +5,9 @@
 // Reads what torch.onnx.export (opsets 14-20) and onnx.helper write: LSTM, GRU and RNN nodes
 // with every attribute and optional input, and the shape, layout and head ops around them
 // (onnx_ops.cc lists them). Whatever depends only on initializers and constants is folded at
-// load; the rest becomes generic tensor-op layers of the IR. Model inputs and outputs are the
+// load; the rest becomes generic tensor-op layers of the IR. Shapes of runtime values are never
+// folded, even where the file declares them static, so the shape arithmetic an exporter writes
+// (Shape -> Gather -> ConstantOfShape for zero initial states) follows the batch actually run. Model inputs and outputs are the
 // graph's, in the graph's order, with the file's shapes (-1 for symbolic dims) and layout: a
 // time-major input stays [T, B, ...]. Float inputs are FP32; integer inputs (int32 or int64,
 // e.g. sequence_lens or token ids) are INT64.
