@@ -123,6 +123,19 @@ void StridedCopy(const T* in, const Shape& out_shape, const std::vector<int64_t>
   }
 }
 
+// A new tensor of x's type and shape `os` filled by StridedCopy from x.
+Tensor CopyStrided(const Tensor& x, const Shape& os, const std::vector<int64_t>& in_strides,
+                   int64_t in_offset) {
+  Tensor out = Make(x.dtype(), os);
+  if (out.num_elements() == 0) return out;
+  ByType(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    StridedCopy<T>(Data<T>(x), os, in_strides, in_offset, Data<T>(out));
+    return 0;
+  });
+  return out;
+}
+
 // Numpy broadcast of two shapes.
 absl::StatusOr<Shape> Broadcast(TensorOpKind kind, const Shape& a, const Shape& b) {
   const size_t rank = std::max(a.size(), b.size());
@@ -301,44 +314,39 @@ absl::Status MatMul(TensorOpKind kind, const Tensor& a, const Tensor& b, Tensor*
   return absl::OkStatus();
 }
 
+absl::Status Transpose(const TensorOpSpec& spec, const Tensor& x, Tensor* out);
+
+// alpha * A' B' + beta * C, with A' = A or its transpose (trans_a), likewise B'.
 absl::Status Gemm(const TensorOpSpec& spec, const Tensor& a, const Tensor& b, const Tensor* c,
                   Tensor* out) {
-  if (a.rank() != 2 || b.rank() != 2 || a.dtype() != DType::kFloat32 ||
-      b.dtype() != DType::kFloat32) {
-    return Bad(spec.kind, absl::StrCat("expects 2-D float A and B, got ", ShapeString(a.shape()),
-                                       " and ", ShapeString(b.shape())));
+  if (a.rank() != 2 || b.rank() != 2) {
+    return Bad(spec.kind, absl::StrCat("expects 2-D A and B, got ", ShapeString(a.shape()), " and ",
+                                       ShapeString(b.shape())));
   }
-  Eigen::Map<const RowMat> A(a.f32(), a.dim(0), a.dim(1));
-  Eigen::Map<const RowMat> B(b.f32(), b.dim(0), b.dim(1));
-  const int64_t M = spec.trans_a ? a.dim(1) : a.dim(0), K = spec.trans_a ? a.dim(0) : a.dim(1);
-  const int64_t KB = spec.trans_b ? b.dim(1) : b.dim(0), N = spec.trans_b ? b.dim(0) : b.dim(1);
-  if (K != KB) {
-    return Bad(spec.kind, absl::StrCat("inner dimensions differ: ", K, " vs ", KB));
+  Tensor at = a, bt = b, y, scaled;
+  const TensorOpSpec transpose{.kind = TensorOpKind::kTranspose};
+  if (spec.trans_a) {
+    if (auto s = Transpose(transpose, a, &at); !s.ok()) return s;
   }
-  RowMat Y;  // [M, N]
-  if (spec.trans_a && spec.trans_b) {
-    Y = A.transpose() * B.transpose();
-  } else if (spec.trans_a) {
-    Y = A.transpose() * B;
-  } else if (spec.trans_b) {
-    Y = A * B.transpose();
-  } else {
-    Y = A * B;
+  if (spec.trans_b) {
+    if (auto s = Transpose(transpose, b, &bt); !s.ok()) return s;
   }
-  Tensor y = Tensor::Float({M, N});
-  Eigen::Map<RowMat>(y.f32(), M, N) = spec.alpha * Y;
-  if (c == nullptr) {
-    *out = std::move(y);
-    return absl::OkStatus();
+  if (auto s = MatMul(spec.kind, at, bt, &y); !s.ok()) return s;
+  if (auto s = Binary({.kind = TensorOpKind::kMul}, y, Tensor::Float({}, {spec.alpha}), out);
+      !s.ok()) {
+    return s;
   }
-  Tensor cs;
-  TensorOpSpec mul{.kind = TensorOpKind::kMul};
-  if (auto s = Binary(mul, *c, Tensor::Float({}, {spec.beta}), &cs); !s.ok()) return s;
-  TensorOpSpec add{.kind = TensorOpKind::kAdd};
-  if (auto s = Binary(add, y, cs, out); !s.ok()) return s;
-  if (out->shape() != Shape{M, N}) {
-    return Bad(spec.kind, absl::StrCat("C ", ShapeString(c->shape()), " does not broadcast to [", M,
-                                       ",", N, "]"));
+  if (c == nullptr) return absl::OkStatus();
+  if (auto s = Binary({.kind = TensorOpKind::kMul}, *c, Tensor::Float({}, {spec.beta}), &scaled);
+      !s.ok()) {
+    return s;
+  }
+  const Shape mn = out->shape();
+  y = std::move(*out);
+  if (auto s = Binary({.kind = TensorOpKind::kAdd}, y, scaled, out); !s.ok()) return s;
+  if (out->shape() != mn) {
+    return Bad(spec.kind, absl::StrCat("C ", ShapeString(c->shape()), " does not broadcast to ",
+                                       ShapeString(mn)));
   }
   return absl::OkStatus();
 }
@@ -365,13 +373,7 @@ absl::Status Transpose(const TensorOpSpec& spec, const Tensor& x, Tensor* out) {
     os[i] = x.dim(perm[i]);
     in_strides[i] = st[perm[i]];
   }
-  *out = Make(x.dtype(), os);
-  if (out->num_elements() == 0) return absl::OkStatus();
-  ByType(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    StridedCopy<T>(Data<T>(x), os, in_strides, 0, Data<T>(*out));
-    return 0;
-  });
+  *out = CopyStrided(x, os, in_strides, 0);
   return absl::OkStatus();
 }
 
@@ -498,13 +500,7 @@ absl::Status Slice(const TensorOpSpec& spec, absl::Span<const Tensor* const> in,
     offset += begin[i] * st[i];
     in_strides[i] = st[i] * step[i];
   }
-  *out = Make(x.dtype(), os);
-  if (out->num_elements() == 0) return absl::OkStatus();
-  ByType(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    StridedCopy<T>(Data<T>(x), os, in_strides, offset, Data<T>(*out));
-    return 0;
-  });
+  *out = CopyStrided(x, os, in_strides, offset);
   return absl::OkStatus();
 }
 
@@ -586,13 +582,7 @@ absl::Status Expand(const TensorOpSpec& spec, const Tensor& x, const std::vector
   auto os = Broadcast(spec.kind, x.shape(), target);
   if (!os.ok()) return os.status();
   if (auto c = CheckedCount(spec.kind, *os); !c.ok()) return c.status();
-  *out = Make(x.dtype(), *os);
-  if (out->num_elements() == 0) return absl::OkStatus();
-  ByType(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    StridedCopy<T>(Data<T>(x), *os, BroadcastStrides(x.shape(), *os), 0, Data<T>(*out));
-    return 0;
-  });
+  *out = CopyStrided(x, *os, BroadcastStrides(x.shape(), *os), 0);
   return absl::OkStatus();
 }
 
