@@ -53,6 +53,7 @@ int Main(int argc, char** argv) {
   LogInfo(absl::StrCat((*repository)->ready_models(), " model(s) ready from ",
                        flags->model_repository));
 
+  (*repository)->StartPolling(flags->repository_poll_seconds);
   RnnServeService service(repository->get());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

@@ -86,6 +86,12 @@ absl::StatusOr<std::unique_ptr<Servable>> Servable::Load(const std::string& mode
   auto model = models::LoadModelFile(*file, options);
   if (!model.ok()) return model.status();
   s->model_ = std::move(*model);
+  auto training = models::ReadTrainingConfig(*file);
+  if (training.ok()) {
+    s->training_ = std::move(*training);
+  } else {
+    LogWarning(absl::StrCat(*file, ": training config ignored: ", training.status().message()));
+  }
 
   // Inputs: the file's, renamed and checked by config.pbtxt when it lists them.
   const auto& cfg_in = config.input();

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "absl/time/time.h"
 #include "engine/engine.h"
 #include "engine/ir.h"
+#include "models/training_config.h"
 #include "rnnserve/v1/model_config.pb.h"
 
 namespace rnnserve::server {
@@ -60,6 +62,8 @@ class Servable {
   const std::vector<TensorSignature>& inputs() const { return inputs_; }
   const std::vector<TensorSignature>& outputs() const { return outputs_; }
   const std::vector<InstanceInfo>& instances() const { return instance_info_; }
+  // How the model was compiled, when the file says (Keras training_config).
+  const std::optional<models::TrainingConfig>& training_config() const { return training_; }
   // Largest batch one engine call takes; 0: unlimited.
   int max_batch_size() const { return config_.max_batch_size(); }
 
@@ -78,6 +82,7 @@ class Servable {
   const v1::ModelConfig config_;
   std::string source_file_;
   std::string masking_;
+  std::optional<models::TrainingConfig> training_;
   engine::Model model_;
   std::vector<TensorSignature> inputs_;
   std::vector<TensorSignature> outputs_;

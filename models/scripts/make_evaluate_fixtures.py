@@ -3,7 +3,8 @@
 supports, and what Keras's own model.evaluate returns for them.
 
 Each case directory tests/fixtures/evaluate/<case>/ holds:
-  model.h5       the compiled model as model.save writes it (its training_config names the loss)
+  1/model.h5     the compiled model as model.save writes it (its training_config names the loss);
+                 the folder is a model repository: each case is a model of version 1
   x.npy, y.npy   inputs and targets; w.npy sample weights when the case uses them
   expected.json  {"loss": ..., "metrics": {...}, "loss_name": ..., "metric_names": [...]}:
                  model.evaluate(x, y, sample_weight=w, return_dict=True) from real Keras
@@ -47,7 +48,8 @@ def save_case(name, model, loss, metrics, x, y, w=None, loss_name=None):
     # Evaluate before saving: Keras resolves "accuracy" from the data's shapes on first use, and
     # the file then records the resolved function (as a user's trained model does).
     result = model.evaluate(x, y, sample_weight=w, batch_size=5, verbose=0, return_dict=True)
-    model.save(os.path.join(d, "model.h5"))
+    os.makedirs(os.path.join(d, "1"), exist_ok=True)
+    model.save(os.path.join(d, "1", "model.h5"))
     np.save(os.path.join(d, "x.npy"), x.astype(np.float32))
     np.save(os.path.join(d, "y.npy"), y)
     if w is not None:

@@ -7,3 +7,11 @@ add_dependencies(rnnserve_server_process rnnserve rnnserve-cli)
 rnnserve_test(predict_integration_test integration
   ${CMAKE_CURRENT_LIST_DIR}/predict_integration_test.cc)
 target_link_libraries(predict_integration_test PRIVATE rnnserve_server_process)
+
+rnnserve_test(evaluate_integration_test integration
+  ${CMAKE_CURRENT_LIST_DIR}/evaluate_integration_test.cc)
+target_link_libraries(evaluate_integration_test PRIVATE rnnserve_server_process)
+
+rnnserve_test(repository_integration_test integration
+  ${CMAKE_CURRENT_LIST_DIR}/repository_integration_test.cc)
+target_link_libraries(repository_integration_test PRIVATE rnnserve_server_process)
