@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "models/keras/keras_h5.h"
+#include "models/keras/keras_zip.h"
 #include "models/onnx/onnx_model.h"
 
 namespace rnnserve::models {
@@ -27,6 +28,8 @@ absl::StatusOr<engine::Model> LoadModelFile(const std::string& path, const LoadO
   absl::StatusOr<engine::Model> model;
   if (format == "keras_h5") {
     model = keras::LoadKerasH5(path, options);
+  } else if (format == "keras") {
+    model = keras::LoadKerasZip(path, options);
   } else if (format == "onnx") {
     model = onnx::LoadOnnxFile(path);
   } else {

@@ -54,7 +54,12 @@ int Main(int argc, char** argv) {
                        flags->model_repository));
 
   (*repository)->StartPolling(flags->repository_poll_seconds);
-  RnnServeService service(repository->get());
+  auto sequences = SequenceManager::Create({});
+  if (!sequences.ok()) {
+    LogError(sequences.status().message());
+    return 1;
+  }
+  RnnServeService service(repository->get(), sequences->get());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;

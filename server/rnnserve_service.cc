@@ -68,6 +68,8 @@ grpc::Status RnnServeService::ModelMetadata(grpc::ServerContext*,
   response->set_platform(model.platform());
   response->set_source_file(model.source_file());
   response->set_masking(model.masking());
+  response->set_streamable(model.streamable().ok());
+  response->set_streamable_reason(std::string(model.streamable().message()));
   for (const auto& sig : model.inputs()) FillInfo(sig, response->add_inputs());
   for (const auto& sig : model.outputs()) FillInfo(sig, response->add_outputs());
   for (const InstanceInfo& info : model.instances()) {

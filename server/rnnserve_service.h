@@ -4,12 +4,14 @@
 
 #include "rnnserve/v1/rnnserve.grpc.pb.h"
 #include "server/model_repository.h"
+#include "server/sequence_manager.h"
 
 namespace rnnserve::server {
 
 class RnnServeService final : public v1::RnnServe::Service {
  public:
-  explicit RnnServeService(ModelRepository* repository) : repository_(repository) {}
+  RnnServeService(ModelRepository* repository, SequenceManager* sequences)
+      : repository_(repository), sequences_(sequences) {}
 
   grpc::Status Predict(grpc::ServerContext* context, const v1::PredictRequest* request,
                        v1::PredictResponse* response) override;
@@ -18,6 +20,10 @@ class RnnServeService final : public v1::RnnServe::Service {
   grpc::Status EvaluateStream(grpc::ServerContext* context,
                               grpc::ServerReader<v1::EvaluateRequest>* reader,
                               v1::EvaluateResponse* response) override;
+  grpc::Status StreamPredict(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<v1::StreamPredictResponse, v1::StreamPredictRequest>* stream)
+      override;
   grpc::Status ModelMetadata(grpc::ServerContext* context, const v1::ModelMetadataRequest* request,
                              v1::ModelMetadataResponse* response) override;
   grpc::Status ListModels(grpc::ServerContext* context, const v1::ListModelsRequest* request,
@@ -31,7 +37,12 @@ class RnnServeService final : public v1::RnnServe::Service {
                               v1::ServerMetadataResponse* response) override;
 
  private:
+  // One chunk of a stateful sequence.
+  absl::Status StreamChunk(const grpc::ServerContext& context, const v1::StreamPredictRequest& req,
+                           v1::StreamPredictResponse* resp);
+
   ModelRepository* const repository_;
+  SequenceManager* const sequences_;
 };
 
 }  // namespace rnnserve::server
