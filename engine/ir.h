@@ -219,11 +219,88 @@ struct UnsupportedSpec {
   std::string reason;
 };
 
+// ---------------------------------------------------------------------------------------------
+// Generic tensor ops, for graphs (ONNX) that compute around their recurrent layers: layout
+// changes, shape arithmetic on int64 tensors, broadcast elementwise math. Each is one op over
+// operands that are either runtime values (the layer's inputs, in order) or constants folded
+// at load. Semantics follow the ONNX operator of the same name; engine/cpu/tensor_ops.h has the
+// exact contract of each.
+enum class TensorOpKind {
+  kConstant,         // operand 0 (a constant); the layer's input only orders it
+  kShape,            // int64 [rank] of operand 0
+  kGather,           // axis; operands data, indices (int64)
+  kConcat,           // axis
+  kUnsqueeze,        // ints = axes
+  kSqueeze,          // ints = axes (empty: every axis of size 1)
+  kSlice,            // operands data, starts, ends, [axes], [steps]
+  kTranspose,        // ints = perm (empty: reversed axes)
+  kReshape,          // operands data, shape; allow_zero
+  kExpand,           // operands data, shape (bidirectional broadcast)
+  kCast,             // to
+  kConstantOfShape,  // operand shape (int64); fill = value[0]
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kPow,
+  kMin,
+  kMax,
+  kMatMul,
+  kGemm,        // alpha, beta, trans_a, trans_b; operands A, B, [C]
+  kActivation,  // activation, elementwise
+  kNeg,
+  kAbs,
+  kSqrt,
+  kExp,
+  kLog,
+  kReciprocal,
+  kSoftmax,       // axis; coerce_2d: ONNX opset < 13 (flatten at axis, softmax per row)
+  kLogSoftmax,    // as kSoftmax
+  kFlatten,       // axis
+  kSplit,         // axis; ints = sizes of the outputs, or empty: num_outputs equal parts
+  kReduceMean,    // ints = axes (empty: all), keep_dims
+  kReduceSum,
+  kReduceMax,
+  kRange,         // operands start, limit, delta
+  // Operand 0 flows through; operand 1 (int, [B]) becomes its per-sequence lengths, which a
+  // following recurrent layer reads (ONNX sequence_lens).
+  kAttachLengths,
+};
+
+std::string TensorOpName(TensorOpKind kind);
+
+struct TensorOperand {
+  enum class Source { kInput, kConstant, kAbsent };
+  Source source = Source::kInput;
+  Tensor constant = {};  // kConstant only
+};
+
+struct TensorOpSpec {
+  TensorOpKind kind = TensorOpKind::kConstant;
+  // One entry per operand; kInput entries take the layer's inputs in order.
+  std::vector<TensorOperand> operands = {};
+  int64_t axis = 0;
+  std::vector<int64_t> ints = {};
+  int num_outputs = 1;  // kSplit only
+  bool keep_dims = true;
+  bool allow_zero = false;
+  bool coerce_2d = false;
+  bool trans_a = false;
+  bool trans_b = false;
+  float alpha = 1.0f;
+  float beta = 1.0f;
+  Activation activation = {};
+  DType to = DType::kFloat32;
+  Tensor value = {};  // kConstantOfShape fill (one element; empty means float 0)
+};
+
 using LayerSpec =
     std::variant<RecurrentSpec, DenseSpec, MaskingSpec, EmbeddingSpec, ActivationSpec,
                  IdentitySpec, SoftmaxSpec, BatchNormSpec, LayerNormSpec, Conv1DSpec, Pool1DSpec,
                  GlobalPool1DSpec, FlattenSpec, ReshapeSpec, RepeatVectorSpec, MergeSpec,
-                 UnsupportedSpec>;
+                 UnsupportedSpec,
+                 // Generic tensor ops (ONNX graphs).
+                 TensorOpSpec>;
 
 struct Layer {
   std::string name;          // as the source file names it

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "models/keras/keras_h5.h"
 #include "models/keras/keras_zip.h"
+#include "models/onnx/onnx_model.h"
 
 namespace rnnserve::models {
 namespace {
@@ -29,6 +30,8 @@ absl::StatusOr<engine::Model> LoadModelFile(const std::string& path, const LoadO
     model = keras::LoadKerasH5(path, options);
   } else if (format == "keras") {
     model = keras::LoadKerasZip(path, options);
+  } else if (format == "onnx") {
+    model = onnx::LoadOnnxFile(path);
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": unknown model format '", format,

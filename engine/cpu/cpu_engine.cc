@@ -11,6 +11,7 @@
 #include "engine/cpu/norm_layers.h"
 #include "engine/cpu/recurrent.h"
 #include "engine/cpu/shape_layers.h"
+#include "engine/cpu/tensor_ops.h"
 
 namespace rnnserve::engine::cpu {
 namespace {
@@ -122,6 +123,9 @@ absl::Status CpuCompiledModel::RunRecurrent(size_t index, const RecurrentSpec& r
 absl::Status CpuCompiledModel::RunLayer(size_t index, const Batch& batch,
                                         std::vector<Value>* values) {
   const Layer& layer = model_.layers[index];
+  if (const auto* op = std::get_if<TensorOpSpec>(&layer.spec)) {
+    return RunTensorOp(*op, layer, values);
+  }
   const Value& in = (*values)[layer.inputs.at(0)];
   Value& out = (*values)[layer.outputs.at(0)];
   const std::string& name = layer.name;

@@ -1,0 +1,44 @@
+#pragma once
+
+// CPU forms of the generic tensor ops (TensorOpSpec in engine/ir.h), the ops ONNX graphs put
+// around their recurrent layers.
+//
+// Semantics are those of the ONNX operator of the same name (opset 13+ forms; importers map
+// older forms onto these): numpy broadcasting for elementwise ops and MatMul, negative axes
+// counted from the end, Reshape's 0 (copy) and -1 (infer), Slice's clamping. Tensors are
+// float32 or int64; shape arithmetic runs on int64. Every op checks its operands (ranks, dims,
+// dtypes, index ranges) and returns INVALID_ARGUMENT naming the op and the expected value; no
+// op allocates more than kMaxTensorOpElements elements.
+//
+// Importers also call EvalTensorOp to fold, at load, the ops whose operands are all constants.
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "engine/cpu/layers.h"
+#include "engine/ir.h"
+#include "engine/tensor.h"
+
+namespace rnnserve::engine::cpu {
+
+// The largest tensor one op may produce (2^28 elements, 1 GiB of float32).
+inline constexpr int64_t kMaxTensorOpElements = int64_t{1} << 28;
+
+// Number of tensors the op produces (kSplit: one per part; every other op: one).
+int TensorOpOutputs(const TensorOpSpec& spec);
+
+// Evaluates the op over its operands, one per spec.operands entry (null where the operand is
+// kAbsent). Fills `outputs` with TensorOpOutputs(spec) tensors. kAttachLengths returns operand
+// 0 unchanged (the lengths live beside tensors, in Value).
+absl::Status EvalTensorOp(const TensorOpSpec& spec, absl::Span<const Tensor* const> operands,
+                          std::vector<Tensor>* outputs);
+
+// Runs a TensorOpSpec layer: resolves operands from `values` (the layer's inputs) and the
+// spec's constants, evaluates, and writes the layer's outputs. Outputs carry no per-sequence
+// lengths, except kAttachLengths, whose output carries operand 1's values (each in [0, T] for
+// a [B, T, ...] operand 0).
+absl::Status RunTensorOp(const TensorOpSpec& spec, const Layer& layer, std::vector<Value>* values);
+
+}  // namespace rnnserve::engine::cpu

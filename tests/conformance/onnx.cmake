@@ -1,0 +1,5 @@
+# ONNX conformance: ONNX's backend node tests (libonnx-testdata) and models exported by
+# PyTorch / built with onnx.helper, against PyTorch's and onnxruntime's outputs.
+rnnserve_test(onnx_backend_test conformance ${CMAKE_CURRENT_LIST_DIR}/onnx_backend_test.cc)
+target_link_libraries(onnx_backend_test PRIVATE rnnserve_onnx)
+rnnserve_test(onnx_fixtures_test conformance ${CMAKE_CURRENT_LIST_DIR}/onnx_fixtures_test.cc)
