@@ -45,6 +45,7 @@ const char* CellName(CellType c) {
 // across batches and only grow.
 struct DevValue {
   Tensor host;
+  const Tensor* input = nullptr;  // a model input: the caller's tensor, read in place
   bool host_valid = false;
   DeviceBuffer dev;
   bool dev_valid = false;
@@ -52,6 +53,7 @@ struct DevValue {
   Shape shape;
   std::vector<int32_t> lengths;  // size B for a masked sequence; else empty
 
+  const Tensor& host_tensor() const { return input != nullptr ? *input : host; }
   int64_t bytes() const {
     return NumElements(shape) * (dtype == DType::kFloat32 ? 4 : 8);
   }
@@ -223,6 +225,7 @@ absl::Status CudaCompiledModel::SetDevice(DevValue* v, DType dtype, Shape shape)
   v->dtype = dtype;
   v->shape = std::move(shape);
   v->host_valid = false;
+  v->input = nullptr;
   v->dev_valid = true;
   return v->dev.Reserve(std::max<int64_t>(v->bytes(), 1));
 }
@@ -231,8 +234,9 @@ absl::Status CudaCompiledModel::ToDevice(DevValue* v) {
   if (v->dev_valid) return absl::OkStatus();
   if (!v->host_valid) return absl::InternalError("value is neither on the host nor the device");
   RNNSERVE_RETURN_IF_ERROR(v->dev.Reserve(std::max<int64_t>(v->bytes(), 1)));
-  const void* src = v->dtype == DType::kFloat32 ? static_cast<const void*>(v->host.f32())
-                                                : static_cast<const void*>(v->host.i64());
+  const Tensor& h = v->host_tensor();
+  const void* src = v->dtype == DType::kFloat32 ? static_cast<const void*>(h.f32())
+                                                : static_cast<const void*>(h.i64());
   RNNSERVE_RETURN_IF_ERROR(CudaOk(
       cudaMemcpyAsync(v->dev.get(), src, v->bytes(), cudaMemcpyHostToDevice, stream_),
       "cudaMemcpyAsync (host to device)"));
@@ -243,6 +247,7 @@ absl::Status CudaCompiledModel::ToDevice(DevValue* v) {
 absl::Status CudaCompiledModel::ToHost(DevValue* v) {
   if (v->host_valid) return absl::OkStatus();
   if (!v->dev_valid) return absl::InternalError("value is neither on the host nor the device");
+  v->input = nullptr;
   v->host = v->dtype == DType::kFloat32 ? Tensor::Float(v->shape) : Tensor::Int64(v->shape);
   void* dst = v->dtype == DType::kFloat32 ? static_cast<void*>(v->host.f32())
                                           : static_cast<void*>(v->host.i64());
@@ -262,23 +267,25 @@ absl::Status CudaCompiledModel::Run(const Batch& batch, std::vector<Tensor>* out
   RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaSetDevice(device_), "cudaSetDevice"));
   for (DevValue& v : values_) {
     v.host_valid = v.dev_valid = false;
+    v.input = nullptr;
     v.lengths.clear();
   }
   for (size_t i = 0; i < batch.inputs.size(); ++i) {
     DevValue& v = values_[i];
-    v.host = batch.inputs[i];
+    const Tensor& t = batch.inputs[i];
+    v.input = &t;
     v.host_valid = true;
-    v.dtype = v.host.dtype();
-    v.shape = v.host.shape();
-    if (!batch.lengths.empty() && v.host.rank() >= 2) {
-      if (static_cast<int64_t>(batch.lengths.size()) != v.host.dim(0)) {
+    v.dtype = t.dtype();
+    v.shape = t.shape();
+    if (!batch.lengths.empty() && t.rank() >= 2) {
+      if (static_cast<int64_t>(batch.lengths.size()) != t.dim(0)) {
         return absl::InvalidArgumentError(absl::StrCat(
-            batch.lengths.size(), " lengths for a batch of ", v.host.dim(0)));
+            batch.lengths.size(), " lengths for a batch of ", t.dim(0)));
       }
       for (int32_t len : batch.lengths) {
-        if (len < 0 || len > v.host.dim(1)) {
+        if (len < 0 || len > t.dim(1)) {
           return absl::InvalidArgumentError(
-              absl::StrCat("length ", len, " outside [0, ", v.host.dim(1), "]"));
+              absl::StrCat("length ", len, " outside [0, ", t.dim(1), "]"));
         }
       }
       v.lengths = batch.lengths;
@@ -288,7 +295,19 @@ absl::Status CudaCompiledModel::Run(const Batch& batch, std::vector<Tensor>* out
   outputs->clear();
   for (int id : model_.output_values) RNNSERVE_RETURN_IF_ERROR(ToHost(&values_[id]));
   RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"));
-  for (int id : model_.output_values) outputs->push_back(values_[id].host);
+  for (size_t i = 0; i < model_.output_values.size(); ++i) {
+    DevValue& v = values_[model_.output_values[i]];
+    if (v.input != nullptr) {
+      outputs->push_back(*v.input);  // the caller's own input is also an output
+    } else if (v.host_valid) {
+      outputs->push_back(std::move(v.host));
+      v.host_valid = false;
+    } else {  // the same value named twice: already moved out
+      const auto first = std::find(model_.output_values.begin(), model_.output_values.end(),
+                                   model_.output_values[i]);
+      outputs->push_back((*outputs)[first - model_.output_values.begin()]);
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -341,7 +360,8 @@ absl::Status CudaCompiledModel::RunLayer(size_t index) {
     out.shape = in.shape;
     out.lengths = in.lengths;
     out.host_valid = in.host_valid;
-    if (in.host_valid) out.host = in.host;
+    out.input = in.input;
+    if (in.host_valid && in.input == nullptr) out.host = in.host;
     out.dev_valid = false;
     if (in.dev_valid) {
       RNNSERVE_RETURN_IF_ERROR(out.dev.Reserve(std::max<int64_t>(in.bytes(), 1)));
@@ -359,12 +379,13 @@ absl::Status CudaCompiledModel::RunCpuLayer(const Layer& layer) {
   DevValue& in = values_[layer.inputs[0]];
   DevValue& out = values_[layer.outputs[0]];
   RNNSERVE_RETURN_IF_ERROR(ToHost(&in));
-  cpu::Value cin{in.host, in.lengths}, cout;
+  cpu::Value cin{in.host_tensor(), in.lengths}, cout;
   if (const auto* masking = std::get_if<MaskingSpec>(&layer.spec)) {
     RNNSERVE_RETURN_IF_ERROR(cpu::RunMasking(*masking, cin, &cout));
   } else {
     return absl::InternalError(absl::StrCat("layer '", layer.name, "' has no kernel"));
   }
+  out.input = nullptr;
   out.host = std::move(cout.tensor);
   out.lengths = std::move(cout.lengths);
   out.dtype = out.host.dtype();
@@ -382,13 +403,14 @@ absl::Status CudaCompiledModel::RunRecurrentCpu(const Layer& layer, LayerPlan& p
   std::vector<Tensor> initial;
   for (size_t i = 1; i < layer.inputs.size(); ++i) {
     RNNSERVE_RETURN_IF_ERROR(ToHost(&values_[layer.inputs[i]]));
-    initial.push_back(values_[layer.inputs[i]].host);
+    initial.push_back(values_[layer.inputs[i]].host_tensor());
   }
   std::vector<Tensor> results;
-  RNNSERVE_RETURN_IF_ERROR(plan.cpu_rnn->Run(in.host, lengths, initial, &results));
+  RNNSERVE_RETURN_IF_ERROR(plan.cpu_rnn->Run(in.host_tensor(), lengths, initial, &results));
   const bool seq = std::get<RecurrentSpec>(layer.spec).return_sequences;
   for (size_t i = 0; i < layer.outputs.size() && i < results.size(); ++i) {
     DevValue& v = values_[layer.outputs[i]];
+    v.input = nullptr;
     v.host = std::move(results[i]);
     v.dtype = DType::kFloat32;
     v.shape = v.host.shape();
@@ -580,7 +602,7 @@ absl::Status CudaCompiledModel::RunEmbedding(const Layer& layer, const Embedding
   }
   RNNSERVE_RETURN_IF_ERROR(ToHost(&in));
   const int64_t B = in.shape[0], T = in.shape[1];
-  const int64_t* ids = in.host.i64();
+  const int64_t* ids = in.host_tensor().i64();
   for (int64_t i = 0; i < B * T; ++i) {
     if (ids[i] < 0 || ids[i] >= spec.vocab) {
       return absl::InvalidArgumentError(absl::StrCat("layer '", layer.name, "': token id ",

@@ -113,6 +113,7 @@ CudnnRecurrent::CudnnRecurrent(const RecurrentSpec& spec, std::string name, Math
       dtype_(DataTypeFor(math)) {}
 
 CudnnRecurrent::~CudnnRecurrent() {
+  for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
   for (auto& [algo, desc] : descs_) cudnnDestroyRNNDescriptor(desc);
   if (x_desc_) cudnnDestroyRNNDataDescriptor(x_desc_);
   if (y_desc_) cudnnDestroyRNNDataDescriptor(y_desc_);
@@ -147,8 +148,14 @@ absl::Status CudnnRecurrent::Init() {
   if (math_ == MathMode::kTf32) math_type = CUDNN_DEFAULT_MATH;
   if (math_ == MathMode::kFp16 || math_ == MathMode::kBf16) math_type = CUDNN_TENSOR_OP_MATH;
 
-  const cudnnRNNAlgo_t candidates[] = {CUDNN_RNN_ALGO_STANDARD, CUDNN_RNN_ALGO_PERSIST_STATIC,
-                                       CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H};
+  // Exact FP32 runs the standard algorithm only: the persistent kernels differ from FP32 by up
+  // to ~1e-4 relative on the conformance corpus (they are not exact), which the reduced
+  // precision modes absorb and exact FP32 does not.
+  std::vector<cudnnRNNAlgo_t> candidates = {CUDNN_RNN_ALGO_STANDARD};
+  if (math_ != MathMode::kFp32) {
+    candidates.push_back(CUDNN_RNN_ALGO_PERSIST_STATIC);
+    candidates.push_back(CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H);
+  }
   for (cudnnRNNAlgo_t algo : candidates) {
     cudnnRNNDescriptor_t desc = nullptr;
     RNNSERVE_RETURN_IF_ERROR(CudnnOk(cudnnCreateRNNDescriptor(&desc), "cudnnCreateRNNDescriptor"));
@@ -330,7 +337,7 @@ absl::StatusOr<cudnnRNNAlgo_t> CudnnRecurrent::ChooseAlgorithm(const RecurrentIO
     std::vector<cudnnRNNAlgo_t> failed;
     for (const auto& [algo, desc] : descs_) {
       // One warm-up, then the median-free minimum of three timed runs.
-      if (!Launch(algo, io).ok() || cudaStreamSynchronize(stream_) != cudaSuccess) {
+      if (!Enqueue(algo, io).ok() || cudaStreamSynchronize(stream_) != cudaSuccess) {
         cudaGetLastError();
         failed.push_back(algo);
         continue;
@@ -339,7 +346,7 @@ absl::StatusOr<cudnnRNNAlgo_t> CudnnRecurrent::ChooseAlgorithm(const RecurrentIO
       for (int rep = 0; rep < 3; ++rep) {
         float ms = 0.0f;
         cudaEventRecord(start, stream_);
-        const absl::Status s = Launch(algo, io);
+        const absl::Status s = Enqueue(algo, io);
         cudaEventRecord(stop, stream_);
         if (!s.ok() || cudaEventSynchronize(stop) != cudaSuccess ||
             cudaEventElapsedTime(&ms, start, stop) != cudaSuccess) {
@@ -364,34 +371,15 @@ absl::StatusOr<cudnnRNNAlgo_t> CudnnRecurrent::ChooseAlgorithm(const RecurrentIO
   return best;
 }
 
-absl::Status CudnnRecurrent::Forward(const RecurrentIO& io) {
-  if (io.B <= 0 || io.T <= 0 || static_cast<int>(io.lengths.size()) != io.B) {
-    return absl::InvalidArgumentError(absl::StrCat("layer '", name_, "': batch ", io.B, ", ", io.T,
-                                                   " steps, ", io.lengths.size(), " lengths"));
-  }
-  for (int32_t len : io.lengths) {
-    if (len < 1 || len > io.T) {
-      return absl::InvalidArgumentError(absl::StrCat("layer '", name_, "': length ", len,
-                                                     " outside [1, ", io.T, "] on the GPU"));
-    }
-  }
-  RNNSERVE_RETURN_IF_ERROR(SetShape(io));
+absl::Status CudnnRecurrent::Enqueue(cudnnRNNAlgo_t algo, const RecurrentIO& io) {
   const int64_t x_n = int64_t{io.B} * io.T * I_;
   const int64_t y_n = int64_t{io.B} * io.T * dirs_ * Hp_;
   const int64_t h_n = int64_t{dirs_} * io.B * Hp_;
   const int64_t c_n = int64_t{dirs_} * io.B * H_;
   const bool lstm = spec_.cell == CellType::kLstm;
-  if (io.y == nullptr) RNNSERVE_RETURN_IF_ERROR(y_scratch_.Reserve(y_n * sizeof(float)));
   const bool half = dtype_ != CUDNN_DATA_FLOAT;
+  const HalfKind k = HalfOf(dtype_);
   if (half) {
-    const size_t e = ElementBytes(dtype_);
-    RNNSERVE_RETURN_IF_ERROR(x_half_.Reserve(x_n * e));
-    RNNSERVE_RETURN_IF_ERROR(y_half_.Reserve(y_n * e));
-    RNNSERVE_RETURN_IF_ERROR(h0_half_.Reserve(h_n * e));
-    RNNSERVE_RETURN_IF_ERROR(hy_half_.Reserve(h_n * e));
-    RNNSERVE_RETURN_IF_ERROR(c0_half_.Reserve(c_n * e));
-    RNNSERVE_RETURN_IF_ERROR(cy_half_.Reserve(c_n * e));
-    const HalfKind k = HalfOf(dtype_);
     RNNSERVE_RETURN_IF_ERROR(CudaOk(LaunchToHalf(io.x, x_half_.get(), x_n, k, stream_), "x to half"));
     if (io.h0) {
       RNNSERVE_RETURN_IF_ERROR(
@@ -402,13 +390,8 @@ absl::Status CudnnRecurrent::Forward(const RecurrentIO& io) {
           CudaOk(LaunchToHalf(io.c0, c0_half_.get(), c_n, k, stream_), "c0 to half"));
     }
   }
-  auto algo = ChooseAlgorithm(io);
-  if (!algo.ok()) return algo.status();
-  if (auto s = Launch(*algo, io); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat("layer '", name_, "': ", s.message()));
-  }
+  RNNSERVE_RETURN_IF_ERROR(Launch(algo, io));
   if (half) {
-    const HalfKind k = HalfOf(dtype_);
     if (io.y) {
       RNNSERVE_RETURN_IF_ERROR(
           CudaOk(LaunchFromHalf(y_half_.get(), io.y, y_n, k, stream_), "y to float"));
@@ -430,6 +413,98 @@ absl::Status CudnnRecurrent::Forward(const RecurrentIO& io) {
           "repeat-last-output kernel"));
     }
   }
+  return absl::OkStatus();
+}
+
+std::string CudnnRecurrent::GraphKey(cudnnRNNAlgo_t algo, const RecurrentIO& io) const {
+  // Everything a captured graph bakes in: shape, lengths, algorithm and every device address.
+  std::string key = absl::StrCat(static_cast<int>(algo), "|", io.B, "|", io.T, "|");
+  for (int32_t len : io.lengths) absl::StrAppend(&key, len, ",");
+  const void* addresses[] = {io.x, io.y, io.h0, io.c0, io.hy, io.cy, io.lengths_dev,
+                             workspace_.get(), y_scratch_.get(), x_half_.get(), y_half_.get(),
+                             h0_half_.get(), c0_half_.get(), hy_half_.get(), cy_half_.get()};
+  for (const void* p : addresses) {
+    absl::StrAppend(&key, "|", reinterpret_cast<uintptr_t>(p));
+  }
+  return key;
+}
+
+absl::Status CudnnRecurrent::EnqueueWithGraph(cudnnRNNAlgo_t algo, const RecurrentIO& io) {
+  const std::string key = GraphKey(algo, io);
+  if (auto it = graphs_.find(key); it != graphs_.end()) {
+    return CudaOk(cudaGraphLaunch(it->second, stream_), "cudaGraphLaunch");
+  }
+  // The first batch of a shape runs eagerly (it also sizes the workspace); the second is
+  // captured, so shapes seen once cost no graph.
+  if (!seen_.insert(key).second && graphs_.size() < kMaxGraphs) {
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    RNNSERVE_RETURN_IF_ERROR(CudaOk(
+        cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "begin capture"));
+    const absl::Status s = Enqueue(algo, io);
+    const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
+    if (s.ok() && end == cudaSuccess && graph != nullptr &&
+        cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess) {
+      cudaGraphDestroy(graph);
+      graphs_[key] = exec;
+      return CudaOk(cudaGraphLaunch(exec, stream_), "cudaGraphLaunch");
+    }
+    // cuDNN would not be captured here: run eagerly from now on.
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    cudaGetLastError();
+    use_graphs_ = false;
+  }
+  return Enqueue(algo, io);
+}
+
+absl::Status CudnnRecurrent::Forward(const RecurrentIO& io) {
+  if (io.B <= 0 || io.T <= 0 || static_cast<int>(io.lengths.size()) != io.B) {
+    return absl::InvalidArgumentError(absl::StrCat("layer '", name_, "': batch ", io.B, ", ", io.T,
+                                                   " steps, ", io.lengths.size(), " lengths"));
+  }
+  bool full = true;
+  for (int32_t len : io.lengths) {
+    if (len < 1 || len > io.T) {
+      return absl::InvalidArgumentError(absl::StrCat("layer '", name_, "': length ", len,
+                                                     " outside [1, ", io.T, "] on the GPU"));
+    }
+    full = full && len == io.T;
+  }
+  RNNSERVE_RETURN_IF_ERROR(SetShape(io));
+  const int64_t x_n = int64_t{io.B} * io.T * I_;
+  const int64_t y_n = int64_t{io.B} * io.T * dirs_ * Hp_;
+  const int64_t h_n = int64_t{dirs_} * io.B * Hp_;
+  const int64_t c_n = int64_t{dirs_} * io.B * H_;
+  if (io.y == nullptr) RNNSERVE_RETURN_IF_ERROR(y_scratch_.Reserve(y_n * sizeof(float)));
+  if (dtype_ != CUDNN_DATA_FLOAT) {
+    const size_t e = ElementBytes(dtype_);
+    RNNSERVE_RETURN_IF_ERROR(x_half_.Reserve(x_n * e));
+    RNNSERVE_RETURN_IF_ERROR(y_half_.Reserve(y_n * e));
+    RNNSERVE_RETURN_IF_ERROR(h0_half_.Reserve(h_n * e));
+    RNNSERVE_RETURN_IF_ERROR(hy_half_.Reserve(h_n * e));
+    RNNSERVE_RETURN_IF_ERROR(c0_half_.Reserve(c_n * e));
+    RNNSERVE_RETURN_IF_ERROR(cy_half_.Reserve(c_n * e));
+  }
+  cudnnRNNAlgo_t algo = CUDNN_RNN_ALGO_STANDARD;
+  if (full || !varlen_standard_only_) {
+    auto chosen = ChooseAlgorithm(io);
+    if (!chosen.ok()) return chosen.status();
+    algo = *chosen;
+  }
+  absl::Status s = use_graphs_ && io.B <= kMaxGraphBatch ? EnqueueWithGraph(algo, io)
+                                                         : Enqueue(algo, io);
+  if (!s.ok() && algo != CUDNN_RNN_ALGO_STANDARD) {
+    // A persistent algorithm cuDNN refuses for this batch (e.g. padded lengths): fall back to
+    // the standard one for such batches from now on.
+    cudaGetLastError();
+    if (full) {
+      algo_by_batch_[io.B] = CUDNN_RNN_ALGO_STANDARD;
+    } else {
+      varlen_standard_only_ = true;
+    }
+    s = Enqueue(CUDNN_RNN_ALGO_STANDARD, io);
+  }
+  if (!s.ok()) return absl::Status(s.code(), absl::StrCat("layer '", name_, "': ", s.message()));
   return absl::OkStatus();
 }
 

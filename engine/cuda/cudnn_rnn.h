@@ -16,6 +16,10 @@
 // - The algorithm (standard, persistent static, persistent static small-H) is chosen per batch
 //   size on first sight of that size by timing each one cuDNN accepts; an algorithm that
 //   returns an error is dropped. ForceAlgorithm pins one (benchmarks).
+//   Exact FP32 uses the standard algorithm only (the persistent kernels are not exact); a
+//   persistent algorithm cuDNN refuses for a batch (e.g. padded lengths) falls back to standard.
+// - Launch-bound batches (B <= kMaxGraphBatch) replay a CUDA graph per shape: the second batch
+//   with the same shape, lengths and buffers is captured, later ones replay it.
 // - Every CUDA/cuDNN failure is returned as INTERNAL with the call named; nothing aborts.
 // - Not thread-safe: one caller at a time, like the CompiledModel that owns it.
 
@@ -23,6 +27,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -75,6 +80,9 @@ class CudnnRecurrent {
   // Algorithms cuDNN accepted for this layer at Create.
   std::vector<cudnnRNNAlgo_t> algorithms() const;
 
+  // Off: every batch is launched eagerly (benchmarks compare both).
+  void set_use_graphs(bool on) { use_graphs_ = on; }
+
   int directions() const { return dirs_; }
   int hidden() const { return H_; }
   int output_size() const { return Hp_; }
@@ -88,6 +96,13 @@ class CudnnRecurrent {
   absl::Status SetShape(const RecurrentIO& io);
   absl::Status Launch(cudnnRNNAlgo_t algo, const RecurrentIO& io);
   absl::StatusOr<cudnnRNNAlgo_t> ChooseAlgorithm(const RecurrentIO& io);
+  // Conversions, cuDNN and the masking kernel for one batch, on the stream.
+  absl::Status Enqueue(cudnnRNNAlgo_t algo, const RecurrentIO& io);
+  absl::Status EnqueueWithGraph(cudnnRNNAlgo_t algo, const RecurrentIO& io);
+  std::string GraphKey(cudnnRNNAlgo_t algo, const RecurrentIO& io) const;
+
+  static constexpr int kMaxGraphBatch = 64;
+  static constexpr size_t kMaxGraphs = 64;
 
   // Fixed at construction.
   const RecurrentSpec spec_;
@@ -102,8 +117,13 @@ class CudnnRecurrent {
   // One RNN descriptor per algorithm cuDNN accepted; all share one weight layout.
   std::map<cudnnRNNAlgo_t, cudnnRNNDescriptor_t> descs_;
   std::map<int, cudnnRNNAlgo_t> algo_by_batch_;
+  bool varlen_standard_only_ = false;  // a persistent algorithm failed on padded lengths
   bool forced_ = false;
   cudnnRNNAlgo_t forced_algo_ = CUDNN_RNN_ALGO_STANDARD;
+
+  bool use_graphs_ = true;
+  std::set<std::string> seen_;                      // shapes run once (GraphKey)
+  std::map<std::string, cudaGraphExec_t> graphs_;  // shapes captured
 
   cudnnRNNDataDescriptor_t x_desc_ = nullptr;
   cudnnRNNDataDescriptor_t y_desc_ = nullptr;

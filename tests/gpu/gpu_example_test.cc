@@ -53,7 +53,8 @@ TEST_F(GpuExampleModelTest, EachSequenceAloneEqualsItsRowInTheBatch) {
     std::vector<float> row(input.values.begin() + b * T * F, input.values.begin() + (b + 1) * T * F);
     one.inputs.push_back(engine::Tensor::Float({1, T, F}, row));
     std::vector<engine::Tensor> out;
-    ASSERT_TRUE(compiled_->Run(one, &out).ok());
+    const absl::Status s = compiled_->Run(one, &out);
+    ASSERT_TRUE(s.ok()) << "sequence " << b << ": " << s;
     client::NpyArray want{"<f8", {1, C}, {}};
     want.values.assign(expected.values.begin() + b * C, expected.values.begin() + (b + 1) * C);
     EXPECT_TRUE(AllClose(out[0], want)) << "sequence " << b;
