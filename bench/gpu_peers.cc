@@ -6,8 +6,9 @@
 // MANIFEST: one case a line, "name cell I H layers bidirectional B T math weights.npz x.npy
 // out.npy" (cell lstm|gru; math fp32|tf32|fp16|bf16; weights: PyTorch's state_dict names).
 // For each case, on one stream, after warm-up, timed with CUDA events (median of REPS):
-//   - the layer stack on device buffers (cuDNN as the engine runs it), once per algorithm cuDNN
-//     accepts, and with the algorithm the engine chose, eagerly and replayed from a CUDA graph;
+//   - the layer stack on device buffers: with the algorithm the engine chose, eagerly, replayed
+//     from one CUDA graph of the stack, and as the engine runs it (a graph per layer for batches
+//     up to 64); then eagerly once per algorithm cuDNN accepts;
 //   - CompiledModel::Run end to end (host input in, host output out; host clock).
 // RESULTS gets one line a case: name key=value ...; out.npy the engine's output [B, T, dirs*H].
 
@@ -161,6 +162,8 @@ absl::Status RunCase(const Case& c, std::ostream& results) {
     }
     return absl::OkStatus();
   };
+  // Eagerly first (the comparison with PyTorch eager); the algorithm is chosen in warm-up.
+  for (auto& l : layers) l->set_use_graphs(false);
   const float auto_ms = TimeIt(stream, forward);
   line << " auto_ms=" << auto_ms << " auto_algo=" << layers[0]->AlgorithmFor(c.B);
   // The engine's output, for the driver to compare with PyTorch's.
@@ -188,6 +191,10 @@ absl::Status RunCase(const Case& c, std::ostream& results) {
   if (exec) cudaGraphExecDestroy(exec);
   if (graph) cudaGraphDestroy(graph);
   line << " graph_ms=" << graph_ms;
+  // As CompiledModel runs it: per-layer graphs for launch-bound batches.
+  for (auto& l : layers) l->set_use_graphs(true);
+  line << " engine_ms=" << TimeIt(stream, forward);
+  for (auto& l : layers) l->set_use_graphs(false);
 
   // Each algorithm cuDNN accepted, pinned.
   for (cudnnRNNAlgo_t algo : layers[0]->algorithms()) {

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/cuda/fused_lstm.h"
 #include "engine/cuda/kernels.h"
 
 namespace rnnserve::engine::cuda {
@@ -12,7 +13,7 @@ namespace {
 bool Is(const Activation& a, ActivationKind kind) { return a.kind == kind; }
 
 const char* AlgoName(cudnnRNNAlgo_t algo) {
-  switch (algo) {
+  switch (static_cast<int>(algo)) {
     case CUDNN_RNN_ALGO_STANDARD:
       return "standard";
     case CUDNN_RNN_ALGO_PERSIST_STATIC:
@@ -21,6 +22,8 @@ const char* AlgoName(cudnnRNNAlgo_t algo) {
       return "persist_dynamic";
     case CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H:
       return "persist_static_small_h";
+    case kFusedAlgo:
+      return "fused_fp32";
     default:
       return "unknown";
   }
@@ -178,6 +181,10 @@ absl::Status CudnnRecurrent::Init() {
       }
     }
   }
+  // Exact FP32 has its own persistent kernel for small batches (fused_lstm.h).
+  if (math_ == MathMode::kFp32) {
+    if (auto f = FusedLstm::Create(spec_, stream_); f.ok()) fused_ = std::move(*f);
+  }
   RNNSERVE_RETURN_IF_ERROR(
       CudnnOk(cudnnCreateRNNDataDescriptor(&x_desc_), "cudnnCreateRNNDataDescriptor"));
   RNNSERVE_RETURN_IF_ERROR(
@@ -296,6 +303,7 @@ absl::Status CudnnRecurrent::SetShape(const RecurrentIO& io) {
 }
 
 absl::Status CudnnRecurrent::Launch(cudnnRNNAlgo_t algo, const RecurrentIO& io) {
+  if (algo == kFusedAlgo) return fused_->Forward(io);
   cudnnRNNDescriptor_t desc = descs_.at(algo);
   size_t ws = 0, reserve = 0;
   RNNSERVE_RETURN_IF_ERROR(CudnnOk(
@@ -329,13 +337,16 @@ absl::StatusOr<cudnnRNNAlgo_t> CudnnRecurrent::ChooseAlgorithm(const RecurrentIO
   if (forced_) return forced_algo_;
   if (auto it = algo_by_batch_.find(io.B); it != algo_by_batch_.end()) return it->second;
   cudnnRNNAlgo_t best = CUDNN_RNN_ALGO_STANDARD;
-  if (descs_.size() > 1) {
+  std::vector<cudnnRNNAlgo_t> candidates;
+  for (const auto& [algo, desc] : descs_) candidates.push_back(algo);
+  if (fused_ && io.B <= FusedLstm::kMaxBatch) candidates.push_back(kFusedAlgo);
+  if (candidates.size() > 1) {
     cudaEvent_t start, stop;
     RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaEventCreate(&start), "cudaEventCreate"));
     RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaEventCreate(&stop), "cudaEventCreate"));
     float best_ms = 0.0f;
     std::vector<cudnnRNNAlgo_t> failed;
-    for (const auto& [algo, desc] : descs_) {
+    for (cudnnRNNAlgo_t algo : candidates) {
       // One warm-up, then the median-free minimum of three timed runs.
       if (!Enqueue(algo, io).ok() || cudaStreamSynchronize(stream_) != cudaSuccess) {
         cudaGetLastError();
@@ -363,6 +374,10 @@ absl::StatusOr<cudnnRNNAlgo_t> CudnnRecurrent::ChooseAlgorithm(const RecurrentIO
     cudaEventDestroy(stop);
     for (cudnnRNNAlgo_t algo : failed) {
       if (algo == CUDNN_RNN_ALGO_STANDARD) continue;  // its error surfaces in Forward
+      if (algo == kFusedAlgo) {
+        fused_.reset();
+        continue;
+      }
       cudnnDestroyRNNDescriptor(descs_.at(algo));
       descs_.erase(algo);
     }
@@ -509,7 +524,7 @@ absl::Status CudnnRecurrent::Forward(const RecurrentIO& io) {
 }
 
 absl::Status CudnnRecurrent::ForceAlgorithm(cudnnRNNAlgo_t algo) {
-  if (!descs_.contains(algo)) {
+  if (!descs_.contains(algo) && !(algo == kFusedAlgo && fused_)) {
     return absl::FailedPreconditionError(
         absl::StrCat("layer '", name_, "': cuDNN did not accept algorithm ", AlgoName(algo)));
   }
@@ -527,11 +542,13 @@ std::string CudnnRecurrent::AlgorithmFor(int B) const {
 std::vector<cudnnRNNAlgo_t> CudnnRecurrent::algorithms() const {
   std::vector<cudnnRNNAlgo_t> out;
   for (const auto& [algo, desc] : descs_) out.push_back(algo);
+  if (fused_) out.push_back(kFusedAlgo);
   return out;
 }
 
 int64_t CudnnRecurrent::memory_bytes() const {
-  return static_cast<int64_t>(weights_.bytes() + workspace_.bytes() + y_scratch_.bytes() +
+  return (fused_ ? fused_->memory_bytes() : 0) +
+         static_cast<int64_t>(weights_.bytes() + workspace_.bytes() + y_scratch_.bytes() +
                               x_half_.bytes() + y_half_.bytes() + h0_half_.bytes() +
                               c0_half_.bytes() + hy_half_.bytes() + cy_half_.bytes());
 }

@@ -13,7 +13,8 @@
 //   direction of a Keras layer the steps past a sequence's length repeat its last output;
 //   everywhere else they are zero (ONNX, Keras's Bidirectional, the backward direction).
 // - The workspace is allocated on first use for a shape and reused; it only grows.
-// - The algorithm (standard, persistent static, persistent static small-H) is chosen per batch
+// - The algorithm (standard, persistent static, persistent static small-H; our fused exact
+//   FP32 LSTM for batches up to FusedLstm::kMaxBatch) is chosen per batch
 //   size on first sight of that size by timing each one cuDNN accepts; an algorithm that
 //   returns an error is dropped. ForceAlgorithm pins one (benchmarks).
 //   Exact FP32 uses the standard algorithm only (the persistent kernels are not exact); a
@@ -43,6 +44,12 @@ namespace rnnserve::engine::cuda {
 // OK when cuDNN computes exactly this layer; otherwise an error whose message says why
 // (used as the placement reason of a layer that runs elsewhere).
 absl::Status CudnnSupports(const RecurrentSpec& spec);
+
+class FusedLstm;
+
+// Not a cuDNN algorithm: FusedLstm, our exact-FP32 persistent LSTM for small batches, chosen
+// (by timing, like cuDNN's algorithms) for exact-FP32 layers it can run.
+inline constexpr cudnnRNNAlgo_t kFusedAlgo = static_cast<cudnnRNNAlgo_t>(100);
 
 struct RecurrentIO {
   int B = 0;
@@ -113,6 +120,8 @@ class CudnnRecurrent {
   const int dirs_;
   const int I_, H_, Hp_;
   const cudnnDataType_t dtype_;  // FLOAT, HALF or BFLOAT16
+
+  std::unique_ptr<FusedLstm> fused_;  // exact FP32, small batches; null when it does not fit
 
   // One RNN descriptor per algorithm cuDNN accepted; all share one weight layout.
   std::map<cudnnRNNAlgo_t, cudnnRNNDescriptor_t> descs_;
