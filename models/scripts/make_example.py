@@ -75,7 +75,7 @@ def main():
     lengths = np.array([40, 25, 12], np.int32)
     sample = np.stack([waveform(k, n, rng) for k, n in zip([0, 1, 2], lengths)])
     with open(os.path.join(ROOT, "models/examples/waveform_lstm/sample_input.json"), "w") as f:
-        json.dump({"input": np.round(sample, 5).tolist()}, f)
+        json.dump({"waveform": np.round(sample, 5).tolist()}, f)
     sample = np.round(sample, 5).astype(np.float32)
     expected = model.predict(sample, verbose=0).astype(np.float64)
     fix = os.path.join(ROOT, "tests/fixtures/example")

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Installs what building, serving and testing rnnserve need, and only what is missing:
+# Debian packages (apt) for the C++ toolchain and libraries, PyPI packages for the Python tools
+# the tests use. Safe to run again; does nothing when everything is present.
+#
+#   deploy/install_deps.sh           build + serve + test dependencies
+#   deploy/install_deps.sh --serve   build + serve only
+set -euo pipefail
+
+mode="${1:-all}"
+
+APT_BUILD=(
+  build-essential cmake pkg-config ccache git
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libabsl-dev libeigen3-dev libhdf5-dev nlohmann-json3-dev libzip-dev
+)
+APT_TEST=(
+  libgtest-dev libgmock-dev libbenchmark-dev libonnx-testdata python3 python3-pip
+)
+PIP_TEST=(numpy)
+
+packages=("${APT_BUILD[@]}")
+[ "$mode" = "--serve" ] || packages+=("${APT_TEST[@]}")
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+# python3/pip may come from elsewhere (pyenv); only ask apt for them when there is none.
+if command -v python3 >/dev/null 2>&1; then
+  kept=()
+  for p in "${missing[@]}"; do
+    case "$p" in python3|python3-pip) ;; *) kept+=("$p") ;; esac
+  done
+  missing=("${kept[@]+"${kept[@]}"}")
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "install_deps: installing Debian packages: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+if [ "$mode" != "--serve" ]; then
+  pip_missing=()
+  for p in "${PIP_TEST[@]}"; do
+    python3 -c "import $p" 2>/dev/null || pip_missing+=("$p")
+  done
+  if [ "${#pip_missing[@]}" -gt 0 ]; then
+    echo "install_deps: installing PyPI packages: ${pip_missing[*]}"
+    python3 -m pip install -q "${pip_missing[@]}" 2>&1 | grep -v "Running pip as the 'root' user" || true
+  fi
+fi

@@ -1,0 +1,25 @@
+#pragma once
+
+// Command-line flags of the rnnserve binary: `--name=value` or `--name value`.
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace rnnserve::server {
+
+struct ServerFlags {
+  std::string model_repository = "models/examples";
+  std::string host = "127.0.0.1";
+  int port = 8500;
+  int metrics_port = 8502;  // 0 disables the metrics endpoint
+  std::string log_level = "info";
+  int64_t max_message_bytes = 64 << 20;
+};
+
+// Parses argv; unknown flags and bad values are errors naming the flag. `--help` sets *help.
+absl::StatusOr<ServerFlags> ParseServerFlags(int argc, char** argv, bool* help);
+std::string ServerUsage();
+
+}  // namespace rnnserve::server

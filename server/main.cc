@@ -1,0 +1,87 @@
+// rnnserve: loads a model repository and serves it over gRPC until SIGTERM or SIGINT.
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <pthread.h>
+
+#include "absl/strings/str_cat.h"
+#include "server/flags.h"
+#include "server/log.h"
+#include "server/model_repository.h"
+#include "server/rnnserve_service.h"
+
+namespace rnnserve::server {
+namespace {
+
+int Main(int argc, char** argv) {
+  bool help = false;
+  auto flags = ParseServerFlags(argc, argv, &help);
+  if (help) {
+    std::fputs(ServerUsage().c_str(), stdout);
+    return 0;
+  }
+  if (!flags.ok()) {
+    std::fprintf(stderr, "rnnserve: %s\n%s", std::string(flags.status().message()).c_str(),
+                 ServerUsage().c_str());
+    return 2;
+  }
+  LogLevel level;
+  if (!ParseLogLevel(flags->log_level, &level)) {
+    std::fprintf(stderr, "rnnserve: --log-level must be debug, info, warning or error; was '%s'\n",
+                 flags->log_level.c_str());
+    return 2;
+  }
+  SetLogLevel(level);
+
+  // Signals are taken by sigwait below; every thread started from here on inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto repository = ModelRepository::Open(flags->model_repository);
+  if (!repository.ok()) {
+    LogError(repository.status().message());
+    return 1;
+  }
+  LogInfo(absl::StrCat((*repository)->ready_models(), " model(s) ready from ",
+                       flags->model_repository));
+
+  RnnServeService service(repository->get());
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  const std::string address = absl::StrCat(flags->host, ":", flags->port);
+  int bound_port = 0;
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &bound_port);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(flags->max_message_bytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(flags->max_message_bytes));
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || bound_port == 0) {
+    LogError(absl::StrCat("cannot listen on ", address));
+    return 1;
+  }
+  server->GetHealthCheckService()->SetServingStatus(true);
+  LogInfo(absl::StrCat("rnnserve listening on ", flags->host, ":", bound_port, " (gRPC)"));
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  LogInfo(absl::StrCat("signal ", sig, ": draining and shutting down"));
+  server->GetHealthCheckService()->SetServingStatus(false);
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  server->Wait();
+  LogInfo("stopped");
+  return 0;
+}
+
+}  // namespace
+}  // namespace rnnserve::server
+
+int main(int argc, char** argv) { return rnnserve::server::Main(argc, argv); }

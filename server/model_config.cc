@@ -1,0 +1,78 @@
+#include "server/model_config.h"
+
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/text_format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+
+namespace rnnserve::server {
+namespace {
+
+// Collects the parser's errors into one message.
+class ErrorCollector : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int line, int column, const std::string& message) override {
+    absl::StrAppend(&errors_, errors_.empty() ? "" : "; ", "line ", line + 1, ":", column + 1, ": ",
+                    message);
+  }
+  const std::string& errors() const { return errors_; }
+
+ private:
+  std::string errors_;
+};
+
+}  // namespace
+
+absl::StatusOr<v1::ModelConfig> ReadModelConfig(const std::string& model_dir) {
+  const std::filesystem::path dir(model_dir);
+  const std::filesystem::path path = dir / "config.pbtxt";
+  v1::ModelConfig config;
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec)) {
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    google::protobuf::TextFormat::Parser parser;
+    ErrorCollector errors;
+    parser.RecordErrorsTo(&errors);
+    if (!parser.ParseFromString(text.str(), &config)) {
+      return absl::InvalidArgumentError(absl::StrCat(path.string(), ": ", errors.errors()));
+    }
+  }
+  if (config.name().empty()) config.set_name(dir.filename().string());
+  if (auto s = ValidateModelConfig(config, path.string()); !s.ok()) return s;
+  return config;
+}
+
+absl::Status ValidateModelConfig(const v1::ModelConfig& config, const std::string& where) {
+  auto bad = [&](const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", what));
+  };
+  if (config.max_batch_size() < 0) {
+    return bad(absl::StrCat("max_batch_size must be >= 0; was ", config.max_batch_size()));
+  }
+  const std::string& p = config.platform();
+  if (!p.empty() && p != "keras_h5" && p != "keras" && p != "onnx") {
+    return bad(absl::StrCat("platform must be keras_h5, keras or onnx; was '", p, "'"));
+  }
+  for (const auto& g : config.instance_group()) {
+    if (g.count() < 0) return bad(absl::StrCat("instance_group count must be >= 0; was ", g.count()));
+  }
+  for (const auto& t : config.input()) {
+    if (t.name().empty()) return bad("an input has no name");
+  }
+  for (const auto& t : config.output()) {
+    if (t.name().empty()) return bad("an output has no name");
+  }
+  if (config.optimization().cpu_threads() < 0) {
+    return bad(absl::StrCat("optimization.cpu_threads must be >= 0; was ",
+                            config.optimization().cpu_threads()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace rnnserve::server

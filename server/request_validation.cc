@@ -1,0 +1,128 @@
+#include "server/request_validation.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "server/tensor_codec.h"
+
+namespace rnnserve::server {
+namespace {
+
+std::string Names(const std::vector<TensorSignature>& sigs) {
+  return absl::StrJoin(sigs, ", ", [](std::string* out, const TensorSignature& s) {
+    out->append(s.name);
+  });
+}
+
+absl::Status CheckShape(const engine::Tensor& t, const TensorSignature& sig) {
+  auto error = [&]() {
+    return absl::InvalidArgumentError(absl::StrCat("input '", sig.name, "': shape ",
+                                                   engine::ShapeString(t.shape()),
+                                                   " given, expected ",
+                                                   engine::ShapeString(sig.shape)));
+  };
+  if (t.rank() != static_cast<int>(sig.shape.size())) return error();
+  for (int d = 0; d < t.rank(); ++d) {
+    if (sig.shape[d] >= 0 && t.dim(d) != sig.shape[d]) return error();
+  }
+  if (t.dim(0) == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("input '", sig.name, "': empty batch (shape ", engine::ShapeString(t.shape()),
+                     ")"));
+  }
+  for (int d = 1; d < t.rank(); ++d) {
+    if (t.dim(d) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("input '", sig.name, "': axis ", d,
+                                                     " is empty (shape ",
+                                                     engine::ShapeString(t.shape()), ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<engine::Batch> ValidatePredict(const v1::PredictRequest& request,
+                                              const Servable& servable) {
+  const auto& sigs = servable.inputs();
+  const auto& given = request.inputs();
+  for (const auto& [name, tensor] : given) {
+    bool known = false;
+    for (const auto& s : sigs) known |= s.name == name;
+    if (!known && !(sigs.size() == 1 && given.size() == 1)) {
+      return absl::InvalidArgumentError(absl::StrCat("unexpected input '", name,
+                                                     "' (model inputs: ", Names(sigs), ")"));
+    }
+  }
+  engine::Batch batch;
+  int64_t B = -1, T = -1;
+  for (const TensorSignature& sig : sigs) {
+    auto it = given.find(sig.name);
+    if (it == given.end() && sigs.size() == 1 && given.size() == 1) it = given.begin();
+    if (it == given.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("missing input '", sig.name,
+                                                     "' (model inputs: ", Names(sigs), ")"));
+    }
+    const std::string what = absl::StrCat("input '", sig.name, "'");
+    const v1::DataType want = WireType(sig.dtype);
+    const v1::DataType got = it->second.dtype();
+    const bool dtype_ok = sig.dtype == engine::DType::kInt64
+                              ? (got == v1::TYPE_INT32 || got == v1::TYPE_INT64)
+                              : got == v1::TYPE_FP32;
+    if (!dtype_ok) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": dtype ", v1::DataType_Name(got), " given, expected ", v1::DataType_Name(want),
+          sig.dtype == engine::DType::kInt64 ? " or TYPE_INT32" : ""));
+    }
+    auto tensor = DecodeTensor(it->second, what);
+    if (!tensor.ok()) return tensor.status();
+    if (auto s = CheckShape(*tensor, sig); !s.ok()) return s;
+    if (B >= 0 && tensor->dim(0) != B) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": batch size ", tensor->dim(0),
+                                                     " differs from the other inputs' ", B));
+    }
+    B = tensor->dim(0);
+    if (tensor->rank() >= 2) T = std::max(T, tensor->dim(1));
+    if (sig.reject_non_finite && tensor->dtype() == engine::DType::kFloat32) {
+      for (int64_t i = 0; i < tensor->num_elements(); ++i) {
+        if (!std::isfinite(tensor->f32()[i])) {
+          return absl::InvalidArgumentError(absl::StrCat(what, ": value ", i, " is ",
+                                                         tensor->f32()[i],
+                                                         "; this model accepts finite values only"));
+        }
+      }
+    }
+    batch.inputs.push_back(std::move(*tensor));
+  }
+  if (request.lengths_size() > 0) {
+    if (request.lengths_size() != B) {
+      return absl::InvalidArgumentError(absl::StrCat("lengths: ", request.lengths_size(),
+                                                     " given for a batch of ", B));
+    }
+    for (int i = 0; i < request.lengths_size(); ++i) {
+      const int32_t len = request.lengths(i);
+      if (len < 1 || len > T) {
+        return absl::InvalidArgumentError(absl::StrCat("lengths[", i, "] = ", len,
+                                                       ": must be in [1, ", T, "]"));
+      }
+    }
+    batch.lengths.assign(request.lengths().begin(), request.lengths().end());
+  }
+  return batch;
+}
+
+absl::Status ValidateOutputFilter(const v1::PredictRequest& request, const Servable& servable) {
+  for (const std::string& name : request.output_filter()) {
+    bool known = false;
+    for (const auto& s : servable.outputs()) known |= s.name == name;
+    if (!known) {
+      return absl::InvalidArgumentError(absl::StrCat("output_filter: unknown output '", name,
+                                                     "' (model outputs: ",
+                                                     Names(servable.outputs()), ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace rnnserve::server

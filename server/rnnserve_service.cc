@@ -1,0 +1,102 @@
+#include "server/rnnserve_service.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "server/grpc_status.h"
+#include "server/log.h"
+#include "server/request_validation.h"
+#include "server/tensor_codec.h"
+
+namespace rnnserve::server {
+namespace {
+
+void FillInfo(const TensorSignature& sig, v1::TensorInfo* info) {
+  info->set_name(sig.name);
+  info->set_dtype(WireType(sig.dtype));
+  for (int64_t d : sig.shape) info->add_shape(d);
+}
+
+}  // namespace
+
+grpc::Status RnnServeService::Predict(grpc::ServerContext* context,
+                                      const v1::PredictRequest* request,
+                                      v1::PredictResponse* response) {
+  auto servable = repository_->Get(request->model_spec().name(), request->model_spec().version());
+  if (!servable.ok()) return ToGrpc(servable.status());
+  const Servable& model = **servable;
+  if (auto s = ValidateOutputFilter(*request, model); !s.ok()) return ToGrpc(s);
+  auto batch = ValidatePredict(*request, model);
+  if (!batch.ok()) return ToGrpc(batch.status());
+  if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
+  std::vector<engine::Tensor> outputs;
+  RunOptions options;
+  if (context->deadline() != std::chrono::system_clock::time_point::max()) {
+    options.deadline = absl::FromChrono(context->deadline());
+  }
+  if (auto s = model.Run(*batch, &outputs, options); !s.ok()) {
+    if (s.code() != absl::StatusCode::kInvalidArgument) {
+      LogError(absl::StrCat("model ", model.name(), " v", model.version(), ": ", s.message()));
+    }
+    return ToGrpc(s);
+  }
+  response->mutable_model_spec()->set_name(model.name());
+  response->mutable_model_spec()->set_version(model.version());
+  const auto& filter = request->output_filter();
+  for (size_t i = 0; i < outputs.size() && i < model.outputs().size(); ++i) {
+    const std::string& name = model.outputs()[i].name;
+    if (!filter.empty() && std::find(filter.begin(), filter.end(), name) == filter.end()) continue;
+    EncodeTensor(outputs[i], &(*response->mutable_outputs())[name]);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status RnnServeService::ModelMetadata(grpc::ServerContext*,
+                                            const v1::ModelMetadataRequest* request,
+                                            v1::ModelMetadataResponse* response) {
+  auto servable = repository_->Get(request->model_spec().name(), request->model_spec().version());
+  if (!servable.ok()) return ToGrpc(servable.status());
+  const Servable& model = **servable;
+  response->mutable_model_spec()->set_name(model.name());
+  response->mutable_model_spec()->set_version(model.version());
+  for (const ModelState& state : repository_->List()) {
+    if (state.name == model.name()) {
+      for (int64_t v : state.versions) response->add_versions(v);
+    }
+  }
+  response->set_platform(model.platform());
+  response->set_source_file(model.source_file());
+  response->set_masking(model.masking());
+  for (const auto& sig : model.inputs()) FillInfo(sig, response->add_inputs());
+  for (const auto& sig : model.outputs()) FillInfo(sig, response->add_outputs());
+  for (const InstanceInfo& info : model.instances()) {
+    v1::InstanceInfo* out = response->add_instances();
+    out->set_engine(info.engine);
+    out->set_kind(info.kind);
+    out->set_scratch_bytes(info.memory_bytes);
+    for (const auto& p : info.layers) {
+      v1::LayerPlacement* l = out->add_layers();
+      l->set_layer(p.layer);
+      l->set_engine(p.engine);
+      // A layer on the instance's own engine runs there for the instance's reason.
+      l->set_reason(p.engine == info.engine || p.reason.empty() ? info.reason : p.reason);
+    }
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status RnnServeService::ListModels(grpc::ServerContext*, const v1::ListModelsRequest*,
+                                         v1::ListModelsResponse* response) {
+  for (const ModelState& state : repository_->List()) {
+    v1::ModelStatus* m = response->add_models();
+    m->set_name(state.name);
+    for (int64_t v : state.versions) m->add_versions(v);
+    m->set_state(state.state);
+    m->set_platform(state.platform);
+    m->set_reason(state.reason);
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace rnnserve::server

@@ -1,0 +1,289 @@
+#include "server/servable.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "models/model_loader.h"
+#include "server/batch_util.h"
+#include "server/log.h"
+
+namespace rnnserve::server {
+namespace {
+
+namespace fs = std::filesystem;
+
+absl::StatusOr<std::string> FindModelFile(const fs::path& version_dir,
+                                          const v1::ModelConfig& config) {
+  if (!config.default_model_filename().empty()) {
+    const fs::path p = version_dir / config.default_model_filename();
+    if (!fs::exists(p)) return absl::NotFoundError(absl::StrCat(p.string(), ": no such file"));
+    return p.string();
+  }
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(version_dir, ec)) {
+    if (entry.is_regular_file() && models::IsModelFile(entry.path().string())) {
+      found.push_back(entry.path().string());
+    }
+  }
+  if (found.empty()) {
+    return absl::NotFoundError(absl::StrCat(version_dir.string(),
+                                            ": no model file (.h5, .hdf5, .keras or .onnx)"));
+  }
+  if (found.size() > 1) {
+    std::sort(found.begin(), found.end());
+    return absl::InvalidArgumentError(
+        absl::StrCat(version_dir.string(), ": several model files (", absl::StrJoin(found, ", "),
+                     "); set default_model_filename in config.pbtxt"));
+  }
+  return found[0];
+}
+
+engine::DType FromConfigType(v1::DataType t) {
+  return (t == v1::TYPE_INT32 || t == v1::TYPE_INT64) ? engine::DType::kInt64
+                                                      : engine::DType::kFloat32;
+}
+
+// A probe batch of B sequences of T steps for every input, with harmless values.
+engine::Batch ProbeBatch(const std::vector<TensorSignature>& inputs, int64_t B, int64_t T) {
+  engine::Batch batch;
+  for (const TensorSignature& in : inputs) {
+    engine::Shape shape = in.shape;
+    shape[0] = B;
+    for (size_t i = 1; i < shape.size(); ++i) {
+      if (shape[i] < 0) shape[i] = T;
+    }
+    if (in.dtype == engine::DType::kInt64) {
+      batch.inputs.push_back(
+          engine::Tensor::Int64(shape, std::vector<int64_t>(engine::NumElements(shape), 1)));
+    } else {
+      batch.inputs.push_back(
+          engine::Tensor::Float(shape, std::vector<float>(engine::NumElements(shape), 0.125f)));
+    }
+  }
+  return batch;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Servable>> Servable::Load(const std::string& model_dir,
+                                                         int64_t version,
+                                                         const v1::ModelConfig& config) {
+  std::unique_ptr<Servable> s(new Servable(version, config));
+  const fs::path version_dir = fs::path(model_dir) / std::to_string(version);
+  auto file = FindModelFile(version_dir, config);
+  if (!file.ok()) return file.status();
+  s->source_file_ = *file;
+  models::LoadOptions options;
+  options.format = config.platform();
+  if (!config.architecture_file().empty()) {
+    options.architecture_json_path = (fs::path(model_dir) / config.architecture_file()).string();
+  }
+  auto model = models::LoadModelFile(*file, options);
+  if (!model.ok()) return model.status();
+  s->model_ = std::move(*model);
+  auto training = models::ReadTrainingConfig(*file);
+  if (training.ok()) {
+    s->training_ = std::move(*training);
+  } else {
+    LogWarning(absl::StrCat(*file, ": training config ignored: ", training.status().message()));
+  }
+
+  // Inputs: the file's, renamed and checked by config.pbtxt when it lists them.
+  const auto& cfg_in = config.input();
+  if (!cfg_in.empty() && cfg_in.size() != static_cast<int>(s->model_.inputs.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(config.name(), ": config.pbtxt lists ",
+                                                   cfg_in.size(), " inputs; the model has ",
+                                                   s->model_.inputs.size()));
+  }
+  for (size_t i = 0; i < s->model_.inputs.size(); ++i) {
+    const engine::ValueInfo& v = s->model_.inputs[i];
+    TensorSignature sig{v.name, v.dtype, v.shape, false};
+    if (sig.shape.empty()) sig.shape = {-1, -1, -1};
+    sig.shape[0] = -1;
+    if (!cfg_in.empty()) {
+      const v1::ModelTensor& c = cfg_in[static_cast<int>(i)];
+      sig.name = c.name();
+      sig.reject_non_finite = c.reject_non_finite();
+      if (c.data_type() != v1::TYPE_INVALID && FromConfigType(c.data_type()) != v.dtype) {
+        return absl::InvalidArgumentError(absl::StrCat(config.name(), ": input '", c.name(),
+                                                       "' has data_type ",
+                                                       v1::DataType_Name(c.data_type()),
+                                                       "; the model takes ", DTypeName(v.dtype)));
+      }
+      if (c.dims_size() > 0) {
+        engine::Shape dims = {-1};
+        dims.insert(dims.end(), c.dims().begin(), c.dims().end());
+        if (dims.size() != sig.shape.size()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              config.name(), ": input '", c.name(), "' dims ", engine::ShapeString(dims),
+              " (batch first) differ in rank from the model's ", engine::ShapeString(sig.shape)));
+        }
+        for (size_t d = 1; d < dims.size(); ++d) {
+          if (sig.shape[d] >= 0 && dims[d] >= 0 && sig.shape[d] != dims[d]) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                config.name(), ": input '", c.name(), "' dims ", engine::ShapeString(dims),
+                " differ from the model's ", engine::ShapeString(sig.shape)));
+          }
+          if (sig.shape[d] < 0) sig.shape[d] = dims[d];
+        }
+      }
+    }
+    s->inputs_.push_back(std::move(sig));
+  }
+  s->masking_ = "keras";
+  for (const engine::Layer& l : s->model_.layers) {
+    if (const auto* r = std::get_if<engine::RecurrentSpec>(&l.spec)) {
+      s->masking_ = engine::MaskSemanticsName(r->masking);
+    }
+  }
+  if (auto st = s->CreateInstances(); !st.ok()) return st;
+  if (auto st = s->ProbeSignature(); !st.ok()) return st;
+  return s;
+}
+
+absl::Status Servable::CreateInstances() {
+  std::vector<v1::ModelInstanceGroup> groups(config_.instance_group().begin(),
+                                             config_.instance_group().end());
+  if (groups.empty()) groups.emplace_back();  // one AUTO instance
+  int total = 0;
+  for (const auto& g : groups) total += std::max(1, g.count());
+  const int cores = std::max(1u, std::thread::hardware_concurrency());
+  for (const auto& g : groups) {
+    for (int i = 0; i < std::max(1, g.count()); ++i) {
+      InstanceInfo info;
+      std::unique_ptr<engine::CompiledModel> compiled;
+      std::string why_not_gpu;
+      const bool want_gpu = g.kind() == v1::ModelInstanceGroup::KIND_GPU ||
+                            (g.kind() == v1::ModelInstanceGroup::KIND_AUTO &&
+                             engine::CudaAvailable(&why_not_gpu));
+      engine::CompileOptions options;
+      options.math_mode = static_cast<engine::MathMode>(config_.optimization().math_mode());
+      options.max_batch_size = config_.max_batch_size();
+      if (want_gpu) {
+        const int device = g.gpus_size() > 0 ? g.gpus(i % g.gpus_size()) : 0;
+        auto eng = engine::Engine::Create({.kind = engine::EngineKind::kCuda, .device = device});
+        absl::StatusOr<std::unique_ptr<engine::CompiledModel>> c =
+            eng.ok() ? (*eng)->Compile(model_, options)
+                     : absl::StatusOr<std::unique_ptr<engine::CompiledModel>>(eng.status());
+        if (c.ok()) {
+          compiled = std::move(*c);
+          info.kind = "KIND_GPU";
+          info.reason = absl::StrCat("GPU ", device, " (cuDNN)");
+        } else if (g.kind() == v1::ModelInstanceGroup::KIND_GPU) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              name(), ": instance_group asks for KIND_GPU: ", c.status().message()));
+        } else {
+          why_not_gpu = std::string(c.status().message());
+        }
+      }
+      if (!compiled) {
+        // CPU instances share the cores: engine threads per instance <= cores / instances.
+        options.num_threads = config_.optimization().cpu_threads() > 0
+                                  ? config_.optimization().cpu_threads()
+                                  : std::max(1, cores / total);
+        options.math_mode = engine::MathMode::kFp32;
+        auto eng = engine::Engine::Create({.kind = engine::EngineKind::kCpu});
+        if (!eng.ok()) return eng.status();
+        auto c = (*eng)->Compile(model_, options);
+        if (!c.ok()) {
+          return absl::Status(c.status().code(),
+                              absl::StrCat(source_file_, ": ", c.status().message()));
+        }
+        compiled = std::move(*c);
+        info.kind = "KIND_CPU";
+        info.reason = g.kind() == v1::ModelInstanceGroup::KIND_CPU
+                          ? "instance_group asks for KIND_CPU"
+                          : absl::StrCat("KIND_AUTO without a usable GPU: ", why_not_gpu);
+      }
+      info.engine = compiled->engine_name();
+      info.layers = compiled->placements();
+      info.memory_bytes = compiled->memory_bytes();
+      LogInfo(absl::StrCat("model ", name(), " v", version_, " instance ", instances_.size(),
+                           ": ", info.engine, " engine (", info.reason, ")"));
+      instance_info_.push_back(std::move(info));
+      instances_.push_back(std::move(compiled));
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  for (int i = 0; i < static_cast<int>(instances_.size()); ++i) free_.push_back(i);
+  return absl::OkStatus();
+}
+
+absl::Status Servable::ProbeSignature() {
+  // Two probes that differ in batch and time size tell which output axes are dynamic.
+  std::vector<engine::Tensor> a, b;
+  if (auto s = RunOnInstance(ProbeBatch(inputs_, 1, 2), &a); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(source_file_, ": test run failed: ", s.message()));
+  }
+  if (auto s = RunOnInstance(ProbeBatch(inputs_, 2, 3), &b); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(source_file_, ": test run failed: ", s.message()));
+  }
+  const auto& cfg_out = config_.output();
+  if (!cfg_out.empty() && cfg_out.size() != static_cast<int>(a.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(name(), ": config.pbtxt lists ",
+                                                   cfg_out.size(), " outputs; the model has ",
+                                                   a.size()));
+  }
+  for (size_t i = 0; i < a.size(); ++i) {
+    TensorSignature sig;
+    sig.name = cfg_out.empty() ? model_.outputs[i].name : cfg_out[static_cast<int>(i)].name();
+    sig.dtype = a[i].dtype();
+    sig.shape = a[i].shape();
+    for (size_t d = 0; d < sig.shape.size(); ++d) {
+      if (d >= b[i].shape().size() || b[i].dim(static_cast<int>(d)) != sig.shape[d]) {
+        sig.shape[d] = -1;
+      }
+    }
+    outputs_.push_back(std::move(sig));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Servable::RunOnInstance(const engine::Batch& batch,
+                                     std::vector<engine::Tensor>* out) const {
+  int index;
+  {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](std::vector<int>* f) { return !f->empty(); }, &free_));
+    index = free_.back();
+    free_.pop_back();
+  }
+  const absl::Status s = instances_[index]->Run(batch, out);
+  absl::MutexLock lock(&mu_);
+  free_.push_back(index);
+  return s;
+}
+
+absl::Status Servable::Run(const engine::Batch& batch, std::vector<engine::Tensor>* outputs,
+                           const RunOptions& options) const {
+  if (absl::Now() > options.deadline) {
+    return absl::DeadlineExceededError("deadline passed before the request ran");
+  }
+  const int64_t B = batch.inputs.empty() ? 0 : batch.inputs[0].dim(0);
+  const int64_t limit = max_batch_size() > 0 ? max_batch_size() : B;
+  if (B <= limit) return RunOnInstance(batch, outputs);
+  std::vector<std::vector<engine::Tensor>> parts;
+  for (int64_t begin = 0; begin < B; begin += limit) {
+    std::vector<engine::Tensor> out;
+    if (auto s = RunOnInstance(SliceBatch(batch, begin, std::min(B, begin + limit)), &out);
+        !s.ok()) {
+      return s;
+    }
+    parts.push_back(std::move(out));
+  }
+  outputs->clear();
+  for (size_t o = 0; o < parts[0].size(); ++o) {
+    std::vector<engine::Tensor> pieces;
+    for (auto& p : parts) pieces.push_back(std::move(p[o]));
+    outputs->push_back(ConcatRows(pieces));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace rnnserve::server

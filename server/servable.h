@@ -1,0 +1,97 @@
+#pragma once
+
+// One loaded version of a model: its signature, its compiled instances, and a pool that
+// hands each instance to one caller at a time.
+//
+// Load() does all the work that can fail: reading the file, compiling one instance per
+// configured instance, and probing the model with tiny batches to learn its output shapes.
+// After Load() succeeds, Run() only fails on what a batch carries (or an engine fault).
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "engine/engine.h"
+#include "engine/ir.h"
+#include "models/training_config.h"
+#include "rnnserve/v1/model_config.pb.h"
+
+namespace rnnserve::server {
+
+struct TensorSignature {
+  std::string name;
+  engine::DType dtype = engine::DType::kFloat32;
+  engine::Shape shape;  // batch axis first; -1 marks a dynamic axis
+  bool reject_non_finite = false;
+};
+
+// Per-request scheduling options.
+struct RunOptions {
+  // The request fails with DEADLINE_EXCEEDED, costing no compute, if it has not started by then.
+  absl::Time deadline = absl::InfiniteFuture();
+  // 0 is the highest priority; larger values wait behind smaller ones.
+  int priority = 0;
+};
+
+struct InstanceInfo {
+  std::string engine;  // "cpu" or "cuda"
+  std::string kind;    // "KIND_CPU", "KIND_GPU"
+  std::string reason;  // why this engine was chosen
+  std::vector<engine::LayerPlacement> layers;
+  int64_t memory_bytes = 0;
+};
+
+class Servable {
+ public:
+  static absl::StatusOr<std::unique_ptr<Servable>> Load(const std::string& model_dir,
+                                                        int64_t version,
+                                                        const v1::ModelConfig& config);
+
+  const std::string& name() const { return config_.name(); }
+  int64_t version() const { return version_; }
+  const v1::ModelConfig& config() const { return config_; }
+  const std::string& source_file() const { return source_file_; }
+  const std::string& platform() const { return model_.source_format; }
+  const std::string& masking() const { return masking_; }
+  const std::vector<TensorSignature>& inputs() const { return inputs_; }
+  const std::vector<TensorSignature>& outputs() const { return outputs_; }
+  const std::vector<InstanceInfo>& instances() const { return instance_info_; }
+  // How the model was compiled, when the file says (Keras training_config).
+  const std::optional<models::TrainingConfig>& training_config() const { return training_; }
+  // Largest batch one engine call takes; 0: unlimited.
+  int max_batch_size() const { return config_.max_batch_size(); }
+
+  // Runs a validated batch on the next free instance, splitting it into engine calls of at
+  // most max_batch_size sequences. Blocks while every instance is busy.
+  absl::Status Run(const engine::Batch& batch, std::vector<engine::Tensor>* outputs,
+                   const RunOptions& options = {}) const;
+
+ private:
+  Servable(int64_t version, v1::ModelConfig config) : version_(version), config_(std::move(config)) {}
+  absl::Status CreateInstances();
+  absl::Status ProbeSignature();
+  absl::Status RunOnInstance(const engine::Batch& batch, std::vector<engine::Tensor>* out) const;
+
+  const int64_t version_;
+  const v1::ModelConfig config_;
+  std::string source_file_;
+  std::string masking_;
+  std::optional<models::TrainingConfig> training_;
+  engine::Model model_;
+  std::vector<TensorSignature> inputs_;
+  std::vector<TensorSignature> outputs_;
+  std::vector<InstanceInfo> instance_info_;
+  std::vector<std::unique_ptr<engine::CompiledModel>> instances_;
+
+  mutable absl::Mutex mu_;
+  // Indices into instances_ that no caller holds.
+  mutable std::vector<int> free_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace rnnserve::server

@@ -1,0 +1,22 @@
+#pragma once
+
+// Wire tensors (rnnserve.v1.Tensor) <-> engine tensors. Decoding checks that the values match
+// the declared dtype and shape; it knows nothing of any model.
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "engine/tensor.h"
+#include "rnnserve/v1/rnnserve.pb.h"
+
+namespace rnnserve::server {
+
+// `what` names the tensor in errors ("input 'x'").
+absl::StatusOr<engine::Tensor> DecodeTensor(const v1::Tensor& proto, const std::string& what);
+
+// Float tensors as TYPE_FP32 float_val, int tensors as TYPE_INT64 int64_val.
+void EncodeTensor(const engine::Tensor& tensor, v1::Tensor* proto);
+
+v1::DataType WireType(engine::DType dtype);
+
+}  // namespace rnnserve::server

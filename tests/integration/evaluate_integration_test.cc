@@ -1,0 +1,167 @@
+// Evaluate and EvaluateStream against the real server, compared with what Keras's own
+// model.evaluate returned on the same model and data (models/scripts/make_evaluate_fixtures.py).
+
+#include <grpcpp/grpcpp.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "gtest/gtest.h"
+#include "rnnserve/v1/rnnserve.grpc.pb.h"
+#include "tests/integration/server_process.h"
+#include "tests/support/fixtures.h"
+
+namespace rnnserve::testing {
+namespace {
+
+void ToProto(const client::NpyArray& a, v1::Tensor* t, int64_t begin = 0, int64_t end = -1) {
+  if (end < 0) end = a.shape[0];
+  const int64_t row = a.shape[0] ? static_cast<int64_t>(a.values.size()) / a.shape[0] : 0;
+  t->add_shape(end - begin);
+  for (size_t d = 1; d < a.shape.size(); ++d) t->add_shape(a.shape[d]);
+  if (a.is_integer()) {
+    t->set_dtype(v1::TYPE_INT64);
+    for (int64_t i = begin * row; i < end * row; ++i) t->add_int64_val(static_cast<int64_t>(a.values[i]));
+  } else {
+    t->set_dtype(v1::TYPE_FP32);
+    for (int64_t i = begin * row; i < end * row; ++i) t->add_float_val(static_cast<float>(a.values[i]));
+  }
+}
+
+struct Case {
+  std::string name;
+  client::NpyArray x, y, w;
+  bool weighted = false;
+  nlohmann::json expected;
+};
+
+Case LoadCase(const std::string& name) {
+  Case c;
+  c.name = name;
+  const std::string dir = "tests/fixtures/evaluate/" + name + "/";
+  c.x = LoadNpy(dir + "x.npy");
+  c.y = LoadNpy(dir + "y.npy");
+  c.weighted = std::filesystem::exists(SourcePath(dir + "w.npy"));
+  if (c.weighted) c.w = LoadNpy(dir + "w.npy");
+  std::ifstream in(SourcePath(dir + "expected.json"));
+  c.expected = nlohmann::json::parse(in);
+  return c;
+}
+
+v1::EvaluateRequest Chunk(const Case& c, int64_t begin, int64_t end) {
+  v1::EvaluateRequest req;
+  req.mutable_model_spec()->set_name(c.name);
+  ToProto(c.x, &(*req.mutable_inputs())["x"], begin, end);
+  ToProto(c.y, &(*req.mutable_targets())["head"], begin, end);
+  if (c.weighted) ToProto(c.w, req.mutable_sample_weight(), begin, end);
+  return req;
+}
+
+void ExpectMatchesKeras(const Case& c, const v1::EvaluateResponse& resp) {
+  const double loss = c.expected["loss"].get<double>();
+  EXPECT_NEAR(resp.loss(), loss, 1e-5 * std::fabs(loss) + 1e-7) << c.name << " loss";
+  EXPECT_EQ(resp.loss_name(), c.expected["loss_name"].get<std::string>());
+  for (const auto& [name, value] : c.expected["metrics"].items()) {
+    ASSERT_EQ(resp.metrics().count(name), 1u) << c.name << ": no metric " << name;
+    const double want = value.get<double>();
+    EXPECT_NEAR(resp.metrics().at(name), want, 1e-5 * std::fabs(want) + 1e-7)
+        << c.name << " metric " << name;
+  }
+  EXPECT_EQ(resp.metrics_size(), static_cast<int>(c.expected["metrics"].size())) << c.name;
+}
+
+class EvaluateTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  static void SetUpTestSuite() {
+    auto s = ServerProcess::Start(SourcePath("tests/fixtures/evaluate"));
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = s->release();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  std::unique_ptr<v1::RnnServe::Stub> Stub() {
+    return v1::RnnServe::NewStub(
+        grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
+  }
+  static ServerProcess* server_;
+};
+ServerProcess* EvaluateTest::server_ = nullptr;
+
+TEST_P(EvaluateTest, EvaluateMatchesKerasModelEvaluate) {
+  const Case c = LoadCase(GetParam());
+  grpc::ClientContext ctx;
+  v1::EvaluateResponse resp;
+  const grpc::Status s = Stub()->Evaluate(&ctx, Chunk(c, 0, c.x.shape[0]), &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.samples(), c.x.shape[0]);
+  ExpectMatchesKeras(c, resp);
+}
+
+TEST_P(EvaluateTest, EvaluateStreamOverChunksEqualsWhole) {
+  const Case c = LoadCase(GetParam());
+  grpc::ClientContext ctx;
+  v1::EvaluateResponse resp;
+  auto stub = Stub();
+  auto writer = stub->EvaluateStream(&ctx, &resp);
+  const int64_t B = c.x.shape[0];
+  for (int64_t begin = 0; begin < B; begin += 5) {
+    ASSERT_TRUE(writer->Write(Chunk(c, begin, std::min(B, begin + 5))));
+  }
+  writer->WritesDone();
+  const grpc::Status s = writer->Finish();
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.samples(), B);
+  ExpectMatchesKeras(c, resp);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    KerasFixtures, EvaluateTest,
+    ::testing::Values("sparse_categorical", "sparse_categorical_logits_weighted",
+                      "categorical_topk", "binary_weighted", "binary_logits", "mse_regression",
+                      "mae_weighted", "mape", "msle", "huber", "log_cosh",
+                      "sequence_mse_weighted"));
+
+class EvaluateErrorsTest : public EvaluateTest {};
+
+TEST_F(EvaluateErrorsTest, TargetsOfTheWrongShapeNameTheExpectedShape) {
+  const Case c = LoadCase("mse_regression");
+  v1::EvaluateRequest req = Chunk(c, 0, 4);
+  v1::Tensor& y = (*req.mutable_targets())["head"];
+  y.clear_shape();
+  y.add_shape(4);
+  y.add_shape(1);
+  y.mutable_float_val()->Truncate(4);
+  grpc::ClientContext ctx;
+  v1::EvaluateResponse resp;
+  const grpc::Status s = Stub()->Evaluate(&ctx, req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("expected [4,2]"), std::string::npos) << s.error_message();
+}
+
+TEST_F(EvaluateErrorsTest, UnknownLossIsInvalidArgument) {
+  const Case c = LoadCase("mse_regression");
+  v1::EvaluateRequest req = Chunk(c, 0, 4);
+  req.set_loss("hinge_squared_cubed");
+  grpc::ClientContext ctx;
+  v1::EvaluateResponse resp;
+  const grpc::Status s = Stub()->Evaluate(&ctx, req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("hinge_squared_cubed"), std::string::npos);
+}
+
+TEST_F(EvaluateErrorsTest, ClassIdOutOfRangeIsInvalidArgument) {
+  const Case c = LoadCase("sparse_categorical");
+  v1::EvaluateRequest req = Chunk(c, 0, 3);
+  (*req.mutable_targets())["head"].set_int64_val(0, 17);
+  grpc::ClientContext ctx;
+  v1::EvaluateResponse resp;
+  const grpc::Status s = Stub()->Evaluate(&ctx, req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("class id 17"), std::string::npos) << s.error_message();
+}
+
+}  // namespace
+}  // namespace rnnserve::testing

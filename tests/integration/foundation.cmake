@@ -1,0 +1,13 @@
+add_library(rnnserve_server_process STATIC ${CMAKE_CURRENT_LIST_DIR}/server_process.cc)
+target_compile_definitions(rnnserve_server_process PUBLIC
+  RNNSERVE_BIN="$<TARGET_FILE:rnnserve>" RNNSERVE_CLI_BIN="$<TARGET_FILE:rnnserve-cli>")
+target_link_libraries(rnnserve_server_process PUBLIC rnnserve_client)
+add_dependencies(rnnserve_server_process rnnserve rnnserve-cli)
+
+rnnserve_test(predict_integration_test integration
+  ${CMAKE_CURRENT_LIST_DIR}/predict_integration_test.cc)
+target_link_libraries(predict_integration_test PRIVATE rnnserve_server_process)
+
+rnnserve_test(evaluate_integration_test integration
+  ${CMAKE_CURRENT_LIST_DIR}/evaluate_integration_test.cc)
+target_link_libraries(evaluate_integration_test PRIVATE rnnserve_server_process)

@@ -1,0 +1,105 @@
+#include "tests/integration/server_process.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "client/client.h"
+
+namespace rnnserve::testing {
+
+int FreeLoopbackPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
+    const std::string& repo, const std::vector<std::string>& extra) {
+  const int port = FreeLoopbackPort();
+  std::vector<std::string> args = {RNNSERVE_BIN, "--model-repository", repo, "--port",
+                                   std::to_string(port), "--metrics-port", "0",
+                                   "--log-level", "warning"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  const pid_t pid = fork();
+  if (pid < 0) return absl::InternalError("fork failed");
+  if (pid == 0) {
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  std::unique_ptr<ServerProcess> server(new ServerProcess(pid, port));
+  for (int i = 0; i < 1200; ++i) {
+    if (!server->Alive()) return absl::InternalError("rnnserve exited during start-up");
+    // A fresh channel each time: a refused connection would put a kept one into back-off.
+    client::RnnServeClient probe({.server = server->address(), .timeout_ms = 500});
+    if (probe.List().ok()) return server;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return absl::DeadlineExceededError("rnnserve did not answer within 60 s");
+}
+
+ServerProcess::~ServerProcess() {
+  if (pid_ > 0) Stop();
+}
+
+std::string ServerProcess::address() const { return absl::StrCat("127.0.0.1:", port_); }
+
+bool ServerProcess::Alive() {
+  if (pid_ <= 0) return false;
+  int status;
+  if (waitpid(pid_, &status, WNOHANG) == pid_) {
+    pid_ = -1;
+    return false;
+  }
+  return true;
+}
+
+int ServerProcess::Stop() {
+  if (pid_ <= 0) return -1;
+  kill(pid_, SIGTERM);
+  int status = 0;
+  for (int i = 0; i < 300; ++i) {
+    if (waitpid(pid_, &status, WNOHANG) == pid_) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (i == 299) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, &status, 0);
+    }
+  }
+  pid_ = -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int RunCommand(const std::vector<std::string>& argv, std::string* out) {
+  std::string cmd;
+  for (const auto& a : argv) absl::StrAppend(&cmd, "'", a, "' ");
+  absl::StrAppend(&cmd, "2>&1");
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) return -1;
+  char buf[4096];
+  size_t n;
+  out->clear();
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) out->append(buf, n);
+  const int status = pclose(pipe);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+}  // namespace rnnserve::testing
