@@ -32,11 +32,20 @@ absl::StatusOr<std::unique_ptr<FusedLstm>> FusedLstm::Create(const RecurrentSpec
   RNNSERVE_RETURN_IF_ERROR(CudaOk(
       cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, device), "cooperative launch"));
   if (!coop) return absl::UnimplementedError("fused LSTM: no cooperative launch on this device");
-  // The most blocks (one per SM) that split H evenly.
-  int blocks = std::min(sms, H);
-  while (blocks > 1 && H % blocks != 0) --blocks;
-  const int U = H / blocks;
-  const size_t smem = FusedLstmSmemBytes(kMaxBatch, H, U);
+  // Grid sizes (at most one block per SM) that split H evenly: the largest, and about a half
+  // and a quarter of it.
+  std::vector<int> grids;
+  for (int want : {sms, sms / 2, sms / 4}) {
+    int blocks = std::min(want, H);
+    while (blocks > 1 && H % blocks != 0) --blocks;
+    if (blocks >= 1 && (grids.empty() || blocks < grids.back())) grids.push_back(blocks);
+  }
+  // Shared memory is sized for the smallest grid (the most rows per block).
+  size_t smem = FusedLstmSmemBytes(kMaxBatch, H, H / grids.back());
+  while (smem > static_cast<size_t>(smem_optin) && grids.size() > 1) {
+    grids.pop_back();
+    smem = FusedLstmSmemBytes(kMaxBatch, H, H / grids.back());
+  }
   if (smem > static_cast<size_t>(smem_optin)) {
     return absl::UnimplementedError(absl::StrCat("fused LSTM: H=", H, " needs ", smem,
                                                  " bytes of shared memory per block"));
@@ -45,10 +54,10 @@ absl::StatusOr<std::unique_ptr<FusedLstm>> FusedLstm::Create(const RecurrentSpec
   int per_sm = 0;
   RNNSERVE_RETURN_IF_ERROR(
       CudaOk(MaxFusedLstmBlocksPerSm(kThreads, smem, &per_sm), "occupancy"));
-  if (per_sm * sms < blocks) {
+  if (per_sm * sms < grids.front()) {
     return absl::UnimplementedError("fused LSTM: the grid does not fit on the device at once");
   }
-  std::unique_ptr<FusedLstm> f(new FusedLstm(I, H, blocks, smem, stream));
+  std::unique_ptr<FusedLstm> f(new FusedLstm(I, H, std::move(grids), smem, stream));
   RNNSERVE_RETURN_IF_ERROR(CublasOk(cublasCreate(&f->cublas_), "cublasCreate"));
   RNNSERVE_RETURN_IF_ERROR(CublasOk(cublasSetStream(f->cublas_, stream), "cublasSetStream"));
   RNNSERVE_RETURN_IF_ERROR(
@@ -77,6 +86,46 @@ absl::Status FusedLstm::Forward(const RecurrentIO& io) {
     return absl::InvalidArgumentError(
         absl::StrCat("fused LSTM takes batches of at most ", kMaxBatch, "; got ", io.B));
   }
+  auto blocks = ChooseGrid(io);
+  if (!blocks.ok()) return blocks.status();
+  return Launch(io, *blocks);
+}
+
+absl::StatusOr<int> FusedLstm::ChooseGrid(const RecurrentIO& io) {
+  if (auto it = grid_by_batch_.find(io.B); it != grid_by_batch_.end()) return it->second;
+  int best = grids_.front();
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaStreamIsCapturing(stream_, &capturing), "capture status"));
+  if (grids_.size() > 1 && capturing == cudaStreamCaptureStatusNone) {
+    cudaEvent_t start, stop;
+    RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaEventCreate(&start), "cudaEventCreate"));
+    RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaEventCreate(&stop), "cudaEventCreate"));
+    float best_ms = 1e30f;
+    for (int blocks : grids_) {
+      RNNSERVE_RETURN_IF_ERROR(Launch(io, blocks));  // warm-up
+      float ms_min = 1e30f;
+      for (int rep = 0; rep < 3; ++rep) {
+        float ms = 0.0f;
+        cudaEventRecord(start, stream_);
+        RNNSERVE_RETURN_IF_ERROR(Launch(io, blocks));
+        cudaEventRecord(stop, stream_);
+        RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaEventSynchronize(stop), "cudaEventSynchronize"));
+        cudaEventElapsedTime(&ms, start, stop);
+        ms_min = std::min(ms_min, ms);
+      }
+      if (ms_min < best_ms) {
+        best_ms = ms_min;
+        best = blocks;
+      }
+    }
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    grid_by_batch_[io.B] = best;
+  }
+  return best;
+}
+
+absl::Status FusedLstm::Launch(const RecurrentIO& io, int blocks) {
   const int64_t rows = int64_t{io.B} * io.T;
   RNNSERVE_RETURN_IF_ERROR(xproj_.Reserve(rows * 4 * H_ * sizeof(float)));
   RNNSERVE_RETURN_IF_ERROR(hbuf_.Reserve(2 * int64_t{io.B} * H_ * sizeof(float)));
@@ -103,9 +152,9 @@ absl::Status FusedLstm::Forward(const RecurrentIO& io) {
   a.B = io.B;
   a.T = io.T;
   a.H = H_;
-  a.U = H_ / blocks_;
+  a.U = H_ / blocks;
   a.steps = *std::max_element(io.lengths.begin(), io.lengths.end());
-  return CudaOk(LaunchFusedLstmKernel(a, blocks_, kThreads, smem_, stream_),
+  return CudaOk(LaunchFusedLstmKernel(a, blocks, kThreads, smem_, stream_),
                 "cudaLaunchCooperativeKernel (fused LSTM)");
 }
 

@@ -16,7 +16,9 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/cuda/cuda_util.h"
@@ -41,13 +43,20 @@ class FusedLstm {
   int64_t memory_bytes() const;
 
  private:
-  FusedLstm(int I, int H, int blocks, size_t smem, cudaStream_t stream)
-      : I_(I), H_(H), blocks_(blocks), smem_(smem), stream_(stream) {}
+  FusedLstm(int I, int H, std::vector<int> grids, size_t smem, cudaStream_t stream)
+      : I_(I), H_(H), grids_(std::move(grids)), smem_(smem), stream_(stream) {}
+  absl::Status Launch(const RecurrentIO& io, int blocks);
+  absl::StatusOr<int> ChooseGrid(const RecurrentIO& io);
 
   const int I_, H_;
-  const int blocks_;   // cooperative grid size; H % blocks_ == 0
-  const size_t smem_;  // dynamic shared memory per block
+  // Grid sizes that split H evenly and fit on the device at once, largest first. Fewer blocks
+  // make the per-step barrier cheaper and each block's share of the work larger; the fastest
+  // is chosen per batch size by timing (the results do not depend on it: every gate's dot
+  // product is summed by one warp in the same order whatever the grid).
+  const std::vector<int> grids_;
+  const size_t smem_;  // dynamic shared memory per block, for the smallest grid
   const cudaStream_t stream_;
+  std::map<int, int> grid_by_batch_;
   cublasHandle_t cublas_ = nullptr;
   DeviceBuffer W_;      // [4H, I]
   DeviceBuffer R_;      // [4H, H]

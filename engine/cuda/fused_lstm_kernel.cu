@@ -39,7 +39,8 @@ __global__ void FusedLstmKernel(FusedLstmArgs a) {
   for (int s = 0; s < a.steps; ++s) {
     const float* hin = a.hbuf + (s % 2) * B * H;
     float* hout = a.hbuf + ((s + 1) % 2) * B * H;
-    for (int i = threadIdx.x; i < B * H; i += blockDim.x) hs[i] = hin[i];
+    // h(t-1) from every block, read past L1 (other blocks wrote it before the barrier).
+    for (int i = threadIdx.x; i < B * H; i += blockDim.x) hs[i] = __ldcg(hin + i);
     __syncthreads();
     // gs[b][r] = R's row r (of this block) . h(t-1)[b]: one warp per dot product.
     for (int d = warp; d < B * 4 * U; d += warps) {
@@ -75,7 +76,7 @@ __global__ void FusedLstmKernel(FusedLstmArgs a) {
   const float* hfin = a.hbuf + (a.steps % 2) * B * H;
   for (int i = threadIdx.x; i < B * U; i += blockDim.x) {
     const int b = i / U, j = j0 + i % U;
-    a.hy[b * H + j] = hfin[b * H + j];
+    a.hy[b * H + j] = __ldcg(hfin + b * H + j);
     if (a.cy) a.cy[b * H + j] = cs[i];
     if (a.y) {
       for (int t = a.steps; t < a.T; ++t) a.y[(static_cast<int64_t>(b) * a.T + t) * H + j] = 0.0f;
