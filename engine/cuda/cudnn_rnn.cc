@@ -346,18 +346,35 @@ absl::StatusOr<cudnnRNNAlgo_t> CudnnRecurrent::ChooseAlgorithm(const RecurrentIO
     RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaEventCreate(&stop), "cudaEventCreate"));
     float best_ms = 0.0f;
     std::vector<cudnnRNNAlgo_t> failed;
+    // Timed the way batches of this size will run: replayed from a graph where the layer
+    // uses graphs (there cuDNN's per-step launches cost nothing), eagerly otherwise.
+    const bool graphs = use_graphs_ && io.B <= kMaxGraphBatch;
     for (cudnnRNNAlgo_t algo : candidates) {
-      // One warm-up, then the median-free minimum of three timed runs.
+      // One warm-up, then the minimum of three timed runs.
       if (!Enqueue(algo, io).ok() || cudaStreamSynchronize(stream_) != cudaSuccess) {
         cudaGetLastError();
         failed.push_back(algo);
         continue;
       }
+      cudaGraphExec_t exec = nullptr;
+      if (graphs) {
+        cudaGraph_t graph = nullptr;
+        if (cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal) == cudaSuccess) {
+          const absl::Status s = Enqueue(algo, io);
+          if (cudaStreamEndCapture(stream_, &graph) == cudaSuccess && s.ok() &&
+              cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) {
+            exec = nullptr;
+          }
+          if (graph != nullptr) cudaGraphDestroy(graph);
+        }
+        cudaGetLastError();
+      }
       float ms_min = 1e30f;
       for (int rep = 0; rep < 3; ++rep) {
         float ms = 0.0f;
         cudaEventRecord(start, stream_);
-        const absl::Status s = Enqueue(algo, io);
+        const absl::Status s = exec != nullptr ? CudaOk(cudaGraphLaunch(exec, stream_), "launch")
+                                               : Enqueue(algo, io);
         cudaEventRecord(stop, stream_);
         if (!s.ok() || cudaEventSynchronize(stop) != cudaSuccess ||
             cudaEventElapsedTime(&ms, start, stop) != cudaSuccess) {
@@ -365,6 +382,7 @@ absl::StatusOr<cudnnRNNAlgo_t> CudnnRecurrent::ChooseAlgorithm(const RecurrentIO
         }
         ms_min = std::min(ms_min, ms);
       }
+      if (exec != nullptr) cudaGraphExecDestroy(exec);
       if (best_ms == 0.0f || ms_min < best_ms) {
         best_ms = ms_min;
         best = algo;
