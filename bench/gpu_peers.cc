@@ -129,7 +129,8 @@ absl::Status RunCase(const Case& c, std::ostream& results) {
   // 1. The recurrent stack on device buffers, as the engine runs it.
   cudaStream_t stream;
   cudnnHandle_t handle;
-  RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream"));
+  RNNSERVE_RETURN_IF_ERROR(
+      CudaOk(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream"));
   cudnnCreate(&handle);
   cudnnSetStream(handle, stream);
   std::vector<std::unique_ptr<CudnnRecurrent>> layers;
@@ -154,9 +155,14 @@ absl::Status RunCase(const Case& c, std::ostream& results) {
     const float* in = x.as<float>();
     for (size_t l = 0; l < layers.size(); ++l) {
       float* out = y[l % 2].as<float>();
-      engine::cuda::RecurrentIO io{.B = c.B, .T = c.T, .lengths = lengths,
-                                   .lengths_dev = lens.as<int32_t>(), .x = in, .y = out,
-                                   .hy = hy.as<float>(), .cy = cy.as<float>()};
+      engine::cuda::RecurrentIO io{.B = c.B,
+                                   .T = c.T,
+                                   .lengths = lengths,
+                                   .lengths_dev = lens.as<int32_t>(),
+                                   .x = in,
+                                   .y = out,
+                                   .hy = hy.as<float>(),
+                                   .cy = cy.as<float>()};
       RNNSERVE_RETURN_IF_ERROR(layers[l]->Forward(io));
       in = out;
     }
@@ -169,8 +175,7 @@ absl::Status RunCase(const Case& c, std::ostream& results) {
   // The engine's output, for the driver to compare with PyTorch's.
   std::vector<float> yh(y_n);
   cudaMemcpy(yh.data(), y[(layers.size() - 1) % 2].get(), y_n * 4, cudaMemcpyDeviceToHost);
-  std::ofstream(c.out, std::ios::binary)
-      << client::SerializeNpyFloat32({c.B, c.T, dirs * c.H}, yh);
+  std::ofstream(c.out, std::ios::binary) << client::SerializeNpyFloat32({c.B, c.T, dirs * c.H}, yh);
 
   // CUDA graph of the whole stack with the chosen algorithm.
   cudaGraph_t graph = nullptr;
@@ -180,9 +185,8 @@ absl::Status RunCase(const Case& c, std::ostream& results) {
     const absl::Status s = forward();
     const cudaError_t e = cudaStreamEndCapture(stream, &graph);
     if (s.ok() && e == cudaSuccess && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess) {
-      graph_ms = TimeIt(stream, [&]() {
-        return CudaOk(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
-      });
+      graph_ms = TimeIt(stream,
+                        [&]() { return CudaOk(cudaGraphLaunch(exec, stream), "cudaGraphLaunch"); });
     } else {
       line << " graph_error=" << (s.ok() ? cudaGetErrorName(e) : "capture");
     }

@@ -54,9 +54,7 @@ struct DevValue {
   std::vector<int32_t> lengths;  // size B for a masked sequence; else empty
 
   const Tensor& host_tensor() const { return input != nullptr ? *input : host; }
-  int64_t bytes() const {
-    return NumElements(shape) * (dtype == DType::kFloat32 ? 4 : 8);
-  }
+  int64_t bytes() const { return NumElements(shape) * (dtype == DType::kFloat32 ? 4 : 8); }
 };
 
 enum class Where { kGpu, kCpu };
@@ -101,9 +99,9 @@ class CudaCompiledModel final : public CompiledModel {
   cudaStream_t stream_ = nullptr;
   cudnnHandle_t cudnn_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
-  std::vector<LayerPlan> plans_;   // one per layer
-  std::vector<DevValue> values_;   // one per model value; reused across batches
-  DeviceBuffer lengths_dev_;       // [B] int32, the lengths of the recurrent layer running
+  std::vector<LayerPlan> plans_;  // one per layer
+  std::vector<DevValue> values_;  // one per model value; reused across batches
+  DeviceBuffer lengths_dev_;      // [B] int32, the lengths of the recurrent layer running
 };
 
 CudaCompiledModel::~CudaCompiledModel() {
@@ -118,9 +116,9 @@ CudaCompiledModel::~CudaCompiledModel() {
 
 absl::Status CudaCompiledModel::Upload(const float* src, int64_t n, DeviceBuffer* dst) {
   RNNSERVE_RETURN_IF_ERROR(dst->Reserve(std::max<int64_t>(n, 1) * sizeof(float)));
-  return CudaOk(cudaMemcpyAsync(dst->get(), src, n * sizeof(float), cudaMemcpyHostToDevice,
-                                stream_),
-                "cudaMemcpyAsync (weights)");
+  return CudaOk(
+      cudaMemcpyAsync(dst->get(), src, n * sizeof(float), cudaMemcpyHostToDevice, stream_),
+      "cudaMemcpyAsync (weights)");
 }
 
 absl::Status CudaCompiledModel::Init() {
@@ -132,9 +130,8 @@ absl::Status CudaCompiledModel::Init() {
   RNNSERVE_RETURN_IF_ERROR(CublasOk(cublasCreate(&cublas_), "cublasCreate"));
   RNNSERVE_RETURN_IF_ERROR(CublasOk(cublasSetStream(cublas_, stream_), "cublasSetStream"));
   RNNSERVE_RETURN_IF_ERROR(CublasOk(
-      cublasSetMathMode(cublas_, options_.math_mode == MathMode::kTf32
-                                     ? CUBLAS_TF32_TENSOR_OP_MATH
-                                     : CUBLAS_PEDANTIC_MATH),
+      cublasSetMathMode(cublas_, options_.math_mode == MathMode::kTf32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                                       : CUBLAS_PEDANTIC_MATH),
       "cublasSetMathMode"));
   plans_.resize(model_.layers.size());
   values_.resize(model_.num_values);
@@ -146,9 +143,8 @@ absl::Status CudaCompiledModel::Init() {
 
 absl::Status CudaCompiledModel::PlanLayer(const Layer& layer, LayerPlan* plan) {
   if (const auto* u = std::get_if<UnsupportedSpec>(&layer.spec)) {
-    return absl::UnimplementedError(absl::StrCat("layer '", layer.name, "' (class ",
-                                                 layer.source_class,
-                                                 ") is not supported: ", u->reason));
+    return absl::UnimplementedError(absl::StrCat(
+        "layer '", layer.name, "' (class ", layer.source_class, ") is not supported: ", u->reason));
   }
   if (layer.inputs.empty() || layer.outputs.empty()) {
     return absl::InvalidArgumentError(
@@ -174,8 +170,7 @@ absl::Status CudaCompiledModel::PlanLayer(const Layer& layer, LayerPlan* plan) {
     plan->rnn = std::move(*k);
     plan->reason = absl::StrCat("cuDNN ", CellName(rnn->cell),
                                 rnn->directions.size() == 2 ? ", bidirectional" : "", ", ",
-                                MathName(options_.math_mode),
-                                ", algorithm chosen per batch size");
+                                MathName(options_.math_mode), ", algorithm chosen per batch size");
     return absl::OkStatus();
   }
   if (const auto* dense = std::get_if<DenseSpec>(&layer.spec)) {
@@ -237,9 +232,9 @@ absl::Status CudaCompiledModel::ToDevice(DevValue* v) {
   const Tensor& h = v->host_tensor();
   const void* src = v->dtype == DType::kFloat32 ? static_cast<const void*>(h.f32())
                                                 : static_cast<const void*>(h.i64());
-  RNNSERVE_RETURN_IF_ERROR(CudaOk(
-      cudaMemcpyAsync(v->dev.get(), src, v->bytes(), cudaMemcpyHostToDevice, stream_),
-      "cudaMemcpyAsync (host to device)"));
+  RNNSERVE_RETURN_IF_ERROR(
+      CudaOk(cudaMemcpyAsync(v->dev.get(), src, v->bytes(), cudaMemcpyHostToDevice, stream_),
+             "cudaMemcpyAsync (host to device)"));
   v->dev_valid = true;
   return absl::OkStatus();
 }
@@ -251,9 +246,9 @@ absl::Status CudaCompiledModel::ToHost(DevValue* v) {
   v->host = v->dtype == DType::kFloat32 ? Tensor::Float(v->shape) : Tensor::Int64(v->shape);
   void* dst = v->dtype == DType::kFloat32 ? static_cast<void*>(v->host.f32())
                                           : static_cast<void*>(v->host.i64());
-  RNNSERVE_RETURN_IF_ERROR(CudaOk(
-      cudaMemcpyAsync(dst, v->dev.get(), v->bytes(), cudaMemcpyDeviceToHost, stream_),
-      "cudaMemcpyAsync (device to host)"));
+  RNNSERVE_RETURN_IF_ERROR(
+      CudaOk(cudaMemcpyAsync(dst, v->dev.get(), v->bytes(), cudaMemcpyDeviceToHost, stream_),
+             "cudaMemcpyAsync (device to host)"));
   RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"));
   v->host_valid = true;
   return absl::OkStatus();
@@ -261,8 +256,8 @@ absl::Status CudaCompiledModel::ToHost(DevValue* v) {
 
 absl::Status CudaCompiledModel::Run(const Batch& batch, std::vector<Tensor>* outputs) {
   if (batch.inputs.size() != model_.inputs.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("expected ", model_.inputs.size(),
-                                                   " inputs, got ", batch.inputs.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("expected ", model_.inputs.size(), " inputs, got ", batch.inputs.size()));
   }
   RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaSetDevice(device_), "cudaSetDevice"));
   for (DevValue& v : values_) {
@@ -279,8 +274,8 @@ absl::Status CudaCompiledModel::Run(const Batch& batch, std::vector<Tensor>* out
     v.shape = t.shape();
     if (!batch.lengths.empty() && t.rank() >= 2) {
       if (static_cast<int64_t>(batch.lengths.size()) != t.dim(0)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            batch.lengths.size(), " lengths for a batch of ", t.dim(0)));
+        return absl::InvalidArgumentError(
+            absl::StrCat(batch.lengths.size(), " lengths for a batch of ", t.dim(0)));
       }
       for (int32_t len : batch.lengths) {
         if (len < 0 || len > t.dim(1)) {
@@ -343,9 +338,9 @@ absl::Status CudaCompiledModel::RunLayer(size_t index) {
     RNNSERVE_RETURN_IF_ERROR(ToDevice(&in));
     RNNSERVE_RETURN_IF_ERROR(SetDevice(&out, DType::kFloat32, in.shape));
     out.lengths = in.lengths;
-    RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaMemcpyAsync(out.dev.get(), in.dev.get(), in.bytes(),
-                                                    cudaMemcpyDeviceToDevice, stream_),
-                                    "cudaMemcpyAsync"));
+    RNNSERVE_RETURN_IF_ERROR(CudaOk(
+        cudaMemcpyAsync(out.dev.get(), in.dev.get(), in.bytes(), cudaMemcpyDeviceToDevice, stream_),
+        "cudaMemcpyAsync"));
     const int64_t cols = in.shape.empty() ? 1 : in.shape.back();
     const int64_t rows = cols > 0 ? NumElements(in.shape) / cols : 0;
     if (act->activation.kind == ActivationKind::kSoftmax) {
@@ -432,19 +427,18 @@ absl::Status CudaCompiledModel::RunRecurrentGpu(const Layer& layer, const Recurr
   std::vector<int32_t> lengths = in.lengths;
   if (lengths.empty()) lengths.assign(B, T);
   RNNSERVE_RETURN_IF_ERROR(lengths_dev_.Reserve(B * sizeof(int32_t)));
-  RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaMemcpyAsync(lengths_dev_.get(), lengths.data(),
-                                                  B * sizeof(int32_t), cudaMemcpyHostToDevice,
-                                                  stream_),
-                                  "cudaMemcpyAsync (lengths)"));
+  RNNSERVE_RETURN_IF_ERROR(
+      CudaOk(cudaMemcpyAsync(lengths_dev_.get(), lengths.data(), B * sizeof(int32_t),
+                             cudaMemcpyHostToDevice, stream_),
+             "cudaMemcpyAsync (lengths)"));
 
   // Initial states arrive as one [B, size] value per state (h, c per direction); cuDNN reads
   // them stacked: h0 [dirs, B, H'], c0 [dirs, B, H].
   const int per_dir = lstm ? 2 : 1;
   const size_t n_init = layer.inputs.size() - 1;
   if (n_init != 0 && n_init != static_cast<size_t>(dirs * per_dir)) {
-    return absl::InvalidArgumentError(absl::StrCat("layer '", layer.name, "': expected ",
-                                                   dirs * per_dir, " initial states, got ",
-                                                   n_init));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "layer '", layer.name, "': expected ", dirs * per_dir, " initial states, got ", n_init));
   }
   if (n_init > 0) {
     RNNSERVE_RETURN_IF_ERROR(plan.h0.Reserve(sizeof(float) * dirs * B * Hp));
@@ -461,9 +455,9 @@ absl::Status CudaCompiledModel::RunRecurrentGpu(const Layer& layer, const Recurr
       RNNSERVE_RETURN_IF_ERROR(ToDevice(&s));
       float* dst = (is_c ? plan.c0.as<float>() : plan.h0.as<float>()) +
                    static_cast<int64_t>(i / per_dir) * B * size;
-      RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaMemcpyAsync(dst, s.dev.get(), s.bytes(),
-                                                      cudaMemcpyDeviceToDevice, stream_),
-                                      "cudaMemcpyAsync (initial state)"));
+      RNNSERVE_RETURN_IF_ERROR(
+          CudaOk(cudaMemcpyAsync(dst, s.dev.get(), s.bytes(), cudaMemcpyDeviceToDevice, stream_),
+                 "cudaMemcpyAsync (initial state)"));
     }
   }
 
@@ -507,14 +501,14 @@ absl::Status CudaCompiledModel::RunRecurrentGpu(const Layer& layer, const Recurr
       DevValue& second = values_[layer.outputs.at(1)];
       RNNSERVE_RETURN_IF_ERROR(SetDevice(&out, DType::kFloat32, shape));
       RNNSERVE_RETURN_IF_ERROR(SetDevice(&second, DType::kFloat32, shape));
-      RNNSERVE_RETURN_IF_ERROR(CudaOk(
-          cudaMemcpy2DAsync(out.dev.get(), Hp * sizeof(float), a, stride * sizeof(float),
-                            Hp * sizeof(float), rows, cudaMemcpyDeviceToDevice, stream_),
-          "cudaMemcpy2DAsync (forward half)"));
-      RNNSERVE_RETURN_IF_ERROR(CudaOk(
-          cudaMemcpy2DAsync(second.dev.get(), Hp * sizeof(float), b, stride * sizeof(float),
-                            Hp * sizeof(float), rows, cudaMemcpyDeviceToDevice, stream_),
-          "cudaMemcpy2DAsync (backward half)"));
+      RNNSERVE_RETURN_IF_ERROR(
+          CudaOk(cudaMemcpy2DAsync(out.dev.get(), Hp * sizeof(float), a, stride * sizeof(float),
+                                   Hp * sizeof(float), rows, cudaMemcpyDeviceToDevice, stream_),
+                 "cudaMemcpy2DAsync (forward half)"));
+      RNNSERVE_RETURN_IF_ERROR(
+          CudaOk(cudaMemcpy2DAsync(second.dev.get(), Hp * sizeof(float), b, stride * sizeof(float),
+                                   Hp * sizeof(float), rows, cudaMemcpyDeviceToDevice, stream_),
+                 "cudaMemcpy2DAsync (backward half)"));
       next_output = 2;
     } else if (dirs == 1) {
       RNNSERVE_RETURN_IF_ERROR(SetDevice(&out, DType::kFloat32, shape));
@@ -528,9 +522,9 @@ absl::Status CudaCompiledModel::RunRecurrentGpu(const Layer& layer, const Recurr
       if (spec.merge == MergeMode::kAve) op = MergeOp::kAve;
       if (op == MergeOp::kConcat) shape.back() = 2 * Hp;
       RNNSERVE_RETURN_IF_ERROR(SetDevice(&out, DType::kFloat32, shape));
-      RNNSERVE_RETURN_IF_ERROR(CudaOk(
-          LaunchMerge(a, stride, b, stride, out.dev.as<float>(), rows, Hp, op, stream_),
-          "bidirectional merge kernel"));
+      RNNSERVE_RETURN_IF_ERROR(
+          CudaOk(LaunchMerge(a, stride, b, stride, out.dev.as<float>(), rows, Hp, op, stream_),
+                 "bidirectional merge kernel"));
     }
   }
   out.lengths.clear();
@@ -545,8 +539,7 @@ absl::Status CudaCompiledModel::RunRecurrentGpu(const Layer& layer, const Recurr
             (k == 0 ? plan.hy.as<float>() : plan.cy.as<float>()) + int64_t{d} * B * size;
         RNNSERVE_RETURN_IF_ERROR(SetDevice(&st, DType::kFloat32, {B, size}));
         st.lengths.clear();
-        RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaMemcpyAsync(st.dev.get(), src,
-                                                        sizeof(float) * B * size,
+        RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaMemcpyAsync(st.dev.get(), src, sizeof(float) * B * size,
                                                         cudaMemcpyDeviceToDevice, stream_),
                                         "cudaMemcpyAsync (final state)"));
       }
@@ -560,8 +553,8 @@ absl::Status CudaCompiledModel::RunDense(const Layer& layer, const DenseSpec& sp
   DevValue& in = values_[layer.inputs[0]];
   if (in.dtype != DType::kFloat32 || in.shape.size() < 2 || in.shape.back() != spec.in) {
     return absl::InvalidArgumentError(absl::StrCat("layer '", layer.name, "': input ",
-                                                   ShapeString(in.shape),
-                                                   " expected last axis ", spec.in));
+                                                   ShapeString(in.shape), " expected last axis ",
+                                                   spec.in));
   }
   RNNSERVE_RETURN_IF_ERROR(ToDevice(&in));
   DevValue& out = values_[layer.outputs[0]];
@@ -574,11 +567,11 @@ absl::Status CudaCompiledModel::RunDense(const Layer& layer, const DenseSpec& sp
   // Row-major Y [rows, out] = X [rows, in] . K [in, out] is column-major
   // Y^T [out, rows] = K^T [out, in] . X^T [in, rows].
   const float one = 1.0f, zero = 0.0f;
-  RNNSERVE_RETURN_IF_ERROR(CublasOk(
-      cublasSgemm(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, spec.out, static_cast<int>(rows), spec.in,
-                  &one, plan.kernel.as<float>(), spec.out, in.dev.as<float>(), spec.in, &zero,
-                  out.dev.as<float>(), spec.out),
-      "cublasSgemm (dense)"));
+  RNNSERVE_RETURN_IF_ERROR(
+      CublasOk(cublasSgemm(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, spec.out, static_cast<int>(rows),
+                           spec.in, &one, plan.kernel.as<float>(), spec.out, in.dev.as<float>(),
+                           spec.in, &zero, out.dev.as<float>(), spec.out),
+               "cublasSgemm (dense)"));
   const float* bias = spec.bias.empty() ? nullptr : plan.bias.as<float>();
   const bool softmax = spec.activation.kind == ActivationKind::kSoftmax;
   RNNSERVE_RETURN_IF_ERROR(CudaOk(
@@ -595,18 +588,17 @@ absl::Status CudaCompiledModel::RunEmbedding(const Layer& layer, const Embedding
                                              LayerPlan& plan) {
   DevValue& in = values_[layer.inputs[0]];
   if (in.dtype != DType::kInt64 || in.shape.size() != 2) {
-    return absl::InvalidArgumentError(absl::StrCat("layer '", layer.name,
-                                                   "': expects int ids [B,T], got ",
-                                                   DTypeName(in.dtype), " ",
-                                                   ShapeString(in.shape)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("layer '", layer.name, "': expects int ids [B,T], got ", DTypeName(in.dtype),
+                     " ", ShapeString(in.shape)));
   }
   RNNSERVE_RETURN_IF_ERROR(ToHost(&in));
   const int64_t B = in.shape[0], T = in.shape[1];
   const int64_t* ids = in.host_tensor().i64();
   for (int64_t i = 0; i < B * T; ++i) {
     if (ids[i] < 0 || ids[i] >= spec.vocab) {
-      return absl::InvalidArgumentError(absl::StrCat("layer '", layer.name, "': token id ",
-                                                     ids[i], " outside [0, ", spec.vocab, ")"));
+      return absl::InvalidArgumentError(absl::StrCat("layer '", layer.name, "': token id ", ids[i],
+                                                     " outside [0, ", spec.vocab, ")"));
     }
   }
   DevValue& out = values_[layer.outputs[0]];
@@ -623,16 +615,16 @@ absl::Status CudaCompiledModel::RunEmbedding(const Layer& layer, const Embedding
   }
   RNNSERVE_RETURN_IF_ERROR(ToDevice(&in));
   RNNSERVE_RETURN_IF_ERROR(SetDevice(&out, DType::kFloat32, {B, T, spec.dim}));
-  return CudaOk(LaunchEmbedding(in.dev.as<int64_t>(), plan.kernel.as<float>(),
-                                out.dev.as<float>(), B * T, spec.dim, stream_),
+  return CudaOk(LaunchEmbedding(in.dev.as<int64_t>(), plan.kernel.as<float>(), out.dev.as<float>(),
+                                B * T, spec.dim, stream_),
                 "embedding kernel");
 }
 
 std::vector<LayerPlacement> CudaCompiledModel::placements() const {
   std::vector<LayerPlacement> out;
   for (size_t i = 0; i < model_.layers.size(); ++i) {
-    out.push_back({model_.layers[i].name, plans_[i].where == Where::kGpu ? "cuda" : "cpu",
-                   plans_[i].reason});
+    out.push_back(
+        {model_.layers[i].name, plans_[i].where == Where::kGpu ? "cuda" : "cpu", plans_[i].reason});
   }
   return out;
 }
@@ -651,8 +643,8 @@ int64_t CudaCompiledModel::memory_bytes() const {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CompiledModel>> CompileForGpu(const Model& model,
-                                                              const CompileOptions& options,
-                                                              int device) {
+                                                             const CompileOptions& options,
+                                                             int device) {
   RNNSERVE_RETURN_IF_ERROR(model.Validate());
   auto compiled = std::make_unique<CudaCompiledModel>(model, options, device);
   RNNSERVE_RETURN_IF_ERROR(compiled->Init());

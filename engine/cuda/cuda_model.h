@@ -30,7 +30,7 @@
 namespace rnnserve::engine::cuda {
 
 absl::StatusOr<std::unique_ptr<CompiledModel>> CompileForGpu(const Model& model,
-                                                              const CompileOptions& options,
-                                                              int device);
+                                                             const CompileOptions& options,
+                                                             int device);
 
 }  // namespace rnnserve::engine::cuda

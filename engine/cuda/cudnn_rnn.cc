@@ -71,16 +71,16 @@ absl::Status CudnnSupports(const RecurrentSpec& spec) {
       case CellType::kLstm:
         if (!Is(d.f, ActivationKind::kSigmoid) || !Is(d.g, ActivationKind::kTanh) ||
             !Is(d.h, ActivationKind::kTanh)) {
-          return absl::UnimplementedError(absl::StrCat(
-              "LSTM activations ", ActivationName(d.f), "/", ActivationName(d.g), "/",
-              ActivationName(d.h), " (cuDNN computes sigmoid/tanh/tanh only)"));
+          return absl::UnimplementedError(
+              absl::StrCat("LSTM activations ", ActivationName(d.f), "/", ActivationName(d.g), "/",
+                           ActivationName(d.h), " (cuDNN computes sigmoid/tanh/tanh only)"));
         }
         break;
       case CellType::kGru:
         if (!Is(d.f, ActivationKind::kSigmoid) || !Is(d.g, ActivationKind::kTanh)) {
-          return absl::UnimplementedError(
-              absl::StrCat("GRU activations ", ActivationName(d.f), "/", ActivationName(d.g),
-                           " (cuDNN computes sigmoid/tanh only)"));
+          return absl::UnimplementedError(absl::StrCat("GRU activations ", ActivationName(d.f), "/",
+                                                       ActivationName(d.g),
+                                                       " (cuDNN computes sigmoid/tanh only)"));
         }
         break;
       case CellType::kSimpleRnn:
@@ -95,8 +95,7 @@ absl::Status CudnnSupports(const RecurrentSpec& spec) {
     return absl::UnimplementedError(
         "GRU reset_after=False (cuDNN applies the reset gate after the recurrent matmul)");
   }
-  if (spec.proj_size > 0 &&
-      (spec.cell != CellType::kLstm || spec.proj_size >= spec.hidden_size)) {
+  if (spec.proj_size > 0 && (spec.cell != CellType::kLstm || spec.proj_size >= spec.hidden_size)) {
     return absl::UnimplementedError("projection other than LSTM proj_size < hidden_size");
   }
   return absl::OkStatus();
@@ -124,9 +123,11 @@ CudnnRecurrent::~CudnnRecurrent() {
   if (c_desc_) cudnnDestroyTensorDescriptor(c_desc_);
 }
 
-absl::StatusOr<std::unique_ptr<CudnnRecurrent>> CudnnRecurrent::Create(
-    const RecurrentSpec& spec, const std::string& name, MathMode math, cudnnHandle_t handle,
-    cudaStream_t stream) {
+absl::StatusOr<std::unique_ptr<CudnnRecurrent>> CudnnRecurrent::Create(const RecurrentSpec& spec,
+                                                                       const std::string& name,
+                                                                       MathMode math,
+                                                                       cudnnHandle_t handle,
+                                                                       cudaStream_t stream) {
   RNNSERVE_RETURN_IF_ERROR(spec.Validate(name));
   if (auto s = CudnnSupports(spec); !s.ok()) {
     return absl::UnimplementedError(absl::StrCat("layer '", name, "': ", s.message()));
@@ -217,9 +218,9 @@ absl::Status CudnnRecurrent::PackWeights() {
     RNNSERVE_RETURN_IF_ERROR(CudaOk(
         cudaMemcpyAsync(staging.get(), src, n * sizeof(float), cudaMemcpyHostToDevice, stream_),
         "cudaMemcpyAsync (weights)"));
-    RNNSERVE_RETURN_IF_ERROR(CudaOk(LaunchToHalf(staging.as<float>(), dst, n, HalfOf(dtype_),
-                                                 stream_),
-                                    "weight conversion kernel"));
+    RNNSERVE_RETURN_IF_ERROR(
+        CudaOk(LaunchToHalf(staging.as<float>(), dst, n, HalfOf(dtype_), stream_),
+               "weight conversion kernel"));
     // The staging buffer is reused by the next copy: wait for this one.
     return CudaOk(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   };
@@ -262,16 +263,16 @@ absl::Status CudnnRecurrent::PackWeights() {
         m_n = int64_t{Hp_} * H_;
       }
       if (m_addr == nullptr || count(m_desc) != m_n) {
-        status = absl::InternalError(absl::StrCat("cuDNN weight matrix ", id, " of direction ",
-                                                  d, " has ", count(m_desc), " elements, expected ",
-                                                  m_n));
+        status =
+            absl::InternalError(absl::StrCat("cuDNN weight matrix ", id, " of direction ", d,
+                                             " has ", count(m_desc), " elements, expected ", m_n));
         break;
       }
       status = copy(m_src, m_n, m_addr);
       if (status.ok() && b_src != nullptr && b_addr != nullptr) {
         if (count(b_desc) != H_) {
-          status = absl::InternalError(absl::StrCat("cuDNN bias ", id, " has ", count(b_desc),
-                                                    " elements, expected ", H_));
+          status = absl::InternalError(
+              absl::StrCat("cuDNN bias ", id, " has ", count(b_desc), " elements, expected ", H_));
         } else {
           status = copy(b_src, H_, b_addr);
         }
@@ -287,14 +288,14 @@ absl::Status CudnnRecurrent::PackWeights() {
 absl::Status CudnnRecurrent::SetShape(const RecurrentIO& io) {
   static const double kZero = 0.0;  // all-zero bits: a zero of every data type
   void* fill = const_cast<double*>(&kZero);
-  RNNSERVE_RETURN_IF_ERROR(CudnnOk(
-      cudnnSetRNNDataDescriptor(x_desc_, dtype_, CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED, io.T,
-                                io.B, I_, io.lengths.data(), fill),
-      "cudnnSetRNNDataDescriptor (x)"));
-  RNNSERVE_RETURN_IF_ERROR(CudnnOk(
-      cudnnSetRNNDataDescriptor(y_desc_, dtype_, CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED, io.T,
-                                io.B, dirs_ * Hp_, io.lengths.data(), fill),
-      "cudnnSetRNNDataDescriptor (y)"));
+  RNNSERVE_RETURN_IF_ERROR(
+      CudnnOk(cudnnSetRNNDataDescriptor(x_desc_, dtype_, CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED,
+                                        io.T, io.B, I_, io.lengths.data(), fill),
+              "cudnnSetRNNDataDescriptor (x)"));
+  RNNSERVE_RETURN_IF_ERROR(
+      CudnnOk(cudnnSetRNNDataDescriptor(y_desc_, dtype_, CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED,
+                                        io.T, io.B, dirs_ * Hp_, io.lengths.data(), fill),
+              "cudnnSetRNNDataDescriptor (y)"));
   const int hd[3] = {dirs_, io.B, Hp_}, hs[3] = {io.B * Hp_, Hp_, 1};
   const int cd[3] = {dirs_, io.B, H_}, cs[3] = {io.B * H_, H_, 1};
   RNNSERVE_RETURN_IF_ERROR(
@@ -328,8 +329,7 @@ absl::Status CudnnRecurrent::Launch(cudnnRNNAlgo_t algo, const RecurrentIO& io) 
   }
   return CudnnOk(cudnnRNNForward(handle_, desc, CUDNN_FWD_MODE_INFERENCE, io.lengths_dev, x_desc_,
                                  x, y_desc_, y, h_desc_, h0, hy, c_desc_, c0, lstm ? cy : nullptr,
-                                 weight_bytes_, weights_.get(), ws, workspace_.get(), 0,
-                                 nullptr),
+                                 weight_bytes_, weights_.get(), ws, workspace_.get(), 0, nullptr),
                  absl::StrCat("cudnnRNNForward (", AlgoName(algo), ")").c_str());
 }
 
@@ -373,8 +373,8 @@ absl::StatusOr<cudnnRNNAlgo_t> CudnnRecurrent::ChooseAlgorithm(const RecurrentIO
       for (int rep = 0; rep < 3; ++rep) {
         float ms = 0.0f;
         cudaEventRecord(start, stream_);
-        const absl::Status s = exec != nullptr ? CudaOk(cudaGraphLaunch(exec, stream_), "launch")
-                                               : Enqueue(algo, io);
+        const absl::Status s =
+            exec != nullptr ? CudaOk(cudaGraphLaunch(exec, stream_), "launch") : Enqueue(algo, io);
         cudaEventRecord(stop, stream_);
         if (!s.ok() || cudaEventSynchronize(stop) != cudaSuccess ||
             cudaEventElapsedTime(&ms, start, stop) != cudaSuccess) {
@@ -413,7 +413,8 @@ absl::Status CudnnRecurrent::Enqueue(cudnnRNNAlgo_t algo, const RecurrentIO& io)
   const bool half = dtype_ != CUDNN_DATA_FLOAT;
   const HalfKind k = HalfOf(dtype_);
   if (half) {
-    RNNSERVE_RETURN_IF_ERROR(CudaOk(LaunchToHalf(io.x, x_half_.get(), x_n, k, stream_), "x to half"));
+    RNNSERVE_RETURN_IF_ERROR(
+        CudaOk(LaunchToHalf(io.x, x_half_.get(), x_n, k, stream_), "x to half"));
     if (io.h0) {
       RNNSERVE_RETURN_IF_ERROR(
           CudaOk(LaunchToHalf(io.h0, h0_half_.get(), h_n, k, stream_), "h0 to half"));
@@ -440,10 +441,10 @@ absl::Status CudnnRecurrent::Enqueue(cudnnRNNAlgo_t algo, const RecurrentIO& io)
   if (io.y && spec_.masking == MaskSemantics::kKeras && !spec_.zero_output_for_mask) {
     for (int d = 0; d < dirs_; ++d) {
       if (spec_.directions[d].reverse) continue;
-      RNNSERVE_RETURN_IF_ERROR(CudaOk(
-          LaunchRepeatLastOutput(io.y, io.hy + int64_t{d} * io.B * Hp_, io.lengths_dev, io.B,
-                                 io.T, dirs_ * Hp_, d * Hp_, Hp_, stream_),
-          "repeat-last-output kernel"));
+      RNNSERVE_RETURN_IF_ERROR(
+          CudaOk(LaunchRepeatLastOutput(io.y, io.hy + int64_t{d} * io.B * Hp_, io.lengths_dev, io.B,
+                                        io.T, dirs_ * Hp_, d * Hp_, Hp_, stream_),
+                 "repeat-last-output kernel"));
     }
   }
   return absl::OkStatus();
@@ -453,9 +454,21 @@ std::string CudnnRecurrent::GraphKey(cudnnRNNAlgo_t algo, const RecurrentIO& io)
   // Everything a captured graph bakes in: shape, lengths, algorithm and every device address.
   std::string key = absl::StrCat(static_cast<int>(algo), "|", io.B, "|", io.T, "|");
   for (int32_t len : io.lengths) absl::StrAppend(&key, len, ",");
-  const void* addresses[] = {io.x, io.y, io.h0, io.c0, io.hy, io.cy, io.lengths_dev,
-                             workspace_.get(), y_scratch_.get(), x_half_.get(), y_half_.get(),
-                             h0_half_.get(), c0_half_.get(), hy_half_.get(), cy_half_.get()};
+  const void* addresses[] = {io.x,
+                             io.y,
+                             io.h0,
+                             io.c0,
+                             io.hy,
+                             io.cy,
+                             io.lengths_dev,
+                             workspace_.get(),
+                             y_scratch_.get(),
+                             x_half_.get(),
+                             y_half_.get(),
+                             h0_half_.get(),
+                             c0_half_.get(),
+                             hy_half_.get(),
+                             cy_half_.get()};
   for (const void* p : addresses) {
     absl::StrAppend(&key, "|", reinterpret_cast<uintptr_t>(p));
   }
@@ -472,8 +485,8 @@ absl::Status CudnnRecurrent::EnqueueWithGraph(cudnnRNNAlgo_t algo, const Recurre
   if (!seen_.insert(key).second && graphs_.size() < kMaxGraphs) {
     cudaGraph_t graph = nullptr;
     cudaGraphExec_t exec = nullptr;
-    RNNSERVE_RETURN_IF_ERROR(CudaOk(
-        cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "begin capture"));
+    RNNSERVE_RETURN_IF_ERROR(
+        CudaOk(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "begin capture"));
     const absl::Status s = Enqueue(algo, io);
     const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
     if (s.ok() && end == cudaSuccess && graph != nullptr &&
@@ -498,8 +511,8 @@ absl::Status CudnnRecurrent::Forward(const RecurrentIO& io) {
   bool full = true;
   for (int32_t len : io.lengths) {
     if (len < 1 || len > io.T) {
-      return absl::InvalidArgumentError(absl::StrCat("layer '", name_, "': length ", len,
-                                                     " outside [1, ", io.T, "] on the GPU"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("layer '", name_, "': length ", len, " outside [1, ", io.T, "] on the GPU"));
     }
     full = full && len == io.T;
   }
@@ -524,8 +537,8 @@ absl::Status CudnnRecurrent::Forward(const RecurrentIO& io) {
     if (!chosen.ok()) return chosen.status();
     algo = *chosen;
   }
-  absl::Status s = use_graphs_ && io.B <= kMaxGraphBatch ? EnqueueWithGraph(algo, io)
-                                                         : Enqueue(algo, io);
+  absl::Status s =
+      use_graphs_ && io.B <= kMaxGraphBatch ? EnqueueWithGraph(algo, io) : Enqueue(algo, io);
   if (!s.ok() && algo != CUDNN_RNN_ALGO_STANDARD) {
     // A persistent algorithm cuDNN refuses for this batch (e.g. padded lengths): fall back to
     // the standard one for such batches from now on.

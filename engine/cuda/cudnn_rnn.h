@@ -28,8 +28,8 @@
 
 #include <cstdint>
 #include <map>
-#include <set>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -54,22 +54,21 @@ inline constexpr cudnnRNNAlgo_t kFusedAlgo = static_cast<cudnnRNNAlgo_t>(100);
 struct RecurrentIO {
   int B = 0;
   int T = 0;
-  absl::Span<const int32_t> lengths;   // host, size B, each in [1, T]
+  absl::Span<const int32_t> lengths;     // host, size B, each in [1, T]
   const int32_t* lengths_dev = nullptr;  // the same lengths on the device
-  const float* x = nullptr;   // [B, T, I]
-  const float* h0 = nullptr;  // [dirs, B, H'] or null (zeros)
-  const float* c0 = nullptr;  // [dirs, B, H] or null (zeros); LSTM only
-  float* y = nullptr;         // [B, T, dirs*H'], or null when the sequence is not wanted
-  float* hy = nullptr;        // [dirs, B, H'] final output per direction (required)
-  float* cy = nullptr;        // [dirs, B, H] final cell state per direction; LSTM, may be null
+  const float* x = nullptr;              // [B, T, I]
+  const float* h0 = nullptr;             // [dirs, B, H'] or null (zeros)
+  const float* c0 = nullptr;             // [dirs, B, H] or null (zeros); LSTM only
+  float* y = nullptr;                    // [B, T, dirs*H'], or null when the sequence is not wanted
+  float* hy = nullptr;                   // [dirs, B, H'] final output per direction (required)
+  float* cy = nullptr;  // [dirs, B, H] final cell state per direction; LSTM, may be null
 };
 
 class CudnnRecurrent {
  public:
   static absl::StatusOr<std::unique_ptr<CudnnRecurrent>> Create(const RecurrentSpec& spec,
                                                                 const std::string& name,
-                                                                MathMode math,
-                                                                cudnnHandle_t handle,
+                                                                MathMode math, cudnnHandle_t handle,
                                                                 cudaStream_t stream);
   ~CudnnRecurrent();
   CudnnRecurrent(const CudnnRecurrent&) = delete;
@@ -96,8 +95,8 @@ class CudnnRecurrent {
   int64_t memory_bytes() const;
 
  private:
-  CudnnRecurrent(const RecurrentSpec& spec, std::string name, MathMode math,
-                 cudnnHandle_t handle, cudaStream_t stream);
+  CudnnRecurrent(const RecurrentSpec& spec, std::string name, MathMode math, cudnnHandle_t handle,
+                 cudaStream_t stream);
   absl::Status Init();
   absl::Status PackWeights();
   absl::Status SetShape(const RecurrentIO& io);
@@ -131,7 +130,7 @@ class CudnnRecurrent {
   cudnnRNNAlgo_t forced_algo_ = CUDNN_RNN_ALGO_STANDARD;
 
   bool use_graphs_ = true;
-  std::set<std::string> seen_;                      // shapes run once (GraphKey)
+  std::set<std::string> seen_;                     // shapes run once (GraphKey)
   std::map<std::string, cudaGraphExec_t> graphs_;  // shapes captured
 
   cudnnRNNDataDescriptor_t x_desc_ = nullptr;
@@ -139,7 +138,7 @@ class CudnnRecurrent {
   cudnnTensorDescriptor_t h_desc_ = nullptr;
   cudnnTensorDescriptor_t c_desc_ = nullptr;
 
-  DeviceBuffer weights_;    // cuDNN's weight space, packed once
+  DeviceBuffer weights_;  // cuDNN's weight space, packed once
   size_t weight_bytes_ = 0;
   DeviceBuffer workspace_;  // grows to the largest shape seen
   DeviceBuffer y_scratch_;  // [B, T, dirs*H'] when the caller wants no sequence

@@ -23,11 +23,11 @@ absl::StatusOr<std::unique_ptr<FusedLstm>> FusedLstm::Create(const RecurrentSpec
   const int H = spec.hidden_size, I = spec.input_size;
   int device = 0, sms = 0, smem_optin = 0;
   RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaGetDevice(&device), "cudaGetDevice"));
-  RNNSERVE_RETURN_IF_ERROR(CudaOk(
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "SM count"));
-  RNNSERVE_RETURN_IF_ERROR(CudaOk(
-      cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
-      "shared memory limit"));
+  RNNSERVE_RETURN_IF_ERROR(
+      CudaOk(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "SM count"));
+  RNNSERVE_RETURN_IF_ERROR(
+      CudaOk(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+             "shared memory limit"));
   int coop = 0;
   RNNSERVE_RETURN_IF_ERROR(CudaOk(
       cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, device), "cooperative launch"));
@@ -47,13 +47,12 @@ absl::StatusOr<std::unique_ptr<FusedLstm>> FusedLstm::Create(const RecurrentSpec
     smem = FusedLstmSmemBytes(kMaxBatch, H, H / grids.back());
   }
   if (smem > static_cast<size_t>(smem_optin)) {
-    return absl::UnimplementedError(absl::StrCat("fused LSTM: H=", H, " needs ", smem,
-                                                 " bytes of shared memory per block"));
+    return absl::UnimplementedError(
+        absl::StrCat("fused LSTM: H=", H, " needs ", smem, " bytes of shared memory per block"));
   }
   RNNSERVE_RETURN_IF_ERROR(CudaOk(ConfigureFusedLstmKernel(smem), "cudaFuncSetAttribute"));
   int per_sm = 0;
-  RNNSERVE_RETURN_IF_ERROR(
-      CudaOk(MaxFusedLstmBlocksPerSm(kThreads, smem, &per_sm), "occupancy"));
+  RNNSERVE_RETURN_IF_ERROR(CudaOk(MaxFusedLstmBlocksPerSm(kThreads, smem, &per_sm), "occupancy"));
   if (per_sm * sms < grids.front()) {
     return absl::UnimplementedError("fused LSTM: the grid does not fit on the device at once");
   }
@@ -67,9 +66,9 @@ absl::StatusOr<std::unique_ptr<FusedLstm>> FusedLstm::Create(const RecurrentSpec
   for (int i = 0; i < 4 * H; ++i) bias[i] = d.bW[i] + d.bR[i];
   auto upload = [&](const std::vector<float>& v, DeviceBuffer* dst) -> absl::Status {
     RNNSERVE_RETURN_IF_ERROR(dst->Reserve(v.size() * sizeof(float)));
-    return CudaOk(cudaMemcpy(dst->get(), v.data(), v.size() * sizeof(float),
-                             cudaMemcpyHostToDevice),
-                  "cudaMemcpy (fused LSTM weights)");
+    return CudaOk(
+        cudaMemcpy(dst->get(), v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice),
+        "cudaMemcpy (fused LSTM weights)");
   };
   RNNSERVE_RETURN_IF_ERROR(upload(d.W, &f->W_));
   RNNSERVE_RETURN_IF_ERROR(upload(d.R, &f->R_));
@@ -132,12 +131,12 @@ absl::Status FusedLstm::Launch(const RecurrentIO& io, int blocks) {
   // xproj [rows, 4H] = x [rows, I] . W^T, W [4H, I] row-major: column-major
   // xproj^T [4H, rows] = W [4H, I] (W^T read transposed) . x^T [I, rows].
   const float one = 1.0f, zero = 0.0f;
-  RNNSERVE_RETURN_IF_ERROR(CublasOk(
-      cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, 4 * H_, static_cast<int>(rows), I_, &one,
-                  W_.as<float>(), I_, io.x, I_, &zero, xproj_.as<float>(), 4 * H_),
-      "cublasSgemm (fused LSTM input projection)"));
-  RNNSERVE_RETURN_IF_ERROR(CudaOk(LaunchBiasActivation(xproj_.as<float>(), bias_.as<float>(),
-                                                       rows, 4 * H_, DeviceActivation{}, stream_),
+  RNNSERVE_RETURN_IF_ERROR(
+      CublasOk(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, 4 * H_, static_cast<int>(rows), I_,
+                           &one, W_.as<float>(), I_, io.x, I_, &zero, xproj_.as<float>(), 4 * H_),
+               "cublasSgemm (fused LSTM input projection)"));
+  RNNSERVE_RETURN_IF_ERROR(CudaOk(LaunchBiasActivation(xproj_.as<float>(), bias_.as<float>(), rows,
+                                                       4 * H_, DeviceActivation{}, stream_),
                                   "bias kernel"));
   FusedLstmArgs a;
   a.xproj = xproj_.as<float>();

@@ -95,12 +95,12 @@ cudaError_t MaxFusedLstmBlocksPerSm(int threads, size_t smem, int* blocks) {
   return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, FusedLstmKernel, threads, smem);
 }
 
-cudaError_t LaunchFusedLstmKernel(const FusedLstmArgs& args, int blocks, int threads,
-                                  size_t smem, cudaStream_t stream) {
+cudaError_t LaunchFusedLstmKernel(const FusedLstmArgs& args, int blocks, int threads, size_t smem,
+                                  cudaStream_t stream) {
   FusedLstmArgs copy = args;
   void* params[] = {&copy};
-  return cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(FusedLstmKernel),
-                                     dim3(blocks), dim3(threads), params, smem, stream);
+  return cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(FusedLstmKernel), dim3(blocks),
+                                     dim3(threads), params, smem, stream);
 }
 
 }  // namespace rnnserve::engine::cuda

@@ -19,32 +19,63 @@ int Blocks(int64_t n) {
 
 // Values of engine::ActivationKind.
 enum : int {
-  kLinear, kSigmoid, kTanh, kRelu, kHardSigmoid, kLeakyRelu, kThresholdedRelu, kScaledTanh,
-  kAffine, kElu, kSoftsign, kSoftplus, kSelu, kGelu, kSwish, kExponential, kSoftmax,
+  kLinear,
+  kSigmoid,
+  kTanh,
+  kRelu,
+  kHardSigmoid,
+  kLeakyRelu,
+  kThresholdedRelu,
+  kScaledTanh,
+  kAffine,
+  kElu,
+  kSoftsign,
+  kSoftplus,
+  kSelu,
+  kGelu,
+  kSwish,
+  kExponential,
+  kSoftmax,
 };
 
 __device__ __forceinline__ float Activate(const DeviceActivation& a, float x) {
   switch (a.kind) {
-    case kLinear: return x;
-    case kSigmoid: return 1.0f / (1.0f + expf(-x));
-    case kTanh: return tanhf(x);
-    case kRelu: return x > 0.0f ? x : 0.0f;
-    case kHardSigmoid: return fminf(fmaxf(a.alpha * x + a.beta, 0.0f), 1.0f);
-    case kLeakyRelu: return x >= 0.0f ? x : a.alpha * x;
-    case kThresholdedRelu: return x > a.alpha ? x : 0.0f;
-    case kScaledTanh: return a.alpha * tanhf(a.beta * x);
-    case kAffine: return a.alpha * x + a.beta;
-    case kElu: return x >= 0.0f ? x : a.alpha * (expf(x) - 1.0f);
-    case kSoftsign: return x / (1.0f + fabsf(x));
-    case kSoftplus: return x > 20.0f ? x : log1pf(expf(x));
+    case kLinear:
+      return x;
+    case kSigmoid:
+      return 1.0f / (1.0f + expf(-x));
+    case kTanh:
+      return tanhf(x);
+    case kRelu:
+      return x > 0.0f ? x : 0.0f;
+    case kHardSigmoid:
+      return fminf(fmaxf(a.alpha * x + a.beta, 0.0f), 1.0f);
+    case kLeakyRelu:
+      return x >= 0.0f ? x : a.alpha * x;
+    case kThresholdedRelu:
+      return x > a.alpha ? x : 0.0f;
+    case kScaledTanh:
+      return a.alpha * tanhf(a.beta * x);
+    case kAffine:
+      return a.alpha * x + a.beta;
+    case kElu:
+      return x >= 0.0f ? x : a.alpha * (expf(x) - 1.0f);
+    case kSoftsign:
+      return x / (1.0f + fabsf(x));
+    case kSoftplus:
+      return x > 20.0f ? x : log1pf(expf(x));
     case kSelu: {
       const float alpha = 1.6732632423543772f, scale = 1.0507009873554805f;
       return scale * (x > 0.0f ? x : alpha * (expf(x) - 1.0f));
     }
-    case kGelu: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-    case kSwish: return x / (1.0f + expf(-x));
-    case kExponential: return expf(x);
-    default: return x;
+    case kGelu:
+      return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case kSwish:
+      return x / (1.0f + expf(-x));
+    case kExponential:
+      return expf(x);
+    default:
+      return x;
   }
 }
 
@@ -97,8 +128,8 @@ __global__ void EmbeddingKernel(const int64_t* ids, const float* table, float* o
   }
 }
 
-__global__ void RepeatLastKernel(float* y, const float* last, const int32_t* lengths, int B,
-                                 int T, int row, int offset, int width) {
+__global__ void RepeatLastKernel(float* y, const float* last, const int32_t* lengths, int B, int T,
+                                 int row, int offset, int width) {
   const int64_t n = int64_t{B} * T * width;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
@@ -122,9 +153,15 @@ __global__ void MergeKernel(const float* a, int64_t sa, const float* b, int64_t 
         out[r * 2 * width + j] = va;
         out[r * 2 * width + width + j] = vb;
         break;
-      case 1: out[i] = va + vb; break;
-      case 2: out[i] = va * vb; break;
-      default: out[i] = 0.5f * (va + vb); break;
+      case 1:
+        out[i] = va + vb;
+        break;
+      case 2:
+        out[i] = va * vb;
+        break;
+      default:
+        out[i] = 0.5f * (va + vb);
+        break;
     }
   }
 }
@@ -175,8 +212,8 @@ cudaError_t LaunchSoftmaxRows(float* y, int64_t rows, int cols, cudaStream_t str
   return cudaSuccess;
 }
 
-cudaError_t LaunchEmbedding(const int64_t* ids, const float* table, float* out, int64_t n,
-                            int dim, cudaStream_t stream) {
+cudaError_t LaunchEmbedding(const int64_t* ids, const float* table, float* out, int64_t n, int dim,
+                            cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   EmbeddingKernel<<<Blocks(n * dim), kThreads, 0, stream>>>(ids, table, out, n, dim);
   return cudaGetLastError();
@@ -186,8 +223,7 @@ cudaError_t LaunchRepeatLastOutput(float* y, const float* last, const int32_t* l
                                    int T, int row, int offset, int width, cudaStream_t stream) {
   const int64_t n = int64_t{B} * T * width;
   if (n == 0) return cudaSuccess;
-  RepeatLastKernel<<<Blocks(n), kThreads, 0, stream>>>(y, last, lengths, B, T, row, offset,
-                                                       width);
+  RepeatLastKernel<<<Blocks(n), kThreads, 0, stream>>>(y, last, lengths, B, T, row, offset, width);
   return cudaGetLastError();
 }
 
@@ -218,8 +254,8 @@ cudaError_t LaunchFromHalf(const void* in, float* out, int64_t n, HalfKind kind,
   if (kind == HalfKind::kFp16) {
     FromHalfKernel<<<Blocks(n), kThreads, 0, stream>>>(static_cast<const __half*>(in), out, n);
   } else {
-    FromHalfKernel<<<Blocks(n), kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(in),
-                                                       out, n);
+    FromHalfKernel<<<Blocks(n), kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(in), out,
+                                                       n);
   }
   return cudaGetLastError();
 }

@@ -29,8 +29,8 @@ cudaError_t LaunchBiasActivation(float* y, const float* bias, int64_t rows, int 
 cudaError_t LaunchSoftmaxRows(float* y, int64_t rows, int cols, cudaStream_t stream);
 
 // out[i, :] = table[ids[i], :] for i < n; ids already validated in [0, vocab).
-cudaError_t LaunchEmbedding(const int64_t* ids, const float* table, float* out, int64_t n,
-                            int dim, cudaStream_t stream);
+cudaError_t LaunchEmbedding(const int64_t* ids, const float* table, float* out, int64_t n, int dim,
+                            cudaStream_t stream);
 
 // Keras masking for one direction of a batch-major sequence output y [B, T, row]: at every step
 // t >= lengths[b], y[b, t, offset : offset + width] = last[b, :] (the layer's final output).
@@ -47,8 +47,7 @@ cudaError_t LaunchMerge(const float* a, int64_t stride_a, const float* b, int64_
 enum class HalfKind { kFp16 = 0, kBf16 = 1 };
 
 // FP32 <-> FP16/BF16 (round to nearest even) for n elements.
-cudaError_t LaunchToHalf(const float* in, void* out, int64_t n, HalfKind kind,
-                         cudaStream_t stream);
+cudaError_t LaunchToHalf(const float* in, void* out, int64_t n, HalfKind kind, cudaStream_t stream);
 cudaError_t LaunchFromHalf(const void* in, float* out, int64_t n, HalfKind kind,
                            cudaStream_t stream);
 

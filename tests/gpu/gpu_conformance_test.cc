@@ -26,9 +26,9 @@ namespace {
 namespace fs = std::filesystem;
 
 struct FixtureCase {
-  std::string name;     // gtest-safe: <Corpus>_<Case>
-  std::string dir;      // absolute
-  std::string model;    // absolute model file
+  std::string name;          // gtest-safe: <Corpus>_<Case>
+  std::string dir;           // absolute
+  std::string model;         // absolute model file
   std::string architecture;  // weights-only Keras files
 };
 
@@ -124,7 +124,8 @@ class GpuConformanceTest : public ::testing::TestWithParam<FixtureCase> {
       expected_.push_back(*a);
     }
     auto cpu = CompileOn(engine::EngineKind::kCpu, model_);
-    if (!cpu.ok()) GTEST_SKIP() << "the CPU engine does not compile this case yet: " << cpu.status();
+    if (!cpu.ok())
+      GTEST_SKIP() << "the CPU engine does not compile this case yet: " << cpu.status();
     std::vector<engine::Tensor> out;
     if (auto s = (*cpu)->Run(batch_, &out); !s.ok()) {
       GTEST_SKIP() << "the CPU engine does not run this case yet: " << s;
@@ -136,7 +137,8 @@ class GpuConformanceTest : public ::testing::TestWithParam<FixtureCase> {
     // The tolerance the CPU engine meets: the 1e-5, or 1e-4 for long or deep cases.
     for (const auto& [rtol, atol] : {std::pair{1e-5, 1e-6}, std::pair{1e-4, 1e-5}}) {
       bool all = true;
-      for (size_t i = 0; i < out.size(); ++i) all = all && AllClose(out[i], expected_[i], rtol, atol);
+      for (size_t i = 0; i < out.size(); ++i)
+        all = all && AllClose(out[i], expected_[i], rtol, atol);
       if (all) {
         rtol_ = rtol;
         atol_ = atol;

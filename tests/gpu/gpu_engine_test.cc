@@ -25,9 +25,7 @@ using engine::MaskSemantics;
 using engine::MergeMode;
 using engine::Tensor;
 
-client::NpyArray AsNpy(const Tensor& t) {
-  return client::NpyArray{"<f4", t.shape(), Doubles(t)};
-}
+client::NpyArray AsNpy(const Tensor& t) { return client::NpyArray{"<f4", t.shape(), Doubles(t)}; }
 
 struct Case {
   std::string name;
@@ -43,30 +41,34 @@ std::vector<Case> Cases() {
   add("LstmProjection", {.proj = 8, .return_state = true});
   add("LstmInitialStates", {.return_state = true, .initial_states = true});
   add("GruResetAfter", {.cell = CellType::kGru});
-  add("GruLastOutputAndStateOnnx",
-      {.cell = CellType::kGru, .return_sequences = false, .return_state = true,
-       .masking = MaskSemantics::kOnnx});
+  add("GruLastOutputAndStateOnnx", {.cell = CellType::kGru,
+                                    .return_sequences = false,
+                                    .return_state = true,
+                                    .masking = MaskSemantics::kOnnx});
   add("SimpleRnnTanh", {.cell = CellType::kSimpleRnn});
   add("SimpleRnnRelu",
       {.cell = CellType::kSimpleRnn, .activation = engine::Activation::Of(ActivationKind::kRelu)});
-  add("BidirectionalLstmConcatZeroOutputForMask",
-      {.directions = 2, .zero_output_for_mask = true});
-  add("BidirectionalLstmSum", {.directions = 2, .merge = MergeMode::kSum,
-                               .zero_output_for_mask = true});
-  add("BidirectionalGruMul",
-      {.cell = CellType::kGru, .directions = 2, .merge = MergeMode::kMul,
-       .zero_output_for_mask = true});
-  add("BidirectionalRnnAve",
-      {.cell = CellType::kSimpleRnn, .directions = 2, .merge = MergeMode::kAve,
-       .zero_output_for_mask = true});
-  add("BidirectionalLstmMergeNoneWithStates",
-      {.directions = 2, .merge = MergeMode::kNone, .return_state = true,
-       .zero_output_for_mask = true});
+  add("BidirectionalLstmConcatZeroOutputForMask", {.directions = 2, .zero_output_for_mask = true});
+  add("BidirectionalLstmSum",
+      {.directions = 2, .merge = MergeMode::kSum, .zero_output_for_mask = true});
+  add("BidirectionalGruMul", {.cell = CellType::kGru,
+                              .directions = 2,
+                              .merge = MergeMode::kMul,
+                              .zero_output_for_mask = true});
+  add("BidirectionalRnnAve", {.cell = CellType::kSimpleRnn,
+                              .directions = 2,
+                              .merge = MergeMode::kAve,
+                              .zero_output_for_mask = true});
+  add("BidirectionalLstmMergeNoneWithStates", {.directions = 2,
+                                               .merge = MergeMode::kNone,
+                                               .return_state = true,
+                                               .zero_output_for_mask = true});
   add("BidirectionalGruLastOutputConcat",
       {.cell = CellType::kGru, .directions = 2, .return_sequences = false});
-  add("BidirectionalLstmInitialStatesOnnx",
-      {.directions = 2, .return_state = true, .initial_states = true,
-       .masking = MaskSemantics::kOnnx});
+  add("BidirectionalLstmInitialStatesOnnx", {.directions = 2,
+                                             .return_state = true,
+                                             .initial_states = true,
+                                             .masking = MaskSemantics::kOnnx});
   add("LstmWideHidden", {.input = 64, .hidden = 256, .seed = 7});
   add("GruWideHidden", {.cell = CellType::kGru, .input = 32, .hidden = 512, .seed = 9});
   return c;
@@ -187,9 +189,11 @@ TEST(GpuEngineTest, EmbeddingLstmDenseSoftmaxMatchesCpu) {
   std::mt19937 rng(21);
   engine::Model model = RandomRnnModel({.input = 6, .hidden = 12, .return_sequences = false});
   // ids [B, T] -> Embedding(mask_zero) -> LSTM -> Dense(softmax)
-  engine::EmbeddingSpec emb{.vocab = 20, .dim = 6, .table = RandomVector(&rng, 120, 1.0f),
-                            .mask_zero = true};
-  engine::DenseSpec dense{.in = 12, .out = 5, .kernel = RandomVector(&rng, 60, 0.5f),
+  engine::EmbeddingSpec emb{
+      .vocab = 20, .dim = 6, .table = RandomVector(&rng, 120, 1.0f), .mask_zero = true};
+  engine::DenseSpec dense{.in = 12,
+                          .out = 5,
+                          .kernel = RandomVector(&rng, 60, 0.5f),
                           .bias = RandomVector(&rng, 5, 0.5f),
                           .activation = engine::Activation::Of(ActivationKind::kSoftmax)};
   model.inputs[0] = {"ids", engine::DType::kInt64, {-1, -1}};

@@ -54,9 +54,13 @@ void CheckAlgorithm(const std::string& fixture, cudnnRNNAlgo_t algo, bool requir
     cudaMemcpy(dl.get(), lengths.data(), B * 4, cudaMemcpyHostToDevice);
     // Poison the outputs: every element must be written.
     cudaMemset(dy.get(), 0xff, size_t(B) * T * H * 4);
-    engine::cuda::RecurrentIO io{.B = B, .T = T, .lengths = lengths,
-                                 .lengths_dev = dl.as<int32_t>(), .x = dx.as<float>(),
-                                 .y = dy.as<float>(), .hy = dh.as<float>(),
+    engine::cuda::RecurrentIO io{.B = B,
+                                 .T = T,
+                                 .lengths = lengths,
+                                 .lengths_dev = dl.as<int32_t>(),
+                                 .x = dx.as<float>(),
+                                 .y = dy.as<float>(),
+                                 .hy = dh.as<float>(),
                                  .cy = dc.as<float>()};
     for (int run = 0; run < 3; ++run) {  // eager, eager again, then a captured graph
       const absl::Status s = (*rnn)->Forward(io);

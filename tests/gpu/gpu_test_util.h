@@ -23,11 +23,11 @@ inline std::string NoGpuReason() {
   return why.empty() ? std::string("no GPU") : why;
 }
 
-#define RNNSERVE_SKIP_WITHOUT_GPU()                                          \
-  do {                                                                       \
-    if (const std::string why = NoGpuReason(); !why.empty()) {               \
-      GTEST_SKIP() << "needs a GPU and the CUDA engine: " << why;            \
-    }                                                                        \
+#define RNNSERVE_SKIP_WITHOUT_GPU()                               \
+  do {                                                            \
+    if (const std::string why = NoGpuReason(); !why.empty()) {    \
+      GTEST_SKIP() << "needs a GPU and the CUDA engine: " << why; \
+    }                                                             \
   } while (0)
 
 inline absl::StatusOr<std::unique_ptr<engine::CompiledModel>> CompileOn(
@@ -72,7 +72,8 @@ struct RandomRnnOptions {
   bool initial_states = false;  // the layer reads h0 (and c0) from model inputs
   engine::MaskSemantics masking = engine::MaskSemantics::kKeras;
   bool zero_output_for_mask = false;
-  engine::Activation recurrent_activation = engine::Activation::Of(engine::ActivationKind::kSigmoid);
+  engine::Activation recurrent_activation =
+      engine::Activation::Of(engine::ActivationKind::kSigmoid);
   engine::Activation activation = engine::Activation::Of(engine::ActivationKind::kTanh);
   bool reset_after = true;
   uint32_t seed = 1;

@@ -76,8 +76,7 @@ class TorchFixtureTest : public ::testing::TestWithParam<std::string> {
     const int n_states = (static_cast<int>(out.size()) - 1) / per;
     EXPECT_TRUE(AllClose(Stack(out, 1, per, n_states), LoadNpy(dir + "expected_1.npy"))) << "h_n";
     if (lstm) {
-      EXPECT_TRUE(AllClose(Stack(out, 2, per, n_states), LoadNpy(dir + "expected_2.npy")))
-          << "c_n";
+      EXPECT_TRUE(AllClose(Stack(out, 2, per, n_states), LoadNpy(dir + "expected_2.npy"))) << "c_n";
     }
   }
 };

@@ -39,7 +39,7 @@ inline absl::StatusOr<engine::Model> ModelFromStateDict(
   std::vector<int> states;
   for (int l = 0; l < layers; ++l) {
     engine::RecurrentSpec spec;
-    spec.cell = cell == 0 ? engine::CellType::kLstm
+    spec.cell = cell == 0   ? engine::CellType::kLstm
                 : cell == 1 ? engine::CellType::kGru
                             : engine::CellType::kSimpleRnn;
     spec.input_size = l == 0 ? I : dirs * (proj > 0 ? proj : H);
@@ -56,8 +56,10 @@ inline absl::StatusOr<engine::Model> ModelFromStateDict(
         dir.f = engine::Activation::Of(cell == 2 ? engine::ActivationKind::kTanh
                                                  : engine::ActivationKind::kRelu);
       }
-      for (const auto& [name, dst] : {std::pair{"weight_ih", &dir.W}, {"weight_hh", &dir.R},
-                                      {"bias_ih", &dir.bW}, {"bias_hh", &dir.bR}}) {
+      for (const auto& [name, dst] : {std::pair{"weight_ih", &dir.W},
+                                      {"weight_hh", &dir.R},
+                                      {"bias_ih", &dir.bW},
+                                      {"bias_hh", &dir.bR}}) {
         auto w = sd.find(absl::StrCat(name, sfx));
         if (w == sd.end()) return absl::InvalidArgumentError(absl::StrCat("no ", name, sfx));
         *dst = Floats(w->second);
