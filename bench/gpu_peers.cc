@@ -136,8 +136,8 @@ absl::Status RunCase(const Case& c, std::ostream& results) {
   using Stack = std::vector<std::unique_ptr<CudnnRecurrent>>;
   auto make_stack = [&](Stack* stack) -> absl::Status {
     for (const auto& layer : model.layers) {
-      auto r = CudnnRecurrent::Create(std::get<engine::RecurrentSpec>(layer.spec), layer.name,
-                                      math, handle, stream);
+      auto r = CudnnRecurrent::Create(std::get<engine::RecurrentSpec>(layer.spec), layer.name, math,
+                                      handle, stream);
       if (!r.ok()) return r.status();
       stack->push_back(std::move(*r));
     }
