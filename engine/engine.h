@@ -7,6 +7,7 @@
 // scheduler makes as many instances as the config asks for.
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,6 +41,14 @@ struct Batch {
   // Per-sequence lengths, size B, each in [1, T]. Empty: every sequence uses the full T, or
   // the lengths the model's own masking (Masking, Embedding mask_zero) implies.
   std::vector<int32_t> lengths;
+  // Initial states of recurrent layers, by layer name (Layer::name), in the order of the
+  // layer's state outputs: per direction h [B, H'] then, for LSTM, c [B, H]. A layer not named
+  // here starts from zeros (or from the state inputs its graph wires to it).
+  std::map<std::string, std::vector<Tensor>> initial_states;
+  // When set, Run fills it with every recurrent layer's final states, same keys and order as
+  // initial_states: the state after each sequence's last valid step (what a stateful sequence
+  // carries into its next chunk).
+  std::map<std::string, std::vector<Tensor>>* final_states = nullptr;
 };
 
 // Where a layer runs, and why (for metadata and the log).

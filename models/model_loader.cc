@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "models/keras/keras_h5.h"
+#include "models/keras/keras_zip.h"
 
 namespace rnnserve::models {
 namespace {
@@ -26,6 +27,8 @@ absl::StatusOr<engine::Model> LoadModelFile(const std::string& path, const LoadO
   absl::StatusOr<engine::Model> model;
   if (format == "keras_h5") {
     model = keras::LoadKerasH5(path, options);
+  } else if (format == "keras") {
+    model = keras::LoadKerasZip(path, options);
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": unknown model format '", format,

@@ -17,7 +17,9 @@ std::string ServerUsage() {
          "  --port              gRPC port (default 8500)\n"
          "  --metrics-port      Prometheus /metrics port (default 8502, 0: off)\n"
          "  --log-level         default info\n"
-         "  --max-message-bytes largest request or response (default 64 MiB)\n";
+         "  --max-message-bytes largest request or response (default 64 MiB)\n"
+         "  --repository-poll-seconds  rescan the repository every N s and load what changed\n"
+         "                      (default 0: load once at start; LoadModel/UnloadModel always work)\n";
 }
 
 absl::StatusOr<ServerFlags> ParseServerFlags(int argc, char** argv, bool* help) {
@@ -65,6 +67,12 @@ absl::StatusOr<ServerFlags> ParseServerFlags(int argc, char** argv, bool* help) 
           flags.max_message_bytes > (int64_t{1} << 31) - 1) {
         s = absl::InvalidArgumentError(
             absl::StrCat("--max-message-bytes must be in [1, 2^31); was '", value, "'"));
+      }
+    } else if (name == "repository-poll-seconds") {
+      if (!absl::SimpleAtoi(value, &flags.repository_poll_seconds) ||
+          flags.repository_poll_seconds < 0) {
+        s = absl::InvalidArgumentError(absl::StrCat(
+            "--repository-poll-seconds must be a non-negative integer; was '", value, "'"));
       }
     } else {
       s = absl::InvalidArgumentError(absl::StrCat("unknown flag --", name));

@@ -16,6 +16,7 @@ struct ServerFlags {
   int metrics_port = 8502;  // 0 disables the metrics endpoint
   std::string log_level = "info";
   int64_t max_message_bytes = 64 << 20;
+  int repository_poll_seconds = 0;  // 0: load once at start
 };
 
 // Parses argv; unknown flags and bad values are errors naming the flag. `--help` sets *help.

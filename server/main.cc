@@ -53,7 +53,13 @@ int Main(int argc, char** argv) {
   LogInfo(absl::StrCat((*repository)->ready_models(), " model(s) ready from ",
                        flags->model_repository));
 
-  RnnServeService service(repository->get());
+  (*repository)->StartPolling(flags->repository_poll_seconds);
+  auto sequences = SequenceManager::Create({});
+  if (!sequences.ok()) {
+    LogError(sequences.status().message());
+    return 1;
+  }
+  RnnServeService service(repository->get(), sequences->get());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;

@@ -43,6 +43,38 @@ std::vector<int64_t> SelectVersions(const std::vector<int64_t>& available,
   return std::vector<int64_t>(available.end() - n, available.end());
 }
 
+// Size and modification time of every file under `dir` (or of `dir` itself if it is a file).
+std::string Fingerprint(const fs::path& path) {
+  std::error_code ec;
+  std::vector<std::string> parts;
+  auto add = [&](const fs::path& p) {
+    const auto size = fs::file_size(p, ec);
+    const auto time = fs::last_write_time(p, ec).time_since_epoch().count();
+    parts.push_back(absl::StrCat(p.filename().string(), ":", ec ? 0 : size, ":", time));
+  };
+  if (fs::is_regular_file(path, ec)) {
+    add(path);
+  } else {
+    for (const auto& entry : fs::recursive_directory_iterator(path, ec)) {
+      if (entry.is_regular_file()) add(entry.path());
+    }
+  }
+  std::sort(parts.begin(), parts.end());
+  return absl::StrJoin(parts, ";");
+}
+
+std::vector<std::string> ModelDirs(const std::string& root) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    if (entry.is_directory() && entry.path().filename().string()[0] != '.') {
+      names.push_back(entry.path().filename().string());
+    }
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Open(const std::string& root) {
@@ -51,44 +83,124 @@ absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Open(const std
     return absl::NotFoundError(absl::StrCat("model repository ", root, " is not a directory"));
   }
   std::unique_ptr<ModelRepository> repo(new ModelRepository(root));
-  std::vector<std::string> names;
-  for (const auto& entry : fs::directory_iterator(root, ec)) {
-    if (entry.is_directory()) names.push_back(entry.path().filename().string());
-  }
-  std::sort(names.begin(), names.end());
-  for (const std::string& name : names) repo->LoadModel(name);
+  for (const std::string& name : ModelDirs(root)) repo->Load(name).IgnoreError();
   return repo;
 }
 
-void ModelRepository::LoadModel(const std::string& name) {
+ModelRepository::~ModelRepository() {
+  stop_.Notify();
+  if (poller_.joinable()) poller_.join();
+}
+
+absl::StatusOr<ModelState> ModelRepository::Load(const std::string& name) {
+  absl::MutexLock serial(&load_mu_);
   const fs::path dir = fs::path(root_) / name;
-  Entry entry;
+  std::error_code ec;
+  if (name.empty() || name.find('/') != std::string::npos || name[0] == '.' ||
+      !fs::is_directory(dir, ec)) {
+    return absl::NotFoundError(
+        absl::StrCat("no model directory '", name, "' in the repository ", root_));
+  }
+  Entry old;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = models_.find(name);
+    if (it != models_.end()) old = it->second;
+  }
+  Entry next;
+  next.config_fingerprint = Fingerprint(dir / "config.pbtxt");
   auto config = ReadModelConfig(dir.string());
   if (!config.ok()) {
-    entry.reason = std::string(config.status().message());
+    next.reason = std::string(config.status().message());
   } else {
     config->set_name(name);
+    const bool config_changed = next.config_fingerprint != old.config_fingerprint;
     const std::vector<int64_t> versions =
         SelectVersions(VersionDirs(dir), config->version_policy());
-    if (versions.empty()) entry.reason = absl::StrCat(dir.string(), ": no version to load");
+    if (versions.empty()) next.reason = absl::StrCat(dir.string(), ": no version to load");
     for (int64_t v : versions) {
+      Version version;
+      version.fingerprint = Fingerprint(dir / std::to_string(v));
+      auto kept = old.versions.find(v);
+      if (!config_changed && kept != old.versions.end() &&
+          kept->second.fingerprint == version.fingerprint) {
+        next.versions[v] = kept->second;
+        continue;
+      }
       const absl::Time start = absl::Now();
       auto servable = Servable::Load(dir.string(), v, *config);
       if (!servable.ok()) {
-        entry.reason = std::string(servable.status().message());
-        LogError(absl::StrCat("model ", name, " v", v, " failed to load: ", entry.reason));
+        next.reason = std::string(servable.status().message());
+        LogError(absl::StrCat("model ", name, " v", v, " failed to load: ", next.reason));
         continue;
       }
       LogInfo(absl::StrCat("model ", name, " v", v, " loaded from ", (*servable)->source_file(),
                            " in ", absl::FormatDuration(absl::Now() - start)));
-      entry.versions[v] = std::move(*servable);
+      version.servable = std::move(*servable);
+      next.versions[v] = std::move(version);
     }
   }
-  if (entry.versions.empty() && !entry.reason.empty()) {
-    LogError(absl::StrCat("model ", name, " is unavailable: ", entry.reason));
+  if (next.versions.empty() && !old.versions.empty()) {
+    // Nothing new loads: keep serving what served, and say why the load failed.
+    LogError(absl::StrCat("model ", name, " keeps its loaded versions: ", next.reason));
+    absl::MutexLock lock(&mu_);
+    models_[name].reason = next.reason;
+    return absl::FailedPreconditionError(
+        absl::StrCat("model '", name, "' did not reload: ", next.reason));
   }
+  if (next.versions.empty()) LogError(absl::StrCat("model ", name, " is unavailable: ", next.reason));
+  ModelState state = StateOf(name, next);
+  {
+    absl::MutexLock lock(&mu_);
+    models_[name] = std::move(next);
+  }
+  if (state.versions.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("model '", name, "' failed to load: ", state.reason));
+  }
+  return state;
+}
+
+absl::Status ModelRepository::Unload(const std::string& name) {
+  absl::MutexLock serial(&load_mu_);
   absl::MutexLock lock(&mu_);
-  models_[name] = std::move(entry);
+  if (models_.erase(name) == 0) {
+    return absl::NotFoundError(absl::StrCat("model '", name, "' is not loaded"));
+  }
+  LogInfo(absl::StrCat("model ", name, " unloaded"));
+  return absl::OkStatus();
+}
+
+void ModelRepository::Poll() {
+  const std::vector<std::string> present = ModelDirs(root_);
+  std::vector<std::string> gone;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [name, e] : models_) {
+      if (!std::binary_search(present.begin(), present.end(), name)) gone.push_back(name);
+    }
+  }
+  for (const std::string& name : gone) Unload(name).IgnoreError();
+  // Load() keeps unchanged versions, so this reloads only what changed on disk.
+  for (const std::string& name : present) Load(name).IgnoreError();
+}
+
+void ModelRepository::StartPolling(int seconds) {
+  if (seconds <= 0 || poller_.joinable()) return;
+  poller_ = std::thread([this, seconds] {
+    while (!stop_.WaitForNotificationWithTimeout(absl::Seconds(seconds))) Poll();
+  });
+}
+
+ModelState ModelRepository::StateOf(const std::string& name, const Entry& e) const {
+  ModelState s;
+  s.name = name;
+  for (const auto& [v, version] : e.versions) {
+    s.versions.push_back(v);
+    s.platform = version.servable->platform();
+  }
+  s.state = e.versions.empty() ? "UNAVAILABLE" : "READY";
+  s.reason = e.reason;
+  return s;
 }
 
 absl::StatusOr<std::shared_ptr<const Servable>> ModelRepository::Get(const std::string& name,
@@ -108,7 +220,7 @@ absl::StatusOr<std::shared_ptr<const Servable>> ModelRepository::Get(const std::
   if (e.versions.empty()) {
     return absl::UnavailableError(absl::StrCat("model '", name, "' failed to load: ", e.reason));
   }
-  if (version == 0) return e.versions.rbegin()->second;
+  if (version == 0) return e.versions.rbegin()->second.servable;
   auto v = e.versions.find(version);
   if (v == e.versions.end()) {
     std::vector<int64_t> have;
@@ -116,23 +228,13 @@ absl::StatusOr<std::shared_ptr<const Servable>> ModelRepository::Get(const std::
     return absl::NotFoundError(absl::StrCat("model '", name, "' has no version ", version,
                                             " loaded (loaded: ", absl::StrJoin(have, ", "), ")"));
   }
-  return v->second;
+  return v->second.servable;
 }
 
 std::vector<ModelState> ModelRepository::List() const {
   absl::MutexLock lock(&mu_);
   std::vector<ModelState> out;
-  for (const auto& [name, e] : models_) {
-    ModelState s;
-    s.name = name;
-    for (const auto& [v, servable] : e.versions) {
-      s.versions.push_back(v);
-      s.platform = servable->platform();
-    }
-    s.state = e.versions.empty() ? "UNAVAILABLE" : "READY";
-    s.reason = e.reason;
-    out.push_back(std::move(s));
-  }
+  for (const auto& [name, e] : models_) out.push_back(StateOf(name, e));
   return out;
 }
 

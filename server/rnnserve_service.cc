@@ -68,6 +68,8 @@ grpc::Status RnnServeService::ModelMetadata(grpc::ServerContext*,
   response->set_platform(model.platform());
   response->set_source_file(model.source_file());
   response->set_masking(model.masking());
+  response->set_streamable(model.streamable().ok());
+  response->set_streamable_reason(std::string(model.streamable().message()));
   for (const auto& sig : model.inputs()) FillInfo(sig, response->add_inputs());
   for (const auto& sig : model.outputs()) FillInfo(sig, response->add_outputs());
   for (const InstanceInfo& info : model.instances()) {
@@ -86,16 +88,50 @@ grpc::Status RnnServeService::ModelMetadata(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
+namespace {
+
+void FillStatus(const ModelState& state, v1::ModelStatus* m) {
+  m->set_name(state.name);
+  for (int64_t v : state.versions) m->add_versions(v);
+  m->set_state(state.state);
+  m->set_platform(state.platform);
+  m->set_reason(state.reason);
+}
+
+}  // namespace
+
 grpc::Status RnnServeService::ListModels(grpc::ServerContext*, const v1::ListModelsRequest*,
                                          v1::ListModelsResponse* response) {
-  for (const ModelState& state : repository_->List()) {
-    v1::ModelStatus* m = response->add_models();
-    m->set_name(state.name);
-    for (int64_t v : state.versions) m->add_versions(v);
-    m->set_state(state.state);
-    m->set_platform(state.platform);
-    m->set_reason(state.reason);
+  for (const ModelState& state : repository_->List()) FillStatus(state, response->add_models());
+  return grpc::Status::OK;
+}
+
+grpc::Status RnnServeService::LoadModel(grpc::ServerContext*, const v1::LoadModelRequest* request,
+                                        v1::LoadModelResponse* response) {
+  auto state = repository_->Load(request->name());
+  if (!state.ok()) return ToGrpc(state.status());
+  FillStatus(*state, response->mutable_status());
+  return grpc::Status::OK;
+}
+
+grpc::Status RnnServeService::UnloadModel(grpc::ServerContext*,
+                                          const v1::UnloadModelRequest* request,
+                                          v1::UnloadModelResponse*) {
+  return ToGrpc(repository_->Unload(request->name()));
+}
+
+grpc::Status RnnServeService::ServerMetadata(grpc::ServerContext*,
+                                             const v1::ServerMetadataRequest*,
+                                             v1::ServerMetadataResponse* response) {
+  response->set_name("rnnserve");
+  response->set_version(RNNSERVE_VERSION);
+  for (const char* e : {"evaluate", "model_repository", "health", "reflection"}) {
+    response->add_extensions(e);
   }
+  std::string why;
+  response->set_gpu_available(engine::CudaAvailable(&why));
+  response->set_gpu_reason(why);
+  response->set_model_repository(repository_->root());
   return grpc::Status::OK;
 }
 

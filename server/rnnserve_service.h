@@ -4,12 +4,14 @@
 
 #include "rnnserve/v1/rnnserve.grpc.pb.h"
 #include "server/model_repository.h"
+#include "server/sequence_manager.h"
 
 namespace rnnserve::server {
 
 class RnnServeService final : public v1::RnnServe::Service {
  public:
-  explicit RnnServeService(const ModelRepository* repository) : repository_(repository) {}
+  RnnServeService(ModelRepository* repository, SequenceManager* sequences)
+      : repository_(repository), sequences_(sequences) {}
 
   grpc::Status Predict(grpc::ServerContext* context, const v1::PredictRequest* request,
                        v1::PredictResponse* response) override;
@@ -18,13 +20,29 @@ class RnnServeService final : public v1::RnnServe::Service {
   grpc::Status EvaluateStream(grpc::ServerContext* context,
                               grpc::ServerReader<v1::EvaluateRequest>* reader,
                               v1::EvaluateResponse* response) override;
+  grpc::Status StreamPredict(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<v1::StreamPredictResponse, v1::StreamPredictRequest>* stream)
+      override;
   grpc::Status ModelMetadata(grpc::ServerContext* context, const v1::ModelMetadataRequest* request,
                              v1::ModelMetadataResponse* response) override;
   grpc::Status ListModels(grpc::ServerContext* context, const v1::ListModelsRequest* request,
                           v1::ListModelsResponse* response) override;
+  grpc::Status LoadModel(grpc::ServerContext* context, const v1::LoadModelRequest* request,
+                         v1::LoadModelResponse* response) override;
+  grpc::Status UnloadModel(grpc::ServerContext* context, const v1::UnloadModelRequest* request,
+                           v1::UnloadModelResponse* response) override;
+  grpc::Status ServerMetadata(grpc::ServerContext* context,
+                              const v1::ServerMetadataRequest* request,
+                              v1::ServerMetadataResponse* response) override;
 
  private:
-  const ModelRepository* const repository_;
+  // One chunk of a stateful sequence.
+  absl::Status StreamChunk(const grpc::ServerContext& context, const v1::StreamPredictRequest& req,
+                           v1::StreamPredictResponse* resp);
+
+  ModelRepository* const repository_;
+  SequenceManager* const sequences_;
 };
 
 }  // namespace rnnserve::server

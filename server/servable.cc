@@ -68,6 +68,36 @@ engine::Batch ProbeBatch(const std::vector<TensorSignature>& inputs, int64_t B, 
   return batch;
 }
 
+// Chunked execution equals whole-sequence execution only when every layer is causal: it sees
+// no future step and carries history only in recurrent state.
+absl::Status CheckStreamable(const engine::Model& model) {
+  for (const engine::Layer& layer : model.layers) {
+    const engine::LayerSpec& spec = layer.spec;
+    std::string why;
+    if (const auto* r = std::get_if<engine::RecurrentSpec>(&spec)) {
+      if (r->directions.size() != 1 || r->directions[0].reverse) {
+        why = "runs backwards over the sequence (bidirectional or reverse)";
+      }
+    } else if (const auto* sm = std::get_if<engine::SoftmaxSpec>(&spec)) {
+      if (sm->axis != -1) why = "normalises over an axis other than the features";
+    } else if (!(std::holds_alternative<engine::DenseSpec>(spec) ||
+                 std::holds_alternative<engine::MaskingSpec>(spec) ||
+                 std::holds_alternative<engine::EmbeddingSpec>(spec) ||
+                 std::holds_alternative<engine::ActivationSpec>(spec) ||
+                 std::holds_alternative<engine::IdentitySpec>(spec) ||
+                 std::holds_alternative<engine::BatchNormSpec>(spec) ||
+                 std::holds_alternative<engine::LayerNormSpec>(spec))) {
+      why = "needs the whole sequence at once";
+    }
+    if (!why.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "layer '", layer.name, "' (", layer.source_class, ") ", why,
+          ": StreamPredict needs a model whose layers are all causal; use Predict"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Servable>> Servable::Load(const std::string& model_dir,
@@ -86,6 +116,7 @@ absl::StatusOr<std::unique_ptr<Servable>> Servable::Load(const std::string& mode
   auto model = models::LoadModelFile(*file, options);
   if (!model.ok()) return model.status();
   s->model_ = std::move(*model);
+  s->streamable_ = CheckStreamable(s->model_);
   auto training = models::ReadTrainingConfig(*file);
   if (training.ok()) {
     s->training_ = std::move(*training);

@@ -62,6 +62,9 @@ class Servable {
   const std::vector<TensorSignature>& inputs() const { return inputs_; }
   const std::vector<TensorSignature>& outputs() const { return outputs_; }
   const std::vector<InstanceInfo>& instances() const { return instance_info_; }
+  // OK when StreamPredict can run the model chunk by chunk (only causal layers); otherwise the
+  // reason, naming the layer.
+  const absl::Status& streamable() const { return streamable_; }
   // How the model was compiled, when the file says (Keras training_config).
   const std::optional<models::TrainingConfig>& training_config() const { return training_; }
   // Largest batch one engine call takes; 0: unlimited.
@@ -83,6 +86,7 @@ class Servable {
   std::string source_file_;
   std::string masking_;
   std::optional<models::TrainingConfig> training_;
+  absl::Status streamable_;
   engine::Model model_;
   std::vector<TensorSignature> inputs_;
   std::vector<TensorSignature> outputs_;

@@ -2,11 +2,15 @@
 
 #include <Eigen/Core>
 #include <thread>
+#include <type_traits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/cpu/conv_pool.h"
 #include "engine/cpu/layers.h"
+#include "engine/cpu/norm_layers.h"
 #include "engine/cpu/recurrent.h"
+#include "engine/cpu/shape_layers.h"
 
 namespace rnnserve::engine::cpu {
 namespace {
@@ -22,7 +26,9 @@ class CpuCompiledModel final : public CompiledModel {
   int64_t memory_bytes() const override;
 
  private:
-  absl::Status RunLayer(size_t index, std::vector<Value>* values);
+  absl::Status RunLayer(size_t index, const Batch& batch, std::vector<Value>* values);
+  absl::Status RunRecurrent(size_t index, const RecurrentSpec& rnn, const Batch& batch,
+                            std::vector<Value>* values);
 
   const Model model_;
   // One kernel per layer; null for layers without one.
@@ -31,72 +37,140 @@ class CpuCompiledModel final : public CompiledModel {
 
 absl::Status CpuCompiledModel::Run(const Batch& batch, std::vector<Tensor>* outputs) {
   if (batch.inputs.size() != model_.inputs.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("expected ", model_.inputs.size(),
-                                                   " inputs, got ", batch.inputs.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("expected ", model_.inputs.size(), " inputs, got ", batch.inputs.size()));
   }
   std::vector<Value> values(model_.num_values);
   for (size_t i = 0; i < batch.inputs.size(); ++i) {
     values[i].tensor = batch.inputs[i];
     if (!batch.lengths.empty() && values[i].tensor.rank() >= 2) {
-      if (static_cast<int64_t>(batch.lengths.size()) != values[i].tensor.dim(0)) {
-        return absl::InvalidArgumentError(absl::StrCat(batch.lengths.size(),
-                                                       " lengths for a batch of ",
-                                                       values[i].tensor.dim(0)));
+      const Tensor& t = values[i].tensor;
+      if (static_cast<int64_t>(batch.lengths.size()) != t.dim(0)) {
+        return absl::InvalidArgumentError(absl::StrCat("input '", model_.inputs[i].name,
+                                                       "': ", batch.lengths.size(),
+                                                       " lengths for a batch of ", t.dim(0)));
+      }
+      for (int32_t len : batch.lengths) {
+        if (len < 0 || len > t.dim(1)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "input '", model_.inputs[i].name, "': length ", len, " outside [0, ", t.dim(1), "]"));
+        }
       }
       values[i].lengths = batch.lengths;
     }
   }
+  for (const auto& [layer, states] : batch.initial_states) {
+    bool found = false;
+    for (const Layer& l : model_.layers) {
+      found |= l.name == layer && std::holds_alternative<RecurrentSpec>(l.spec);
+    }
+    if (!found) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("initial states given for '", layer, "', which is no recurrent layer"));
+    }
+  }
+  if (batch.final_states) batch.final_states->clear();
   for (size_t l = 0; l < model_.layers.size(); ++l) {
-    if (auto s = RunLayer(l, &values); !s.ok()) return s;
+    if (auto s = RunLayer(l, batch, &values); !s.ok()) return s;
   }
   outputs->clear();
   for (int v : model_.output_values) outputs->push_back(std::move(values[v].tensor));
   return absl::OkStatus();
 }
 
-absl::Status CpuCompiledModel::RunLayer(size_t index, std::vector<Value>* values) {
+absl::Status CpuCompiledModel::RunRecurrent(size_t index, const RecurrentSpec& rnn,
+                                            const Batch& batch, std::vector<Value>* values) {
+  const Layer& layer = model_.layers[index];
+  const Value& in = (*values)[layer.inputs[0]];
+  const Tensor& x = in.tensor;
+  if (x.rank() != 3) {
+    return absl::InvalidArgumentError(absl::StrCat("layer '", layer.name, "' expects [B,T,",
+                                                   rnn.input_size, "], got ",
+                                                   ShapeString(x.shape())));
+  }
+  std::vector<int32_t> lengths = in.lengths;
+  if (lengths.empty()) lengths.assign(x.dim(0), static_cast<int32_t>(x.dim(1)));
+  // States wired in the graph come first; otherwise the request's, by layer name.
+  std::vector<Tensor> initial;
+  for (size_t i = 1; i < layer.inputs.size(); ++i) {
+    initial.push_back((*values)[layer.inputs[i]].tensor);
+  }
+  if (initial.empty()) {
+    if (auto it = batch.initial_states.find(layer.name); it != batch.initial_states.end()) {
+      initial = it->second;
+    }
+  }
+  std::vector<Tensor> results, finals;
+  if (auto s = kernels_[index]->Run(x, lengths, in.step_mask, initial, &results,
+                                    batch.final_states ? &finals : nullptr);
+      !s.ok()) {
+    return s;
+  }
+  if (batch.final_states) (*batch.final_states)[layer.name] = std::move(finals);
+  for (size_t i = 0; i < layer.outputs.size() && i < results.size(); ++i) {
+    Value& v = (*values)[layer.outputs[i]];
+    v.tensor = std::move(results[i]);
+    // The mask travels on with a returned sequence (Keras propagates it).
+    if (rnn.return_sequences && static_cast<int>(i) < kernels_[index]->num_sequence_outputs()) {
+      KeepMask(in, &v);
+      v.lengths = lengths;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CpuCompiledModel::RunLayer(size_t index, const Batch& batch,
+                                        std::vector<Value>* values) {
   const Layer& layer = model_.layers[index];
   const Value& in = (*values)[layer.inputs.at(0)];
   Value& out = (*values)[layer.outputs.at(0)];
-  if (const auto* rnn = std::get_if<RecurrentSpec>(&layer.spec)) {
-    const Tensor& x = in.tensor;
-    if (x.rank() != 3) {
-      return absl::InvalidArgumentError(absl::StrCat("layer '", layer.name, "' expects [B,T,F], got ",
-                                                     ShapeString(x.shape())));
-    }
-    std::vector<int32_t> lengths = in.lengths;
-    if (lengths.empty()) lengths.assign(x.dim(0), static_cast<int32_t>(x.dim(1)));
-    std::vector<Tensor> initial;
-    for (size_t i = 1; i < layer.inputs.size(); ++i) {
-      initial.push_back((*values)[layer.inputs[i]].tensor);
-    }
-    std::vector<Tensor> results;
-    if (auto s = kernels_[index]->Run(x, lengths, initial, &results); !s.ok()) return s;
-    for (size_t i = 0; i < layer.outputs.size() && i < results.size(); ++i) {
-      Value& v = (*values)[layer.outputs[i]];
-      v.tensor = std::move(results[i]);
-      // The mask travels on with a returned sequence (Keras propagates it).
-      if (i == 0 && rnn->return_sequences) v.lengths = lengths;
-    }
-    return absl::OkStatus();
-  }
-  if (const auto* dense = std::get_if<DenseSpec>(&layer.spec)) {
-    return RunDense(*dense, layer.name, in, &out);
-  }
-  if (const auto* masking = std::get_if<MaskingSpec>(&layer.spec)) {
-    return RunMasking(*masking, in, &out);
-  }
-  if (const auto* embedding = std::get_if<EmbeddingSpec>(&layer.spec)) {
-    return RunEmbedding(*embedding, layer.name, in, &out);
-  }
-  if (const auto* act = std::get_if<ActivationSpec>(&layer.spec)) {
-    return RunActivation(act->activation, in, &out);
-  }
-  if (std::holds_alternative<IdentitySpec>(layer.spec)) {
-    out = in;
-    return absl::OkStatus();
-  }
-  return absl::InternalError(absl::StrCat("layer '", layer.name, "' has no CPU kernel"));
+  const std::string& name = layer.name;
+  return std::visit(
+      [&](const auto& spec) -> absl::Status {
+        using S = std::decay_t<decltype(spec)>;
+        if constexpr (std::is_same_v<S, RecurrentSpec>) {
+          return RunRecurrent(index, spec, batch, values);
+        } else if constexpr (std::is_same_v<S, DenseSpec>) {
+          return RunDense(spec, name, in, &out);
+        } else if constexpr (std::is_same_v<S, MaskingSpec>) {
+          return RunMasking(spec, in, &out);
+        } else if constexpr (std::is_same_v<S, EmbeddingSpec>) {
+          return RunEmbedding(spec, name, in, &out);
+        } else if constexpr (std::is_same_v<S, ActivationSpec>) {
+          return RunActivation(spec.activation, in, &out);
+        } else if constexpr (std::is_same_v<S, IdentitySpec>) {
+          out = in;
+          return absl::OkStatus();
+        } else if constexpr (std::is_same_v<S, SoftmaxSpec>) {
+          return RunSoftmax(spec, name, in, &out);
+        } else if constexpr (std::is_same_v<S, BatchNormSpec>) {
+          return RunBatchNorm(spec, name, in, &out);
+        } else if constexpr (std::is_same_v<S, LayerNormSpec>) {
+          return RunLayerNorm(spec, name, in, &out);
+        } else if constexpr (std::is_same_v<S, Conv1DSpec>) {
+          return RunConv1D(spec, name, in, &out);
+        } else if constexpr (std::is_same_v<S, Pool1DSpec>) {
+          return RunPool1D(spec, name, in, &out);
+        } else if constexpr (std::is_same_v<S, GlobalPool1DSpec>) {
+          return RunGlobalPool1D(spec, name, in, &out);
+        } else if constexpr (std::is_same_v<S, FlattenSpec>) {
+          return RunFlatten(name, in, &out);
+        } else if constexpr (std::is_same_v<S, ReshapeSpec>) {
+          return RunReshape(spec, name, in, &out);
+        } else if constexpr (std::is_same_v<S, RepeatVectorSpec>) {
+          return RunRepeatVector(spec, name, in, &out);
+        } else if constexpr (std::is_same_v<S, MergeSpec>) {
+          std::vector<const Value*> ins;
+          for (int v : layer.inputs) ins.push_back(&(*values)[v]);
+          Value merged;
+          if (auto s = RunMerge(spec, name, ins, &merged); !s.ok()) return s;
+          out = std::move(merged);
+          return absl::OkStatus();
+        } else {
+          return absl::InternalError(absl::StrCat("layer '", name, "' has no CPU kernel"));
+        }
+      },
+      layer.spec);
 }
 
 std::vector<LayerPlacement> CpuCompiledModel::placements() const {
@@ -123,6 +197,38 @@ int64_t CpuCompiledModel::memory_bytes() const {
   return bytes;
 }
 
+// Below this many multiply-adds per step, a recurrent layer runs on one thread.
+constexpr int64_t kMinParallelMacs = 16384;
+
+// Checks what the CPU kernels need of a layer, so a bad file fails at load.
+absl::Status ValidateLayer(const Layer& layer) {
+  return std::visit(
+      [&](const auto& spec) -> absl::Status {
+        using S = std::decay_t<decltype(spec)>;
+        if constexpr (std::is_same_v<S, BatchNormSpec>) {
+          return ValidateBatchNorm(spec, layer.name);
+        } else if constexpr (std::is_same_v<S, LayerNormSpec>) {
+          return ValidateLayerNorm(spec, layer.name);
+        } else if constexpr (std::is_same_v<S, Conv1DSpec>) {
+          return ValidateConv1D(spec, layer.name);
+        } else if constexpr (std::is_same_v<S, Pool1DSpec>) {
+          return ValidatePool1D(spec, layer.name);
+        } else if constexpr (std::is_same_v<S, RepeatVectorSpec>) {
+          if (spec.n > 0) return absl::OkStatus();
+          return absl::InvalidArgumentError(absl::StrCat(
+              "layer '", layer.name, "': RepeatVector n must be positive; was ", spec.n));
+        } else if constexpr (std::is_same_v<S, MergeSpec>) {
+          if (layer.inputs.size() >= 2) return absl::OkStatus();
+          return absl::InvalidArgumentError(absl::StrCat("layer '", layer.name,
+                                                         "': a merge needs at least 2 inputs, got ",
+                                                         layer.inputs.size()));
+        } else {
+          return absl::OkStatus();
+        }
+      },
+      layer.spec);
+}
+
 class CpuEngine final : public Engine {
  public:
   absl::StatusOr<std::unique_ptr<CompiledModel>> Compile(
@@ -143,29 +249,23 @@ class CpuEngine final : public Engine {
                                                      layer.source_class,
                                                      ") is not supported: ", u->reason));
       }
-      const bool has_kernel =
-          std::holds_alternative<RecurrentSpec>(layer.spec) ||
-          std::holds_alternative<DenseSpec>(layer.spec) ||
-          std::holds_alternative<MaskingSpec>(layer.spec) ||
-          std::holds_alternative<EmbeddingSpec>(layer.spec) ||
-          std::holds_alternative<ActivationSpec>(layer.spec) ||
-          std::holds_alternative<IdentitySpec>(layer.spec);
-      if (!has_kernel) {
-        return absl::UnimplementedError(absl::StrCat("layer '", layer.name, "' (class ",
-                                                     layer.source_class,
-                                                     ") has no CPU kernel"));
-      }
+      if (auto st = ValidateLayer(layer); !st.ok()) return st;
       if (layer.inputs.empty() || layer.outputs.empty()) {
         return absl::InvalidArgumentError(
             absl::StrCat("layer '", layer.name, "' has no inputs or outputs"));
       }
       if (const auto* rnn = std::get_if<RecurrentSpec>(&layer.spec)) {
-        auto kernel = RecurrentKernel::Create(*rnn, layer.name);
+        // Tiny cells are not worth a barrier per step: they run on one thread.
+        const int64_t macs_per_step = int64_t{rnn->gates()} * rnn->hidden_size *
+                                      rnn->output_size() * std::max(1, options.max_batch_size);
+        RecurrentOptions ro{
+            .num_threads = macs_per_step >= kMinParallelMacs ? threads : 1,
+            .max_batch_size = options.max_batch_size > 0 ? options.max_batch_size : 64};
+        auto kernel = RecurrentKernel::Create(*rnn, layer.name, ro);
         if (!kernel.ok()) return kernel.status();
         if (static_cast<int>(layer.outputs.size()) > (*kernel)->num_outputs()) {
           return absl::InvalidArgumentError(absl::StrCat("layer '", layer.name, "' declares ",
-                                                         layer.outputs.size(),
-                                                         " outputs; it has ",
+                                                         layer.outputs.size(), " outputs; it has ",
                                                          (*kernel)->num_outputs()));
         }
         kernels[i] = std::move(*kernel);

@@ -21,13 +21,29 @@ void ApplyActivation(const Activation& a, Tensor* t) {
 
 }  // namespace
 
-absl::Status RunDense(const DenseSpec& spec, const std::string& name, const Value& in,
-                      Value* out) {
+void SetMaskFromSteps(const std::vector<uint8_t>& valid, int64_t B, int64_t T, Value* out) {
+  out->lengths.assign(B, 0);
+  bool interior = false;
+  for (int64_t b = 0; b < B; ++b) {
+    int32_t len = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      if (valid[b * T + t]) len = static_cast<int32_t>(t + 1);
+    }
+    for (int64_t t = 0; t < len; ++t) interior |= !valid[b * T + t];
+    out->lengths[b] = len;
+  }
+  if (interior) {
+    out->step_mask = valid;
+  } else {
+    out->step_mask.clear();
+  }
+}
+
+absl::Status RunDense(const DenseSpec& spec, const std::string& name, const Value& in, Value* out) {
   const Tensor& x = in.tensor;
   if (x.dtype() != DType::kFloat32 || x.rank() < 2 || x.shape().back() != spec.in) {
-    return absl::InvalidArgumentError(absl::StrCat("layer '", name, "': input ",
-                                                   ShapeString(x.shape()),
-                                                   " expected last axis ", spec.in));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "layer '", name, "': input ", ShapeString(x.shape()), " expected last axis ", spec.in));
   }
   const int64_t rows = x.num_elements() / spec.in;
   Shape shape = x.shape();
@@ -41,7 +57,7 @@ absl::Status RunDense(const DenseSpec& spec, const std::string& name, const Valu
     Y.rowwise() += Eigen::Map<const Eigen::RowVectorXf>(spec.bias.data(), spec.out);
   }
   ApplyActivation(spec.activation, &out->tensor);
-  out->lengths = in.lengths;
+  KeepMask(in, out);
   return absl::OkStatus();
 }
 
@@ -53,23 +69,26 @@ absl::Status RunMasking(const MaskingSpec& spec, const Value& in, Value* out) {
   }
   const int64_t B = x.dim(0), T = x.dim(1), F = x.dim(2);
   out->tensor = x;
-  out->lengths.assign(B, 0);
+  std::vector<uint8_t> valid(B * T, 0);  // [B, T]
   float* y = out->tensor.f32();
   for (int64_t b = 0; b < B; ++b) {
-    int32_t len = 0;
+    // Request lengths, when given, bound the data-derived mask.
+    const int64_t limit = in.lengths.empty() ? T : in.lengths[b];
     for (int64_t t = 0; t < T; ++t) {
       float* step = y + (b * T + t) * F;
-      bool masked = true;
-      for (int64_t f = 0; f < F && masked; ++f) masked = step[f] == spec.mask_value;
+      bool masked = t >= limit;
+      if (!masked) {
+        masked = true;
+        for (int64_t f = 0; f < F && masked; ++f) masked = step[f] == spec.mask_value;
+      }
       if (masked) {
-        std::fill_n(step, F, 0.0f);
+        std::fill_n(step, F, 0.0f);  // Keras multiplies the input by the mask
       } else {
-        len = static_cast<int32_t>(t + 1);
+        valid[b * T + t] = 1;
       }
     }
-    // Request lengths, when given, bound the data-derived ones.
-    out->lengths[b] = in.lengths.empty() ? len : std::min(len, in.lengths[b]);
   }
+  SetMaskFromSteps(valid, B, T, out);
   return absl::OkStatus();
 }
 
@@ -77,9 +96,9 @@ absl::Status RunEmbedding(const EmbeddingSpec& spec, const std::string& name, co
                           Value* out) {
   const Tensor& ids = in.tensor;
   if (ids.dtype() != DType::kInt64 || ids.rank() != 2) {
-    return absl::InvalidArgumentError(absl::StrCat("layer '", name, "': expects int ids [B,T], got ",
-                                                   DTypeName(ids.dtype()), " ",
-                                                   ShapeString(ids.shape())));
+    return absl::InvalidArgumentError(
+        absl::StrCat("layer '", name, "': expects int ids [B,T], got ", DTypeName(ids.dtype()), " ",
+                     ShapeString(ids.shape())));
   }
   const int64_t B = ids.dim(0), T = ids.dim(1);
   out->tensor = Tensor::Float({B, T, spec.dim});
@@ -87,21 +106,19 @@ absl::Status RunEmbedding(const EmbeddingSpec& spec, const std::string& name, co
   for (int64_t i = 0; i < B * T; ++i) {
     const int64_t id = ids.i64()[i];
     if (id < 0 || id >= spec.vocab) {
-      return absl::InvalidArgumentError(absl::StrCat("layer '", name, "': token id ", id,
-                                                     " outside [0, ", spec.vocab, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("layer '", name, "': token id ", id, " outside [0, ", spec.vocab, ")"));
     }
     std::copy_n(spec.table.data() + id * spec.dim, spec.dim, y + i * spec.dim);
   }
-  out->lengths = in.lengths;
+  KeepMask(in, out);
   if (spec.mask_zero) {
-    out->lengths.resize(B, static_cast<int32_t>(T));
+    std::vector<uint8_t> valid(B * T, 0);  // [B, T]
     for (int64_t b = 0; b < B; ++b) {
-      int32_t len = 0;
-      for (int64_t t = 0; t < T; ++t) {
-        if (ids.i64()[b * T + t] != 0) len = static_cast<int32_t>(t + 1);
-      }
-      out->lengths[b] = in.lengths.empty() ? len : std::min(len, in.lengths[b]);
+      const int64_t limit = in.lengths.empty() ? T : in.lengths[b];
+      for (int64_t t = 0; t < limit; ++t) valid[b * T + t] = ids.i64()[b * T + t] != 0;
     }
+    SetMaskFromSteps(valid, B, T, out);
   }
   return absl::OkStatus();
 }
@@ -111,7 +128,7 @@ absl::Status RunActivation(const Activation& activation, const Value& in, Value*
     return absl::InvalidArgumentError("activation expects float input");
   }
   out->tensor = in.tensor;
-  out->lengths = in.lengths;
+  KeepMask(in, out);
   ApplyActivation(activation, &out->tensor);
   return absl::OkStatus();
 }

@@ -15,8 +15,24 @@ namespace rnnserve::engine::cpu {
 
 struct Value {
   Tensor tensor;
-  std::vector<int32_t> lengths;  // size B when the value is a masked sequence; else empty
+  // Keras mask of a sequence value, as per-sequence lengths: size B when the value is a masked
+  // sequence (steps at or past lengths[b] are masked); else empty.
+  std::vector<int32_t> lengths;
+  // [B, T] step mask (1 = valid), set only when some step before a sequence's length is masked
+  // (e.g. Masking on data with all-zero steps inside a sequence). Agrees with `lengths`: every
+  // step at or past lengths[b] is 0 and the step lengths[b]-1 is 1.
+  std::vector<uint8_t> step_mask;
 };
+
+// Copies the mask (lengths and step mask) of `from` onto `to`.
+inline void KeepMask(const Value& from, Value* to) {
+  to->lengths = from.lengths;
+  to->step_mask = from.step_mask;
+}
+
+// Sets out's lengths (and step mask, when some step inside a length is masked) from
+// per-step validity `valid` [B, T].
+void SetMaskFromSteps(const std::vector<uint8_t>& valid, int64_t B, int64_t T, Value* out);
 
 // y = act(x . kernel + bias) over the last axis.
 absl::Status RunDense(const DenseSpec& spec, const std::string& name, const Value& in, Value* out);

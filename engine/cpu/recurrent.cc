@@ -1,267 +1,206 @@
 #include "engine/cpu/recurrent.h"
 
-#include <Eigen/Core>
 #include <algorithm>
-#include <numeric>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "engine/cpu/activation.h"
+#include "engine/cpu/panel_gemm.h"
+#include "engine/cpu/recurrent_internal.h"
 
 namespace rnnserve::engine::cpu {
 namespace {
 
-using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using MapRow = Eigen::Map<RowMat>;
-using CMapRow = Eigen::Map<const RowMat>;
+// Splits n units into `parts` slices; slices are multiples of 16 (one AVX-512 register of
+// floats) when n allows it.
+std::vector<int> Split(int n, int parts) {
+  std::vector<int> begin(parts + 1, 0);
+  const int grain = n >= 16 * parts ? 16 : 1;
+  const int chunks = (n + grain - 1) / grain;
+  for (int p = 0; p <= parts; ++p) {
+    begin[p] = std::min(n, static_cast<int>((static_cast<int64_t>(chunks) * p / parts)) * grain);
+  }
+  begin[parts] = n;
+  return begin;
+}
 
 template <typename T>
 void Grow(std::vector<T>* v, size_t n) {
   if (v->size() < n) v->resize(n);
 }
 
-inline float Clip(float x, float clip) {
-  return clip > 0.0f ? std::clamp(x, -clip, clip) : x;
-}
-
 }  // namespace
 
-RecurrentKernel::RecurrentKernel(const RecurrentSpec& spec, std::string name)
-    : spec_(spec), name_(std::move(name)) {}
+RecurrentKernel::RecurrentKernel(const RecurrentSpec& spec, std::string name, int num_threads)
+    : spec_(spec),
+      name_(std::move(name)),
+      num_threads_(std::max(1, num_threads)),
+      scratch_(std::make_unique<Scratch>()) {}
+
+RecurrentKernel::~RecurrentKernel() = default;
 
 absl::StatusOr<std::unique_ptr<RecurrentKernel>> RecurrentKernel::Create(
-    const RecurrentSpec& spec, const std::string& name) {
+    const RecurrentSpec& spec, const std::string& name, const RecurrentOptions& options) {
   if (auto s = spec.Validate(name); !s.ok()) return s;
   if (spec.proj_size > 0 && spec.cell != CellType::kLstm) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("layer '", name, "': projection is only defined for LSTM"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "layer '", name, "': projection is only defined for LSTM, not ", CellTypeName(spec.cell)));
   }
   if (spec.merge == MergeMode::kNone && spec.directions.size() != 2) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("layer '", name, "': merge mode none needs two directions"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "layer '", name, "': merge mode none needs two directions, got ", spec.directions.size()));
   }
-  return std::unique_ptr<RecurrentKernel>(new RecurrentKernel(spec, name));
+  if (spec.clip < 0.0f) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("layer '", name, "': clip must be >= 0 (0: none); was ", spec.clip));
+  }
+  if (spec.input_forget && spec.cell != CellType::kLstm) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("layer '", name, "': input_forget is only defined for LSTM"));
+  }
+  for (const RecurrentDirection& d : spec.directions) {
+    if (!d.peephole.empty() && spec.cell != CellType::kLstm) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("layer '", name, "': peepholes are only defined for LSTM"));
+    }
+    for (const Activation* a : {&d.f, &d.g, &d.h}) {
+      if (a->kind == ActivationKind::kSoftmax) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("layer '", name, "': softmax cannot be a recurrent cell activation"));
+      }
+    }
+  }
+  const int threads = std::min(std::max(1, options.num_threads), spec.hidden_size);
+  std::unique_ptr<RecurrentKernel> k(new RecurrentKernel(spec, name, threads));
+  k->Pack();
+  k->Reserve(
+      std::max(1, options.max_batch_size),
+      static_cast<int64_t>(std::max(1, options.max_batch_size)) * std::max(0, options.max_steps));
+  return k;
+}
+
+void RecurrentKernel::Pack() {
+  const int H = spec_.hidden_size, Hp = spec_.output_size(), G = spec_.gates();
+  const int I = spec_.input_size;
+  const bool gru = spec_.cell == CellType::kGru;
+  unit_begin_ = Split(H, num_threads_);
+  proj_begin_ = Split(Hp, num_threads_);
+  packed_.resize(spec_.directions.size());
+  for (size_t d = 0; d < spec_.directions.size(); ++d) {
+    const RecurrentDirection& dir = spec_.directions[d];
+    Packed& p = packed_[d];
+    p.slices.resize(num_threads_);
+    for (int t = 0; t < num_threads_; ++t) {
+      const int u0 = unit_begin_[t], nu = unit_begin_[t + 1] - u0;
+      Packed::Slice& sl = p.slices[t];
+      // The thread's rows of W and R, gate-major: row q*nu + j is gate q of unit u0 + j.
+      std::vector<float> w(static_cast<size_t>(G) * nu * I), r(static_cast<size_t>(G) * nu * Hp);
+      sl.bias.resize(static_cast<size_t>(G) * nu);
+      for (int q = 0; q < G; ++q) {
+        for (int j = 0; j < nu; ++j) {
+          const size_t src = static_cast<size_t>(q) * H + u0 + j, dst = size_t(q) * nu + j;
+          std::copy_n(dir.W.data() + src * I, I, w.data() + dst * I);
+          std::copy_n(dir.R.data() + src * Hp, Hp, r.data() + dst * Hp);
+          const bool keep_rn = gru && spec_.reset_after && q == 2;
+          sl.bias[dst] = dir.bW[src] + (keep_rn ? 0.0f : dir.bR[src]);
+        }
+      }
+      if (gru && spec_.reset_after) {
+        sl.bRn.assign(dir.bR.begin() + 2 * H + u0, dir.bR.begin() + 2 * H + u0 + nu);
+      }
+      sl.W = PackPanels(w.data(), I, G * nu, I);
+      if (gru && !spec_.reset_after) {
+        sl.R = PackPanels(r.data(), Hp, 2 * nu, Hp);
+        sl.Rn = PackPanels(r.data() + static_cast<size_t>(2) * nu * Hp, Hp, nu, Hp);
+      } else {
+        sl.R = PackPanels(r.data(), Hp, G * nu, Hp);
+      }
+      if (spec_.proj_size > 0) {
+        const int p0 = proj_begin_[t], np = proj_begin_[t + 1] - p0;
+        sl.P = PackPanels(dir.P.data() + static_cast<size_t>(p0) * H, H, np, H);
+      }
+    }
+  }
+}
+
+void RecurrentKernel::Reserve(int64_t batch, int64_t rows) {
+  const int H = spec_.hidden_size, Hp = spec_.output_size(), G = spec_.gates();
+  Scratch& s = *scratch_;
+  Grow(&s.xpack, rows * spec_.input_size);
+  Grow(&s.h[0], batch * Hp);
+  Grow(&s.h[1], batch * Hp);
+  if (spec_.cell == CellType::kLstm) Grow(&s.c, batch * H);
+  if (spec_.proj_size > 0 || (spec_.cell == CellType::kGru && !spec_.reset_after)) {
+    Grow(&s.shared, batch * H);
+  }
+  s.gates.resize(num_threads_);
+  s.xproj.resize(num_threads_);
+  for (int t = 0; t < num_threads_; ++t) {
+    const int nu = unit_begin_[t + 1] - unit_begin_[t];
+    Grow(&s.gates[t], batch * G * nu);
+    Grow(&s.xproj[t], rows * G * nu);
+  }
+  Grow(&s.order, batch);
+  Grow(&s.len, batch);
+  Grow(&s.offset, batch);
+}
+
+int RecurrentKernel::num_sequence_outputs() const {
+  return spec_.merge == MergeMode::kNone && spec_.directions.size() == 2 ? 2 : 1;
 }
 
 int RecurrentKernel::num_outputs() const {
   const int dirs = static_cast<int>(spec_.directions.size());
-  int n = spec_.merge == MergeMode::kNone && dirs == 2 ? 2 : 1;
+  int n = num_sequence_outputs();
   if (spec_.return_state) n += dirs * (spec_.cell == CellType::kLstm ? 2 : 1);
   return n;
 }
 
 int64_t RecurrentKernel::memory_bytes() const {
-  int64_t weights = 0;
+  int64_t floats = 0;
   for (const RecurrentDirection& d : spec_.directions) {
-    weights += d.W.size() + d.R.size() + d.bW.size() + d.bR.size() + d.P.size() + d.peephole.size();
+    floats += d.peephole.size();  // read from the spec; every other weight is packed
   }
-  const int64_t scratch = xproj_.capacity() + gates_.capacity() + h_.capacity() + c_.capacity() +
-                          hraw_.capacity() + rh_.capacity() + seq_.capacity();
-  return static_cast<int64_t>(sizeof(float)) * (weights + scratch);
-}
-
-void RecurrentKernel::RunDirection(int d, const Tensor& x, absl::Span<const int32_t> lengths,
-                                   const float* h0, const float* c0, float* seq_out,
-                                   float* h_out, float* c_out) {
-  const RecurrentDirection& dir = spec_.directions[d];
-  const bool lstm = spec_.cell == CellType::kLstm;
-  const bool gru = spec_.cell == CellType::kGru;
-  const int64_t B = x.dim(0), T = x.dim(1), I = x.dim(2);
-  const int H = spec_.hidden_size;
-  const int Hp = spec_.output_size();
-  const int GH = spec_.gates() * H;
-
-  // Sequences sorted by length, longest first: the ones still running at step s are a prefix.
-  std::vector<int> order(B);
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int a, int b) { return lengths[a] > lengths[b]; });
-
-  // Biases folded into the projection: bW + bR, except GRU reset_after's n gate, whose bR
-  // sits inside r * (R h + bR_n).
-  std::vector<float> bias(GH);
-  for (int j = 0; j < GH; ++j) {
-    const bool keep_rn = gru && spec_.reset_after && j >= 2 * H;
-    bias[j] = dir.bW[j] + (keep_rn ? 0.0f : dir.bR[j]);
-  }
-
-  // [B*T, GH] projection of the valid steps only: each sequence's valid prefix is contiguous.
-  Grow(&xproj_, static_cast<size_t>(B * T * GH));
-  CMapRow W(dir.W.data(), GH, I);                 // [GH, I]
-  CMapRow R(dir.R.data(), GH, Hp);                // [GH, H']
-  Eigen::Map<const Eigen::RowVectorXf> bias_row(bias.data(), GH);
-  for (int64_t b = 0; b < B; ++b) {
-    const int64_t len = lengths[b];
-    if (len == 0) continue;
-    CMapRow xb(x.f32() + b * T * I, len, I);      // [len, I]
-    MapRow pb(xproj_.data() + b * T * GH, len, GH);  // [len, GH]
-    pb.noalias() = xb * W.transpose();
-    pb.rowwise() += bias_row;
-  }
-
-  Grow(&gates_, static_cast<size_t>(B * GH));
-  Grow(&h_, static_cast<size_t>(B * Hp));
-  Grow(&c_, static_cast<size_t>(B * H));
-  Grow(&hraw_, static_cast<size_t>(B * H));
-  Grow(&rh_, static_cast<size_t>(B * GH));
-  for (int64_t k = 0; k < B; ++k) {
-    const int b = order[k];
-    for (int j = 0; j < Hp; ++j) h_[k * Hp + j] = h0 ? h0[b * Hp + j] : 0.0f;
-    if (lstm) {
-      for (int j = 0; j < H; ++j) c_[k * H + j] = c0 ? c0[b * H + j] : 0.0f;
+  for (const Packed& p : packed_) {
+    for (const Packed::Slice& sl : p.slices) {
+      floats +=
+          sl.W.size() + sl.R.size() + sl.Rn.size() + sl.P.size() + sl.bias.size() + sl.bRn.size();
     }
   }
-
-  const int64_t max_len = B > 0 ? lengths[order[0]] : 0;
-  const float clip = spec_.clip;
-  const float* peep = dir.peephole.empty() ? nullptr : dir.peephole.data();
-  int64_t n = B;
-  for (int64_t s = 0; s < max_len; ++s) {
-    while (n > 0 && lengths[order[n - 1]] <= s) --n;
-    // Gather this step's projected inputs.
-    for (int64_t k = 0; k < n; ++k) {
-      const int b = order[k];
-      const int64_t t = dir.reverse ? lengths[b] - 1 - s : s;
-      std::copy_n(xproj_.data() + (b * T + t) * GH, GH, gates_.data() + k * GH);
-    }
-    MapRow G(gates_.data(), n, GH);     // [n, GH]
-    MapRow Hs(h_.data(), n, Hp);        // [n, H']
-    if (gru) {
-      if (spec_.reset_after) {
-        MapRow Rec(rh_.data(), n, GH);  // [n, GH] recurrent part, with bR
-        Rec.noalias() = Hs * R.transpose();
-        Eigen::Map<const Eigen::RowVectorXf> br(dir.bR.data(), GH);
-        Rec.rowwise() += br;
-        for (int64_t k = 0; k < n; ++k) {
-          float* g = gates_.data() + k * GH;
-          const float* rec = rh_.data() + k * GH;
-          float* h = h_.data() + k * Hp;
-          for (int j = 0; j < H; ++j) {
-            const float r = Activate(dir.f, Clip(g[j] + rec[j], clip));
-            const float z = Activate(dir.f, Clip(g[H + j] + rec[H + j], clip));
-            const float nn = Activate(dir.g, Clip(g[2 * H + j] + r * rec[2 * H + j], clip));
-            h[j] = (1.0f - z) * nn + z * h[j];
-          }
-        }
-      } else {
-        G.leftCols(2 * H).noalias() += Hs * R.topRows(2 * H).transpose();
-        MapRow RH(rh_.data(), n, H);  // [n, H] r * h
-        for (int64_t k = 0; k < n; ++k) {
-          float* g = gates_.data() + k * GH;
-          const float* h = h_.data() + k * Hp;
-          for (int j = 0; j < H; ++j) {
-            g[j] = Activate(dir.f, Clip(g[j], clip));                  // r
-            g[H + j] = Activate(dir.f, Clip(g[H + j], clip));          // z
-            rh_[k * H + j] = g[j] * h[j];
-          }
-        }
-        G.rightCols(H).noalias() += RH * R.bottomRows(H).transpose();
-        for (int64_t k = 0; k < n; ++k) {
-          const float* g = gates_.data() + k * GH;
-          float* h = h_.data() + k * Hp;
-          for (int j = 0; j < H; ++j) {
-            const float z = g[H + j];
-            const float nn = Activate(dir.g, Clip(g[2 * H + j], clip));
-            h[j] = (1.0f - z) * nn + z * h[j];
-          }
-        }
-      }
-    } else {
-      G.noalias() += Hs * R.transpose();
-      if (lstm) {
-        for (int64_t k = 0; k < n; ++k) {
-          float* g = gates_.data() + k * GH;
-          float* c = c_.data() + k * H;
-          float* hr = hraw_.data() + k * H;
-          for (int j = 0; j < H; ++j) {
-            float zi = g[j], zf = g[H + j], zc = g[2 * H + j], zo = g[3 * H + j];
-            if (peep) {
-              zi += peep[j] * c[j];
-              zf += peep[H + j] * c[j];
-            }
-            const float i = Activate(dir.f, Clip(zi, clip));
-            const float f = spec_.input_forget ? 1.0f - i : Activate(dir.f, Clip(zf, clip));
-            const float cand = Activate(dir.g, Clip(zc, clip));
-            c[j] = f * c[j] + i * cand;
-            if (peep) zo += peep[2 * H + j] * c[j];
-            const float o = Activate(dir.f, Clip(zo, clip));
-            hr[j] = o * Activate(dir.h, c[j]);
-          }
-        }
-        if (spec_.proj_size > 0) {
-          CMapRow P(dir.P.data(), Hp, H);  // [proj, H]
-          Hs.noalias() = MapRow(hraw_.data(), n, H) * P.transpose();
-        } else {
-          std::copy_n(hraw_.data(), n * H, h_.data());
-        }
-      } else {
-        for (int64_t k = 0; k < n; ++k) {
-          const float* g = gates_.data() + k * GH;
-          float* h = h_.data() + k * Hp;
-          for (int j = 0; j < H; ++j) h[j] = Activate(dir.f, Clip(g[j], clip));
-        }
-      }
-    }
-    if (seq_out) {
-      for (int64_t k = 0; k < n; ++k) {
-        const int b = order[k];
-        const int64_t len = lengths[b];
-        const int64_t pos = dir.outputs_in_processing_order ? (T - len) + s
-                            : dir.reverse                  ? len - 1 - s
-                                                           : s;
-        std::copy_n(h_.data() + k * Hp, Hp, seq_out + (b * T + pos) * Hp);
-      }
-    }
-  }
-
-  // Final states, in the caller's order.
-  for (int64_t k = 0; k < B; ++k) {
-    const int b = order[k];
-    std::copy_n(h_.data() + k * Hp, Hp, h_out + b * Hp);
-    if (lstm && c_out) std::copy_n(c_.data() + k * H, H, c_out + b * H);
-  }
-
-  // Positions no valid step wrote. Only a forward Keras layer has positions after its last
-  // step; Keras repeats the last output there. Every other unwritten position precedes the
-  // first processed step (or is ONNX padding) and is zero.
-  if (seq_out) {
-    const bool repeat = spec_.masking == MaskSemantics::kKeras && !spec_.zero_output_for_mask &&
-                        !dir.reverse;
-    for (int64_t b = 0; b < B; ++b) {
-      const int64_t len = lengths[b];
-      if (len == T) continue;
-      int64_t from = len, to = T;
-      if (dir.outputs_in_processing_order) from = 0, to = T - len;
-      for (int64_t p = from; p < to; ++p) {
-        float* dst = seq_out + (b * T + p) * Hp;
-        if (repeat && len > 0) {
-          std::copy_n(h_out + b * Hp, Hp, dst);
-        } else {
-          std::fill_n(dst, Hp, 0.0f);
-        }
-      }
-    }
-  }
+  const Scratch& s = *scratch_;
+  floats += s.xpack.capacity() + s.h[0].capacity() + s.h[1].capacity() + s.c.capacity() +
+            s.shared.capacity();
+  for (const auto& g : s.gates) floats += g.capacity();
+  for (const auto& x : s.xproj) floats += x.capacity();
+  return static_cast<int64_t>(sizeof(float)) * floats +
+         static_cast<int64_t>(
+             s.order.capacity() * sizeof(int) + s.len.capacity() * sizeof(int32_t) +
+             s.offset.capacity() * sizeof(int64_t) + s.active.capacity() * sizeof(int) +
+             s.first_valid.capacity() * sizeof(int64_t));
 }
 
 absl::Status RecurrentKernel::Run(const Tensor& x, absl::Span<const int32_t> lengths,
+                                  absl::Span<const uint8_t> step_mask,
                                   absl::Span<const Tensor> initial_states,
-                                  std::vector<Tensor>* outputs) {
-  if (x.rank() != 3 || x.dim(2) != spec_.input_size || x.dtype() != DType::kFloat32) {
-    return absl::InvalidArgumentError(absl::StrCat("layer '", name_, "': input ",
-                                                   ShapeString(x.shape()), " expected [B,T,",
-                                                   spec_.input_size, "]"));
+                                  std::vector<Tensor>* outputs, std::vector<Tensor>* final_states) {
+  if (x.dtype() != DType::kFloat32 || x.rank() != 3 || x.dim(2) != spec_.input_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("layer '", name_, "': input ", DTypeName(x.dtype()), " ",
+                     ShapeString(x.shape()), " expected FP32 [B,T,", spec_.input_size, "]"));
   }
   const int64_t B = x.dim(0), T = x.dim(1);
   if (static_cast<int64_t>(lengths.size()) != B) {
-    return absl::InvalidArgumentError(absl::StrCat("layer '", name_, "': ", lengths.size(),
-                                                   " lengths for a batch of ", B));
+    return absl::InvalidArgumentError(
+        absl::StrCat("layer '", name_, "': ", lengths.size(), " lengths for a batch of ", B));
   }
   for (int32_t len : lengths) {
     if (len < 0 || len > T) {
       return absl::InvalidArgumentError(
           absl::StrCat("layer '", name_, "': length ", len, " outside [0, ", T, "]"));
     }
+  }
+  if (!step_mask.empty() && static_cast<int64_t>(step_mask.size()) != B * T) {
+    return absl::InvalidArgumentError(absl::StrCat("layer '", name_, "': step mask has ",
+                                                   step_mask.size(), " entries, expected ", B * T));
   }
   const bool lstm = spec_.cell == CellType::kLstm;
   const int dirs = static_cast<int>(spec_.directions.size());
@@ -270,35 +209,31 @@ absl::Status RecurrentKernel::Run(const Tensor& x, absl::Span<const int32_t> len
   if (!initial_states.empty()) {
     if (static_cast<int>(initial_states.size()) != dirs * per_dir_states) {
       return absl::InvalidArgumentError(absl::StrCat("layer '", name_, "': expected ",
-                                                     dirs * per_dir_states,
-                                                     " initial states, got ",
+                                                     dirs * per_dir_states, " initial states, got ",
                                                      initial_states.size()));
     }
     for (int i = 0; i < static_cast<int>(initial_states.size()); ++i) {
       const int64_t want = (i % per_dir_states == 0) ? Hp : H;
       const Tensor& s = initial_states[i];
-      if (s.rank() != 2 || s.dim(0) != B || s.dim(1) != want) {
-        return absl::InvalidArgumentError(absl::StrCat("layer '", name_, "': initial state ", i,
-                                                       " is ", ShapeString(s.shape()),
-                                                       ", expected [", B, ",", want, "]"));
+      if (s.dtype() != DType::kFloat32 || s.rank() != 2 || s.dim(0) != B || s.dim(1) != want) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("layer '", name_, "': initial state ", i, " is ", DTypeName(s.dtype()),
+                         " ", ShapeString(s.shape()), ", expected FP32 [", B, ",", want, "]"));
       }
     }
   }
 
   const bool seq = spec_.return_sequences;
-  Grow(&seq_, static_cast<size_t>(seq ? B * T * Hp : 0));
   std::vector<Tensor> dir_seq, h_fin, c_fin;
   for (int d = 0; d < dirs; ++d) {
     dir_seq.push_back(seq ? Tensor::Float({B, T, Hp}) : Tensor());
     h_fin.push_back(Tensor::Float({B, Hp}));
     c_fin.push_back(lstm ? Tensor::Float({B, H}) : Tensor());
-    const float* h0 = initial_states.empty() ? nullptr
-                                             : initial_states[d * per_dir_states].f32();
-    const float* c0 = (initial_states.empty() || !lstm)
-                          ? nullptr
-                          : initial_states[d * per_dir_states + 1].f32();
-    RunDirection(d, x, lengths, h0, c0, seq ? dir_seq[d].f32() : nullptr, h_fin[d].f32(),
-                 lstm ? c_fin[d].f32() : nullptr);
+    const float* h0 = initial_states.empty() ? nullptr : initial_states[d * per_dir_states].f32();
+    const float* c0 =
+        (initial_states.empty() || !lstm) ? nullptr : initial_states[d * per_dir_states + 1].f32();
+    RunDirection(d, x, lengths, step_mask.empty() ? nullptr : step_mask.data(), h0, c0,
+                 seq ? dir_seq[d].f32() : nullptr, h_fin[d].f32(), lstm ? c_fin[d].f32() : nullptr);
   }
 
   // The layer's main output: per direction the sequence or the final h, then merged.
@@ -311,8 +246,8 @@ absl::Status RecurrentKernel::Run(const Tensor& x, absl::Span<const int32_t> len
     outputs->push_back(std::move(main[0]));
     outputs->push_back(std::move(main[1]));
   } else {
-    const Tensor& a = main[0];
-    const Tensor& b = main[1];
+    const Tensor& a = main[0];  // [..., H']
+    const Tensor& b = main[1];  // [..., H']
     const int64_t rows = a.num_elements() / Hp;
     Shape shape = a.shape();
     if (spec_.merge == MergeMode::kConcat) shape.back() = 2 * Hp;
@@ -333,7 +268,7 @@ absl::Status RecurrentKernel::Run(const Tensor& x, absl::Span<const int32_t> len
           for (int j = 0; j < Hp; ++j) o[r * Hp + j] = pa[j] * pb[j];
           break;
         case MergeMode::kAve:
-          for (int j = 0; j < Hp; ++j) o[r * Hp + j] = 0.5f * (pa[j] + pb[j]);
+          for (int j = 0; j < Hp; ++j) o[r * Hp + j] = (pa[j] + pb[j]) / 2.0f;
           break;
         case MergeMode::kNone:
           break;
@@ -341,12 +276,15 @@ absl::Status RecurrentKernel::Run(const Tensor& x, absl::Span<const int32_t> len
     }
     outputs->push_back(std::move(out));
   }
-  if (spec_.return_state) {
-    for (int d = 0; d < dirs; ++d) {
-      outputs->push_back(std::move(h_fin[d]));
-      if (lstm) outputs->push_back(std::move(c_fin[d]));
-    }
+  std::vector<Tensor> states;
+  for (int d = 0; d < dirs; ++d) {
+    states.push_back(std::move(h_fin[d]));
+    if (lstm) states.push_back(std::move(c_fin[d]));
   }
+  if (spec_.return_state) {
+    for (const Tensor& s : states) outputs->push_back(s);
+  }
+  if (final_states) *final_states = std::move(states);
   return absl::OkStatus();
 }
 

@@ -3,9 +3,21 @@
 // CPU kernel for one recurrent layer (LSTM, GRU, simple RNN; one or two directions) over a
 // batch of variable-length sequences.
 //
-// Per direction: the input projection of every valid step is one GEMM; then one recurrent GEMM
-// per step over the sequences still running (sorted by length, they are a prefix), followed by
-// the fused pointwise gate update. Steps past a sequence's length are never computed.
+// Per direction: the input projection of every valid step is one GEMM over the packed valid
+// rows ([sum(len), I] x [I, G*H]); then one recurrent GEMM (GEMV at B=1) per step over the
+// sequences still running (sorted by length, they are a prefix), followed by the fused
+// pointwise gate update. Steps past a sequence's length are never computed.
+//
+// Threads: the hidden units are split into one slice per thread; each thread owns the rows of
+// R for its units (prepacked gate-major at Create, so they stay in its core's cache), computes
+// its slice of every gate and of the new state, and the threads meet at one barrier per step
+// (two for LSTM projection and GRU reset_after=false, whose second matmul needs the whole
+// vector). Scratch lives in the kernel and is reused by every Run; Run is not reentrant.
+//
+// Masking: MaskSemantics::kKeras repeats the last output on masked steps (zeros with
+// zero_output_for_mask, and zeros before a reversed sequence's first valid step);
+// kOnnx writes zeros past each length. A step mask (Keras masks with masked steps inside a
+// sequence) makes those steps keep the state; rows without one take the plain lengths path.
 
 #include <cstdint>
 #include <memory>
@@ -19,40 +31,58 @@
 
 namespace rnnserve::engine::cpu {
 
+struct RecurrentOptions {
+  // Threads used inside one Run; 0 or negative: 1.
+  int num_threads = 1;
+  // Batch size the scratch is sized for at Create (it grows for larger batches).
+  int max_batch_size = 64;
+  // Steps the input-projection scratch is sized for at Create (it grows for longer batches).
+  int max_steps = 0;
+};
+
 class RecurrentKernel {
  public:
-  static absl::StatusOr<std::unique_ptr<RecurrentKernel>> Create(const RecurrentSpec& spec,
-                                                                 const std::string& name);
+  static absl::StatusOr<std::unique_ptr<RecurrentKernel>> Create(
+      const RecurrentSpec& spec, const std::string& name, const RecurrentOptions& options = {});
 
-  // x: [B, T, I]; lengths: size B, each in [0, T]. initial_states: empty, or one tensor per
-  // state in the order of the layer's state outputs (h, c per direction for LSTM; h for GRU
-  // and RNN), each [B, size].
+  // x: [B, T, I]; lengths: size B, each in [0, T]; step_mask: empty, or [B, T] with 1 for
+  // valid steps (zeros at or past each length). initial_states: empty, or one tensor per state
+  // in the order of the layer's state outputs (h [B, H'] then, LSTM, c [B, H], per direction).
   // Fills `outputs` in Keras's order: the sequence or last output (two with merge mode none),
-  // then the final states (h, c per direction) when return_state is set.
+  // then the final states when return_state is set. `final_states`, when not null, gets the
+  // final states whatever return_state says.
   absl::Status Run(const Tensor& x, absl::Span<const int32_t> lengths,
-                   absl::Span<const Tensor> initial_states, std::vector<Tensor>* outputs);
+                   absl::Span<const uint8_t> step_mask, absl::Span<const Tensor> initial_states,
+                   std::vector<Tensor>* outputs, std::vector<Tensor>* final_states = nullptr);
 
   int num_outputs() const;
+  // Outputs that are sequences when return_sequences is set (1, or 2 with merge mode none).
+  int num_sequence_outputs() const;
   int64_t memory_bytes() const;
+  int num_threads() const { return num_threads_; }
 
  private:
-  RecurrentKernel(const RecurrentSpec& spec, std::string name);
+  struct Packed;   // weights in the kernel's layout, per direction
+  struct Scratch;  // per-run buffers, reused
 
-  // Runs direction `d`; writes its sequence output [B, T, H'] (if wanted) and final states.
+  RecurrentKernel(const RecurrentSpec& spec, std::string name, int num_threads);
+  ~RecurrentKernel();
+  friend struct std::default_delete<RecurrentKernel>;
+
+  void Pack();
+  void Reserve(int64_t batch, int64_t rows);
+  // Runs direction `d`; writes its sequence output [B, T, H'] (if not null) and final states.
   void RunDirection(int d, const Tensor& x, absl::Span<const int32_t> lengths,
-                    const float* h0, const float* c0, float* seq_out, float* h_out, float* c_out);
+                    const uint8_t* step_mask, const float* h0, const float* c0, float* seq_out,
+                    float* h_out, float* c_out);
 
   const RecurrentSpec spec_;
   const std::string name_;
-
-  // Scratch, grown on demand and reused across runs.
-  std::vector<float> xproj_;  // [B*T, G*H] input projection of every step, biases folded in
-  std::vector<float> gates_;  // [B, G*H]
-  std::vector<float> h_;      // [B, H'] running output state, in length-sorted order
-  std::vector<float> c_;      // [B, H] LSTM cell state, in length-sorted order
-  std::vector<float> hraw_;   // [B, H] LSTM output before projection
-  std::vector<float> rh_;     // [B, H'] GRU reset_after=false: r * h
-  std::vector<float> seq_;    // [B, T, H'] per-direction sequence output before merging
+  const int num_threads_;
+  std::vector<int> unit_begin_;  // [threads + 1] hidden-unit slice of each thread
+  std::vector<int> proj_begin_;  // [threads + 1] projection-unit slice of each thread
+  std::vector<Packed> packed_;   // [directions]
+  std::unique_ptr<Scratch> scratch_;
 };
 
 }  // namespace rnnserve::engine::cpu

@@ -70,6 +70,24 @@ absl::StatusOr<Hdf5File> Hdf5File::Open(const std::string& path) {
   return Hdf5File(path, id);
 }
 
+absl::StatusOr<Hdf5File> Hdf5File::OpenImage(const std::string& bytes, const std::string& name) {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  static constexpr char kSignature[] = "\x89HDF\r\n\x1a\n";
+  if (bytes.size() < 8 || bytes.compare(0, 8, kSignature, 8) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": not an HDF5 file (bad signature)"));
+  }
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  if (!fapl.ok() || H5Pset_fapl_core(fapl.get(), 1 << 16, 0) < 0 ||
+      H5Pset_file_image(fapl.get(), const_cast<char*>(bytes.data()), bytes.size()) < 0) {
+    return absl::InternalError(absl::StrCat(name, ": cannot set up an in-memory HDF5 file"));
+  }
+  const hid_t id = H5Fopen(name.c_str(), H5F_ACC_RDONLY, fapl.get());
+  if (id < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": cannot open as HDF5 (truncated?)"));
+  }
+  return Hdf5File(name, id);
+}
+
 Hdf5File::Hdf5File(Hdf5File&& other) noexcept
     : path_(std::move(other.path_)), id_(std::exchange(other.id_, -1)) {}
 
@@ -89,6 +107,12 @@ bool Hdf5File::Exists(const std::string& object) const {
     }
     if (pos == std::string::npos) return true;
   }
+}
+
+bool Hdf5File::IsGroup(const std::string& object) const {
+  if (!Exists(object)) return false;
+  Handle g(H5Gopen2(id_, object.c_str(), H5P_DEFAULT), H5Gclose);
+  return g.ok();
 }
 
 bool Hdf5File::HasAttribute(const std::string& object, const std::string& name) const {
@@ -169,8 +193,8 @@ absl::StatusOr<Array> Hdf5File::ReadArray(const std::string& dataset) const {
   }
   const int rank = H5Sget_simple_extent_ndims(space.get());
   if (rank < 0 || rank > 8) {
-    return absl::InvalidArgumentError(absl::StrCat(path_, ": dataset ", dataset, " has rank ",
-                                                   rank));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path_, ": dataset ", dataset, " has rank ", rank));
   }
   std::vector<hsize_t> dims(rank);
   H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
@@ -184,8 +208,8 @@ absl::StatusOr<Array> Hdf5File::ReadArray(const std::string& dataset) const {
     out.shape.push_back(static_cast<int64_t>(d));
   }
   out.data.resize(n);
-  if (n > 0 && H5Dread(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
-                       out.data.data()) < 0) {
+  if (n > 0 &&
+      H5Dread(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data.data()) < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(path_, ": cannot read dataset ", dataset, " (truncated file?)"));
   }
@@ -195,15 +219,16 @@ absl::StatusOr<Array> Hdf5File::ReadArray(const std::string& dataset) const {
 absl::StatusOr<std::vector<std::string>> Hdf5File::Children(const std::string& group) const {
   if (!Exists(group)) return absl::NotFoundError(absl::StrCat(path_, ": missing group ", group));
   Handle g(H5Gopen2(id_, group.c_str(), H5P_DEFAULT), H5Gclose);
-  if (!g.ok()) return absl::InvalidArgumentError(absl::StrCat(path_, ": ", group, " is not a group"));
+  if (!g.ok())
+    return absl::InvalidArgumentError(absl::StrCat(path_, ": ", group, " is not a group"));
   H5G_info_t info;
   if (H5Gget_info(g.get(), &info) < 0) {
     return absl::InvalidArgumentError(absl::StrCat(path_, ": cannot list ", group));
   }
   std::vector<std::string> names;
   for (hsize_t i = 0; i < info.nlinks; ++i) {
-    const ssize_t len = H5Lget_name_by_idx(g.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr,
-                                           0, H5P_DEFAULT);
+    const ssize_t len =
+        H5Lget_name_by_idx(g.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
     if (len < 0) continue;
     std::string name(len, '\0');
     H5Lget_name_by_idx(g.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(), len + 1,

@@ -23,6 +23,9 @@ struct Array {
 class Hdf5File {
  public:
   static absl::StatusOr<Hdf5File> Open(const std::string& path);
+  // Opens an in-memory file image (a zip member); `name` is used in messages. The bytes are
+  // copied by HDF5 and need not outlive the call.
+  static absl::StatusOr<Hdf5File> OpenImage(const std::string& bytes, const std::string& name);
   Hdf5File(Hdf5File&& other) noexcept;
   Hdf5File& operator=(Hdf5File&&) = delete;
   Hdf5File(const Hdf5File&) = delete;
@@ -30,6 +33,7 @@ class Hdf5File {
 
   const std::string& path() const { return path_; }
   bool Exists(const std::string& object) const;
+  bool IsGroup(const std::string& object) const;
   bool HasAttribute(const std::string& object, const std::string& name) const;
   // A string attribute (fixed or variable length).
   absl::StatusOr<std::string> ReadString(const std::string& object, const std::string& name) const;

@@ -3,11 +3,11 @@
 // Keras model_config JSON + per-layer weights -> engine IR. Shared by the .h5 and .keras
 // readers, which differ only in where the JSON and the arrays live.
 //
-// Keras gate order, converted here to the canonical order of engine/ir.h:
-//   LSTM (and CuDNNLSTM) kernels [I, 4H] with columns i, f, c, o  -> i, f, g, o (same blocks)
-//   GRU  (and CuDNNGRU)  kernels [I, 3H] with columns z, r, h     -> r, z, n (blocks swapped)
-//   biases: LSTM [4H]; CuDNNLSTM [8H] = input 4H then recurrent 4H; GRU [3H] (input only,
-//   reset_after=False) or [2, 3H] (input row, recurrent row); CuDNNGRU [6H].
+// Sequential configs (a dict, or the bare layer list of Keras <= 2.2.2) and functional configs
+// (Keras 2 `[name, node, tensor, kwargs]` references or Keras 3 `keras_history` tensors) become a
+// layer list in topological order. Per-layer conversion is in keras_layers.h; recurrent layers,
+// with Keras's gate order and its conversion, in keras_recurrent.h. hard_sigmoid's formula and
+// the pre-2.3 defaults follow KerasSource::keras_version.
 
 #include <functional>
 #include <string>
@@ -32,7 +32,6 @@ struct KerasSource {
 
 // `model_config` is {"class_name": "Sequential" | "Model" | "Functional", "config": ...}.
 absl::StatusOr<engine::Model> BuildModel(const nlohmann::json& model_config,
-                                         const KerasSource& source,
-                                         const WeightSource& weights);
+                                         const KerasSource& source, const WeightSource& weights);
 
 }  // namespace rnnserve::models::keras

@@ -13,4 +13,8 @@ namespace rnnserve::models::keras {
 
 absl::StatusOr<engine::Model> LoadKerasH5(const std::string& path, const LoadOptions& options);
 
+// The same, from the file's bytes (fuzzing, tests); `name` is used in messages.
+absl::StatusOr<engine::Model> LoadKerasH5Bytes(const std::string& bytes, const std::string& name,
+                                               const LoadOptions& options = {});
+
 }  // namespace rnnserve::models::keras

@@ -11,3 +11,15 @@ target_link_libraries(predict_integration_test PRIVATE rnnserve_server_process)
 rnnserve_test(evaluate_integration_test integration
   ${CMAKE_CURRENT_LIST_DIR}/evaluate_integration_test.cc)
 target_link_libraries(evaluate_integration_test PRIVATE rnnserve_server_process)
+
+rnnserve_test(repository_integration_test integration
+  ${CMAKE_CURRENT_LIST_DIR}/repository_integration_test.cc)
+target_link_libraries(repository_integration_test PRIVATE rnnserve_server_process)
+
+rnnserve_test(stream_integration_test integration
+  ${CMAKE_CURRENT_LIST_DIR}/stream_integration_test.cc)
+target_link_libraries(stream_integration_test PRIVATE rnnserve_server_process)
+
+rnnserve_test(errors_integration_test integration
+  ${CMAKE_CURRENT_LIST_DIR}/errors_integration_test.cc)
+target_link_libraries(errors_integration_test PRIVATE rnnserve_server_process)

@@ -1,0 +1,144 @@
+// Times one recurrent layer on the CPU engine, for bench/cpu_peers.sh.
+//
+//   cpu_rnn_bench --case FILE.npz --cell lstm|gru [--reps N] [--threads N]
+//   cpu_rnn_bench --bandwidth [--threads N]
+//
+// The case file (written by bench/cpu_peers.py) holds W [G*H, I], R [G*H, H], bW, bR in the
+// canonical layout and x [B, T, I]; every peer runs the same weights and input. Prints one
+// line: `median_ms=... min_ms=... bytes=...` (bytes: what the compiled instance holds).
+// --bandwidth prints the machine's read bandwidth over a 1 GiB buffer: `read_gbps=...`.
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include <Eigen/Core>
+
+#include "client/npy.h"
+#include "engine/engine.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+int Bandwidth(int threads) {
+  const size_t n = size_t{1} << 28;  // 1 GiB of floats
+  std::vector<float> buf(n, 1.0f);
+  std::vector<double> gbps;
+  for (int rep = 0; rep < 7; ++rep) {
+    const auto t0 = Clock::now();
+    float total = 0.0f;
+    const size_t chunk = size_t{1} << 16;
+#pragma omp parallel for num_threads(threads) reduction(+ : total) schedule(static)
+    for (size_t i = 0; i < n; i += chunk) {
+      total += Eigen::Map<const Eigen::ArrayXf>(buf.data() + i, chunk).sum();  // vectorised
+    }
+    const double sec = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (total < 0) std::printf("impossible\n");
+    gbps.push_back(n * sizeof(float) / sec / 1e9);
+  }
+  std::printf("read_gbps=%.2f\n", Median(gbps));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string file, cell = "lstm";
+  int reps = 20, threads = 0;
+  bool bandwidth = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (a == "--case")
+      file = next();
+    else if (a == "--cell")
+      cell = next();
+    else if (a == "--reps")
+      reps = std::stoi(next());
+    else if (a == "--threads")
+      threads = std::stoi(next());
+    else if (a == "--bandwidth")
+      bandwidth = true;
+    else {
+      std::fprintf(stderr, "unknown argument %s\n", a.c_str());
+      return 2;
+    }
+  }
+  if (bandwidth) return Bandwidth(threads > 0 ? threads : 2);
+  auto arrays = rnnserve::client::ReadNpz(file);
+  if (!arrays.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(arrays.status().message()).c_str());
+    return 1;
+  }
+  auto floats = [&](const char* k) {
+    const auto& a = arrays->at(k);
+    return std::vector<float>(a.values.begin(), a.values.end());
+  };
+  namespace e = rnnserve::engine;
+  e::RecurrentSpec spec;
+  spec.cell = cell == "gru" ? e::CellType::kGru : e::CellType::kLstm;
+  const auto& x = arrays->at("x");
+  spec.input_size = static_cast<int>(x.shape[2]);
+  spec.hidden_size = static_cast<int>(arrays->at("R").shape[1]);
+  spec.return_sequences = true;
+  spec.directions.push_back({});
+  auto& d = spec.directions[0];
+  d.W = floats("W");
+  d.R = floats("R");
+  d.bW = floats("bW");
+  d.bR = floats("bR");
+  e::Model m;
+  m.name = "bench";
+  m.inputs.push_back({"x", e::DType::kFloat32, {-1, -1, spec.input_size}});
+  m.layers.push_back({"rnn", cell, spec, {0}, {1}});
+  m.outputs.push_back({"y", e::DType::kFloat32, {}});
+  m.output_values = {1};
+  m.num_values = 2;
+  auto engine = e::Engine::Create({});
+  const int batch = static_cast<int>(x.shape[0]);
+  auto compiled = (*engine)->Compile(m, {.num_threads = threads, .max_batch_size = batch});
+  if (!compiled.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(compiled.status().message()).c_str());
+    return 1;
+  }
+  e::Batch b;
+  b.inputs.push_back(e::Tensor::Float(x.shape, floats("x")));
+  std::vector<e::Tensor> out;
+  std::vector<double> ms;
+  for (int r = 0; r < reps + 3; ++r) {
+    const auto t0 = Clock::now();
+    if (auto s = (*compiled)->Run(b, &out); !s.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
+      return 1;
+    }
+    const double t = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    if (r >= 3) ms.push_back(t);  // the first runs size the scratch and warm the caches
+  }
+  std::printf("median_ms=%.4f min_ms=%.4f bytes=%lld\n", Median(ms),
+              *std::min_element(ms.begin(), ms.end()),
+              static_cast<long long>((*compiled)->memory_bytes()));
+  if (const char* dump = std::getenv("RNNSERVE_BENCH_DUMP")) {
+    // The output, for the peers script's agreement check.
+    std::map<std::string, std::string> npy = {
+        {"y",
+         rnnserve::client::SerializeNpyFloat32(
+             out[0].shape(), std::vector<float>(out[0].floats().begin(), out[0].floats().end()))}};
+    if (auto s = rnnserve::client::WriteNpz(dump, npy); !s.ok()) return 1;
+  }
+  return 0;
+}

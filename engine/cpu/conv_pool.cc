@@ -1,0 +1,176 @@
+#include "engine/cpu/conv_pool.h"
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "engine/cpu/activation.h"
+
+namespace rnnserve::engine::cpu {
+namespace {
+
+using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+struct Window {
+  int64_t out_len = 0;
+  int64_t pad_left = 0;
+};
+
+// Output length and left padding of a window of `span` steps moved by `stride` over `t` steps.
+Window Plan(int64_t t, int64_t span, int64_t stride, bool same, bool causal) {
+  Window w;
+  if (causal) {
+    w.pad_left = span - 1;
+    w.out_len = (t + w.pad_left - span) / stride + 1;
+  } else if (same) {
+    w.out_len = (t + stride - 1) / stride;
+    const int64_t total = std::max<int64_t>((w.out_len - 1) * stride + span - t, 0);
+    w.pad_left = total / 2;
+  } else {
+    w.out_len = t >= span ? (t - span) / stride + 1 : 0;
+  }
+  return w;
+}
+
+absl::Status CheckSeq(const std::string& name, const Tensor& x, int64_t channels) {
+  if (x.dtype() != DType::kFloat32 || x.rank() != 3 || (channels > 0 && x.dim(2) != channels)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "layer '", name, "': input ", DTypeName(x.dtype()), " ", ShapeString(x.shape()),
+        " expected FP32 [B,T,", channels > 0 ? std::to_string(channels) : "C", "]"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateConv1D(const Conv1DSpec& spec, const std::string& name) {
+  if (spec.in_channels <= 0 || spec.out_channels <= 0 || spec.kernel_size <= 0 ||
+      spec.stride <= 0 || spec.dilation <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("layer '", name, "': channels ", spec.in_channels, "->", spec.out_channels,
+                     ", kernel size ", spec.kernel_size, ", stride ", spec.stride, " and dilation ",
+                     spec.dilation, " must all be positive"));
+  }
+  const size_t want = size_t(spec.kernel_size) * spec.in_channels * spec.out_channels;
+  if (spec.kernel.size() != want) {
+    return absl::InvalidArgumentError(absl::StrCat("layer '", name, "': kernel has ",
+                                                   spec.kernel.size(), " values, expected ", want,
+                                                   " ([k, Cin, Cout])"));
+  }
+  if (!spec.bias.empty() && spec.bias.size() != size_t(spec.out_channels)) {
+    return absl::InvalidArgumentError(absl::StrCat("layer '", name, "': bias has ",
+                                                   spec.bias.size(), " values, expected ",
+                                                   spec.out_channels));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidatePool1D(const Pool1DSpec& spec, const std::string& name) {
+  if (spec.pool_size <= 0 || spec.stride <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("layer '", name, "': pool size ", spec.pool_size,
+                                                   " and stride ", spec.stride,
+                                                   " must be positive"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunConv1D(const Conv1DSpec& spec, const std::string& name, const Value& in,
+                       Value* out) {
+  const Tensor& x = in.tensor;
+  if (auto s = CheckSeq(name, x, spec.in_channels); !s.ok()) return s;
+  const int64_t B = x.dim(0), T = x.dim(1), Ci = spec.in_channels, Co = spec.out_channels;
+  const int64_t K = spec.kernel_size, D = spec.dilation, S = spec.stride;
+  const Window w = Plan(T, (K - 1) * D + 1, S, spec.padding == Conv1DSpec::Padding::kSame,
+                        spec.padding == Conv1DSpec::Padding::kCausal);
+  out->tensor = Tensor::Float({B, w.out_len, Co});
+  out->lengths.clear();
+  out->step_mask.clear();
+  if (w.out_len == 0) return absl::OkStatus();
+  // im2col: [B*T', K*Cin] windows (zeros where the window hangs over the padding).
+  std::vector<float> cols(B * w.out_len * K * Ci, 0.0f);
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t p = 0; p < w.out_len; ++p) {
+      float* row = cols.data() + (b * w.out_len + p) * K * Ci;
+      for (int64_t k = 0; k < K; ++k) {
+        const int64_t t = p * S + k * D - w.pad_left;
+        if (t < 0 || t >= T) continue;
+        std::copy_n(x.f32() + (b * T + t) * Ci, Ci, row + k * Ci);
+      }
+    }
+  }
+  Eigen::Map<const RowMat> X(cols.data(), B * w.out_len, K * Ci);  // [B*T', K*Cin]
+  Eigen::Map<const RowMat> W(spec.kernel.data(), K * Ci, Co);      // [K*Cin, Cout]
+  Eigen::Map<RowMat> Y(out->tensor.f32(), B * w.out_len, Co);      // [B*T', Cout]
+  Y.noalias() = X * W;
+  if (!spec.bias.empty()) Y.rowwise() += Eigen::Map<const Eigen::RowVectorXf>(spec.bias.data(), Co);
+  if (spec.activation.kind == ActivationKind::kSoftmax) {
+    SoftmaxRows(out->tensor.f32(), B * w.out_len, Co);
+  } else {
+    ActivateInPlace(spec.activation, out->tensor.f32(), static_cast<int>(B * w.out_len * Co));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunPool1D(const Pool1DSpec& spec, const std::string& name, const Value& in,
+                       Value* out) {
+  const Tensor& x = in.tensor;
+  if (auto s = CheckSeq(name, x, 0); !s.ok()) return s;
+  const int64_t B = x.dim(0), T = x.dim(1), C = x.dim(2);
+  const Window w = Plan(T, spec.pool_size, spec.stride, spec.same_padding, false);
+  out->tensor = Tensor::Float({B, w.out_len, C});
+  out->lengths.clear();
+  out->step_mask.clear();
+  const bool max = spec.kind == Pool1DSpec::Kind::kMax;
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t p = 0; p < w.out_len; ++p) {
+      // The window's steps inside [0, T); padding takes no part (TensorFlow's SAME pooling).
+      const int64_t t0 = std::max<int64_t>(p * spec.stride - w.pad_left, 0);
+      const int64_t t1 = std::min<int64_t>(p * spec.stride - w.pad_left + spec.pool_size, T);
+      float* y = out->tensor.f32() + (b * w.out_len + p) * C;
+      for (int64_t c = 0; c < C; ++c) {
+        float acc = max ? -std::numeric_limits<float>::infinity() : 0.0f;
+        for (int64_t t = t0; t < t1; ++t) {
+          const float v = x.f32()[(b * T + t) * C + c];
+          acc = max ? std::max(acc, v) : acc + v;
+        }
+        y[c] = max ? acc : acc / static_cast<float>(t1 - t0);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunGlobalPool1D(const GlobalPool1DSpec& spec, const std::string& name, const Value& in,
+                             Value* out) {
+  const Tensor& x = in.tensor;
+  if (auto s = CheckSeq(name, x, 0); !s.ok()) return s;
+  const int64_t B = x.dim(0), T = x.dim(1), C = x.dim(2);
+  out->tensor = Tensor::Float({B, C});
+  out->lengths.clear();
+  out->step_mask.clear();
+  const bool max = spec.kind == GlobalPool1DSpec::Kind::kMax;
+  for (int64_t b = 0; b < B; ++b) {
+    float* y = out->tensor.f32() + b * C;
+    // Average: only the valid steps count (Keras divides by the mask's sum).
+    const int64_t len = (max || in.lengths.empty()) ? T : in.lengths[b];
+    const uint8_t* valid = (max || in.step_mask.empty()) ? nullptr : in.step_mask.data() + b * T;
+    std::fill_n(y, C, max ? -std::numeric_limits<float>::infinity() : 0.0f);
+    int64_t count = 0;
+    for (int64_t t = 0; t < len; ++t) {
+      if (valid && !valid[t]) continue;
+      ++count;
+      const float* row = x.f32() + (b * T + t) * C;
+      for (int64_t c = 0; c < C; ++c) y[c] = max ? std::max(y[c], row[c]) : y[c] + row[c];
+    }
+    if (!max) {
+      // A fully masked sequence divides 0 by 0 in Keras too; keep its NaN out: zeros.
+      const float inv = count > 0 ? 1.0f / static_cast<float>(count) : 0.0f;
+      for (int64_t c = 0; c < C; ++c) y[c] *= inv;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace rnnserve::engine::cpu

@@ -1,0 +1,89 @@
+#include "server/sequence_manager.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace rnnserve::server {
+
+absl::StatusOr<std::unique_ptr<SequenceManager>> SequenceManager::Create(Options options) {
+  if (!options.now) return absl::InvalidArgumentError("SequenceManager needs a clock");
+  return std::unique_ptr<SequenceManager>(new SequenceManager(std::move(options)));
+}
+
+absl::StatusOr<SequenceManager::Lease> SequenceManager::Acquire(
+    const std::string& model, uint64_t id, bool start, std::shared_ptr<const Servable> servable,
+    const Limits& limits) {
+  if (limits.max_idle <= absl::ZeroDuration() || limits.max_sequences <= 0) {
+    return absl::InternalError("sequence limits must be positive");
+  }
+  absl::MutexLock lock(&mu_);
+  ExpireLocked();
+  const auto key = std::make_pair(model, id);
+  auto it = sequences_.find(key);
+  if (it != sequences_.end() && it->second.busy) {
+    return absl::AbortedError(
+        absl::StrCat("sequence ", id, " of model '", model, "' has a chunk in flight"));
+  }
+  if (start) {
+    if (it == sequences_.end()) {
+      if (per_model_[model] >= limits.max_sequences) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("model '", model, "' has ", limits.max_sequences,
+                         " live sequences, its limit; end some or retry later"));
+      }
+      it = sequences_.emplace(key, Sequence{}).first;
+      ++per_model_[model];
+    }
+    it->second.max_idle = limits.max_idle;
+    it->second.servable = std::move(servable);
+    it->second.states.clear();
+  } else if (it == sequences_.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sequence ", id, " of model '", model,
+        "' is not live: its first chunk must set start (or it was idle too long)"));
+  }
+  it->second.busy = true;
+  it->second.last_used = options_.now();
+  return Lease{it->second.servable, it->second.states};
+}
+
+void SequenceManager::Release(const std::string& model, uint64_t id, LayerStates states, bool end,
+                              bool failed) {
+  absl::MutexLock lock(&mu_);
+  auto it = sequences_.find(std::make_pair(model, id));
+  if (it == sequences_.end()) return;
+  if (end || failed) {
+    sequences_.erase(it);
+    --per_model_[model];
+    return;
+  }
+  it->second.states = std::move(states);
+  it->second.busy = false;
+  it->second.last_used = options_.now();
+}
+
+int SequenceManager::live() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(sequences_.size());
+}
+
+int SequenceManager::Expire() {
+  absl::MutexLock lock(&mu_);
+  return ExpireLocked();
+}
+
+int SequenceManager::ExpireLocked() {
+  const absl::Time now = options_.now();
+  int dropped = 0;
+  for (auto it = sequences_.begin(); it != sequences_.end();) {
+    if (!it->second.busy && now - it->second.last_used > it->second.max_idle) {
+      --per_model_[it->first.first];
+      it = sequences_.erase(it);
+      ++dropped;
+    } else {
+      ++it;
+    }
+  }
+  return dropped;
+}
+
+}  // namespace rnnserve::server

@@ -1,0 +1,81 @@
+#pragma once
+
+// Server-held state of stateful sequences (StreamPredict): for each live sequence, the final
+// states of every recurrent layer after its last chunk, so the next chunk continues from them.
+//
+// BEHAVIOUR
+//  - Begin(start=true) creates (or resets) a sequence with zero state; a chunk without start for
+//    a sequence that is not live is refused (INVALID_ARGUMENT).
+//  - A sequence is held by one chunk at a time: Acquire() hands its state out, Release() stores
+//    the new state (or drops the sequence when the chunk ended it or failed). A second chunk
+//    while one is in flight gets ABORTED.
+//  - A sequence idle for longer than its model's max_idle is dropped; the next chunk for it is
+//    refused.
+//  - At most max_sequences live sequences per model; one more gets RESOURCE_EXHAUSTED.
+//  - The version a sequence started on serves all of its chunks (the servable is pinned).
+// Time comes from Options::now, so tests pin idle expiry without sleeping.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "engine/tensor.h"
+
+namespace rnnserve::server {
+
+class Servable;
+
+using LayerStates = std::map<std::string, std::vector<engine::Tensor>>;
+
+class SequenceManager {
+ public:
+  struct Options {
+    std::function<absl::Time()> now = [] { return absl::Now(); };
+  };
+  // A model's limits (config.pbtxt sequence_batching; Limits() fills the defaults).
+  struct Limits {
+    absl::Duration max_idle = absl::Seconds(60);  // must be positive
+    int max_sequences = 1024;                      // must be positive
+  };
+  static absl::StatusOr<std::unique_ptr<SequenceManager>> Create(Options options);
+
+  struct Lease {
+    std::shared_ptr<const Servable> servable;  // the version this sequence runs on
+    LayerStates states;                        // empty at start: zeros
+  };
+  // Takes the sequence for one chunk. `servable` is used when the chunk starts the sequence.
+  absl::StatusOr<Lease> Acquire(const std::string& model, uint64_t id, bool start,
+                                std::shared_ptr<const Servable> servable, const Limits& limits);
+  // Gives the sequence back after its chunk: keeps `states` unless `end` (or `failed`).
+  void Release(const std::string& model, uint64_t id, LayerStates states, bool end, bool failed);
+
+  int live() const;
+  // Drops sequences idle past max_idle; returns how many.
+  int Expire();
+
+ private:
+  explicit SequenceManager(Options options) : options_(std::move(options)) {}
+  int ExpireLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  struct Sequence {
+    std::shared_ptr<const Servable> servable;
+    LayerStates states;
+    absl::Time last_used;
+    absl::Duration max_idle;
+    bool busy = false;  // a chunk holds it
+  };
+  const Options options_;
+  mutable absl::Mutex mu_;
+  std::map<std::pair<std::string, uint64_t>, Sequence> sequences_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int> per_model_ ABSL_GUARDED_BY(mu_);  // live sequences by model
+};
+
+}  // namespace rnnserve::server

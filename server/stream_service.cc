@@ -1,0 +1,99 @@
+// StreamPredict of the rnnserve.v1 service: chunks of stateful sequences, with each sequence's
+// recurrent states kept on the server between chunks (server/sequence_manager.h).
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "server/grpc_status.h"
+#include "server/request_validation.h"
+#include "server/rnnserve_service.h"
+#include "server/tensor_codec.h"
+
+namespace rnnserve::server {
+namespace {
+
+SequenceManager::Limits LimitsOf(const Servable& servable) {
+  SequenceManager::Limits limits;
+  const auto& seq = servable.config().sequence_batching();
+  if (seq.max_sequence_idle_microseconds() > 0) {
+    limits.max_idle = absl::Microseconds(seq.max_sequence_idle_microseconds());
+  }
+  if (seq.max_sequences() > 0) limits.max_sequences = seq.max_sequences();
+  return limits;
+}
+
+}  // namespace
+
+absl::Status RnnServeService::StreamChunk(const grpc::ServerContext& context,
+                                          const v1::StreamPredictRequest& req,
+                                          v1::StreamPredictResponse* resp) {
+  const std::string& name = req.model_spec().name();
+  std::shared_ptr<const Servable> fresh;
+  if (req.start()) {
+    auto servable = repository_->Get(name, req.model_spec().version());
+    if (!servable.ok()) return servable.status();
+    if (!(*servable)->streamable().ok()) return (*servable)->streamable();
+    fresh = *servable;
+  }
+  const SequenceManager::Limits limits = fresh ? LimitsOf(*fresh) : SequenceManager::Limits{};
+  auto lease = sequences_->Acquire(name, req.sequence_id(), req.start(), fresh, limits);
+  if (!lease.ok()) return lease.status();
+  const Servable& model = *lease->servable;
+
+  v1::PredictRequest predict;
+  *predict.mutable_inputs() = req.inputs();
+  *predict.mutable_output_filter() = req.output_filter();
+  absl::Status s = ValidateOutputFilter(predict, model);
+  auto batch = s.ok() ? ValidatePredict(predict, model) : absl::StatusOr<engine::Batch>(s);
+  if (batch.ok() && batch->inputs[0].dim(0) != 1) {
+    batch = absl::InvalidArgumentError(absl::StrCat(
+        "stream chunks carry one sequence ([1, T, ...]); got a batch of ",
+        batch->inputs[0].dim(0)));
+  }
+  if (!batch.ok()) {
+    // A malformed chunk changes nothing: the sequence keeps its state for a corrected retry.
+    sequences_->Release(name, req.sequence_id(), std::move(lease->states), false, false);
+    return batch.status();
+  }
+  batch->initial_states = std::move(lease->states);
+  LayerStates final_states;
+  batch->final_states = &final_states;
+  RunOptions options;
+  if (context.deadline() != std::chrono::system_clock::time_point::max()) {
+    options.deadline = absl::FromChrono(context.deadline());
+  }
+  std::vector<engine::Tensor> outputs;
+  s = model.Run(*batch, &outputs, options);
+  sequences_->Release(name, req.sequence_id(), std::move(final_states), req.end(), !s.ok());
+  if (!s.ok()) return s;
+  resp->mutable_model_spec()->set_name(model.name());
+  resp->mutable_model_spec()->set_version(model.version());
+  const auto& filter = req.output_filter();
+  for (size_t i = 0; i < outputs.size() && i < model.outputs().size(); ++i) {
+    const std::string& out = model.outputs()[i].name;
+    if (!filter.empty() && std::find(filter.begin(), filter.end(), out) == filter.end()) continue;
+    EncodeTensor(outputs[i], &(*resp->mutable_outputs())[out]);
+  }
+  return absl::OkStatus();
+}
+
+grpc::Status RnnServeService::StreamPredict(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<v1::StreamPredictResponse, v1::StreamPredictRequest>* stream) {
+  v1::StreamPredictRequest req;
+  while (stream->Read(&req)) {
+    v1::StreamPredictResponse resp;
+    resp.set_sequence_id(req.sequence_id());
+    if (const absl::Status s = StreamChunk(*context, req, &resp); !s.ok()) {
+      resp.Clear();
+      resp.set_sequence_id(req.sequence_id());
+      resp.set_error_code(static_cast<int>(s.code()));
+      resp.set_error_message(std::string(s.message()));
+    }
+    if (!stream->Write(resp)) break;
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace rnnserve::server

@@ -1,0 +1,105 @@
+// The Keras conformance corpus (models/scripts/make_keras_fixtures.py): every case, in every
+// format its Keras version writes, loads, compiles on the CPU engine and matches the real
+// Keras's float64 predictions to 1e-5 relative (1e-6 absolute near zero). Test names are the
+// case names. A case whose layer has no CPU kernel yet is skipped, naming the layer.
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/engine.h"
+#include "gtest/gtest.h"
+#include "models/model_loader.h"
+#include "tests/support/fixtures.h"
+
+namespace rnnserve {
+namespace {
+
+using Json = nlohmann::json;
+using testing::AllClose;
+using testing::LoadNpy;
+using testing::SourcePath;
+
+constexpr char kCorpus[] = "tests/fixtures/keras";
+
+const Json& Manifest() {
+  static const Json manifest = [] {
+    std::ifstream in(SourcePath(std::string(kCorpus) + "/cases.json"));
+    std::stringstream text;
+    text << in.rdbuf();
+    return Json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  }();
+  return manifest;
+}
+
+std::vector<std::string> CaseNames() {
+  std::vector<std::string> names;
+  const Json& m = Manifest();
+  if (m.is_object() && m.contains("cases")) {
+    for (const auto& [name, _] : m["cases"].items()) names.push_back(name);
+  }
+  return names;
+}
+
+engine::Tensor InputTensor(const client::NpyArray& a) {
+  return a.is_integer() ? testing::ToInt64Tensor(a) : testing::ToFloatTensor(a);
+}
+
+class KerasConformance : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(KerasConformance, MatchesKeras) {
+  const std::string name = GetParam();
+  const Json& c = Manifest()["cases"][name];
+  const std::string dir = std::string(kCorpus) + "/" + name;
+  auto engine = engine::Engine::Create({});
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  for (const Json& f : c["files"]) {
+    const std::string file = f["file"].get<std::string>();
+    SCOPED_TRACE(file + " (Keras " + c["keras"].get<std::string>() + ")");
+    models::LoadOptions options;
+    if (f.contains("architecture")) {
+      options.architecture_json_path = SourcePath(dir + "/" + f["architecture"].get<std::string>());
+    }
+    auto model = models::LoadModelFile(SourcePath(dir + "/" + file), options);
+    ASSERT_TRUE(model.ok()) << model.status();
+    auto compiled = (*engine)->Compile(*model, {});
+    if (compiled.status().code() == absl::StatusCode::kUnimplemented) {
+      GTEST_SKIP() << "no CPU kernel yet: " << compiled.status().message();
+    }
+    ASSERT_TRUE(compiled.ok()) << compiled.status();
+    engine::Batch batch;
+    for (const Json& in : c["inputs"]) {
+      batch.inputs.push_back(InputTensor(LoadNpy(dir + "/" + in.get<std::string>())));
+    }
+    std::vector<engine::Tensor> out;
+    ASSERT_TRUE((*compiled)->Run(batch, &out).ok());
+    ASSERT_EQ(out.size(), c["outputs"].size());
+    for (size_t i = 0; i < out.size(); ++i) {
+      EXPECT_TRUE(AllClose(out[i], LoadNpy(dir + "/" + c["outputs"][i].get<std::string>())))
+          << "output " << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Corpus, KerasConformance, ::testing::ValuesIn(CaseNames()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
+
+TEST(KerasCorpus, HasAtLeastThirtyCasesFromBothKerasLines) {
+  const std::vector<std::string> names = CaseNames();
+  EXPECT_GE(names.size(), 30u);
+  int keras2 = 0, keras3 = 0;
+  for (const std::string& n : names) {
+    const std::string v = Manifest()["cases"][n]["keras"].get<std::string>();
+    (v[0] == '2' ? keras2 : keras3)++;
+  }
+  EXPECT_GT(keras2, 0);
+  EXPECT_GT(keras3, 0);
+}
+
+}  // namespace
+}  // namespace rnnserve

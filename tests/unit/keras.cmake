@@ -1,0 +1,7 @@
+# Keras importer: what it writes into the IR, and what it does with broken files.
+find_package(nlohmann_json 3.10 REQUIRED)
+rnnserve_test(keras_import_test unit ${CMAKE_CURRENT_LIST_DIR}/keras_import_test.cc)
+target_link_libraries(keras_import_test PRIVATE nlohmann_json::nlohmann_json)
+rnnserve_test(keras_bad_files_test unit ${CMAKE_CURRENT_LIST_DIR}/keras_bad_files_test.cc)
+target_include_directories(keras_bad_files_test PRIVATE ${HDF5_INCLUDE_DIRS})
+target_link_libraries(keras_bad_files_test PRIVATE ${HDF5_C_LIBRARIES} PkgConfig::LIBZIP)

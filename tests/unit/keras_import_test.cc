@@ -1,0 +1,200 @@
+// What the Keras importer writes into the IR: version-dependent defaults, hard_sigmoid's two
+// forms, GRU reset_after, CuDNN layers, Bidirectional and go_backwards, weights-only files and
+// the formats of Keras 3. The numbers themselves are checked against Keras in
+// tests/conformance/keras_conformance_test.cc; these tests pin the decisions.
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "gtest/gtest.h"
+#include "models/model_loader.h"
+#include "tests/support/fixtures.h"
+
+namespace rnnserve {
+namespace {
+
+using engine::Activation;
+using engine::ActivationKind;
+using engine::RecurrentSpec;
+using testing::SourcePath;
+
+engine::Model Load(const std::string& relative, const std::string& architecture = "") {
+  models::LoadOptions options;
+  if (!architecture.empty()) options.architecture_json_path = SourcePath(architecture);
+  auto model = models::LoadModelFile(SourcePath(relative), options);
+  EXPECT_TRUE(model.ok()) << model.status();
+  return model.ok() ? *model : engine::Model{};
+}
+
+const RecurrentSpec& FirstRnn(const engine::Model& m) {
+  for (const auto& l : m.layers) {
+    if (const auto* r = std::get_if<RecurrentSpec>(&l.spec)) return *r;
+  }
+  static const RecurrentSpec kNone;
+  ADD_FAILURE() << "no recurrent layer";
+  return kNone;
+}
+
+constexpr char kDir[] = "tests/fixtures/keras/";
+
+TEST(KerasImport, Keras2HardSigmoidIsPointTwoXPlusHalf) {
+  const auto m = Load(std::string(kDir) + "Keras2LstmHardSigmoid/model.h5");
+  EXPECT_EQ(FirstRnn(m).directions[0].f, Activation::HardSigmoidKeras2());
+}
+
+TEST(KerasImport, Keras3HardSigmoidIsXOverSixPlusHalfInBothFormats) {
+  for (const char* f : {"model.keras", "model.h5"}) {
+    const auto m = Load(std::string(kDir) + "Keras3LstmHardSigmoid/" + f);
+    EXPECT_EQ(FirstRnn(m).directions[0].f, Activation::HardSigmoidKeras3()) << f;
+  }
+}
+
+TEST(KerasImport, GruResetAfterComesFromTheConfig) {
+  EXPECT_TRUE(FirstRnn(Load(std::string(kDir) + "Keras2GruResetAfterTrue/model.h5")).reset_after);
+  EXPECT_FALSE(FirstRnn(Load(std::string(kDir) + "Keras2GruResetAfterFalse/model.h5")).reset_after);
+  EXPECT_FALSE(
+      FirstRnn(Load(std::string(kDir) + "Keras3GruResetAfterFalse/model.keras")).reset_after);
+}
+
+TEST(KerasImport, CuDnnGruBecomesSigmoidResetAfterGru) {
+  const auto m = Load(std::string(kDir) + "Keras2CuDNNGruConvertedLikeKeras/model.h5");
+  const auto& r = FirstRnn(m);
+  EXPECT_EQ(r.cell, engine::CellType::kGru);
+  EXPECT_TRUE(r.reset_after);
+  EXPECT_EQ(r.directions[0].f.kind, ActivationKind::kSigmoid);
+  EXPECT_EQ(r.directions[0].bR.size(), 3u * r.hidden_size);
+}
+
+TEST(KerasImport, BidirectionalBackwardHalfRunsReversedTimeAligned) {
+  const auto m = Load(std::string(kDir) + "Keras2BidirectionalLstmConcat/model.h5");
+  const auto& r = FirstRnn(m);
+  ASSERT_EQ(r.directions.size(), 2u);
+  EXPECT_FALSE(r.directions[0].reverse);
+  EXPECT_TRUE(r.directions[1].reverse);
+  EXPECT_FALSE(r.directions[1].outputs_in_processing_order);
+  EXPECT_EQ(r.merge, engine::MergeMode::kConcat);
+}
+
+TEST(KerasImport, Keras3BidirectionalReadsForwardThenBackwardLayer) {
+  const auto m = Load(std::string(kDir) + "Keras3StackedBidirectionalTimeDistributed/model.keras");
+  const auto& r = FirstRnn(m);
+  ASSERT_EQ(r.directions.size(), 2u);
+  EXPECT_TRUE(r.directions[1].reverse);
+  EXPECT_NE(r.directions[0].W, r.directions[1].W);
+}
+
+TEST(KerasImport, MergeModeNoneGivesTwoOutputsPlusStates) {
+  const auto m = Load(std::string(kDir) + "Keras3BidirectionalMergeNoneReturnState/model.keras");
+  const auto& r = FirstRnn(m);
+  EXPECT_EQ(r.merge, engine::MergeMode::kNone);
+  EXPECT_EQ(m.layers.back().outputs.size(), 6u);  // fw, bw, h_fw, c_fw, h_bw, c_bw
+  EXPECT_EQ(m.output_values.size(), 6u);
+}
+
+TEST(KerasImport, ReturnStateOutputsGetDistinctNamesLikeKeras) {
+  const auto m = Load(std::string(kDir) + "Keras2LstmReturnState/model.h5");
+  ASSERT_EQ(m.outputs.size(), 3u);
+  const std::string layer = m.layers.back().name;
+  EXPECT_EQ(m.outputs[0].name, layer);
+  EXPECT_EQ(m.outputs[1].name, layer + "_1");
+  EXPECT_EQ(m.outputs[2].name, layer + "_2");
+}
+
+TEST(KerasImport, GoBackwardsOutsideBidirectionalKeepsProcessingOrder) {
+  const auto m = Load(std::string(kDir) + "Keras2LstmGoBackwardsSequences/model.h5");
+  const auto& r = FirstRnn(m);
+  EXPECT_TRUE(r.directions[0].reverse);
+  EXPECT_TRUE(r.directions[0].outputs_in_processing_order);
+}
+
+TEST(KerasImport, DotKerasAndLegacyH5OfOneModelGiveTheSameWeights) {
+  const std::string dir = std::string(kDir) + "Keras3FunctionalMerges/";
+  const auto a = Load(dir + "model.keras");
+  const auto b = Load(dir + "model.h5");
+  ASSERT_EQ(a.layers.size(), b.layers.size());
+  for (size_t i = 0; i < a.layers.size(); ++i) {
+    EXPECT_EQ(a.layers[i].source_class, b.layers[i].source_class);
+    if (const auto* ra = std::get_if<RecurrentSpec>(&a.layers[i].spec)) {
+      const auto& rb = std::get<RecurrentSpec>(b.layers[i].spec);
+      EXPECT_EQ(ra->directions[0].W, rb.directions[0].W) << a.layers[i].name;
+      EXPECT_EQ(ra->directions[0].R, rb.directions[0].R) << a.layers[i].name;
+    }
+  }
+  EXPECT_EQ(a.source_format, "keras");
+  EXPECT_EQ(b.source_format, "keras_h5");
+}
+
+TEST(KerasImport, EmbeddingInputIsInt64AndMaskZeroKept) {
+  // tf-keras writes the InputLayer of this Sequential model as float32; Keras casts to int.
+  for (const char* f :
+       {"Keras2EmbeddingMaskZero/model.h5", "Keras3EmbeddingMaskZeroBidirectional/model.keras"}) {
+    const auto m = Load(std::string(kDir) + f);
+    EXPECT_EQ(m.inputs[0].dtype, engine::DType::kInt64) << f;
+    EXPECT_TRUE(std::get<engine::EmbeddingSpec>(m.layers[0].spec).mask_zero) << f;
+  }
+}
+
+TEST(KerasImport, BareListConfigOfKeras222Loads) {
+  const auto m = Load(std::string(kDir) + "Keras2ConfigAsBareJsonList/model.h5");
+  EXPECT_EQ(m.layers.size(), 2u);
+  EXPECT_EQ(m.producer, "keras 2.2.2");
+}
+
+TEST(KerasImport, WeightsOnlyFileWithoutArchitectureSaysWhatToSet) {
+  auto m = models::LoadModelFile(
+      SourcePath(std::string(kDir) + "Keras2WeightsOnlyWithArchitectureJson/weights.h5"));
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("architecture"), std::string::npos) << m.status();
+}
+
+TEST(KerasImport, WeightsOnlyFileLoadsWithArchitectureJson) {
+  const std::string dir = std::string(kDir) + "Keras2WeightsOnlyWithArchitectureJson/";
+  const auto m = Load(dir + "weights.h5", dir + "architecture.json");
+  EXPECT_EQ(FirstRnn(m).hidden_size, 5);
+}
+
+TEST(KerasImport, UnsupportedLayerClassFailsAtLoadNamingLayerAndClass) {
+  const std::string dir = std::string(kDir) + "Keras2WeightsOnlyWithArchitectureJson/";
+  std::ifstream in(SourcePath(dir + "architecture.json"));
+  std::stringstream text;
+  text << in.rdbuf();
+  auto json = nlohmann::json::parse(text.str());
+  json["config"]["layers"].push_back(
+      {{"class_name", "Conv2DTranspose"}, {"config", {{"name", "upsampler"}}}});
+  const auto path = std::filesystem::path(::testing::TempDir()) / "unsupported.json";
+  std::ofstream(path) << json.dump();
+  models::LoadOptions options;
+  options.architecture_json_path = path.string();
+  auto m = models::LoadModelFile(SourcePath(dir + "weights.h5"), options);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(m.status().message().find("upsampler"), std::string::npos) << m.status();
+  EXPECT_NE(m.status().message().find("Conv2DTranspose"), std::string::npos) << m.status();
+}
+
+TEST(KerasImport, ArchitectureWithOtherUnitsIsAShapeMismatchNamingTheLayer) {
+  const std::string dir = std::string(kDir) + "Keras2WeightsOnlyWithArchitectureJson/";
+  std::ifstream in(SourcePath(dir + "architecture.json"));
+  std::stringstream text;
+  text << in.rdbuf();
+  auto json = nlohmann::json::parse(text.str());
+  auto& lstm = json["config"]["layers"][1];
+  ASSERT_EQ(lstm["class_name"], "LSTM");
+  lstm["config"]["units"] = 6;
+  const auto path = std::filesystem::path(::testing::TempDir()) / "mismatch.json";
+  std::ofstream(path) << json.dump();
+  models::LoadOptions options;
+  options.architecture_json_path = path.string();
+  auto m = models::LoadModelFile(SourcePath(dir + "weights.h5"), options);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find(lstm["config"]["name"].get<std::string>()), std::string::npos)
+      << m.status();
+  EXPECT_NE(m.status().message().find("expected"), std::string::npos) << m.status();
+}
+
+}  // namespace
+}  // namespace rnnserve

@@ -1,0 +1,2 @@
+rnnserve_test(sequence_manager_test unit ${CMAKE_CURRENT_LIST_DIR}/sequence_manager_test.cc)
+target_link_libraries(sequence_manager_test PRIVATE rnnserve_server_lib)
