@@ -52,6 +52,9 @@ struct DevValue {
   DType dtype = DType::kFloat32;
   Shape shape;
   std::vector<int32_t> lengths;  // size B for a masked sequence; else empty
+  // [B, T] (1 = valid) when a step inside a sequence is masked (cpu::Value::step_mask); cuDNN
+  // cannot skip such steps, so a recurrent layer reading it runs on the CPU kernel.
+  std::vector<uint8_t> step_mask;
 
   const Tensor& host_tensor() const { return input != nullptr ? *input : host; }
   int64_t bytes() const { return NumElements(shape) * (dtype == DType::kFloat32 ? 4 : 8); }
@@ -86,9 +89,9 @@ class CudaCompiledModel final : public CompiledModel {
   absl::Status ToDevice(DevValue* v);
   absl::Status ToHost(DevValue* v);
   absl::Status SetDevice(DevValue* v, DType dtype, Shape shape);
-  absl::Status RunLayer(size_t index);
+  absl::Status RunLayer(size_t index, const Batch& batch);
   absl::Status RunRecurrentGpu(const Layer& layer, const RecurrentSpec& spec, LayerPlan& plan);
-  absl::Status RunRecurrentCpu(const Layer& layer, LayerPlan& plan);
+  absl::Status RunRecurrentCpu(const Layer& layer, LayerPlan& plan, const Batch& batch);
   absl::Status RunDense(const Layer& layer, const DenseSpec& spec, LayerPlan& plan);
   absl::Status RunEmbedding(const Layer& layer, const EmbeddingSpec& spec, LayerPlan& plan);
   absl::Status RunCpuLayer(const Layer& layer);
@@ -264,6 +267,7 @@ absl::Status CudaCompiledModel::Run(const Batch& batch, std::vector<Tensor>* out
     v.host_valid = v.dev_valid = false;
     v.input = nullptr;
     v.lengths.clear();
+    v.step_mask.clear();
   }
   for (size_t i = 0; i < batch.inputs.size(); ++i) {
     DevValue& v = values_[i];
@@ -286,7 +290,9 @@ absl::Status CudaCompiledModel::Run(const Batch& batch, std::vector<Tensor>* out
       v.lengths = batch.lengths;
     }
   }
-  for (size_t l = 0; l < model_.layers.size(); ++l) RNNSERVE_RETURN_IF_ERROR(RunLayer(l));
+  for (size_t l = 0; l < model_.layers.size(); ++l) {
+    RNNSERVE_RETURN_IF_ERROR(RunLayer(l, batch));
+  }
   outputs->clear();
   for (int id : model_.output_values) RNNSERVE_RETURN_IF_ERROR(ToHost(&values_[id]));
   RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"));
@@ -306,7 +312,7 @@ absl::Status CudaCompiledModel::Run(const Batch& batch, std::vector<Tensor>* out
   return absl::OkStatus();
 }
 
-absl::Status CudaCompiledModel::RunLayer(size_t index) {
+absl::Status CudaCompiledModel::RunLayer(size_t index, const Batch& batch) {
   const Layer& layer = model_.layers[index];
   LayerPlan& plan = plans_[index];
   DevValue& in = values_[layer.inputs[0]];
@@ -318,8 +324,12 @@ absl::Status CudaCompiledModel::RunLayer(size_t index) {
     }
     const bool empty_sequence =
         std::find(in.lengths.begin(), in.lengths.end(), 0) != in.lengths.end();
-    if (plan.where == Where::kCpu || empty_sequence || in.shape[0] == 0 || in.shape[1] == 0) {
-      return RunRecurrentCpu(layer, plan);
+    // Stateful batches (states in or out by layer name) and interior masked steps run on the
+    // CPU kernel, which implements both.
+    const bool stateful = !batch.initial_states.empty() || batch.final_states != nullptr;
+    if (plan.where == Where::kCpu || empty_sequence || stateful || !in.step_mask.empty() ||
+        in.shape[0] == 0 || in.shape[1] == 0) {
+      return RunRecurrentCpu(layer, plan, batch);
     }
     return RunRecurrentGpu(layer, *rnn, plan);
   }
@@ -338,6 +348,7 @@ absl::Status CudaCompiledModel::RunLayer(size_t index) {
     RNNSERVE_RETURN_IF_ERROR(ToDevice(&in));
     RNNSERVE_RETURN_IF_ERROR(SetDevice(&out, DType::kFloat32, in.shape));
     out.lengths = in.lengths;
+    out.step_mask = in.step_mask;
     RNNSERVE_RETURN_IF_ERROR(CudaOk(
         cudaMemcpyAsync(out.dev.get(), in.dev.get(), in.bytes(), cudaMemcpyDeviceToDevice, stream_),
         "cudaMemcpyAsync"));
@@ -354,6 +365,7 @@ absl::Status CudaCompiledModel::RunLayer(size_t index) {
     out.dtype = in.dtype;
     out.shape = in.shape;
     out.lengths = in.lengths;
+    out.step_mask = in.step_mask;
     out.host_valid = in.host_valid;
     out.input = in.input;
     if (in.host_valid && in.input == nullptr) out.host = in.host;
@@ -374,7 +386,7 @@ absl::Status CudaCompiledModel::RunCpuLayer(const Layer& layer) {
   DevValue& in = values_[layer.inputs[0]];
   DevValue& out = values_[layer.outputs[0]];
   RNNSERVE_RETURN_IF_ERROR(ToHost(&in));
-  cpu::Value cin{in.host_tensor(), in.lengths}, cout;
+  cpu::Value cin{in.host_tensor(), in.lengths, in.step_mask}, cout;
   if (const auto* masking = std::get_if<MaskingSpec>(&layer.spec)) {
     RNNSERVE_RETURN_IF_ERROR(cpu::RunMasking(*masking, cin, &cout));
   } else {
@@ -383,6 +395,7 @@ absl::Status CudaCompiledModel::RunCpuLayer(const Layer& layer) {
   out.input = nullptr;
   out.host = std::move(cout.tensor);
   out.lengths = std::move(cout.lengths);
+  out.step_mask = std::move(cout.step_mask);
   out.dtype = out.host.dtype();
   out.shape = out.host.shape();
   out.host_valid = true;
@@ -390,7 +403,8 @@ absl::Status CudaCompiledModel::RunCpuLayer(const Layer& layer) {
   return absl::OkStatus();
 }
 
-absl::Status CudaCompiledModel::RunRecurrentCpu(const Layer& layer, LayerPlan& plan) {
+absl::Status CudaCompiledModel::RunRecurrentCpu(const Layer& layer, LayerPlan& plan,
+                                                const Batch& batch) {
   DevValue& in = values_[layer.inputs[0]];
   RNNSERVE_RETURN_IF_ERROR(ToHost(&in));
   std::vector<int32_t> lengths = in.lengths;
@@ -400,8 +414,15 @@ absl::Status CudaCompiledModel::RunRecurrentCpu(const Layer& layer, LayerPlan& p
     RNNSERVE_RETURN_IF_ERROR(ToHost(&values_[layer.inputs[i]]));
     initial.push_back(values_[layer.inputs[i]].host_tensor());
   }
-  std::vector<Tensor> results;
-  RNNSERVE_RETURN_IF_ERROR(plan.cpu_rnn->Run(in.host_tensor(), lengths, initial, &results));
+  if (initial.empty()) {
+    if (auto it = batch.initial_states.find(layer.name); it != batch.initial_states.end()) {
+      initial = it->second;
+    }
+  }
+  std::vector<Tensor> results, finals;
+  RNNSERVE_RETURN_IF_ERROR(plan.cpu_rnn->Run(in.host_tensor(), lengths, in.step_mask, initial,
+                                             &results, batch.final_states ? &finals : nullptr));
+  if (batch.final_states) (*batch.final_states)[layer.name] = std::move(finals);
   const bool seq = std::get<RecurrentSpec>(layer.spec).return_sequences;
   for (size_t i = 0; i < layer.outputs.size() && i < results.size(); ++i) {
     DevValue& v = values_[layer.outputs[i]];
@@ -412,7 +433,11 @@ absl::Status CudaCompiledModel::RunRecurrentCpu(const Layer& layer, LayerPlan& p
     v.host_valid = true;
     v.dev_valid = false;
     v.lengths.clear();
-    if (i == 0 && seq) v.lengths = lengths;
+    v.step_mask.clear();
+    if (seq && static_cast<int>(i) < plan.cpu_rnn->num_sequence_outputs()) {
+      v.lengths = lengths;
+      v.step_mask = in.step_mask;
+    }
   }
   return absl::OkStatus();
 }
@@ -528,6 +553,7 @@ absl::Status CudaCompiledModel::RunRecurrentGpu(const Layer& layer, const Recurr
     }
   }
   out.lengths.clear();
+  out.step_mask.clear();
   if (seq) out.lengths = lengths;  // the mask travels on with a returned sequence
   if (spec.return_state) {
     for (int d = 0; d < dirs; ++d) {
@@ -563,6 +589,7 @@ absl::Status CudaCompiledModel::RunDense(const Layer& layer, const DenseSpec& sp
   const int64_t rows = NumElements(in.shape) / spec.in;
   RNNSERVE_RETURN_IF_ERROR(SetDevice(&out, DType::kFloat32, shape));
   out.lengths = in.lengths;
+  out.step_mask = in.step_mask;
   if (rows == 0) return absl::OkStatus();
   // Row-major Y [rows, out] = X [rows, in] . K [in, out] is column-major
   // Y^T [out, rows] = K^T [out, in] . X^T [in, rows].
@@ -603,15 +630,17 @@ absl::Status CudaCompiledModel::RunEmbedding(const Layer& layer, const Embedding
   }
   DevValue& out = values_[layer.outputs[0]];
   out.lengths = in.lengths;
-  if (spec.mask_zero) {  // a sequence ends after its last non-zero id
-    out.lengths.resize(B, static_cast<int32_t>(T));
+  out.step_mask = in.step_mask;
+  if (spec.mask_zero) {                    // id 0 is a masked step, as the CPU engine derives it
+    std::vector<uint8_t> valid(B * T, 0);  // [B, T]
     for (int64_t b = 0; b < B; ++b) {
-      int32_t len = 0;
-      for (int64_t t = 0; t < T; ++t) {
-        if (ids[b * T + t] != 0) len = static_cast<int32_t>(t + 1);
-      }
-      out.lengths[b] = in.lengths.empty() ? len : std::min(len, in.lengths[b]);
+      const int64_t limit = in.lengths.empty() ? T : in.lengths[b];
+      for (int64_t t = 0; t < limit; ++t) valid[b * T + t] = ids[b * T + t] != 0;
     }
+    cpu::Value mask;
+    cpu::SetMaskFromSteps(valid, B, T, &mask);
+    out.lengths = std::move(mask.lengths);
+    out.step_mask = std::move(mask.step_mask);
   }
   RNNSERVE_RETURN_IF_ERROR(ToDevice(&in));
   RNNSERVE_RETURN_IF_ERROR(SetDevice(&out, DType::kFloat32, {B, T, spec.dim}));
