@@ -7,7 +7,8 @@
 // - recurrent layers cuDNN computes exactly (CudnnSupports) run on cuDNN (cudnn_rnn.h);
 //   the others (hard_sigmoid and other activations, GRU reset_after=False, peepholes, clip,
 //   input_forget, a lone reversed direction) run on the CPU engine's kernel, as do batches
-//   holding a sequence of length 0;
+//   holding a sequence of length 0, inputs with masked steps inside a sequence, and stateful
+//   batches (Batch::initial_states / final_states);
 // - Dense / TimeDistributed(Dense) run as a cuBLAS SGEMM plus a bias+activation kernel,
 //   Activation and softmax as kernels, Embedding as a gather kernel (ids are validated on the
 //   host, where they arrive); Masking runs on the host, where the input arrives, because its
