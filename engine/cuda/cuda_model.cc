@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "engine/cpu/cpu_engine.h"
 #include "engine/cpu/layers.h"
 #include "engine/cpu/recurrent.h"
 #include "engine/cuda/cuda_util.h"

@@ -181,6 +181,9 @@ TEST_P(GpuConformanceTest, ReducedPrecisionWithinStatedBounds) {
                {engine::MathMode::kBf16, "BF16", 3e-2}};
   for (const auto& m : modes) {
     auto gpu = CompileOn(engine::EngineKind::kCuda, model_, m.mode);
+    if (gpu.status().code() == absl::StatusCode::kUnimplemented) {
+      GTEST_SKIP() << m.name << ": " << gpu.status();
+    }
     ASSERT_TRUE(gpu.ok()) << m.name << ": " << gpu.status();
     std::vector<engine::Tensor> out;
     const absl::Status s = (*gpu)->Run(batch_, &out);
