@@ -670,12 +670,55 @@ int64_t CudaCompiledModel::memory_bytes() const {
   return static_cast<int64_t>(bytes);
 }
 
+// A model with a layer the GPU engine has no kernel for, run whole by the CPU engine; its
+// placements say so.
+class CpuDelegate final : public CompiledModel {
+ public:
+  CpuDelegate(std::unique_ptr<CompiledModel> cpu, std::string why)
+      : cpu_(std::move(cpu)), why_(std::move(why)) {}
+  absl::Status Run(const Batch& batch, std::vector<Tensor>* outputs) override {
+    return cpu_->Run(batch, outputs);
+  }
+  std::string engine_name() const override { return "cpu"; }
+  std::vector<LayerPlacement> placements() const override {
+    std::vector<LayerPlacement> out = cpu_->placements();
+    for (LayerPlacement& p : out) p.reason = absl::StrCat(p.reason, "; ", why_);
+    return out;
+  }
+  int64_t memory_bytes() const override { return cpu_->memory_bytes(); }
+
+ private:
+  const std::unique_ptr<CompiledModel> cpu_;
+  const std::string why_;
+};
+
+bool HasGpuPlan(const LayerSpec& spec) {
+  return std::holds_alternative<RecurrentSpec>(spec) || std::holds_alternative<DenseSpec>(spec) ||
+         std::holds_alternative<EmbeddingSpec>(spec) ||
+         std::holds_alternative<ActivationSpec>(spec) ||
+         std::holds_alternative<IdentitySpec>(spec) || std::holds_alternative<MaskingSpec>(spec) ||
+         std::holds_alternative<UnsupportedSpec>(spec);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CompiledModel>> CompileForGpu(const Model& model,
                                                              const CompileOptions& options,
                                                              int device) {
   RNNSERVE_RETURN_IF_ERROR(model.Validate());
+  for (const Layer& layer : model.layers) {
+    if (HasGpuPlan(layer.spec)) continue;
+    if (options.math_mode != MathMode::kFp32) {
+      return absl::UnimplementedError(absl::StrCat(
+          "layer '", layer.name, "' (class ", layer.source_class,
+          ") has no GPU kernel, and the CPU engine that would run the model computes FP32 only"));
+    }
+    auto cpu = cpu::CreateCpuEngine()->Compile(model, options);
+    if (!cpu.ok()) return cpu.status();
+    return std::unique_ptr<CompiledModel>(new CpuDelegate(
+        std::move(*cpu), absl::StrCat("whole model on the CPU engine: layer '", layer.name,
+                                      "' (class ", layer.source_class, ") has no GPU kernel")));
+  }
   auto compiled = std::make_unique<CudaCompiledModel>(model, options, device);
   RNNSERVE_RETURN_IF_ERROR(compiled->Init());
   return std::unique_ptr<CompiledModel>(std::move(compiled));
