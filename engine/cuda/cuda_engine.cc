@@ -1,13 +1,30 @@
-// The CUDA build's side of the engine factory. The cuDNN engine itself lives beside this file;
-// until it compiles models, a GPU node runs the CPU engine and says so in its metadata.
+// The CUDA build's side of the engine factory: the cuDNN engine (cuda_model.h) on one GPU.
 
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/cuda_factory.h"
+#include "engine/cuda/cuda_model.h"
 
 namespace rnnserve::engine::cuda {
+namespace {
+
+class CudaEngine final : public Engine {
+ public:
+  explicit CudaEngine(int device) : device_(device) {}
+
+  absl::StatusOr<std::unique_ptr<CompiledModel>> Compile(
+      const Model& model, const CompileOptions& options) const override {
+    return CompileForGpu(model, options, device_);
+  }
+  std::string name() const override { return absl::StrCat("cuda:", device_); }
+
+ private:
+  const int device_;
+};
+
+}  // namespace
 
 int VisibleGpus(std::string* why_not) {
   int count = 0;
@@ -30,9 +47,12 @@ absl::StatusOr<std::unique_ptr<Engine>> CreateCudaEngine(const EngineOptions& op
     return absl::InvalidArgumentError(
         absl::StrCat("GPU ", options.device, " requested; ", gpus, " visible"));
   }
-  return absl::UnimplementedError(absl::StrCat(
-      "cuDNN ", CUDNN_MAJOR, ".", CUDNN_MINOR, " found, but the cuDNN engine does not compile "
-      "models yet"));
+  const size_t cudnn_version = cudnnGetVersion();
+  if (cudnn_version / 10000 != CUDNN_MAJOR) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cuDNN ", cudnn_version, " loaded; this build needs cuDNN ", CUDNN_MAJOR, ".x"));
+  }
+  return std::unique_ptr<Engine>(new CudaEngine(options.device));
 }
 
 }  // namespace rnnserve::engine::cuda

@@ -1,0 +1,273 @@
+// Times the GPU engine on recurrent stacks whose weights PyTorch wrote (bench/gpu_peers.py
+// drives it and times PyTorch on the same weights in the same run).
+//
+//   gpu_peers MANIFEST RESULTS
+//
+// MANIFEST: one case a line, "name cell I H layers bidirectional B T math weights.npz x.npy
+// out.npy" (cell lstm|gru; math fp32|tf32|fp16|bf16; weights: PyTorch's state_dict names).
+// For each case, on one stream, after warm-up, timed with CUDA events (median of REPS):
+//   - the layer stack on device buffers: with the algorithm the engine chose, eagerly, replayed
+//     from one CUDA graph of the stack, and as the engine runs it (a graph per layer for batches
+//     up to 64); then eagerly once per algorithm cuDNN accepts;
+//   - CompiledModel::Run end to end (host input in, host output out; host clock).
+// RESULTS gets one line a case: name key=value ...; out.npy the engine's output [B, T, dirs*H].
+
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "client/npy.h"
+#include "engine/cuda/cuda_model.h"
+#include "engine/cuda/cuda_util.h"
+#include "engine/cuda/cudnn_rnn.h"
+
+namespace rnnserve::bench {
+namespace {
+
+using engine::cuda::CudaOk;
+using engine::cuda::CudnnRecurrent;
+using engine::cuda::DeviceBuffer;
+
+constexpr int kWarmup = 20;
+constexpr int kReps = 60;
+
+struct Case {
+  std::string name, cell;
+  int I = 0, H = 0, layers = 1, bidir = 0, B = 0, T = 0;
+  std::string math, weights, x, out;
+};
+
+engine::MathMode ParseMath(const std::string& m) {
+  if (m == "tf32") return engine::MathMode::kTf32;
+  if (m == "fp16") return engine::MathMode::kFp16;
+  if (m == "bf16") return engine::MathMode::kBf16;
+  return engine::MathMode::kFp32;
+}
+
+std::vector<float> Floats(const client::NpyArray& a) {
+  return std::vector<float>(a.values.begin(), a.values.end());
+}
+
+// PyTorch's stacked module as a chain of IR layers returning the last layer's sequence.
+engine::Model ModelFrom(const Case& c, const std::map<std::string, client::NpyArray>& sd) {
+  engine::Model m;
+  m.inputs.push_back({"x", engine::DType::kFloat32, {-1, -1, c.I}});
+  const int dirs = c.bidir ? 2 : 1;
+  for (int l = 0; l < c.layers; ++l) {
+    engine::RecurrentSpec spec;
+    spec.cell = c.cell == "gru" ? engine::CellType::kGru : engine::CellType::kLstm;
+    spec.input_size = l == 0 ? c.I : dirs * c.H;
+    spec.hidden_size = c.H;
+    spec.return_sequences = true;
+    spec.masking = engine::MaskSemantics::kOnnx;
+    for (int d = 0; d < dirs; ++d) {
+      const std::string sfx = absl::StrCat("_l", l, d ? "_reverse" : "");
+      engine::RecurrentDirection dir;
+      dir.reverse = d == 1;
+      dir.W = Floats(sd.at("weight_ih" + sfx));
+      dir.R = Floats(sd.at("weight_hh" + sfx));
+      dir.bW = Floats(sd.at("bias_ih" + sfx));
+      dir.bR = Floats(sd.at("bias_hh" + sfx));
+      spec.directions.push_back(std::move(dir));
+    }
+    m.layers.push_back({absl::StrCat("l", l), "torch", spec, {l}, {l + 1}});
+  }
+  m.output_values = {c.layers};
+  m.outputs.resize(1);
+  m.num_values = c.layers + 1;
+  return m;
+}
+
+float Median(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? -1.0f : v[v.size() / 2];
+}
+
+// Median of kReps event-timed calls of fn (after kWarmup), in ms; -1 on any error.
+template <typename Fn>
+float TimeIt(cudaStream_t stream, Fn fn) {
+  for (int i = 0; i < kWarmup; ++i) {
+    if (!fn().ok()) return -1.0f;
+  }
+  std::vector<cudaEvent_t> ev(2 * kReps);
+  for (auto& e : ev) cudaEventCreate(&e);
+  bool ok = true;
+  for (int i = 0; i < kReps && ok; ++i) {
+    cudaEventRecord(ev[2 * i], stream);
+    ok = fn().ok();
+    cudaEventRecord(ev[2 * i + 1], stream);
+  }
+  ok = ok && cudaStreamSynchronize(stream) == cudaSuccess;
+  std::vector<float> ms(kReps);
+  for (int i = 0; i < kReps && ok; ++i) cudaEventElapsedTime(&ms[i], ev[2 * i], ev[2 * i + 1]);
+  for (auto& e : ev) cudaEventDestroy(e);
+  return ok ? Median(ms) : -1.0f;
+}
+
+absl::Status RunCase(const Case& c, std::ostream& results) {
+  auto sd = client::ReadNpz(c.weights);
+  if (!sd.ok()) return sd.status();
+  auto xa = client::ReadNpy(c.x);
+  if (!xa.ok()) return xa.status();
+  const engine::Model model = ModelFrom(c, *sd);
+  const engine::MathMode math = ParseMath(c.math);
+  const int dirs = c.bidir ? 2 : 1;
+  std::ostringstream line;
+  line << c.name;
+
+  // 1. The recurrent stack on device buffers, as the engine runs it.
+  cudaStream_t stream;
+  cudnnHandle_t handle;
+  RNNSERVE_RETURN_IF_ERROR(
+      CudaOk(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream"));
+  cudnnCreate(&handle);
+  cudnnSetStream(handle, stream);
+  using Stack = std::vector<std::unique_ptr<CudnnRecurrent>>;
+  auto make_stack = [&](Stack* stack) -> absl::Status {
+    for (const auto& layer : model.layers) {
+      auto r = CudnnRecurrent::Create(std::get<engine::RecurrentSpec>(layer.spec), layer.name, math,
+                                      handle, stream);
+      if (!r.ok()) return r.status();
+      stack->push_back(std::move(*r));
+    }
+    return absl::OkStatus();
+  };
+  Stack layers;
+  RNNSERVE_RETURN_IF_ERROR(make_stack(&layers));
+  const int64_t x_n = int64_t{c.B} * c.T * c.I, y_n = int64_t{c.B} * c.T * dirs * c.H;
+  DeviceBuffer x, y[2], hy, cy, lens;
+  RNNSERVE_RETURN_IF_ERROR(x.Reserve(x_n * 4));
+  for (auto& b : y) RNNSERVE_RETURN_IF_ERROR(b.Reserve(y_n * 4));
+  RNNSERVE_RETURN_IF_ERROR(hy.Reserve(int64_t{dirs} * c.B * c.H * 4));
+  RNNSERVE_RETURN_IF_ERROR(cy.Reserve(int64_t{dirs} * c.B * c.H * 4));
+  RNNSERVE_RETURN_IF_ERROR(lens.Reserve(c.B * 4));
+  const std::vector<float> xf = Floats(*xa);
+  const std::vector<int32_t> lengths(c.B, c.T);
+  cudaMemcpy(x.get(), xf.data(), x_n * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(lens.get(), lengths.data(), c.B * 4, cudaMemcpyHostToDevice);
+  auto run = [&](Stack& stack) -> absl::Status {
+    const float* in = x.as<float>();
+    for (size_t l = 0; l < stack.size(); ++l) {
+      float* out = y[l % 2].as<float>();
+      engine::cuda::RecurrentIO io{.B = c.B,
+                                   .T = c.T,
+                                   .lengths = lengths,
+                                   .lengths_dev = lens.as<int32_t>(),
+                                   .x = in,
+                                   .y = out,
+                                   .hy = hy.as<float>(),
+                                   .cy = cy.as<float>()};
+      RNNSERVE_RETURN_IF_ERROR(stack[l]->Forward(io));
+      in = out;
+    }
+    return absl::OkStatus();
+  };
+  auto forward = [&]() { return run(layers); };
+  // Eagerly first (the comparison with PyTorch eager); the algorithm is chosen in warm-up.
+  for (auto& l : layers) l->set_use_graphs(false);
+  const float auto_ms = TimeIt(stream, forward);
+  line << " auto_ms=" << auto_ms << " auto_algo=" << layers[0]->AlgorithmFor(c.B);
+  // The engine's output, for the driver to compare with PyTorch's.
+  std::vector<float> yh(y_n);
+  cudaMemcpy(yh.data(), y[(layers.size() - 1) % 2].get(), y_n * 4, cudaMemcpyDeviceToHost);
+  std::ofstream(c.out, std::ios::binary) << client::SerializeNpyFloat32({c.B, c.T, dirs * c.H}, yh);
+
+  // CUDA graph of the whole stack with the chosen algorithm.
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  float graph_ms = -1.0f;
+  if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess) {
+    const absl::Status s = forward();
+    const cudaError_t e = cudaStreamEndCapture(stream, &graph);
+    if (s.ok() && e == cudaSuccess && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess) {
+      graph_ms = TimeIt(stream,
+                        [&]() { return CudaOk(cudaGraphLaunch(exec, stream), "cudaGraphLaunch"); });
+    } else {
+      line << " graph_error=" << (s.ok() ? cudaGetErrorName(e) : "capture");
+    }
+  }
+  cudaGetLastError();
+  if (exec) cudaGraphExecDestroy(exec);
+  if (graph) cudaGraphDestroy(graph);
+  line << " graph_ms=" << graph_ms;
+  // As CompiledModel runs it: fresh layers, graphs per layer for launch-bound batches, the
+  // algorithm chosen the way it will run.
+  {
+    Stack engine_layers;
+    RNNSERVE_RETURN_IF_ERROR(make_stack(&engine_layers));
+    line << " engine_ms=" << TimeIt(stream, [&]() { return run(engine_layers); })
+         << " engine_algo=" << engine_layers[0]->AlgorithmFor(c.B);
+  }
+
+  // Each algorithm cuDNN accepted, pinned.
+  for (cudnnRNNAlgo_t algo : layers[0]->algorithms()) {
+    bool ok = true;
+    for (auto& l : layers) ok = ok && l->ForceAlgorithm(algo).ok();
+    const float ms = ok ? TimeIt(stream, forward) : -1.0f;
+    line << " algo_" << static_cast<int>(algo) << "_ms=" << ms;
+  }
+  cudaGetLastError();
+  layers.clear();
+  cudnnDestroy(handle);
+  cudaStreamDestroy(stream);
+
+  // 2. CompiledModel::Run end to end: host input in, host output out.
+  auto compiled = engine::cuda::CompileForGpu(model, {.math_mode = math}, 0);
+  if (!compiled.ok()) return compiled.status();
+  engine::Batch batch;
+  batch.inputs.push_back(engine::Tensor::Float({c.B, c.T, c.I}, xf));
+  std::vector<engine::Tensor> out;
+  std::vector<float> run_ms;
+  for (int i = 0; i < kWarmup + kReps / 2; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    RNNSERVE_RETURN_IF_ERROR((*compiled)->Run(batch, &out));
+    const auto t1 = std::chrono::steady_clock::now();
+    if (i >= kWarmup) run_ms.push_back(std::chrono::duration<float, std::milli>(t1 - t0).count());
+  }
+  line << " run_ms=" << Median(run_ms) << " memory_bytes=" << (*compiled)->memory_bytes();
+  results << line.str() << "\n";
+  std::cout << line.str() << std::endl;
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace rnnserve::bench
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::cerr << "usage: gpu_peers MANIFEST RESULTS\n";
+    return 2;
+  }
+  std::ifstream manifest(argv[1]);
+  std::ofstream results(argv[2]);
+  std::string text;
+  int failures = 0;
+  while (std::getline(manifest, text)) {
+    if (text.empty()) continue;
+    std::istringstream in(text);
+    rnnserve::bench::Case c;
+    in >> c.name >> c.cell >> c.I >> c.H >> c.layers >> c.bidir >> c.B >> c.T >> c.math >>
+        c.weights >> c.x >> c.out;
+    if (!in) {
+      std::cerr << "bad manifest line: " << text << "\n";
+      return 2;
+    }
+    if (auto s = rnnserve::bench::RunCase(c, results); !s.ok()) {
+      ++failures;
+      results << c.name << " error=\"" << s.message() << "\"\n";
+      std::cout << c.name << " error: " << s << std::endl;
+    }
+  }
+  return failures == 0 ? 0 : 1;
+}

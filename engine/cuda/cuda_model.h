@@ -1,0 +1,37 @@
+#pragma once
+
+// The GPU engine's compiled model: one instance on one GPU, with its own stream, cuDNN and
+// cuBLAS handles, weights and scratch.
+//
+// Placement (placements() says which engine runs each layer and why):
+// - recurrent layers cuDNN computes exactly (CudnnSupports) run on cuDNN (cudnn_rnn.h);
+//   the others (hard_sigmoid and other activations, GRU reset_after=False, peepholes, clip,
+//   input_forget, a lone reversed direction) run on the CPU engine's kernel, as do batches
+//   holding a sequence of length 0, inputs with masked steps inside a sequence, and stateful
+//   batches (Batch::initial_states / final_states);
+// - Dense / TimeDistributed(Dense) run as a cuBLAS SGEMM plus a bias+activation kernel,
+//   Activation and softmax as kernels, Embedding as a gather kernel (ids are validated on the
+//   host, where they arrive); Masking runs on the host, where the input arrives, because its
+//   lengths must be on the host for cuDNN's descriptors.
+// Values move between host and device only where a layer's placement asks for it; a model
+// whose layers all run on the GPU uploads its inputs once and downloads its outputs once.
+//
+// Math modes: kFp32 is exact FP32 (cuDNN FMA math, cuBLAS default FP32 math); kTf32 lets
+// cuDNN and cuBLAS use TF32 tensor cores; kFp16 / kBf16 keep recurrent weights and data in
+// half precision with FP32 accumulation (dense layers stay FP32).
+//
+// Errors: a CUDA, cuDNN or cuBLAS failure fails the batch with INTERNAL and names the call;
+// bad input fails with INVALID_ARGUMENT naming the layer and the expected shape.
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "engine/engine.h"
+
+namespace rnnserve::engine::cuda {
+
+absl::StatusOr<std::unique_ptr<CompiledModel>> CompileForGpu(const Model& model,
+                                                             const CompileOptions& options,
+                                                             int device);
+
+}  // namespace rnnserve::engine::cuda

@@ -1,0 +1,94 @@
+#pragma once
+
+// Small CUDA/cuDNN/cuBLAS helpers for the GPU engine: status conversion and an owning device
+// buffer. Every CUDA, cuDNN or cuBLAS failure becomes absl::InternalError naming the call, so a
+// failing batch returns INTERNAL with a message instead of crashing the process.
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+// Returns from the enclosing function when `expr` (an absl::Status) is not OK.
+#define RNNSERVE_RETURN_IF_ERROR(expr)          \
+  do {                                          \
+    if (absl::Status _st = (expr); !_st.ok()) { \
+      return _st;                               \
+    }                                           \
+  } while (0)
+
+namespace rnnserve::engine::cuda {
+
+inline absl::Status CudaOk(cudaError_t err, const char* what) {
+  if (err == cudaSuccess) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(what, ": CUDA error ", cudaGetErrorName(err), " (",
+                                          cudaGetErrorString(err), ")"));
+}
+
+inline absl::Status CudnnOk(cudnnStatus_t st, const char* what) {
+  if (st == CUDNN_STATUS_SUCCESS) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(what, ": cuDNN error ", cudnnGetErrorString(st)));
+}
+
+inline absl::Status CublasOk(cublasStatus_t st, const char* what) {
+  if (st == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(what, ": cuBLAS error ", cublasGetStatusName(st)));
+}
+
+// Device memory that grows on demand and is otherwise reused: Reserve() reallocates only when
+// asked for more bytes than it holds, so steady-state batches never call cudaMalloc.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  ~DeviceBuffer() { Release(); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& o) noexcept
+      : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    if (this != &o) {
+      Release();
+      ptr_ = std::exchange(o.ptr_, nullptr);
+      bytes_ = std::exchange(o.bytes_, 0);
+    }
+    return *this;
+  }
+
+  absl::Status Reserve(size_t bytes) {
+    if (bytes <= bytes_) return absl::OkStatus();
+    Release();
+    void* p = nullptr;
+    if (auto s = CudaOk(cudaMalloc(&p, bytes), "cudaMalloc"); !s.ok()) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("device allocation of ", bytes, " bytes failed: ", s.message()));
+    }
+    ptr_ = p;
+    bytes_ = bytes;
+    return absl::OkStatus();
+  }
+
+  void* get() const { return ptr_; }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void Release() {
+    if (ptr_ != nullptr) cudaFree(ptr_);
+    ptr_ = nullptr;
+    bytes_ = 0;
+  }
+
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+}  // namespace rnnserve::engine::cuda

@@ -1,0 +1,587 @@
+#include "engine/cuda/cudnn_rnn.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "engine/cuda/fused_lstm.h"
+#include "engine/cuda/kernels.h"
+
+namespace rnnserve::engine::cuda {
+namespace {
+
+bool Is(const Activation& a, ActivationKind kind) { return a.kind == kind; }
+
+const char* AlgoName(cudnnRNNAlgo_t algo) {
+  switch (static_cast<int>(algo)) {
+    case CUDNN_RNN_ALGO_STANDARD:
+      return "standard";
+    case CUDNN_RNN_ALGO_PERSIST_STATIC:
+      return "persist_static";
+    case CUDNN_RNN_ALGO_PERSIST_DYNAMIC:
+      return "persist_dynamic";
+    case CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H:
+      return "persist_static_small_h";
+    case kFusedAlgo:
+      return "fused_fp32";
+    default:
+      return "unknown";
+  }
+}
+
+size_t ElementBytes(cudnnDataType_t t) { return t == CUDNN_DATA_FLOAT ? 4 : 2; }
+
+HalfKind HalfOf(cudnnDataType_t t) {
+  return t == CUDNN_DATA_HALF ? HalfKind::kFp16 : HalfKind::kBf16;
+}
+
+cudnnDataType_t DataTypeFor(MathMode m) {
+  switch (m) {
+    case MathMode::kFp16:
+      return CUDNN_DATA_HALF;
+    case MathMode::kBf16:
+      return CUDNN_DATA_BFLOAT16;
+    default:
+      return CUDNN_DATA_FLOAT;
+  }
+}
+
+}  // namespace
+
+absl::Status CudnnSupports(const RecurrentSpec& spec) {
+  const auto& dirs = spec.directions;
+  if (dirs.empty() || dirs.size() > 2) {
+    return absl::UnimplementedError("cuDNN runs one or two directions");
+  }
+  if (dirs[0].reverse || dirs[0].outputs_in_processing_order) {
+    return absl::UnimplementedError(
+        "a lone reversed direction (go_backwards / ONNX reverse) is not a cuDNN mode");
+  }
+  if (dirs.size() == 2 && (!dirs[1].reverse || dirs[1].outputs_in_processing_order)) {
+    return absl::UnimplementedError("the second direction is not cuDNN's backward direction");
+  }
+  if (spec.clip != 0.0f) {
+    return absl::UnimplementedError(
+        "gate pre-activation clip (cuDNN clips the cell state, not the gates)");
+  }
+  if (spec.input_forget) return absl::UnimplementedError("input_forget (coupled i/f gates)");
+  for (const RecurrentDirection& d : dirs) {
+    if (!d.peephole.empty()) return absl::UnimplementedError("peephole connections");
+    switch (spec.cell) {
+      case CellType::kLstm:
+        if (!Is(d.f, ActivationKind::kSigmoid) || !Is(d.g, ActivationKind::kTanh) ||
+            !Is(d.h, ActivationKind::kTanh)) {
+          return absl::UnimplementedError(
+              absl::StrCat("LSTM activations ", ActivationName(d.f), "/", ActivationName(d.g), "/",
+                           ActivationName(d.h), " (cuDNN computes sigmoid/tanh/tanh only)"));
+        }
+        break;
+      case CellType::kGru:
+        if (!Is(d.f, ActivationKind::kSigmoid) || !Is(d.g, ActivationKind::kTanh)) {
+          return absl::UnimplementedError(absl::StrCat("GRU activations ", ActivationName(d.f), "/",
+                                                       ActivationName(d.g),
+                                                       " (cuDNN computes sigmoid/tanh only)"));
+        }
+        break;
+      case CellType::kSimpleRnn:
+        if (!Is(d.f, ActivationKind::kTanh) && !Is(d.f, ActivationKind::kRelu)) {
+          return absl::UnimplementedError(absl::StrCat(
+              "simple RNN activation ", ActivationName(d.f), " (cuDNN computes tanh or relu)"));
+        }
+        break;
+    }
+  }
+  if (spec.cell == CellType::kGru && !spec.reset_after) {
+    return absl::UnimplementedError(
+        "GRU reset_after=False (cuDNN applies the reset gate after the recurrent matmul)");
+  }
+  if (spec.proj_size > 0 && (spec.cell != CellType::kLstm || spec.proj_size >= spec.hidden_size)) {
+    return absl::UnimplementedError("projection other than LSTM proj_size < hidden_size");
+  }
+  return absl::OkStatus();
+}
+
+CudnnRecurrent::CudnnRecurrent(const RecurrentSpec& spec, std::string name, MathMode math,
+                               cudnnHandle_t handle, cudaStream_t stream)
+    : spec_(spec),
+      name_(std::move(name)),
+      math_(math),
+      handle_(handle),
+      stream_(stream),
+      dirs_(static_cast<int>(spec.directions.size())),
+      I_(spec.input_size),
+      H_(spec.hidden_size),
+      Hp_(spec.output_size()),
+      dtype_(DataTypeFor(math)) {}
+
+CudnnRecurrent::~CudnnRecurrent() {
+  for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
+  for (auto& [algo, desc] : descs_) cudnnDestroyRNNDescriptor(desc);
+  if (x_desc_) cudnnDestroyRNNDataDescriptor(x_desc_);
+  if (y_desc_) cudnnDestroyRNNDataDescriptor(y_desc_);
+  if (h_desc_) cudnnDestroyTensorDescriptor(h_desc_);
+  if (c_desc_) cudnnDestroyTensorDescriptor(c_desc_);
+}
+
+absl::StatusOr<std::unique_ptr<CudnnRecurrent>> CudnnRecurrent::Create(const RecurrentSpec& spec,
+                                                                       const std::string& name,
+                                                                       MathMode math,
+                                                                       cudnnHandle_t handle,
+                                                                       cudaStream_t stream) {
+  RNNSERVE_RETURN_IF_ERROR(spec.Validate(name));
+  if (auto s = CudnnSupports(spec); !s.ok()) {
+    return absl::UnimplementedError(absl::StrCat("layer '", name, "': ", s.message()));
+  }
+  std::unique_ptr<CudnnRecurrent> r(new CudnnRecurrent(spec, name, math, handle, stream));
+  if (auto s = r->Init(); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("layer '", name, "': ", s.message()));
+  }
+  return r;
+}
+
+absl::Status CudnnRecurrent::Init() {
+  cudnnRNNMode_t mode = CUDNN_LSTM;
+  if (spec_.cell == CellType::kGru) mode = CUDNN_GRU;
+  if (spec_.cell == CellType::kSimpleRnn) {
+    mode = spec_.directions[0].f.kind == ActivationKind::kRelu ? CUDNN_RNN_RELU : CUDNN_RNN_TANH;
+  }
+  // Exact FP32 is FMA math: no tensor cores, no reduced-precision inputs. TF32 lets cuDNN use
+  // TF32 tensor cores on FP32 data; FP16/BF16 store data and weights in half precision and
+  // accumulate in FP32.
+  cudnnMathType_t math_type = CUDNN_FMA_MATH;
+  if (math_ == MathMode::kTf32) math_type = CUDNN_DEFAULT_MATH;
+  if (math_ == MathMode::kFp16 || math_ == MathMode::kBf16) math_type = CUDNN_TENSOR_OP_MATH;
+
+  // Exact FP32 runs the standard algorithm only: the persistent kernels differ from FP32 by up
+  // to ~1e-4 relative on the conformance corpus (they are not exact), which the reduced
+  // precision modes absorb and exact FP32 does not.
+  std::vector<cudnnRNNAlgo_t> candidates = {CUDNN_RNN_ALGO_STANDARD};
+  if (math_ != MathMode::kFp32) {
+    candidates.push_back(CUDNN_RNN_ALGO_PERSIST_STATIC);
+    candidates.push_back(CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H);
+  }
+  for (cudnnRNNAlgo_t algo : candidates) {
+    cudnnRNNDescriptor_t desc = nullptr;
+    RNNSERVE_RETURN_IF_ERROR(CudnnOk(cudnnCreateRNNDescriptor(&desc), "cudnnCreateRNNDescriptor"));
+    const cudnnStatus_t st = cudnnSetRNNDescriptor_v8(
+        desc, algo, mode, CUDNN_RNN_DOUBLE_BIAS,
+        dirs_ == 2 ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT, dtype_,
+        CUDNN_DATA_FLOAT, math_type, I_, H_, Hp_, /*numLayers=*/1, /*dropoutDesc=*/nullptr,
+        CUDNN_RNN_PADDED_IO_ENABLED);
+    size_t bytes = 0;
+    if (st == CUDNN_STATUS_SUCCESS &&
+        cudnnGetRNNWeightSpaceSize(handle_, desc, &bytes) == CUDNN_STATUS_SUCCESS &&
+        (descs_.empty() || bytes == weight_bytes_)) {
+      weight_bytes_ = bytes;
+      descs_[algo] = desc;
+    } else {
+      cudnnDestroyRNNDescriptor(desc);
+      if (algo == CUDNN_RNN_ALGO_STANDARD) {
+        return CudnnOk(st == CUDNN_STATUS_SUCCESS ? CUDNN_STATUS_NOT_SUPPORTED : st,
+                       "cudnnSetRNNDescriptor_v8 (standard algorithm)");
+      }
+    }
+  }
+  // Exact FP32 has its own persistent kernel for small batches (fused_lstm.h).
+  if (math_ == MathMode::kFp32) {
+    if (auto f = FusedLstm::Create(spec_, stream_); f.ok()) fused_ = std::move(*f);
+  }
+  RNNSERVE_RETURN_IF_ERROR(
+      CudnnOk(cudnnCreateRNNDataDescriptor(&x_desc_), "cudnnCreateRNNDataDescriptor"));
+  RNNSERVE_RETURN_IF_ERROR(
+      CudnnOk(cudnnCreateRNNDataDescriptor(&y_desc_), "cudnnCreateRNNDataDescriptor"));
+  RNNSERVE_RETURN_IF_ERROR(
+      CudnnOk(cudnnCreateTensorDescriptor(&h_desc_), "cudnnCreateTensorDescriptor"));
+  RNNSERVE_RETURN_IF_ERROR(
+      CudnnOk(cudnnCreateTensorDescriptor(&c_desc_), "cudnnCreateTensorDescriptor"));
+  return PackWeights();
+}
+
+absl::Status CudnnRecurrent::PackWeights() {
+  RNNSERVE_RETURN_IF_ERROR(weights_.Reserve(weight_bytes_));
+  RNNSERVE_RETURN_IF_ERROR(
+      CudaOk(cudaMemsetAsync(weights_.get(), 0, weight_bytes_, stream_), "cudaMemsetAsync"));
+  cudnnRNNDescriptor_t desc = descs_.at(CUDNN_RNN_ALGO_STANDARD);
+  cudnnTensorDescriptor_t m_desc = nullptr, b_desc = nullptr;
+  RNNSERVE_RETURN_IF_ERROR(CudnnOk(cudnnCreateTensorDescriptor(&m_desc), "create mDesc"));
+  RNNSERVE_RETURN_IF_ERROR(CudnnOk(cudnnCreateTensorDescriptor(&b_desc), "create bDesc"));
+  DeviceBuffer staging;  // FP32 copy before conversion in FP16/BF16 modes
+  const int G = spec_.gates();
+
+  // Copies n floats from the host into the weight space at dst, in the weight space's type.
+  auto copy = [&](const float* src, int64_t n, void* dst) -> absl::Status {
+    if (dtype_ == CUDNN_DATA_FLOAT) {
+      return CudaOk(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyHostToDevice, stream_),
+                    "cudaMemcpyAsync (weights)");
+    }
+    RNNSERVE_RETURN_IF_ERROR(staging.Reserve(n * sizeof(float)));
+    RNNSERVE_RETURN_IF_ERROR(CudaOk(
+        cudaMemcpyAsync(staging.get(), src, n * sizeof(float), cudaMemcpyHostToDevice, stream_),
+        "cudaMemcpyAsync (weights)"));
+    RNNSERVE_RETURN_IF_ERROR(
+        CudaOk(LaunchToHalf(staging.as<float>(), dst, n, HalfOf(dtype_), stream_),
+               "weight conversion kernel"));
+    // The staging buffer is reused by the next copy: wait for this one.
+    return CudaOk(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  };
+  // Element count of a parameter cuDNN describes.
+  auto count = [](cudnnTensorDescriptor_t d) -> int64_t {
+    cudnnDataType_t t;
+    int nb = 0, dims[8], strides[8];
+    if (cudnnGetTensorNdDescriptor(d, 8, &t, &nb, dims, strides) != CUDNN_STATUS_SUCCESS) {
+      return -1;
+    }
+    int64_t n = 1;
+    for (int i = 0; i < nb; ++i) n *= dims[i];
+    return n;
+  };
+
+  absl::Status status = absl::OkStatus();
+  const int lin_layers = 2 * G + (spec_.proj_size > 0 ? 1 : 0);
+  for (int d = 0; d < dirs_ && status.ok(); ++d) {
+    const RecurrentDirection& dir = spec_.directions[d];
+    for (int id = 0; id < lin_layers && status.ok(); ++id) {
+      void* m_addr = nullptr;
+      void* b_addr = nullptr;
+      status = CudnnOk(cudnnGetRNNWeightParams(handle_, desc, d, weight_bytes_, weights_.get(), id,
+                                               m_desc, &m_addr, b_desc, &b_addr),
+                       "cudnnGetRNNWeightParams");
+      if (!status.ok()) break;
+      const float* m_src;
+      const float* b_src = nullptr;
+      int64_t m_n;
+      if (id < G) {  // input weights of gate id: rows [id*H, (id+1)*H) of W [G*H, I]
+        m_src = dir.W.data() + int64_t{id} * H_ * I_;
+        m_n = int64_t{H_} * I_;
+        b_src = dir.bW.data() + int64_t{id} * H_;
+      } else if (id < 2 * G) {  // recurrent weights of gate id-G: R [G*H, H']
+        m_src = dir.R.data() + int64_t{id - G} * H_ * Hp_;
+        m_n = int64_t{H_} * Hp_;
+        b_src = dir.bR.data() + int64_t{id - G} * H_;
+      } else {  // projection P [H', H]
+        m_src = dir.P.data();
+        m_n = int64_t{Hp_} * H_;
+      }
+      if (m_addr == nullptr || count(m_desc) != m_n) {
+        status =
+            absl::InternalError(absl::StrCat("cuDNN weight matrix ", id, " of direction ", d,
+                                             " has ", count(m_desc), " elements, expected ", m_n));
+        break;
+      }
+      status = copy(m_src, m_n, m_addr);
+      if (status.ok() && b_src != nullptr && b_addr != nullptr) {
+        if (count(b_desc) != H_) {
+          status = absl::InternalError(
+              absl::StrCat("cuDNN bias ", id, " has ", count(b_desc), " elements, expected ", H_));
+        } else {
+          status = copy(b_src, H_, b_addr);
+        }
+      }
+    }
+  }
+  cudnnDestroyTensorDescriptor(m_desc);
+  cudnnDestroyTensorDescriptor(b_desc);
+  RNNSERVE_RETURN_IF_ERROR(status);
+  return CudaOk(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (weights)");
+}
+
+absl::Status CudnnRecurrent::SetShape(const RecurrentIO& io) {
+  static const double kZero = 0.0;  // all-zero bits: a zero of every data type
+  void* fill = const_cast<double*>(&kZero);
+  RNNSERVE_RETURN_IF_ERROR(
+      CudnnOk(cudnnSetRNNDataDescriptor(x_desc_, dtype_, CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED,
+                                        io.T, io.B, I_, io.lengths.data(), fill),
+              "cudnnSetRNNDataDescriptor (x)"));
+  RNNSERVE_RETURN_IF_ERROR(
+      CudnnOk(cudnnSetRNNDataDescriptor(y_desc_, dtype_, CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED,
+                                        io.T, io.B, dirs_ * Hp_, io.lengths.data(), fill),
+              "cudnnSetRNNDataDescriptor (y)"));
+  const int hd[3] = {dirs_, io.B, Hp_}, hs[3] = {io.B * Hp_, Hp_, 1};
+  const int cd[3] = {dirs_, io.B, H_}, cs[3] = {io.B * H_, H_, 1};
+  RNNSERVE_RETURN_IF_ERROR(
+      CudnnOk(cudnnSetTensorNdDescriptor(h_desc_, dtype_, 3, hd, hs), "hDesc"));
+  return CudnnOk(cudnnSetTensorNdDescriptor(c_desc_, dtype_, 3, cd, cs), "cDesc");
+}
+
+absl::Status CudnnRecurrent::Launch(cudnnRNNAlgo_t algo, const RecurrentIO& io) {
+  if (algo == kFusedAlgo) return fused_->Forward(io);
+  cudnnRNNDescriptor_t desc = descs_.at(algo);
+  size_t ws = 0, reserve = 0;
+  RNNSERVE_RETURN_IF_ERROR(CudnnOk(
+      cudnnGetRNNTempSpaceSizes(handle_, desc, CUDNN_FWD_MODE_INFERENCE, x_desc_, &ws, &reserve),
+      "cudnnGetRNNTempSpaceSizes"));
+  RNNSERVE_RETURN_IF_ERROR(workspace_.Reserve(std::max<size_t>(ws, 1)));
+  const bool half = dtype_ != CUDNN_DATA_FLOAT;
+  const bool lstm = spec_.cell == CellType::kLstm;
+  const void* x = io.x;
+  void* y = io.y != nullptr ? io.y : y_scratch_.get();
+  const void* h0 = io.h0;
+  const void* c0 = io.c0;
+  void* hy = io.hy;
+  void* cy = io.cy;
+  if (half) {
+    x = x_half_.get();
+    y = y_half_.get();
+    h0 = io.h0 ? h0_half_.get() : nullptr;
+    c0 = io.c0 ? c0_half_.get() : nullptr;
+    hy = hy_half_.get();
+    cy = lstm ? cy_half_.get() : nullptr;
+  }
+  return CudnnOk(cudnnRNNForward(handle_, desc, CUDNN_FWD_MODE_INFERENCE, io.lengths_dev, x_desc_,
+                                 x, y_desc_, y, h_desc_, h0, hy, c_desc_, c0, lstm ? cy : nullptr,
+                                 weight_bytes_, weights_.get(), ws, workspace_.get(), 0, nullptr),
+                 absl::StrCat("cudnnRNNForward (", AlgoName(algo), ")").c_str());
+}
+
+absl::StatusOr<cudnnRNNAlgo_t> CudnnRecurrent::ChooseAlgorithm(const RecurrentIO& io) {
+  if (forced_) return forced_algo_;
+  if (auto it = algo_by_batch_.find(io.B); it != algo_by_batch_.end()) return it->second;
+  cudnnRNNAlgo_t best = CUDNN_RNN_ALGO_STANDARD;
+  std::vector<cudnnRNNAlgo_t> candidates;
+  for (const auto& [algo, desc] : descs_) candidates.push_back(algo);
+  if (fused_ && io.B <= FusedLstm::kMaxBatch) candidates.push_back(kFusedAlgo);
+  if (candidates.size() > 1) {
+    cudaEvent_t start, stop;
+    RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaEventCreate(&start), "cudaEventCreate"));
+    RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaEventCreate(&stop), "cudaEventCreate"));
+    float best_ms = 0.0f;
+    std::vector<cudnnRNNAlgo_t> failed;
+    // Timed the way batches of this size will run: replayed from a graph where the layer
+    // uses graphs (there cuDNN's per-step launches cost nothing), eagerly otherwise.
+    const bool graphs = use_graphs_ && io.B <= kMaxGraphBatch;
+    for (cudnnRNNAlgo_t algo : candidates) {
+      // One warm-up, then the minimum of three timed runs.
+      if (!Enqueue(algo, io).ok() || cudaStreamSynchronize(stream_) != cudaSuccess) {
+        cudaGetLastError();
+        failed.push_back(algo);
+        continue;
+      }
+      cudaGraphExec_t exec = nullptr;
+      if (graphs) {
+        cudaGraph_t graph = nullptr;
+        if (cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal) == cudaSuccess) {
+          const absl::Status s = Enqueue(algo, io);
+          if (cudaStreamEndCapture(stream_, &graph) == cudaSuccess && s.ok() &&
+              cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) {
+            exec = nullptr;
+          }
+          if (graph != nullptr) cudaGraphDestroy(graph);
+        }
+        cudaGetLastError();
+      }
+      float ms_min = 1e30f;
+      for (int rep = 0; rep < 3; ++rep) {
+        float ms = 0.0f;
+        cudaEventRecord(start, stream_);
+        const absl::Status s =
+            exec != nullptr ? CudaOk(cudaGraphLaunch(exec, stream_), "launch") : Enqueue(algo, io);
+        cudaEventRecord(stop, stream_);
+        if (!s.ok() || cudaEventSynchronize(stop) != cudaSuccess ||
+            cudaEventElapsedTime(&ms, start, stop) != cudaSuccess) {
+          ms = 1e30f;
+        }
+        ms_min = std::min(ms_min, ms);
+      }
+      if (exec != nullptr) cudaGraphExecDestroy(exec);
+      if (best_ms == 0.0f || ms_min < best_ms) {
+        best_ms = ms_min;
+        best = algo;
+      }
+    }
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    for (cudnnRNNAlgo_t algo : failed) {
+      if (algo == CUDNN_RNN_ALGO_STANDARD) continue;  // its error surfaces in Forward
+      if (algo == kFusedAlgo) {
+        fused_.reset();
+        continue;
+      }
+      cudnnDestroyRNNDescriptor(descs_.at(algo));
+      descs_.erase(algo);
+    }
+  }
+  algo_by_batch_[io.B] = best;
+  return best;
+}
+
+absl::Status CudnnRecurrent::Enqueue(cudnnRNNAlgo_t algo, const RecurrentIO& io) {
+  const int64_t x_n = int64_t{io.B} * io.T * I_;
+  const int64_t y_n = int64_t{io.B} * io.T * dirs_ * Hp_;
+  const int64_t h_n = int64_t{dirs_} * io.B * Hp_;
+  const int64_t c_n = int64_t{dirs_} * io.B * H_;
+  const bool lstm = spec_.cell == CellType::kLstm;
+  const bool half = dtype_ != CUDNN_DATA_FLOAT;
+  const HalfKind k = HalfOf(dtype_);
+  if (half) {
+    RNNSERVE_RETURN_IF_ERROR(
+        CudaOk(LaunchToHalf(io.x, x_half_.get(), x_n, k, stream_), "x to half"));
+    if (io.h0) {
+      RNNSERVE_RETURN_IF_ERROR(
+          CudaOk(LaunchToHalf(io.h0, h0_half_.get(), h_n, k, stream_), "h0 to half"));
+    }
+    if (io.c0) {
+      RNNSERVE_RETURN_IF_ERROR(
+          CudaOk(LaunchToHalf(io.c0, c0_half_.get(), c_n, k, stream_), "c0 to half"));
+    }
+  }
+  RNNSERVE_RETURN_IF_ERROR(Launch(algo, io));
+  if (half) {
+    if (io.y) {
+      RNNSERVE_RETURN_IF_ERROR(
+          CudaOk(LaunchFromHalf(y_half_.get(), io.y, y_n, k, stream_), "y to float"));
+    }
+    RNNSERVE_RETURN_IF_ERROR(
+        CudaOk(LaunchFromHalf(hy_half_.get(), io.hy, h_n, k, stream_), "hy to float"));
+    if (lstm && io.cy) {
+      RNNSERVE_RETURN_IF_ERROR(
+          CudaOk(LaunchFromHalf(cy_half_.get(), io.cy, c_n, k, stream_), "cy to float"));
+    }
+  }
+  // Keras: a masked step of a forward direction repeats the last output.
+  if (io.y && spec_.masking == MaskSemantics::kKeras && !spec_.zero_output_for_mask) {
+    for (int d = 0; d < dirs_; ++d) {
+      if (spec_.directions[d].reverse) continue;
+      RNNSERVE_RETURN_IF_ERROR(
+          CudaOk(LaunchRepeatLastOutput(io.y, io.hy + int64_t{d} * io.B * Hp_, io.lengths_dev, io.B,
+                                        io.T, dirs_ * Hp_, d * Hp_, Hp_, stream_),
+                 "repeat-last-output kernel"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string CudnnRecurrent::GraphKey(cudnnRNNAlgo_t algo, const RecurrentIO& io) const {
+  // Everything a captured graph bakes in: shape, lengths, algorithm and every device address.
+  std::string key = absl::StrCat(static_cast<int>(algo), "|", io.B, "|", io.T, "|");
+  for (int32_t len : io.lengths) absl::StrAppend(&key, len, ",");
+  const void* addresses[] = {io.x,
+                             io.y,
+                             io.h0,
+                             io.c0,
+                             io.hy,
+                             io.cy,
+                             io.lengths_dev,
+                             workspace_.get(),
+                             y_scratch_.get(),
+                             x_half_.get(),
+                             y_half_.get(),
+                             h0_half_.get(),
+                             c0_half_.get(),
+                             hy_half_.get(),
+                             cy_half_.get()};
+  for (const void* p : addresses) {
+    absl::StrAppend(&key, "|", reinterpret_cast<uintptr_t>(p));
+  }
+  return key;
+}
+
+absl::Status CudnnRecurrent::EnqueueWithGraph(cudnnRNNAlgo_t algo, const RecurrentIO& io) {
+  const std::string key = GraphKey(algo, io);
+  if (auto it = graphs_.find(key); it != graphs_.end()) {
+    return CudaOk(cudaGraphLaunch(it->second, stream_), "cudaGraphLaunch");
+  }
+  // The first batch of a shape runs eagerly (it also sizes the workspace); the second is
+  // captured, so shapes seen once cost no graph.
+  if (!seen_.insert(key).second && graphs_.size() < kMaxGraphs) {
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    RNNSERVE_RETURN_IF_ERROR(
+        CudaOk(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "begin capture"));
+    const absl::Status s = Enqueue(algo, io);
+    const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
+    if (s.ok() && end == cudaSuccess && graph != nullptr &&
+        cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess) {
+      cudaGraphDestroy(graph);
+      graphs_[key] = exec;
+      return CudaOk(cudaGraphLaunch(exec, stream_), "cudaGraphLaunch");
+    }
+    // cuDNN would not be captured here: run eagerly from now on.
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    cudaGetLastError();
+    use_graphs_ = false;
+  }
+  return Enqueue(algo, io);
+}
+
+absl::Status CudnnRecurrent::Forward(const RecurrentIO& io) {
+  if (io.B <= 0 || io.T <= 0 || static_cast<int>(io.lengths.size()) != io.B) {
+    return absl::InvalidArgumentError(absl::StrCat("layer '", name_, "': batch ", io.B, ", ", io.T,
+                                                   " steps, ", io.lengths.size(), " lengths"));
+  }
+  bool full = true;
+  for (int32_t len : io.lengths) {
+    if (len < 1 || len > io.T) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("layer '", name_, "': length ", len, " outside [1, ", io.T, "] on the GPU"));
+    }
+    full = full && len == io.T;
+  }
+  RNNSERVE_RETURN_IF_ERROR(SetShape(io));
+  const int64_t x_n = int64_t{io.B} * io.T * I_;
+  const int64_t y_n = int64_t{io.B} * io.T * dirs_ * Hp_;
+  const int64_t h_n = int64_t{dirs_} * io.B * Hp_;
+  const int64_t c_n = int64_t{dirs_} * io.B * H_;
+  if (io.y == nullptr) RNNSERVE_RETURN_IF_ERROR(y_scratch_.Reserve(y_n * sizeof(float)));
+  if (dtype_ != CUDNN_DATA_FLOAT) {
+    const size_t e = ElementBytes(dtype_);
+    RNNSERVE_RETURN_IF_ERROR(x_half_.Reserve(x_n * e));
+    RNNSERVE_RETURN_IF_ERROR(y_half_.Reserve(y_n * e));
+    RNNSERVE_RETURN_IF_ERROR(h0_half_.Reserve(h_n * e));
+    RNNSERVE_RETURN_IF_ERROR(hy_half_.Reserve(h_n * e));
+    RNNSERVE_RETURN_IF_ERROR(c0_half_.Reserve(c_n * e));
+    RNNSERVE_RETURN_IF_ERROR(cy_half_.Reserve(c_n * e));
+  }
+  cudnnRNNAlgo_t algo = CUDNN_RNN_ALGO_STANDARD;
+  if (full || !varlen_standard_only_) {
+    auto chosen = ChooseAlgorithm(io);
+    if (!chosen.ok()) return chosen.status();
+    algo = *chosen;
+  }
+  absl::Status s =
+      use_graphs_ && io.B <= kMaxGraphBatch ? EnqueueWithGraph(algo, io) : Enqueue(algo, io);
+  if (!s.ok() && algo != CUDNN_RNN_ALGO_STANDARD) {
+    // A persistent algorithm cuDNN refuses for this batch (e.g. padded lengths): fall back to
+    // the standard one for such batches from now on.
+    cudaGetLastError();
+    if (full) {
+      algo_by_batch_[io.B] = CUDNN_RNN_ALGO_STANDARD;
+    } else {
+      varlen_standard_only_ = true;
+    }
+    s = Enqueue(CUDNN_RNN_ALGO_STANDARD, io);
+  }
+  if (!s.ok()) return absl::Status(s.code(), absl::StrCat("layer '", name_, "': ", s.message()));
+  return absl::OkStatus();
+}
+
+absl::Status CudnnRecurrent::ForceAlgorithm(cudnnRNNAlgo_t algo) {
+  if (!descs_.contains(algo) && !(algo == kFusedAlgo && fused_)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("layer '", name_, "': cuDNN did not accept algorithm ", AlgoName(algo)));
+  }
+  forced_ = true;
+  forced_algo_ = algo;
+  return absl::OkStatus();
+}
+
+std::string CudnnRecurrent::AlgorithmFor(int B) const {
+  if (forced_) return AlgoName(forced_algo_);
+  auto it = algo_by_batch_.find(B);
+  return it == algo_by_batch_.end() ? "" : AlgoName(it->second);
+}
+
+std::vector<cudnnRNNAlgo_t> CudnnRecurrent::algorithms() const {
+  std::vector<cudnnRNNAlgo_t> out;
+  for (const auto& [algo, desc] : descs_) out.push_back(algo);
+  if (fused_) out.push_back(kFusedAlgo);
+  return out;
+}
+
+int64_t CudnnRecurrent::memory_bytes() const {
+  return (fused_ ? fused_->memory_bytes() : 0) +
+         static_cast<int64_t>(weights_.bytes() + workspace_.bytes() + y_scratch_.bytes() +
+                              x_half_.bytes() + y_half_.bytes() + h0_half_.bytes() +
+                              c0_half_.bytes() + hy_half_.bytes() + cy_half_.bytes());
+}
+
+}  // namespace rnnserve::engine::cuda

@@ -1,0 +1,149 @@
+#pragma once
+
+// One recurrent layer (LSTM, GRU reset_after, simple tanh/relu RNN; one or two directions;
+// optional LSTM projection) on cuDNN 9's v8 API.
+//
+// Contract:
+// - Weights are packed once, at Create, from the IR's canonical layout (W [G*H, I],
+//   R [G*H, H'], bW, bR per direction, gates i,f,g,o / r,z,n: cuDNN's own order) into the
+//   weight space that cudnnGetRNNWeightParams describes, converted to FP16/BF16 for those modes.
+// - Inputs and outputs are batch-major and padded ([B, T, I] in, [B, T, dirs*H'] out:
+//   CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED, padded IO enabled) with per-sequence lengths;
+//   cuDNN computes no padded step. Keras masking is applied after cuDNN: for a forward
+//   direction of a Keras layer the steps past a sequence's length repeat its last output;
+//   everywhere else they are zero (ONNX, Keras's Bidirectional, the backward direction).
+// - The workspace is allocated on first use for a shape and reused; it only grows.
+// - The algorithm (standard, persistent static, persistent static small-H; our fused exact
+//   FP32 LSTM for batches up to FusedLstm::kMaxBatch) is chosen per batch
+//   size on first sight of that size by timing each one cuDNN accepts; an algorithm that
+//   returns an error is dropped. ForceAlgorithm pins one (benchmarks).
+//   Exact FP32 uses the standard algorithm only (the persistent kernels are not exact); a
+//   persistent algorithm cuDNN refuses for a batch (e.g. padded lengths) falls back to standard.
+// - Launch-bound batches (B <= kMaxGraphBatch) replay a CUDA graph per shape: the second batch
+//   with the same shape, lengths and buffers is captured, later ones replay it.
+// - Every CUDA/cuDNN failure is returned as INTERNAL with the call named; nothing aborts.
+// - Not thread-safe: one caller at a time, like the CompiledModel that owns it.
+
+#include <cudnn.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "engine/cuda/cuda_util.h"
+#include "engine/engine.h"
+#include "engine/ir.h"
+
+namespace rnnserve::engine::cuda {
+
+// OK when cuDNN computes exactly this layer; otherwise an error whose message says why
+// (used as the placement reason of a layer that runs elsewhere).
+absl::Status CudnnSupports(const RecurrentSpec& spec);
+
+class FusedLstm;
+
+// Not a cuDNN algorithm: FusedLstm, our exact-FP32 persistent LSTM for small batches, chosen
+// (by timing, like cuDNN's algorithms) for exact-FP32 layers it can run.
+inline constexpr cudnnRNNAlgo_t kFusedAlgo = static_cast<cudnnRNNAlgo_t>(100);
+
+struct RecurrentIO {
+  int B = 0;
+  int T = 0;
+  absl::Span<const int32_t> lengths;     // host, size B, each in [1, T]
+  const int32_t* lengths_dev = nullptr;  // the same lengths on the device
+  const float* x = nullptr;              // [B, T, I]
+  const float* h0 = nullptr;             // [dirs, B, H'] or null (zeros)
+  const float* c0 = nullptr;             // [dirs, B, H] or null (zeros); LSTM only
+  float* y = nullptr;                    // [B, T, dirs*H'], or null when the sequence is not wanted
+  float* hy = nullptr;                   // [dirs, B, H'] final output per direction (required)
+  float* cy = nullptr;  // [dirs, B, H] final cell state per direction; LSTM, may be null
+};
+
+class CudnnRecurrent {
+ public:
+  static absl::StatusOr<std::unique_ptr<CudnnRecurrent>> Create(const RecurrentSpec& spec,
+                                                                const std::string& name,
+                                                                MathMode math, cudnnHandle_t handle,
+                                                                cudaStream_t stream);
+  ~CudnnRecurrent();
+  CudnnRecurrent(const CudnnRecurrent&) = delete;
+  CudnnRecurrent& operator=(const CudnnRecurrent&) = delete;
+
+  // Enqueues the layer on the stream; does not synchronise (except while choosing an
+  // algorithm for a new batch size).
+  absl::Status Forward(const RecurrentIO& io);
+
+  // Pins an algorithm for every batch size (FAILED_PRECONDITION if cuDNN refused it at
+  // Create). Benchmarks use this to report each algorithm.
+  absl::Status ForceAlgorithm(cudnnRNNAlgo_t algo);
+  // The algorithm used for batch size B ("" before the first batch of that size).
+  std::string AlgorithmFor(int B) const;
+  // Algorithms cuDNN accepted for this layer at Create.
+  std::vector<cudnnRNNAlgo_t> algorithms() const;
+
+  // Off: every batch is launched eagerly (benchmarks compare both).
+  void set_use_graphs(bool on) { use_graphs_ = on; }
+
+  int directions() const { return dirs_; }
+  int hidden() const { return H_; }
+  int output_size() const { return Hp_; }
+  int64_t memory_bytes() const;
+
+ private:
+  CudnnRecurrent(const RecurrentSpec& spec, std::string name, MathMode math, cudnnHandle_t handle,
+                 cudaStream_t stream);
+  absl::Status Init();
+  absl::Status PackWeights();
+  absl::Status SetShape(const RecurrentIO& io);
+  absl::Status Launch(cudnnRNNAlgo_t algo, const RecurrentIO& io);
+  absl::StatusOr<cudnnRNNAlgo_t> ChooseAlgorithm(const RecurrentIO& io);
+  // Conversions, cuDNN and the masking kernel for one batch, on the stream.
+  absl::Status Enqueue(cudnnRNNAlgo_t algo, const RecurrentIO& io);
+  absl::Status EnqueueWithGraph(cudnnRNNAlgo_t algo, const RecurrentIO& io);
+  std::string GraphKey(cudnnRNNAlgo_t algo, const RecurrentIO& io) const;
+
+  static constexpr int kMaxGraphBatch = 64;
+  static constexpr size_t kMaxGraphs = 64;
+
+  // Fixed at construction.
+  const RecurrentSpec spec_;
+  const std::string name_;
+  const MathMode math_;
+  const cudnnHandle_t handle_;
+  const cudaStream_t stream_;
+  const int dirs_;
+  const int I_, H_, Hp_;
+  const cudnnDataType_t dtype_;  // FLOAT, HALF or BFLOAT16
+
+  std::unique_ptr<FusedLstm> fused_;  // exact FP32, small batches; null when it does not fit
+
+  // One RNN descriptor per algorithm cuDNN accepted; all share one weight layout.
+  std::map<cudnnRNNAlgo_t, cudnnRNNDescriptor_t> descs_;
+  std::map<int, cudnnRNNAlgo_t> algo_by_batch_;
+  bool varlen_standard_only_ = false;  // a persistent algorithm failed on padded lengths
+  bool forced_ = false;
+  cudnnRNNAlgo_t forced_algo_ = CUDNN_RNN_ALGO_STANDARD;
+
+  bool use_graphs_ = true;
+  std::set<std::string> seen_;                     // shapes run once (GraphKey)
+  std::map<std::string, cudaGraphExec_t> graphs_;  // shapes captured
+
+  cudnnRNNDataDescriptor_t x_desc_ = nullptr;
+  cudnnRNNDataDescriptor_t y_desc_ = nullptr;
+  cudnnTensorDescriptor_t h_desc_ = nullptr;
+  cudnnTensorDescriptor_t c_desc_ = nullptr;
+
+  DeviceBuffer weights_;  // cuDNN's weight space, packed once
+  size_t weight_bytes_ = 0;
+  DeviceBuffer workspace_;  // grows to the largest shape seen
+  DeviceBuffer y_scratch_;  // [B, T, dirs*H'] when the caller wants no sequence
+  // FP16/BF16 modes: the half-precision copies cuDNN reads and writes.
+  DeviceBuffer x_half_, y_half_, h0_half_, c0_half_, hy_half_, cy_half_;
+};
+
+}  // namespace rnnserve::engine::cuda

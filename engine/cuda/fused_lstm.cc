@@ -1,0 +1,165 @@
+#include "engine/cuda/fused_lstm.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/cuda/fused_lstm_kernel.h"
+#include "engine/cuda/kernels.h"
+
+namespace rnnserve::engine::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<FusedLstm>> FusedLstm::Create(const RecurrentSpec& spec,
+                                                             cudaStream_t stream) {
+  if (spec.cell != CellType::kLstm || spec.directions.size() != 1 || spec.proj_size > 0 ||
+      spec.directions[0].reverse) {
+    return absl::UnimplementedError("fused LSTM: one forward direction without projection only");
+  }
+  const int H = spec.hidden_size, I = spec.input_size;
+  int device = 0, sms = 0, smem_optin = 0;
+  RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaGetDevice(&device), "cudaGetDevice"));
+  RNNSERVE_RETURN_IF_ERROR(
+      CudaOk(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "SM count"));
+  RNNSERVE_RETURN_IF_ERROR(
+      CudaOk(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+             "shared memory limit"));
+  int coop = 0;
+  RNNSERVE_RETURN_IF_ERROR(CudaOk(
+      cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, device), "cooperative launch"));
+  if (!coop) return absl::UnimplementedError("fused LSTM: no cooperative launch on this device");
+  // Grid sizes (at most one block per SM) that split H evenly: the largest, and about a half
+  // and a quarter of it.
+  std::vector<int> grids;
+  for (int want : {sms, sms / 2, sms / 4}) {
+    int blocks = std::min(want, H);
+    while (blocks > 1 && H % blocks != 0) --blocks;
+    if (blocks >= 1 && (grids.empty() || blocks < grids.back())) grids.push_back(blocks);
+  }
+  // Shared memory is sized for the smallest grid (the most rows per block).
+  size_t smem = FusedLstmSmemBytes(kMaxBatch, H, H / grids.back());
+  while (smem > static_cast<size_t>(smem_optin) && grids.size() > 1) {
+    grids.pop_back();
+    smem = FusedLstmSmemBytes(kMaxBatch, H, H / grids.back());
+  }
+  if (smem > static_cast<size_t>(smem_optin)) {
+    return absl::UnimplementedError(
+        absl::StrCat("fused LSTM: H=", H, " needs ", smem, " bytes of shared memory per block"));
+  }
+  RNNSERVE_RETURN_IF_ERROR(CudaOk(ConfigureFusedLstmKernel(smem), "cudaFuncSetAttribute"));
+  int per_sm = 0;
+  RNNSERVE_RETURN_IF_ERROR(CudaOk(MaxFusedLstmBlocksPerSm(kThreads, smem, &per_sm), "occupancy"));
+  if (per_sm * sms < grids.front()) {
+    return absl::UnimplementedError("fused LSTM: the grid does not fit on the device at once");
+  }
+  std::unique_ptr<FusedLstm> f(new FusedLstm(I, H, std::move(grids), smem, stream));
+  RNNSERVE_RETURN_IF_ERROR(CublasOk(cublasCreate(&f->cublas_), "cublasCreate"));
+  RNNSERVE_RETURN_IF_ERROR(CublasOk(cublasSetStream(f->cublas_, stream), "cublasSetStream"));
+  RNNSERVE_RETURN_IF_ERROR(
+      CublasOk(cublasSetMathMode(f->cublas_, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode"));
+  const RecurrentDirection& d = spec.directions[0];
+  std::vector<float> bias(4 * H);
+  for (int i = 0; i < 4 * H; ++i) bias[i] = d.bW[i] + d.bR[i];
+  auto upload = [&](const std::vector<float>& v, DeviceBuffer* dst) -> absl::Status {
+    RNNSERVE_RETURN_IF_ERROR(dst->Reserve(v.size() * sizeof(float)));
+    return CudaOk(
+        cudaMemcpy(dst->get(), v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice),
+        "cudaMemcpy (fused LSTM weights)");
+  };
+  RNNSERVE_RETURN_IF_ERROR(upload(d.W, &f->W_));
+  RNNSERVE_RETURN_IF_ERROR(upload(d.R, &f->R_));
+  RNNSERVE_RETURN_IF_ERROR(upload(bias, &f->bias_));
+  return f;
+}
+
+FusedLstm::~FusedLstm() {
+  if (cublas_) cublasDestroy(cublas_);
+}
+
+absl::Status FusedLstm::Forward(const RecurrentIO& io) {
+  if (io.B > kMaxBatch) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fused LSTM takes batches of at most ", kMaxBatch, "; got ", io.B));
+  }
+  auto blocks = ChooseGrid(io);
+  if (!blocks.ok()) return blocks.status();
+  return Launch(io, *blocks);
+}
+
+absl::StatusOr<int> FusedLstm::ChooseGrid(const RecurrentIO& io) {
+  if (auto it = grid_by_batch_.find(io.B); it != grid_by_batch_.end()) return it->second;
+  int best = grids_.front();
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaStreamIsCapturing(stream_, &capturing), "capture status"));
+  if (grids_.size() > 1 && capturing == cudaStreamCaptureStatusNone) {
+    cudaEvent_t start, stop;
+    RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaEventCreate(&start), "cudaEventCreate"));
+    RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaEventCreate(&stop), "cudaEventCreate"));
+    float best_ms = 1e30f;
+    for (int blocks : grids_) {
+      RNNSERVE_RETURN_IF_ERROR(Launch(io, blocks));  // warm-up
+      float ms_min = 1e30f;
+      for (int rep = 0; rep < 3; ++rep) {
+        float ms = 0.0f;
+        cudaEventRecord(start, stream_);
+        RNNSERVE_RETURN_IF_ERROR(Launch(io, blocks));
+        cudaEventRecord(stop, stream_);
+        RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaEventSynchronize(stop), "cudaEventSynchronize"));
+        cudaEventElapsedTime(&ms, start, stop);
+        ms_min = std::min(ms_min, ms);
+      }
+      if (ms_min < best_ms) {
+        best_ms = ms_min;
+        best = blocks;
+      }
+    }
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    grid_by_batch_[io.B] = best;
+  }
+  return best;
+}
+
+absl::Status FusedLstm::Launch(const RecurrentIO& io, int blocks) {
+  const int64_t rows = int64_t{io.B} * io.T;
+  RNNSERVE_RETURN_IF_ERROR(xproj_.Reserve(rows * 4 * H_ * sizeof(float)));
+  RNNSERVE_RETURN_IF_ERROR(hbuf_.Reserve(2 * int64_t{io.B} * H_ * sizeof(float)));
+  // xproj [rows, 4H] = x [rows, I] . W^T, W [4H, I] row-major: column-major
+  // xproj^T [4H, rows] = W [4H, I] (W^T read transposed) . x^T [I, rows].
+  const float one = 1.0f, zero = 0.0f;
+  RNNSERVE_RETURN_IF_ERROR(
+      CublasOk(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, 4 * H_, static_cast<int>(rows), I_,
+                           &one, W_.as<float>(), I_, io.x, I_, &zero, xproj_.as<float>(), 4 * H_),
+               "cublasSgemm (fused LSTM input projection)"));
+  RNNSERVE_RETURN_IF_ERROR(CudaOk(LaunchBiasActivation(xproj_.as<float>(), bias_.as<float>(), rows,
+                                                       4 * H_, DeviceActivation{}, stream_),
+                                  "bias kernel"));
+  FusedLstmArgs a;
+  a.xproj = xproj_.as<float>();
+  a.R = R_.as<float>();
+  a.lengths = io.lengths_dev;
+  a.h0 = io.h0;
+  a.c0 = io.c0;
+  a.hbuf = hbuf_.as<float>();
+  a.y = io.y;
+  a.hy = io.hy;
+  a.cy = io.cy;
+  a.B = io.B;
+  a.T = io.T;
+  a.H = H_;
+  a.U = H_ / blocks;
+  a.steps = *std::max_element(io.lengths.begin(), io.lengths.end());
+  return CudaOk(LaunchFusedLstmKernel(a, blocks, kThreads, smem_, stream_),
+                "cudaLaunchCooperativeKernel (fused LSTM)");
+}
+
+int64_t FusedLstm::memory_bytes() const {
+  return static_cast<int64_t>(W_.bytes() + R_.bytes() + bias_.bytes() + xproj_.bytes() +
+                              hbuf_.bytes());
+}
+
+}  // namespace rnnserve::engine::cuda

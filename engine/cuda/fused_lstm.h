@@ -1,0 +1,68 @@
+#pragma once
+
+// An exact-FP32 persistent LSTM for the launch-bound case (small batches, one direction, no
+// projection, sigmoid/tanh/tanh): cuDNN's persistent kernels are not exact FP32 and its
+// standard algorithm launches kernels at every step, so exact FP32 at B = 1 pays ~10 us a step
+// in launches. This runs all steps in one cooperative kernel instead:
+//   - the input projection of every step is one cuBLAS SGEMM (FP32, no tensor cores) plus the
+//     folded biases: xproj [B, T, 4H], gates i,f,g,o;
+//   - the recurrent part is one cooperative launch of `blocks` blocks; block k owns hidden
+//     units [k*U, (k+1)*U) and keeps their 4U rows of R [4H, H] in shared memory for all steps;
+//     each step reads h(t-1) [B, H] from a double buffer in global memory, computes its gates
+//     with FP32 FMAs and precise expf/tanhf, and ends with one grid-wide barrier.
+// Steps past a sequence's length are not computed: its h and c stay, its outputs are zero.
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/cuda/cuda_util.h"
+#include "engine/cuda/cudnn_rnn.h"
+#include "engine/ir.h"
+
+namespace rnnserve::engine::cuda {
+
+class FusedLstm {
+ public:
+  static constexpr int kMaxBatch = 8;
+
+  // UNIMPLEMENTED when the layer or the device does not fit (the caller keeps cuDNN).
+  static absl::StatusOr<std::unique_ptr<FusedLstm>> Create(const RecurrentSpec& spec,
+                                                           cudaStream_t stream);
+  ~FusedLstm();
+  FusedLstm(const FusedLstm&) = delete;
+  FusedLstm& operator=(const FusedLstm&) = delete;
+
+  // io as for CudnnRecurrent::Forward, with io.B <= kMaxBatch; enqueues, never synchronises.
+  absl::Status Forward(const RecurrentIO& io);
+  int64_t memory_bytes() const;
+
+ private:
+  FusedLstm(int I, int H, std::vector<int> grids, size_t smem, cudaStream_t stream)
+      : I_(I), H_(H), grids_(std::move(grids)), smem_(smem), stream_(stream) {}
+  absl::Status Launch(const RecurrentIO& io, int blocks);
+  absl::StatusOr<int> ChooseGrid(const RecurrentIO& io);
+
+  const int I_, H_;
+  // Grid sizes that split H evenly and fit on the device at once, largest first. Fewer blocks
+  // make the per-step barrier cheaper and each block's share of the work larger; the fastest
+  // is chosen per batch size by timing (the results do not depend on it: every gate's dot
+  // product is summed by one warp in the same order whatever the grid).
+  const std::vector<int> grids_;
+  const size_t smem_;  // dynamic shared memory per block, for the smallest grid
+  const cudaStream_t stream_;
+  std::map<int, int> grid_by_batch_;
+  cublasHandle_t cublas_ = nullptr;
+  DeviceBuffer W_;      // [4H, I]
+  DeviceBuffer R_;      // [4H, H]
+  DeviceBuffer bias_;   // [4H] bW + bR
+  DeviceBuffer xproj_;  // [B, T, 4H]
+  DeviceBuffer hbuf_;   // [2, B, H] h exchange between steps
+};
+
+}  // namespace rnnserve::engine::cuda

@@ -1,0 +1,263 @@
+// Kernels of the GPU engine (see kernels.h). Elementwise kernels use grid-stride loops; the
+// activation formulas mirror engine/cpu/activation.h one for one, so both engines compute the
+// same function.
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "engine/cuda/kernels.h"
+
+namespace rnnserve::engine::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+int Blocks(int64_t n) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<int>(b < 65535 * 8 ? (b > 0 ? b : 1) : 65535 * 8);
+}
+
+// Values of engine::ActivationKind.
+enum : int {
+  kLinear,
+  kSigmoid,
+  kTanh,
+  kRelu,
+  kHardSigmoid,
+  kLeakyRelu,
+  kThresholdedRelu,
+  kScaledTanh,
+  kAffine,
+  kElu,
+  kSoftsign,
+  kSoftplus,
+  kSelu,
+  kGelu,
+  kSwish,
+  kExponential,
+  kSoftmax,
+};
+
+__device__ __forceinline__ float Activate(const DeviceActivation& a, float x) {
+  switch (a.kind) {
+    case kLinear:
+      return x;
+    case kSigmoid:
+      return 1.0f / (1.0f + expf(-x));
+    case kTanh:
+      return tanhf(x);
+    case kRelu:
+      return x > 0.0f ? x : 0.0f;
+    case kHardSigmoid:
+      return fminf(fmaxf(a.alpha * x + a.beta, 0.0f), 1.0f);
+    case kLeakyRelu:
+      return x >= 0.0f ? x : a.alpha * x;
+    case kThresholdedRelu:
+      return x > a.alpha ? x : 0.0f;
+    case kScaledTanh:
+      return a.alpha * tanhf(a.beta * x);
+    case kAffine:
+      return a.alpha * x + a.beta;
+    case kElu:
+      return x >= 0.0f ? x : a.alpha * (expf(x) - 1.0f);
+    case kSoftsign:
+      return x / (1.0f + fabsf(x));
+    case kSoftplus:
+      return x > 20.0f ? x : log1pf(expf(x));
+    case kSelu: {
+      const float alpha = 1.6732632423543772f, scale = 1.0507009873554805f;
+      return scale * (x > 0.0f ? x : alpha * (expf(x) - 1.0f));
+    }
+    case kGelu:
+      return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case kSwish:
+      return x / (1.0f + expf(-x));
+    case kExponential:
+      return expf(x);
+    default:
+      return x;
+  }
+}
+
+__global__ void BiasActivationKernel(float* y, const float* bias, int64_t n, int cols,
+                                     DeviceActivation act) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    float v = y[i];
+    if (bias != nullptr) v += bias[i % cols];
+    y[i] = Activate(act, v);
+  }
+}
+
+// One block per row; the block reduces max and sum in shared memory.
+__global__ void SoftmaxKernel(float* y, int cols) {
+  __shared__ float red[kThreads];
+  float* row = y + blockIdx.x * int64_t{cols};
+  float m = -INFINITY;
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, row[c]);
+  red[threadIdx.x] = m;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + s]);
+    __syncthreads();
+  }
+  m = red[0];
+  __syncthreads();
+  float sum = 0.0f;
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+    const float e = expf(row[c] - m);
+    row[c] = e;
+    sum += e;
+  }
+  red[threadIdx.x] = sum;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) red[threadIdx.x] += red[threadIdx.x + s];
+    __syncthreads();
+  }
+  const float total = red[0];
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) row[c] /= total;
+}
+
+__global__ void EmbeddingKernel(const int64_t* ids, const float* table, float* out, int64_t n,
+                                int dim) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n * dim;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = i / dim;
+    out[i] = table[ids[r] * dim + (i % dim)];
+  }
+}
+
+__global__ void RepeatLastKernel(float* y, const float* last, const int32_t* lengths, int B, int T,
+                                 int row, int offset, int width) {
+  const int64_t n = int64_t{B} * T * width;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int j = static_cast<int>(i % width);
+    const int64_t bt = i / width;
+    const int t = static_cast<int>(bt % T);
+    const int b = static_cast<int>(bt / T);
+    if (t >= lengths[b]) y[bt * row + offset + j] = last[int64_t{b} * width + j];
+  }
+}
+
+__global__ void MergeKernel(const float* a, int64_t sa, const float* b, int64_t sb, float* out,
+                            int64_t rows, int width, int op) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < rows * width;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = i / width;
+    const int j = static_cast<int>(i % width);
+    const float va = a[r * sa + j], vb = b[r * sb + j];
+    switch (op) {
+      case 0:
+        out[r * 2 * width + j] = va;
+        out[r * 2 * width + width + j] = vb;
+        break;
+      case 1:
+        out[i] = va + vb;
+        break;
+      case 2:
+        out[i] = va * vb;
+        break;
+      default:
+        out[i] = 0.5f * (va + vb);
+        break;
+    }
+  }
+}
+
+template <typename H>
+__global__ void ToHalfKernel(const float* in, H* out, int64_t n);
+template <>
+__global__ void ToHalfKernel<__half>(const float* in, __half* out, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    out[i] = __float2half_rn(in[i]);
+  }
+}
+template <>
+__global__ void ToHalfKernel<__nv_bfloat16>(const float* in, __nv_bfloat16* out, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    out[i] = __float2bfloat16_rn(in[i]);
+  }
+}
+
+template <typename H>
+__global__ void FromHalfKernel(const H* in, float* out, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    out[i] = static_cast<float>(in[i]);
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchBiasActivation(float* y, const float* bias, int64_t rows, int cols,
+                                 DeviceActivation act, cudaStream_t stream) {
+  const int64_t n = rows * cols;
+  if (n == 0 || (bias == nullptr && act.kind == kLinear)) return cudaSuccess;
+  BiasActivationKernel<<<Blocks(n), kThreads, 0, stream>>>(y, bias, n, cols, act);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchSoftmaxRows(float* y, int64_t rows, int cols, cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  // One block per row; rows beyond the grid limit are handled in chunks.
+  for (int64_t r0 = 0; r0 < rows; r0 += 65535 * 32) {
+    const int64_t chunk = rows - r0 < 65535 * 32 ? rows - r0 : 65535 * 32;
+    SoftmaxKernel<<<static_cast<unsigned>(chunk), kThreads, 0, stream>>>(y + r0 * cols, cols);
+    if (auto e = cudaGetLastError(); e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t LaunchEmbedding(const int64_t* ids, const float* table, float* out, int64_t n, int dim,
+                            cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  EmbeddingKernel<<<Blocks(n * dim), kThreads, 0, stream>>>(ids, table, out, n, dim);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchRepeatLastOutput(float* y, const float* last, const int32_t* lengths, int B,
+                                   int T, int row, int offset, int width, cudaStream_t stream) {
+  const int64_t n = int64_t{B} * T * width;
+  if (n == 0) return cudaSuccess;
+  RepeatLastKernel<<<Blocks(n), kThreads, 0, stream>>>(y, last, lengths, B, T, row, offset, width);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchMerge(const float* a, int64_t stride_a, const float* b, int64_t stride_b,
+                        float* out, int64_t rows, int width, MergeOp op, cudaStream_t stream) {
+  const int64_t n = rows * width;
+  if (n == 0) return cudaSuccess;
+  MergeKernel<<<Blocks(n), kThreads, 0, stream>>>(a, stride_a, b, stride_b, out, rows, width,
+                                                  static_cast<int>(op));
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchToHalf(const float* in, void* out, int64_t n, HalfKind kind,
+                         cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  if (kind == HalfKind::kFp16) {
+    ToHalfKernel<__half><<<Blocks(n), kThreads, 0, stream>>>(in, static_cast<__half*>(out), n);
+  } else {
+    ToHalfKernel<__nv_bfloat16>
+        <<<Blocks(n), kThreads, 0, stream>>>(in, static_cast<__nv_bfloat16*>(out), n);
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchFromHalf(const void* in, float* out, int64_t n, HalfKind kind,
+                           cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  if (kind == HalfKind::kFp16) {
+    FromHalfKernel<<<Blocks(n), kThreads, 0, stream>>>(static_cast<const __half*>(in), out, n);
+  } else {
+    FromHalfKernel<<<Blocks(n), kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(in), out,
+                                                       n);
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace rnnserve::engine::cuda

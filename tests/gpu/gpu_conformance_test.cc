@@ -1,0 +1,202 @@
+// Every conformance case the CPU engine passes also runs on the GPU engine, against the same
+// expected outputs (made by the real frameworks: Keras, PyTorch, onnxruntime), in exact FP32;
+// and within stated bounds in TF32, FP16 and BF16.
+//
+// Cases are found at run time under tests/fixtures/{example,keras,onnx,torch}/<Case>/: a model
+// file (model.h5, model.keras, model.onnx, or weights.h5 + architecture.json), inputs
+// input_<i>.npy (integer arrays become token ids), optional lengths.npy, and expected_<i>.npy.
+// tests/fixtures/keras/real/<stem>/ pairs with ../shared/models/keras-real/<stem>.{h5,keras}.
+// A case the CPU engine cannot load or does not match is skipped with that reason: the GPU
+// engine is held to what the reference engine already does.
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "models/model_loader.h"
+#include "tests/gpu/gpu_test_util.h"
+#include "tests/support/fixtures.h"
+
+namespace rnnserve::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct FixtureCase {
+  std::string name;          // gtest-safe: <Corpus>_<Case>
+  std::string dir;           // absolute
+  std::string model;         // absolute model file
+  std::string architecture;  // weights-only Keras files
+};
+
+void PrintTo(const FixtureCase& c, std::ostream* os) { *os << c.name; }
+
+std::vector<std::string> Numbered(const fs::path& dir, const std::string& prefix) {
+  std::vector<std::string> out;
+  for (int i = 0;; ++i) {
+    const fs::path p = dir / absl::StrCat(prefix, i, ".npy");
+    if (!fs::exists(p)) break;
+    out.push_back(p.string());
+  }
+  return out;
+}
+
+std::string Sanitize(std::string s) {
+  for (char& c : s) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  return s;
+}
+
+std::vector<FixtureCase> FindCases() {
+  std::vector<FixtureCase> cases;
+  const fs::path root = SourcePath("tests/fixtures");
+  auto add_dir = [&](const std::string& corpus, const fs::path& dir, const fs::path& model,
+                     const fs::path& arch) {
+    if (Numbered(dir, "input_").empty() || Numbered(dir, "expected_").empty()) return;
+    cases.push_back({Sanitize(absl::StrCat(corpus, "_", dir.filename().string())), dir.string(),
+                     model.string(), arch.empty() ? "" : arch.string()});
+  };
+  for (const char* corpus : {"keras", "onnx", "torch"}) {
+    const fs::path base = root / corpus;
+    if (!fs::is_directory(base)) continue;
+    std::vector<fs::path> dirs;
+    for (const auto& e : fs::directory_iterator(base)) {
+      if (e.is_directory()) dirs.push_back(e.path());
+    }
+    std::sort(dirs.begin(), dirs.end());
+    for (const fs::path& dir : dirs) {
+      if (dir.filename() == "real") {
+        const std::string shared = SharedModelsDir();
+        for (const auto& e : fs::directory_iterator(dir)) {
+          for (const char* ext : {".h5", ".keras"}) {
+            const fs::path model = fs::path(shared) / (e.path().filename().string() + ext);
+            if (!shared.empty() && fs::exists(model)) add_dir("real", e.path(), model, {});
+          }
+        }
+        continue;
+      }
+      for (const char* file : {"model.h5", "model.keras", "model.onnx"}) {
+        if (fs::exists(dir / file)) {
+          add_dir(corpus, dir, dir / file, {});
+          break;
+        }
+      }
+      if (fs::exists(dir / "weights.h5") && fs::exists(dir / "architecture.json")) {
+        add_dir(corpus, dir, dir / "weights.h5", dir / "architecture.json");
+      }
+    }
+  }
+  if (cases.empty()) cases.push_back({"NoFixtures", "", "", ""});
+  return cases;
+}
+
+class GpuConformanceTest : public ::testing::TestWithParam<FixtureCase> {
+ protected:
+  // Loads the case and checks that the CPU engine matches its expected outputs; sets skip_.
+  void SetUp() override {
+    if (const std::string why = NoGpuReason(); !why.empty()) {
+      GTEST_SKIP() << "needs a GPU and the CUDA engine: " << why;
+    }
+    const FixtureCase& c = GetParam();
+    if (c.dir.empty()) GTEST_SKIP() << "no conformance fixtures under tests/fixtures yet";
+    models::LoadOptions load;
+    load.architecture_json_path = c.architecture;
+    auto model = models::LoadModelFile(c.model, load);
+    if (!model.ok()) GTEST_SKIP() << "the importer does not load this case yet: " << model.status();
+    model_ = *model;
+    for (const std::string& p : Numbered(c.dir, "input_")) {
+      auto a = client::ReadNpy(p);
+      ASSERT_TRUE(a.ok()) << a.status();
+      batch_.inputs.push_back(a->is_integer() ? ToInt64Tensor(*a) : ToFloatTensor(*a));
+    }
+    if (fs::exists(fs::path(c.dir) / "lengths.npy")) {
+      auto a = client::ReadNpy((fs::path(c.dir) / "lengths.npy").string());
+      ASSERT_TRUE(a.ok()) << a.status();
+      batch_.lengths.assign(a->values.begin(), a->values.end());
+    }
+    for (const std::string& p : Numbered(c.dir, "expected_")) {
+      auto a = client::ReadNpy(p);
+      ASSERT_TRUE(a.ok()) << a.status();
+      expected_.push_back(*a);
+    }
+    auto cpu = CompileOn(engine::EngineKind::kCpu, model_);
+    if (!cpu.ok())
+      GTEST_SKIP() << "the CPU engine does not compile this case yet: " << cpu.status();
+    std::vector<engine::Tensor> out;
+    if (auto s = (*cpu)->Run(batch_, &out); !s.ok()) {
+      GTEST_SKIP() << "the CPU engine does not run this case yet: " << s;
+    }
+    if (out.size() != expected_.size()) {
+      GTEST_SKIP() << "the CPU engine gives " << out.size() << " outputs, expected "
+                   << expected_.size();
+    }
+    // The tolerance the CPU engine meets: the 1e-5, or 1e-4 for long or deep cases.
+    for (const auto& [rtol, atol] : {std::pair{1e-5, 1e-6}, std::pair{1e-4, 1e-5}}) {
+      bool all = true;
+      for (size_t i = 0; i < out.size(); ++i)
+        all = all && AllClose(out[i], expected_[i], rtol, atol);
+      if (all) {
+        rtol_ = rtol;
+        atol_ = atol;
+        return;
+      }
+    }
+    GTEST_SKIP() << "the CPU engine does not match this case's expected outputs yet";
+  }
+
+  engine::Model model_;
+  engine::Batch batch_;
+  std::vector<client::NpyArray> expected_;
+  double rtol_ = 1e-5, atol_ = 1e-6;
+};
+
+TEST_P(GpuConformanceTest, MatchesFrameworkInExactFp32) {
+  auto gpu = CompileOn(engine::EngineKind::kCuda, model_);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  std::vector<engine::Tensor> out;
+  const absl::Status s = (*gpu)->Run(batch_, &out);
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_EQ(out.size(), expected_.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    EXPECT_TRUE(AllClose(out[i], expected_[i], rtol_, atol_)) << "output " << i;
+  }
+  for (const auto& p : (*gpu)->placements()) {
+    std::cout << "[ place ] " << p.layer << ": " << p.engine << " (" << p.reason << ")\n";
+  }
+}
+
+TEST_P(GpuConformanceTest, ReducedPrecisionWithinStatedBounds) {
+  // Relative L2 error over each output. These models are small (H <= 64, T <= 20); the bounds
+  // are those of one rounding of inputs and weights carried through the recurrence.
+  const struct {
+    engine::MathMode mode;
+    const char* name;
+    double bound;
+  } modes[] = {{engine::MathMode::kTf32, "TF32", 5e-3},
+               {engine::MathMode::kFp16, "FP16", 5e-3},
+               {engine::MathMode::kBf16, "BF16", 3e-2}};
+  for (const auto& m : modes) {
+    auto gpu = CompileOn(engine::EngineKind::kCuda, model_, m.mode);
+    if (gpu.status().code() == absl::StatusCode::kUnimplemented) {
+      GTEST_SKIP() << m.name << ": " << gpu.status();
+    }
+    ASSERT_TRUE(gpu.ok()) << m.name << ": " << gpu.status();
+    std::vector<engine::Tensor> out;
+    const absl::Status s = (*gpu)->Run(batch_, &out);
+    ASSERT_TRUE(s.ok()) << m.name << ": " << s;
+    for (size_t i = 0; i < out.size(); ++i) {
+      const double err = RelativeError(out[i], expected_[i].values);
+      EXPECT_LE(err, m.bound) << m.name << " output " << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, GpuConformanceTest, ::testing::ValuesIn(FindCases()),
+                         [](const auto& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace rnnserve::testing

@@ -1,0 +1,98 @@
+// The exact-FP32 fused LSTM (engine/cuda/fused_lstm.h) pinned against PyTorch's answers, and
+// each cuDNN algorithm the layer accepts likewise, whichever the engine would pick by timing.
+
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include <vector>
+
+#include "engine/cuda/cudnn_rnn.h"
+#include "gtest/gtest.h"
+#include "tests/gpu/gpu_test_util.h"
+#include "tests/gpu/torch_state_dict.h"
+#include "tests/support/fixtures.h"
+
+namespace rnnserve::testing {
+namespace {
+
+using engine::cuda::CudnnRecurrent;
+using engine::cuda::DeviceBuffer;
+
+class PinnedAlgorithmTest : public ::testing::TestWithParam<std::string> {};
+
+// Runs the fixture's single LSTM layer with `algo` pinned; compares y, h_n, c_n.
+void CheckAlgorithm(const std::string& fixture, cudnnRNNAlgo_t algo, bool required) {
+  const std::string dir = "tests/fixtures/torch/" + fixture + "/";
+  auto model = TorchFixtureModel(dir);
+  if (!model.ok()) GTEST_SKIP() << "no fixture " << dir << ": " << model.status();
+  ASSERT_EQ(model->layers.size(), 1u);
+  const auto& spec = std::get<engine::RecurrentSpec>(model->layers[0].spec);
+  cudaStream_t stream;
+  cudnnHandle_t handle;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  ASSERT_EQ(cudnnCreate(&handle), CUDNN_STATUS_SUCCESS);
+  cudnnSetStream(handle, stream);
+  {
+    auto rnn = CudnnRecurrent::Create(spec, "lstm", engine::MathMode::kFp32, handle, stream);
+    ASSERT_TRUE(rnn.ok()) << rnn.status();
+    if (auto s = (*rnn)->ForceAlgorithm(algo); !s.ok()) {
+      if (required) FAIL() << s;
+      GTEST_SKIP() << s;
+    }
+    const auto x = LoadNpy(dir + "input_0.npy");
+    const auto len = LoadNpy(dir + "lengths.npy");
+    const int B = x.shape[0], T = x.shape[1], H = spec.hidden_size;
+    std::vector<float> xf(x.values.begin(), x.values.end());
+    std::vector<int32_t> lengths(len.values.begin(), len.values.end());
+    DeviceBuffer dx, dy, dh, dc, dl;
+    ASSERT_TRUE(dx.Reserve(xf.size() * 4).ok());
+    ASSERT_TRUE(dy.Reserve(size_t(B) * T * H * 4).ok());
+    ASSERT_TRUE(dh.Reserve(size_t(B) * H * 4).ok());
+    ASSERT_TRUE(dc.Reserve(size_t(B) * H * 4).ok());
+    ASSERT_TRUE(dl.Reserve(B * 4).ok());
+    cudaMemcpy(dx.get(), xf.data(), xf.size() * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(dl.get(), lengths.data(), B * 4, cudaMemcpyHostToDevice);
+    // Poison the outputs: every element must be written.
+    cudaMemset(dy.get(), 0xff, size_t(B) * T * H * 4);
+    engine::cuda::RecurrentIO io{.B = B,
+                                 .T = T,
+                                 .lengths = lengths,
+                                 .lengths_dev = dl.as<int32_t>(),
+                                 .x = dx.as<float>(),
+                                 .y = dy.as<float>(),
+                                 .hy = dh.as<float>(),
+                                 .cy = dc.as<float>()};
+    for (int run = 0; run < 3; ++run) {  // eager, eager again, then a captured graph
+      const absl::Status s = (*rnn)->Forward(io);
+      ASSERT_TRUE(s.ok()) << s;
+      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+      engine::Tensor y = engine::Tensor::Float({B, T, H}), h = engine::Tensor::Float({1, B, H}),
+                     c = engine::Tensor::Float({1, B, H});
+      cudaMemcpy(y.f32(), dy.get(), y.num_elements() * 4, cudaMemcpyDeviceToHost);
+      cudaMemcpy(h.f32(), dh.get(), h.num_elements() * 4, cudaMemcpyDeviceToHost);
+      cudaMemcpy(c.f32(), dc.get(), c.num_elements() * 4, cudaMemcpyDeviceToHost);
+      EXPECT_TRUE(AllClose(y, LoadNpy(dir + "expected_0.npy"))) << "y, run " << run;
+      EXPECT_TRUE(AllClose(h, LoadNpy(dir + "expected_1.npy"))) << "h_n, run " << run;
+      EXPECT_TRUE(AllClose(c, LoadNpy(dir + "expected_2.npy"))) << "c_n, run " << run;
+    }
+  }
+  cudnnDestroy(handle);
+  cudaStreamDestroy(stream);
+}
+
+TEST_P(PinnedAlgorithmTest, FusedExactFp32MatchesPyTorch) {
+  RNNSERVE_SKIP_WITHOUT_GPU();
+  CheckAlgorithm(GetParam(), engine::cuda::kFusedAlgo, /*required=*/true);
+}
+
+TEST_P(PinnedAlgorithmTest, CudnnStandardMatchesPyTorch) {
+  RNNSERVE_SKIP_WITHOUT_GPU();
+  CheckAlgorithm(GetParam(), CUDNN_RNN_ALGO_STANDARD, /*required=*/true);
+}
+
+INSTANTIATE_TEST_SUITE_P(Torch, PinnedAlgorithmTest,
+                         ::testing::Values("TorchLstmPackedMixedLengths", "TorchLstmWideHidden"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace rnnserve::testing

@@ -1,0 +1,93 @@
+// PyTorch's nn.LSTM / nn.GRU / nn.RNN (packed sequences of mixed lengths, float64 answers from
+// models/scripts/gpu_make_torch_fixtures.py) against the GPU engine in exact FP32, with the IR
+// built straight from the module's state_dict: PyTorch's gate orders are the IR's, and packed
+// sequences have ONNX semantics (zeros past the length, states at the last valid step).
+// Covers what cuDNN runs beyond the Keras corpus: projection, stacked bidirectional layers,
+// relu RNNs, wider hidden sizes.
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/gpu/gpu_test_util.h"
+#include "tests/gpu/torch_state_dict.h"
+#include "tests/support/fixtures.h"
+
+namespace rnnserve::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using engine::Tensor;
+
+std::vector<std::string> TorchCases() {
+  std::vector<std::string> names;
+  const fs::path root = SourcePath("tests/fixtures/torch");
+  if (fs::is_directory(root)) {
+    for (const auto& e : fs::directory_iterator(root)) {
+      if (fs::exists(e.path() / "weights.npz")) names.push_back(e.path().filename().string());
+    }
+  }
+  std::sort(names.begin(), names.end());
+  if (names.empty()) names.push_back("NoTorchFixtures");
+  return names;
+}
+
+// Stacks the per-layer, per-direction states [B, size] into PyTorch's [L*dirs, B, size].
+Tensor Stack(const std::vector<Tensor>& out, int first, int step, int count) {
+  const engine::Shape s = out[first].shape();
+  Tensor t = Tensor::Float({count, s[0], s[1]});
+  for (int i = 0; i < count; ++i) {
+    const Tensor& src = out[first + i * step];
+    std::copy_n(src.f32(), src.num_elements(), t.f32() + i * src.num_elements());
+  }
+  return t;
+}
+
+class TorchFixtureTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void Check(engine::EngineKind kind) {
+    if (GetParam() == "NoTorchFixtures") {
+      GTEST_SKIP() << "no fixtures under tests/fixtures/torch (models/scripts/"
+                      "gpu_make_torch_fixtures.py makes them)";
+    }
+    const std::string dir = absl::StrCat("tests/fixtures/torch/", GetParam(), "/");
+    auto model = TorchFixtureModel(dir);
+    ASSERT_TRUE(model.ok()) << model.status();
+    auto compiled = CompileOn(kind, *model);
+    ASSERT_TRUE(compiled.ok()) << compiled.status();
+    if (kind == engine::EngineKind::kCuda) {
+      for (const auto& p : (*compiled)->placements()) {
+        EXPECT_EQ(p.engine, "cuda") << p.layer << ": " << p.reason;
+      }
+    }
+    engine::Batch batch;
+    batch.inputs.push_back(ToFloatTensor(LoadNpy(dir + "input_0.npy")));
+    const auto lengths = LoadNpy(dir + "lengths.npy");
+    batch.lengths.assign(lengths.values.begin(), lengths.values.end());
+    std::vector<Tensor> out;
+    const absl::Status s = (*compiled)->Run(batch, &out);
+    ASSERT_TRUE(s.ok()) << s;
+    EXPECT_TRUE(AllClose(out[0], LoadNpy(dir + "expected_0.npy"))) << "output";
+    const bool lstm = fs::exists(SourcePath(dir + "expected_2.npy"));
+    const int per = lstm ? 2 : 1;
+    const int n_states = (static_cast<int>(out.size()) - 1) / per;
+    EXPECT_TRUE(AllClose(Stack(out, 1, per, n_states), LoadNpy(dir + "expected_1.npy"))) << "h_n";
+    if (lstm) {
+      EXPECT_TRUE(AllClose(Stack(out, 2, per, n_states), LoadNpy(dir + "expected_2.npy"))) << "c_n";
+    }
+  }
+};
+
+TEST_P(TorchFixtureTest, GpuMatchesPyTorchInExactFp32) {
+  RNNSERVE_SKIP_WITHOUT_GPU();
+  Check(engine::EngineKind::kCuda);
+}
+
+INSTANTIATE_TEST_SUITE_P(Torch, TorchFixtureTest, ::testing::ValuesIn(TorchCases()),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace rnnserve::testing
