@@ -77,7 +77,7 @@ std::string Describe(const LayerSpec& spec) {
 std::string GpuPlacement(const LayerSpec& spec) {
   if (const auto* r = std::get_if<RecurrentSpec>(&spec)) {
     const absl::Status s = cuda::CudnnSupports(*r);
-    return s.ok() ? "cuDNN" : absl::StrCat("not cuDNN: ", s.message(), "; runs on rnnserve's own kernel or the CPU engine");
+    return s.ok() ? "cuDNN" : absl::StrCat("not cuDNN: ", s.message(), "; runs on the CPU engine");
   }
   return "GPU engine";
 }

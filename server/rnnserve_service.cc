@@ -87,8 +87,10 @@ grpc::Status RnnServeService::ModelMetadata(grpc::ServerContext*,
       v1::LayerPlacement* l = out->add_layers();
       l->set_layer(p.layer);
       l->set_engine(p.engine);
-      // A layer on the instance's own engine runs there for the instance's reason.
-      l->set_reason(p.engine == info.engine || p.reason.empty() ? info.reason : p.reason);
+      // The GPU engine gives a reason per layer (cuDNN, its own kernel, or why the CPU runs it);
+      // on the CPU engine every layer runs there for the instance's reason.
+      const bool own = info.engine == "cuda" ? p.reason.empty() : p.engine == info.engine;
+      l->set_reason(own || p.reason.empty() ? info.reason : p.reason);
     }
   }
   return grpc::Status::OK;

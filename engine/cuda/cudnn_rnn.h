@@ -37,13 +37,11 @@
 #include "absl/types/span.h"
 #include "engine/cuda/cuda_util.h"
 #include "engine/engine.h"
+#include "engine/cuda/cudnn_support.h"
 #include "engine/ir.h"
 
 namespace rnnserve::engine::cuda {
 
-// OK when cuDNN computes exactly this layer; otherwise an error whose message says why
-// (used as the placement reason of a layer that runs elsewhere).
-absl::Status CudnnSupports(const RecurrentSpec& spec);
 
 class FusedLstm;
 
