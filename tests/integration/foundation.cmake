@@ -29,3 +29,6 @@ add_test(NAME PythonClient.PredictEvaluateStreamMatchKeras
           $<TARGET_FILE:rnnserve>)
 set_tests_properties(PythonClient.PredictEvaluateStreamMatchKeras PROPERTIES
   LABELS integration SKIP_RETURN_CODE 77 TIMEOUT 120)
+
+rnnserve_test(onnx_serving_test integration ${CMAKE_CURRENT_LIST_DIR}/onnx_serving_test.cc)
+target_link_libraries(onnx_serving_test PRIVATE rnnserve_server_process)
