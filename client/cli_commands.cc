@@ -105,7 +105,8 @@ int StreamCommand(const Args& args, RnnServeClient& client) {
     Json out = Json::array();
     for (const auto& [seq, outs] : last) {
       Json o = {{"sequence", seq}, {"sequence_id", first_id + seq}};
-      for (const auto& [name, a] : outs) o["outputs"][name] = {{"shape", a.shape}, {"data", Nest(a)}};
+      for (const auto& [name, a] : outs)
+        o["outputs"][name] = {{"shape", a.shape}, {"data", Nest(a)}};
       out.push_back(o);
     }
     std::printf("%s\n", out.dump().c_str());
@@ -124,7 +125,8 @@ int LoadCommand(const Args& args, RnnServeClient& client) {
   auto resp = client.Load(args.Get("model"));
   if (!resp.ok()) return Fail(resp.status());
   std::printf("%s %s versions [%s]\n", resp->status().name().c_str(),
-              resp->status().state().c_str(), absl::StrJoin(resp->status().versions(), ",").c_str());
+              resp->status().state().c_str(),
+              absl::StrJoin(resp->status().versions(), ",").c_str());
   return 0;
 }
 
@@ -141,8 +143,8 @@ int ServerCommand(const Args& args, RnnServeClient& client) {
   if (args.Has("json")) {
     Json out = {{"name", resp->name()},
                 {"version", resp->version()},
-                {"extensions", std::vector<std::string>(resp->extensions().begin(),
-                                                        resp->extensions().end())},
+                {"extensions",
+                 std::vector<std::string>(resp->extensions().begin(), resp->extensions().end())},
                 {"gpu_available", resp->gpu_available()},
                 {"gpu_reason", resp->gpu_reason()},
                 {"model_repository", resp->model_repository()}};

@@ -76,7 +76,8 @@ absl::StatusOr<std::vector<int32_t>> IntList(const Args& args, const std::string
   for (absl::string_view part : absl::StrSplit(args.Get(flag), ',')) {
     int32_t v;
     if (!absl::SimpleAtoi(part, &v)) {
-      return absl::InvalidArgumentError(absl::StrCat("--", flag, ": '", part, "' is not an integer"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, ": '", part, "' is not an integer"));
     }
     out.push_back(v);
   }

@@ -1,7 +1,7 @@
 #include "client/client.h"
 
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -59,9 +59,9 @@ absl::Status RnnServeClient::FillInputs(const std::string& model,
     const v1::TensorInfo* info = nullptr;
     if (name.empty()) {
       if (meta.inputs_size() != 1) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "model '", model, "' has ", meta.inputs_size(),
-            " inputs: name each one (--input NAME=FILE)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("model '", model, "' has ", meta.inputs_size(),
+                         " inputs: name each one (--input NAME=FILE)"));
       }
       info = &meta.inputs(0);
       name = info->name();
@@ -72,7 +72,8 @@ absl::Status RnnServeClient::FillInputs(const std::string& model,
     }
     auto t = ToTensor(array, info && info->dtype() == v1::TYPE_INT64);
     if (!t.ok()) {
-      return absl::Status(t.status().code(), absl::StrCat("input '", name, "': ", t.status().message()));
+      return absl::Status(t.status().code(),
+                          absl::StrCat("input '", name, "': ", t.status().message()));
     }
     (*out)[name] = std::move(*t);
   }
@@ -120,7 +121,8 @@ absl::StatusOr<v1::EvaluateResponse> RnnServeClient::Evaluate(
     }
     if (auto s = FillInputs(model, *meta, part, req.mutable_inputs()); !s.ok()) return s;
     for (const auto& [name, a] : targets) {
-      const std::string key = name.empty() && meta->outputs_size() > 0 ? meta->outputs(0).name() : name;
+      const std::string key =
+          name.empty() && meta->outputs_size() > 0 ? meta->outputs(0).name() : name;
       auto t = ToTensor(a, a.is_integer(), begin, end);
       if (!t.ok()) return t.status();
       (*req.mutable_targets())[key] = std::move(*t);
@@ -189,9 +191,9 @@ absl::Status RnnServeClient::StreamSequences(
       v1::StreamPredictResponse resp;
       if (!stream->Write(req) || !stream->Read(&resp)) return FromGrpc(stream->Finish());
       if (resp.error_code() != 0) {
-        return absl::Status(static_cast<absl::StatusCode>(resp.error_code()),
-                            absl::StrCat("sequence ", b, " steps [", t0, ", ", t1, "): ",
-                                         resp.error_message()));
+        return absl::Status(
+            static_cast<absl::StatusCode>(resp.error_code()),
+            absl::StrCat("sequence ", b, " steps [", t0, ", ", t1, "): ", resp.error_message()));
       }
       on_chunk(b, t1, resp);
     }
@@ -229,7 +231,8 @@ absl::StatusOr<v1::Tensor> ToTensor(const NpyArray& array, bool integer, int64_t
   v1::Tensor t;
   if (array.shape.empty()) return absl::InvalidArgumentError("a scalar is not a batch");
   if (end < 0) end = array.shape[0];
-  const int64_t row = array.shape[0] ? static_cast<int64_t>(array.values.size()) / array.shape[0] : 0;
+  const int64_t row =
+      array.shape[0] ? static_cast<int64_t>(array.values.size()) / array.shape[0] : 0;
   t.add_shape(end - begin);
   for (size_t d = 1; d < array.shape.size(); ++d) t.add_shape(array.shape[d]);
   if (integer) {
@@ -243,7 +246,8 @@ absl::StatusOr<v1::Tensor> ToTensor(const NpyArray& array, bool integer, int64_t
     }
   } else {
     t.set_dtype(v1::TYPE_FP32);
-    for (int64_t i = begin * row; i < end * row; ++i) t.add_float_val(static_cast<float>(array.values[i]));
+    for (int64_t i = begin * row; i < end * row; ++i)
+      t.add_float_val(static_cast<float>(array.values[i]));
   }
   return t;
 }

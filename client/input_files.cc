@@ -19,26 +19,24 @@ absl::Status Flatten(const Json& node, size_t depth, NpyArray* out, bool* integr
                      const std::string& what) {
   if (node.is_number()) {
     if (depth != out->shape.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, ": a number at depth ", depth, " where the array has rank ",
-                       out->shape.size()));
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": a number at depth ", depth, " where the array has rank ", out->shape.size()));
     }
     *integral &= node.is_number_integer();
     out->values.push_back(node.get<double>());
     return absl::OkStatus();
   }
   if (!node.is_array()) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": expected numbers or arrays, found ",
-                                                   node.type_name()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": expected numbers or arrays, found ", node.type_name()));
   }
   if (depth == out->shape.size()) {
     if (depth > 8) return absl::InvalidArgumentError(absl::StrCat(what, ": nested too deep"));
     out->shape.push_back(static_cast<int64_t>(node.size()));
   } else if (depth > out->shape.size() || out->shape[depth] != static_cast<int64_t>(node.size())) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": ragged array at depth ", depth,
-                                                   " (", node.size(), " entries where others have ",
-                                                   depth < out->shape.size() ? out->shape[depth] : 0,
-                                                   ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": ragged array at depth ", depth, " (", node.size(), " entries where others have ",
+        depth < out->shape.size() ? out->shape[depth] : 0, ")"));
   }
   for (const Json& child : node) {
     if (auto s = Flatten(child, depth + 1, out, integral, what); !s.ok()) return s;

@@ -35,8 +35,8 @@ std::string Describe(const LayerSpec& spec) {
                               : d.reverse ? "reverse"
                                           : "forward";
             std::string acts = r.cell == CellType::kLstm
-                                   ? absl::StrCat(ActivationName(d.f), "/", ActivationName(d.g), "/",
-                                                  ActivationName(d.h))
+                                   ? absl::StrCat(ActivationName(d.f), "/", ActivationName(d.g),
+                                                  "/", ActivationName(d.h))
                                : r.cell == CellType::kGru
                                    ? absl::StrCat(ActivationName(d.f), "/", ActivationName(d.g))
                                    : ActivationName(d.f);
@@ -96,10 +96,13 @@ int InspectCommand(const Args& args) {
   if (!model.ok()) return Fail(model.status());
   auto shape = [](const ValueInfo& v) { return ShapeString(v.shape); };
   if (args.Has("json")) {
-    Json out = {{"file", path}, {"format", model->source_format}, {"producer", model->producer},
+    Json out = {{"file", path},
+                {"format", model->source_format},
+                {"producer", model->producer},
                 {"name", model->name}};
     for (const auto& in : model->inputs) {
-      out["inputs"].push_back({{"name", in.name}, {"dtype", DTypeName(in.dtype)}, {"shape", in.shape}});
+      out["inputs"].push_back(
+          {{"name", in.name}, {"dtype", DTypeName(in.dtype)}, {"shape", in.shape}});
     }
     for (const auto& o : model->outputs) out["outputs"].push_back({{"name", o.name}});
     out["layers"] = Json::array();

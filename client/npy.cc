@@ -29,7 +29,8 @@ std::string HeaderField(const std::string& header, const std::string& key) {
     return header.substr(pos, header.find(')', pos) - pos + 1);
   }
   size_t end = pos;
-  if (header[pos] == '\'') end = header.find('\'', pos + 1) + 1;
+  if (header[pos] == '\'')
+    end = header.find('\'', pos + 1) + 1;
   else
     while (end < header.size() && header[end] != ',' && header[end] != '}') ++end;
   return header.substr(pos, end - pos);
@@ -49,8 +50,8 @@ std::string Header(const std::string& descr, const std::vector<int64_t>& shape) 
   std::string dims;
   for (int64_t d : shape) absl::StrAppend(&dims, d, ",");
   if (shape.size() > 1) dims.pop_back();
-  std::string h = absl::StrCat("{'descr': '", descr, "', 'fortran_order': False, 'shape': (", dims,
-                               "), }");
+  std::string h =
+      absl::StrCat("{'descr': '", descr, "', 'fortran_order': False, 'shape': (", dims, "), }");
   const size_t total = 10 + h.size() + 1;
   h.append((64 - total % 64) % 64, ' ');
   h.push_back('\n');
@@ -76,7 +77,8 @@ absl::StatusOr<NpyArray> ParseNpy(const std::string& bytes, const std::string& w
   } else {
     if (bytes.size() < 12) return absl::InvalidArgumentError(absl::StrCat(what, ": truncated"));
     header_len = 0;
-    for (int i = 0; i < 4; ++i) header_len |= size_t(static_cast<unsigned char>(bytes[8 + i])) << (8 * i);
+    for (int i = 0; i < 4; ++i)
+      header_len |= size_t(static_cast<unsigned char>(bytes[8 + i])) << (8 * i);
     offset = 12;
   }
   if (offset + header_len > bytes.size()) {
@@ -84,9 +86,11 @@ absl::StatusOr<NpyArray> ParseNpy(const std::string& bytes, const std::string& w
   }
   const std::string header = bytes.substr(offset, header_len);
   NpyArray out;
-  out.descr = std::string(absl::StripSuffix(absl::StripPrefix(HeaderField(header, "descr"), "'"), "'"));
+  out.descr =
+      std::string(absl::StripSuffix(absl::StripPrefix(HeaderField(header, "descr"), "'"), "'"));
   if (HeaderField(header, "fortran_order") == "True") {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": Fortran-order arrays are not supported"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": Fortran-order arrays are not supported"));
   }
   std::string shape = HeaderField(header, "shape");
   shape = std::string(absl::StripSuffix(absl::StripPrefix(shape, "("), ")"));
@@ -105,27 +109,41 @@ absl::StatusOr<NpyArray> ParseNpy(const std::string& bytes, const std::string& w
   const size_t avail = bytes.size() - offset - header_len;
   size_t item = 0;
   const std::string& d = out.descr;
-  if (d == "<f4" || d == "<i4" || d == "<u4") item = 4;
-  else if (d == "<f8" || d == "<i8" || d == "<u8") item = 8;
-  else if (d == "|b1" || d == "|u1" || d == "|i1") item = 1;
-  else if (d == "<i2" || d == "<u2") item = 2;
+  if (d == "<f4" || d == "<i4" || d == "<u4")
+    item = 4;
+  else if (d == "<f8" || d == "<i8" || d == "<u8")
+    item = 8;
+  else if (d == "|b1" || d == "|u1" || d == "|i1")
+    item = 1;
+  else if (d == "<i2" || d == "<u2")
+    item = 2;
   else
-    return absl::InvalidArgumentError(absl::StrCat(what, ": unsupported dtype '", d,
-                                                   "' (float32/64, int8-64, bool)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": unsupported dtype '", d, "' (float32/64, int8-64, bool)"));
   if (avail < item * static_cast<size_t>(n)) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": truncated data (", avail, " bytes for ",
                                                    n, " elements of ", item, ")"));
   }
-  if (d == "<f4") Decode<float>(data, n, &out.values);
-  else if (d == "<f8") Decode<double>(data, n, &out.values);
-  else if (d == "<i4") Decode<int32_t>(data, n, &out.values);
-  else if (d == "<u4") Decode<uint32_t>(data, n, &out.values);
-  else if (d == "<i8") Decode<int64_t>(data, n, &out.values);
-  else if (d == "<u8") Decode<uint64_t>(data, n, &out.values);
-  else if (d == "<i2") Decode<int16_t>(data, n, &out.values);
-  else if (d == "<u2") Decode<uint16_t>(data, n, &out.values);
-  else if (d == "|i1") Decode<int8_t>(data, n, &out.values);
-  else Decode<uint8_t>(data, n, &out.values);
+  if (d == "<f4")
+    Decode<float>(data, n, &out.values);
+  else if (d == "<f8")
+    Decode<double>(data, n, &out.values);
+  else if (d == "<i4")
+    Decode<int32_t>(data, n, &out.values);
+  else if (d == "<u4")
+    Decode<uint32_t>(data, n, &out.values);
+  else if (d == "<i8")
+    Decode<int64_t>(data, n, &out.values);
+  else if (d == "<u8")
+    Decode<uint64_t>(data, n, &out.values);
+  else if (d == "<i2")
+    Decode<int16_t>(data, n, &out.values);
+  else if (d == "<u2")
+    Decode<uint16_t>(data, n, &out.values);
+  else if (d == "|i1")
+    Decode<int8_t>(data, n, &out.values);
+  else
+    Decode<uint8_t>(data, n, &out.values);
   return out;
 }
 
@@ -153,7 +171,7 @@ absl::StatusOr<std::map<std::string, NpyArray>> ReadNpz(const std::string& path)
       return absl::InvalidArgumentError(absl::StrCat(path, ": entry ", st.name, " is too large"));
     }
     std::unique_ptr<zip_file_t, int (*)(zip_file_t*)> f(zip_fopen_index(zip.get(), i, 0),
-                                                         zip_fclose);
+                                                        zip_fclose);
     if (!f) return absl::InvalidArgumentError(absl::StrCat(path, ": cannot read ", st.name));
     std::string bytes(st.size, '\0');
     if (zip_fread(f.get(), bytes.data(), st.size) != static_cast<zip_int64_t>(st.size)) {

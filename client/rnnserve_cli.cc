@@ -16,11 +16,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "client/cli_commands.h"
+#include "client/cli_common.h"
 #include "client/client.h"
 #include "client/input_files.h"
 #include "client/npy.h"
-#include "client/cli_common.h"
-#include "client/cli_commands.h"
 
 namespace rnnserve::client {
 namespace {
@@ -72,9 +72,11 @@ int Predict(const Args& args, RnnServeClient& client) {
     std::map<std::string, std::string> files;
     for (const auto& [name, a] : outputs) {
       if (a.descr == "<i8") {
-        files[name] = SerializeNpyInt64(a.shape, std::vector<int64_t>(a.values.begin(), a.values.end()));
+        files[name] =
+            SerializeNpyInt64(a.shape, std::vector<int64_t>(a.values.begin(), a.values.end()));
       } else {
-        files[name] = SerializeNpyFloat32(a.shape, std::vector<float>(a.values.begin(), a.values.end()));
+        files[name] =
+            SerializeNpyFloat32(a.shape, std::vector<float>(a.values.begin(), a.values.end()));
       }
     }
     if (auto s = WriteNpz(args.Get("output"), files); !s.ok()) return Fail(s);
@@ -84,9 +86,8 @@ int Predict(const Args& args, RnnServeClient& client) {
     out["model"] = resp->model_spec().name();
     out["version"] = resp->model_spec().version();
     for (const auto& [name, a] : outputs) {
-      out["outputs"][name] = {{"dtype", a.descr == "<i8" ? "INT64" : "FP32"},
-                              {"shape", a.shape},
-                              {"data", Nest(a)}};
+      out["outputs"][name] = {
+          {"dtype", a.descr == "<i8" ? "INT64" : "FP32"}, {"shape", a.shape}, {"data", Nest(a)}};
     }
     std::printf("%s\n", out.dump().c_str());
     return 0;
@@ -138,14 +139,15 @@ int Metadata(const Args& args, RnnServeClient& client) {
     return out;
   };
   if (args.Has("json")) {
-    Json out = {{"name", meta->model_spec().name()},
-                {"version", meta->model_spec().version()},
-                {"versions", std::vector<int64_t>(meta->versions().begin(), meta->versions().end())},
-                {"platform", meta->platform()},
-                {"source_file", meta->source_file()},
-                {"masking", meta->masking()},
-                {"inputs", tensors(meta->inputs())},
-                {"outputs", tensors(meta->outputs())}};
+    Json out = {
+        {"name", meta->model_spec().name()},
+        {"version", meta->model_spec().version()},
+        {"versions", std::vector<int64_t>(meta->versions().begin(), meta->versions().end())},
+        {"platform", meta->platform()},
+        {"source_file", meta->source_file()},
+        {"masking", meta->masking()},
+        {"inputs", tensors(meta->inputs())},
+        {"outputs", tensors(meta->outputs())}};
     out["instances"] = Json::array();
     for (const auto& inst : meta->instances()) {
       Json layers = Json::array();

@@ -93,8 +93,8 @@ absl::Status RecurrentSpec::Validate(const std::string& layer) const {
                                                    " must be positive"));
   }
   if (directions.empty() || directions.size() > 2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "layer '", layer, "': expected 1 or 2 directions, got ", directions.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("layer '", layer, "': expected 1 or 2 directions, got ", directions.size()));
   }
   const size_t gh = static_cast<size_t>(gates()) * hidden_size;
   const size_t rin = proj_size > 0 ? proj_size : hidden_size;
@@ -144,8 +144,8 @@ absl::Status Model::Validate() const {
       if (auto s = rnn->Validate(layer.name); !s.ok()) return s;
     }
     if (const auto* dense = std::get_if<DenseSpec>(&layer.spec)) {
-      if (auto s = CheckSize(layer.name, "kernel", dense->kernel.size(),
-                             size_t(dense->in) * dense->out);
+      if (auto s =
+              CheckSize(layer.name, "kernel", dense->kernel.size(), size_t(dense->in) * dense->out);
           !s.ok())
         return s;
       if (!dense->bias.empty()) {

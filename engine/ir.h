@@ -39,10 +39,10 @@ enum class ActivationKind {
   kSoftsign,         // x / (1 + |x|)
   kSoftplus,         // log(1 + exp(x))
   kSelu,
-  kGelu,             // exact (erf) form
-  kSwish,            // x * sigmoid(x)
+  kGelu,   // exact (erf) form
+  kSwish,  // x * sigmoid(x)
   kExponential,
-  kSoftmax,          // over the last axis; only outside recurrent cells
+  kSoftmax,  // over the last axis; only outside recurrent cells
 };
 
 struct Activation {
@@ -100,10 +100,10 @@ struct RecurrentDirection {
 
 struct RecurrentSpec {
   CellType cell = CellType::kLstm;
-  int input_size = 0;   // I
-  int hidden_size = 0;  // H
-  int proj_size = 0;    // 0: no projection
-  float clip = 0.0f;    // 0: no clipping of gate pre-activations
+  int input_size = 0;         // I
+  int hidden_size = 0;        // H
+  int proj_size = 0;          // 0: no projection
+  float clip = 0.0f;          // 0: no clipping of gate pre-activations
   bool input_forget = false;  // LSTM: f = 1 - i (ONNX input_forget)
   bool reset_after = true;    // GRU: reset applied after the recurrent matmul
   bool return_sequences = false;
@@ -254,14 +254,14 @@ enum class TensorOpKind {
   kExp,
   kLog,
   kReciprocal,
-  kSoftmax,       // axis; coerce_2d: ONNX opset < 13 (flatten at axis, softmax per row)
-  kLogSoftmax,    // as kSoftmax
-  kFlatten,       // axis
-  kSplit,         // axis; ints = sizes of the outputs, or empty: num_outputs equal parts
-  kReduceMean,    // ints = axes (empty: all), keep_dims
+  kSoftmax,     // axis; coerce_2d: ONNX opset < 13 (flatten at axis, softmax per row)
+  kLogSoftmax,  // as kSoftmax
+  kFlatten,     // axis
+  kSplit,       // axis; ints = sizes of the outputs, or empty: num_outputs equal parts
+  kReduceMean,  // ints = axes (empty: all), keep_dims
   kReduceSum,
   kReduceMax,
-  kRange,         // operands start, limit, delta
+  kRange,  // operands start, limit, delta
   // Operand 0 flows through; operand 1 (int, [B]) becomes its per-sequence lengths, which a
   // following recurrent layer reads (ONNX sequence_lens).
   kAttachLengths,
@@ -294,13 +294,12 @@ struct TensorOpSpec {
   Tensor value = {};  // kConstantOfShape fill (one element; empty means float 0)
 };
 
-using LayerSpec =
-    std::variant<RecurrentSpec, DenseSpec, MaskingSpec, EmbeddingSpec, ActivationSpec,
-                 IdentitySpec, SoftmaxSpec, BatchNormSpec, LayerNormSpec, Conv1DSpec, Pool1DSpec,
-                 GlobalPool1DSpec, FlattenSpec, ReshapeSpec, RepeatVectorSpec, MergeSpec,
-                 UnsupportedSpec,
-                 // Generic tensor ops (ONNX graphs).
-                 TensorOpSpec>;
+using LayerSpec = std::variant<RecurrentSpec, DenseSpec, MaskingSpec, EmbeddingSpec, ActivationSpec,
+                               IdentitySpec, SoftmaxSpec, BatchNormSpec, LayerNormSpec, Conv1DSpec,
+                               Pool1DSpec, GlobalPool1DSpec, FlattenSpec, ReshapeSpec,
+                               RepeatVectorSpec, MergeSpec, UnsupportedSpec,
+                               // Generic tensor ops (ONNX graphs).
+                               TensorOpSpec>;
 
 struct Layer {
   std::string name;          // as the source file names it
@@ -318,8 +317,8 @@ struct ValueInfo {
 
 struct Model {
   std::string name;
-  std::string source_format;  // "keras_h5", "keras", "onnx"
-  std::string producer;       // e.g. "keras 2.15.0"
+  std::string source_format;       // "keras_h5", "keras", "onnx"
+  std::string producer;            // e.g. "keras 2.15.0"
   std::vector<ValueInfo> inputs;   // value ids 0..inputs.size()-1
   std::vector<ValueInfo> outputs;  // shapes as known
   std::vector<int> output_values;  // value id of each output

@@ -48,11 +48,9 @@ std::string CanonicalLossName(const std::string& name) {
   const std::string n = Lower(name);
   if (n == "mse" || n == "mean_squared_error" || n == "meansquarederror") return "mse";
   if (n == "mae" || n == "mean_absolute_error" || n == "meanabsoluteerror") return "mae";
-  if (n == "mape" || n == "mean_absolute_percentage_error" ||
-      n == "meanabsolutepercentageerror")
+  if (n == "mape" || n == "mean_absolute_percentage_error" || n == "meanabsolutepercentageerror")
     return "mape";
-  if (n == "msle" || n == "mean_squared_logarithmic_error" ||
-      n == "meansquaredlogarithmicerror")
+  if (n == "msle" || n == "mean_squared_logarithmic_error" || n == "meansquaredlogarithmicerror")
     return "msle";
   if (n == "huber" || n == "huber_loss") return "huber";
   if (n == "log_cosh" || n == "logcosh") return "log_cosh";

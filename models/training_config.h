@@ -12,9 +12,9 @@
 namespace rnnserve::models {
 
 struct MetricConfig {
-  std::string name;  // the key Keras reports it under, e.g. "accuracy", "rmse"
-  std::string fn;    // the resolved function when the file records one, e.g.
-                     // "sparse_categorical_accuracy", "root_mean_squared_error"; else empty
+  std::string name;       // the key Keras reports it under, e.g. "accuracy", "rmse"
+  std::string fn;         // the resolved function when the file records one, e.g.
+                          // "sparse_categorical_accuracy", "root_mean_squared_error"; else empty
   bool weighted = false;  // from weighted_metrics: applies sample weights
 };
 

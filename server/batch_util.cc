@@ -9,8 +9,8 @@ engine::Tensor SliceRows(const engine::Tensor& t, int64_t begin, int64_t end) {
   const int64_t row = shape[0] == 0 ? 0 : t.num_elements() / shape[0];
   shape[0] = end - begin;
   if (t.dtype() == engine::DType::kInt64) {
-    return engine::Tensor::Int64(
-        shape, std::vector<int64_t>(t.i64() + begin * row, t.i64() + end * row));
+    return engine::Tensor::Int64(shape,
+                                 std::vector<int64_t>(t.i64() + begin * row, t.i64() + end * row));
   }
   return engine::Tensor::Float(shape,
                                std::vector<float>(t.f32() + begin * row, t.f32() + end * row));

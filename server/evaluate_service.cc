@@ -36,9 +36,10 @@ absl::StatusOr<std::unique_ptr<Accumulator>> MakeAccumulator(const v1::EvaluateR
   double delta = 1.0;
   if (loss_name.empty()) {
     if (!training || training->loss.empty()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "model '", model.name(), "' records no loss (not compiled when saved); name one in "
-                                   "the request's loss field"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("model '", model.name(),
+                       "' records no loss (not compiled when saved); name one in "
+                       "the request's loss field"));
     }
     loss_name = training->loss;
     from_logits = training->from_logits;
@@ -75,8 +76,8 @@ absl::Status EvaluateChunk(const v1::EvaluateRequest& req, const Servable& model
   auto batch = ValidatePredict(predict, model);
   if (!batch.ok()) return batch.status();
   if (req.targets().empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("targets: none given (model outputs: ",
-                                                   model.outputs()[0].name, ", ...)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("targets: none given (model outputs: ", model.outputs()[0].name, ", ...)"));
   }
   if (req.targets_size() > 1) {
     return absl::UnimplementedError("Evaluate takes targets for one output");
@@ -88,8 +89,8 @@ absl::Status EvaluateChunk(const v1::EvaluateRequest& req, const Servable& model
   }
   if (output < 0 && model.outputs().size() == 1) output = 0;
   if (output < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("targets: '", target_name, "' is not an output of model '", model.name(), "'"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "targets: '", target_name, "' is not an output of model '", model.name(), "'"));
   }
   auto y_true = DecodeTensor(target_proto, absl::StrCat("targets '", target_name, "'"));
   if (!y_true.ok()) return y_true.status();

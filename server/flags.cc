@@ -19,7 +19,8 @@ std::string ServerUsage() {
          "  --log-level         default info\n"
          "  --max-message-bytes largest request or response (default 64 MiB)\n"
          "  --repository-poll-seconds  rescan the repository every N s and load what changed\n"
-         "                      (default 0: load once at start; LoadModel/UnloadModel always work)\n";
+         "                      (default 0: load once at start; LoadModel/UnloadModel always "
+         "work)\n";
 }
 
 absl::StatusOr<ServerFlags> ParseServerFlags(int argc, char** argv, bool* help) {
@@ -41,7 +42,8 @@ absl::StatusOr<ServerFlags> ParseServerFlags(int argc, char** argv, bool* help) 
       value = std::string(arg.substr(eq + 1));
     } else {
       name = std::string(arg.substr(2));
-      if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
+      if (i + 1 >= argc)
+        return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
       value = argv[++i];
     }
     auto port = [&](int* out) -> absl::Status {

@@ -8,14 +8,12 @@ namespace rnnserve::server {
 
 absl::Status ManagedSequences::Run(const Servable& servable,
                                    const kserve::SequenceIdentity& sequence,
-                                   const engine::Batch& batch,
-                                   std::vector<engine::Tensor>* outputs,
+                                   const engine::Batch& batch, std::vector<engine::Tensor>* outputs,
                                    const RunOptions& options) {
   if (!servable.streamable().ok()) return servable.streamable();
   if (batch.inputs.empty() || batch.inputs[0].dim(0) != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("sequence ", sequence.ToString(),
-                     ": a sequence request carries one sequence (batch 1)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sequence ", sequence.ToString(), ": a sequence request carries one sequence (batch 1)"));
   }
   // String ids share the numeric id space through a hash with the top bit set.
   const uint64_t id = sequence.id != 0
@@ -27,8 +25,8 @@ absl::Status ManagedSequences::Run(const Servable& servable,
     limits.max_idle = absl::Microseconds(cfg.max_sequence_idle_microseconds());
   }
   if (cfg.max_sequences() > 0) limits.max_sequences = cfg.max_sequences();
-  auto lease = manager_->Acquire(servable.name(), id, sequence.start,
-                                 servable.shared_from_this(), limits);
+  auto lease =
+      manager_->Acquire(servable.name(), id, sequence.start, servable.shared_from_this(), limits);
   if (!lease.ok()) return lease.status();
   engine::Batch chunk = batch;
   chunk.initial_states = std::move(lease->states);

@@ -30,11 +30,16 @@ const char* Name(LogLevel level) {
 }  // namespace
 
 bool ParseLogLevel(absl::string_view text, LogLevel* level) {
-  if (text == "debug") *level = LogLevel::kDebug;
-  else if (text == "info") *level = LogLevel::kInfo;
-  else if (text == "warning") *level = LogLevel::kWarning;
-  else if (text == "error") *level = LogLevel::kError;
-  else return false;
+  if (text == "debug")
+    *level = LogLevel::kDebug;
+  else if (text == "info")
+    *level = LogLevel::kInfo;
+  else if (text == "warning")
+    *level = LogLevel::kWarning;
+  else if (text == "error")
+    *level = LogLevel::kError;
+  else
+    return false;
   return true;
 }
 
@@ -42,7 +47,8 @@ void SetLogLevel(LogLevel level) { g_level = static_cast<int>(level); }
 
 void Log(LogLevel level, absl::string_view message) {
   if (static_cast<int>(level) < g_level.load()) return;
-  const std::string now = absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone());
+  const std::string now =
+      absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone());
   std::lock_guard<std::mutex> lock(g_mu);
   std::fprintf(stderr, "%s %-7s %.*s\n", now.c_str(), Name(level), static_cast<int>(message.size()),
                message.data());

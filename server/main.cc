@@ -4,10 +4,10 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 
+#include <pthread.h>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
-#include <pthread.h>
 
 #include "absl/strings/str_cat.h"
 #include "server/flags.h"
@@ -74,17 +74,17 @@ int Main(int argc, char** argv) {
                        flags->model_repository));
 
   (*repository)->StartPolling(flags->repository_poll_seconds);
-  auto sequences = SequenceManager::Create(
-      {.observer = [](const Servable* servable, bool started) {
-        if (servable == nullptr) return;
-        metrics::ModelMetrics* m = metrics::ServerMetrics::Global().Find(servable->name(), servable->version());
-        if (m == nullptr) return;
-        if (started) {
-          m->SequenceStarted();
-        } else {
-          m->SequenceEnded();
-        }
-      }});
+  auto sequences = SequenceManager::Create({.observer = [](const Servable* servable, bool started) {
+    if (servable == nullptr) return;
+    metrics::ModelMetrics* m =
+        metrics::ServerMetrics::Global().Find(servable->name(), servable->version());
+    if (m == nullptr) return;
+    if (started) {
+      m->SequenceStarted();
+    } else {
+      m->SequenceEnded();
+    }
+  }});
   if (!sequences.ok()) {
     LogError(sequences.status().message());
     return 1;

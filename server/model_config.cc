@@ -60,7 +60,8 @@ absl::Status ValidateModelConfig(const v1::ModelConfig& config, const std::strin
     return bad(absl::StrCat("platform must be keras_h5, keras or onnx; was '", p, "'"));
   }
   for (const auto& g : config.instance_group()) {
-    if (g.count() < 0) return bad(absl::StrCat("instance_group count must be >= 0; was ", g.count()));
+    if (g.count() < 0)
+      return bad(absl::StrCat("instance_group count must be >= 0; was ", g.count()));
   }
   for (const auto& t : config.input()) {
     if (t.name().empty()) return bad("an input has no name");

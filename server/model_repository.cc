@@ -162,7 +162,8 @@ absl::StatusOr<ModelState> ModelRepository::Load(const std::string& name) {
     return absl::FailedPreconditionError(
         absl::StrCat("model '", name, "' did not reload: ", next.reason));
   }
-  if (next.versions.empty()) LogError(absl::StrCat("model ", name, " is unavailable: ", next.reason));
+  if (next.versions.empty())
+    LogError(absl::StrCat("model ", name, " is unavailable: ", next.reason));
   ModelState state = StateOf(name, next);
   {  // metrics: rnnserve_model_loaded 0 for a config that fails and for versions dropped
     if (!config.ok()) metrics::ServerMetrics::Global().ModelLoadFailed(name, 0);
@@ -175,7 +176,8 @@ absl::StatusOr<ModelState> ModelRepository::Load(const std::string& name) {
     models_[name] = std::move(next);
   }
   if (state.versions.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat("model '", name, "' failed to load: ", state.reason));
+    return absl::FailedPreconditionError(
+        absl::StrCat("model '", name, "' failed to load: ", state.reason));
   }
   return state;
 }
@@ -237,9 +239,9 @@ absl::StatusOr<std::shared_ptr<const Servable>> ModelRepository::Get(const std::
     for (const auto& [n, e] : models_) {
       if (!e.versions.empty()) names.push_back(n);
     }
-    return absl::NotFoundError(absl::StrCat("model '", name, "' is not loaded (loaded: ",
-                                            names.empty() ? "none" : absl::StrJoin(names, ", "),
-                                            ")"));
+    return absl::NotFoundError(absl::StrCat(
+        "model '", name,
+        "' is not loaded (loaded: ", names.empty() ? "none" : absl::StrJoin(names, ", "), ")"));
   }
   const Entry& e = it->second;
   if (e.versions.empty()) {

@@ -10,26 +10,23 @@ namespace rnnserve::server {
 namespace {
 
 std::string Names(const std::vector<TensorSignature>& sigs) {
-  return absl::StrJoin(sigs, ", ", [](std::string* out, const TensorSignature& s) {
-    out->append(s.name);
-  });
+  return absl::StrJoin(sigs, ", ",
+                       [](std::string* out, const TensorSignature& s) { out->append(s.name); });
 }
 
 absl::Status CheckShape(const engine::Tensor& t, const TensorSignature& sig) {
   auto error = [&]() {
-    return absl::InvalidArgumentError(absl::StrCat("input '", sig.name, "': shape ",
-                                                   engine::ShapeString(t.shape()),
-                                                   " given, expected ",
-                                                   engine::ShapeString(sig.shape)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("input '", sig.name, "': shape ", engine::ShapeString(t.shape()),
+                     " given, expected ", engine::ShapeString(sig.shape)));
   };
   if (t.rank() != static_cast<int>(sig.shape.size())) return error();
   for (int d = 0; d < t.rank(); ++d) {
     if (sig.shape[d] >= 0 && t.dim(d) != sig.shape[d]) return error();
   }
   if (t.dim(0) == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("input '", sig.name, "': empty batch (shape ", engine::ShapeString(t.shape()),
-                     ")"));
+    return absl::InvalidArgumentError(absl::StrCat("input '", sig.name, "': empty batch (shape ",
+                                                   engine::ShapeString(t.shape()), ")"));
   }
   for (int d = 1; d < t.rank(); ++d) {
     if (t.dim(d) == 0) {
@@ -51,8 +48,8 @@ absl::StatusOr<engine::Batch> ValidatePredict(const v1::PredictRequest& request,
     bool known = false;
     for (const auto& s : sigs) known |= s.name == name;
     if (!known && !(sigs.size() == 1 && given.size() == 1)) {
-      return absl::InvalidArgumentError(absl::StrCat("unexpected input '", name,
-                                                     "' (model inputs: ", Names(sigs), ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("unexpected input '", name, "' (model inputs: ", Names(sigs), ")"));
     }
   }
   engine::Batch batch;
@@ -61,8 +58,8 @@ absl::StatusOr<engine::Batch> ValidatePredict(const v1::PredictRequest& request,
     auto it = given.find(sig.name);
     if (it == given.end() && sigs.size() == 1 && given.size() == 1) it = given.begin();
     if (it == given.end()) {
-      return absl::InvalidArgumentError(absl::StrCat("missing input '", sig.name,
-                                                     "' (model inputs: ", Names(sigs), ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("missing input '", sig.name, "' (model inputs: ", Names(sigs), ")"));
     }
     const std::string what = absl::StrCat("input '", sig.name, "'");
     const v1::DataType want = WireType(sig.dtype);
@@ -87,9 +84,9 @@ absl::StatusOr<engine::Batch> ValidatePredict(const v1::PredictRequest& request,
     if (sig.reject_non_finite && tensor->dtype() == engine::DType::kFloat32) {
       for (int64_t i = 0; i < tensor->num_elements(); ++i) {
         if (!std::isfinite(tensor->f32()[i])) {
-          return absl::InvalidArgumentError(absl::StrCat(what, ": value ", i, " is ",
-                                                         tensor->f32()[i],
-                                                         "; this model accepts finite values only"));
+          return absl::InvalidArgumentError(
+              absl::StrCat(what, ": value ", i, " is ", tensor->f32()[i],
+                           "; this model accepts finite values only"));
         }
       }
     }
@@ -97,31 +94,32 @@ absl::StatusOr<engine::Batch> ValidatePredict(const v1::PredictRequest& request,
   }
   if (request.lengths_size() > 0) {
     if (request.lengths_size() != B) {
-      return absl::InvalidArgumentError(absl::StrCat("lengths: ", request.lengths_size(),
-                                                     " given for a batch of ", B));
+      return absl::InvalidArgumentError(
+          absl::StrCat("lengths: ", request.lengths_size(), " given for a batch of ", B));
     }
     for (int i = 0; i < request.lengths_size(); ++i) {
       const int32_t len = request.lengths(i);
       if (len < 1 || len > T) {
-        return absl::InvalidArgumentError(absl::StrCat("lengths[", i, "] = ", len,
-                                                       ": must be in [1, ", T, "]"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("lengths[", i, "] = ", len, ": must be in [1, ", T, "]"));
       }
     }
     batch.lengths.assign(request.lengths().begin(), request.lengths().end());
   }
   for (const auto& [layer, states] : request.initial_states()) {
     if (!servable.HasRecurrentLayer(layer)) {
-      return absl::InvalidArgumentError(absl::StrCat("initial_states: '", layer,
-                                                     "' is not a recurrent layer of the model"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("initial_states: '", layer, "' is not a recurrent layer of the model"));
     }
     std::vector<engine::Tensor>& out = batch.initial_states[layer];
     for (int i = 0; i < states.states_size(); ++i) {
-      auto t = DecodeTensor(states.states(i), absl::StrCat("initial_states '", layer, "'[", i, "]"));
+      auto t =
+          DecodeTensor(states.states(i), absl::StrCat("initial_states '", layer, "'[", i, "]"));
       if (!t.ok()) return t.status();
       if (t->dtype() != engine::DType::kFloat32 || t->rank() != 2 || t->dim(0) != B) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "initial_states '", layer, "'[", i, "]: shape ", engine::ShapeString(t->shape()),
-            " given, expected FP32 [", B, ", units]"));
+        return absl::InvalidArgumentError(absl::StrCat("initial_states '", layer, "'[", i,
+                                                       "]: shape ", engine::ShapeString(t->shape()),
+                                                       " given, expected FP32 [", B, ", units]"));
       }
       out.push_back(std::move(*t));
     }
@@ -134,9 +132,9 @@ absl::Status ValidateOutputFilter(const v1::PredictRequest& request, const Serva
     bool known = false;
     for (const auto& s : servable.outputs()) known |= s.name == name;
     if (!known) {
-      return absl::InvalidArgumentError(absl::StrCat("output_filter: unknown output '", name,
-                                                     "' (model outputs: ",
-                                                     Names(servable.outputs()), ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("output_filter: unknown output '", name,
+                       "' (model outputs: ", Names(servable.outputs()), ")"));
     }
   }
   return absl::OkStatus();

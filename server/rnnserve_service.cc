@@ -128,8 +128,7 @@ grpc::Status RnnServeService::UnloadModel(grpc::ServerContext*,
   return ToGrpc(repository_->Unload(request->name()));
 }
 
-grpc::Status RnnServeService::ServerMetadata(grpc::ServerContext*,
-                                             const v1::ServerMetadataRequest*,
+grpc::Status RnnServeService::ServerMetadata(grpc::ServerContext*, const v1::ServerMetadataRequest*,
                                              v1::ServerMetadataResponse* response) {
   response->set_name("rnnserve");
   response->set_version(RNNSERVE_VERSION);

@@ -20,10 +20,9 @@ class RnnServeService final : public v1::RnnServe::Service {
   grpc::Status EvaluateStream(grpc::ServerContext* context,
                               grpc::ServerReader<v1::EvaluateRequest>* reader,
                               v1::EvaluateResponse* response) override;
-  grpc::Status StreamPredict(
-      grpc::ServerContext* context,
-      grpc::ServerReaderWriter<v1::StreamPredictResponse, v1::StreamPredictRequest>* stream)
-      override;
+  grpc::Status StreamPredict(grpc::ServerContext* context,
+                             grpc::ServerReaderWriter<v1::StreamPredictResponse,
+                                                      v1::StreamPredictRequest>* stream) override;
   grpc::Status ModelMetadata(grpc::ServerContext* context, const v1::ModelMetadataRequest* request,
                              v1::ModelMetadataResponse* response) override;
   grpc::Status ListModels(grpc::ServerContext* context, const v1::ListModelsRequest* request,

@@ -40,9 +40,9 @@ absl::StatusOr<SequenceManager::Lease> SequenceManager::Acquire(
     it->second.servable = std::move(servable);
     it->second.states.clear();
   } else if (it == sequences_.end()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "sequence ", id, " of model '", model,
-        "' is not live: its first chunk must set start (or it was idle too long)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("sequence ", id, " of model '", model,
+                     "' is not live: its first chunk must set start (or it was idle too long)"));
   }
   it->second.busy = true;
   it->second.last_used = options_.now();

@@ -47,7 +47,7 @@ class SequenceManager {
   // A model's limits (config.pbtxt sequence_batching; Limits() fills the defaults).
   struct Limits {
     absl::Duration max_idle = absl::Seconds(60);  // must be positive
-    int max_sequences = 1024;                      // must be positive
+    int max_sequences = 1024;                     // must be positive
   };
   static absl::StatusOr<std::unique_ptr<SequenceManager>> Create(Options options);
 

@@ -37,8 +37,8 @@ absl::StatusOr<std::string> FindModelFile(const fs::path& version_dir,
     }
   }
   if (found.empty()) {
-    return absl::NotFoundError(absl::StrCat(version_dir.string(),
-                                            ": no model file (.h5, .hdf5, .keras or .onnx)"));
+    return absl::NotFoundError(
+        absl::StrCat(version_dir.string(), ": no model file (.h5, .hdf5, .keras or .onnx)"));
   }
   if (found.size() > 1) {
     std::sort(found.begin(), found.end());
@@ -96,9 +96,9 @@ absl::Status CheckStreamable(const engine::Model& model) {
       why = "needs the whole sequence at once";
     }
     if (!why.empty()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "layer '", layer.name, "' (", layer.source_class, ") ", why,
-          ": StreamPredict needs a model whose layers are all causal; use Predict"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("layer '", layer.name, "' (", layer.source_class, ") ", why,
+                       ": StreamPredict needs a model whose layers are all causal; use Predict"));
     }
   }
   return absl::OkStatus();
@@ -147,10 +147,9 @@ absl::StatusOr<std::unique_ptr<Servable>> Servable::Load(const std::string& mode
       sig.name = c.name();
       sig.reject_non_finite = c.reject_non_finite();
       if (c.data_type() != v1::TYPE_INVALID && FromConfigType(c.data_type()) != v.dtype) {
-        return absl::InvalidArgumentError(absl::StrCat(config.name(), ": input '", c.name(),
-                                                       "' has data_type ",
-                                                       v1::DataType_Name(c.data_type()),
-                                                       "; the model takes ", DTypeName(v.dtype)));
+        return absl::InvalidArgumentError(absl::StrCat(
+            config.name(), ": input '", c.name(), "' has data_type ",
+            v1::DataType_Name(c.data_type()), "; the model takes ", DTypeName(v.dtype)));
       }
       if (c.dims_size() > 0) {
         engine::Shape dims = {-1};
@@ -203,9 +202,9 @@ absl::Status Servable::CreateInstances() {
       InstanceInfo info;
       std::unique_ptr<engine::CompiledModel> compiled;
       std::string why_not_gpu;
-      const bool want_gpu = g.kind() == v1::ModelInstanceGroup::KIND_GPU ||
-                            (g.kind() == v1::ModelInstanceGroup::KIND_AUTO &&
-                             engine::CudaAvailable(&why_not_gpu));
+      const bool want_gpu =
+          g.kind() == v1::ModelInstanceGroup::KIND_GPU ||
+          (g.kind() == v1::ModelInstanceGroup::KIND_AUTO && engine::CudaAvailable(&why_not_gpu));
       engine::CompileOptions options;
       options.math_mode = static_cast<engine::MathMode>(config_.optimization().math_mode());
       options.max_batch_size = config_.max_batch_size();
@@ -220,8 +219,8 @@ absl::Status Servable::CreateInstances() {
           info.kind = "KIND_GPU";
           info.reason = absl::StrCat("GPU ", device, " (cuDNN)");
         } else if (g.kind() == v1::ModelInstanceGroup::KIND_GPU) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              name(), ": instance_group asks for KIND_GPU: ", c.status().message()));
+          return absl::FailedPreconditionError(
+              absl::StrCat(name(), ": instance_group asks for KIND_GPU: ", c.status().message()));
         } else {
           why_not_gpu = std::string(c.status().message());
         }
@@ -247,8 +246,8 @@ absl::Status Servable::CreateInstances() {
       info.engine = compiled->engine_name();
       info.layers = compiled->placements();
       info.memory_bytes = compiled->memory_bytes();
-      LogInfo(absl::StrCat("model ", name(), " v", version_, " instance ", instances_.size(),
-                           ": ", info.engine, " engine (", info.reason, ")"));
+      LogInfo(absl::StrCat("model ", name(), " v", version_, " instance ", instances_.size(), ": ",
+                           info.engine, " engine (", info.reason, ")"));
       instance_info_.push_back(std::move(info));
       instances_.push_back(std::move(compiled));
     }
@@ -269,9 +268,8 @@ absl::Status Servable::ProbeSignature() {
   }
   const auto& cfg_out = config_.output();
   if (!cfg_out.empty() && cfg_out.size() != static_cast<int>(a.size())) {
-    return absl::InvalidArgumentError(absl::StrCat(name(), ": config.pbtxt lists ",
-                                                   cfg_out.size(), " outputs; the model has ",
-                                                   a.size()));
+    return absl::InvalidArgumentError(absl::StrCat(name(), ": config.pbtxt lists ", cfg_out.size(),
+                                                   " outputs; the model has ", a.size()));
   }
   for (size_t i = 0; i < a.size(); ++i) {
     TensorSignature sig;

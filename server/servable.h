@@ -87,7 +87,8 @@ class Servable : public std::enable_shared_from_this<Servable> {
   batching::DynamicBatcher* batcher() const { return batcher_.get(); }
 
  private:
-  Servable(int64_t version, v1::ModelConfig config) : version_(version), config_(std::move(config)) {}
+  Servable(int64_t version, v1::ModelConfig config)
+      : version_(version), config_(std::move(config)) {}
   absl::Status CreateInstances();
   absl::Status ProbeSignature();
   absl::Status StartBatcher();

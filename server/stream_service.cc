@@ -47,9 +47,9 @@ absl::Status RnnServeService::StreamChunk(const grpc::ServerContext& context,
   absl::Status s = ValidateOutputFilter(predict, model);
   auto batch = s.ok() ? ValidatePredict(predict, model) : absl::StatusOr<engine::Batch>(s);
   if (batch.ok() && batch->inputs[0].dim(0) != 1) {
-    batch = absl::InvalidArgumentError(absl::StrCat(
-        "stream chunks carry one sequence ([1, T, ...]); got a batch of ",
-        batch->inputs[0].dim(0)));
+    batch = absl::InvalidArgumentError(
+        absl::StrCat("stream chunks carry one sequence ([1, T, ...]); got a batch of ",
+                     batch->inputs[0].dim(0)));
   }
   if (!batch.ok()) {
     // A malformed chunk changes nothing: the sequence keeps its state for a corrected retry.

@@ -10,7 +10,6 @@
 namespace rnnserve::engine::cuda {
 namespace {
 
-
 const char* AlgoName(cudnnRNNAlgo_t algo) {
   switch (static_cast<int>(algo)) {
     case CUDNN_RNN_ALGO_STANDARD:
@@ -46,7 +45,6 @@ cudnnDataType_t DataTypeFor(MathMode m) {
 }
 
 }  // namespace
-
 
 CudnnRecurrent::CudnnRecurrent(const RecurrentSpec& spec, std::string name, MathMode math,
                                cudnnHandle_t handle, cudaStream_t stream)

@@ -36,12 +36,11 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/cuda/cuda_util.h"
-#include "engine/engine.h"
 #include "engine/cuda/cudnn_support.h"
+#include "engine/engine.h"
 #include "engine/ir.h"
 
 namespace rnnserve::engine::cuda {
-
 
 class FusedLstm;
 

@@ -7,10 +7,10 @@
 // (onnx_ops.cc lists them). Whatever depends only on initializers and constants is folded at
 // load; the rest becomes generic tensor-op layers of the IR. Shapes of runtime values are never
 // folded, even where the file declares them static, so the shape arithmetic an exporter writes
-// (Shape -> Gather -> ConstantOfShape for zero initial states) follows the batch actually run. Model inputs and outputs are the
-// graph's, in the graph's order, with the file's shapes (-1 for symbolic dims) and layout: a
-// time-major input stays [T, B, ...]. Float inputs are FP32; integer inputs (int32 or int64,
-// e.g. sequence_lens or token ids) are INT64.
+// (Shape -> Gather -> ConstantOfShape for zero initial states) follows the batch actually run.
+// Model inputs and outputs are the graph's, in the graph's order, with the file's shapes (-1 for
+// symbolic dims) and layout: a time-major input stays [T, B, ...]. Float inputs are FP32; integer
+// inputs (int32 or int64, e.g. sequence_lens or token ids) are INT64.
 //
 // Refused, each with an error naming the file and the problem: files that are not ONNX
 // (wrong magic, garbage, truncation), missing graph or default-domain opset, external data,

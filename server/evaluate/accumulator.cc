@@ -33,17 +33,19 @@ absl::Status Accumulator::Add(const engine::Tensor& y_pred, const engine::Shape&
   if (needs_sparse) {
     for (float id : y_true) {
       if (id < 0 || id >= C || id != std::floor(id)) {
-        return absl::InvalidArgumentError(absl::StrCat("targets '", target, "': class id ", id,
-                                                       " outside [0, ", C, ")"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("targets '", target, "': class id ", id, " outside [0, ", C, ")"));
       }
     }
   }
   if (!weights.empty() && static_cast<int64_t>(weights.size()) != B) {
-    return absl::InvalidArgumentError(absl::StrCat("sample_weight: ", weights.size(),
-                                                   " values for a batch of ", B));
+    return absl::InvalidArgumentError(
+        absl::StrCat("sample_weight: ", weights.size(), " values for a batch of ", B));
   }
   const int64_t per_sample = rows / B;
-  auto weight = [&](int64_t row) { return weights.empty() ? 1.0 : double(weights[row / per_sample]); };
+  auto weight = [&](int64_t row) {
+    return weights.empty() ? 1.0 : double(weights[row / per_sample]);
+  };
 
   std::vector<double> values;
   LossRows(loss_, y_pred.f32(), y_true.data(), rows, C, &values);

@@ -49,8 +49,9 @@ double RowLoss(const LossSpec& loss, const float* p, const float* t, int64_t col
     case LossKind::kHuber:
       for (int64_t c = 0; c < cols; ++c) {
         const double e = std::fabs(double(p[c]) - t[c]);
-        acc += e <= loss.huber_delta ? 0.5 * e * e
-                                     : loss.huber_delta * e - 0.5 * loss.huber_delta * loss.huber_delta;
+        acc += e <= loss.huber_delta
+                   ? 0.5 * e * e
+                   : loss.huber_delta * e - 0.5 * loss.huber_delta * loss.huber_delta;
       }
       return acc / cols;
     case LossKind::kLogCosh:
@@ -145,20 +146,30 @@ absl::StatusOr<LossSpec> MakeLoss(const std::string& name, bool from_logits, dou
   s.name = name;
   s.from_logits = from_logits;
   s.huber_delta = huber_delta;
-  if (name == "mse") s.kind = LossKind::kMse;
-  else if (name == "mae") s.kind = LossKind::kMae;
-  else if (name == "mape") s.kind = LossKind::kMape;
-  else if (name == "msle") s.kind = LossKind::kMsle;
-  else if (name == "huber") s.kind = LossKind::kHuber;
-  else if (name == "log_cosh") s.kind = LossKind::kLogCosh;
-  else if (name == "binary_crossentropy") s.kind = LossKind::kBinaryCrossentropy;
-  else if (name == "categorical_crossentropy") s.kind = LossKind::kCategoricalCrossentropy;
-  else if (name == "sparse_categorical_crossentropy") s.kind = LossKind::kSparseCategoricalCrossentropy;
+  if (name == "mse")
+    s.kind = LossKind::kMse;
+  else if (name == "mae")
+    s.kind = LossKind::kMae;
+  else if (name == "mape")
+    s.kind = LossKind::kMape;
+  else if (name == "msle")
+    s.kind = LossKind::kMsle;
+  else if (name == "huber")
+    s.kind = LossKind::kHuber;
+  else if (name == "log_cosh")
+    s.kind = LossKind::kLogCosh;
+  else if (name == "binary_crossentropy")
+    s.kind = LossKind::kBinaryCrossentropy;
+  else if (name == "categorical_crossentropy")
+    s.kind = LossKind::kCategoricalCrossentropy;
+  else if (name == "sparse_categorical_crossentropy")
+    s.kind = LossKind::kSparseCategoricalCrossentropy;
   else
-    return absl::InvalidArgumentError(absl::StrCat(
-        "loss '", name, "' is not supported (mse, mae, mape, msle, huber, log_cosh, "
-                        "binary_crossentropy, categorical_crossentropy, "
-                        "sparse_categorical_crossentropy)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("loss '", name,
+                     "' is not supported (mse, mae, mape, msle, huber, log_cosh, "
+                     "binary_crossentropy, categorical_crossentropy, "
+                     "sparse_categorical_crossentropy)"));
   return s;
 }
 
@@ -172,25 +183,39 @@ absl::StatusOr<MetricSpec> ResolveMetric(const std::string& name, const std::str
   std::string f = fn.empty() ? name : fn;
   if (f == "accuracy" || f == "acc") {
     const bool binary = y_pred_last_dim == 1;
-    const bool sparse =
-        y_true_rank < y_pred_rank || (y_true_last_dim == 1 && y_pred_last_dim > 1);
-    f = binary ? "binary_accuracy" : sparse ? "sparse_categorical_accuracy" : "categorical_accuracy";
+    const bool sparse = y_true_rank < y_pred_rank || (y_true_last_dim == 1 && y_pred_last_dim > 1);
+    f = binary   ? "binary_accuracy"
+        : sparse ? "sparse_categorical_accuracy"
+                 : "categorical_accuracy";
   }
-  if (f == "binary_accuracy" || f == "BinaryAccuracy") m.kind = MetricKind::kBinaryAccuracy;
-  else if (f == "categorical_accuracy" || f == "CategoricalAccuracy") m.kind = MetricKind::kCategoricalAccuracy;
-  else if (f == "sparse_categorical_accuracy" || f == "SparseCategoricalAccuracy") m.kind = MetricKind::kSparseCategoricalAccuracy;
-  else if (f == "top_k_categorical_accuracy" || f == "TopKCategoricalAccuracy") m.kind = MetricKind::kTopKCategoricalAccuracy;
-  else if (f == "sparse_top_k_categorical_accuracy" || f == "SparseTopKCategoricalAccuracy") m.kind = MetricKind::kSparseTopKCategoricalAccuracy;
-  else if (f == "mae" || f == "mean_absolute_error" || f == "MeanAbsoluteError") m.kind = MetricKind::kMae;
-  else if (f == "mse" || f == "mean_squared_error" || f == "MeanSquaredError") m.kind = MetricKind::kMse;
-  else if (f == "rmse" || f == "root_mean_squared_error" || f == "RootMeanSquaredError") m.kind = MetricKind::kRmse;
-  else if (f == "mape" || f == "mean_absolute_percentage_error" || f == "MeanAbsolutePercentageError") m.kind = MetricKind::kMape;
-  else if (f == "msle" || f == "mean_squared_logarithmic_error" || f == "MeanSquaredLogarithmicError") m.kind = MetricKind::kMsle;
+  if (f == "binary_accuracy" || f == "BinaryAccuracy")
+    m.kind = MetricKind::kBinaryAccuracy;
+  else if (f == "categorical_accuracy" || f == "CategoricalAccuracy")
+    m.kind = MetricKind::kCategoricalAccuracy;
+  else if (f == "sparse_categorical_accuracy" || f == "SparseCategoricalAccuracy")
+    m.kind = MetricKind::kSparseCategoricalAccuracy;
+  else if (f == "top_k_categorical_accuracy" || f == "TopKCategoricalAccuracy")
+    m.kind = MetricKind::kTopKCategoricalAccuracy;
+  else if (f == "sparse_top_k_categorical_accuracy" || f == "SparseTopKCategoricalAccuracy")
+    m.kind = MetricKind::kSparseTopKCategoricalAccuracy;
+  else if (f == "mae" || f == "mean_absolute_error" || f == "MeanAbsoluteError")
+    m.kind = MetricKind::kMae;
+  else if (f == "mse" || f == "mean_squared_error" || f == "MeanSquaredError")
+    m.kind = MetricKind::kMse;
+  else if (f == "rmse" || f == "root_mean_squared_error" || f == "RootMeanSquaredError")
+    m.kind = MetricKind::kRmse;
+  else if (f == "mape" || f == "mean_absolute_percentage_error" ||
+           f == "MeanAbsolutePercentageError")
+    m.kind = MetricKind::kMape;
+  else if (f == "msle" || f == "mean_squared_logarithmic_error" ||
+           f == "MeanSquaredLogarithmicError")
+    m.kind = MetricKind::kMsle;
   else
-    return absl::InvalidArgumentError(absl::StrCat(
-        "metric '", name, "' is not supported (accuracy, binary_accuracy, categorical_accuracy, "
-                          "sparse_categorical_accuracy, top_k_categorical_accuracy, mae, mse, "
-                          "rmse, mape, msle)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("metric '", name,
+                     "' is not supported (accuracy, binary_accuracy, categorical_accuracy, "
+                     "sparse_categorical_accuracy, top_k_categorical_accuracy, mae, mse, "
+                     "rmse, mape, msle)"));
   return m;
 }
 

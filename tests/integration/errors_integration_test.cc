@@ -297,7 +297,8 @@ TEST(Errors, EveryDocumentedBadRequestGetsItsCodeAndMessageAndTheServerKeepsServ
   fs::create_directories(repo);
   fs::copy(SourcePath("models/examples/waveform_lstm"), repo / "waveform_lstm",
            fs::copy_options::recursive);
-  fs::copy(SourcePath("models/examples/waveform_lstm"), repo / "strict", fs::copy_options::recursive);
+  fs::copy(SourcePath("models/examples/waveform_lstm"), repo / "strict",
+           fs::copy_options::recursive);
   std::ofstream(repo / "strict" / "config.pbtxt")
       << "input { name: \"waveform\" reject_non_finite: true }\n";
   fs::create_directories(repo / "broken" / "1");
@@ -335,8 +336,9 @@ TEST(Errors, EveryDocumentedBadRequestGetsItsCodeAndMessageAndTheServerKeepsServ
   auto resp = c.Predict("waveform_lstm", {{"", LoadNpy("tests/fixtures/example/input.npy")}}, {});
   ASSERT_TRUE(resp.ok()) << resp.status();
   EXPECT_TRUE(AllClose(
-      engine::Tensor::Float({3, 3}, std::vector<float>(resp->outputs().at("probabilities").float_val().begin(),
-                                                       resp->outputs().at("probabilities").float_val().end())),
+      engine::Tensor::Float(
+          {3, 3}, std::vector<float>(resp->outputs().at("probabilities").float_val().begin(),
+                                     resp->outputs().at("probabilities").float_val().end())),
       LoadNpy("tests/fixtures/example/expected.npy")));
   server->reset();
   fs::remove_all(repo);

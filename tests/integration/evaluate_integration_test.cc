@@ -22,10 +22,12 @@ void ToProto(const client::NpyArray& a, v1::Tensor* t, int64_t begin = 0, int64_
   for (size_t d = 1; d < a.shape.size(); ++d) t->add_shape(a.shape[d]);
   if (a.is_integer()) {
     t->set_dtype(v1::TYPE_INT64);
-    for (int64_t i = begin * row; i < end * row; ++i) t->add_int64_val(static_cast<int64_t>(a.values[i]));
+    for (int64_t i = begin * row; i < end * row; ++i)
+      t->add_int64_val(static_cast<int64_t>(a.values[i]));
   } else {
     t->set_dtype(v1::TYPE_FP32);
-    for (int64_t i = begin * row; i < end * row; ++i) t->add_float_val(static_cast<float>(a.values[i]));
+    for (int64_t i = begin * row; i < end * row; ++i)
+      t->add_float_val(static_cast<float>(a.values[i]));
   }
 }
 
@@ -117,12 +119,12 @@ TEST_P(EvaluateTest, EvaluateStreamOverChunksEqualsWhole) {
   ExpectMatchesKeras(c, resp);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    KerasFixtures, EvaluateTest,
-    ::testing::Values("sparse_categorical", "sparse_categorical_logits_weighted",
-                      "categorical_topk", "binary_weighted", "binary_logits", "mse_regression",
-                      "mae_weighted", "mape", "msle", "huber", "log_cosh",
-                      "sequence_mse_weighted"));
+INSTANTIATE_TEST_SUITE_P(KerasFixtures, EvaluateTest,
+                         ::testing::Values("sparse_categorical",
+                                           "sparse_categorical_logits_weighted", "categorical_topk",
+                                           "binary_weighted", "binary_logits", "mse_regression",
+                                           "mae_weighted", "mape", "msle", "huber", "log_cosh",
+                                           "sequence_mse_weighted"));
 
 class EvaluateErrorsTest : public EvaluateTest {};
 

@@ -58,9 +58,9 @@ TEST_F(OnnxServingTest, PredictMatchesPyTorch) {
     ASSERT_TRUE(resp.ok()) << name << ": " << resp.status();
     ASSERT_EQ(resp->outputs_size(), 1) << name;
     const client::NpyArray got = client::ToArray(resp->outputs().begin()->second);
-    EXPECT_TRUE(AllClose(engine::Tensor::Float(got.shape, std::vector<float>(got.values.begin(),
-                                                                               got.values.end())),
-                         data.at("out_0")))
+    EXPECT_TRUE(AllClose(
+        engine::Tensor::Float(got.shape, std::vector<float>(got.values.begin(), got.values.end())),
+        data.at("out_0")))
         << name;
   }
 }
@@ -95,8 +95,8 @@ TEST_F(OnnxServingTest, EvaluateWithANamedLossAgainstPyTorchOutputsIsNearZero) {
 TEST_F(OnnxServingTest, StreamingABidirectionalModelIsFailedPrecondition) {
   auto data = Data(kBidi);
   client::RnnServeClient c({.server = server_->address()});
-  const absl::Status s = c.StreamSequences(kBidi, data.at("in_0"), 3, {}, 1,
-                                           [](int64_t, int64_t, const v1::StreamPredictResponse&) {});
+  const absl::Status s = c.StreamSequences(
+      kBidi, data.at("in_0"), 3, {}, 1, [](int64_t, int64_t, const v1::StreamPredictResponse&) {});
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
 }
 

@@ -5,9 +5,9 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <filesystem>
 
 #include "client/client.h"
 #include "client/npy.h"
@@ -85,15 +85,14 @@ TEST_F(ExampleServerTest, PredictWithExplicitLengthsMatchesKeras) {
 }
 
 TEST_F(ExampleServerTest, CliPredictWritesKerasNumbersToNpz) {
-  const std::string out =
-      (std::filesystem::temp_directory_path() / ("rnnserve_cli_" + std::to_string(getpid()) + ".npz"))
-          .string();
+  const std::string out = (std::filesystem::temp_directory_path() /
+                           ("rnnserve_cli_" + std::to_string(getpid()) + ".npz"))
+                              .string();
   std::string log;
-  const int rc = RunCommand({RNNSERVE_CLI_BIN, "predict", "--server", server_->address(), "--model",
-                             "waveform_lstm", "--input",
-                             SourcePath("models/examples/waveform_lstm/sample_input.json"),
-                             "--output", out},
-                            &log);
+  const int rc = RunCommand(
+      {RNNSERVE_CLI_BIN, "predict", "--server", server_->address(), "--model", "waveform_lstm",
+       "--input", SourcePath("models/examples/waveform_lstm/sample_input.json"), "--output", out},
+      &log);
   ASSERT_EQ(rc, 0) << log;
   EXPECT_NE(log.find("probabilities: FP32 [3,3]"), std::string::npos) << log;
   auto arrays = client::ReadNpz(out);
@@ -104,7 +103,8 @@ TEST_F(ExampleServerTest, CliPredictWritesKerasNumbersToNpz) {
 
 TEST_F(ExampleServerTest, CliListAndMetadataDescribeTheModel) {
   std::string log;
-  ASSERT_EQ(RunCommand({RNNSERVE_CLI_BIN, "list", "--server", server_->address(), "--json"}, &log), 0)
+  ASSERT_EQ(RunCommand({RNNSERVE_CLI_BIN, "list", "--server", server_->address(), "--json"}, &log),
+            0)
       << log;
   EXPECT_NE(log.find("\"name\":\"waveform_lstm\""), std::string::npos) << log;
   EXPECT_NE(log.find("\"state\":\"READY\""), std::string::npos) << log;
@@ -181,7 +181,8 @@ TEST_F(ExampleServerTest, BatchLargerThanMaxBatchSizeIsSplitAndJoined) {
   client::NpyArray big = one;
   big.shape[0] = 150;
   big.values.clear();
-  for (int i = 0; i < 50; ++i) big.values.insert(big.values.end(), one.values.begin(), one.values.end());
+  for (int i = 0; i < 50; ++i)
+    big.values.insert(big.values.end(), one.values.begin(), one.values.end());
   auto resp = client.Predict("waveform_lstm", {{"waveform", big}}, {});
   ASSERT_TRUE(resp.ok()) << resp.status();
   const client::NpyArray got = client::ToArray(resp->outputs().at("probabilities"));
@@ -246,7 +247,8 @@ TEST_F(ExampleServerTest, ReturnedStatesFedBackAsInitialStatesContinueTheSequenc
   grpc::ClientContext ctx;
   const grpc::Status bad = stub->Predict(&ctx, second, &r2);
   EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(bad.error_message().find("'probabilities' is not a recurrent layer"), std::string::npos);
+  EXPECT_NE(bad.error_message().find("'probabilities' is not a recurrent layer"),
+            std::string::npos);
 }
 
 TEST_F(ExampleServerTest, CliEvaluateMatchesTheLossOfKerasPredictions) {
@@ -290,7 +292,8 @@ TEST_F(ExampleServerTest, CliStreamChunksEqualKeras) {
 
 TEST_F(ExampleServerTest, CliLoadUnloadAndServer) {
   std::string log;
-  ASSERT_EQ(RunCommand({RNNSERVE_CLI_BIN, "server", "--server", server_->address()}, &log), 0) << log;
+  ASSERT_EQ(RunCommand({RNNSERVE_CLI_BIN, "server", "--server", server_->address()}, &log), 0)
+      << log;
   EXPECT_NE(log.find("rnnserve"), std::string::npos) << log;
   ASSERT_EQ(RunCommand({RNNSERVE_CLI_BIN, "load", "--server", server_->address(), "--model",
                         "waveform_lstm"},
@@ -331,7 +334,8 @@ TEST(CliInspect, DescribesTheFiveRealKerasFiles) {
        {"GRU in=1 units=64 forward act=hard_sigmoid(0.2x+0.5)/tanh reset_after=0",
         "not cuDNN: GRU activations hard_sigmoid", "Dense 64->344 softmax"}},
       {"arabic_sentiment_lstm.h5",
-       {"LSTM in=200 units=100 forward act=hard_sigmoid(0.2x+0.5)/tanh/tanh", "Dense 100->3 sigmoid"}},
+       {"LSTM in=200 units=100 forward act=hard_sigmoid(0.2x+0.5)/tanh/tanh",
+        "Dense 100->3 sigmoid"}},
       {"elec_gru3_reset_after.h5",
        {"GRU in=105 units=64 forward act=sigmoid/tanh reset_after=1", "gpu: cuDNN"}},
       {"k3_sensor_bilstm.h5",

@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <fstream>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "client/client.h"
@@ -36,13 +36,15 @@ class RepositoryTest : public ::testing::Test {
                   fs::copy_options::overwrite_existing);
   }
   std::unique_ptr<v1::RnnServe::Stub> Stub(const ServerProcess& s) {
-    return v1::RnnServe::NewStub(grpc::CreateChannel(s.address(), grpc::InsecureChannelCredentials()));
+    return v1::RnnServe::NewStub(
+        grpc::CreateChannel(s.address(), grpc::InsecureChannelCredentials()));
   }
   std::vector<int64_t> Versions(const ServerProcess& s, const std::string& model) {
     client::RnnServeClient c({.server = s.address()});
     auto list = c.List();
     for (const auto& m : list->models()) {
-      if (m.name() == model && m.state() == "READY") return {m.versions().begin(), m.versions().end()};
+      if (m.name() == model && m.state() == "READY")
+        return {m.versions().begin(), m.versions().end()};
     }
     return {};
   }

@@ -32,9 +32,9 @@ int FreeLoopbackPort() {
 absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
     const std::string& repo, const std::vector<std::string>& extra) {
   const int port = FreeLoopbackPort();
-  std::vector<std::string> args = {RNNSERVE_BIN, "--model-repository", repo, "--port",
-                                   std::to_string(port), "--metrics-port", "0",
-                                   "--log-level", "warning"};
+  std::vector<std::string> args = {RNNSERVE_BIN, "--model-repository", repo,
+                                   "--port",     std::to_string(port), "--metrics-port",
+                                   "0",          "--log-level",        "warning"};
   args.insert(args.end(), extra.begin(), extra.end());
   const pid_t pid = fork();
   if (pid < 0) return absl::InternalError("fork failed");

@@ -75,7 +75,8 @@ TEST_F(StreamTest, ChunkedSequencesEqualKerasOnTheWholeSequence) {
   for (int b = 0; b < 3; ++b) {
     const client::NpyArray got = client::ToArray(last[b].outputs().at("probabilities"));
     for (int c = 0; c < 3; ++c) {
-      EXPECT_NEAR(got.values[c], want.values[b * 3 + c], 1e-5 + 1e-5 * std::fabs(want.values[b * 3 + c]))
+      EXPECT_NEAR(got.values[c], want.values[b * 3 + c],
+                  1e-5 + 1e-5 * std::fabs(want.values[b * 3 + c]))
           << "sequence " << b << " class " << c;
     }
   }

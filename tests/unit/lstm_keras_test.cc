@@ -66,7 +66,8 @@ TEST_F(ExampleModelTest, EachSequenceAloneEqualsItsRowInTheBatch) {
   const int64_t T = input.shape[1], F = input.shape[2], C = expected.shape[1];
   for (int64_t b = 0; b < input.shape[0]; ++b) {
     engine::Batch one;
-    std::vector<float> row(input.values.begin() + b * T * F, input.values.begin() + (b + 1) * T * F);
+    std::vector<float> row(input.values.begin() + b * T * F,
+                           input.values.begin() + (b + 1) * T * F);
     one.inputs.push_back(engine::Tensor::Float({1, T, F}, row));
     std::vector<engine::Tensor> out;
     ASSERT_TRUE(compiled_->Run(one, &out).ok());

@@ -23,8 +23,8 @@ TEST(Npy, ReadsNumpyWrittenFloat64AndInt32) {
 TEST(Npy, RoundTripsThroughNpz) {
   const std::string path =
       (std::filesystem::temp_directory_path() / "rnnserve_npy_test.npz").string();
-  ASSERT_TRUE(WriteNpz(path, {{"probabilities", SerializeNpyFloat32({2, 2}, {1, 2, 3, 4.5f})}})
-                  .ok());
+  ASSERT_TRUE(
+      WriteNpz(path, {{"probabilities", SerializeNpyFloat32({2, 2}, {1, 2, 3, 4.5f})}}).ok());
   auto arrays = ReadNpz(path);
   ASSERT_TRUE(arrays.ok()) << arrays.status();
   ASSERT_EQ(arrays->count("probabilities"), 1u);
