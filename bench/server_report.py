@@ -119,7 +119,7 @@ def main():
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     labels = {"off": "batching off (max_batch_size 1)",
-              "on": "max_batch_size 64 + dynamic_batching (no batcher on main)",
+              "on": "max_batch_size 64 + dynamic_batching",
               "preview": "dynamic batcher preview (branch batching)"}
     for key, style in (("off", "o-"), ("on", "s--"), ("preview", "^-")):
         tput, p99, cs = series.get(key, ([], [], []))
