@@ -128,14 +128,6 @@ void Fill(const Servable& model, const Accumulator& acc, v1::EvaluateResponse* r
   for (const auto& [name, value] : acc.metrics()) (*response->mutable_metrics())[name] = value;
 }
 
-RunOptions OptionsFrom(const grpc::ServerContext* context) {
-  RunOptions options;
-  if (context->deadline() != std::chrono::system_clock::time_point::max()) {
-    options.deadline = absl::FromChrono(context->deadline());
-  }
-  return options;
-}
-
 }  // namespace
 
 grpc::Status RnnServeService::Evaluate(grpc::ServerContext* context,
@@ -144,7 +136,7 @@ grpc::Status RnnServeService::Evaluate(grpc::ServerContext* context,
   auto servable = repository_->Get(request->model_spec().name(), request->model_spec().version());
   if (!servable.ok()) return ToGrpc(servable.status());
   std::unique_ptr<Accumulator> acc;
-  if (auto s = EvaluateChunk(*request, **servable, OptionsFrom(context), &acc); !s.ok()) {
+  if (auto s = EvaluateChunk(*request, **servable, RunOptionsFor(*context), &acc); !s.ok()) {
     return ToGrpc(s);
   }
   Fill(**servable, *acc, response);
@@ -164,7 +156,7 @@ grpc::Status RnnServeService::EvaluateStream(grpc::ServerContext* context,
       if (!servable.ok()) return ToGrpc(servable.status());
       model = *servable;  // every chunk uses the version the first one got
     }
-    if (auto s = EvaluateChunk(chunk, *model, OptionsFrom(context), &acc); !s.ok()) {
+    if (auto s = EvaluateChunk(chunk, *model, RunOptionsFor(*context), &acc); !s.ok()) {
       return ToGrpc(absl::Status(s.code(), absl::StrCat("chunk ", index, ": ", s.message())));
     }
     ++index;

@@ -19,12 +19,7 @@ absl::Status ManagedSequences::Run(const Servable& servable,
   const uint64_t id = sequence.id != 0
                           ? sequence.id
                           : (std::hash<std::string>{}(sequence.string_id) | (uint64_t{1} << 63));
-  SequenceManager::Limits limits;
-  const auto& cfg = servable.config().sequence_batching();
-  if (cfg.max_sequence_idle_microseconds() > 0) {
-    limits.max_idle = absl::Microseconds(cfg.max_sequence_idle_microseconds());
-  }
-  if (cfg.max_sequences() > 0) limits.max_sequences = cfg.max_sequences();
+  const SequenceManager::Limits limits = SequenceLimitsOf(servable);
   auto lease =
       manager_->Acquire(servable.name(), id, sequence.start, servable.shared_from_this(), limits);
   if (!lease.ok()) return lease.status();

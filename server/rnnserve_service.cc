@@ -33,10 +33,7 @@ grpc::Status RnnServeService::Predict(grpc::ServerContext* context,
   std::vector<engine::Tensor> outputs;
   LayerStates final_states;
   if (request->return_states()) batch->final_states = &final_states;
-  RunOptions options;
-  if (context->deadline() != std::chrono::system_clock::time_point::max()) {
-    options.deadline = absl::FromChrono(context->deadline());
-  }
+  const RunOptions options = RunOptionsFor(*context);
   if (auto s = model.Run(*batch, &outputs, options); !s.ok()) {
     if (s.code() != absl::StatusCode::kInvalidArgument) {
       LogError(absl::StrCat("model ", model.name(), " v", model.version(), ": ", s.message()));

@@ -1,6 +1,7 @@
 #include "server/sequence_manager.h"
 
 #include "absl/strings/str_cat.h"
+#include "server/servable.h"
 
 namespace rnnserve::server {
 
@@ -89,6 +90,16 @@ int SequenceManager::ExpireLocked() {
     }
   }
   return dropped;
+}
+
+SequenceManager::Limits SequenceLimitsOf(const Servable& servable) {
+  SequenceManager::Limits limits;
+  const auto& seq = servable.config().sequence_batching();
+  if (seq.max_sequence_idle_microseconds() > 0) {
+    limits.max_idle = absl::Microseconds(seq.max_sequence_idle_microseconds());
+  }
+  if (seq.max_sequences() > 0) limits.max_sequences = seq.max_sequences();
+  return limits;
 }
 
 }  // namespace rnnserve::server

@@ -85,4 +85,7 @@ class SequenceManager {
   std::map<std::string, int> per_model_ ABSL_GUARDED_BY(mu_);  // live sequences by model
 };
 
+// A model's limits from its config.pbtxt sequence_batching block (defaults where unset).
+SequenceManager::Limits SequenceLimitsOf(const Servable& servable);
+
 }  // namespace rnnserve::server

@@ -11,20 +11,6 @@
 #include "server/tensor_codec.h"
 
 namespace rnnserve::server {
-namespace {
-
-SequenceManager::Limits LimitsOf(const Servable& servable) {
-  SequenceManager::Limits limits;
-  const auto& seq = servable.config().sequence_batching();
-  if (seq.max_sequence_idle_microseconds() > 0) {
-    limits.max_idle = absl::Microseconds(seq.max_sequence_idle_microseconds());
-  }
-  if (seq.max_sequences() > 0) limits.max_sequences = seq.max_sequences();
-  return limits;
-}
-
-}  // namespace
-
 absl::Status RnnServeService::StreamChunk(const grpc::ServerContext& context,
                                           const v1::StreamPredictRequest& req,
                                           v1::StreamPredictResponse* resp) {
@@ -36,7 +22,8 @@ absl::Status RnnServeService::StreamChunk(const grpc::ServerContext& context,
     if (!(*servable)->streamable().ok()) return (*servable)->streamable();
     fresh = *servable;
   }
-  const SequenceManager::Limits limits = fresh ? LimitsOf(*fresh) : SequenceManager::Limits{};
+  const SequenceManager::Limits limits =
+      fresh ? SequenceLimitsOf(*fresh) : SequenceManager::Limits{};
   auto lease = sequences_->Acquire(name, req.sequence_id(), req.start(), fresh, limits);
   if (!lease.ok()) return lease.status();
   const Servable& model = *lease->servable;
@@ -59,10 +46,7 @@ absl::Status RnnServeService::StreamChunk(const grpc::ServerContext& context,
   batch->initial_states = std::move(lease->states);
   LayerStates final_states;
   batch->final_states = &final_states;
-  RunOptions options;
-  if (context.deadline() != std::chrono::system_clock::time_point::max()) {
-    options.deadline = absl::FromChrono(context.deadline());
-  }
+  const RunOptions options = RunOptionsFor(context);
   std::vector<engine::Tensor> outputs;
   s = model.Run(*batch, &outputs, options);
   sequences_->Release(name, req.sequence_id(), std::move(final_states), req.end(), !s.ok());
