@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "client/client.h"
 #include "gtest/gtest.h"
 #include "rnnserve/v1/rnnserve.grpc.pb.h"
 #include "tests/integration/server_process.h"
@@ -15,20 +16,11 @@
 namespace rnnserve::testing {
 namespace {
 
-void ToProto(const client::NpyArray& a, v1::Tensor* t, int64_t begin = 0, int64_t end = -1) {
-  if (end < 0) end = a.shape[0];
-  const int64_t row = a.shape[0] ? static_cast<int64_t>(a.values.size()) / a.shape[0] : 0;
-  t->add_shape(end - begin);
-  for (size_t d = 1; d < a.shape.size(); ++d) t->add_shape(a.shape[d]);
-  if (a.is_integer()) {
-    t->set_dtype(v1::TYPE_INT64);
-    for (int64_t i = begin * row; i < end * row; ++i)
-      t->add_int64_val(static_cast<int64_t>(a.values[i]));
-  } else {
-    t->set_dtype(v1::TYPE_FP32);
-    for (int64_t i = begin * row; i < end * row; ++i)
-      t->add_float_val(static_cast<float>(a.values[i]));
-  }
+// Rows [begin, end) of a fixture array, typed as the array is (class ids stay integers).
+v1::Tensor ToProto(const client::NpyArray& a, int64_t begin, int64_t end) {
+  auto t = client::ToTensor(a, a.is_integer(), begin, end);
+  EXPECT_TRUE(t.ok()) << t.status();
+  return t.ok() ? *t : v1::Tensor();
 }
 
 struct Case {
@@ -54,9 +46,9 @@ Case LoadCase(const std::string& name) {
 v1::EvaluateRequest Chunk(const Case& c, int64_t begin, int64_t end) {
   v1::EvaluateRequest req;
   req.mutable_model_spec()->set_name(c.name);
-  ToProto(c.x, &(*req.mutable_inputs())["x"], begin, end);
-  ToProto(c.y, &(*req.mutable_targets())["head"], begin, end);
-  if (c.weighted) ToProto(c.w, req.mutable_sample_weight(), begin, end);
+  (*req.mutable_inputs())["x"] = ToProto(c.x, begin, end);
+  (*req.mutable_targets())["head"] = ToProto(c.y, begin, end);
+  if (c.weighted) *req.mutable_sample_weight() = ToProto(c.w, begin, end);
   return req;
 }
 
