@@ -73,7 +73,7 @@ int Gemm() {
   for (const auto& sh : shapes) {
     const int m = sh[0], n = sh[1], k = sh[2];
     RowMat a = RowMat::Random(m, k), b = RowMat::Random(n, k), c(m, n);
-    const std::vector<float> panels = rnnserve::engine::cpu::PackPanels(b.data(), k, n, k);
+    const auto panels = rnnserve::engine::cpu::PackPanels(b.data(), k, n, k);
     const int reps = m > 1000 ? 3 : 300;
     auto time = [&](auto&& fn) {
       fn();

@@ -23,8 +23,8 @@ std::vector<int> Split(int n, int parts) {
   return begin;
 }
 
-template <typename T>
-void Grow(std::vector<T>* v, size_t n) {
+template <typename T, typename A>
+void Grow(std::vector<T, A>* v, size_t n) {
   if (v->size() < n) v->resize(n);
 }
 

@@ -192,7 +192,9 @@ void RecurrentKernel::RunDirection(int d, const Tensor& x, absl::Span<const int3
     float* hn = s.h[(st + 1) & 1].data();  // [n, H'] state after the step
     if (kind == kMain) {
       // [n, G*nu] = h [n, H'] . R_slice^T (GRU reset_after=false: the r and z columns only).
-      if (nu > 0) PanelGemm(hp, Hp, n, Hp, sl.R.data(), gru_rb ? 2 * nu : Gn, gates, Gn);
+      if (nu > 0) {
+        PanelGemm(hp, Hp, n, Hp, sl.R.data(), gru_rb ? 2 * nu : Gn, gates, Gn, st & 1);
+      }
       for (int64_t k = 0; k < n && nu > 0; ++k) {
         float* g = gates + k * G * nu;
         const float* xp = xproj + (s.offset[s.order[k]] + time_of(k, st)) * Gn;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/cpu/panel_gemm.h"
 #include "engine/cpu/recurrent.h"
 
 namespace rnnserve::engine::cpu {
@@ -18,10 +19,10 @@ struct RecurrentKernel::Packed {
   // One thread's share: the weights of its units u0 .. u0+nu, gate-major (column q*nu + j is
   // gate q of unit u0 + j), as panels for PanelGemm.
   struct Slice {
-    std::vector<float> W;   // panels of [G*nu, I]
-    std::vector<float> R;   // panels of [G*nu, H'] (GRU reset_after=false: [2*nu, H], r, z)
-    std::vector<float> Rn;  // GRU reset_after=false: panels of the n rows [nu, H]
-    std::vector<float> P;   // LSTM projection: panels of P's rows p0 .. p0+np, [np, H]
+    AlignedFloats W;   // panels of [G*nu, I]
+    AlignedFloats R;   // panels of [G*nu, H'] (GRU reset_after=false: [2*nu, H], r, z)
+    AlignedFloats Rn;  // GRU reset_after=false: panels of the n rows [nu, H]
+    AlignedFloats P;   // LSTM projection: panels of P's rows p0 .. p0+np, [np, H]
     // Folded biases [G*nu]: bW + bR, except GRU reset_after's n gate, whose bR sits inside
     // r * (R h + bR_n).
     std::vector<float> bias;
@@ -31,13 +32,13 @@ struct RecurrentKernel::Packed {
 };
 
 struct RecurrentKernel::Scratch {
-  std::vector<float> xpack;  // [rows, I] valid input steps packed, when lengths differ
+  AlignedFloats xpack;  // [rows, I] valid input steps packed, when lengths differ
   // [threads][rows, G*nu] input projection of every valid step onto each thread's gates
-  std::vector<std::vector<float>> xproj;
-  std::vector<float> h[2];    // [B, H'] output state, ping-pong by step parity, length-sorted
-  std::vector<float> c;       // [B, H] LSTM cell state, length-sorted
-  std::vector<float> shared;  // [B, H] LSTM output before projection, or GRU r * h
-  std::vector<std::vector<float>> gates;  // [threads][B, G*nu] this thread's gate slice
+  std::vector<AlignedFloats> xproj;
+  AlignedFloats h[2];    // [B, H'] output state, ping-pong by step parity, length-sorted
+  AlignedFloats c;       // [B, H] LSTM cell state, length-sorted
+  AlignedFloats shared;  // [B, H] LSTM output before projection, or GRU r * h
+  std::vector<AlignedFloats> gates;  // [threads][B, G*nu] this thread's gate slice
   // Row bookkeeping for the current direction, in length-sorted order.
   std::vector<int> order;            // [B] batch index of sorted row k
   std::vector<int32_t> len;          // [B] length of sorted row k
