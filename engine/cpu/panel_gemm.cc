@@ -104,8 +104,12 @@ void PanelGemm(const float* a, int64_t lda, int64_t m, int k, const float* panel
       const int p = backwards ? num_panels - 1 - q : q;
       const float* panel = panels + static_cast<int64_t>(p) * kPanel * k;
       const int cols = std::min(kPanel, n - p * kPanel);
-      for (int64_t i = i0; i < i1; i += kMaxRows) {
-        const int rows = static_cast<int>(std::min<int64_t>(kMaxRows, i1 - i));
+      // Micro-tiles of equal height: 64 rows are 6 tiles of 11 or 10, not 5 of 12 and one
+      // of 4, whose few accumulators leave the FMA units waiting on loads.
+      const int64_t tiles = (i1 - i0 + kMaxRows - 1) / kMaxRows;
+      for (int64_t t = 0; t < tiles; ++t) {
+        const int64_t i = i0 + (i1 - i0) * t / tiles;
+        const int rows = static_cast<int>(i0 + (i1 - i0) * (t + 1) / tiles - i);
         kKernels[rows](a + i * lda, lda, panel, k, c + i * ldc + p * kPanel, ldc, cols);
       }
     }
