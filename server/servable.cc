@@ -1,6 +1,7 @@
 #include "server/servable.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <future>
 #include <map>
@@ -179,6 +180,7 @@ absl::StatusOr<std::unique_ptr<Servable>> Servable::Load(const std::string& mode
   }
   if (auto st = s->CreateInstances(); !st.ok()) return st;
   if (auto st = s->ProbeSignature(); !st.ok()) return st;
+  if (auto st = s->CheckBatchAxis(); !st.ok()) return st;
   if (auto st = s->StartBatcher(); !st.ok()) return st;
   return s;
 }
@@ -284,6 +286,74 @@ absl::Status Servable::ProbeSignature() {
     outputs_.push_back(std::move(sig));
   }
   return absl::OkStatus();
+}
+
+absl::Status Servable::CheckBatchAxis() {
+  if (config_.max_batch_size() == 0) return absl::OkStatus();
+  // Row 1 of a two-row probe must equal the same row run alone. On a time-major model row 1
+  // is the second time step, which depends on the first through the recurrent state.
+  engine::Batch pair = ProbeBatch(inputs_, 2, 3);
+  for (engine::Tensor& t : pair.inputs) {
+    if (t.dtype() != engine::DType::kFloat32) continue;
+    const int64_t row = t.num_elements() / 2;
+    for (int64_t i = 0; i < t.num_elements(); ++i) {
+      t.f32()[i] = 0.25f * static_cast<float>(i % 7) - 0.5f + (i < row ? 0.375f : -0.25f);
+    }
+  }
+  engine::Batch second;
+  for (const engine::Tensor& t : pair.inputs) {
+    engine::Shape shape = t.shape();
+    shape[0] = 1;
+    engine::Tensor one = t.dtype() == engine::DType::kInt64 ? engine::Tensor::Int64(shape)
+                                                            : engine::Tensor::Float(shape);
+    const int64_t n = one.num_elements();
+    if (t.dtype() == engine::DType::kInt64) {
+      std::copy_n(t.i64() + n, n, one.i64());
+    } else {
+      std::copy_n(t.f32() + n, n, one.f32());
+    }
+    second.inputs.push_back(std::move(one));
+  }
+  std::vector<engine::Tensor> both, alone;
+  if (auto st = RunOnInstance(pair, &both); !st.ok()) {
+    return absl::Status(st.code(), absl::StrCat(source_file_, ": test run failed: ", st.message()));
+  }
+  if (auto st = RunOnInstance(second, &alone); !st.ok()) {
+    return absl::Status(st.code(), absl::StrCat(source_file_, ": test run failed: ", st.message()));
+  }
+  std::string why;
+  for (size_t o = 0; o < both.size() && o < alone.size() && why.empty(); ++o) {
+    const engine::Tensor &b = both[o], &a = alone[o];
+    const std::string out_name = o < outputs_.size() ? outputs_[o].name : std::to_string(o);
+    if (b.rank() == 0 || a.rank() == 0 || b.dim(0) != 2 || a.dim(0) != 1 ||
+        b.num_elements() != 2 * a.num_elements() || b.dtype() != a.dtype()) {
+      why = absl::StrCat("output '", out_name, "' has shape ", engine::ShapeString(b.shape()),
+                         " for 2 input rows: axis 0 is not the batch axis");
+      break;
+    }
+    const int64_t n = a.num_elements();
+    for (int64_t i = 0; i < n && a.dtype() == engine::DType::kFloat32; ++i) {
+      const float x = b.f32()[n + i], y = a.f32()[i];
+      if (!(std::fabs(x - y) <= 1e-4f * std::max(1.0f, std::fabs(y)))) {
+        why = absl::StrCat("row 1 of output '", out_name,
+                           "' depends on input row 0: axis 0 is not the batch axis (a "
+                           "time-major model?)");
+        break;
+      }
+    }
+  }
+  if (why.empty()) return absl::OkStatus();
+  LogWarning(absl::StrCat("model ", name(), " v", version_, ": max_batch_size ",
+                          config_.max_batch_size(), " ignored, requests run alone: ", why));
+  config_.set_max_batch_size(0);
+  // Recompile: an engine may size its buffers and graphs by max_batch_size.
+  {
+    absl::MutexLock lock(&mu_);
+    free_.clear();
+  }
+  instances_.clear();
+  instance_info_.clear();
+  return CreateInstances();
 }
 
 absl::Status Servable::StartBatcher() {

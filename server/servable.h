@@ -91,6 +91,12 @@ class Servable : public std::enable_shared_from_this<Servable> {
       : version_(version), config_(std::move(config)) {}
   absl::Status CreateInstances();
   absl::Status ProbeSignature();
+  // Whether axis 0 of every input and output holds independent sequences, which batching
+  // (requests joined along axis 0, outputs cut back apart) and splitting need. A time-major
+  // model (PyTorch's default batch_first=False export) has time on axis 0, and a state output
+  // like h_n [layers, batch, H] has no batch axis first: such a model runs each request
+  // alone, as with max_batch_size 0, and the log says why. Error only when a probe fails.
+  absl::Status CheckBatchAxis();
   absl::Status StartBatcher();
   absl::Status RunOnInstance(const engine::Batch& batch, std::vector<engine::Tensor>* out,
                              absl::Time deadline = absl::InfiniteFuture()) const;
@@ -98,7 +104,7 @@ class Servable : public std::enable_shared_from_this<Servable> {
                           const RunOptions& options) const;
 
   const int64_t version_;
-  const v1::ModelConfig config_;
+  v1::ModelConfig config_;  // as given, except max_batch_size after CheckBatchAxis
   std::string source_file_;
   std::string masking_;
   std::optional<models::TrainingConfig> training_;

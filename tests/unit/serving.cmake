@@ -1,2 +1,5 @@
 rnnserve_test(sequence_manager_test unit ${CMAKE_CURRENT_LIST_DIR}/sequence_manager_test.cc)
 target_link_libraries(sequence_manager_test PRIVATE rnnserve_server_lib)
+
+rnnserve_test(serving_batch_axis_test unit ${CMAKE_CURRENT_LIST_DIR}/serving_batch_axis_test.cc)
+target_link_libraries(serving_batch_axis_test PRIVATE rnnserve_server_lib)
