@@ -18,6 +18,8 @@ namespace rnnserve::engine::cpu {
 namespace {
 
 using Arr = Eigen::Map<Eigen::ArrayXf>;
+
+constexpr int64_t kMinSharedStepWork = 64 * 1024;
 using Stride = Eigen::OuterStride<>;
 
 // Vectorised, in place over n values. sigmoid and tanh keep within a few ulp of std::exp and
@@ -165,8 +167,12 @@ void RecurrentKernel::RunDirection(int d, const Tensor& x, absl::Span<const int3
   if (gru_rb) kinds.push_back(kGruN);
   if (spec_.proj_size > 0) kinds.push_back(kProjection);
   const int per_step = static_cast<int>(kinds.size());
-  const int threads = num_threads_;
-  PhaseRunner runner(threads, 1 + max_len * per_step);
+  // A step too small to share runs on one thread, which takes every slice in turn: below
+  // ~64K multiply-adds per step the hand-off between threads costs more than the work it
+  // splits (an H=32 LSTM at B=1 has 4K; H=128 has 64K and is faster on two threads).
+  const int64_t step_work = B * G * static_cast<int64_t>(H) * Hp;
+  const int threads = step_work >= kMinSharedStepWork ? num_threads_ : 1;
+  PhaseRunner runner(num_threads_, 1 + max_len * per_step);
 
   auto task = [&](int tid, int64_t phase) {
     const int u0 = unit_begin_[tid], nu = unit_begin_[tid + 1] - u0;
