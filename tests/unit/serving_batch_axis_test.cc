@@ -46,6 +46,16 @@ client::NpyArray FixtureArray(const std::string& fixture, const std::string& key
   return npz.ok() ? (*npz)[key] : client::NpyArray{};
 }
 
+// The fixture's whole input as one request gives the fixture's output.
+void ExpectPyTorchNumbers(const Servable& servable, const std::string& fixture) {
+  engine::Batch batch;
+  batch.inputs.push_back(ToFloatTensor(FixtureArray(fixture, "in_0")));
+  std::vector<engine::Tensor> out;
+  ASSERT_TRUE(servable.Run(batch, &out, {}).ok());
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(AllClose(out[0], FixtureArray(fixture, "out_0")));
+}
+
 TEST(ServableBatchAxisTest, TimeMajorModelRunsRequestsAloneWithPyTorchNumbers) {
   const std::string fixture = "TorchLstmTimeMajorLinearOpset14";  // x [T=7, B=3, 4]
   auto servable = LoadBatched(fixture);
@@ -54,12 +64,7 @@ TEST(ServableBatchAxisTest, TimeMajorModelRunsRequestsAloneWithPyTorchNumbers) {
   EXPECT_EQ((*servable)->config().max_batch_size(), 0);
   EXPECT_EQ((*servable)->batcher(), nullptr);
 
-  engine::Batch batch;
-  batch.inputs.push_back(ToFloatTensor(FixtureArray(fixture, "in_0")));
-  std::vector<engine::Tensor> out;
-  ASSERT_TRUE((*servable)->Run(batch, &out, {}).ok());
-  ASSERT_EQ(out.size(), 1u);
-  EXPECT_TRUE(AllClose(out[0], FixtureArray(fixture, "out_0")));
+  ExpectPyTorchNumbers(**servable, fixture);
 }
 
 TEST(ServableBatchAxisTest, BatchFirstModelKeepsDynamicBatching) {
@@ -69,12 +74,7 @@ TEST(ServableBatchAxisTest, BatchFirstModelKeepsDynamicBatching) {
   EXPECT_EQ((*servable)->max_batch_size(), 8);
   EXPECT_NE((*servable)->batcher(), nullptr);
 
-  engine::Batch batch;
-  batch.inputs.push_back(ToFloatTensor(FixtureArray(fixture, "in_0")));
-  std::vector<engine::Tensor> out;
-  ASSERT_TRUE((*servable)->Run(batch, &out, {}).ok());
-  ASSERT_EQ(out.size(), 1u);
-  EXPECT_TRUE(AllClose(out[0], FixtureArray(fixture, "out_0")));
+  ExpectPyTorchNumbers(**servable, fixture);
 }
 
 }  // namespace
