@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Server benchmarks: perf_analyzer against the real rnnserve (CPU engine) over the KServe v2
-# gRPC protocol, on this machine. Writes one CSV per run under OUT_DIR and a summary with
+# Server benchmarks: perf_analyzer against the real rnnserve over the KServe v2 gRPC protocol,
+# on this machine: the CPU engine (bench/server_models), or the GPU engine with
+# MODEL_REPO=bench/server_models_gpu. Writes one CSV per run under OUT_DIR and a summary with
 # bench/server_report.py.
 #
 # usage: bench/server_bench.sh [BUILD_DIR (build/release)] [OUT_DIR (build/bench-server)]
 # env:   PERF_ANALYZER  the perf_analyzer binary (default: PATH, then /opt/perf_analyzer/bin)
+#        RNNSERVE       the server binary (default BUILD_DIR/server/rnnserve)
+#        MODEL_REPO     the model repository (default bench/server_models: CPU instances)
 #        LEVELS         concurrency levels of the sweeps (default "1 2 4 8 16 32 64")
 #        INTERVAL_MS    perf_analyzer measurement window (default 1500)
 set -euo pipefail
@@ -12,6 +15,8 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-$ROOT/build/release}
 OUT=${2:-$ROOT/build/bench-server}
 LEVELS=${LEVELS:-1 2 4 8 16 32 64}
+RNNSERVE=${RNNSERVE:-$BUILD/server/rnnserve}
+MODEL_REPO=${MODEL_REPO:-$ROOT/bench/server_models}
 INTERVAL_MS=${INTERVAL_MS:-1500}
 mkdir -p "$OUT"
 
@@ -22,7 +27,7 @@ CUDART=$(python3 -c 'import nvidia.cuda_runtime as m; print(list(m.__path__)[0] 
 export LD_LIBRARY_PATH=${CUDART:+$CUDART:}${LD_LIBRARY_PATH:-}
 
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$BUILD/server/rnnserve" --model-repository "$ROOT/bench/server_models" --port "$PORT" \
+"$RNNSERVE" --model-repository "$MODEL_REPO" --port "$PORT" \
   --metrics-port 0 --log-level warning &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null || true' EXIT
@@ -44,6 +49,9 @@ pa() {  # pa NAME ARGS...: one perf_analyzer run, CSV to $OUT/NAME.csv
   echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
   echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores"
   echo "memory: $(free -g | awk '/Mem:/{print $2}') GiB"
+  echo "gpu: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null |
+    head -1 || echo none)"
+  echo "models: $MODEL_REPO"
   echo "perf_analyzer: $PA"
   echo "rnnserve: $(git -C "$ROOT" rev-parse --short HEAD)"
   echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"

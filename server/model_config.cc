@@ -62,6 +62,12 @@ absl::Status ValidateModelConfig(const v1::ModelConfig& config, const std::strin
   for (const auto& g : config.instance_group()) {
     if (g.count() < 0)
       return bad(absl::StrCat("instance_group count must be >= 0; was ", g.count()));
+    for (int gpu : g.gpus()) {
+      if (gpu < 0) return bad(absl::StrCat("instance_group gpus must be >= 0; was ", gpu));
+    }
+    if (g.kind() == v1::ModelInstanceGroup::KIND_CPU && g.gpus_size() > 0) {
+      return bad("instance_group names gpus for KIND_CPU; use KIND_GPU or KIND_AUTO");
+    }
   }
   for (const auto& t : config.input()) {
     if (t.name().empty()) return bad("an input has no name");

@@ -196,21 +196,32 @@ absl::Status Servable::CreateInstances() {
   std::vector<v1::ModelInstanceGroup> groups(config_.instance_group().begin(),
                                              config_.instance_group().end());
   if (groups.empty()) groups.emplace_back();  // one AUTO instance
+  // A group that runs on GPUs has `count` instances on each GPU it names (GPU 0 when it names
+  // none), as Triton's instance_group; on the CPU, `count` instances.
+  std::vector<std::string> why_not_gpu(groups.size());
+  std::vector<bool> want_gpu(groups.size());
+  std::vector<int> group_instances(groups.size());
   int total = 0;
-  for (const auto& g : groups) total += std::max(1, g.count());
+  for (size_t k = 0; k < groups.size(); ++k) {
+    const auto& g = groups[k];
+    want_gpu[k] =
+        g.kind() == v1::ModelInstanceGroup::KIND_GPU ||
+        (g.kind() == v1::ModelInstanceGroup::KIND_AUTO && engine::CudaAvailable(&why_not_gpu[k]));
+    group_instances[k] = std::max(1, g.count()) * (want_gpu[k] ? std::max(1, g.gpus_size()) : 1);
+    total += group_instances[k];
+  }
   const int cores = std::max(1u, std::thread::hardware_concurrency());
-  for (const auto& g : groups) {
-    for (int i = 0; i < std::max(1, g.count()); ++i) {
+  for (size_t k = 0; k < groups.size(); ++k) {
+    const auto& g = groups[k];
+    for (int i = 0; i < group_instances[k]; ++i) {
       InstanceInfo info;
       std::unique_ptr<engine::CompiledModel> compiled;
-      std::string why_not_gpu;
-      const bool want_gpu =
-          g.kind() == v1::ModelInstanceGroup::KIND_GPU ||
-          (g.kind() == v1::ModelInstanceGroup::KIND_AUTO && engine::CudaAvailable(&why_not_gpu));
+      std::string why_not_gpu_here = why_not_gpu[k];
       engine::CompileOptions options;
       options.math_mode = static_cast<engine::MathMode>(config_.optimization().math_mode());
       options.max_batch_size = config_.max_batch_size();
-      if (want_gpu) {
+      if (want_gpu[k]) {
+        // Instances i, i + count, ... of GPU j: the GPUs take turns.
         const int device = g.gpus_size() > 0 ? g.gpus(i % g.gpus_size()) : 0;
         auto eng = engine::Engine::Create({.kind = engine::EngineKind::kCuda, .device = device});
         absl::StatusOr<std::unique_ptr<engine::CompiledModel>> c =
@@ -224,7 +235,7 @@ absl::Status Servable::CreateInstances() {
           return absl::FailedPreconditionError(
               absl::StrCat(name(), ": instance_group asks for KIND_GPU: ", c.status().message()));
         } else {
-          why_not_gpu = std::string(c.status().message());
+          why_not_gpu_here = std::string(c.status().message());
         }
       }
       if (!compiled) {
@@ -243,7 +254,7 @@ absl::Status Servable::CreateInstances() {
         info.kind = "KIND_CPU";
         info.reason = g.kind() == v1::ModelInstanceGroup::KIND_CPU
                           ? "instance_group asks for KIND_CPU"
-                          : absl::StrCat("KIND_AUTO without a usable GPU: ", why_not_gpu);
+                          : absl::StrCat("KIND_AUTO without a usable GPU: ", why_not_gpu_here);
       }
       info.engine = compiled->engine_name();
       info.layers = compiled->placements();
@@ -428,6 +439,35 @@ absl::Status Servable::RunOnInstance(const engine::Batch& batch, std::vector<eng
   }
   absl::MutexLock lock(&mu_);
   free_.push_back(index);
+  return s;
+}
+
+absl::Status Servable::RunOn(int instance, const engine::Batch& batch,
+                             std::vector<engine::Tensor>* outputs) const {
+  if (instance < 0 || instance >= static_cast<int>(instances_.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("model '", name(), "' has ", instances_.size(),
+                                                   " instances; asked for ", instance));
+  }
+  if (batcher_ != nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "model '", name(), "' batches dynamically: its batcher's workers own the instances"));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    struct Wanted {
+      const std::vector<int>* free;
+      int index;
+    } wanted{&free_, instance};
+    mu_.Await(absl::Condition(
+        +[](Wanted* w) {
+          return std::find(w->free->begin(), w->free->end(), w->index) != w->free->end();
+        },
+        &wanted));
+    free_.erase(std::find(free_.begin(), free_.end(), instance));
+  }
+  const absl::Status s = instances_[instance]->Run(batch, outputs);
+  absl::MutexLock lock(&mu_);
+  free_.push_back(instance);
   return s;
 }
 

@@ -82,6 +82,12 @@ class Servable : public std::enable_shared_from_this<Servable> {
   absl::Status Run(const engine::Batch& batch, std::vector<engine::Tensor>* outputs,
                    const RunOptions& options = {}) const;
 
+  // Runs a batch on instance `instance` (an index into instances()) and nothing else, waiting
+  // while another caller holds it: checks of one instance, e.g. each GPU of a multi-GPU
+  // model. FAILED_PRECONDITION with dynamic batching, whose workers own the instances.
+  absl::Status RunOn(int instance, const engine::Batch& batch,
+                     std::vector<engine::Tensor>* outputs) const;
+
   // The model's dynamic batcher (counters and an observer for metrics); null without dynamic
   // batching.
   batching::DynamicBatcher* batcher() const { return batcher_.get(); }

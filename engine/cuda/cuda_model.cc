@@ -6,11 +6,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "engine/cpu/cpu_engine.h"
+#include "engine/cpu/host_layer.h"
 #include "engine/cpu/layers.h"
 #include "engine/cpu/recurrent.h"
 #include "engine/cuda/cuda_util.h"
 #include "engine/cuda/cudnn_rnn.h"
+#include "engine/cuda/fused_recurrent.h"
 #include "engine/cuda/kernels.h"
 
 namespace rnnserve::engine::cuda {
@@ -66,8 +67,11 @@ enum class Where { kGpu, kCpu };
 struct LayerPlan {
   Where where = Where::kGpu;
   std::string reason;
-  std::unique_ptr<CudnnRecurrent> rnn;
-  std::unique_ptr<cpu::RecurrentKernel> cpu_rnn;  // CPU placement, or batches with length 0
+  std::unique_ptr<CudnnRecurrent> rnn;  // cuDNN placement
+  // The layers cuDNN cannot run; beside cuDNN, the batches it cannot run (a sequence of length
+  // 0, masked steps inside a sequence). Null when the layer does not fit the kernel.
+  std::unique_ptr<FusedRecurrent> fused;
+  std::unique_ptr<cpu::RecurrentKernel> cpu_rnn;  // CPU placement and stateful batches
   DeviceBuffer kernel, bias;                      // Dense [in, out], [out]; Embedding table
   DeviceBuffer hy, cy, y, h0, c0;                 // recurrent scratch
 };
@@ -91,7 +95,9 @@ class CudaCompiledModel final : public CompiledModel {
   absl::Status ToHost(DevValue* v);
   absl::Status SetDevice(DevValue* v, DType dtype, Shape shape);
   absl::Status RunLayer(size_t index, const Batch& batch);
-  absl::Status RunRecurrentGpu(const Layer& layer, const RecurrentSpec& spec, LayerPlan& plan);
+  // On cuDNN (use_cudnn) or on the fused kernel.
+  absl::Status RunRecurrentGpu(const Layer& layer, const RecurrentSpec& spec, LayerPlan& plan,
+                               bool use_cudnn);
   absl::Status RunRecurrentCpu(const Layer& layer, LayerPlan& plan, const Batch& batch);
   absl::Status RunDense(const Layer& layer, const DenseSpec& spec, LayerPlan& plan);
   absl::Status RunEmbedding(const Layer& layer, const EmbeddingSpec& spec, LayerPlan& plan);
@@ -106,6 +112,9 @@ class CudaCompiledModel final : public CompiledModel {
   std::vector<LayerPlan> plans_;  // one per layer
   std::vector<DevValue> values_;  // one per model value; reused across batches
   DeviceBuffer lengths_dev_;      // [B] int32, the lengths of the recurrent layer running
+  DeviceBuffer step_mask_dev_;    // [B, T] uint8, its step mask when it has one
+  // Slots for the layers run on the host (RunCpuLayer); empty between layers.
+  std::vector<cpu::Value> host_values_;
 };
 
 CudaCompiledModel::~CudaCompiledModel() {
@@ -139,6 +148,7 @@ absl::Status CudaCompiledModel::Init() {
       "cublasSetMathMode"));
   plans_.resize(model_.layers.size());
   values_.resize(model_.num_values);
+  host_values_.resize(model_.num_values);
   for (size_t i = 0; i < model_.layers.size(); ++i) {
     RNNSERVE_RETURN_IF_ERROR(PlanLayer(model_.layers[i], &plans_[i]));
   }
@@ -150,7 +160,8 @@ absl::Status CudaCompiledModel::PlanLayer(const Layer& layer, LayerPlan* plan) {
     return absl::UnimplementedError(absl::StrCat(
         "layer '", layer.name, "' (class ", layer.source_class, ") is not supported: ", u->reason));
   }
-  if (layer.inputs.empty() || layer.outputs.empty()) {
+  if (!std::holds_alternative<TensorOpSpec>(layer.spec) &&
+      (layer.inputs.empty() || layer.outputs.empty())) {
     return absl::InvalidArgumentError(
         absl::StrCat("layer '", layer.name, "' has no inputs or outputs"));
   }
@@ -164,17 +175,37 @@ absl::Status CudaCompiledModel::PlanLayer(const Layer& layer, LayerPlan* plan) {
                                                      (*cpu_kernel)->num_outputs()));
     }
     plan->cpu_rnn = std::move(*cpu_kernel);
-    if (auto why = CudnnSupports(*rnn); !why.ok()) {
-      plan->where = Where::kCpu;
-      plan->reason = absl::StrCat("CPU engine: cuDNN cannot run it: ", why.message());
+    auto fused = FusedRecurrent::Create(*rnn, stream_);
+    if (!fused.ok() && fused.status().code() != absl::StatusCode::kUnimplemented) {
+      return fused.status();
+    }
+    if (fused.ok()) plan->fused = std::move(*fused);
+    const absl::Status cudnn_why = CudnnSupports(*rnn);
+    if (!cudnn_why.ok()) {
+      if (!plan->fused) {
+        plan->where = Where::kCpu;
+        plan->reason =
+            absl::StrCat("CPU engine: cuDNN cannot run it: ", cudnn_why.message(),
+                         "; the fused CUDA kernel cannot either: ", fused.status().message());
+        return absl::OkStatus();
+      }
+      plan->reason = absl::StrCat("fused CUDA recurrent kernel, exact FP32",
+                                  options_.math_mode == MathMode::kFp32
+                                      ? ""
+                                      : absl::StrCat(" (it computes FP32 only; the model asks ",
+                                                     MathName(options_.math_mode), ")"),
+                                  ": cuDNN cannot run it: ", cudnn_why.message());
       return absl::OkStatus();
     }
     auto k = CudnnRecurrent::Create(*rnn, layer.name, options_.math_mode, cudnn_, stream_);
     if (!k.ok()) return k.status();
     plan->rnn = std::move(*k);
-    plan->reason = absl::StrCat("cuDNN ", CellName(rnn->cell),
-                                rnn->directions.size() == 2 ? ", bidirectional" : "", ", ",
-                                MathName(options_.math_mode), ", algorithm chosen per batch size");
+    plan->reason = absl::StrCat(
+        "cuDNN ", CellName(rnn->cell), rnn->directions.size() == 2 ? ", bidirectional" : "", ", ",
+        MathName(options_.math_mode), ", algorithm chosen per batch size",
+        plan->fused ? "; batches with a sequence of length 0 or masked steps inside a sequence "
+                      "run on the fused CUDA recurrent kernel (exact FP32)"
+                    : "");
     return absl::OkStatus();
   }
   if (const auto* dense = std::get_if<DenseSpec>(&layer.spec)) {
@@ -210,14 +241,15 @@ absl::Status CudaCompiledModel::PlanLayer(const Layer& layer, LayerPlan* plan) {
     plan->reason = "identity at inference";
     return absl::OkStatus();
   }
+  plan->where = Where::kCpu;
   if (std::holds_alternative<MaskingSpec>(layer.spec)) {
-    plan->where = Where::kCpu;
     plan->reason =
         "host: the lengths it derives must be on the host for cuDNN's sequence descriptors";
-    return absl::OkStatus();
+  } else {
+    plan->reason = absl::StrCat("host, the CPU engine's layer in FP32 (no GPU kernel for ",
+                                layer.source_class, " yet): its values move through host memory");
   }
-  return absl::UnimplementedError(absl::StrCat("layer '", layer.name, "' (class ",
-                                               layer.source_class, ") has no GPU or CPU kernel"));
+  return absl::OkStatus();
 }
 
 absl::Status CudaCompiledModel::SetDevice(DevValue* v, DType dtype, Shape shape) {
@@ -316,6 +348,9 @@ absl::Status CudaCompiledModel::Run(const Batch& batch, std::vector<Tensor>* out
 absl::Status CudaCompiledModel::RunLayer(size_t index, const Batch& batch) {
   const Layer& layer = model_.layers[index];
   LayerPlan& plan = plans_[index];
+  if (plan.where == Where::kCpu && !std::holds_alternative<RecurrentSpec>(layer.spec)) {
+    return RunCpuLayer(layer);
+  }
   DevValue& in = values_[layer.inputs[0]];
   if (const auto* rnn = std::get_if<RecurrentSpec>(&layer.spec)) {
     if (in.shape.size() != 3 || in.dtype != DType::kFloat32 || in.shape[2] != rnn->input_size) {
@@ -328,11 +363,12 @@ absl::Status CudaCompiledModel::RunLayer(size_t index, const Batch& batch) {
     // Stateful batches (states in or out by layer name) and interior masked steps run on the
     // CPU kernel, which implements both.
     const bool stateful = !batch.initial_states.empty() || batch.final_states != nullptr;
-    if (plan.where == Where::kCpu || empty_sequence || stateful || !in.step_mask.empty() ||
-        in.shape[0] == 0 || in.shape[1] == 0) {
+    const bool cudnn_can = plan.rnn && !empty_sequence && in.step_mask.empty();
+    if (plan.where == Where::kCpu || stateful || in.shape[0] == 0 || in.shape[1] == 0 ||
+        (!cudnn_can && !plan.fused)) {
       return RunRecurrentCpu(layer, plan, batch);
     }
-    return RunRecurrentGpu(layer, *rnn, plan);
+    return RunRecurrentGpu(layer, *rnn, plan, /*use_cudnn=*/cudnn_can);
   }
   if (const auto* dense = std::get_if<DenseSpec>(&layer.spec)) {
     return RunDense(layer, *dense, plan);
@@ -384,23 +420,32 @@ absl::Status CudaCompiledModel::RunLayer(size_t index, const Batch& batch) {
 }
 
 absl::Status CudaCompiledModel::RunCpuLayer(const Layer& layer) {
-  DevValue& in = values_[layer.inputs[0]];
-  DevValue& out = values_[layer.outputs[0]];
-  RNNSERVE_RETURN_IF_ERROR(ToHost(&in));
-  cpu::Value cin{in.host_tensor(), in.lengths, in.step_mask}, cout;
-  if (const auto* masking = std::get_if<MaskingSpec>(&layer.spec)) {
-    RNNSERVE_RETURN_IF_ERROR(cpu::RunMasking(*masking, cin, &cout));
-  } else {
-    return absl::InternalError(absl::StrCat("layer '", layer.name, "' has no kernel"));
+  // The layer's inputs on the host, in the CPU engine's value slots (copies: a value may be
+  // read by several layers); its outputs moved back into this model's values.
+  for (int id : layer.inputs) {
+    DevValue& v = values_[id];
+    RNNSERVE_RETURN_IF_ERROR(ToHost(&v));
+    host_values_[id] = cpu::Value{v.host_tensor(), v.lengths, v.step_mask};
   }
-  out.input = nullptr;
-  out.host = std::move(cout.tensor);
-  out.lengths = std::move(cout.lengths);
-  out.step_mask = std::move(cout.step_mask);
-  out.dtype = out.host.dtype();
-  out.shape = out.host.shape();
-  out.host_valid = true;
-  out.dev_valid = false;
+  const absl::Status s = cpu::RunHostLayer(layer, &host_values_);
+  for (int id : layer.inputs) host_values_[id] = cpu::Value{};
+  if (!s.ok()) {
+    for (int id : layer.outputs) host_values_[id] = cpu::Value{};
+    return s;
+  }
+  for (int id : layer.outputs) {
+    cpu::Value& hv = host_values_[id];
+    DevValue& out = values_[id];
+    out.input = nullptr;
+    out.host = std::move(hv.tensor);
+    out.lengths = std::move(hv.lengths);
+    out.step_mask = std::move(hv.step_mask);
+    out.dtype = out.host.dtype();
+    out.shape = out.host.shape();
+    out.host_valid = true;
+    out.dev_valid = false;
+    hv = cpu::Value{};
+  }
   return absl::OkStatus();
 }
 
@@ -444,11 +489,12 @@ absl::Status CudaCompiledModel::RunRecurrentCpu(const Layer& layer, LayerPlan& p
 }
 
 absl::Status CudaCompiledModel::RunRecurrentGpu(const Layer& layer, const RecurrentSpec& spec,
-                                                LayerPlan& plan) {
+                                                LayerPlan& plan, bool use_cudnn) {
   DevValue& in = values_[layer.inputs[0]];
   RNNSERVE_RETURN_IF_ERROR(ToDevice(&in));
   const int B = static_cast<int>(in.shape[0]), T = static_cast<int>(in.shape[1]);
-  const int dirs = plan.rnn->directions(), H = plan.rnn->hidden(), Hp = plan.rnn->output_size();
+  const int dirs = static_cast<int>(spec.directions.size()), H = spec.hidden_size,
+            Hp = spec.output_size();
   const bool lstm = spec.cell == CellType::kLstm;
   std::vector<int32_t> lengths = in.lengths;
   if (lengths.empty()) lengths.assign(B, T);
@@ -513,7 +559,20 @@ absl::Status CudaCompiledModel::RunRecurrentGpu(const Layer& layer, const Recurr
                  .y = y,
                  .hy = plan.hy.as<float>(),
                  .cy = lstm ? plan.cy.as<float>() : nullptr};
-  RNNSERVE_RETURN_IF_ERROR(plan.rnn->Forward(io));
+  if (use_cudnn) {
+    RNNSERVE_RETURN_IF_ERROR(plan.rnn->Forward(io));
+  } else {
+    const uint8_t* mask = nullptr;
+    if (!in.step_mask.empty()) {
+      RNNSERVE_RETURN_IF_ERROR(step_mask_dev_.Reserve(in.step_mask.size()));
+      RNNSERVE_RETURN_IF_ERROR(
+          CudaOk(cudaMemcpyAsync(step_mask_dev_.get(), in.step_mask.data(), in.step_mask.size(),
+                                 cudaMemcpyHostToDevice, stream_),
+                 "cudaMemcpyAsync (step mask)"));
+      mask = step_mask_dev_.as<uint8_t>();
+    }
+    RNNSERVE_RETURN_IF_ERROR(plan.fused->Forward(io, mask));
+  }
 
   // The main output(s): [B, T, ...] sequences or [B, ...] final outputs, merged per merge mode.
   const int64_t rows = seq ? int64_t{B} * T : B;
@@ -555,7 +614,10 @@ absl::Status CudaCompiledModel::RunRecurrentGpu(const Layer& layer, const Recurr
   }
   out.lengths.clear();
   out.step_mask.clear();
-  if (seq) out.lengths = lengths;  // the mask travels on with a returned sequence
+  if (seq) {  // the mask travels on with a returned sequence
+    out.lengths = lengths;
+    out.step_mask = in.step_mask;
+  }
   if (spec.return_state) {
     for (int d = 0; d < dirs; ++d) {
       for (int k = 0; k < per_dir; ++k) {
@@ -660,44 +722,15 @@ std::vector<LayerPlacement> CudaCompiledModel::placements() const {
 }
 
 int64_t CudaCompiledModel::memory_bytes() const {
-  size_t bytes = lengths_dev_.bytes();
+  size_t bytes = lengths_dev_.bytes() + step_mask_dev_.bytes();
   for (const LayerPlan& p : plans_) {
     if (p.rnn) bytes += p.rnn->memory_bytes();
+    if (p.fused) bytes += p.fused->memory_bytes();
     bytes += p.kernel.bytes() + p.bias.bytes() + p.hy.bytes() + p.cy.bytes() + p.y.bytes() +
              p.h0.bytes() + p.c0.bytes();
   }
   for (const DevValue& v : values_) bytes += v.dev.bytes();
   return static_cast<int64_t>(bytes);
-}
-
-// A model with a layer the GPU engine has no kernel for, run whole by the CPU engine; its
-// placements say so.
-class CpuDelegate final : public CompiledModel {
- public:
-  CpuDelegate(std::unique_ptr<CompiledModel> cpu, std::string why)
-      : cpu_(std::move(cpu)), why_(std::move(why)) {}
-  absl::Status Run(const Batch& batch, std::vector<Tensor>* outputs) override {
-    return cpu_->Run(batch, outputs);
-  }
-  std::string engine_name() const override { return "cpu"; }
-  std::vector<LayerPlacement> placements() const override {
-    std::vector<LayerPlacement> out = cpu_->placements();
-    for (LayerPlacement& p : out) p.reason = absl::StrCat(p.reason, "; ", why_);
-    return out;
-  }
-  int64_t memory_bytes() const override { return cpu_->memory_bytes(); }
-
- private:
-  const std::unique_ptr<CompiledModel> cpu_;
-  const std::string why_;
-};
-
-bool HasGpuPlan(const LayerSpec& spec) {
-  return std::holds_alternative<RecurrentSpec>(spec) || std::holds_alternative<DenseSpec>(spec) ||
-         std::holds_alternative<EmbeddingSpec>(spec) ||
-         std::holds_alternative<ActivationSpec>(spec) ||
-         std::holds_alternative<IdentitySpec>(spec) || std::holds_alternative<MaskingSpec>(spec) ||
-         std::holds_alternative<UnsupportedSpec>(spec);
 }
 
 }  // namespace
@@ -706,19 +739,6 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> CompileForGpu(const Model& model,
                                                              const CompileOptions& options,
                                                              int device) {
   RNNSERVE_RETURN_IF_ERROR(model.Validate());
-  for (const Layer& layer : model.layers) {
-    if (HasGpuPlan(layer.spec)) continue;
-    if (options.math_mode != MathMode::kFp32) {
-      return absl::UnimplementedError(absl::StrCat(
-          "layer '", layer.name, "' (class ", layer.source_class,
-          ") has no GPU kernel, and the CPU engine that would run the model computes FP32 only"));
-    }
-    auto cpu = cpu::CreateCpuEngine()->Compile(model, options);
-    if (!cpu.ok()) return cpu.status();
-    return std::unique_ptr<CompiledModel>(new CpuDelegate(
-        std::move(*cpu), absl::StrCat("whole model on the CPU engine: layer '", layer.name,
-                                      "' (class ", layer.source_class, ") has no GPU kernel")));
-  }
   auto compiled = std::make_unique<CudaCompiledModel>(model, options, device);
   RNNSERVE_RETURN_IF_ERROR(compiled->Init());
   return std::unique_ptr<CompiledModel>(std::move(compiled));

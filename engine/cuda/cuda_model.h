@@ -6,9 +6,11 @@
 // Placement (placements() says which engine runs each layer and why):
 // - recurrent layers cuDNN computes exactly (CudnnSupports) run on cuDNN (cudnn_rnn.h);
 //   the others (hard_sigmoid and other activations, GRU reset_after=False, peepholes, clip,
-//   input_forget, a lone reversed direction) run on the CPU engine's kernel, as do batches
-//   holding a sequence of length 0, inputs with masked steps inside a sequence, and stateful
-//   batches (Batch::initial_states / final_states);
+//   input_forget, a lone reversed direction) run on our fused recurrent kernel in exact FP32
+//   (fused_recurrent.h), as do the batches cuDNN cannot run (a sequence of length 0, masked
+//   steps inside a sequence). The CPU engine's kernel runs stateful batches
+//   (Batch::initial_states / final_states) and a layer too large for the fused kernel's
+//   shared memory;
 // - Dense / TimeDistributed(Dense) run as a cuBLAS SGEMM plus a bias+activation kernel,
 //   Activation and softmax as kernels, Embedding as a gather kernel (ids are validated on the
 //   host, where they arrive); Masking runs on the host, where the input arrives, because its

@@ -62,6 +62,7 @@ CudnnRecurrent::CudnnRecurrent(const RecurrentSpec& spec, std::string name, Math
 CudnnRecurrent::~CudnnRecurrent() {
   for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
   for (auto& [algo, desc] : descs_) cudnnDestroyRNNDescriptor(desc);
+  for (auto& [batch, desc] : dynamic_by_batch_) cudnnDestroyRNNDescriptor(desc);
   if (x_desc_) cudnnDestroyRNNDataDescriptor(x_desc_);
   if (y_desc_) cudnnDestroyRNNDataDescriptor(y_desc_);
   if (h_desc_) cudnnDestroyTensorDescriptor(h_desc_);
@@ -84,7 +85,7 @@ absl::StatusOr<std::unique_ptr<CudnnRecurrent>> CudnnRecurrent::Create(const Rec
   return r;
 }
 
-absl::Status CudnnRecurrent::Init() {
+cudnnStatus_t CudnnRecurrent::SetDescriptor(cudnnRNNDescriptor_t desc, cudnnRNNAlgo_t algo) const {
   cudnnRNNMode_t mode = CUDNN_LSTM;
   if (spec_.cell == CellType::kGru) mode = CUDNN_GRU;
   if (spec_.cell == CellType::kSimpleRnn) {
@@ -96,7 +97,30 @@ absl::Status CudnnRecurrent::Init() {
   cudnnMathType_t math_type = CUDNN_FMA_MATH;
   if (math_ == MathMode::kTf32) math_type = CUDNN_DEFAULT_MATH;
   if (math_ == MathMode::kFp16 || math_ == MathMode::kBf16) math_type = CUDNN_TENSOR_OP_MATH;
+  return cudnnSetRNNDescriptor_v8(desc, algo, mode, CUDNN_RNN_DOUBLE_BIAS,
+                                  dirs_ == 2 ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL,
+                                  CUDNN_LINEAR_INPUT, dtype_, CUDNN_DATA_FLOAT, math_type, I_, H_,
+                                  Hp_, /*numLayers=*/1, /*dropoutDesc=*/nullptr,
+                                  CUDNN_RNN_PADDED_IO_ENABLED);
+}
 
+absl::StatusOr<cudnnRNNDescriptor_t> CudnnRecurrent::DescriptorFor(cudnnRNNAlgo_t algo, int B) {
+  if (algo != CUDNN_RNN_ALGO_PERSIST_DYNAMIC) return descs_.at(algo);
+  if (auto it = dynamic_by_batch_.find(B); it != dynamic_by_batch_.end()) return it->second;
+  // PERSIST_DYNAMIC compiles its kernel for one batch size (NVRTC, once per size).
+  cudnnRNNDescriptor_t desc = nullptr;
+  RNNSERVE_RETURN_IF_ERROR(CudnnOk(cudnnCreateRNNDescriptor(&desc), "cudnnCreateRNNDescriptor"));
+  cudnnStatus_t st = SetDescriptor(desc, algo);
+  if (st == CUDNN_STATUS_SUCCESS) st = cudnnBuildRNNDynamic(handle_, desc, B);
+  if (st != CUDNN_STATUS_SUCCESS) {
+    cudnnDestroyRNNDescriptor(desc);
+    return CudnnOk(st, absl::StrCat("cudnnBuildRNNDynamic (batch ", B, ")").c_str());
+  }
+  dynamic_by_batch_[B] = desc;
+  return desc;
+}
+
+absl::Status CudnnRecurrent::Init() {
   // Exact FP32 runs the standard algorithm only: the persistent kernels differ from FP32 by up
   // to ~1e-4 relative on the conformance corpus (they are not exact), which the reduced
   // precision modes absorb and exact FP32 does not.
@@ -104,15 +128,13 @@ absl::Status CudnnRecurrent::Init() {
   if (math_ != MathMode::kFp32) {
     candidates.push_back(CUDNN_RNN_ALGO_PERSIST_STATIC);
     candidates.push_back(CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H);
+    // Accepted here on its descriptor; built per batch size when first timed (DescriptorFor).
+    candidates.push_back(CUDNN_RNN_ALGO_PERSIST_DYNAMIC);
   }
   for (cudnnRNNAlgo_t algo : candidates) {
     cudnnRNNDescriptor_t desc = nullptr;
     RNNSERVE_RETURN_IF_ERROR(CudnnOk(cudnnCreateRNNDescriptor(&desc), "cudnnCreateRNNDescriptor"));
-    const cudnnStatus_t st = cudnnSetRNNDescriptor_v8(
-        desc, algo, mode, CUDNN_RNN_DOUBLE_BIAS,
-        dirs_ == 2 ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT, dtype_,
-        CUDNN_DATA_FLOAT, math_type, I_, H_, Hp_, /*numLayers=*/1, /*dropoutDesc=*/nullptr,
-        CUDNN_RNN_PADDED_IO_ENABLED);
+    const cudnnStatus_t st = SetDescriptor(desc, algo);
     size_t bytes = 0;
     if (st == CUDNN_STATUS_SUCCESS &&
         cudnnGetRNNWeightSpaceSize(handle_, desc, &bytes) == CUDNN_STATUS_SUCCESS &&
@@ -250,7 +272,9 @@ absl::Status CudnnRecurrent::SetShape(const RecurrentIO& io) {
 
 absl::Status CudnnRecurrent::Launch(cudnnRNNAlgo_t algo, const RecurrentIO& io) {
   if (algo == kFusedAlgo) return fused_->Forward(io);
-  cudnnRNNDescriptor_t desc = descs_.at(algo);
+  auto described = DescriptorFor(algo, io.B);
+  if (!described.ok()) return described.status();
+  cudnnRNNDescriptor_t desc = *described;
   size_t ws = 0, reserve = 0;
   RNNSERVE_RETURN_IF_ERROR(CudnnOk(
       cudnnGetRNNTempSpaceSizes(handle_, desc, CUDNN_FWD_MODE_INFERENCE, x_desc_, &ws, &reserve),
@@ -282,8 +306,13 @@ absl::StatusOr<cudnnRNNAlgo_t> CudnnRecurrent::ChooseAlgorithm(const RecurrentIO
   if (forced_) return forced_algo_;
   if (auto it = algo_by_batch_.find(io.B); it != algo_by_batch_.end()) return it->second;
   cudnnRNNAlgo_t best = CUDNN_RNN_ALGO_STANDARD;
+  const bool full =
+      std::all_of(io.lengths.begin(), io.lengths.end(), [&](int32_t len) { return len == io.T; });
   std::vector<cudnnRNNAlgo_t> candidates;
-  for (const auto& [algo, desc] : descs_) candidates.push_back(algo);
+  for (const auto& [algo, desc] : descs_) {
+    // PERSIST_DYNAMIC does not take sequences of different lengths.
+    if (algo != CUDNN_RNN_ALGO_PERSIST_DYNAMIC || full) candidates.push_back(algo);
+  }
   if (fused_ && io.B <= FusedLstm::kMaxBatch) candidates.push_back(kFusedAlgo);
   if (candidates.size() > 1) {
     cudaEvent_t start, stop;
@@ -337,6 +366,8 @@ absl::StatusOr<cudnnRNNAlgo_t> CudnnRecurrent::ChooseAlgorithm(const RecurrentIO
     cudaEventDestroy(stop);
     for (cudnnRNNAlgo_t algo : failed) {
       if (algo == CUDNN_RNN_ALGO_STANDARD) continue;  // its error surfaces in Forward
+      // PERSIST_DYNAMIC is built per batch size: a failure here is this size's only.
+      if (algo == CUDNN_RNN_ALGO_PERSIST_DYNAMIC) continue;
       if (algo == kFusedAlgo) {
         fused_.reset();
         continue;
@@ -482,6 +513,9 @@ absl::Status CudnnRecurrent::Forward(const RecurrentIO& io) {
     if (!chosen.ok()) return chosen.status();
     algo = *chosen;
   }
+  // PERSIST_DYNAMIC does not take sequences of different lengths; a batch of its size that
+  // has them runs on the standard algorithm.
+  if (algo == CUDNN_RNN_ALGO_PERSIST_DYNAMIC && !full) algo = CUDNN_RNN_ALGO_STANDARD;
   absl::Status s =
       use_graphs_ && io.B <= kMaxGraphBatch ? EnqueueWithGraph(algo, io) : Enqueue(algo, io);
   if (!s.ok() && algo != CUDNN_RNN_ALGO_STANDARD) {

@@ -13,12 +13,16 @@
 //   direction of a Keras layer the steps past a sequence's length repeat its last output;
 //   everywhere else they are zero (ONNX, Keras's Bidirectional, the backward direction).
 // - The workspace is allocated on first use for a shape and reused; it only grows.
-// - The algorithm (standard, persistent static, persistent static small-H; our fused exact
-//   FP32 LSTM for batches up to FusedLstm::kMaxBatch) is chosen per batch
+// - The algorithm (standard, persistent static, persistent static small-H, persistent dynamic;
+//   our fused exact FP32 LSTM for batches up to FusedLstm::kMaxBatch) is chosen per batch
 //   size on first sight of that size by timing each one cuDNN accepts; an algorithm that
 //   returns an error is dropped. ForceAlgorithm pins one (benchmarks).
 //   Exact FP32 uses the standard algorithm only (the persistent kernels are not exact); a
 //   persistent algorithm cuDNN refuses for a batch (e.g. padded lengths) falls back to standard.
+//   Persistent dynamic is compiled by cuDNN (cudnnBuildRNNDynamic, NVRTC) once per batch size,
+//   when that size is first timed; it is timed and used for batches whose sequences all have
+//   the full length only (it takes no per-sequence lengths), and NOT_SUPPORTED drops it for
+//   that size.
 // - Launch-bound batches (B <= kMaxGraphBatch) replay a CUDA graph per shape: the second batch
 //   with the same shape, lengths and buffers is captured, later ones replay it.
 // - Every CUDA/cuDNN failure is returned as INTERNAL with the call named; nothing aborts.
@@ -95,6 +99,9 @@ class CudnnRecurrent {
   CudnnRecurrent(const RecurrentSpec& spec, std::string name, MathMode math, cudnnHandle_t handle,
                  cudaStream_t stream);
   absl::Status Init();
+  cudnnStatus_t SetDescriptor(cudnnRNNDescriptor_t desc, cudnnRNNAlgo_t algo) const;
+  // descs_[algo], or PERSIST_DYNAMIC's descriptor built for batch size B.
+  absl::StatusOr<cudnnRNNDescriptor_t> DescriptorFor(cudnnRNNAlgo_t algo, int B);
   absl::Status PackWeights();
   absl::Status SetShape(const RecurrentIO& io);
   absl::Status Launch(cudnnRNNAlgo_t algo, const RecurrentIO& io);
@@ -121,6 +128,7 @@ class CudnnRecurrent {
 
   // One RNN descriptor per algorithm cuDNN accepted; all share one weight layout.
   std::map<cudnnRNNAlgo_t, cudnnRNNDescriptor_t> descs_;
+  std::map<int, cudnnRNNDescriptor_t> dynamic_by_batch_;  // PERSIST_DYNAMIC built per batch size
   std::map<int, cudnnRNNAlgo_t> algo_by_batch_;
   bool varlen_standard_only_ = false;  // a persistent algorithm failed on padded lengths
   bool forced_ = false;

@@ -7,3 +7,6 @@ if(RNNSERVE_HAVE_CUDA)
   # Pins engine-internal algorithms, so it needs the CUDA build's headers.
   rnnserve_test(gpu_fused_lstm_test gpu ${CMAKE_CURRENT_LIST_DIR}/gpu_fused_lstm_test.cc)
 endif()
+# Loads a model through the server's Servable on GPUs 0 and 1.
+rnnserve_test(gpu_multi_gpu_test gpu ${CMAKE_CURRENT_LIST_DIR}/gpu_multi_gpu_test.cc)
+target_link_libraries(gpu_multi_gpu_test PRIVATE rnnserve_server_lib)

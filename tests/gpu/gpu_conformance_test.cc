@@ -6,6 +6,11 @@
 // file (model.h5, model.keras, model.onnx, or weights.h5 + architecture.json), inputs
 // input_<i>.npy (integer arrays become token ids), optional lengths.npy, and expected_<i>.npy.
 // tests/fixtures/keras/real/<stem>/ pairs with ../shared/models/keras-real/<stem>.{h5,keras}.
+// tests/fixtures/onnx/{node,ops,torch}/<Case>/ hold model.onnx and data.npz (in_<k>, out_<k>:
+// onnxruntime's or PyTorch's outputs), as onnx_fixtures_test.cc reads them.
+//
+// Placement: in exact FP32 every recurrent layer runs on the GPU, on cuDNN or, for a cell
+// cuDNN cannot run, on the fused CUDA recurrent kernel, and says which and why.
 // A case the CPU engine cannot load or does not match is skipped with that reason: the GPU
 // engine is held to what the reference engine already does.
 
@@ -14,7 +19,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "engine/cuda/cudnn_support.h"
 #include "gtest/gtest.h"
 #include "models/model_loader.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -30,6 +37,7 @@ struct FixtureCase {
   std::string dir;           // absolute
   std::string model;         // absolute model file
   std::string architecture;  // weights-only Keras files
+  std::string npz;           // ONNX families: inputs and expected outputs in one archive
 };
 
 void PrintTo(const FixtureCase& c, std::ostream* os) { *os << c.name; }
@@ -58,8 +66,24 @@ std::vector<FixtureCase> FindCases() {
                      const fs::path& arch) {
     if (Numbered(dir, "input_").empty() || Numbered(dir, "expected_").empty()) return;
     cases.push_back({Sanitize(absl::StrCat(corpus, "_", dir.filename().string())), dir.string(),
-                     model.string(), arch.empty() ? "" : arch.string()});
+                     model.string(), arch.empty() ? "" : arch.string(), ""});
   };
+  for (const char* family : {"node", "ops", "torch"}) {
+    const fs::path base = root / "onnx" / family;
+    if (!fs::is_directory(base)) continue;
+    std::vector<fs::path> dirs;
+    for (const auto& e : fs::directory_iterator(base)) {
+      if (fs::exists(e.path() / "model.onnx") && fs::exists(e.path() / "data.npz")) {
+        dirs.push_back(e.path());
+      }
+    }
+    std::sort(dirs.begin(), dirs.end());
+    for (const fs::path& dir : dirs) {
+      cases.push_back({Sanitize(absl::StrCat("onnx_", family, "_", dir.filename().string())),
+                       dir.string(), (dir / "model.onnx").string(), "",
+                       (dir / "data.npz").string()});
+    }
+  }
   for (const char* corpus : {"keras", "onnx", "torch"}) {
     const fs::path base = root / corpus;
     if (!fs::is_directory(base)) continue;
@@ -108,6 +132,22 @@ class GpuConformanceTest : public ::testing::TestWithParam<FixtureCase> {
     auto model = models::LoadModelFile(c.model, load);
     if (!model.ok()) GTEST_SKIP() << "the importer does not load this case yet: " << model.status();
     model_ = *model;
+    if (!c.npz.empty()) {
+      auto data = client::ReadNpz(c.npz);
+      ASSERT_TRUE(data.ok()) << data.status();
+      for (size_t k = 0; k < model_.inputs.size(); ++k) {
+        const auto it = data->find(absl::StrCat("in_", k));
+        ASSERT_NE(it, data->end()) << "in_" << k;
+        batch_.inputs.push_back(model_.inputs[k].dtype == engine::DType::kInt64
+                                    ? ToInt64Tensor(it->second)
+                                    : ToFloatTensor(it->second));
+      }
+      for (size_t k = 0; k < model_.outputs.size(); ++k) {
+        const auto it = data->find(absl::StrCat("out_", k));
+        ASSERT_NE(it, data->end()) << "out_" << k;
+        expected_.push_back(it->second);
+      }
+    }
     for (const std::string& p : Numbered(c.dir, "input_")) {
       auto a = client::ReadNpy(p);
       ASSERT_TRUE(a.ok()) << a.status();
@@ -164,8 +204,18 @@ TEST_P(GpuConformanceTest, MatchesFrameworkInExactFp32) {
   for (size_t i = 0; i < out.size(); ++i) {
     EXPECT_TRUE(AllClose(out[i], expected_[i], rtol_, atol_)) << "output " << i;
   }
-  for (const auto& p : (*gpu)->placements()) {
+  const auto placements = (*gpu)->placements();
+  ASSERT_EQ(placements.size(), model_.layers.size());
+  for (size_t l = 0; l < placements.size(); ++l) {
+    const auto& p = placements[l];
     std::cout << "[ place ] " << p.layer << ": " << p.engine << " (" << p.reason << ")\n";
+    const auto* rnn = std::get_if<engine::RecurrentSpec>(&model_.layers[l].spec);
+    if (rnn == nullptr) continue;
+    EXPECT_EQ(p.engine, "cuda") << p.layer << ": " << p.reason;
+    if (!engine::cuda::CudnnSupports(*rnn).ok()) {
+      EXPECT_TRUE(absl::StrContains(p.reason, "fused CUDA recurrent kernel"))
+          << p.layer << ": " << p.reason;
+    }
   }
 }
 

@@ -71,6 +71,48 @@ std::vector<Case> Cases() {
                                              .masking = MaskSemantics::kOnnx});
   add("LstmWideHidden", {.input = 64, .hidden = 256, .seed = 7});
   add("GruWideHidden", {.cell = CellType::kGru, .input = 32, .hidden = 512, .seed = 9});
+  // Cells cuDNN cannot run: the fused recurrent kernel.
+  add("FusedLstmHardSigmoidKeras2",
+      {.recurrent_activation = engine::Activation::HardSigmoidKeras2()});
+  add("FusedLstmPeepholesClipInputForgetOnnx", {.return_state = true,
+                                                .masking = MaskSemantics::kOnnx,
+                                                .peepholes = true,
+                                                .clip = 0.7f,
+                                                .input_forget = true});
+  add("FusedLstmProjectionPeepholes", {.proj = 6, .return_state = true, .peepholes = true});
+  add("FusedLstmPeepholesInitialStates",
+      {.return_state = true, .initial_states = true, .peepholes = true});
+  add("FusedBidirectionalLstmHardSigmoidKeras3MergeNone",
+      {.directions = 2,
+       .merge = MergeMode::kNone,
+       .return_state = true,
+       .zero_output_for_mask = true,
+       .recurrent_activation = engine::Activation::HardSigmoidKeras3()});
+  add("FusedGruResetAfterFalse", {.cell = CellType::kGru, .reset_after = false});
+  add("FusedBidirectionalGruResetAfterFalseOnnxStates", {.cell = CellType::kGru,
+                                                         .directions = 2,
+                                                         .return_state = true,
+                                                         .initial_states = true,
+                                                         .masking = MaskSemantics::kOnnx,
+                                                         .reset_after = false,
+                                                         .clip = 0.9f});
+  add("FusedGruHardSigmoidResetAfter",
+      {.cell = CellType::kGru, .recurrent_activation = engine::Activation::HardSigmoidKeras3()});
+  add("FusedSimpleRnnSoftsign", {.cell = CellType::kSimpleRnn,
+                                 .activation = engine::Activation::Of(ActivationKind::kSoftsign)});
+  add("FusedLstmGoBackwardsOutputsInProcessingOrder",
+      {.lone_reverse = true, .outputs_in_processing_order = true});
+  add("FusedGruReverseOnnx", {.cell = CellType::kGru,
+                              .return_state = true,
+                              .masking = MaskSemantics::kOnnx,
+                              .lone_reverse = true});
+  add("FusedLstmWideHiddenHardSigmoid",
+      {.input = 48,
+       .hidden = 300,
+       .recurrent_activation = engine::Activation::HardSigmoidKeras2(),
+       .seed = 5});
+  add("FusedGruWideHiddenResetAfterFalse",
+      {.cell = CellType::kGru, .input = 40, .hidden = 260, .reset_after = false, .seed = 6});
   return c;
 }
 
@@ -117,7 +159,8 @@ std::vector<Tensor> RandomInputs(const engine::Model& m, int B, int T, uint32_t 
 void ExpectSameOutputs(engine::CompiledModel& gpu, engine::CompiledModel& cpu,
                        const engine::Batch& batch) {
   std::vector<Tensor> g, c;
-  ASSERT_TRUE(cpu.Run(batch, &c).ok());
+  const absl::Status cs = cpu.Run(batch, &c);
+  ASSERT_TRUE(cs.ok()) << "CPU engine: " << cs;
   const absl::Status s = gpu.Run(batch, &g);
   ASSERT_TRUE(s.ok()) << s;
   ASSERT_EQ(g.size(), c.size());
@@ -149,26 +192,29 @@ TEST_P(GpuMatchesCpuTest, MixedLengthsAndFullLengths) {
 INSTANTIATE_TEST_SUITE_P(RandomModels, GpuMatchesCpuTest, ::testing::ValuesIn(Cases()),
                          [](const auto& info) { return info.param.name; });
 
-TEST(GpuEngineTest, HardSigmoidLstmRunsOnCpuAndSaysWhy) {
+TEST(GpuEngineTest, HardSigmoidLstmRunsOnFusedKernelAndSaysWhy) {
   RNNSERVE_SKIP_WITHOUT_GPU();
   const engine::Model model =
       RandomRnnModel({.recurrent_activation = engine::Activation::HardSigmoidKeras2()});
   auto gpu = CompileOn(EngineKind::kCuda, model);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   const auto placements = (*gpu)->placements();
-  EXPECT_EQ(placements[0].engine, "cpu");
+  EXPECT_EQ(placements[0].engine, "cuda");
+  EXPECT_TRUE(absl::StrContains(placements[0].reason, "fused CUDA recurrent kernel"))
+      << placements[0].reason;
   EXPECT_TRUE(absl::StrContains(placements[0].reason, "hard_sigmoid")) << placements[0].reason;
   auto cpu = CompileOn(EngineKind::kCpu, model);
   ASSERT_TRUE(cpu.ok());
   ExpectSameOutputs(**gpu, **cpu, {RandomInputs(model, 4, 6, 3), {6, 2, 5, 1}});
 }
 
-TEST(GpuEngineTest, GruResetAfterFalseRunsOnCpuAndSaysWhy) {
+TEST(GpuEngineTest, GruResetAfterFalseRunsOnFusedKernelAndSaysWhy) {
   RNNSERVE_SKIP_WITHOUT_GPU();
   const engine::Model model = RandomRnnModel({.cell = CellType::kGru, .reset_after = false});
   auto gpu = CompileOn(EngineKind::kCuda, model);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
-  EXPECT_EQ((*gpu)->placements()[0].engine, "cpu");
+  EXPECT_EQ((*gpu)->placements()[0].engine, "cuda");
+  EXPECT_TRUE(absl::StrContains((*gpu)->placements()[0].reason, "fused CUDA recurrent kernel"));
   EXPECT_TRUE(absl::StrContains((*gpu)->placements()[0].reason, "reset_after"));
   auto cpu = CompileOn(EngineKind::kCpu, model);
   ASSERT_TRUE(cpu.ok());
@@ -182,6 +228,38 @@ TEST(GpuEngineTest, SequenceOfLengthZeroMatchesCpu) {
   auto cpu = CompileOn(EngineKind::kCpu, model);
   ASSERT_TRUE(gpu.ok() && cpu.ok());
   ExpectSameOutputs(**gpu, **cpu, {RandomInputs(model, 3, 5, 5), {5, 0, 2}});
+}
+
+// Masked steps inside a sequence (Keras Masking on all-zero steps): cuDNN cannot skip them, the
+// fused kernel does, for a cell cuDNN runs and for one it cannot.
+TEST(GpuEngineTest, InteriorMaskedStepsRunOnGpuAndMatchCpu) {
+  RNNSERVE_SKIP_WITHOUT_GPU();
+  for (const bool hard_sigmoid : {false, true}) {
+    for (const bool zero_output : {false, true}) {
+      RandomRnnOptions o{.directions = zero_output ? 2 : 1,
+                         .return_state = true,
+                         .zero_output_for_mask = zero_output,
+                         .masking_layer = true};
+      if (hard_sigmoid) o.recurrent_activation = engine::Activation::HardSigmoidKeras2();
+      const engine::Model model = RandomRnnModel(o);
+      auto gpu = CompileOn(EngineKind::kCuda, model);
+      auto cpu = CompileOn(EngineKind::kCpu, model);
+      ASSERT_TRUE(gpu.ok() && cpu.ok());
+      EXPECT_EQ((*gpu)->placements()[1].engine, "cuda") << (*gpu)->placements()[1].reason;
+      engine::Batch batch{RandomInputs(model, 4, 7, 13), {}};
+      // Sequence 0: steps 0 and 3 masked; 1: only the last step valid; 2: steps past 4
+      // masked (a shorter length); 3: all masked (length 0).
+      float* x = batch.inputs[0].f32();
+      const int T = 7, I = 8;
+      auto zero_step = [&](int b, int t) { std::fill_n(x + (b * T + t) * I, I, 0.0f); };
+      zero_step(0, 0);
+      zero_step(0, 3);
+      for (int t = 0; t < 6; ++t) zero_step(1, t);
+      for (int t = 5; t < 7; ++t) zero_step(2, t);
+      for (int t = 0; t < 7; ++t) zero_step(3, t);
+      ExpectSameOutputs(**gpu, **cpu, batch);
+    }
+  }
 }
 
 TEST(GpuEngineTest, EmbeddingLstmDenseSoftmaxMatchesCpu) {

@@ -76,6 +76,12 @@ struct RandomRnnOptions {
       engine::Activation::Of(engine::ActivationKind::kSigmoid);
   engine::Activation activation = engine::Activation::Of(engine::ActivationKind::kTanh);
   bool reset_after = true;
+  bool peepholes = false;
+  float clip = 0.0f;
+  bool input_forget = false;
+  bool lone_reverse = false;  // one direction, reversed (ONNX reverse / Keras go_backwards)
+  bool outputs_in_processing_order = false;  // with lone_reverse: Keras go_backwards
+  bool masking_layer = false;  // a Keras Masking (mask_value 0) before the recurrent layer
   uint32_t seed = 1;
 };
 
@@ -94,11 +100,14 @@ inline engine::Model RandomRnnModel(const RandomRnnOptions& o) {
   spec.masking = o.masking;
   spec.zero_output_for_mask = o.zero_output_for_mask;
   spec.reset_after = o.reset_after;
+  spec.clip = o.clip;
+  spec.input_forget = o.input_forget;
   const int G = spec.gates(), H = o.hidden, Hp = spec.output_size();
   const float scale = 1.0f / std::sqrt(static_cast<float>(H));
   for (int d = 0; d < o.directions; ++d) {
     engine::RecurrentDirection dir;
-    dir.reverse = d == 1;
+    dir.reverse = d == 1 || o.lone_reverse;
+    dir.outputs_in_processing_order = o.outputs_in_processing_order;
     if (o.cell == engine::CellType::kSimpleRnn) {
       dir.f = o.activation;
     } else {
@@ -111,6 +120,7 @@ inline engine::Model RandomRnnModel(const RandomRnnOptions& o) {
     dir.bW = RandomVector(&rng, size_t(G) * H, scale);
     dir.bR = RandomVector(&rng, size_t(G) * H, scale);
     if (o.proj > 0) dir.P = RandomVector(&rng, size_t(o.proj) * H, scale);
+    if (o.peepholes) dir.peephole = RandomVector(&rng, size_t(3) * H, scale);
     spec.directions.push_back(std::move(dir));
   }
   engine::Model m;
@@ -130,6 +140,16 @@ inline engine::Model RandomRnnModel(const RandomRnnOptions& o) {
     }
   }
   int next = static_cast<int>(m.inputs.size());
+  if (o.masking_layer) {
+    engine::Layer mask;
+    mask.name = "masking";
+    mask.source_class = "Masking";
+    mask.inputs = {0};
+    mask.outputs = {next};
+    mask.spec = engine::MaskingSpec{};
+    layer.inputs[0] = next++;
+    m.layers.push_back(std::move(mask));
+  }
   int n_out = o.directions == 2 && o.merge == engine::MergeMode::kNone ? 2 : 1;
   if (o.return_state) n_out += o.directions * per_dir;
   for (int i = 0; i < n_out; ++i) {

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# One run on a GPU machine of everything that needs a GPU: the gpu-labelled test binaries, the
+# engine-vs-PyTorch benchmark (bench/gpu_peers.py) and the server benchmark on the GPU engine
+# (bench/server_bench.sh with bench/server_models_gpu and perf_analyzer).
+#
+# Binaries come prebuilt (bench/pack_gpu_device_build.sh packs them with the shared libraries
+# they link, into .devbuild-gpu/{bin,lib}); the machine needs the NVIDIA driver, cuDNN 9 and
+# cuBLAS (the CUDA install or PyTorch's wheels), Python 3 with numpy and PyTorch.
+#
+# usage: bench/gpu_device_run.sh [OUT_DIR ($OUT or build/gpu-device-run)]
+# env:   STAGES  which parts to run, in order (default "tests server peers")
+#        DEVBUILD  the packed build (default .devbuild-gpu)
+# Writes OUT_DIR/gpu-tests.log, OUT_DIR/gpu-peers.md (+ .log), OUT_DIR/server-bench.tar.gz
+# (+ server-bench.log) and OUT_DIR/summary.txt.
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+OUT_DIR=${1:-${OUT:-$ROOT/build/gpu-device-run}}
+DEVBUILD=${DEVBUILD:-$ROOT/.devbuild-gpu}
+STAGES=${STAGES:-tests server peers}
+BIN=$DEVBUILD/bin
+mkdir -p "$OUT_DIR"
+export LD_LIBRARY_PATH=$DEVBUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# cuDNN and cuBLAS: PyTorch's wheels when the CUDA install has none.
+for mod in cudnn cublas cuda_nvrtc; do
+  d=$(python3 -c "import nvidia.$mod as m; print(list(m.__path__)[0] + '/lib')" 2>/dev/null) &&
+    export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$d
+done
+SUMMARY=$OUT_DIR/summary.txt
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
+  echo "commit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || cat "$ROOT/COMMIT" 2>/dev/null)"
+  nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
+  echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores"
+  echo "torch: $(python3 -c 'import torch; print(torch.__version__, torch.backends.cudnn.version())' 2>&1)"
+} > "$SUMMARY"
+
+run_tests() {
+  local log=$OUT_DIR/gpu-tests.log
+  : > "$log"
+  for t in gpu_availability_test gpu_conformance_test gpu_engine_test gpu_example_test \
+    gpu_fused_lstm_test gpu_torch_test gpu_multi_gpu_test; do
+    echo "=== $t" >> "$log"
+    local start=$SECONDS
+    (cd "$ROOT" && timeout 240 "$BIN/$t" --gtest_color=no) >> "$log" 2>&1
+    local rc=$?
+    echo "exit $rc ($((SECONDS - start)) s)" >> "$log"
+    echo "$t: exit $rc, $(grep -c '^\[       OK \]' <(sed -n "/^=== $t\$/,\$p" "$log")) ok," \
+      "$(grep -c '^\[  FAILED  \].*ms)$' <(sed -n "/^=== $t\$/,\$p" "$log")) failed," \
+      "$(grep -c '^\[  SKIPPED \].*ms)$' <(sed -n "/^=== $t\$/,\$p" "$log")) skipped" >> "$SUMMARY"
+  done
+}
+
+run_server() {
+  local dir=$OUT_DIR/server-bench
+  LEVELS=${LEVELS:-1 2 4 8 16 32 64 128 256} INTERVAL_MS=${INTERVAL_MS:-1000} \
+    PERF_ANALYZER=$BIN/perf_analyzer RNNSERVE=$BIN/rnnserve \
+    MODEL_REPO=$ROOT/bench/server_models_gpu \
+    timeout 330 bash "$ROOT/bench/server_bench.sh" "$DEVBUILD" "$dir" > "$OUT_DIR/server-bench.log" 2>&1
+  echo "server bench: exit $?" >> "$SUMMARY"
+  tar -C "$OUT_DIR" -czf "$OUT_DIR/server-bench.tar.gz" server-bench && rm -rf "$dir"
+}
+
+run_peers() {
+  (cd "$ROOT" && PYTHONUNBUFFERED=1 timeout 420 python3 bench/gpu_peers.py \
+    --binary "$BIN/gpu_peers" --out "$OUT_DIR/gpu-peers.md" ${PEERS_ARGS:-}) \
+    > "$OUT_DIR/gpu-peers.log" 2>&1
+  echo "gpu peers: exit $?" >> "$SUMMARY"
+}
+
+for stage in $STAGES; do
+  start=$SECONDS
+  "run_$stage"
+  echo "stage $stage: $((SECONDS - start)) s" >> "$SUMMARY"
+done
+cat "$SUMMARY"

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Packs what bench/gpu_device_run.sh runs on a GPU machine that has no build tools and no
+# network: the gpu test binaries, gpu_peers, rnnserve and perf_analyzer (stripped) into
+# DEST/bin, and the shared libraries they link into DEST/lib, except the C library family and
+# the CUDA install's libraries (the GPU machine brings its own driver, CUDA and cuDNN).
+# Build first with a CPU target the GPU machine runs, e.g.
+#   cmake --preset release -DRNNSERVE_CPU_ARCH=x86-64-v3
+# With SOURCES=1 it also copies, into DEST/src, the parts of this tree the binaries and scripts
+# read at run time (fixtures, example models, bench scripts and models; the tests find them
+# under the source directory compiled in, RNNSERVE_SOURCE_DIR), and ../shared/models into
+# DEST/shared/models: for a machine that gets another checkout than this one.
+#
+# usage: bench/pack_gpu_device_build.sh [BUILD_DIR (build/release)] [DEST (.devbuild-gpu)]
+# env:   PERF_ANALYZER  the perf_analyzer binary (default: PATH, then /opt/perf_analyzer/bin)
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${1:-$ROOT/build/release}
+DEST=${2:-$ROOT/.devbuild-gpu}
+PA=${PERF_ANALYZER:-$(command -v perf_analyzer || echo /opt/perf_analyzer/bin/perf_analyzer)}
+rm -rf "$DEST"
+mkdir -p "$DEST/bin" "$DEST/lib"
+bins=("$BUILD/server/rnnserve" "$BUILD/bench/gpu_peers" "$PA")
+for t in gpu_availability_test gpu_conformance_test gpu_engine_test gpu_example_test \
+  gpu_fused_lstm_test gpu_torch_test gpu_multi_gpu_test; do
+  bins+=("$(find "$BUILD/tests" -name "$t" -type f -executable | head -1)")
+done
+# perf_analyzer loads libcudart.so.12 even for gRPC runs; PyPI's nvidia-cuda-runtime-cu12.
+CUDART=$(python3 -c 'import nvidia.cuda_runtime as m; print(list(m.__path__)[0] + "/lib")' \
+  2>/dev/null || true)
+export LD_LIBRARY_PATH=${CUDART:+$CUDART:}${LD_LIBRARY_PATH:-}
+for b in "${bins[@]}"; do
+  [ -x "$b" ] || { echo "missing: $b"; exit 1; }
+  strip --strip-unneeded -o "$DEST/bin/$(basename "$b")" "$b"
+  ldd "$b" | awk '/=> \//{print $3}' | while read -r lib; do
+    case "$(basename "$lib")" in
+      libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libresolv.so*) continue ;;
+    esac
+    case "$lib" in /usr/local/cuda*) continue ;; esac
+    [ -e "$DEST/lib/$(basename "$lib")" ] || cp -L "$lib" "$DEST/lib/"
+  done
+done
+if ldd "$PA" | grep -q "not found"; then
+  ldd "$PA" | grep "not found"
+  exit 1
+fi
+if [ "${SOURCES:-0}" = 1 ]; then
+  mkdir -p "$DEST/src/bench" "$DEST/src/tests" "$DEST/src/models" "$DEST/shared"
+  cp -r "$ROOT/tests/fixtures" "$DEST/src/tests/"
+  cp -r "$ROOT/models/examples" "$DEST/src/models/"
+  cp "$ROOT"/bench/*.sh "$ROOT"/bench/*.py "$DEST/src/bench/"
+  cp -r "$ROOT/bench/server_models_gpu" "$DEST/src/bench/"
+  [ -d "$ROOT/../shared/models" ] && cp -r "$ROOT/../shared/models" "$DEST/shared/"
+  git -C "$ROOT" rev-parse --short HEAD > "$DEST/src/COMMIT"
+  git -C "$ROOT" status --short | grep -q . && echo "+ uncommitted changes" >> "$DEST/src/COMMIT"
+  du -sh "$DEST/src" "$DEST/shared"
+fi
+du -sh "$DEST/bin" "$DEST/lib"
+ls "$DEST/lib"
