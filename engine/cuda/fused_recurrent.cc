@@ -37,7 +37,7 @@ absl::StatusOr<std::unique_ptr<FusedRecurrent>> FusedRecurrent::Create(const Rec
     return absl::UnimplementedError("fused recurrent kernel: projection on an LSTM only");
   }
   std::unique_ptr<FusedRecurrent> f(new FusedRecurrent(spec, stream));
-  const int dirs = f->dirs_, G = f->G_, I = f->I_, H = f->H_, Hp = f->Hp_, GH = G * H;
+  const int dirs = f->dirs_, G = f->G_, H = f->H_, Hp = f->Hp_, GH = G * H;
 
   int device = 0, smem_optin = 0;
   RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaGetDevice(&device), "cudaGetDevice"));
