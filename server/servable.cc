@@ -265,9 +265,24 @@ absl::Status Servable::CreateInstances() {
       instances_.push_back(std::move(compiled));
     }
   }
-  absl::MutexLock lock(&mu_);
-  for (int i = 0; i < static_cast<int>(instances_.size()); ++i) free_.push_back(i);
+  pool_ = std::make_unique<batching::InstancePool>(
+      name(), static_cast<int>(instances_.size()),
+      [this](int instance, const absl::Status& fault) { return ProbeAfterFault(instance, fault); });
   return absl::OkStatus();
+}
+
+absl::Status Servable::ProbeAfterFault(int instance, const absl::Status& fault) const {
+  std::vector<engine::Tensor> out;
+  const absl::Status probe = instances_[instance]->Run(ProbeBatch(inputs_, 1, 2), &out);
+  const std::string what = absl::StrCat("model ", name(), " v", version_, " instance ", instance,
+                                        ": engine fault (", fault.message(), "); ");
+  if (probe.ok()) {
+    LogWarning(absl::StrCat(what, "a test batch still runs, so it stays in rotation"));
+  } else {
+    LogError(absl::StrCat(what, "a test batch fails too (", probe.message(),
+                          "), so it leaves rotation"));
+  }
+  return probe;
 }
 
 absl::Status Servable::ProbeSignature() {
@@ -358,10 +373,7 @@ absl::Status Servable::CheckBatchAxis() {
                           config_.max_batch_size(), " ignored, requests run alone: ", why));
   config_.set_max_batch_size(0);
   // Recompile: an engine may size its buffers and graphs by max_batch_size.
-  {
-    absl::MutexLock lock(&mu_);
-    free_.clear();
-  }
+  pool_.reset();
   instances_.clear();
   instance_info_.clear();
   return CreateInstances();
@@ -389,6 +401,8 @@ absl::Status Servable::StartBatcher() {
   auto batcher = batching::DynamicBatcher::Create(*options, std::move(instances));
   if (!batcher.ok()) return batcher.status();
   batcher_ = std::move(*batcher);
+  batcher_->SetInstanceProbe(
+      [this](int instance, const absl::Status& fault) { return ProbeAfterFault(instance, fault); });
   // Metrics: each engine call, and each request's wait in the queue once its rows start.
   batcher_->SetObserver([this](const batching::BatchStats& stats) {
     metrics::ModelMetrics* const m = metrics::ServerMetrics::Global().Find(name(), version_);
@@ -413,19 +427,12 @@ absl::Status Servable::RunOnInstance(const engine::Batch& batch, std::vector<eng
   metrics::ModelMetrics* const m = metrics::ServerMetrics::Global().Find(name(), version_);
   const absl::Time queued = absl::Now();
   if (m != nullptr) m->QueueEntered();
-  int index;
-  {
-    absl::MutexLock lock(&mu_);
-    const absl::Condition instance_free(
-        +[](std::vector<int>* f) { return !f->empty(); }, &free_);
-    if (!mu_.AwaitWithDeadline(instance_free, deadline)) {
-      if (m != nullptr) m->QueueLeft(absl::Now() - queued);
-      return absl::DeadlineExceededError(
-          absl::StrCat("model '", name(), "': the deadline passed while every instance was busy"));
-    }
-    index = free_.back();
-    free_.pop_back();
+  const absl::StatusOr<int> acquired = pool_->Acquire(deadline);
+  if (!acquired.ok()) {
+    if (m != nullptr) m->QueueLeft(absl::Now() - queued);
+    return acquired.status();
   }
+  const int index = *acquired;
   const absl::Time started = absl::Now();
   if (m != nullptr) m->QueueLeft(started - queued);
   const absl::Status s = instances_[index]->Run(batch, out);
@@ -437,8 +444,7 @@ absl::Status Servable::RunOnInstance(const engine::Batch& batch, std::vector<eng
                     .computed_timesteps = steps.computed,
                     .compute = absl::Now() - started});
   }
-  absl::MutexLock lock(&mu_);
-  free_.push_back(index);
+  pool_->Release(index, s);
   return s;
 }
 
@@ -452,22 +458,9 @@ absl::Status Servable::RunOn(int instance, const engine::Batch& batch,
     return absl::FailedPreconditionError(absl::StrCat(
         "model '", name(), "' batches dynamically: its batcher's workers own the instances"));
   }
-  {
-    absl::MutexLock lock(&mu_);
-    struct Wanted {
-      const std::vector<int>* free;
-      int index;
-    } wanted{&free_, instance};
-    mu_.Await(absl::Condition(
-        +[](Wanted* w) {
-          return std::find(w->free->begin(), w->free->end(), w->index) != w->free->end();
-        },
-        &wanted));
-    free_.erase(std::find(free_.begin(), free_.end(), instance));
-  }
+  if (absl::Status s = pool_->AcquireInstance(instance); !s.ok()) return s;
   const absl::Status s = instances_[instance]->Run(batch, outputs);
-  absl::MutexLock lock(&mu_);
-  free_.push_back(instance);
+  pool_->Release(instance, s);
   return s;
 }
 

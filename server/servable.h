@@ -23,6 +23,7 @@
 #include "models/training_config.h"
 #include "rnnserve/v1/model_config.pb.h"
 #include "server/batching/dynamic_batcher.h"
+#include "server/batching/instance_pool.h"
 
 namespace rnnserve::server {
 
@@ -104,6 +105,8 @@ class Servable : public std::enable_shared_from_this<Servable> {
   // alone, as with max_batch_size 0, and the log says why. Error only when a probe fails.
   absl::Status CheckBatchAxis();
   absl::Status StartBatcher();
+  // After an engine fault on `instance`: runs the load-time probe on it and logs the outcome.
+  absl::Status ProbeAfterFault(int instance, const absl::Status& fault) const;
   absl::Status RunOnInstance(const engine::Batch& batch, std::vector<engine::Tensor>* out,
                              absl::Time deadline = absl::InfiniteFuture()) const;
   absl::Status RunBatched(const engine::Batch& batch, std::vector<engine::Tensor>* outputs,
@@ -123,9 +126,8 @@ class Servable : public std::enable_shared_from_this<Servable> {
   // Declared after instances_, so it stops (and joins its workers) before they are destroyed.
   std::unique_ptr<batching::DynamicBatcher> batcher_;
 
-  mutable absl::Mutex mu_;
-  // Indices into instances_ that no caller holds (the pool serves Run without a batcher).
-  mutable std::vector<int> free_ ABSL_GUARDED_BY(mu_);
+  // The instances no caller holds, for Run without a batcher; drops faulted instances.
+  std::unique_ptr<batching::InstancePool> pool_;
 };
 
 }  // namespace rnnserve::server

@@ -31,6 +31,10 @@ absl::StatusOr<std::unique_ptr<DynamicBatcher>> DynamicBatcher::Create(
   }
   if (clock == nullptr) return absl::InvalidArgumentError("the batcher needs a clock");
   std::unique_ptr<DynamicBatcher> batcher(new DynamicBatcher(options, std::move(instances), clock));
+  {
+    absl::MutexLock lock(&batcher->mu_);
+    batcher->live_workers_ = static_cast<int>(batcher->instances_.size());
+  }
   for (int i = 0; i < static_cast<int>(batcher->instances_.size()); ++i) {
     batcher->workers_.emplace_back([b = batcher.get(), i] { b->Work(i); });
   }
@@ -59,6 +63,7 @@ DynamicBatcher::~DynamicBatcher() {
 
 absl::Status DynamicBatcher::Schedule(std::unique_ptr<BatchRequest>* request) {
   absl::MutexLock lock(&mu_);
+  if (live_workers_ == 0) return retired_status_;
   if (draining_) {
     return absl::UnavailableError(
         absl::StrCat("model '", options_.model_name, "' is shutting down; retry elsewhere"));
@@ -133,14 +138,47 @@ void DynamicBatcher::Work(int instance) {
                     ? 1
                     : 0;
     }
-    if (batch.has_value()) Execute(instance, *batch);
+    absl::Status fault;
+    if (batch.has_value()) fault = Execute(instance, *batch);
+    if (!fault.ok()) {
+      InstancePool::Probe probe;
+      {
+        absl::MutexLock lock(&observer_mu_);
+        probe = probe_;
+      }
+      if (probe && !probe(instance, fault).ok()) {
+        {
+          absl::MutexLock lock(&mu_);
+          counters_.requests_expired += failed;
+          --running_batches_;
+        }
+        Retire(instance, fault);
+        return;
+      }
+    }
     absl::MutexLock lock(&mu_);
     counters_.requests_expired += failed;
     --running_batches_;
   }
 }
 
-void DynamicBatcher::Execute(int instance, const FormedBatch& batch) {
+void DynamicBatcher::Retire(int instance, const absl::Status& fault) {
+  std::vector<std::shared_ptr<QueuedRequest>> left;
+  absl::Status status;
+  {
+    absl::MutexLock lock(&mu_);
+    if (--live_workers_ > 0) return;
+    status = retired_status_ = absl::UnavailableError(
+        absl::StrCat("model '", options_.model_name,
+                     "': every instance failed and left rotation (the last, instance ", instance,
+                     "): ", fault.message()));
+    left = former_.TakeAll();
+    ++version_;
+  }
+  for (const auto& r : left) r->Fail(status);
+}
+
+absl::Status DynamicBatcher::Execute(int instance, const FormedBatch& batch) {
   BatchStats stats;
   stats.instance = instance;
   stats.sequences = static_cast<int64_t>(batch.rows.size());
@@ -151,6 +189,7 @@ void DynamicBatcher::Execute(int instance, const FormedBatch& batch) {
   RowOutcome outcome;
   const absl::Time start = clock_->Now();
   stats.status = RunRows(instance, batch.rows, &outcome);
+  absl::Status fault = IsEngineFault(stats.status) ? stats.status : absl::OkStatus();
   if (!stats.status.ok() && batch.requests > 1) {
     // One request may have made the engine fail the batch: run each alone, so that it fails
     // alone and the others still get their answers.
@@ -161,6 +200,7 @@ void DynamicBatcher::Execute(int instance, const FormedBatch& batch) {
       const absl::Span<const BatchRow> alone = rows.subspan(begin, end - begin);
       if (const absl::Status s = RunRows(instance, alone, &outcome); !s.ok()) {
         outcome.failed += FailRows(alone, s);
+        if (fault.ok() && IsEngineFault(s)) fault = s;
       }
       begin = end;
     }
@@ -179,6 +219,12 @@ void DynamicBatcher::Execute(int instance, const FormedBatch& batch) {
   }
   absl::MutexLock lock(&observer_mu_);
   if (observer_) observer_(stats);
+  return fault;
+}
+
+void DynamicBatcher::SetInstanceProbe(InstancePool::Probe probe) {
+  absl::MutexLock lock(&observer_mu_);
+  probe_ = std::move(probe);
 }
 
 absl::Status DynamicBatcher::RunRows(int instance, absl::Span<const BatchRow> rows,

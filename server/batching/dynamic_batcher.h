@@ -67,6 +67,7 @@
 #include "server/batching/batch_request.h"
 #include "server/batching/batcher_options.h"
 #include "server/batching/clock.h"
+#include "server/batching/instance_pool.h"
 
 namespace rnnserve::server::batching {
 
@@ -92,6 +93,9 @@ class DynamicBatcher {
 
   // Called after every engine call, on the worker thread; replaces the previous observer.
   void SetObserver(BatchObserver observer);
+  // Checks an instance after an engine fault, on its worker thread. Without one, faults are
+  // taken as transient and the instance keeps running.
+  void SetInstanceProbe(InstancePool::Probe probe);
   BatcherCounters counters() const;
   const DynamicBatcherOptions& options() const { return options_; }
 
@@ -99,7 +103,10 @@ class DynamicBatcher {
   DynamicBatcher(const DynamicBatcherOptions& options,
                  std::vector<engine::CompiledModel*> instances, const Clock* clock);
   void Work(int instance);
-  void Execute(int instance, const FormedBatch& batch);
+  // Runs the batch; returns the first engine fault of its engine calls, or OK.
+  absl::Status Execute(int instance, const FormedBatch& batch);
+  // Takes the worker of `instance` out after `fault`; the last one fails what is queued.
+  void Retire(int instance, const absl::Status& fault);
   // Runs the rows on the instance and delivers or fails them; returns the engine's status.
   struct RowOutcome;
   absl::Status RunRows(int instance, absl::Span<const BatchRow> rows, RowOutcome* outcome);
@@ -116,10 +123,13 @@ class DynamicBatcher {
   bool draining_ ABSL_GUARDED_BY(mu_) = false;  // refuse new requests, flush the queue
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;  // workers exit after their current batch
   int running_batches_ ABSL_GUARDED_BY(mu_) = 0;
+  int live_workers_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status retired_status_ ABSL_GUARDED_BY(mu_);  // Schedule's answer once none is live
   BatcherCounters counters_ ABSL_GUARDED_BY(mu_);
 
   mutable absl::Mutex observer_mu_;
   BatchObserver observer_ ABSL_GUARDED_BY(observer_mu_);
+  InstancePool::Probe probe_ ABSL_GUARDED_BY(observer_mu_);
 
   std::vector<std::thread> workers_;  // started in Create, joined in the destructor
 };

@@ -15,3 +15,7 @@ target_link_libraries(batching_servable_test PRIVATE rnnserve_server_lib)
 
 rnnserve_test(batching_policy_test unit ${CMAKE_CURRENT_LIST_DIR}/batching_policy_test.cc)
 target_link_libraries(batching_policy_test PRIVATE rnnserve_batching)
+
+rnnserve_test(batching_instance_pool_test unit
+  ${CMAKE_CURRENT_LIST_DIR}/batching_instance_pool_test.cc)
+target_link_libraries(batching_instance_pool_test PRIVATE rnnserve_batching)

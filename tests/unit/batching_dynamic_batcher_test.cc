@@ -314,6 +314,88 @@ TEST_F(DynamicBatcherTest, EngineAnsweringTheWrongRowCountFailsTheRequestsWithIn
       << a->result.status();
 }
 
+// The probe a servable gives the batcher: a one-row batch on the faulted instance.
+absl::Status ProbeFake(FakeEngine& engine) {
+  std::shared_ptr<Answer> unused;
+  auto r = MakeRequest({.id = 1}, &unused);
+  std::vector<engine::Tensor> out;
+  return engine.Run(r->batch, &out);
+}
+
+TEST_F(DynamicBatcherTest, EngineFaultWithAPassingProbeKeepsTheInstanceServing) {
+  DynamicBatcherOptions o = Options();
+  o.max_batch_size = 1;
+  Start(o);
+  int probes = 0;
+  batcher_->SetInstanceProbe([&](int i, const absl::Status&) {
+    ++probes;
+    return ProbeFake(engine(i));
+  });
+  engine().FailInternal(1);  // one transient fault
+  auto a = Schedule({.id = 100});
+  a->done.WaitForNotification();
+  EXPECT_EQ(a->result.status().code(), absl::StatusCode::kInternal);
+  EXPECT_NE(a->result.status().message().find("device fault"), std::string::npos);
+  auto b = Schedule({.id = 200});
+  b->done.WaitForNotification();
+  EXPECT_TRUE(IsOwnAnswer(*b, {.id = 200}));
+  EXPECT_EQ(probes, 1);
+}
+
+TEST_F(DynamicBatcherTest, LastInstanceFailingItsProbeLeavesAndRequestsAreUnavailable) {
+  DynamicBatcherOptions o = Options();
+  o.max_batch_size = 1;
+  Start(o);
+  batcher_->SetInstanceProbe([&](int i, const absl::Status&) { return ProbeFake(engine(i)); });
+  engine().FailInternal(-1);  // a broken device: every call fails
+  auto a = Schedule({.id = 100});
+  a->done.WaitForNotification();
+  EXPECT_EQ(a->result.status().code(), absl::StatusCode::kInternal);
+  // The worker retires after its probe; then nothing is taken.
+  std::shared_ptr<Answer> answer;
+  for (int tries = 0; tries < 100000; ++tries) {
+    auto r = MakeRequest({.id = 200}, &answer);
+    const absl::Status s = batcher_->Schedule(&r);
+    if (s.ok()) {
+      answer->done.WaitForNotification();
+      if (absl::IsUnavailable(answer->result.status())) break;  // queued as it retired
+      continue;
+    }
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+    EXPECT_NE(s.message().find("every instance failed"), std::string::npos) << s;
+    EXPECT_NE(s.message().find("device fault"), std::string::npos) << s;
+    break;
+  }
+  const int calls = engine().calls();
+  std::shared_ptr<Answer> late;
+  auto r = MakeRequest({.id = 300}, &late);
+  EXPECT_EQ(batcher_->Schedule(&r).code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(engine().calls(), calls);
+}
+
+TEST_F(DynamicBatcherTest, FaultedInstanceLeavesAndTheOtherServesEveryLaterRequest) {
+  DynamicBatcherOptions o = Options();
+  o.max_batch_size = 1;
+  Start(o, /*instances=*/2);
+  batcher_->SetInstanceProbe([&](int i, const absl::Status&) { return ProbeFake(engine(i)); });
+  engine(0).FailInternal(-1);
+  int failed = 0;
+  for (int i = 1; i <= 20; ++i) {
+    const RequestSpec spec{.id = 100.0f * i};
+    auto a = Schedule(spec);
+    a->done.WaitForNotification();
+    if (a->result.ok()) {
+      EXPECT_TRUE(IsOwnAnswer(*a, spec));
+    } else {
+      EXPECT_EQ(a->result.status().code(), absl::StatusCode::kInternal);
+      ++failed;
+    }
+  }
+  EXPECT_LE(failed, 1);             // at most the one batch instance 0 ran before it left
+  EXPECT_LE(engine(0).calls(), 2);  // that batch and its probe
+  EXPECT_GE(engine(1).calls(), 19);
+}
+
 TEST_F(DynamicBatcherTest, EachInstanceRunsItsOwnBatchConcurrently) {
   DynamicBatcherOptions o = Options();
   o.max_batch_size = 1;

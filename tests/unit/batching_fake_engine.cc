@@ -13,10 +13,14 @@ absl::Status FakeEngine::Run(const engine::Batch& batch, std::vector<engine::Ten
     seen.first_steps.push_back(x.f32()[b * T * F]);
     bad |= fail_on_negative_ && x.f32()[b * T * F] < 0;
   }
+  bool fault = false;
   {
     absl::MutexLock lock(&mu_);
     seen_.push_back(std::move(seen));
+    fault = internal_failures_ != 0;
+    if (internal_failures_ > 0) --internal_failures_;
   }
+  if (fault) return absl::InternalError("fake engine: device fault");
   if (gated_) gate_.WaitForNotification();
   if (bad) return absl::InvalidArgumentError("fake engine: negative first step");
   engine::Tensor echo = engine::Tensor::Float({B, T, 1});  // [B, T, 1]

@@ -40,6 +40,11 @@ class FakeEngine final : public engine::CompiledModel {
   void FailOnNegative() { fail_on_negative_ = true; }
   // Run() answers with one row too few in every output (a broken engine).
   void DropARow() { drop_a_row_ = true; }
+  // The next `n` calls of Run() fail with INTERNAL, as a CUDA fault would (-1: every call).
+  void FailInternal(int n) {
+    absl::MutexLock lock(&mu_);
+    internal_failures_ = n;
+  }
   // Run() blocks, after recording its batch, until Open() is called.
   void Gate() { gated_ = true; }
   void Open() { gate_.Notify(); }
@@ -49,6 +54,7 @@ class FakeEngine final : public engine::CompiledModel {
  private:
   mutable absl::Mutex mu_;
   std::vector<SeenBatch> seen_ ABSL_GUARDED_BY(mu_);
+  int internal_failures_ ABSL_GUARDED_BY(mu_) = 0;
   bool fail_on_negative_ = false;  // set before use
   bool gated_ = false;             // set before use
   bool drop_a_row_ = false;        // set before use
