@@ -22,6 +22,8 @@ const char* AlgoName(cudnnRNNAlgo_t algo) {
       return "persist_static_small_h";
     case kFusedAlgo:
       return "fused_fp32";
+    case kFusedClusterAlgo:
+      return "fused_cluster_fp32";
     default:
       return "unknown";
   }
@@ -271,7 +273,8 @@ absl::Status CudnnRecurrent::SetShape(const RecurrentIO& io) {
 }
 
 absl::Status CudnnRecurrent::Launch(cudnnRNNAlgo_t algo, const RecurrentIO& io) {
-  if (algo == kFusedAlgo) return fused_->Forward(io);
+  if (algo == kFusedAlgo) return fused_->Forward(io, FusedLstm::Kernel::kGrid);
+  if (algo == kFusedClusterAlgo) return fused_->Forward(io, FusedLstm::Kernel::kCluster);
   auto described = DescriptorFor(algo, io.B);
   if (!described.ok()) return described.status();
   cudnnRNNDescriptor_t desc = *described;
@@ -313,7 +316,10 @@ absl::StatusOr<cudnnRNNAlgo_t> CudnnRecurrent::ChooseAlgorithm(const RecurrentIO
     // PERSIST_DYNAMIC does not take sequences of different lengths.
     if (algo != CUDNN_RNN_ALGO_PERSIST_DYNAMIC || full) candidates.push_back(algo);
   }
-  if (fused_ && io.B <= FusedLstm::kMaxBatch) candidates.push_back(kFusedAlgo);
+  if (fused_ && io.B <= FusedLstm::kMaxBatch) {
+    candidates.push_back(kFusedAlgo);
+    if (fused_->has_cluster()) candidates.push_back(kFusedClusterAlgo);
+  }
   if (candidates.size() > 1) {
     cudaEvent_t start, stop;
     RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaEventCreate(&start), "cudaEventCreate"));
@@ -370,6 +376,10 @@ absl::StatusOr<cudnnRNNAlgo_t> CudnnRecurrent::ChooseAlgorithm(const RecurrentIO
       if (algo == CUDNN_RNN_ALGO_PERSIST_DYNAMIC) continue;
       if (algo == kFusedAlgo) {
         fused_.reset();
+        continue;
+      }
+      if (algo == kFusedClusterAlgo) {
+        if (fused_) fused_->DropCluster();
         continue;
       }
       cudnnDestroyRNNDescriptor(descs_.at(algo));
@@ -534,7 +544,9 @@ absl::Status CudnnRecurrent::Forward(const RecurrentIO& io) {
 }
 
 absl::Status CudnnRecurrent::ForceAlgorithm(cudnnRNNAlgo_t algo) {
-  if (!descs_.contains(algo) && !(algo == kFusedAlgo && fused_)) {
+  const bool fused_ok = (algo == kFusedAlgo && fused_) ||
+                        (algo == kFusedClusterAlgo && fused_ && fused_->has_cluster());
+  if (!descs_.contains(algo) && !fused_ok) {
     return absl::FailedPreconditionError(
         absl::StrCat("layer '", name_, "': cuDNN did not accept algorithm ", AlgoName(algo)));
   }
@@ -553,6 +565,7 @@ std::vector<cudnnRNNAlgo_t> CudnnRecurrent::algorithms() const {
   std::vector<cudnnRNNAlgo_t> out;
   for (const auto& [algo, desc] : descs_) out.push_back(algo);
   if (fused_) out.push_back(kFusedAlgo);
+  if (fused_ && fused_->has_cluster()) out.push_back(kFusedClusterAlgo);
   return out;
 }
 

@@ -14,7 +14,8 @@
 //   everywhere else they are zero (ONNX, Keras's Bidirectional, the backward direction).
 // - The workspace is allocated on first use for a shape and reused; it only grows.
 // - The algorithm (standard, persistent static, persistent static small-H, persistent dynamic;
-//   our fused exact FP32 LSTM for batches up to FusedLstm::kMaxBatch) is chosen per batch
+//   our fused exact FP32 LSTM, grid or cluster kernel, for batches up to FusedLstm::kMaxBatch)
+//   is chosen per batch
 //   size on first sight of that size by timing each one cuDNN accepts; an algorithm that
 //   returns an error is dropped. ForceAlgorithm pins one (benchmarks).
 //   Exact FP32 uses the standard algorithm only (the persistent kernels are not exact); a
@@ -51,6 +52,9 @@ class FusedLstm;
 // Not a cuDNN algorithm: FusedLstm, our exact-FP32 persistent LSTM for small batches, chosen
 // (by timing, like cuDNN's algorithms) for exact-FP32 layers it can run.
 inline constexpr cudnnRNNAlgo_t kFusedAlgo = static_cast<cudnnRNNAlgo_t>(100);
+// FusedLstm's thread-block-cluster kernel, where it has one for the layer's width and the
+// device runs it; chosen by timing like the others.
+inline constexpr cudnnRNNAlgo_t kFusedClusterAlgo = static_cast<cudnnRNNAlgo_t>(101);
 
 struct RecurrentIO {
   int B = 0;

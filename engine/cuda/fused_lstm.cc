@@ -73,17 +73,52 @@ absl::StatusOr<std::unique_ptr<FusedLstm>> FusedLstm::Create(const RecurrentSpec
   RNNSERVE_RETURN_IF_ERROR(upload(d.W, &f->W_));
   RNNSERVE_RETURN_IF_ERROR(upload(d.R, &f->R_));
   RNNSERVE_RETURN_IF_ERROR(upload(bias, &f->bias_));
+  RNNSERVE_RETURN_IF_ERROR(f->FindCluster());
   return f;
+}
+
+absl::Status FusedLstm::FindCluster() {
+  int device = 0, smem_optin = 0, cluster_launch = 0;
+  RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaGetDevice(&device), "cudaGetDevice"));
+  RNNSERVE_RETURN_IF_ERROR(
+      CudaOk(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+             "shared memory limit"));
+  RNNSERVE_RETURN_IF_ERROR(CudaOk(
+      cudaDeviceGetAttribute(&cluster_launch, cudaDevAttrClusterLaunch, device), "cluster launch"));
+  if (!cluster_launch) return absl::OkStatus();
+  for (int cluster : FusedLstmClusterSizes(H_)) {
+    const size_t smem = FusedLstmClusterSmemBytes(kMaxBatch, H_, cluster);
+    if (smem > static_cast<size_t>(smem_optin)) continue;
+    int clusters = 0;
+    if (ConfigureFusedLstmClusterKernel(H_, cluster, smem) != cudaSuccess ||
+        MaxActiveFusedLstmClusters(H_, cluster, smem, &clusters) != cudaSuccess) {
+      cudaGetLastError();  // this size does not run here; the error is not sticky
+      continue;
+    }
+    if (clusters >= 1) {
+      cluster_ = cluster;
+      cluster_smem_ = smem;
+      break;
+    }
+  }
+  return absl::OkStatus();
 }
 
 FusedLstm::~FusedLstm() {
   if (cublas_) cublasDestroy(cublas_);
 }
 
-absl::Status FusedLstm::Forward(const RecurrentIO& io) {
+absl::Status FusedLstm::Forward(const RecurrentIO& io, Kernel kernel) {
   if (io.B > kMaxBatch) {
     return absl::InvalidArgumentError(
         absl::StrCat("fused LSTM takes batches of at most ", kMaxBatch, "; got ", io.B));
+  }
+  if (kernel == Kernel::kCluster) {
+    if (!has_cluster()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("fused LSTM: no thread-block cluster kernel for H=", H_, " on this device"));
+    }
+    return LaunchCluster(io);
   }
   auto blocks = ChooseGrid(io);
   if (!blocks.ok()) return blocks.status();
@@ -124,10 +159,9 @@ absl::StatusOr<int> FusedLstm::ChooseGrid(const RecurrentIO& io) {
   return best;
 }
 
-absl::Status FusedLstm::Launch(const RecurrentIO& io, int blocks) {
+absl::Status FusedLstm::Project(const RecurrentIO& io) {
   const int64_t rows = int64_t{io.B} * io.T;
   RNNSERVE_RETURN_IF_ERROR(xproj_.Reserve(rows * 4 * H_ * sizeof(float)));
-  RNNSERVE_RETURN_IF_ERROR(hbuf_.Reserve(2 * int64_t{io.B} * H_ * sizeof(float)));
   // xproj [rows, 4H] = x [rows, I] . W^T, W [4H, I] row-major: column-major
   // xproj^T [4H, rows] = W [4H, I] (W^T read transposed) . x^T [I, rows].
   const float one = 1.0f, zero = 0.0f;
@@ -135,26 +169,42 @@ absl::Status FusedLstm::Launch(const RecurrentIO& io, int blocks) {
       CublasOk(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, 4 * H_, static_cast<int>(rows), I_,
                            &one, W_.as<float>(), I_, io.x, I_, &zero, xproj_.as<float>(), 4 * H_),
                "cublasSgemm (fused LSTM input projection)"));
-  RNNSERVE_RETURN_IF_ERROR(CudaOk(LaunchBiasActivation(xproj_.as<float>(), bias_.as<float>(), rows,
-                                                       4 * H_, DeviceActivation{}, stream_),
-                                  "bias kernel"));
+  return CudaOk(LaunchBiasActivation(xproj_.as<float>(), bias_.as<float>(), rows, 4 * H_,
+                                     DeviceActivation{}, stream_),
+                "bias kernel");
+}
+
+FusedLstmArgs FusedLstm::Args(const RecurrentIO& io) const {
   FusedLstmArgs a;
   a.xproj = xproj_.as<float>();
   a.R = R_.as<float>();
   a.lengths = io.lengths_dev;
   a.h0 = io.h0;
   a.c0 = io.c0;
-  a.hbuf = hbuf_.as<float>();
   a.y = io.y;
   a.hy = io.hy;
   a.cy = io.cy;
   a.B = io.B;
   a.T = io.T;
   a.H = H_;
-  a.U = H_ / blocks;
   a.steps = *std::max_element(io.lengths.begin(), io.lengths.end());
+  return a;
+}
+
+absl::Status FusedLstm::Launch(const RecurrentIO& io, int blocks) {
+  RNNSERVE_RETURN_IF_ERROR(hbuf_.Reserve(2 * int64_t{io.B} * H_ * sizeof(float)));
+  RNNSERVE_RETURN_IF_ERROR(Project(io));
+  FusedLstmArgs a = Args(io);
+  a.hbuf = hbuf_.as<float>();
+  a.U = H_ / blocks;
   return CudaOk(LaunchFusedLstmKernel(a, blocks, kThreads, smem_, stream_),
                 "cudaLaunchCooperativeKernel (fused LSTM)");
+}
+
+absl::Status FusedLstm::LaunchCluster(const RecurrentIO& io) {
+  RNNSERVE_RETURN_IF_ERROR(Project(io));
+  return CudaOk(LaunchFusedLstmClusterKernel(Args(io), cluster_, cluster_smem_, stream_),
+                "cudaLaunchKernelEx (fused LSTM cluster)");
 }
 
 int64_t FusedLstm::memory_bytes() const {

@@ -9,7 +9,15 @@
 //   - the recurrent part is one cooperative launch of `blocks` blocks; block k owns hidden
 //     units [k*U, (k+1)*U) and keeps their 4U rows of R [4H, H] in shared memory for all steps;
 //     each step reads h(t-1) [B, H] from a double buffer in global memory, computes its gates
-//     with FP32 FMAs and precise expf/tanhf, and ends with one grid-wide barrier.
+//     with FP32 FMAs and precise expf/tanhf, and ends with one grid-wide barrier;
+//   - or, for the widths it is compiled for (H = 128, 256, 512), one thread-block cluster
+//     (fused_lstm_cluster_kernel.cu) that keeps R in its blocks' shared memory and registers
+//     and exchanges h(t) through distributed shared memory, so that a step costs a cluster
+//     barrier instead of a grid barrier and a round trip through L2. It exists only where the
+//     device can run the cluster (cudaOccupancyMaxActiveClusters), else only the grid kernel.
+// Both kernels compute the same sums in the same FP32 arithmetic; they differ only in the
+// order of the lane partial sums of each dot product (FMA rounding). The caller chooses between
+// them by timing (CudnnRecurrent: kFusedAlgo, kFusedClusterAlgo).
 // Steps past a sequence's length are not computed: its h and c stay, its outputs are zero.
 
 #include <cublas_v2.h>
@@ -23,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "engine/cuda/cuda_util.h"
 #include "engine/cuda/cudnn_rnn.h"
+#include "engine/cuda/fused_lstm_kernel.h"
 #include "engine/ir.h"
 
 namespace rnnserve::engine::cuda {
@@ -30,6 +39,7 @@ namespace rnnserve::engine::cuda {
 class FusedLstm {
  public:
   static constexpr int kMaxBatch = 8;
+  static_assert(kMaxBatch <= kClusterMaxBatch);
 
   // UNIMPLEMENTED when the layer or the device does not fit (the caller keeps cuDNN).
   static absl::StatusOr<std::unique_ptr<FusedLstm>> Create(const RecurrentSpec& spec,
@@ -38,14 +48,25 @@ class FusedLstm {
   FusedLstm(const FusedLstm&) = delete;
   FusedLstm& operator=(const FusedLstm&) = delete;
 
+  enum class Kernel { kGrid, kCluster };
+
   // io as for CudnnRecurrent::Forward, with io.B <= kMaxBatch; enqueues, never synchronises.
-  absl::Status Forward(const RecurrentIO& io);
+  // kCluster needs has_cluster().
+  absl::Status Forward(const RecurrentIO& io, Kernel kernel = Kernel::kGrid);
+  bool has_cluster() const { return cluster_ > 0; }
+  // Stops offering the cluster kernel (after it failed on this device).
+  void DropCluster() { cluster_ = 0; }
   int64_t memory_bytes() const;
 
  private:
   FusedLstm(int I, int H, std::vector<int> grids, size_t smem, cudaStream_t stream)
       : I_(I), H_(H), grids_(std::move(grids)), smem_(smem), stream_(stream) {}
+  // The cluster size that the device runs for H (0: none), and its shared memory per block.
+  absl::Status FindCluster();
+  absl::Status Project(const RecurrentIO& io);
+  FusedLstmArgs Args(const RecurrentIO& io) const;
   absl::Status Launch(const RecurrentIO& io, int blocks);
+  absl::Status LaunchCluster(const RecurrentIO& io);
   absl::StatusOr<int> ChooseGrid(const RecurrentIO& io);
 
   const int I_, H_;
@@ -56,6 +77,8 @@ class FusedLstm {
   const std::vector<int> grids_;
   const size_t smem_;  // dynamic shared memory per block, for the smallest grid
   const cudaStream_t stream_;
+  int cluster_ = 0;  // blocks of the cluster kernel; 0 when it is not offered
+  size_t cluster_smem_ = 0;
   std::map<int, int> grid_by_batch_;
   cublasHandle_t cublas_ = nullptr;
   DeviceBuffer W_;      // [4H, I]

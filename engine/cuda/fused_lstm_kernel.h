@@ -1,12 +1,13 @@
 #pragma once
 
-// Launcher of FusedLstm's cooperative kernel (plain C++ header; the kernel is in
-// fused_lstm_kernel.cu).
+// Launchers of FusedLstm's recurrent kernels (plain C++ header): the cooperative grid kernel
+// (fused_lstm_kernel.cu) and the thread-block-cluster kernel (fused_lstm_cluster_kernel.cu).
 
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace rnnserve::engine::cuda {
 
@@ -16,12 +17,12 @@ struct FusedLstmArgs {
   const int32_t* lengths = nullptr;  // [B], each in [1, T]
   const float* h0 = nullptr;         // [B, H] or null
   const float* c0 = nullptr;         // [B, H] or null
-  float* hbuf = nullptr;             // [2, B, H] scratch
+  float* hbuf = nullptr;             // [2, B, H] scratch (grid kernel only)
   float* y = nullptr;                // [B, T, H] or null; zero past each length
   float* hy = nullptr;               // [B, H]
   float* cy = nullptr;               // [B, H] or null
   int B = 0, T = 0, H = 0;
-  int U = 0;      // hidden units per block
+  int U = 0;      // hidden units per block (grid kernel only)
   int steps = 0;  // the longest length
 };
 
@@ -35,5 +36,22 @@ cudaError_t ConfigureFusedLstmKernel(size_t smem);
 cudaError_t MaxFusedLstmBlocksPerSm(int threads, size_t smem, int* blocks);
 cudaError_t LaunchFusedLstmKernel(const FusedLstmArgs& args, int blocks, int threads, size_t smem,
                                   cudaStream_t stream);
+
+// The cluster kernel: one cluster of `cluster` blocks of kClusterThreads threads, R and h in
+// the blocks' shared memory (and registers), h exchanged through distributed shared memory.
+// It is compiled for a few (H, cluster) pairs only, batches of at most kClusterMaxBatch.
+inline constexpr int kClusterThreads = 512;
+inline constexpr int kClusterMaxBatch = 8;
+
+// The cluster sizes compiled for hidden size H, largest first; empty when none.
+std::vector<int> FusedLstmClusterSizes(int H);
+// Dynamic shared memory per block for batches up to B, in bytes.
+size_t FusedLstmClusterSmemBytes(int B, int H, int cluster);
+// Sets the kernel's shared-memory limit and, past 8 blocks, allows the non-portable size.
+cudaError_t ConfigureFusedLstmClusterKernel(int H, int cluster, size_t smem);
+// How many such clusters the device can run at once (0: it cannot run one).
+cudaError_t MaxActiveFusedLstmClusters(int H, int cluster, size_t smem, int* clusters);
+cudaError_t LaunchFusedLstmClusterKernel(const FusedLstmArgs& args, int cluster, size_t smem,
+                                         cudaStream_t stream);
 
 }  // namespace rnnserve::engine::cuda

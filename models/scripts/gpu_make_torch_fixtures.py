@@ -17,7 +17,7 @@ so they are the exact answer for the stored weights. PyTorch's gate orders (LSTM
 r,z,n) are the IR's; PyTorch's GRU applies the reset gate after the recurrent matmul.
 tests/gpu/gpu_torch_test.cc has one test per case, named like the case.
 
-Needs: torch, numpy.   python3 models/scripts/gpu_make_torch_fixtures.py [--out DIR]
+Needs: torch, numpy.   python3 models/scripts/gpu_make_torch_fixtures.py [--out DIR] [--only CASE...]
 """
 
 import argparse
@@ -40,6 +40,13 @@ CASES = {
     "TorchRnnReluTwoLayer": ("rnn_relu", 4, 10, 0, 2, False, [5, 3], 5),
     "TorchLstmWideHidden": ("lstm", 64, 128, 0, 1, False, [30, 17, 30], 30),
     "TorchGruWideHidden": ("gru", 32, 128, 0, 1, True, [25, 25, 9], 25),
+}
+# The widths of the fused LSTM's thread-block-cluster kernel (engine/cuda/fused_lstm.h), eight
+# sequences of mixed lengths (tests take the first 1..8); seeded apart from CASES so that adding
+# one here leaves those unchanged.
+CLUSTER_CASES = {
+    "TorchLstmClusterH256": ("lstm", 64, 256, 0, 1, False, [40, 7, 1, 40, 23, 40, 16, 31], 40),
+    "TorchLstmClusterH512": ("lstm", 32, 512, 0, 1, False, [40, 9, 40, 1, 28, 40, 13, 35], 40),
 }
 CELL_CODE = {"lstm": 0, "gru": 1, "rnn_tanh": 2, "rnn_relu": 3}
 
@@ -94,10 +101,15 @@ def make(name, spec, out_root, seed):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=str(ROOT / "tests" / "fixtures" / "torch"))
+    ap.add_argument("--only", nargs="*", help="case names to write (default: all)")
     args = ap.parse_args()
     torch.set_num_threads(4)
-    for i, (name, spec) in enumerate(sorted(CASES.items())):
-        make(name, spec, Path(args.out), 1000 + i)
+    seeded = [(name, spec, 1000 + i) for i, (name, spec) in enumerate(sorted(CASES.items()))]
+    seeded += [(name, spec, 2000 + i)
+               for i, (name, spec) in enumerate(sorted(CLUSTER_CASES.items()))]
+    for name, spec, seed in seeded:
+        if not args.only or name in args.only:
+            make(name, spec, Path(args.out), seed)
 
 
 if __name__ == "__main__":

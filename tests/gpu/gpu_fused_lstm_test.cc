@@ -1,12 +1,16 @@
-// The exact-FP32 fused LSTM (engine/cuda/fused_lstm.h) pinned against PyTorch's answers, and
-// each cuDNN algorithm the layer accepts likewise, whichever the engine would pick by timing.
+// The exact-FP32 fused LSTM (engine/cuda/fused_lstm.h), its grid kernel and its
+// thread-block-cluster kernel, pinned against PyTorch's answers, and each cuDNN algorithm the
+// layer accepts likewise, whichever the engine would pick by timing.
 
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
+#include <algorithm>
+#include <string>
 #include <vector>
 
 #include "engine/cuda/cudnn_rnn.h"
+#include "engine/cuda/fused_lstm.h"
 #include "gtest/gtest.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/gpu/torch_state_dict.h"
@@ -20,8 +24,20 @@ using engine::cuda::DeviceBuffer;
 
 class PinnedAlgorithmTest : public ::testing::TestWithParam<std::string> {};
 
-// Runs the fixture's single LSTM layer with `algo` pinned; compares y, h_n, c_n.
-void CheckAlgorithm(const std::string& fixture, cudnnRNNAlgo_t algo, bool required) {
+// The first `batch` entries of a fixture array whose batch axis is `axis` (0 or 1, the axes
+// before it of size 1): PyTorch computes each sequence on its own, so its answers for the
+// first `batch` sequences are the answers for a batch of those.
+client::NpyArray FirstSequences(client::NpyArray a, int axis, int batch) {
+  int64_t inner = 1;
+  for (size_t d = axis + 1; d < a.shape.size(); ++d) inner *= a.shape[d];
+  a.shape[axis] = batch;
+  a.values.resize(batch * inner);
+  return a;
+}
+
+// Runs the fixture's single LSTM layer with `algo` pinned on its first `batch` sequences (all
+// when 0); compares y, h_n, c_n.
+void CheckAlgorithm(const std::string& fixture, cudnnRNNAlgo_t algo, bool required, int batch = 0) {
   const std::string dir = "tests/fixtures/torch/" + fixture + "/";
   auto model = TorchFixtureModel(dir);
   if (!model.ok()) GTEST_SKIP() << "no fixture " << dir << ": " << model.status();
@@ -39,9 +55,10 @@ void CheckAlgorithm(const std::string& fixture, cudnnRNNAlgo_t algo, bool requir
       if (required) FAIL() << s;
       GTEST_SKIP() << s;
     }
-    const auto x = LoadNpy(dir + "input_0.npy");
-    const auto len = LoadNpy(dir + "lengths.npy");
-    const int B = x.shape[0], T = x.shape[1], H = spec.hidden_size;
+    const int B = batch > 0 ? batch : static_cast<int>(LoadNpy(dir + "lengths.npy").shape[0]);
+    const auto x = FirstSequences(LoadNpy(dir + "input_0.npy"), 0, B);
+    const auto len = FirstSequences(LoadNpy(dir + "lengths.npy"), 0, B);
+    const int T = x.shape[1], H = spec.hidden_size;
     std::vector<float> xf(x.values.begin(), x.values.end());
     std::vector<int32_t> lengths(len.values.begin(), len.values.end());
     DeviceBuffer dx, dy, dh, dc, dl;
@@ -71,9 +88,12 @@ void CheckAlgorithm(const std::string& fixture, cudnnRNNAlgo_t algo, bool requir
       cudaMemcpy(y.f32(), dy.get(), y.num_elements() * 4, cudaMemcpyDeviceToHost);
       cudaMemcpy(h.f32(), dh.get(), h.num_elements() * 4, cudaMemcpyDeviceToHost);
       cudaMemcpy(c.f32(), dc.get(), c.num_elements() * 4, cudaMemcpyDeviceToHost);
-      EXPECT_TRUE(AllClose(y, LoadNpy(dir + "expected_0.npy"))) << "y, run " << run;
-      EXPECT_TRUE(AllClose(h, LoadNpy(dir + "expected_1.npy"))) << "h_n, run " << run;
-      EXPECT_TRUE(AllClose(c, LoadNpy(dir + "expected_2.npy"))) << "c_n, run " << run;
+      EXPECT_TRUE(AllClose(y, FirstSequences(LoadNpy(dir + "expected_0.npy"), 0, B)))
+          << "y, B=" << B << ", run " << run;
+      EXPECT_TRUE(AllClose(h, FirstSequences(LoadNpy(dir + "expected_1.npy"), 1, B)))
+          << "h_n, B=" << B << ", run " << run;
+      EXPECT_TRUE(AllClose(c, FirstSequences(LoadNpy(dir + "expected_2.npy"), 1, B)))
+          << "c_n, B=" << B << ", run " << run;
     }
   }
   cudnnDestroy(handle);
@@ -91,7 +111,32 @@ TEST_P(PinnedAlgorithmTest, CudnnStandardMatchesPyTorch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Torch, PinnedAlgorithmTest,
-                         ::testing::Values("TorchLstmPackedMixedLengths", "TorchLstmWideHidden"),
+                         ::testing::Values("TorchLstmPackedMixedLengths", "TorchLstmWideHidden",
+                                           "TorchLstmClusterH256", "TorchLstmClusterH512"),
+                         [](const auto& info) { return info.param; });
+
+// The cluster kernel at each batch size it takes (the first 1..8 of the fixture's sequences,
+// whose lengths are mixed). Its widths (128, 256, 512) must get it on any device that launches
+// clusters (Hopper and later).
+class ClusterKernelTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ClusterKernelTest, EveryBatchSizeMatchesPyTorch) {
+  RNNSERVE_SKIP_WITHOUT_GPU();
+  int device = 0, clusters = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&clusters, cudaDevAttrClusterLaunch, device), cudaSuccess);
+  const int n =
+      static_cast<int>(LoadNpy("tests/fixtures/torch/" + GetParam() + "/lengths.npy").shape[0]);
+  for (int batch = 1; batch <= std::min(n, engine::cuda::FusedLstm::kMaxBatch); ++batch) {
+    SCOPED_TRACE(::testing::Message() << "B=" << batch);
+    CheckAlgorithm(GetParam(), engine::cuda::kFusedClusterAlgo, /*required=*/clusters != 0, batch);
+    if (::testing::Test::HasFatalFailure() || ::testing::Test::IsSkipped()) return;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Torch, ClusterKernelTest,
+                         ::testing::Values("TorchLstmWideHidden", "TorchLstmClusterH256",
+                                           "TorchLstmClusterH512"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace
