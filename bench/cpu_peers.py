@@ -162,6 +162,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--binary", required=True)
     p.add_argument("--reps", type=int, default=15)
+    p.add_argument("--rounds", type=int, default=5, help="paired rounds of ours, ort and TF")
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--results", default="")
     p.add_argument("--command", default="bench/cpu_peers.sh")
@@ -195,13 +196,23 @@ def main():
             dump = os.path.join(tmp, "ours.npz")
             ort_run, ort_out = ort_runner(cell, c, args.threads)
             tf_run, tf_out = keras_runner(cell, c)
-            ours_ms, ours_cpu, nbytes = ours(args.binary, cell, path, args.reps, args.threads,
-                                             dump)
+            # Paired rounds: each round times ours, then onnxruntime, then TF back to back, so
+            # a change in the shared machine's speed hits all three; a ratio is the median of
+            # the rounds' ratios, a time the median of the rounds' medians.
+            rounds = []
+            for _ in range(args.rounds):
+                o = ours(args.binary, cell, path, args.reps, args.threads, dump)
+                rounds.append((o, median_ms(ort_run, args.reps), median_ms(tf_run, args.reps)))
+            med = lambda v: float(np.median(v))
+            ours_ms, ours_cpu = med([o[0] for o, _, _ in rounds]), med([o[1] for o, _, _ in rounds])
+            nbytes = rounds[0][0][2]
+            ort_ms, ort_cpu = med([r[0] for _, r, _ in rounds]), med([r[1] for _, r, _ in rounds])
+            tf_ms, tf_cpu = med([t[0] for _, _, t in rounds]), med([t[1] for _, _, t in rounds])
+            x_ort = med([r[0] / o[0] for o, r, _ in rounds])
+            x_tf = med([t[0] / o[0] for o, _, t in rounds])
             y = np.load(dump)["y"]
             diff = max(float(np.max(np.abs(y - ort_out()))), float(np.max(np.abs(y - tf_out()))))
-            ort_ms, ort_cpu = median_ms(ort_run, args.reps)
-            tf_ms, tf_cpu = median_ms(tf_run, args.reps)
-            row = (cell, B, T, I, H, ours_ms, ort_ms, tf_ms, ort_ms / ours_ms, tf_ms / ours_ms,
+            row = (cell, B, T, I, H, ours_ms, ort_ms, tf_ms, x_ort, x_tf,
                    diff, nbytes, ours_cpu, ort_cpu, tf_cpu)
             rows.append(row)
             print(f"{cell:5} {B:>3} {T:>4} {I:>5} {H:>5} | {ours_ms:8.2f} {ort_ms:8.2f} "
@@ -229,7 +240,10 @@ def main():
         f.write(f"- Load average (1/5/15 min) before: {load_before[0]:.2f}/{load_before[1]:.2f}/"
                 f"{load_before[2]:.2f}, after: {load_after[0]:.2f}/{load_after[1]:.2f}/"
                 f"{load_after[2]:.2f} (the machine is shared; other builds may have run)\n")
-        f.write(f"- Median of {args.reps} runs after 3 warm-ups, whole batch, return_sequences; "
+        f.write(f"- {args.rounds} paired rounds (ours, onnxruntime, TF back to back); each "
+                f"round's time is a median of {args.reps} runs; a time below is the median of the "
+                f"rounds, a speed-up the median of the rounds' speed-ups.\n")
+        f.write(f"- Each median of {args.reps} runs follows 3 warm-ups, whole batch, return_sequences; "
                 f"the same random weights and input for all three; max|diff| is the largest "
                 f"difference of our output from either peer's.\n")
         f.write("- CPU ms: user + sys time of all the system's threads per run (spin-waiting "

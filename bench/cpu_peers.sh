@@ -3,7 +3,7 @@
 # the same weights: LSTM and GRU at B=1 T=100 I=H=256/512/1024, B=8 and B=64 T=100 H=512,
 # B=32 T=50 I=64 H=128. Prints median ms and our speed-up over each peer, and writes
 # bench/results/cpu-<date>.md. Needs: numpy, onnx, onnxruntime, tensorflow (pip).
-# Usage: bench/cpu_peers.sh [--reps N] [--threads N] [--only lstm|gru]
+# Usage: bench/cpu_peers.sh [--reps N] [--rounds N] [--threads N] [--only lstm|gru]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cmake --preset release > /dev/null
