@@ -1,2 +1,5 @@
 rnnserve_test(sequence_manager_test unit ${CMAKE_CURRENT_LIST_DIR}/sequence_manager_test.cc)
 target_link_libraries(sequence_manager_test PRIVATE rnnserve_server_lib)
+
+rnnserve_test(health_service_test unit ${CMAKE_CURRENT_LIST_DIR}/health_service_test.cc)
+target_link_libraries(health_service_test PRIVATE rnnserve_server_lib)
