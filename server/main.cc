@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "server/flags.h"
 #include "server/health_service.h"
 #include "server/kserve/kserve_service.h"
@@ -42,6 +43,10 @@ int Main(int argc, char** argv) {
     return 2;
   }
   SetLogLevel(level);
+  // absl's Mutex deadlock detection is a debugging aid, on by default where absl was built
+  // without NDEBUG (Debian's packages): it updates a global lock graph on every Mutex
+  // acquire and destroy, gRPC's included. The sanitizer presets and the tests keep it.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 
   // Signals are taken by sigwait below; every thread started from here on inherits the mask.
   sigset_t signals;
