@@ -107,6 +107,10 @@ int Main(int argc, char** argv) {
   const std::string address = absl::StrCat(flags->host, ":", flags->port);
   int bound_port = 0;
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &bound_port);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS,
+                              flags->grpc_min_pollers);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS,
+                              flags->grpc_max_pollers);
   builder.SetMaxReceiveMessageSize(static_cast<int>(flags->max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(flags->max_message_bytes));
   builder.RegisterService(&service);
