@@ -8,13 +8,19 @@
 # env:   PERF_ANALYZER  the perf_analyzer binary (default: PATH, then /opt/perf_analyzer/bin)
 #        RNNSERVE       the server binary (default BUILD_DIR/server/rnnserve)
 #        MODEL_REPO     the model repository (default bench/server_models: CPU instances)
-#        LEVELS         concurrency levels of the sweeps (default "1 2 4 8 16 32 64")
+#        LEVELS         concurrency levels of the sweeps (default "1 2 4 8 16 32 64 128 256")
 #        INTERVAL_MS    perf_analyzer measurement window (default 1500)
+#        LATENCY_RUNS   repeats of the concurrency-1 latency run (default 3)
+# Models (bench/server_models/): tiny_lstm (H=32, 8 features, T=10 sent) and lstm256 (H=256,
+# 16 features, T=50 sent), each as <model> (max_batch_size 1) and <model>_batched (dynamic
+# batching, max_batch_size 64). The server's /metrics is saved around each mixed-length run,
+# so the report reads real and computed time steps from rnnserve_batch_timesteps_*_total.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-$ROOT/build/release}
 OUT=${2:-$ROOT/build/bench-server}
-LEVELS=${LEVELS:-1 2 4 8 16 32 64}
+LEVELS=${LEVELS:-1 2 4 8 16 32 64 128 256}
+LATENCY_RUNS=${LATENCY_RUNS:-3}
 RNNSERVE=${RNNSERVE:-$BUILD/server/rnnserve}
 MODEL_REPO=${MODEL_REPO:-$ROOT/bench/server_models}
 INTERVAL_MS=${INTERVAL_MS:-1500}
@@ -26,9 +32,13 @@ CUDART=$(python3 -c 'import nvidia.cuda_runtime as m; print(list(m.__path__)[0] 
   2>/dev/null || true)
 export LD_LIBRARY_PATH=${CUDART:+$CUDART:}${LD_LIBRARY_PATH:-}
 
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+PORT=$(free_port)
+METRICS_PORT=$(free_port)
 "$RNNSERVE" --model-repository "$MODEL_REPO" --port "$PORT" \
-  --metrics-port 0 --log-level warning &
+  --metrics-port "$METRICS_PORT" --log-level warning &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null || true' EXIT
 for _ in $(seq 200); do
@@ -43,6 +53,12 @@ pa() {  # pa NAME ARGS...: one perf_analyzer run, CSV to $OUT/NAME.csv
     --stability-percentage 999 --max-trials 3 -f "$OUT/$name.csv" "$@" \
     > "$OUT/$name.log" 2>&1 || { tail -5 "$OUT/$name.log"; return 1; }
   tail -3 "$OUT/$name.csv" | sed 's/^/   /'
+  echo "$name $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/loadavg.txt"
+}
+
+scrape() {  # scrape FILE: the server's Prometheus text
+  python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1]).read().decode())' \
+    "http://127.0.0.1:$METRICS_PORT/metrics" > "$1"
 }
 
 {
@@ -57,23 +73,34 @@ pa() {  # pa NAME ARGS...: one perf_analyzer run, CSV to $OUT/NAME.csv
   echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 } > "$OUT/machine.txt"
 
-# 1. Tiny model, T=10, concurrency 1: latency.
-pa latency_c1 -m tiny_lstm --shape x:10,8 --concurrency-range 1 --measurement-interval 4000
-# 2. Concurrency sweeps, batching off and on, T=10.
+: > "$OUT/loadavg.txt"
+# 1. Tiny model, T=10, concurrency 1: latency, repeated.
+for r in $(seq "$LATENCY_RUNS"); do
+  pa latency_c1_r$r -m tiny_lstm --shape x:10,8 --concurrency-range 1 --measurement-interval 4000
+done
+# 2. Concurrency sweeps, batching off and on: the tiny model (T=10), then LSTM H=256 (T=50).
 for c in $LEVELS; do
   pa off_c$c -m tiny_lstm --shape x:10,8 --concurrency-range "$c"
   pa on_c$c -m tiny_lstm_batched --shape x:10,8 --concurrency-range "$c"
 done
+for c in $LEVELS; do
+  pa lstm256_off_c$c -m lstm256 --shape x:50,16 --concurrency-range "$c"
+  pa lstm256_on_c$c -m lstm256_batched --shape x:50,16 --concurrency-range "$c"
+done
 # 3. Client-side batches (what an engine call of B sequences gives): the batcher's ceiling.
 for b in 8 32 64; do
   pa client_b$b -m tiny_lstm_batched --shape x:10,8 -b "$b" --concurrency-range 2
+  pa lstm256_client_b$b -m lstm256_batched --shape x:50,16 -b "$b" --concurrency-range 2
 done
-# 4. Mixed lengths, uniform in [10, 500].
+# 4. Mixed lengths, uniform in [10, 500], tiny model; time steps from /metrics around each run.
 python3 "$ROOT/bench/server_mixed_lengths.py" "$OUT/mixed_lengths.json" 64 > "$OUT/mixed.txt"
-for c in 1 16; do
-  pa mixed_off_c$c -m tiny_lstm --input-data "$OUT/mixed_lengths.json" --concurrency-range "$c"
-  pa mixed_on_c$c -m tiny_lstm_batched --input-data "$OUT/mixed_lengths.json" \
-    --concurrency-range "$c"
+for c in 1 16 64; do
+  for m in off on; do
+    model=tiny_lstm; [ "$m" = on ] && model=tiny_lstm_batched
+    scrape "$OUT/mixed_${m}_c$c.before.prom"
+    pa mixed_${m}_c$c -m "$model" --input-data "$OUT/mixed_lengths.json" --concurrency-range "$c"
+    scrape "$OUT/mixed_${m}_c$c.after.prom"
+  done
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/machine.txt"
 echo "CSV files in $OUT"

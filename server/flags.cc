@@ -20,7 +20,10 @@ std::string ServerUsage() {
          "  --max-message-bytes largest request or response (default 64 MiB)\n"
          "  --repository-poll-seconds  rescan the repository every N s and load what changed\n"
          "                      (default 0: load once at start; LoadModel/UnloadModel always "
-         "work)\n";
+         "work)\n"
+         "  --grpc-min-pollers  gRPC server threads kept waiting for calls (default 4)\n"
+         "  --grpc-max-pollers  most gRPC server threads waiting for calls at once; a thread\n"
+         "                      beyond it exits after its call (default 64, >= min)\n";
 }
 
 absl::StatusOr<ServerFlags> ParseServerFlags(int argc, char** argv, bool* help) {
@@ -76,10 +79,21 @@ absl::StatusOr<ServerFlags> ParseServerFlags(int argc, char** argv, bool* help) 
         s = absl::InvalidArgumentError(absl::StrCat(
             "--repository-poll-seconds must be a non-negative integer; was '", value, "'"));
       }
+    } else if (name == "grpc-min-pollers" || name == "grpc-max-pollers") {
+      int* out = name == "grpc-min-pollers" ? &flags.grpc_min_pollers : &flags.grpc_max_pollers;
+      if (!absl::SimpleAtoi(value, out) || *out < 1 || *out > 4096) {
+        s = absl::InvalidArgumentError(
+            absl::StrCat("--", name, " must be an integer in [1, 4096]; was '", value, "'"));
+      }
     } else {
       s = absl::InvalidArgumentError(absl::StrCat("unknown flag --", name));
     }
     if (!s.ok()) return s;
+  }
+  if (flags.grpc_min_pollers > flags.grpc_max_pollers) {
+    return absl::InvalidArgumentError(absl::StrCat("--grpc-min-pollers (", flags.grpc_min_pollers,
+                                                   ") must not exceed --grpc-max-pollers (",
+                                                   flags.grpc_max_pollers, ")"));
   }
   return flags;
 }

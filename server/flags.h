@@ -17,6 +17,13 @@ struct ServerFlags {
   std::string log_level = "info";
   int64_t max_message_bytes = 64 << 20;
   int repository_poll_seconds = 0;  // 0: load once at start
+  // gRPC's synchronous server runs each call on a thread that polls for the next one. At most
+  // grpc_max_pollers threads poll at once: a thread that finishes a call while that many poll
+  // exits, and a new one is started when fewer than grpc_min_pollers poll. gRPC's defaults
+  // (1 and 2) start and stop a thread per call once several calls wait on the batcher at
+  // once; these keep that many threads instead. 1 <= min <= max.
+  int grpc_min_pollers = 4;
+  int grpc_max_pollers = 64;
 };
 
 // Parses argv; unknown flags and bad values are errors naming the flag. `--help` sets *help.

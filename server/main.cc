@@ -2,7 +2,6 @@
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
-#include <grpcpp/health_check_service_interface.h>
 
 #include <pthread.h>
 #include <chrono>
@@ -10,7 +9,9 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "server/flags.h"
+#include "server/health_service.h"
 #include "server/kserve/kserve_service.h"
 #include "server/kserve_sequences.h"
 #include "server/log.h"
@@ -42,6 +43,10 @@ int Main(int argc, char** argv) {
     return 2;
   }
   SetLogLevel(level);
+  // absl's Mutex deadlock detection is a debugging aid, on by default where absl was built
+  // without NDEBUG (Debian's packages): it updates a global lock graph on every Mutex
+  // acquire and destroy, gRPC's included. The sanitizer presets and the tests keep it.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 
   // Signals are taken by sigwait below; every thread started from here on inherits the mask.
   sigset_t signals;
@@ -90,12 +95,22 @@ int Main(int argc, char** argv) {
     return 1;
   }
   RnnServeService service(repository->get(), sequences->get());
-  grpc::EnableDefaultHealthCheckService(true);
+  // Health checking on the synchronous API (health_service.h says why not gRPC's default).
+  grpc::EnableDefaultHealthCheckService(false);
+  auto health = HealthService::Create();
+  if (!health.ok()) {
+    LogError(health.status().message());
+    return 1;
+  }
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   const std::string address = absl::StrCat(flags->host, ":", flags->port);
   int bound_port = 0;
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &bound_port);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS,
+                              flags->grpc_min_pollers);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS,
+                              flags->grpc_max_pollers);
   builder.SetMaxReceiveMessageSize(static_cast<int>(flags->max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(flags->max_message_bytes));
   builder.RegisterService(&service);
@@ -105,6 +120,7 @@ int Main(int argc, char** argv) {
       repository->get(), {.server_version = RNNSERVE_VERSION, .sequences = &kserve_sequences});
   builder.RegisterService(&kserve_service);
   // --- end KServe ---
+  builder.RegisterService(health->get());
   builder.experimental().SetInterceptorCreators(
       metrics::NewInterceptorFactories(&metrics::ServerMetrics::Global()));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
@@ -112,13 +128,17 @@ int Main(int argc, char** argv) {
     LogError(absl::StrCat("cannot listen on ", address));
     return 1;
   }
-  server->GetHealthCheckService()->SetServingStatus(true);
+  for (const char* name :
+       {v1::RnnServe::service_full_name(), inference::GRPCInferenceService::service_full_name()}) {
+    (*health)->SetServingStatus(name, true);
+  }
+  (*health)->SetServingStatus(true);
   LogInfo(absl::StrCat("rnnserve listening on ", flags->host, ":", bound_port, " (gRPC)"));
 
   int sig = 0;
   sigwait(&signals, &sig);
   LogInfo(absl::StrCat("signal ", sig, ": draining and shutting down"));
-  server->GetHealthCheckService()->SetServingStatus(false);
+  (*health)->Shutdown();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
   server->Wait();
   LogInfo("stopped");

@@ -29,7 +29,6 @@ grpc::Status RnnServeService::Predict(grpc::ServerContext* context,
   if (auto s = ValidateOutputFilter(*request, model); !s.ok()) return ToGrpc(s);
   auto batch = ValidatePredict(*request, model);
   if (!batch.ok()) return ToGrpc(batch.status());
-  if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
   std::vector<engine::Tensor> outputs;
   LayerStates final_states;
   if (request->return_states()) batch->final_states = &final_states;

@@ -1,6 +1,11 @@
 #pragma once
 
 // The rnnserve.v1.RnnServe gRPC service: Predict, ModelMetadata, ListModels.
+//
+// Unary calls do not ask ServerContext::IsCancelled() before running: on the synchronous API
+// that question polls the completion queue (a system call on every request), and it could
+// only catch a cancel in the microseconds of decoding. A cancelled call's answer is dropped by
+// gRPC; the request's deadline is what stops queued work (RunOptions::deadline).
 
 #include "rnnserve/v1/rnnserve.grpc.pb.h"
 #include "server/model_repository.h"

@@ -117,9 +117,6 @@ absl::Status KServeService::Infer(grpc::ServerContext* context,
     decoded->options.deadline =
         std::min(decoded->options.deadline, absl::FromChrono(context->deadline()));
   }
-  if (context != nullptr && context->IsCancelled()) {
-    return finish(absl::CancelledError("cancelled by the client"));
-  }
   const absl::Time decoded_at = absl::Now();
   sample.input = decoded_at - start;
 

@@ -12,6 +12,9 @@
 //     version NOT_FOUND; bad datatype, shape, contents or parameter INVALID_ARGUMENT naming the
 //     input and the expected value; a sequence request without a SequenceHandler
 //     UNIMPLEMENTED; the servable's own codes (DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED) as is.
+//     The client's deadline bounds the wait; ServerContext::IsCancelled() is not asked (on
+//     the synchronous API it polls the completion queue, a system call per request), so a
+//     cancelled request runs and gRPC drops its answer.
 //   - ModelStreamInfer: each request is answered on the stream, in order. A failed request is
 //     answered with error_message "<CODE>: <message>" and the stream goes on.
 //   - ModelConfig: see model_config_view.h. ModelStatistics: see statistics.h; an empty name

@@ -3,11 +3,14 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
+#include <vector>
 
 #include "client/client.h"
 #include "client/npy.h"
@@ -364,6 +367,39 @@ TEST(ServerLifecycle, BadFlagIsRejectedWithUsage) {
   std::string log;
   EXPECT_EQ(RunCommand({RNNSERVE_BIN, "--port", "notaport"}, &log), 2);
   EXPECT_NE(log.find("--port must be a port"), std::string::npos) << log;
+}
+
+TEST(ServerLifecycle, OnePollingThreadStillServesConcurrentClients) {
+  auto s = ServerProcess::Start(SourcePath("models/examples"),
+                                {"--grpc-min-pollers", "1", "--grpc-max-pollers", "1"});
+  ASSERT_TRUE(s.ok()) << s.status();
+  const client::NpyArray want = LoadNpy("tests/fixtures/example/expected.npy");
+  std::vector<std::thread> clients;
+  std::atomic<int> good{0};
+  for (int i = 0; i < 8; ++i) {
+    clients.emplace_back([&] {
+      client::RnnServeClient client({.server = (*s)->address()});
+      for (int r = 0; r < 4; ++r) {
+        auto resp = client.Predict("waveform_lstm",
+                                   {{"waveform", LoadNpy("tests/fixtures/example/input.npy")}}, {});
+        if (resp.ok() && Close(client::ToArray(resp->outputs().at("probabilities")), want)) {
+          ++good;
+        }
+      }
+    });
+  }
+  for (auto& c : clients) c.join();
+  EXPECT_EQ(good.load(), 32);
+  EXPECT_EQ((*s)->Stop(), 0);
+}
+
+TEST(ServerLifecycle, PollerFlagsOutOfOrderAreRejected) {
+  std::string log;
+  EXPECT_EQ(RunCommand({RNNSERVE_BIN, "--grpc-min-pollers", "8", "--grpc-max-pollers", "2"}, &log),
+            2);
+  EXPECT_NE(log.find("--grpc-min-pollers (8) must not exceed --grpc-max-pollers (2)"),
+            std::string::npos)
+      << log;
 }
 
 }  // namespace

@@ -3,3 +3,9 @@ target_link_libraries(sequence_manager_test PRIVATE rnnserve_server_lib)
 
 rnnserve_test(serving_batch_axis_test unit ${CMAKE_CURRENT_LIST_DIR}/serving_batch_axis_test.cc)
 target_link_libraries(serving_batch_axis_test PRIVATE rnnserve_server_lib)
+
+rnnserve_test(health_service_test unit ${CMAKE_CURRENT_LIST_DIR}/health_service_test.cc)
+target_link_libraries(health_service_test PRIVATE rnnserve_server_lib)
+
+rnnserve_test(server_flags_test unit ${CMAKE_CURRENT_LIST_DIR}/server_flags_test.cc)
+target_link_libraries(server_flags_test PRIVATE rnnserve_server_lib)
