@@ -8,6 +8,8 @@
 #include <csignal>
 #include <cstdio>
 
+#include "absl/debugging/failure_signal_handler.h"
+#include "absl/debugging/symbolize.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "server/flags.h"
@@ -25,6 +27,10 @@ namespace rnnserve::server {
 namespace {
 
 int Main(int argc, char** argv) {
+  // A fatal signal (a crash in a library or a driver) prints its stack trace to stderr before
+  // the process dies with that signal, so the log says where.
+  absl::InitializeSymbolizer(argv[0]);
+  absl::InstallFailureSignalHandler(absl::FailureSignalHandlerOptions());
   bool help = false;
   auto flags = ParseServerFlags(argc, argv, &help);
   if (help) {

@@ -106,8 +106,20 @@ cudnnStatus_t CudnnRecurrent::SetDescriptor(cudnnRNNDescriptor_t desc, cudnnRNNA
                                   CUDNN_RNN_PADDED_IO_ENABLED);
 }
 
+bool CudnnRecurrent::Available(cudnnRNNAlgo_t algo) const {
+  if (algo == kFusedAlgo) return fused_ != nullptr;
+  if (algo == kFusedClusterAlgo) return fused_ != nullptr && fused_->has_cluster();
+  return descs_.contains(algo);
+}
+
 absl::StatusOr<cudnnRNNDescriptor_t> CudnnRecurrent::DescriptorFor(cudnnRNNAlgo_t algo, int B) {
-  if (algo != CUDNN_RNN_ALGO_PERSIST_DYNAMIC) return descs_.at(algo);
+  if (algo != CUDNN_RNN_ALGO_PERSIST_DYNAMIC) {
+    auto it = descs_.find(algo);
+    if (it == descs_.end()) {
+      return absl::InternalError(absl::StrCat("cuDNN algorithm ", AlgoName(algo), " was dropped"));
+    }
+    return it->second;
+  }
   if (auto it = dynamic_by_batch_.find(B); it != dynamic_by_batch_.end()) return it->second;
   // PERSIST_DYNAMIC compiles its kernel for one batch size (NVRTC, once per size).
   cudnnRNNDescriptor_t desc = nullptr;
@@ -273,6 +285,8 @@ absl::Status CudnnRecurrent::SetShape(const RecurrentIO& io) {
 }
 
 absl::Status CudnnRecurrent::Launch(cudnnRNNAlgo_t algo, const RecurrentIO& io) {
+  // An algorithm dropped after failing for another batch size runs as the standard one.
+  if (!Available(algo)) algo = CUDNN_RNN_ALGO_STANDARD;
   if (algo == kFusedAlgo) return fused_->Forward(io, FusedLstm::Kernel::kGrid);
   if (algo == kFusedClusterAlgo) return fused_->Forward(io, FusedLstm::Kernel::kCluster);
   auto described = DescriptorFor(algo, io.B);
@@ -385,6 +399,8 @@ absl::StatusOr<cudnnRNNAlgo_t> CudnnRecurrent::ChooseAlgorithm(const RecurrentIO
       cudnnDestroyRNNDescriptor(descs_.at(algo));
       descs_.erase(algo);
     }
+    // Sizes timed earlier may have chosen what was just dropped: they choose again.
+    std::erase_if(algo_by_batch_, [&](const auto& entry) { return !Available(entry.second); });
   }
   algo_by_batch_[io.B] = best;
   return best;
@@ -457,6 +473,11 @@ std::string CudnnRecurrent::GraphKey(cudnnRNNAlgo_t algo, const RecurrentIO& io)
                              cy_half_.get()};
   for (const void* p : addresses) {
     absl::StrAppend(&key, "|", reinterpret_cast<uintptr_t>(p));
+  }
+  if (fused_) {
+    for (const void* p : fused_->buffers()) {
+      absl::StrAppend(&key, "|", reinterpret_cast<uintptr_t>(p));
+    }
   }
   return key;
 }

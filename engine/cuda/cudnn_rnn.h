@@ -106,6 +106,8 @@ class CudnnRecurrent {
   cudnnStatus_t SetDescriptor(cudnnRNNDescriptor_t desc, cudnnRNNAlgo_t algo) const;
   // descs_[algo], or PERSIST_DYNAMIC's descriptor built for batch size B.
   absl::StatusOr<cudnnRNNDescriptor_t> DescriptorFor(cudnnRNNAlgo_t algo, int B);
+  // Whether `algo` can still run: fused kernels and cuDNN algorithms that failed are dropped.
+  bool Available(cudnnRNNAlgo_t algo) const;
   absl::Status PackWeights();
   absl::Status SetShape(const RecurrentIO& io);
   absl::Status Launch(cudnnRNNAlgo_t algo, const RecurrentIO& io);

@@ -57,6 +57,9 @@ class FusedLstm {
   // Stops offering the cluster kernel (after it failed on this device).
   void DropCluster() { cluster_ = 0; }
   int64_t memory_bytes() const;
+  // The device buffers a launch bakes into a captured graph; they move when a larger batch
+  // grows them, so a graph key must include them.
+  std::vector<const void*> buffers() const { return {xproj_.get(), hbuf_.get()}; }
 
  private:
   FusedLstm(int I, int H, std::vector<int> grids, size_t smem, cudaStream_t stream)
