@@ -69,6 +69,20 @@ struct RecurrentIO {
   float* cy = nullptr;  // [dirs, B, H] final cell state per direction; LSTM, may be null
 };
 
+// Copies a batch's lengths, states, output pointers and sizes into a fused kernel's arguments
+// (FusedLstmArgs, FusedRecurrentArgs).
+template <typename KernelArgs>
+void SetBatchArgs(const RecurrentIO& io, KernelArgs* a) {
+  a->lengths = io.lengths_dev;
+  a->h0 = io.h0;
+  a->c0 = io.c0;
+  a->y = io.y;
+  a->hy = io.hy;
+  a->cy = io.cy;
+  a->B = io.B;
+  a->T = io.T;
+}
+
 class CudnnRecurrent {
  public:
   static absl::StatusOr<std::unique_ptr<CudnnRecurrent>> Create(const RecurrentSpec& spec,

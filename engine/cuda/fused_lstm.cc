@@ -178,14 +178,7 @@ FusedLstmArgs FusedLstm::Args(const RecurrentIO& io) const {
   FusedLstmArgs a;
   a.xproj = xproj_.as<float>();
   a.R = R_.as<float>();
-  a.lengths = io.lengths_dev;
-  a.h0 = io.h0;
-  a.c0 = io.c0;
-  a.y = io.y;
-  a.hy = io.hy;
-  a.cy = io.cy;
-  a.B = io.B;
-  a.T = io.T;
+  SetBatchArgs(io, &a);
   a.H = H_;
   a.steps = *std::max_element(io.lengths.begin(), io.lengths.end());
   return a;

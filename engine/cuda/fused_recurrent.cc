@@ -150,15 +150,8 @@ absl::Status FusedRecurrent::Forward(const RecurrentIO& io, const uint8_t* step_
                                   "bias kernel (fused recurrent)"));
   FusedRecurrentArgs a = base_;
   a.xproj = xproj_.as<float>();
-  a.lengths = io.lengths_dev;
+  SetBatchArgs(io, &a);
   a.step_mask = step_mask_dev;
-  a.h0 = io.h0;
-  a.c0 = io.c0;
-  a.y = io.y;
-  a.hy = io.hy;
-  a.cy = io.cy;
-  a.B = io.B;
-  a.T = io.T;
   return CudaOk(LaunchFusedRecurrentKernel(a, threads_, smem_, stream_),
                 "fused recurrent kernel launch");
 }

@@ -45,6 +45,15 @@ class HealthServiceTest : public ::testing::Test {
     return stub_->Check(&ctx, request, response);
   }
 
+  // Watches the server's status ("") and checks that the first answer is SERVING.
+  std::unique_ptr<grpc::ClientReader<HealthCheckResponse>> WatchServer(grpc::ClientContext* ctx) {
+    auto reader = stub_->Watch(ctx, HealthCheckRequest());
+    HealthCheckResponse response;
+    EXPECT_TRUE(reader->Read(&response));
+    EXPECT_EQ(response.status(), HealthCheckResponse::SERVING);
+    return reader;
+  }
+
   std::unique_ptr<HealthService> health_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<Health::Stub> stub_;
@@ -93,11 +102,8 @@ TEST_F(HealthServiceTest, SetServingStatusAllChangesEveryRegisteredService) {
 TEST_F(HealthServiceTest, WatchSendsTheStatusThenEachChange) {
   health_->SetServingStatus(true);
   grpc::ClientContext ctx;
-  HealthCheckRequest request;
-  auto reader = stub_->Watch(&ctx, request);
+  auto reader = WatchServer(&ctx);
   HealthCheckResponse response;
-  ASSERT_TRUE(reader->Read(&response));
-  EXPECT_EQ(response.status(), HealthCheckResponse::SERVING);
   health_->SetServingStatus(false);
   ASSERT_TRUE(reader->Read(&response));
   EXPECT_EQ(response.status(), HealthCheckResponse::NOT_SERVING);
@@ -129,11 +135,8 @@ TEST_F(HealthServiceTest, WatchOfUnknownServiceSendsServiceUnknownThenItsStatus)
 TEST_F(HealthServiceTest, ShutdownEndsWatchWithNotServingAndIgnoresLaterChanges) {
   health_->SetServingStatus(true);
   grpc::ClientContext ctx;
-  HealthCheckRequest request;
-  auto reader = stub_->Watch(&ctx, request);
+  auto reader = WatchServer(&ctx);
   HealthCheckResponse response;
-  ASSERT_TRUE(reader->Read(&response));
-  EXPECT_EQ(response.status(), HealthCheckResponse::SERVING);
   health_->Shutdown();
   ASSERT_TRUE(reader->Read(&response));
   EXPECT_EQ(response.status(), HealthCheckResponse::NOT_SERVING);
