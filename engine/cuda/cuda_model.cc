@@ -96,8 +96,10 @@ class CudaCompiledModel final : public CompiledModel {
   absl::Status SetDevice(DevValue* v, DType dtype, Shape shape);
   absl::Status RunLayer(size_t index, const Batch& batch);
   // On cuDNN (use_cudnn) or on the fused kernel.
+  // Initial states from the layer's state inputs or batch.initial_states; final states into
+  // batch.final_states when set.
   absl::Status RunRecurrentGpu(const Layer& layer, const RecurrentSpec& spec, LayerPlan& plan,
-                               bool use_cudnn);
+                               bool use_cudnn, const Batch& batch);
   absl::Status RunRecurrentCpu(const Layer& layer, LayerPlan& plan, const Batch& batch);
   absl::Status RunDense(const Layer& layer, const DenseSpec& spec, LayerPlan& plan);
   absl::Status RunEmbedding(const Layer& layer, const EmbeddingSpec& spec, LayerPlan& plan);
@@ -360,15 +362,14 @@ absl::Status CudaCompiledModel::RunLayer(size_t index, const Batch& batch) {
     }
     const bool empty_sequence =
         std::find(in.lengths.begin(), in.lengths.end(), 0) != in.lengths.end();
-    // Stateful batches (states in or out by layer name) and interior masked steps run on the
-    // CPU kernel, which implements both.
-    const bool stateful = !batch.initial_states.empty() || batch.final_states != nullptr;
+    // Sequences of length 0 and interior masked steps, which cuDNN cannot skip, run on the
+    // fused kernel, or on the CPU kernel where the layer has none.
     const bool cudnn_can = plan.rnn && !empty_sequence && in.step_mask.empty();
-    if (plan.where == Where::kCpu || stateful || in.shape[0] == 0 || in.shape[1] == 0 ||
+    if (plan.where == Where::kCpu || in.shape[0] == 0 || in.shape[1] == 0 ||
         (!cudnn_can && !plan.fused)) {
       return RunRecurrentCpu(layer, plan, batch);
     }
-    return RunRecurrentGpu(layer, *rnn, plan, /*use_cudnn=*/cudnn_can);
+    return RunRecurrentGpu(layer, *rnn, plan, /*use_cudnn=*/cudnn_can, batch);
   }
   if (const auto* dense = std::get_if<DenseSpec>(&layer.spec)) {
     return RunDense(layer, *dense, plan);
@@ -489,7 +490,8 @@ absl::Status CudaCompiledModel::RunRecurrentCpu(const Layer& layer, LayerPlan& p
 }
 
 absl::Status CudaCompiledModel::RunRecurrentGpu(const Layer& layer, const RecurrentSpec& spec,
-                                                LayerPlan& plan, bool use_cudnn) {
+                                                LayerPlan& plan, bool use_cudnn,
+                                                const Batch& batch) {
   DevValue& in = values_[layer.inputs[0]];
   RNNSERVE_RETURN_IF_ERROR(ToDevice(&in));
   const int B = static_cast<int>(in.shape[0]), T = static_cast<int>(in.shape[1]);
@@ -511,6 +513,35 @@ absl::Status CudaCompiledModel::RunRecurrentGpu(const Layer& layer, const Recurr
   if (n_init != 0 && n_init != static_cast<size_t>(dirs * per_dir)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "layer '", layer.name, "': expected ", dirs * per_dir, " initial states, got ", n_init));
+  }
+  // Or, for a stateful batch, by layer name from the request (host tensors, same order).
+  const std::vector<Tensor>* given = nullptr;
+  if (n_init == 0) {
+    if (auto it = batch.initial_states.find(layer.name); it != batch.initial_states.end()) {
+      given = &it->second;
+      if (given->size() != static_cast<size_t>(dirs * per_dir)) {
+        return absl::InvalidArgumentError(absl::StrCat("layer '", layer.name, "': expected ",
+                                                       dirs * per_dir, " initial states, got ",
+                                                       given->size()));
+      }
+      RNNSERVE_RETURN_IF_ERROR(plan.h0.Reserve(sizeof(float) * dirs * B * Hp));
+      RNNSERVE_RETURN_IF_ERROR(plan.c0.Reserve(sizeof(float) * dirs * B * H));
+      for (size_t i = 0; i < given->size(); ++i) {
+        const Tensor& s = (*given)[i];
+        const bool is_c = static_cast<int>(i) % per_dir == 1;
+        const int size = is_c ? H : Hp;
+        if (s.dtype() != DType::kFloat32 || s.shape() != Shape{B, size}) {
+          return absl::InvalidArgumentError(absl::StrCat("layer '", layer.name, "': initial state ",
+                                                         i, " is ", ShapeString(s.shape()),
+                                                         ", expected [", B, ",", size, "]"));
+        }
+        float* dst = (is_c ? plan.c0.as<float>() : plan.h0.as<float>()) +
+                     static_cast<int64_t>(i / per_dir) * B * size;
+        RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaMemcpyAsync(dst, s.f32(), sizeof(float) * B * size,
+                                                        cudaMemcpyHostToDevice, stream_),
+                                        "cudaMemcpyAsync (request initial state)"));
+      }
+    }
   }
   if (n_init > 0) {
     RNNSERVE_RETURN_IF_ERROR(plan.h0.Reserve(sizeof(float) * dirs * B * Hp));
@@ -554,8 +585,8 @@ absl::Status CudaCompiledModel::RunRecurrentGpu(const Layer& layer, const Recurr
                  .lengths = lengths,
                  .lengths_dev = lengths_dev_.as<int32_t>(),
                  .x = in.dev.as<float>(),
-                 .h0 = n_init > 0 ? plan.h0.as<float>() : nullptr,
-                 .c0 = n_init > 0 && lstm ? plan.c0.as<float>() : nullptr,
+                 .h0 = n_init > 0 || given ? plan.h0.as<float>() : nullptr,
+                 .c0 = (n_init > 0 || given) && lstm ? plan.c0.as<float>() : nullptr,
                  .y = y,
                  .hy = plan.hy.as<float>(),
                  .cy = lstm ? plan.cy.as<float>() : nullptr};
@@ -572,6 +603,25 @@ absl::Status CudaCompiledModel::RunRecurrentGpu(const Layer& layer, const Recurr
       mask = step_mask_dev_.as<uint8_t>();
     }
     RNNSERVE_RETURN_IF_ERROR(plan.fused->Forward(io, mask));
+  }
+  if (batch.final_states != nullptr) {
+    // Per direction h [B, H'] then, for LSTM, c [B, H]: the state after each sequence's last
+    // valid step, from hy [dirs, B, H'] and cy [dirs, B, H].
+    std::vector<Tensor> finals;
+    for (int d = 0; d < dirs; ++d) {
+      for (int k = 0; k < per_dir; ++k) {
+        const int size = k == 1 ? H : Hp;
+        const float* src = (k == 1 ? plan.cy.as<float>() : plan.hy.as<float>()) +
+                           static_cast<int64_t>(d) * B * size;
+        Tensor t = Tensor::Float({B, size});
+        RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaMemcpyAsync(t.f32(), src, sizeof(float) * B * size,
+                                                        cudaMemcpyDeviceToHost, stream_),
+                                        "cudaMemcpyAsync (final state)"));
+        finals.push_back(std::move(t));
+      }
+    }
+    RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"));
+    (*batch.final_states)[layer.name] = std::move(finals);
   }
 
   // The main output(s): [B, T, ...] sequences or [B, ...] final outputs, merged per merge mode.

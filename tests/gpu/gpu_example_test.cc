@@ -1,6 +1,11 @@
 // The example model (Masking -> LSTM -> LSTM -> Dense) on the GPU engine against Keras's own
 // predictions (models/scripts/make_example.py), the same fixtures the CPU engine passes.
 
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
 #include "gtest/gtest.h"
 #include "models/model_loader.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -60,6 +65,39 @@ TEST_F(GpuExampleModelTest, EachSequenceAloneEqualsItsRowInTheBatch) {
     want.values.assign(expected.values.begin() + b * C, expected.values.begin() + (b + 1) * C);
     EXPECT_TRUE(AllClose(out[0], want)) << "sequence " << b;
   }
+}
+
+// A stateful sequence on the GPU: the first 10 steps, then the rest starting from the states
+// the first chunk ended in, give Keras's prediction for the whole sequence.
+TEST_F(GpuExampleModelTest, ChunksCarryingFinalStatesEqualTheWholeSequence) {
+  const auto input = LoadNpy("tests/fixtures/example/input.npy");      // [3, 40, 2]
+  const auto lengths = LoadNpy("tests/fixtures/example/lengths.npy");  // each > 10
+  const int64_t B = input.shape[0], T = input.shape[1], F = input.shape[2], T1 = 10;
+  auto chunk = [&](int64_t from, int64_t steps) {
+    engine::Batch batch;
+    std::vector<float> x;
+    for (int64_t b = 0; b < B; ++b) {
+      const auto row = input.values.begin() + (b * T + from) * F;
+      x.insert(x.end(), row, row + steps * F);
+      const int64_t len = static_cast<int64_t>(lengths.values[b]);
+      batch.lengths.push_back(static_cast<int32_t>(std::min(steps, len - from)));
+    }
+    batch.inputs.push_back(engine::Tensor::Float({B, steps, F}, x));
+    return batch;
+  };
+  std::map<std::string, std::vector<engine::Tensor>> states;
+  engine::Batch first = chunk(0, T1);
+  first.final_states = &states;
+  std::vector<engine::Tensor> out;
+  const absl::Status s1 = compiled_->Run(first, &out);
+  ASSERT_TRUE(s1.ok()) << s1;
+  ASSERT_EQ(states.size(), 2u);  // both LSTM layers
+  engine::Batch second = chunk(T1, T - T1);
+  second.initial_states = states;
+  const absl::Status s2 = compiled_->Run(second, &out);
+  ASSERT_TRUE(s2.ok()) << s2;
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(AllClose(out[0], LoadNpy("tests/fixtures/example/expected.npy")));
 }
 
 TEST_F(GpuExampleModelTest, PlacementsPutRecurrentAndDenseLayersOnTheGpu) {
