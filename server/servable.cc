@@ -285,15 +285,17 @@ absl::Status Servable::ProbeAfterFault(int instance, const absl::Status& fault) 
   return probe;
 }
 
+absl::Status Servable::RunProbe(const engine::Batch& batch, std::vector<engine::Tensor>* out) {
+  const absl::Status s = RunOnInstance(batch, out);
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat(source_file_, ": test run failed: ", s.message()));
+}
+
 absl::Status Servable::ProbeSignature() {
   // Two probes that differ in batch and time size tell which output axes are dynamic.
   std::vector<engine::Tensor> a, b;
-  if (auto s = RunOnInstance(ProbeBatch(inputs_, 1, 2), &a); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat(source_file_, ": test run failed: ", s.message()));
-  }
-  if (auto s = RunOnInstance(ProbeBatch(inputs_, 2, 3), &b); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat(source_file_, ": test run failed: ", s.message()));
-  }
+  if (auto s = RunProbe(ProbeBatch(inputs_, 1, 2), &a); !s.ok()) return s;
+  if (auto s = RunProbe(ProbeBatch(inputs_, 2, 3), &b); !s.ok()) return s;
   const auto& cfg_out = config_.output();
   if (!cfg_out.empty() && cfg_out.size() != static_cast<int>(a.size())) {
     return absl::InvalidArgumentError(absl::StrCat(name(), ": config.pbtxt lists ", cfg_out.size(),
@@ -326,27 +328,9 @@ absl::Status Servable::CheckBatchAxis() {
       t.f32()[i] = 0.25f * static_cast<float>(i % 7) - 0.5f + (i < row ? 0.375f : -0.25f);
     }
   }
-  engine::Batch second;
-  for (const engine::Tensor& t : pair.inputs) {
-    engine::Shape shape = t.shape();
-    shape[0] = 1;
-    engine::Tensor one = t.dtype() == engine::DType::kInt64 ? engine::Tensor::Int64(shape)
-                                                            : engine::Tensor::Float(shape);
-    const int64_t n = one.num_elements();
-    if (t.dtype() == engine::DType::kInt64) {
-      std::copy_n(t.i64() + n, n, one.i64());
-    } else {
-      std::copy_n(t.f32() + n, n, one.f32());
-    }
-    second.inputs.push_back(std::move(one));
-  }
   std::vector<engine::Tensor> both, alone;
-  if (auto st = RunOnInstance(pair, &both); !st.ok()) {
-    return absl::Status(st.code(), absl::StrCat(source_file_, ": test run failed: ", st.message()));
-  }
-  if (auto st = RunOnInstance(second, &alone); !st.ok()) {
-    return absl::Status(st.code(), absl::StrCat(source_file_, ": test run failed: ", st.message()));
-  }
+  if (auto st = RunProbe(pair, &both); !st.ok()) return st;
+  if (auto st = RunProbe(SliceBatch(pair, 1, 2), &alone); !st.ok()) return st;
   std::string why;
   for (size_t o = 0; o < both.size() && o < alone.size() && why.empty(); ++o) {
     const engine::Tensor &b = both[o], &a = alone[o];

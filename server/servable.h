@@ -97,6 +97,8 @@ class Servable : public std::enable_shared_from_this<Servable> {
   Servable(int64_t version, v1::ModelConfig config)
       : version_(version), config_(std::move(config)) {}
   absl::Status CreateInstances();
+  // A load-time test run; its error names the model file.
+  absl::Status RunProbe(const engine::Batch& batch, std::vector<engine::Tensor>* out);
   absl::Status ProbeSignature();
   // Whether axis 0 of every input and output holds independent sequences, which batching
   // (requests joined along axis 0, outputs cut back apart) and splitting need. A time-major

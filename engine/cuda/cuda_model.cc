@@ -506,62 +506,45 @@ absl::Status CudaCompiledModel::RunRecurrentGpu(const Layer& layer, const Recurr
                              cudaMemcpyHostToDevice, stream_),
              "cudaMemcpyAsync (lengths)"));
 
-  // Initial states arrive as one [B, size] value per state (h, c per direction); cuDNN reads
-  // them stacked: h0 [dirs, B, H'], c0 [dirs, B, H].
+  // Initial states: the layer's state inputs or, for a stateful batch, the request's states by
+  // layer name; one [B, size] tensor per state (h, c per direction), which the kernels read
+  // stacked: h0 [dirs, B, H'], c0 [dirs, B, H].
   const int per_dir = lstm ? 2 : 1;
-  const size_t n_init = layer.inputs.size() - 1;
+  const size_t n_inputs = layer.inputs.size() - 1;
+  const std::vector<Tensor>* given = nullptr;
+  if (n_inputs == 0) {
+    if (auto it = batch.initial_states.find(layer.name); it != batch.initial_states.end()) {
+      given = &it->second;
+    }
+  }
+  const size_t n_init = given != nullptr ? given->size() : n_inputs;
   if (n_init != 0 && n_init != static_cast<size_t>(dirs * per_dir)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "layer '", layer.name, "': expected ", dirs * per_dir, " initial states, got ", n_init));
   }
-  // Or, for a stateful batch, by layer name from the request (host tensors, same order).
-  const std::vector<Tensor>* given = nullptr;
-  if (n_init == 0) {
-    if (auto it = batch.initial_states.find(layer.name); it != batch.initial_states.end()) {
-      given = &it->second;
-      if (given->size() != static_cast<size_t>(dirs * per_dir)) {
-        return absl::InvalidArgumentError(absl::StrCat("layer '", layer.name, "': expected ",
-                                                       dirs * per_dir, " initial states, got ",
-                                                       given->size()));
-      }
-      RNNSERVE_RETURN_IF_ERROR(plan.h0.Reserve(sizeof(float) * dirs * B * Hp));
-      RNNSERVE_RETURN_IF_ERROR(plan.c0.Reserve(sizeof(float) * dirs * B * H));
-      for (size_t i = 0; i < given->size(); ++i) {
-        const Tensor& s = (*given)[i];
-        const bool is_c = static_cast<int>(i) % per_dir == 1;
-        const int size = is_c ? H : Hp;
-        if (s.dtype() != DType::kFloat32 || s.shape() != Shape{B, size}) {
-          return absl::InvalidArgumentError(absl::StrCat("layer '", layer.name, "': initial state ",
-                                                         i, " is ", ShapeString(s.shape()),
-                                                         ", expected [", B, ",", size, "]"));
-        }
-        float* dst = (is_c ? plan.c0.as<float>() : plan.h0.as<float>()) +
-                     static_cast<int64_t>(i / per_dir) * B * size;
-        RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaMemcpyAsync(dst, s.f32(), sizeof(float) * B * size,
-                                                        cudaMemcpyHostToDevice, stream_),
-                                        "cudaMemcpyAsync (request initial state)"));
-      }
-    }
-  }
   if (n_init > 0) {
     RNNSERVE_RETURN_IF_ERROR(plan.h0.Reserve(sizeof(float) * dirs * B * Hp));
     RNNSERVE_RETURN_IF_ERROR(plan.c0.Reserve(sizeof(float) * dirs * B * H));
-    for (size_t i = 0; i < n_init; ++i) {
-      DevValue& s = values_[layer.inputs[1 + i]];
-      const bool is_c = i % per_dir == 1;
-      const int size = is_c ? H : Hp;
-      if (s.dtype != DType::kFloat32 || s.shape != Shape{B, size}) {
-        return absl::InvalidArgumentError(absl::StrCat("layer '", layer.name, "': initial state ",
-                                                       i, " is ", ShapeString(s.shape),
-                                                       ", expected [", B, ",", size, "]"));
-      }
-      RNNSERVE_RETURN_IF_ERROR(ToDevice(&s));
-      float* dst = (is_c ? plan.c0.as<float>() : plan.h0.as<float>()) +
-                   static_cast<int64_t>(i / per_dir) * B * size;
-      RNNSERVE_RETURN_IF_ERROR(
-          CudaOk(cudaMemcpyAsync(dst, s.dev.get(), s.bytes(), cudaMemcpyDeviceToDevice, stream_),
-                 "cudaMemcpyAsync (initial state)"));
+  }
+  for (size_t i = 0; i < n_init; ++i) {
+    DevValue* value = given != nullptr ? nullptr : &values_[layer.inputs[1 + i]];
+    const DType dtype = value != nullptr ? value->dtype : (*given)[i].dtype();
+    const Shape& shape = value != nullptr ? value->shape : (*given)[i].shape();
+    const bool is_c = i % per_dir == 1;
+    const int size = is_c ? H : Hp;
+    if (dtype != DType::kFloat32 || shape != Shape{B, size}) {
+      return absl::InvalidArgumentError(absl::StrCat("layer '", layer.name, "': initial state ", i,
+                                                     " is ", ShapeString(shape), ", expected [", B,
+                                                     ",", size, "]"));
     }
+    if (value != nullptr) RNNSERVE_RETURN_IF_ERROR(ToDevice(value));
+    float* dst = (is_c ? plan.c0.as<float>() : plan.h0.as<float>()) +
+                 static_cast<int64_t>(i / per_dir) * B * size;
+    RNNSERVE_RETURN_IF_ERROR(CudaOk(
+        cudaMemcpyAsync(
+            dst, value != nullptr ? value->dev.get() : (*given)[i].f32(), sizeof(float) * B * size,
+            value != nullptr ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice, stream_),
+        "cudaMemcpyAsync (initial state)"));
   }
 
   RNNSERVE_RETURN_IF_ERROR(plan.hy.Reserve(sizeof(float) * dirs * B * Hp));  // [dirs, B, H']
@@ -585,8 +568,8 @@ absl::Status CudaCompiledModel::RunRecurrentGpu(const Layer& layer, const Recurr
                  .lengths = lengths,
                  .lengths_dev = lengths_dev_.as<int32_t>(),
                  .x = in.dev.as<float>(),
-                 .h0 = n_init > 0 || given ? plan.h0.as<float>() : nullptr,
-                 .c0 = (n_init > 0 || given) && lstm ? plan.c0.as<float>() : nullptr,
+                 .h0 = n_init > 0 ? plan.h0.as<float>() : nullptr,
+                 .c0 = n_init > 0 && lstm ? plan.c0.as<float>() : nullptr,
                  .y = y,
                  .hy = plan.hy.as<float>(),
                  .cy = lstm ? plan.cy.as<float>() : nullptr};

@@ -31,10 +31,6 @@ absl::StatusOr<std::unique_ptr<DynamicBatcher>> DynamicBatcher::Create(
   }
   if (clock == nullptr) return absl::InvalidArgumentError("the batcher needs a clock");
   std::unique_ptr<DynamicBatcher> batcher(new DynamicBatcher(options, std::move(instances), clock));
-  {
-    absl::MutexLock lock(&batcher->mu_);
-    batcher->live_workers_ = static_cast<int>(batcher->instances_.size());
-  }
   for (int i = 0; i < static_cast<int>(batcher->instances_.size()); ++i) {
     batcher->workers_.emplace_back([b = batcher.get(), i] { b->Work(i); });
   }
@@ -43,7 +39,11 @@ absl::StatusOr<std::unique_ptr<DynamicBatcher>> DynamicBatcher::Create(
 
 DynamicBatcher::DynamicBatcher(const DynamicBatcherOptions& options,
                                std::vector<engine::CompiledModel*> instances, const Clock* clock)
-    : options_(options), instances_(std::move(instances)), clock_(clock), former_(options) {}
+    : options_(options),
+      instances_(std::move(instances)),
+      clock_(clock),
+      former_(options),
+      live_workers_(static_cast<int>(instances_.size())) {}
 
 DynamicBatcher::~DynamicBatcher() {
   std::vector<std::shared_ptr<QueuedRequest>> left;
@@ -138,28 +138,27 @@ void DynamicBatcher::Work(int instance) {
                     ? 1
                     : 0;
     }
-    absl::Status fault;
-    if (batch.has_value()) fault = Execute(instance, *batch);
-    if (!fault.ok()) {
-      InstancePool::Probe probe;
-      {
-        absl::MutexLock lock(&observer_mu_);
-        probe = probe_;
-      }
-      if (probe && !probe(instance, fault).ok()) {
-        {
-          absl::MutexLock lock(&mu_);
-          counters_.requests_expired += failed;
-          --running_batches_;
-        }
-        Retire(instance, fault);
-        return;
-      }
+    const absl::Status fault = batch.has_value() ? Execute(instance, *batch) : absl::OkStatus();
+    const bool retire = !fault.ok() && !ProbePasses(instance, fault);
+    {
+      absl::MutexLock lock(&mu_);
+      counters_.requests_expired += failed;
+      --running_batches_;
     }
-    absl::MutexLock lock(&mu_);
-    counters_.requests_expired += failed;
-    --running_batches_;
+    if (retire) {
+      Retire(instance, fault);
+      return;
+    }
   }
+}
+
+bool DynamicBatcher::ProbePasses(int instance, const absl::Status& fault) {
+  InstancePool::Probe probe;
+  {
+    absl::MutexLock lock(&observer_mu_);
+    probe = probe_;
+  }
+  return !probe || probe(instance, fault).ok();
 }
 
 void DynamicBatcher::Retire(int instance, const absl::Status& fault) {

@@ -105,6 +105,8 @@ class DynamicBatcher {
   void Work(int instance);
   // Runs the batch; returns the first engine fault of its engine calls, or OK.
   absl::Status Execute(int instance, const FormedBatch& batch);
+  // After an engine fault: whether the probe (if one is set) still passes on `instance`.
+  bool ProbePasses(int instance, const absl::Status& fault);
   // Takes the worker of `instance` out after `fault`; the last one fails what is queued.
   void Retire(int instance, const absl::Status& fault);
   // Runs the rows on the instance and delivers or fails them; returns the engine's status.

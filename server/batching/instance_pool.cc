@@ -10,7 +10,7 @@ namespace rnnserve::server::batching {
 bool IsEngineFault(const absl::Status& status) { return absl::IsInternal(status); }
 
 InstancePool::InstancePool(std::string name, int count, Probe probe)
-    : name_(std::move(name)), probe_(std::move(probe)), retired_(count, false), healthy_(count) {
+    : name_(std::move(name)), probe_(std::move(probe)), retired_(count, false) {
   for (int i = 0; i < count; ++i) free_.push_back(i);
 }
 
@@ -19,7 +19,7 @@ absl::StatusOr<int> InstancePool::Acquire(absl::Time deadline) {
   struct Ready {
     const InstancePool* p;
     bool operator()() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      return !p->free_.empty() || p->healthy_ == 0;
+      return !p->free_.empty() || p->HealthyLocked() == 0;
     }
   };
   const Ready ready{this};
@@ -27,7 +27,7 @@ absl::StatusOr<int> InstancePool::Acquire(absl::Time deadline) {
     return absl::DeadlineExceededError(
         absl::StrCat("model '", name_, "': the deadline passed while every instance was busy"));
   }
-  if (healthy_ == 0) {
+  if (HealthyLocked() == 0) {
     return absl::UnavailableError(absl::StrCat("model '", name_,
                                                "': every instance failed and left rotation; "
                                                "last engine error: ",
@@ -60,26 +60,24 @@ absl::Status InstancePool::AcquireInstance(int instance) {
 }
 
 void InstancePool::Release(int instance, const absl::Status& status) {
-  bool keep = true;
-  if (IsEngineFault(status)) {
-    const absl::Status probe = probe_ ? probe_(instance, status) : absl::OkStatus();
-    keep = probe.ok();
-    absl::MutexLock lock(&mu_);
-    last_fault_ = status;
-    if (!keep) {
-      retired_[instance] = true;
-      --healthy_;
-    }
-  }
+  const bool fault = IsEngineFault(status);
+  const bool keep = !fault || !probe_ || probe_(instance, status).ok();
+  absl::MutexLock lock(&mu_);
+  if (fault) last_fault_ = status;
   if (keep) {
-    absl::MutexLock lock(&mu_);
     free_.push_back(instance);
+  } else {
+    retired_[instance] = true;
   }
 }
 
 int InstancePool::healthy() const {
   absl::MutexLock lock(&mu_);
-  return healthy_;
+  return HealthyLocked();
+}
+
+int InstancePool::HealthyLocked() const {
+  return static_cast<int>(std::count(retired_.begin(), retired_.end(), false));
 }
 
 }  // namespace rnnserve::server::batching

@@ -51,12 +51,13 @@ class InstancePool {
   int healthy() const;
 
  private:
+  int HealthyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const std::string name_;
   const Probe probe_;
   mutable absl::Mutex mu_;
   std::vector<int> free_ ABSL_GUARDED_BY(mu_);
-  std::vector<bool> retired_ ABSL_GUARDED_BY(mu_);
-  int healthy_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> retired_ ABSL_GUARDED_BY(mu_);  // left the pool for good
   absl::Status last_fault_ ABSL_GUARDED_BY(mu_);
 };
 
