@@ -13,13 +13,9 @@ namespace {
 
 using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-struct Window {
-  int64_t out_len = 0;
-  int64_t pad_left = 0;
-};
+}  // namespace
 
-// Output length and left padding of a window of `span` steps moved by `stride` over `t` steps.
-Window Plan(int64_t t, int64_t span, int64_t stride, bool same, bool causal) {
+Window PlanWindow(int64_t t, int64_t span, int64_t stride, bool same, bool causal) {
   Window w;
   if (causal) {
     w.pad_left = span - 1;
@@ -34,16 +30,24 @@ Window Plan(int64_t t, int64_t span, int64_t stride, bool same, bool causal) {
   return w;
 }
 
-absl::Status CheckSeq(const std::string& name, const Tensor& x, int64_t channels) {
-  if (x.dtype() != DType::kFloat32 || x.rank() != 3 || (channels > 0 && x.dim(2) != channels)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "layer '", name, "': input ", DTypeName(x.dtype()), " ", ShapeString(x.shape()),
-        " expected FP32 [B,T,", channels > 0 ? std::to_string(channels) : "C", "]"));
+absl::Status CheckSequence(const std::string& name, const Tensor& x, int64_t channels) {
+  return CheckSequence(name, x.dtype(), x.shape(), channels);
+}
+
+absl::Status CheckSequence(const std::string& name, DType dtype, const Shape& x, int64_t channels) {
+  if (dtype != DType::kFloat32 || x.size() != 3 || (channels > 0 && x[2] != channels)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("layer '", name, "': input ", DTypeName(dtype), " ", ShapeString(x),
+                     " expected FP32 [B,T,", channels > 0 ? std::to_string(channels) : "C", "]"));
   }
   return absl::OkStatus();
 }
 
-}  // namespace
+Window Conv1DWindow(const Conv1DSpec& spec, int64_t t) {
+  return PlanWindow(t, int64_t{spec.kernel_size - 1} * spec.dilation + 1, spec.stride,
+                    spec.padding == Conv1DSpec::Padding::kSame,
+                    spec.padding == Conv1DSpec::Padding::kCausal);
+}
 
 absl::Status ValidateConv1D(const Conv1DSpec& spec, const std::string& name) {
   if (spec.in_channels <= 0 || spec.out_channels <= 0 || spec.kernel_size <= 0 ||
@@ -79,11 +83,10 @@ absl::Status ValidatePool1D(const Pool1DSpec& spec, const std::string& name) {
 absl::Status RunConv1D(const Conv1DSpec& spec, const std::string& name, const Value& in,
                        Value* out) {
   const Tensor& x = in.tensor;
-  if (auto s = CheckSeq(name, x, spec.in_channels); !s.ok()) return s;
+  if (auto s = CheckSequence(name, x, spec.in_channels); !s.ok()) return s;
   const int64_t B = x.dim(0), T = x.dim(1), Ci = spec.in_channels, Co = spec.out_channels;
   const int64_t K = spec.kernel_size, D = spec.dilation, S = spec.stride;
-  const Window w = Plan(T, (K - 1) * D + 1, S, spec.padding == Conv1DSpec::Padding::kSame,
-                        spec.padding == Conv1DSpec::Padding::kCausal);
+  const Window w = Conv1DWindow(spec, T);
   out->tensor = Tensor::Float({B, w.out_len, Co});
   out->lengths.clear();
   out->step_mask.clear();
@@ -116,9 +119,9 @@ absl::Status RunConv1D(const Conv1DSpec& spec, const std::string& name, const Va
 absl::Status RunPool1D(const Pool1DSpec& spec, const std::string& name, const Value& in,
                        Value* out) {
   const Tensor& x = in.tensor;
-  if (auto s = CheckSeq(name, x, 0); !s.ok()) return s;
+  if (auto s = CheckSequence(name, x, 0); !s.ok()) return s;
   const int64_t B = x.dim(0), T = x.dim(1), C = x.dim(2);
-  const Window w = Plan(T, spec.pool_size, spec.stride, spec.same_padding, false);
+  const Window w = PlanWindow(T, spec.pool_size, spec.stride, spec.same_padding, false);
   out->tensor = Tensor::Float({B, w.out_len, C});
   out->lengths.clear();
   out->step_mask.clear();
@@ -145,7 +148,7 @@ absl::Status RunPool1D(const Pool1DSpec& spec, const std::string& name, const Va
 absl::Status RunGlobalPool1D(const GlobalPool1DSpec& spec, const std::string& name, const Value& in,
                              Value* out) {
   const Tensor& x = in.tensor;
-  if (auto s = CheckSeq(name, x, 0); !s.ok()) return s;
+  if (auto s = CheckSequence(name, x, 0); !s.ok()) return s;
   const int64_t B = x.dim(0), T = x.dim(1), C = x.dim(2);
   out->tensor = Tensor::Float({B, C});
   out->lengths.clear();

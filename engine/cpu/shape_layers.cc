@@ -13,7 +13,8 @@ void DropMask(Value* out) {
   out->step_mask.clear();
 }
 
-// The AND of the inputs' masks, on sequence values of one batch size.
+}  // namespace
+
 void MergeMasks(const std::vector<const Value*>& in, Value* out) {
   DropMask(out);
   for (const Value* v : in) {
@@ -47,8 +48,6 @@ void MergeMasks(const std::vector<const Value*>& in, Value* out) {
   SetMaskFromSteps(valid, B, T, out);
 }
 
-}  // namespace
-
 absl::Status RunFlatten(const std::string& name, const Value& in, Value* out) {
   const Tensor& x = in.tensor;
   if (x.rank() < 1) {
@@ -61,14 +60,14 @@ absl::Status RunFlatten(const std::string& name, const Value& in, Value* out) {
   return absl::OkStatus();
 }
 
-absl::Status RunReshape(const ReshapeSpec& spec, const std::string& name, const Value& in,
-                        Value* out) {
-  const Tensor& x = in.tensor;
-  if (x.rank() < 1) {
+absl::StatusOr<Shape> ReshapeLayerShape(const ReshapeSpec& spec, const std::string& name,
+                                        const Shape& x) {
+  if (x.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("layer '", name, "': input has no batch axis"));
   }
-  const int64_t per_item = x.dim(0) == 0 ? 0 : x.num_elements() / x.dim(0);
-  Shape shape = {x.dim(0)};
+  const int64_t count = NumElements(x);
+  const int64_t per_item = x[0] == 0 ? 0 : count / x[0];
+  Shape shape = {x[0]};
   int64_t known = 1;
   int free_axis = -1;
   for (size_t i = 0; i < spec.target.size(); ++i) {
@@ -85,13 +84,20 @@ absl::Status RunReshape(const ReshapeSpec& spec, const std::string& name, const 
     shape.push_back(d);
   }
   if (free_axis >= 0 && known > 0 && per_item % known == 0) shape[free_axis] = per_item / known;
-  if (NumElements(shape) != x.num_elements()) {
+  if (NumElements(shape) != count) {
     return absl::InvalidArgumentError(absl::StrCat("layer '", name, "': cannot reshape ",
-                                                   ShapeString(x.shape()), " to [B,",
+                                                   ShapeString(x), " to [B,",
                                                    absl::StrJoin(spec.target, ","), "]"));
   }
-  out->tensor = x;
-  out->tensor.Reshape(shape);
+  return shape;
+}
+
+absl::Status RunReshape(const ReshapeSpec& spec, const std::string& name, const Value& in,
+                        Value* out) {
+  auto shape = ReshapeLayerShape(spec, name, in.tensor.shape());
+  if (!shape.ok()) return shape.status();
+  out->tensor = in.tensor;
+  out->tensor.Reshape(*shape);
   DropMask(out);
   return absl::OkStatus();
 }
@@ -115,18 +121,18 @@ absl::Status RunRepeatVector(const RepeatVectorSpec& spec, const std::string& na
   return absl::OkStatus();
 }
 
-absl::Status RunMerge(const MergeSpec& spec, const std::string& name,
-                      const std::vector<const Value*>& in, Value* out) {
-  if (in.size() < 2) {
+absl::StatusOr<Shape> MergeShape(const MergeSpec& spec, const std::string& name,
+                                 const std::vector<Shape>& shapes,
+                                 const std::vector<DType>& dtypes) {
+  if (shapes.size() < 2) {
     return absl::InvalidArgumentError(
-        absl::StrCat("layer '", name, "': a merge needs at least 2 inputs, got ", in.size()));
+        absl::StrCat("layer '", name, "': a merge needs at least 2 inputs, got ", shapes.size()));
   }
-  const int rank = in[0]->tensor.rank();
-  for (const Value* v : in) {
-    if (v->tensor.dtype() != DType::kFloat32 || v->tensor.rank() != rank) {
-      return absl::InvalidArgumentError(absl::StrCat("layer '", name, "': input ",
-                                                     ShapeString(v->tensor.shape()),
-                                                     " expected FP32 of rank ", rank));
+  const int rank = static_cast<int>(shapes[0].size());
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    if (dtypes[k] != DType::kFloat32 || static_cast<int>(shapes[k].size()) != rank) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "layer '", name, "': input ", ShapeString(shapes[k]), " expected FP32 of rank ", rank));
     }
   }
   if (spec.kind == MergeSpec::Kind::kConcatenate) {
@@ -135,18 +141,55 @@ absl::Status RunMerge(const MergeSpec& spec, const std::string& name,
       return absl::InvalidArgumentError(
           absl::StrCat("layer '", name, "': axis ", spec.axis, " outside rank ", rank));
     }
-    Shape shape = in[0]->tensor.shape();
+    Shape shape = shapes[0];
     shape[axis] = 0;
-    for (const Value* v : in) {
+    for (const Shape& v : shapes) {
       for (int i = 0; i < rank; ++i) {
-        if (i != axis && v->tensor.dim(i) != in[0]->tensor.dim(i)) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "layer '", name, "': cannot concatenate ", ShapeString(v->tensor.shape()), " with ",
-              ShapeString(in[0]->tensor.shape()), " on axis ", spec.axis));
+        if (i != axis && v[i] != shapes[0][i]) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("layer '", name, "': cannot concatenate ", ShapeString(v), " with ",
+                           ShapeString(shapes[0]), " on axis ", spec.axis));
         }
       }
-      shape[axis] += v->tensor.dim(axis);
+      shape[axis] += v[axis];
     }
+    return shape;
+  }
+  if (spec.kind == MergeSpec::Kind::kSubtract && shapes.size() != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("layer '", name, "': Subtract takes exactly 2 inputs, got ", shapes.size()));
+  }
+  // Element-wise, with NumPy broadcasting over axes of size 1.
+  Shape shape(rank, 1);
+  for (const Shape& v : shapes) {
+    for (int i = 0; i < rank; ++i) {
+      const int64_t d = v[i];
+      if (d == shape[i] || d == 1) continue;
+      if (shape[i] != 1) {
+        return absl::InvalidArgumentError(absl::StrCat("layer '", name, "': input shapes ",
+                                                       ShapeString(shapes[0]), " and ",
+                                                       ShapeString(v), " do not broadcast"));
+      }
+      shape[i] = d;
+    }
+  }
+  return shape;
+}
+
+absl::Status RunMerge(const MergeSpec& spec, const std::string& name,
+                      const std::vector<const Value*>& in, Value* out) {
+  std::vector<Shape> shapes;
+  std::vector<DType> dtypes;
+  for (const Value* v : in) {
+    shapes.push_back(v->tensor.shape());
+    dtypes.push_back(v->tensor.dtype());
+  }
+  auto merged = MergeShape(spec, name, shapes, dtypes);
+  if (!merged.ok()) return merged.status();
+  const Shape& shape = *merged;
+  const int rank = static_cast<int>(shape.size());
+  if (spec.kind == MergeSpec::Kind::kConcatenate) {
+    const int axis = spec.axis < 0 ? spec.axis + rank : spec.axis;
     // [outer, sum(n_i * inner)]: each input contributes a contiguous block per outer index.
     int64_t outer = 1, inner = 1;
     for (int i = 0; i < axis; ++i) outer *= shape[i];
@@ -164,25 +207,6 @@ absl::Status RunMerge(const MergeSpec& spec, const std::string& name,
     out->tensor = std::move(y);
     MergeMasks(in, out);
     return absl::OkStatus();
-  }
-
-  if (spec.kind == MergeSpec::Kind::kSubtract && in.size() != 2) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("layer '", name, "': Subtract takes exactly 2 inputs, got ", in.size()));
-  }
-  // Element-wise, with NumPy broadcasting over axes of size 1.
-  Shape shape(rank, 1);
-  for (const Value* v : in) {
-    for (int i = 0; i < rank; ++i) {
-      const int64_t d = v->tensor.dim(i);
-      if (d == shape[i] || d == 1) continue;
-      if (shape[i] != 1) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("layer '", name, "': input shapes ", ShapeString(in[0]->tensor.shape()),
-                         " and ", ShapeString(v->tensor.shape()), " do not broadcast"));
-      }
-      shape[i] = d;
-    }
   }
   Tensor y = Tensor::Float(shape);
   const int64_t n = y.num_elements();

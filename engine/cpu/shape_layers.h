@@ -11,12 +11,23 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "engine/cpu/layers.h"
 #include "engine/ir.h"
 
 namespace rnnserve::engine::cpu {
 
 // [B, ...] -> [B, prod(...)].
+// Output shape of Reshape for input shape x; INVALID_ARGUMENT naming `name` when it does not fit.
+absl::StatusOr<Shape> ReshapeLayerShape(const ReshapeSpec& spec, const std::string& name,
+                                        const Shape& x);
+// Output shape of a merge of inputs of these shapes and types (checks them).
+absl::StatusOr<Shape> MergeShape(const MergeSpec& spec, const std::string& name,
+                                 const std::vector<Shape>& shapes,
+                                 const std::vector<DType>& dtypes);
+// The Keras mask of a merge: the AND of the inputs' masks (reads only their masks).
+void MergeMasks(const std::vector<const Value*>& in, Value* out);
+
 absl::Status RunFlatten(const std::string& name, const Value& in, Value* out);
 // [B, ...] -> [B, target...]; one target entry may be -1.
 absl::Status RunReshape(const ReshapeSpec& spec, const std::string& name, const Value& in,

@@ -37,6 +37,9 @@ absl::StatusOr<std::vector<int64_t>> Ints(TensorOpKind kind, const Tensor* t, co
 // A new tensor of x's type and shape `os` filled by StridedCopy from x.
 Tensor CopyStrided(const Tensor& x, const Shape& os, const std::vector<int64_t>& in_strides,
                    int64_t in_offset);
+inline Tensor CopyStrided(const Tensor& x, const StridedPlan& plan) {
+  return CopyStrided(x, plan.shape, plan.strides, plan.offset);
+}
 
 // Numpy broadcast of two shapes.
 absl::StatusOr<Shape> Broadcast(TensorOpKind kind, const Shape& a, const Shape& b);
@@ -100,19 +103,16 @@ absl::Status Softmax(const TensorOpSpec& spec, const Tensor& x, Tensor* out);
 absl::Status Reduce(const TensorOpSpec& spec, const Tensor& x, Tensor* out);
 absl::Status Range(const TensorOpSpec& spec, absl::Span<const Tensor* const> in, Tensor* out);
 
-// Layout (tensor_ops_layout.cc).
+// Layout (tensor_ops_layout.cc). The plans need only operand 0's shape, so the GPU engine
+// runs the same plans on device data.
 absl::Status Transpose(const TensorOpSpec& spec, const Tensor& x, Tensor* out);
 absl::Status Gather(const TensorOpSpec& spec, const Tensor& x, const Tensor& indices, Tensor* out);
 absl::Status Concat(const TensorOpSpec& spec, absl::Span<const Tensor* const> xs, Tensor* out);
 absl::Status Slice(const TensorOpSpec& spec, absl::Span<const Tensor* const> in, Tensor* out);
-absl::StatusOr<Shape> ReshapeTarget(const TensorOpSpec& spec, const Tensor& x,
+absl::StatusOr<Shape> ReshapeTarget(const TensorOpSpec& spec, const Shape& x,
                                     const std::vector<int64_t>& target);
-absl::Status Squeeze(const TensorOpSpec& spec, const Tensor& x, std::vector<int64_t> axes,
-                     Tensor* out);
-absl::Status Unsqueeze(const TensorOpSpec& spec, const Tensor& x, std::vector<int64_t> axes,
-                       Tensor* out);
-absl::Status Expand(const TensorOpSpec& spec, const Tensor& x, const std::vector<int64_t>& target,
-                    Tensor* out);
-absl::Status Split(const TensorOpSpec& spec, const Tensor& x, std::vector<Tensor>* outs);
+absl::StatusOr<StridedPlan> PlanTranspose(const TensorOpSpec& spec, const Shape& x);
+absl::StatusOr<StridedPlan> PlanSlice(const TensorOpSpec& spec, const Shape& x,
+                                      absl::Span<const Tensor* const> in);
 
 }  // namespace rnnserve::engine::cpu::tensor_ops

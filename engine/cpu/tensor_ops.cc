@@ -27,38 +27,33 @@ std::string TensorOpName(TensorOpKind kind) {
 
 namespace cpu {
 
-using tensor_ops::Axis;
 using tensor_ops::Bad;
 using tensor_ops::Binary;
 using tensor_ops::ByType;
 using tensor_ops::Cast;
 using tensor_ops::CheckedCount;
 using tensor_ops::Concat;
+using tensor_ops::CopyStrided;
 using tensor_ops::Data;
-using tensor_ops::Expand;
 using tensor_ops::Gather;
 using tensor_ops::Gemm;
 using tensor_ops::Ints;
 using tensor_ops::Make;
 using tensor_ops::MatMul;
+using tensor_ops::PlanStrided;
 using tensor_ops::Range;
 using tensor_ops::Reduce;
-using tensor_ops::ReshapeTarget;
-using tensor_ops::Slice;
+using tensor_ops::RelabelShape;
 using tensor_ops::Softmax;
-using tensor_ops::Split;
-using tensor_ops::Squeeze;
-using tensor_ops::Transpose;
+using tensor_ops::StridedPlan;
 using tensor_ops::Unary;
-using tensor_ops::Unsqueeze;
 
 int TensorOpOutputs(const TensorOpSpec& spec) {
   if (spec.kind != TensorOpKind::kSplit) return 1;
   return spec.ints.empty() ? spec.num_outputs : static_cast<int>(spec.ints.size());
 }
 
-absl::Status EvalTensorOp(const TensorOpSpec& spec, absl::Span<const Tensor* const> in,
-                          std::vector<Tensor>* outputs) {
+absl::Status CheckOperands(const TensorOpSpec& spec, absl::Span<const Tensor* const> in) {
   static constexpr int kMinOperands[] = {1, 1, 2, 1, 1, 1, 3, 1, 2, 2, 1, 1, 2, 2, 2, 2, 2, 2, 2,
                                          2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 3, 2};
   static_assert(std::size(kMinOperands) == static_cast<size_t>(TensorOpKind::kAttachLengths) + 1);
@@ -70,6 +65,12 @@ absl::Status EvalTensorOp(const TensorOpSpec& spec, absl::Span<const Tensor* con
   for (int i = 0; i < need || (variadic && i < static_cast<int>(in.size())); ++i) {
     if (in[i] == nullptr) return Bad(spec.kind, absl::StrCat("operand ", i, " is missing"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status EvalTensorOp(const TensorOpSpec& spec, absl::Span<const Tensor* const> in,
+                          std::vector<Tensor>* outputs) {
+  if (auto s = CheckOperands(spec, in); !s.ok()) return s;
   outputs->clear();
   outputs->emplace_back();
   Tensor* out = &outputs->back();
@@ -88,42 +89,24 @@ absl::Status EvalTensorOp(const TensorOpSpec& spec, absl::Span<const Tensor* con
     case TensorOpKind::kConcat:
       return Concat(spec, in, out);
     case TensorOpKind::kUnsqueeze:
-    case TensorOpKind::kSqueeze: {
-      std::vector<int64_t> axes = spec.ints;
-      if (in.size() > 1 && in[1] != nullptr) {
-        auto v = Ints(spec.kind, in[1], "axes");
-        if (!v.ok()) return v.status();
-        axes = *v;
-      }
-      return spec.kind == TensorOpKind::kSqueeze ? Squeeze(spec, x, axes, out)
-                                                 : Unsqueeze(spec, x, axes, out);
-    }
-    case TensorOpKind::kSlice:
-      return Slice(spec, in, out);
-    case TensorOpKind::kTranspose:
-      return Transpose(spec, x, out);
-    case TensorOpKind::kReshape: {
-      auto target = Ints(spec.kind, in[1], "shape");
-      if (!target.ok()) return target.status();
-      auto os = ReshapeTarget(spec, x, *target);
+    case TensorOpKind::kSqueeze:
+    case TensorOpKind::kReshape:
+    case TensorOpKind::kFlatten: {
+      auto os = RelabelShape(spec, x.shape(), in);
       if (!os.ok()) return os.status();
       *out = x;
       out->Reshape(*os);
       return absl::OkStatus();
     }
-    case TensorOpKind::kFlatten: {
-      auto axis = Axis(spec.kind, spec.axis, x.rank() + 1);
-      if (!axis.ok()) return axis.status();
-      int64_t outer = 1;
-      for (int i = 0; i < *axis; ++i) outer *= x.dim(i);
-      *out = x;
-      out->Reshape({outer, outer == 0 ? 0 : x.num_elements() / outer});
+    case TensorOpKind::kTranspose:
+    case TensorOpKind::kSlice:
+    case TensorOpKind::kExpand:
+    case TensorOpKind::kSplit: {
+      auto plans = PlanStrided(spec, x.shape(), in);
+      if (!plans.ok()) return plans.status();
+      outputs->clear();
+      for (const StridedPlan& p : *plans) outputs->push_back(CopyStrided(x, p));
       return absl::OkStatus();
-    }
-    case TensorOpKind::kExpand: {
-      auto target = Ints(spec.kind, in[1], "shape");
-      if (!target.ok()) return target.status();
-      return Expand(spec, x, *target, out);
     }
     case TensorOpKind::kCast:
       return Cast(spec, x, out);
@@ -173,9 +156,6 @@ absl::Status EvalTensorOp(const TensorOpSpec& spec, absl::Span<const Tensor* con
     case TensorOpKind::kSoftmax:
     case TensorOpKind::kLogSoftmax:
       return Softmax(spec, x, out);
-    case TensorOpKind::kSplit:
-      outputs->clear();
-      return Split(spec, x, outputs);
     case TensorOpKind::kReduceMean:
     case TensorOpKind::kReduceSum:
     case TensorOpKind::kReduceMax:

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/cpu/layers.h"
 #include "engine/ir.h"
@@ -25,6 +26,53 @@ namespace rnnserve::engine::cpu {
 
 // The largest tensor one op may produce (2^28 elements, 1 GiB of float32).
 inline constexpr int64_t kMaxTensorOpElements = int64_t{1} << 28;
+
+namespace tensor_ops {
+
+// What a layout op does, computed from operand 0's shape and the op's int operands: each
+// output element i (row-major over `shape`) is operand 0's element
+// offset + sum over axes of idx[axis] * strides[axis].
+struct StridedPlan {
+  Shape shape;
+  std::vector<int64_t> strides;
+  int64_t offset = 0;
+};
+
+// Gather: output [outer, indices..., inner] from data [outer, n, inner]; indices made positive.
+struct GatherPlan {
+  Shape shape;
+  int64_t outer = 1, n = 0, inner = 1;
+  std::vector<int64_t> indices;
+};
+
+// Concat: each operand k adds a block of its size / outer elements to each of `outer` rows of
+// `row` elements.
+struct ConcatPlan {
+  Shape shape;
+  int64_t outer = 1, row = 0;
+};
+
+}  // namespace tensor_ops
+
+// Checks the operand count and presence of EvalTensorOp's `operands` (where an entry may
+// stand for a tensor held elsewhere: only null marks an absent operand).
+absl::Status CheckOperands(const TensorOpSpec& spec, absl::Span<const Tensor* const> operands);
+
+namespace tensor_ops {
+
+// Squeeze, Unsqueeze, Reshape, Flatten: the output shape (the elements keep their order).
+// `in` as EvalTensorOp's operands; in[0] is not read (its shape is `x`).
+absl::StatusOr<Shape> RelabelShape(const TensorOpSpec& spec, const Shape& x,
+                                   absl::Span<const Tensor* const> in);
+// Transpose, Slice, Expand, Split (one plan per output); `in` as for RelabelShape.
+absl::StatusOr<std::vector<StridedPlan>> PlanStrided(const TensorOpSpec& spec, const Shape& x,
+                                                     absl::Span<const Tensor* const> in);
+absl::StatusOr<GatherPlan> PlanGather(const TensorOpSpec& spec, const Shape& x,
+                                      const Tensor& indices);
+absl::StatusOr<ConcatPlan> PlanConcat(const TensorOpSpec& spec, absl::Span<const Shape> shapes,
+                                      absl::Span<const DType> dtypes);
+
+}  // namespace tensor_ops
 
 // Number of tensors the op produces (kSplit: one per part; every other op: one).
 int TensorOpOutputs(const TensorOpSpec& spec);

@@ -10,8 +10,8 @@
 
 namespace rnnserve::engine::cpu::tensor_ops {
 
-absl::Status Transpose(const TensorOpSpec& spec, const Tensor& x, Tensor* out) {
-  const int rank = x.rank();
+absl::StatusOr<StridedPlan> PlanTranspose(const TensorOpSpec& spec, const Shape& x) {
+  const int rank = static_cast<int>(x.size());
   std::vector<int64_t> perm = spec.ints;
   if (perm.empty()) {
     perm.resize(rank);
@@ -25,46 +25,61 @@ absl::Status Transpose(const TensorOpSpec& spec, const Tensor& x, Tensor* out) {
     if (p < 0 || p >= rank || seen[p]) return Bad(spec.kind, "perm is not a permutation");
     seen[p] = true;
   }
-  const auto st = Strides(x.shape());
-  Shape os(rank);
-  std::vector<int64_t> in_strides(rank);
+  const auto st = Strides(x);
+  StridedPlan plan;
+  plan.shape.resize(rank);
+  plan.strides.resize(rank);
   for (int i = 0; i < rank; ++i) {
-    os[i] = x.dim(perm[i]);
-    in_strides[i] = st[perm[i]];
+    plan.shape[i] = x[perm[i]];
+    plan.strides[i] = st[perm[i]];
   }
-  *out = CopyStrided(x, os, in_strides, 0);
+  return plan;
+}
+
+absl::Status Transpose(const TensorOpSpec& spec, const Tensor& x, Tensor* out) {
+  auto plan = PlanTranspose(spec, x.shape());
+  if (!plan.ok()) return plan.status();
+  *out = CopyStrided(x, *plan);
   return absl::OkStatus();
 }
 
-absl::Status Gather(const TensorOpSpec& spec, const Tensor& x, const Tensor& indices, Tensor* out) {
+absl::StatusOr<GatherPlan> PlanGather(const TensorOpSpec& spec, const Shape& x,
+                                      const Tensor& indices) {
   if (indices.dtype() != DType::kInt64) return Bad(spec.kind, "indices must be integers");
-  if (x.rank() == 0) return Bad(spec.kind, "data must have rank >= 1");
-  auto axis = Axis(spec.kind, spec.axis, x.rank());
+  const int rank = static_cast<int>(x.size());
+  if (rank == 0) return Bad(spec.kind, "data must have rank >= 1");
+  auto axis = Axis(spec.kind, spec.axis, rank);
   if (!axis.ok()) return axis.status();
-  const int64_t n = x.dim(*axis);
-  Shape os(x.shape().begin(), x.shape().begin() + *axis);
-  os.insert(os.end(), indices.shape().begin(), indices.shape().end());
-  os.insert(os.end(), x.shape().begin() + *axis + 1, x.shape().end());
-  if (auto c = CheckedCount(spec.kind, os); !c.ok()) return c.status();
-  int64_t outer = 1, inner = 1;
-  for (int i = 0; i < *axis; ++i) outer *= x.dim(i);
-  for (int i = *axis + 1; i < x.rank(); ++i) inner *= x.dim(i);
-  const int64_t ni = indices.num_elements();
+  GatherPlan plan;
+  plan.n = x[*axis];
+  plan.shape.assign(x.begin(), x.begin() + *axis);
+  plan.shape.insert(plan.shape.end(), indices.shape().begin(), indices.shape().end());
+  plan.shape.insert(plan.shape.end(), x.begin() + *axis + 1, x.end());
+  if (auto c = CheckedCount(spec.kind, plan.shape); !c.ok()) return c.status();
+  for (int i = 0; i < *axis; ++i) plan.outer *= x[i];
+  for (int i = *axis + 1; i < rank; ++i) plan.inner *= x[i];
   for (int64_t idx : indices.ints()) {
-    if (idx < -n || idx >= n) {
-      return Bad(spec.kind, absl::StrCat("index ", idx, " outside [", -n, ", ", n, ")"));
+    if (idx < -plan.n || idx >= plan.n) {
+      return Bad(spec.kind, absl::StrCat("index ", idx, " outside [", -plan.n, ", ", plan.n, ")"));
     }
+    plan.indices.push_back(idx < 0 ? idx + plan.n : idx);
   }
-  *out = Make(x.dtype(), os);
+  return plan;
+}
+
+absl::Status Gather(const TensorOpSpec& spec, const Tensor& x, const Tensor& indices, Tensor* out) {
+  auto plan = PlanGather(spec, x.shape(), indices);
+  if (!plan.ok()) return plan.status();
+  *out = Make(x.dtype(), plan->shape);
+  const int64_t ni = static_cast<int64_t>(plan->indices.size()), inner = plan->inner;
   ByType(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T* src = Data<T>(x);
     T* dst = Data<T>(*out);
-    for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t o = 0; o < plan->outer; ++o) {
       for (int64_t j = 0; j < ni; ++j) {
-        int64_t idx = indices.ints()[j];
-        if (idx < 0) idx += n;
-        std::copy_n(src + (o * n + idx) * inner, inner, dst + (o * ni + j) * inner);
+        std::copy_n(src + (o * plan->n + plan->indices[j]) * inner, inner,
+                    dst + (o * ni + j) * inner);
       }
     }
     return 0;
@@ -72,29 +87,44 @@ absl::Status Gather(const TensorOpSpec& spec, const Tensor& x, const Tensor& ind
   return absl::OkStatus();
 }
 
-absl::Status Concat(const TensorOpSpec& spec, absl::Span<const Tensor* const> xs, Tensor* out) {
-  if (xs.empty()) return Bad(spec.kind, "needs at least one operand");
-  const Tensor& first = *xs[0];
-  auto axis = Axis(spec.kind, spec.axis, first.rank());
+absl::StatusOr<ConcatPlan> PlanConcat(const TensorOpSpec& spec, absl::Span<const Shape> shapes,
+                                      absl::Span<const DType> dtypes) {
+  if (shapes.empty()) return Bad(spec.kind, "needs at least one operand");
+  const Shape& first = shapes[0];
+  const int rank = static_cast<int>(first.size());
+  auto axis = Axis(spec.kind, spec.axis, rank);
   if (!axis.ok()) return axis.status();
-  Shape os = first.shape();
-  os[*axis] = 0;
-  for (const Tensor* x : xs) {
-    bool same = x->rank() == first.rank() && x->dtype() == first.dtype();
-    for (int i = 0; same && i < x->rank(); ++i) {
-      same = i == *axis || x->dim(i) == first.dim(i);
-    }
+  ConcatPlan plan;
+  plan.shape = first;
+  plan.shape[*axis] = 0;
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    const Shape& x = shapes[k];
+    bool same = static_cast<int>(x.size()) == rank && dtypes[k] == dtypes[0];
+    for (int i = 0; same && i < rank; ++i) same = i == *axis || x[i] == first[i];
     if (!same) {
-      return Bad(spec.kind, absl::StrCat("operand ", ShapeString(x->shape()), " does not match ",
-                                         ShapeString(first.shape()), " off axis ", *axis));
+      return Bad(spec.kind, absl::StrCat("operand ", ShapeString(x), " does not match ",
+                                         ShapeString(first), " off axis ", *axis));
     }
-    os[*axis] += x->dim(*axis);
+    plan.shape[*axis] += x[*axis];
   }
-  if (auto c = CheckedCount(spec.kind, os); !c.ok()) return c.status();
-  *out = Make(first.dtype(), os);
-  int64_t outer = 1;
-  for (int i = 0; i < *axis; ++i) outer *= os[i];
-  const int64_t row = NumElements(os) / std::max<int64_t>(outer, 1);
+  if (auto c = CheckedCount(spec.kind, plan.shape); !c.ok()) return c.status();
+  for (int i = 0; i < *axis; ++i) plan.outer *= plan.shape[i];
+  plan.row = NumElements(plan.shape) / std::max<int64_t>(plan.outer, 1);
+  return plan;
+}
+
+absl::Status Concat(const TensorOpSpec& spec, absl::Span<const Tensor* const> xs, Tensor* out) {
+  std::vector<Shape> shapes;
+  std::vector<DType> dtypes;
+  for (const Tensor* x : xs) {
+    shapes.push_back(x->shape());
+    dtypes.push_back(x->dtype());
+  }
+  auto plan = PlanConcat(spec, shapes, dtypes);
+  if (!plan.ok()) return plan.status();
+  const Tensor& first = *xs[0];
+  *out = Make(first.dtype(), plan->shape);
+  const int64_t outer = plan->outer, row = plan->row;
   ByType(first.dtype(), [&](auto tag) {
     using T = decltype(tag);
     T* dst = Data<T>(*out);
@@ -111,8 +141,8 @@ absl::Status Concat(const TensorOpSpec& spec, absl::Span<const Tensor* const> xs
   return absl::OkStatus();
 }
 
-absl::Status Slice(const TensorOpSpec& spec, absl::Span<const Tensor* const> in, Tensor* out) {
-  const Tensor& x = *in[0];
+absl::StatusOr<StridedPlan> PlanSlice(const TensorOpSpec& spec, const Shape& x,
+                                      absl::Span<const Tensor* const> in) {
   auto starts = Ints(spec.kind, in[1], "starts");
   auto ends = Ints(spec.kind, in[2], "ends");
   auto axes = Ints(spec.kind, in.size() > 3 ? in[3] : nullptr, "axes");
@@ -125,8 +155,8 @@ absl::Status Slice(const TensorOpSpec& spec, absl::Span<const Tensor* const> in,
       (!steps->empty() && steps->size() != n)) {
     return Bad(spec.kind, "starts, ends, axes and steps differ in length");
   }
-  const int rank = x.rank();
-  Shape os = x.shape();
+  const int rank = static_cast<int>(x.size());
+  Shape os = x;
   std::vector<int64_t> begin(rank, 0), step(rank, 1);
   std::vector<bool> seen(rank, false);
   for (size_t i = 0; i < n; ++i) {
@@ -134,7 +164,7 @@ absl::Status Slice(const TensorOpSpec& spec, absl::Span<const Tensor* const> in,
     if (!axis.ok()) return axis.status();
     if (seen[*axis]) return Bad(spec.kind, "an axis repeats");
     seen[*axis] = true;
-    const int64_t dim = x.dim(*axis);
+    const int64_t dim = x[*axis];
     const int64_t st = steps->empty() ? 1 : (*steps)[i];
     if (st == 0) return Bad(spec.kind, "step 0");
     int64_t b = (*starts)[i], e = (*ends)[i];
@@ -152,27 +182,35 @@ absl::Status Slice(const TensorOpSpec& spec, absl::Span<const Tensor* const> in,
     begin[*axis] = b;
     step[*axis] = st;
   }
-  const auto st = Strides(x.shape());
-  int64_t offset = 0;
-  std::vector<int64_t> in_strides(rank);
+  const auto st = Strides(x);
+  StridedPlan plan;
+  plan.shape = std::move(os);
+  plan.strides.resize(rank);
   for (int i = 0; i < rank; ++i) {
-    offset += begin[i] * st[i];
-    in_strides[i] = st[i] * step[i];
+    plan.offset += begin[i] * st[i];
+    plan.strides[i] = st[i] * step[i];
   }
-  *out = CopyStrided(x, os, in_strides, offset);
+  return plan;
+}
+
+absl::Status Slice(const TensorOpSpec& spec, absl::Span<const Tensor* const> in, Tensor* out) {
+  auto plan = PlanSlice(spec, in[0]->shape(), in);
+  if (!plan.ok()) return plan.status();
+  *out = CopyStrided(*in[0], *plan);
   return absl::OkStatus();
 }
 
-absl::StatusOr<Shape> ReshapeTarget(const TensorOpSpec& spec, const Tensor& x,
+absl::StatusOr<Shape> ReshapeTarget(const TensorOpSpec& spec, const Shape& x,
                                     const std::vector<int64_t>& target) {
+  const int64_t count = NumElements(x);
   Shape os(target.size());
   int infer = -1;
   int64_t known = 1;
   for (size_t i = 0; i < target.size(); ++i) {
     int64_t d = target[i];
     if (d == 0 && !spec.allow_zero) {
-      if (i >= x.shape().size()) return Bad(spec.kind, "0 copies an axis the input lacks");
-      d = x.dim(static_cast<int>(i));
+      if (i >= x.size()) return Bad(spec.kind, "0 copies an axis the input lacks");
+      d = x[i];
     }
     if (d == -1) {
       if (infer >= 0) return Bad(spec.kind, "more than one -1 in the target shape");
@@ -185,42 +223,41 @@ absl::StatusOr<Shape> ReshapeTarget(const TensorOpSpec& spec, const Tensor& x,
     known *= d;
   }
   if (infer >= 0) {
-    if (known == 0 || x.num_elements() % known != 0) {
-      return Bad(spec.kind, absl::StrCat("cannot infer -1 reshaping ", ShapeString(x.shape()),
-                                         " to ", ShapeString(target)));
+    if (known == 0 || count % known != 0) {
+      return Bad(spec.kind, absl::StrCat("cannot infer -1 reshaping ", ShapeString(x), " to ",
+                                         ShapeString(target)));
     }
-    os[infer] = x.num_elements() / known;
+    os[infer] = count / known;
   }
-  if (NumElements(os) != x.num_elements()) {
-    return Bad(spec.kind, absl::StrCat("cannot reshape ", ShapeString(x.shape()), " to ",
-                                       ShapeString(target)));
+  if (NumElements(os) != count) {
+    return Bad(spec.kind,
+               absl::StrCat("cannot reshape ", ShapeString(x), " to ", ShapeString(target)));
   }
   return os;
 }
 
-absl::Status Squeeze(const TensorOpSpec& spec, const Tensor& x, std::vector<int64_t> axes,
-                     Tensor* out) {
-  std::vector<bool> drop(x.rank(), false);
+absl::StatusOr<Shape> SqueezeShape(const TensorOpSpec& spec, const Shape& x,
+                                   const std::vector<int64_t>& axes) {
+  const int rank = static_cast<int>(x.size());
+  std::vector<bool> drop(rank, false);
   for (int64_t a : axes) {
-    auto axis = Axis(spec.kind, a, x.rank());
+    auto axis = Axis(spec.kind, a, rank);
     if (!axis.ok()) return axis.status();
-    if (x.dim(*axis) != 1) {
-      return Bad(spec.kind, absl::StrCat("axis ", a, " of ", ShapeString(x.shape()), " is not 1"));
+    if (x[*axis] != 1) {
+      return Bad(spec.kind, absl::StrCat("axis ", a, " of ", ShapeString(x), " is not 1"));
     }
     drop[*axis] = true;
   }
   Shape os;
-  for (int i = 0; i < x.rank(); ++i) {
-    if (axes.empty() ? x.dim(i) != 1 : !drop[i]) os.push_back(x.dim(i));
+  for (int i = 0; i < rank; ++i) {
+    if (axes.empty() ? x[i] != 1 : !drop[i]) os.push_back(x[i]);
   }
-  *out = x;
-  out->Reshape(os);
-  return absl::OkStatus();
+  return os;
 }
 
-absl::Status Unsqueeze(const TensorOpSpec& spec, const Tensor& x, std::vector<int64_t> axes,
-                       Tensor* out) {
-  const int rank = x.rank() + static_cast<int>(axes.size());
+absl::StatusOr<Shape> UnsqueezeShape(const TensorOpSpec& spec, const Shape& x,
+                                     const std::vector<int64_t>& axes) {
+  const int rank = static_cast<int>(x.size() + axes.size());
   std::vector<bool> ins(rank, false);
   for (int64_t a : axes) {
     auto axis = Axis(spec.kind, a, rank);
@@ -229,26 +266,57 @@ absl::Status Unsqueeze(const TensorOpSpec& spec, const Tensor& x, std::vector<in
     ins[*axis] = true;
   }
   Shape os;
-  int j = 0;
-  for (int i = 0; i < rank; ++i) os.push_back(ins[i] ? 1 : x.dim(j++));
-  *out = x;
-  out->Reshape(os);
-  return absl::OkStatus();
+  size_t j = 0;
+  for (int i = 0; i < rank; ++i) os.push_back(ins[i] ? 1 : x[j++]);
+  return os;
 }
 
-absl::Status Expand(const TensorOpSpec& spec, const Tensor& x, const std::vector<int64_t>& target,
-                    Tensor* out) {
-  auto os = Broadcast(spec.kind, x.shape(), target);
+absl::StatusOr<Shape> RelabelShape(const TensorOpSpec& spec, const Shape& x,
+                                   absl::Span<const Tensor* const> in) {
+  switch (spec.kind) {
+    case TensorOpKind::kSqueeze:
+    case TensorOpKind::kUnsqueeze: {
+      std::vector<int64_t> axes = spec.ints;
+      if (in.size() > 1 && in[1] != nullptr) {
+        auto v = Ints(spec.kind, in[1], "axes");
+        if (!v.ok()) return v.status();
+        axes = *v;
+      }
+      return spec.kind == TensorOpKind::kSqueeze ? SqueezeShape(spec, x, axes)
+                                                 : UnsqueezeShape(spec, x, axes);
+    }
+    case TensorOpKind::kReshape: {
+      auto target = Ints(spec.kind, in[1], "shape");
+      if (!target.ok()) return target.status();
+      return ReshapeTarget(spec, x, *target);
+    }
+    case TensorOpKind::kFlatten: {
+      auto axis = Axis(spec.kind, spec.axis, static_cast<int>(x.size()) + 1);
+      if (!axis.ok()) return axis.status();
+      int64_t outer = 1;
+      for (int i = 0; i < *axis; ++i) outer *= x[i];
+      return Shape{outer, outer == 0 ? 0 : NumElements(x) / outer};
+    }
+    default:
+      return Bad(spec.kind, "does not only relabel its operand");
+  }
+}
+
+absl::StatusOr<StridedPlan> PlanExpand(const TensorOpSpec& spec, const Shape& x,
+                                       const std::vector<int64_t>& target) {
+  auto os = Broadcast(spec.kind, x, target);
   if (!os.ok()) return os.status();
   if (auto c = CheckedCount(spec.kind, *os); !c.ok()) return c.status();
-  *out = CopyStrided(x, *os, BroadcastStrides(x.shape(), *os), 0);
-  return absl::OkStatus();
+  StridedPlan plan;
+  plan.strides = BroadcastStrides(x, *os);
+  plan.shape = std::move(*os);
+  return plan;
 }
 
-absl::Status Split(const TensorOpSpec& spec, const Tensor& x, std::vector<Tensor>* outs) {
-  auto axis = Axis(spec.kind, spec.axis, x.rank());
+absl::StatusOr<std::vector<StridedPlan>> PlanSplit(const TensorOpSpec& spec, const Shape& x) {
+  auto axis = Axis(spec.kind, spec.axis, static_cast<int>(x.size()));
   if (!axis.ok()) return axis.status();
-  const int64_t dim = x.dim(*axis);
+  const int64_t dim = x[*axis];
   std::vector<int64_t> sizes = spec.ints;
   if (sizes.empty()) {
     const int64_t parts = spec.num_outputs;
@@ -266,16 +334,43 @@ absl::Status Split(const TensorOpSpec& spec, const Tensor& x, std::vector<Tensor
   if (total != dim) {
     return Bad(spec.kind, absl::StrCat("split sizes sum to ", total, ", axis has ", dim));
   }
+  std::vector<StridedPlan> plans;
   int64_t at = 0;
   for (int64_t s : sizes) {
     const Tensor start = Tensor::Int64({1}, {at}), end = Tensor::Int64({1}, {at + s}),
                  axes = Tensor::Int64({1}, {*axis});
-    const Tensor* ops[] = {&x, &start, &end, &axes};
-    outs->emplace_back();
-    if (auto st = Slice({.kind = TensorOpKind::kSlice}, ops, &outs->back()); !st.ok()) return st;
+    const Tensor* ops[] = {nullptr, &start, &end, &axes};
+    auto plan = PlanSlice({.kind = TensorOpKind::kSlice}, x, ops);
+    if (!plan.ok()) return plan.status();
+    plans.push_back(std::move(*plan));
     at += s;
   }
-  return absl::OkStatus();
+  return plans;
+}
+
+absl::StatusOr<std::vector<StridedPlan>> PlanStrided(const TensorOpSpec& spec, const Shape& x,
+                                                     absl::Span<const Tensor* const> in) {
+  absl::StatusOr<StridedPlan> one;
+  switch (spec.kind) {
+    case TensorOpKind::kTranspose:
+      one = PlanTranspose(spec, x);
+      break;
+    case TensorOpKind::kSlice:
+      one = PlanSlice(spec, x, in);
+      break;
+    case TensorOpKind::kExpand: {
+      auto target = Ints(spec.kind, in[1], "shape");
+      if (!target.ok()) return target.status();
+      one = PlanExpand(spec, x, *target);
+      break;
+    }
+    case TensorOpKind::kSplit:
+      return PlanSplit(spec, x);
+    default:
+      return Bad(spec.kind, "is not a strided copy");
+  }
+  if (!one.ok()) return one.status();
+  return std::vector<StridedPlan>{std::move(*one)};
 }
 
 }  // namespace rnnserve::engine::cpu::tensor_ops
