@@ -166,6 +166,25 @@ absl::Status EvalTensorOp(const TensorOpSpec& spec, absl::Span<const Tensor* con
   return Bad(spec.kind, "unknown op");
 }
 
+absl::StatusOr<std::vector<int32_t>> AttachedLengths(const std::string& layer, const Shape& x,
+                                                     const Tensor& lens) {
+  const int64_t batch = x.empty() ? 0 : x[0];
+  if (x.size() < 2 || lens.dtype() != DType::kInt64 || lens.rank() != 1 || lens.dim(0) != batch) {
+    return absl::InvalidArgumentError(absl::StrCat("layer '", layer, "': sequence lengths ",
+                                                   ShapeString(lens.shape()),
+                                                   " do not match a batch of ", batch));
+  }
+  std::vector<int32_t> lengths;
+  for (int64_t len : lens.ints()) {
+    if (len < 0 || len > x[1]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("layer '", layer, "': sequence length ", len, " outside [0, ", x[1], "]"));
+    }
+    lengths.push_back(static_cast<int32_t>(len));
+  }
+  return lengths;
+}
+
 absl::Status RunTensorOp(const TensorOpSpec& spec, const Layer& layer, std::vector<Value>* values) {
   std::vector<const Tensor*> operands;
   size_t next = 0;
@@ -192,21 +211,9 @@ absl::Status RunTensorOp(const TensorOpSpec& spec, const Layer& layer, std::vect
   }
   std::vector<int32_t> lengths;
   if (spec.kind == TensorOpKind::kAttachLengths) {
-    const Tensor& x = *operands[0];
-    const Tensor& lens = *operands[1];
-    if (x.rank() < 2 || lens.dtype() != DType::kInt64 || lens.rank() != 1 ||
-        lens.dim(0) != x.dim(0)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("layer '", layer.name, "': sequence lengths ", ShapeString(lens.shape()),
-                       " do not match a batch of ", x.rank() >= 1 ? x.dim(0) : 0));
-    }
-    for (int64_t len : lens.ints()) {
-      if (len < 0 || len > x.dim(1)) {
-        return absl::InvalidArgumentError(absl::StrCat("layer '", layer.name, "': sequence length ",
-                                                       len, " outside [0, ", x.dim(1), "]"));
-      }
-      lengths.push_back(static_cast<int32_t>(len));
-    }
+    auto attached = AttachedLengths(layer.name, operands[0]->shape(), *operands[1]);
+    if (!attached.ok()) return attached.status();
+    lengths = std::move(*attached);
   }
   if (results.size() < layer.outputs.size()) {
     return absl::InvalidArgumentError(

@@ -13,6 +13,7 @@
 // Importers also call EvalTensorOp to fold, at load, the ops whose operands are all constants.
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -82,6 +83,11 @@ int TensorOpOutputs(const TensorOpSpec& spec);
 // 0 unchanged (the lengths live beside tensors, in Value).
 absl::Status EvalTensorOp(const TensorOpSpec& spec, absl::Span<const Tensor* const> operands,
                           std::vector<Tensor>* outputs);
+
+// kAttachLengths: operand 1 (`lens`) as the per-sequence lengths of an operand 0 of shape x
+// [B, T, ...]; INVALID_ARGUMENT naming `layer` unless it is int64 [B] with values in [0, T].
+absl::StatusOr<std::vector<int32_t>> AttachedLengths(const std::string& layer, const Shape& x,
+                                                     const Tensor& lens);
 
 // Runs a TensorOpSpec layer: resolves operands from `values` (the layer's inputs) and the
 // spec's constants, evaluates, and writes the layer's outputs. Outputs carry no per-sequence

@@ -11,6 +11,8 @@
 #include "engine/cpu/recurrent.h"
 #include "engine/cuda/cuda_util.h"
 #include "engine/cuda/cudnn_rnn.h"
+#include "engine/cuda/dev_value.h"
+#include "engine/cuda/device_layers.h"
 #include "engine/cuda/fused_recurrent.h"
 #include "engine/cuda/kernels.h"
 
@@ -43,25 +45,6 @@ const char* CellName(CellType c) {
   return c == CellType::kLstm ? "LSTM" : c == CellType::kGru ? "GRU" : "simple RNN";
 }
 
-// A value between layers: a host tensor, a device copy, or both. Device buffers are kept
-// across batches and only grow.
-struct DevValue {
-  Tensor host;
-  const Tensor* input = nullptr;  // a model input: the caller's tensor, read in place
-  bool host_valid = false;
-  DeviceBuffer dev;
-  bool dev_valid = false;
-  DType dtype = DType::kFloat32;
-  Shape shape;
-  std::vector<int32_t> lengths;  // size B for a masked sequence; else empty
-  // [B, T] (1 = valid) when a step inside a sequence is masked (cpu::Value::step_mask); cuDNN
-  // cannot skip such steps, so a recurrent layer reading it runs on the CPU kernel.
-  std::vector<uint8_t> step_mask;
-
-  const Tensor& host_tensor() const { return input != nullptr ? *input : host; }
-  int64_t bytes() const { return NumElements(shape) * (dtype == DType::kFloat32 ? 4 : 8); }
-};
-
 enum class Where { kGpu, kCpu };
 
 struct LayerPlan {
@@ -74,6 +57,8 @@ struct LayerPlan {
   std::unique_ptr<cpu::RecurrentKernel> cpu_rnn;  // CPU placement and stateful batches
   DeviceBuffer kernel, bias;                      // Dense [in, out], [out]; Embedding table
   DeviceBuffer hy, cy, y, h0, c0;                 // recurrent scratch
+  bool device_layer = false;                      // run by RunDeviceLayer (device_layers.h)
+  DeviceLayerState device;
 };
 
 class CudaCompiledModel final : public CompiledModel {
@@ -87,13 +72,16 @@ class CudaCompiledModel final : public CompiledModel {
   std::string engine_name() const override { return "cuda"; }
   std::vector<LayerPlacement> placements() const override;
   int64_t memory_bytes() const override;
+  int64_t host_copies_in_last_run() const { return host_copies_in_last_run_; }
 
  private:
   absl::Status PlanLayer(const Layer& layer, LayerPlan* plan);
   absl::Status Upload(const float* src, int64_t n, DeviceBuffer* dst);
-  absl::Status ToDevice(DevValue* v);
-  absl::Status ToHost(DevValue* v);
-  absl::Status SetDevice(DevValue* v, DType dtype, Shape shape);
+  absl::Status ToDevice(DevValue* v) { return cuda::ToDevice(v, stream_); }
+  absl::Status ToHost(DevValue* v) {
+    if (!v->host_valid) ++host_copies_;
+    return cuda::ToHost(v, stream_);
+  }
   absl::Status RunLayer(size_t index, const Batch& batch);
   // On cuDNN (use_cudnn) or on the fused kernel.
   // Initial states from the layer's state inputs or batch.initial_states; final states into
@@ -117,6 +105,8 @@ class CudaCompiledModel final : public CompiledModel {
   DeviceBuffer step_mask_dev_;    // [B, T] uint8, its step mask when it has one
   // Slots for the layers run on the host (RunCpuLayer); empty between layers.
   std::vector<cpu::Value> host_values_;
+  int64_t host_copies_ = 0;  // device-to-host copies of the running batch
+  int64_t host_copies_in_last_run_ = 0;
 };
 
 CudaCompiledModel::~CudaCompiledModel() {
@@ -243,52 +233,17 @@ absl::Status CudaCompiledModel::PlanLayer(const Layer& layer, LayerPlan* plan) {
     plan->reason = "identity at inference";
     return absl::OkStatus();
   }
-  plan->where = Where::kCpu;
   if (std::holds_alternative<MaskingSpec>(layer.spec)) {
+    plan->where = Where::kCpu;
     plan->reason =
         "host: the lengths it derives must be on the host for cuDNN's sequence descriptors";
-  } else {
-    plan->reason = absl::StrCat("host, the CPU engine's layer in FP32 (no GPU kernel for ",
-                                layer.source_class, " yet): its values move through host memory");
+    return absl::OkStatus();
   }
-  return absl::OkStatus();
-}
-
-absl::Status CudaCompiledModel::SetDevice(DevValue* v, DType dtype, Shape shape) {
-  v->dtype = dtype;
-  v->shape = std::move(shape);
-  v->host_valid = false;
-  v->input = nullptr;
-  v->dev_valid = true;
-  return v->dev.Reserve(std::max<int64_t>(v->bytes(), 1));
-}
-
-absl::Status CudaCompiledModel::ToDevice(DevValue* v) {
-  if (v->dev_valid) return absl::OkStatus();
-  if (!v->host_valid) return absl::InternalError("value is neither on the host nor the device");
-  RNNSERVE_RETURN_IF_ERROR(v->dev.Reserve(std::max<int64_t>(v->bytes(), 1)));
-  const Tensor& h = v->host_tensor();
-  const void* src = v->dtype == DType::kFloat32 ? static_cast<const void*>(h.f32())
-                                                : static_cast<const void*>(h.i64());
-  RNNSERVE_RETURN_IF_ERROR(
-      CudaOk(cudaMemcpyAsync(v->dev.get(), src, v->bytes(), cudaMemcpyHostToDevice, stream_),
-             "cudaMemcpyAsync (host to device)"));
-  v->dev_valid = true;
-  return absl::OkStatus();
-}
-
-absl::Status CudaCompiledModel::ToHost(DevValue* v) {
-  if (v->host_valid) return absl::OkStatus();
-  if (!v->dev_valid) return absl::InternalError("value is neither on the host nor the device");
-  v->input = nullptr;
-  v->host = v->dtype == DType::kFloat32 ? Tensor::Float(v->shape) : Tensor::Int64(v->shape);
-  void* dst = v->dtype == DType::kFloat32 ? static_cast<void*>(v->host.f32())
-                                          : static_cast<void*>(v->host.i64());
-  RNNSERVE_RETURN_IF_ERROR(
-      CudaOk(cudaMemcpyAsync(dst, v->dev.get(), v->bytes(), cudaMemcpyDeviceToHost, stream_),
-             "cudaMemcpyAsync (device to host)"));
-  RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"));
-  v->host_valid = true;
+  auto placed = PlanDeviceLayer(layer, stream_, &plan->device);
+  if (!placed.ok()) return placed.status();
+  plan->device_layer = placed->on_device;
+  plan->where = placed->on_device ? Where::kGpu : Where::kCpu;
+  plan->reason = std::move(placed->reason);
   return absl::OkStatus();
 }
 
@@ -325,9 +280,11 @@ absl::Status CudaCompiledModel::Run(const Batch& batch, std::vector<Tensor>* out
       v.lengths = batch.lengths;
     }
   }
+  host_copies_ = 0;
   for (size_t l = 0; l < model_.layers.size(); ++l) {
     RNNSERVE_RETURN_IF_ERROR(RunLayer(l, batch));
   }
+  host_copies_in_last_run_ = host_copies_;
   outputs->clear();
   for (int id : model_.output_values) RNNSERVE_RETURN_IF_ERROR(ToHost(&values_[id]));
   RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"));
@@ -350,6 +307,12 @@ absl::Status CudaCompiledModel::Run(const Batch& batch, std::vector<Tensor>* out
 absl::Status CudaCompiledModel::RunLayer(size_t index, const Batch& batch) {
   const Layer& layer = model_.layers[index];
   LayerPlan& plan = plans_[index];
+  if (plan.device_layer) {
+    auto done = RunDeviceLayer(layer, stream_, cublas_, plan.device, values_);
+    if (!done.ok()) return done.status();
+    if (*done) return absl::OkStatus();
+    return RunCpuLayer(layer);  // this batch's operands are INT64 shape tensors
+  }
   if (plan.where == Where::kCpu && !std::holds_alternative<RecurrentSpec>(layer.spec)) {
     return RunCpuLayer(layer);
   }
@@ -760,7 +723,9 @@ int64_t CudaCompiledModel::memory_bytes() const {
     if (p.rnn) bytes += p.rnn->memory_bytes();
     if (p.fused) bytes += p.fused->memory_bytes();
     bytes += p.kernel.bytes() + p.bias.bytes() + p.hy.bytes() + p.cy.bytes() + p.y.bytes() +
-             p.h0.bytes() + p.c0.bytes();
+             p.h0.bytes() + p.c0.bytes() + p.device.params_a.bytes() + p.device.params_b.bytes() +
+             p.device.scratch.bytes() + p.device.scratch_b.bytes();
+    for (const DeviceBuffer& c : p.device.constants) bytes += c.bytes();
   }
   for (const DevValue& v : values_) bytes += v.dev.bytes();
   return static_cast<int64_t>(bytes);
@@ -775,6 +740,11 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> CompileForGpu(const Model& model,
   auto compiled = std::make_unique<CudaCompiledModel>(model, options, device);
   RNNSERVE_RETURN_IF_ERROR(compiled->Init());
   return std::unique_ptr<CompiledModel>(std::move(compiled));
+}
+
+int64_t HostCopiesInLastRun(const CompiledModel& model) {
+  const auto* gpu = dynamic_cast<const CudaCompiledModel*>(&model);
+  return gpu != nullptr ? gpu->host_copies_in_last_run() : 0;
 }
 
 }  // namespace rnnserve::engine::cuda

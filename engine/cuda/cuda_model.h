@@ -14,7 +14,10 @@
 // - Dense / TimeDistributed(Dense) run as a cuBLAS SGEMM plus a bias+activation kernel,
 //   Activation and softmax as kernels, Embedding as a gather kernel (ids are validated on the
 //   host, where they arrive); Masking runs on the host, where the input arrives, because its
-//   lengths must be on the host for cuDNN's descriptors.
+//   lengths must be on the host for cuDNN's descriptors;
+// - normalisation, Conv1D, pooling, shape and merge layers and ONNX tensor ops over FP32 data
+//   run as kernels of device_layers.h; tensor ops over INT64 tensors (shape arithmetic) run on
+//   the host, where those tensors live.
 // Values move between host and device only where a layer's placement asks for it; a model
 // whose layers all run on the GPU uploads its inputs once and downloads its outputs once.
 //
@@ -35,5 +38,9 @@ namespace rnnserve::engine::cuda {
 absl::StatusOr<std::unique_ptr<CompiledModel>> CompileForGpu(const Model& model,
                                                              const CompileOptions& options,
                                                              int device);
+
+// Device-to-host copies the last Run of `model` (a CompileForGpu model) made before fetching
+// its outputs: values that host-placed layers read. 0 for a model that stays on the device.
+int64_t HostCopiesInLastRun(const CompiledModel& model);
 
 }  // namespace rnnserve::engine::cuda

@@ -1,4 +1,5 @@
 #include "engine/cuda/cuda_factory.h"
+#include "engine/cuda/cuda_model.h"
 
 namespace rnnserve::engine::cuda {
 
@@ -10,5 +11,7 @@ int VisibleGpus(std::string* why_not) {
   if (why_not) *why_not = "this build has no CUDA engine (CUDA or cuDNN not found)";
   return 0;
 }
+
+int64_t HostCopiesInLastRun(const CompiledModel&) { return 0; }
 
 }  // namespace rnnserve::engine::cuda

@@ -3,6 +3,7 @@ rnnserve_test(gpu_engine_test gpu ${CMAKE_CURRENT_LIST_DIR}/gpu_engine_test.cc)
 rnnserve_test(gpu_example_test gpu ${CMAKE_CURRENT_LIST_DIR}/gpu_example_test.cc)
 rnnserve_test(gpu_conformance_test gpu ${CMAKE_CURRENT_LIST_DIR}/gpu_conformance_test.cc)
 rnnserve_test(gpu_torch_test gpu ${CMAKE_CURRENT_LIST_DIR}/gpu_torch_test.cc)
+rnnserve_test(gpu_layers_test gpu ${CMAKE_CURRENT_LIST_DIR}/gpu_layers_test.cc)
 if(RNNSERVE_HAVE_CUDA)
   # Pins engine-internal algorithms, so it needs the CUDA build's headers.
   rnnserve_test(gpu_fused_lstm_test gpu ${CMAKE_CURRENT_LIST_DIR}/gpu_fused_lstm_test.cc)
