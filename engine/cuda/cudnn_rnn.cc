@@ -340,9 +340,9 @@ absl::StatusOr<cudnnRNNAlgo_t> CudnnRecurrent::ChooseAlgorithm(const RecurrentIO
     RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaEventCreate(&stop), "cudaEventCreate"));
     float best_ms = 0.0f;
     std::vector<cudnnRNNAlgo_t> failed;
-    // Timed the way batches of this size will run: replayed from a graph where the layer
-    // uses graphs (there cuDNN's per-step launches cost nothing), eagerly otherwise.
-    const bool graphs = use_graphs_ && io.B <= kMaxGraphBatch;
+    // Timed the way batches will run: replayed from a graph where the layer uses graphs (there
+    // cuDNN's per-step launches cost nothing), eagerly otherwise.
+    const bool graphs = use_graphs_;
     for (cudnnRNNAlgo_t algo : candidates) {
       // One warm-up, then the minimum of three timed runs.
       if (!Enqueue(algo, io).ok() || cudaStreamSynchronize(stream_) != cudaSuccess) {
@@ -440,7 +440,10 @@ absl::Status CudnnRecurrent::Enqueue(cudnnRNNAlgo_t algo, const RecurrentIO& io)
     }
   }
   // Keras: a masked step of a forward direction repeats the last output.
-  if (io.y && spec_.masking == MaskSemantics::kKeras && !spec_.zero_output_for_mask) {
+  const bool masked_steps =
+      std::any_of(io.lengths.begin(), io.lengths.end(), [&](int32_t len) { return len < io.T; });
+  if (io.y && masked_steps && spec_.masking == MaskSemantics::kKeras &&
+      !spec_.zero_output_for_mask) {
     for (int d = 0; d < dirs_; ++d) {
       if (spec_.directions[d].reverse) continue;
       RNNSERVE_RETURN_IF_ERROR(
@@ -547,8 +550,7 @@ absl::Status CudnnRecurrent::Forward(const RecurrentIO& io) {
   // PERSIST_DYNAMIC does not take sequences of different lengths; a batch of its size that
   // has them runs on the standard algorithm.
   if (algo == CUDNN_RNN_ALGO_PERSIST_DYNAMIC && !full) algo = CUDNN_RNN_ALGO_STANDARD;
-  absl::Status s =
-      use_graphs_ && io.B <= kMaxGraphBatch ? EnqueueWithGraph(algo, io) : Enqueue(algo, io);
+  absl::Status s = use_graphs_ ? EnqueueWithGraph(algo, io) : Enqueue(algo, io);
   if (!s.ok() && algo != CUDNN_RNN_ALGO_STANDARD) {
     // A persistent algorithm cuDNN refuses for this batch (e.g. padded lengths): fall back to
     // the standard one for such batches from now on.

@@ -24,8 +24,10 @@
 //   when that size is first timed; it is timed and used for batches whose sequences all have
 //   the full length only (it takes no per-sequence lengths), and NOT_SUPPORTED drops it for
 //   that size.
-// - Launch-bound batches (B <= kMaxGraphBatch) replay a CUDA graph per shape: the second batch
-//   with the same shape, lengths and buffers is captured, later ones replay it.
+// - Batches replay a CUDA graph per shape: the second batch with the same shape, lengths and
+//   buffers is captured, later ones replay it. cuDNN's standard algorithm launches kernels per
+//   step, which bounds small batches and, in half precision, large ones too (on an H200, B=1024
+//   T=50 H=512 FP16: 1.44 ms eager, 1.24 ms replayed).
 // - Every CUDA/cuDNN failure is returned as INTERNAL with the call named; nothing aborts.
 // - Not thread-safe: one caller at a time, like the CompiledModel that owns it.
 
@@ -131,7 +133,6 @@ class CudnnRecurrent {
   absl::Status EnqueueWithGraph(cudnnRNNAlgo_t algo, const RecurrentIO& io);
   std::string GraphKey(cudnnRNNAlgo_t algo, const RecurrentIO& io) const;
 
-  static constexpr int kMaxGraphBatch = 64;
   static constexpr size_t kMaxGraphs = 64;
 
   // Fixed at construction.
