@@ -269,14 +269,17 @@ absl::Status CudnnRecurrent::PackWeights() {
 absl::Status CudnnRecurrent::SetShape(const RecurrentIO& io) {
   static const double kZero = 0.0;  // all-zero bits: a zero of every data type
   void* fill = const_cast<double*>(&kZero);
-  RNNSERVE_RETURN_IF_ERROR(
-      CudnnOk(cudnnSetRNNDataDescriptor(x_desc_, dtype_, CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED,
-                                        io.T, io.B, I_, io.lengths.data(), fill),
-              "cudnnSetRNNDataDescriptor (x)"));
-  RNNSERVE_RETURN_IF_ERROR(
-      CudnnOk(cudnnSetRNNDataDescriptor(y_desc_, dtype_, CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED,
-                                        io.T, io.B, dirs_ * Hp_, io.lengths.data(), fill),
-              "cudnnSetRNNDataDescriptor (y)"));
+  // FP32 and TF32 read and write the batch-major model values in place; half precision gets
+  // sequence-major copies anyway (converted), the layout cuDNN runs fastest.
+  const cudnnRNNDataLayout_t layout = dtype_ == CUDNN_DATA_FLOAT
+                                          ? CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED
+                                          : CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED;
+  RNNSERVE_RETURN_IF_ERROR(CudnnOk(
+      cudnnSetRNNDataDescriptor(x_desc_, dtype_, layout, io.T, io.B, I_, io.lengths.data(), fill),
+      "cudnnSetRNNDataDescriptor (x)"));
+  RNNSERVE_RETURN_IF_ERROR(CudnnOk(cudnnSetRNNDataDescriptor(y_desc_, dtype_, layout, io.T, io.B,
+                                                             dirs_ * Hp_, io.lengths.data(), fill),
+                                   "cudnnSetRNNDataDescriptor (y)"));
   const int hd[3] = {dirs_, io.B, Hp_}, hs[3] = {io.B * Hp_, Hp_, 1};
   const int cd[3] = {dirs_, io.B, H_}, cs[3] = {io.B * H_, H_, 1};
   RNNSERVE_RETURN_IF_ERROR(
@@ -407,8 +410,6 @@ absl::StatusOr<cudnnRNNAlgo_t> CudnnRecurrent::ChooseAlgorithm(const RecurrentIO
 }
 
 absl::Status CudnnRecurrent::Enqueue(cudnnRNNAlgo_t algo, const RecurrentIO& io) {
-  const int64_t x_n = int64_t{io.B} * io.T * I_;
-  const int64_t y_n = int64_t{io.B} * io.T * dirs_ * Hp_;
   const int64_t h_n = int64_t{dirs_} * io.B * Hp_;
   const int64_t c_n = int64_t{dirs_} * io.B * H_;
   const bool lstm = spec_.cell == CellType::kLstm;
@@ -416,7 +417,7 @@ absl::Status CudnnRecurrent::Enqueue(cudnnRNNAlgo_t algo, const RecurrentIO& io)
   const HalfKind k = HalfOf(dtype_);
   if (half) {
     RNNSERVE_RETURN_IF_ERROR(
-        CudaOk(LaunchToHalf(io.x, x_half_.get(), x_n, k, stream_), "x to half"));
+        CudaOk(LaunchToHalfSwap01(io.x, x_half_.get(), io.B, io.T, I_, k, stream_), "x to half"));
     if (io.h0) {
       RNNSERVE_RETURN_IF_ERROR(
           CudaOk(LaunchToHalf(io.h0, h0_half_.get(), h_n, k, stream_), "h0 to half"));
@@ -430,7 +431,8 @@ absl::Status CudnnRecurrent::Enqueue(cudnnRNNAlgo_t algo, const RecurrentIO& io)
   if (half) {
     if (io.y) {
       RNNSERVE_RETURN_IF_ERROR(
-          CudaOk(LaunchFromHalf(y_half_.get(), io.y, y_n, k, stream_), "y to float"));
+          CudaOk(LaunchFromHalfSwap01(y_half_.get(), io.y, io.T, io.B, dirs_ * Hp_, k, stream_),
+                 "y to float"));
     }
     RNNSERVE_RETURN_IF_ERROR(
         CudaOk(LaunchFromHalf(hy_half_.get(), io.hy, h_n, k, stream_), "hy to float"));

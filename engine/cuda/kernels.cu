@@ -5,6 +5,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <type_traits>
+
 #include "engine/cuda/device_activation.cuh"
 #include "engine/cuda/kernels.h"
 
@@ -146,6 +148,42 @@ __global__ void FromHalf4Kernel(const Half4<H>* in, float4* out, int64_t n4) {
   }
 }
 
+// out [B, A, C] = in [A, B, C], converting element types, in groups of V (1 or 4) along C.
+template <typename In, typename Out, int V>
+__global__ void Swap01Kernel(const In* in, Out* out, int64_t A, int64_t B, int64_t C) {
+  const int64_t cv = C / V;
+  const int64_t n = A * B * cv;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t c = (i % cv) * V;
+    const int64_t ba = i / cv;  // output row: b * A + a
+    const int64_t a = ba % A, b = ba / A;
+    const In* src = in + (a * B + b) * C + c;
+    Out* dst = out + ba * C + c;
+    if constexpr (V == 4) {
+      float f[4];
+      if constexpr (std::is_same_v<In, float>) {
+        const float4 v = *reinterpret_cast<const float4*>(src);
+        f[0] = v.x, f[1] = v.y, f[2] = v.z, f[3] = v.w;
+      } else {
+        const Half4<In> h = *reinterpret_cast<const Half4<In>*>(src);
+        for (int k = 0; k < 4; ++k) f[k] = static_cast<float>(h.v[k]);
+      }
+      if constexpr (std::is_same_v<Out, float>) {
+        *reinterpret_cast<float4*>(dst) = make_float4(f[0], f[1], f[2], f[3]);
+      } else {
+        Half4<Out> h;
+        for (int k = 0; k < 4; ++k) h.v[k] = ToHalfValue<Out>(f[k]);
+        *reinterpret_cast<Half4<Out>*>(dst) = h;
+      }
+    } else if constexpr (std::is_same_v<Out, float>) {
+      *dst = static_cast<float>(*src);
+    } else {
+      *dst = ToHalfValue<Out>(*src);
+    }
+  }
+}
+
 template <typename H>
 __global__ void ToHalfKernel(const float* in, H* out, int64_t n);
 template <>
@@ -253,7 +291,37 @@ cudaError_t FromHalfTyped(const H* in, float* out, int64_t n, cudaStream_t strea
   return cudaGetLastError();
 }
 
+template <typename In, typename Out>
+cudaError_t Swap01Typed(const In* in, Out* out, int64_t A, int64_t B, int64_t C,
+                        cudaStream_t stream) {
+  const int64_t n = A * B * C;
+  if (n == 0) return cudaSuccess;
+  // Every row starts 16-byte aligned for FP32 (8 for half) when C is a multiple of 4.
+  const bool v4 = C % 4 == 0 && reinterpret_cast<uintptr_t>(in) % 16 == 0 &&
+                  reinterpret_cast<uintptr_t>(out) % 16 == 0;
+  if (v4) {
+    Swap01Kernel<In, Out, 4><<<Blocks(n / 4), kThreads, 0, stream>>>(in, out, A, B, C);
+  } else {
+    Swap01Kernel<In, Out, 1><<<Blocks(n), kThreads, 0, stream>>>(in, out, A, B, C);
+  }
+  return cudaGetLastError();
+}
+
 }  // namespace
+
+cudaError_t LaunchToHalfSwap01(const float* in, void* out, int64_t A, int64_t B, int64_t C,
+                               HalfKind kind, cudaStream_t stream) {
+  return kind == HalfKind::kFp16
+             ? Swap01Typed(in, static_cast<__half*>(out), A, B, C, stream)
+             : Swap01Typed(in, static_cast<__nv_bfloat16*>(out), A, B, C, stream);
+}
+
+cudaError_t LaunchFromHalfSwap01(const void* in, float* out, int64_t A, int64_t B, int64_t C,
+                                 HalfKind kind, cudaStream_t stream) {
+  return kind == HalfKind::kFp16
+             ? Swap01Typed(static_cast<const __half*>(in), out, A, B, C, stream)
+             : Swap01Typed(static_cast<const __nv_bfloat16*>(in), out, A, B, C, stream);
+}
 
 cudaError_t LaunchToHalf(const float* in, void* out, int64_t n, HalfKind kind,
                          cudaStream_t stream) {

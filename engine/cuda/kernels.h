@@ -51,4 +51,11 @@ cudaError_t LaunchToHalf(const float* in, void* out, int64_t n, HalfKind kind, c
 cudaError_t LaunchFromHalf(const void* in, float* out, int64_t n, HalfKind kind,
                            cudaStream_t stream);
 
+// The same conversions with axes 0 and 1 swapped: FP32 [A, B, C] -> half [B, A, C], and back
+// (batch-major model values to the sequence-major layout cuDNN runs fastest, in one pass).
+cudaError_t LaunchToHalfSwap01(const float* in, void* out, int64_t A, int64_t B, int64_t C,
+                               HalfKind kind, cudaStream_t stream);
+cudaError_t LaunchFromHalfSwap01(const void* in, float* out, int64_t A, int64_t B, int64_t C,
+                                 HalfKind kind, cudaStream_t stream);
+
 }  // namespace rnnserve::engine::cuda
