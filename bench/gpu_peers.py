@@ -146,7 +146,7 @@ def main():
         ours[parts[0]] = kv
 
     algo_names = {"0": "std", "1": "ps", "2": "pd", "3": "ps_small_h", "100": "fused",
-                  "101": "fused_cluster"}
+                  "101": "fused_cluster", "102": "std_seq"}
     out = ["| case | mode | PyTorch eager ms | PyTorch graph ms | ours eager ms (algo) |"
            " ours graph ms | ours as the engine runs it ms (algo) | eager speedup | graph speedup |"
            " engine vs PyTorch's best |"

@@ -24,6 +24,8 @@ const char* AlgoName(cudnnRNNAlgo_t algo) {
       return "fused_fp32";
     case kFusedClusterAlgo:
       return "fused_cluster_fp32";
+    case kStandardSeqMajorAlgo:
+      return "standard_seq_major";
     default:
       return "unknown";
   }
@@ -65,8 +67,9 @@ CudnnRecurrent::~CudnnRecurrent() {
   for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
   for (auto& [algo, desc] : descs_) cudnnDestroyRNNDescriptor(desc);
   for (auto& [batch, desc] : dynamic_by_batch_) cudnnDestroyRNNDescriptor(desc);
-  if (x_desc_) cudnnDestroyRNNDataDescriptor(x_desc_);
-  if (y_desc_) cudnnDestroyRNNDataDescriptor(y_desc_);
+  for (cudnnRNNDataDescriptor_t d : {x_desc_, y_desc_, x_seq_desc_, y_seq_desc_}) {
+    if (d) cudnnDestroyRNNDataDescriptor(d);
+  }
   if (h_desc_) cudnnDestroyTensorDescriptor(h_desc_);
   if (c_desc_) cudnnDestroyTensorDescriptor(c_desc_);
 }
@@ -109,6 +112,9 @@ cudnnStatus_t CudnnRecurrent::SetDescriptor(cudnnRNNDescriptor_t desc, cudnnRNNA
 bool CudnnRecurrent::Available(cudnnRNNAlgo_t algo) const {
   if (algo == kFusedAlgo) return fused_ != nullptr;
   if (algo == kFusedClusterAlgo) return fused_ != nullptr && fused_->has_cluster();
+  if (algo == kStandardSeqMajorAlgo) {
+    return dtype_ == CUDNN_DATA_FLOAT && descs_.contains(CUDNN_RNN_ALGO_STANDARD);
+  }
   return descs_.contains(algo);
 }
 
@@ -167,10 +173,10 @@ absl::Status CudnnRecurrent::Init() {
   if (math_ == MathMode::kFp32) {
     if (auto f = FusedLstm::Create(spec_, stream_); f.ok()) fused_ = std::move(*f);
   }
-  RNNSERVE_RETURN_IF_ERROR(
-      CudnnOk(cudnnCreateRNNDataDescriptor(&x_desc_), "cudnnCreateRNNDataDescriptor"));
-  RNNSERVE_RETURN_IF_ERROR(
-      CudnnOk(cudnnCreateRNNDataDescriptor(&y_desc_), "cudnnCreateRNNDataDescriptor"));
+  for (cudnnRNNDataDescriptor_t* d : {&x_desc_, &y_desc_, &x_seq_desc_, &y_seq_desc_}) {
+    RNNSERVE_RETURN_IF_ERROR(
+        CudnnOk(cudnnCreateRNNDataDescriptor(d), "cudnnCreateRNNDataDescriptor"));
+  }
   RNNSERVE_RETURN_IF_ERROR(
       CudnnOk(cudnnCreateTensorDescriptor(&h_desc_), "cudnnCreateTensorDescriptor"));
   RNNSERVE_RETURN_IF_ERROR(
@@ -280,6 +286,16 @@ absl::Status CudnnRecurrent::SetShape(const RecurrentIO& io) {
   RNNSERVE_RETURN_IF_ERROR(CudnnOk(cudnnSetRNNDataDescriptor(y_desc_, dtype_, layout, io.T, io.B,
                                                              dirs_ * Hp_, io.lengths.data(), fill),
                                    "cudnnSetRNNDataDescriptor (y)"));
+  if (Available(kStandardSeqMajorAlgo)) {
+    const cudnnRNNDataLayout_t seq = CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED;
+    RNNSERVE_RETURN_IF_ERROR(CudnnOk(cudnnSetRNNDataDescriptor(x_seq_desc_, dtype_, seq, io.T, io.B,
+                                                               I_, io.lengths.data(), fill),
+                                     "cudnnSetRNNDataDescriptor (x, sequence-major)"));
+    RNNSERVE_RETURN_IF_ERROR(
+        CudnnOk(cudnnSetRNNDataDescriptor(y_seq_desc_, dtype_, seq, io.T, io.B, dirs_ * Hp_,
+                                          io.lengths.data(), fill),
+                "cudnnSetRNNDataDescriptor (y, sequence-major)"));
+  }
   const int hd[3] = {dirs_, io.B, Hp_}, hs[3] = {io.B * Hp_, Hp_, 1};
   const int cd[3] = {dirs_, io.B, H_}, cs[3] = {io.B * H_, H_, 1};
   RNNSERVE_RETURN_IF_ERROR(
@@ -292,6 +308,8 @@ absl::Status CudnnRecurrent::Launch(cudnnRNNAlgo_t algo, const RecurrentIO& io) 
   if (!Available(algo)) algo = CUDNN_RNN_ALGO_STANDARD;
   if (algo == kFusedAlgo) return fused_->Forward(io, FusedLstm::Kernel::kGrid);
   if (algo == kFusedClusterAlgo) return fused_->Forward(io, FusedLstm::Kernel::kCluster);
+  const bool seq_major = algo == kStandardSeqMajorAlgo;
+  if (seq_major) algo = CUDNN_RNN_ALGO_STANDARD;
   auto described = DescriptorFor(algo, io.B);
   if (!described.ok()) return described.status();
   cudnnRNNDescriptor_t desc = *described;
@@ -308,18 +326,22 @@ absl::Status CudnnRecurrent::Launch(cudnnRNNAlgo_t algo, const RecurrentIO& io) 
   const void* c0 = io.c0;
   void* hy = io.hy;
   void* cy = io.cy;
-  if (half) {
+  if (half || seq_major) {
     x = x_half_.get();
     y = y_half_.get();
+  }
+  if (half) {
     h0 = io.h0 ? h0_half_.get() : nullptr;
     c0 = io.c0 ? c0_half_.get() : nullptr;
     hy = hy_half_.get();
     cy = lstm ? cy_half_.get() : nullptr;
   }
-  return CudnnOk(cudnnRNNForward(handle_, desc, CUDNN_FWD_MODE_INFERENCE, io.lengths_dev, x_desc_,
-                                 x, y_desc_, y, h_desc_, h0, hy, c_desc_, c0, lstm ? cy : nullptr,
-                                 weight_bytes_, weights_.get(), ws, workspace_.get(), 0, nullptr),
-                 absl::StrCat("cudnnRNNForward (", AlgoName(algo), ")").c_str());
+  return CudnnOk(
+      cudnnRNNForward(handle_, desc, CUDNN_FWD_MODE_INFERENCE, io.lengths_dev,
+                      seq_major ? x_seq_desc_ : x_desc_, x, seq_major ? y_seq_desc_ : y_desc_, y,
+                      h_desc_, h0, hy, c_desc_, c0, lstm ? cy : nullptr, weight_bytes_,
+                      weights_.get(), ws, workspace_.get(), 0, nullptr),
+      absl::StrCat("cudnnRNNForward (", AlgoName(algo), ")").c_str());
 }
 
 absl::StatusOr<cudnnRNNAlgo_t> CudnnRecurrent::ChooseAlgorithm(const RecurrentIO& io) {
@@ -333,6 +355,7 @@ absl::StatusOr<cudnnRNNAlgo_t> CudnnRecurrent::ChooseAlgorithm(const RecurrentIO
     // PERSIST_DYNAMIC does not take sequences of different lengths.
     if (algo != CUDNN_RNN_ALGO_PERSIST_DYNAMIC || full) candidates.push_back(algo);
   }
+  if (Available(kStandardSeqMajorAlgo)) candidates.push_back(kStandardSeqMajorAlgo);
   if (fused_ && io.B <= FusedLstm::kMaxBatch) {
     candidates.push_back(kFusedAlgo);
     if (fused_->has_cluster()) candidates.push_back(kFusedClusterAlgo);
@@ -427,7 +450,17 @@ absl::Status CudnnRecurrent::Enqueue(cudnnRNNAlgo_t algo, const RecurrentIO& io)
           CudaOk(LaunchToHalf(io.c0, c0_half_.get(), c_n, k, stream_), "c0 to half"));
     }
   }
+  const bool seq_major = algo == kStandardSeqMajorAlgo && Available(algo);
+  if (seq_major) {
+    RNNSERVE_RETURN_IF_ERROR(CudaOk(
+        LaunchSwap01(io.x, x_half_.as<float>(), io.B, io.T, I_, stream_), "x to sequence-major"));
+  }
   RNNSERVE_RETURN_IF_ERROR(Launch(algo, io));
+  if (seq_major && io.y) {
+    RNNSERVE_RETURN_IF_ERROR(
+        CudaOk(LaunchSwap01(y_half_.as<float>(), io.y, io.T, io.B, dirs_ * Hp_, stream_),
+               "y to batch-major"));
+  }
   if (half) {
     if (io.y) {
       RNNSERVE_RETURN_IF_ERROR(
@@ -534,10 +567,13 @@ absl::Status CudnnRecurrent::Forward(const RecurrentIO& io) {
   const int64_t h_n = int64_t{dirs_} * io.B * Hp_;
   const int64_t c_n = int64_t{dirs_} * io.B * H_;
   if (io.y == nullptr) RNNSERVE_RETURN_IF_ERROR(y_scratch_.Reserve(y_n * sizeof(float)));
-  if (dtype_ != CUDNN_DATA_FLOAT) {
+  if (dtype_ != CUDNN_DATA_FLOAT || Available(kStandardSeqMajorAlgo)) {
     const size_t e = ElementBytes(dtype_);
     RNNSERVE_RETURN_IF_ERROR(x_half_.Reserve(x_n * e));
     RNNSERVE_RETURN_IF_ERROR(y_half_.Reserve(y_n * e));
+  }
+  if (dtype_ != CUDNN_DATA_FLOAT) {
+    const size_t e = ElementBytes(dtype_);
     RNNSERVE_RETURN_IF_ERROR(h0_half_.Reserve(h_n * e));
     RNNSERVE_RETURN_IF_ERROR(hy_half_.Reserve(h_n * e));
     RNNSERVE_RETURN_IF_ERROR(c0_half_.Reserve(c_n * e));
@@ -570,7 +606,8 @@ absl::Status CudnnRecurrent::Forward(const RecurrentIO& io) {
 
 absl::Status CudnnRecurrent::ForceAlgorithm(cudnnRNNAlgo_t algo) {
   const bool fused_ok = (algo == kFusedAlgo && fused_) ||
-                        (algo == kFusedClusterAlgo && fused_ && fused_->has_cluster());
+                        (algo == kFusedClusterAlgo && fused_ && fused_->has_cluster()) ||
+                        (algo == kStandardSeqMajorAlgo && Available(algo));
   if (!descs_.contains(algo) && !fused_ok) {
     return absl::FailedPreconditionError(
         absl::StrCat("layer '", name_, "': cuDNN did not accept algorithm ", AlgoName(algo)));
@@ -589,6 +626,7 @@ std::string CudnnRecurrent::AlgorithmFor(int B) const {
 std::vector<cudnnRNNAlgo_t> CudnnRecurrent::algorithms() const {
   std::vector<cudnnRNNAlgo_t> out;
   for (const auto& [algo, desc] : descs_) out.push_back(algo);
+  if (Available(kStandardSeqMajorAlgo)) out.push_back(kStandardSeqMajorAlgo);
   if (fused_) out.push_back(kFusedAlgo);
   if (fused_ && fused_->has_cluster()) out.push_back(kFusedClusterAlgo);
   return out;

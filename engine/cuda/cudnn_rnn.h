@@ -14,10 +14,10 @@
 //   everywhere else they are zero (ONNX, Keras's Bidirectional, the backward direction).
 // - The workspace is allocated on first use for a shape and reused; it only grows.
 // - The algorithm (standard, persistent static, persistent static small-H, persistent dynamic;
-//   our fused exact FP32 LSTM, grid or cluster kernel, for batches up to FusedLstm::kMaxBatch)
-//   is chosen per batch
-//   size on first sight of that size by timing each one cuDNN accepts; an algorithm that
-//   returns an error is dropped. ForceAlgorithm pins one (benchmarks).
+//   in FP32 and TF32 also standard on sequence-major copies; our fused exact FP32 LSTM, grid or
+//   cluster kernel, for batches up to FusedLstm::kMaxBatch) is chosen per batch size on first
+//   sight of that size by timing each one cuDNN accepts; an algorithm that returns an error is
+//   dropped. ForceAlgorithm pins one (benchmarks).
 //   Exact FP32 uses the standard algorithm only (the persistent kernels are not exact); a
 //   persistent algorithm cuDNN refuses for a batch (e.g. padded lengths) falls back to standard.
 //   Persistent dynamic is compiled by cuDNN (cudnnBuildRNNDynamic, NVRTC) once per batch size,
@@ -57,6 +57,10 @@ inline constexpr cudnnRNNAlgo_t kFusedAlgo = static_cast<cudnnRNNAlgo_t>(100);
 // FusedLstm's thread-block-cluster kernel, where it has one for the layer's width and the
 // device runs it; chosen by timing like the others.
 inline constexpr cudnnRNNAlgo_t kFusedClusterAlgo = static_cast<cudnnRNNAlgo_t>(101);
+// cuDNN's standard algorithm on sequence-major copies of x and y (FP32 and TF32; half
+// precision always runs sequence-major). Large batches run faster so even with the two
+// transposes; chosen by timing like the others.
+inline constexpr cudnnRNNAlgo_t kStandardSeqMajorAlgo = static_cast<cudnnRNNAlgo_t>(102);
 
 struct RecurrentIO {
   int B = 0;
@@ -161,6 +165,9 @@ class CudnnRecurrent {
 
   cudnnRNNDataDescriptor_t x_desc_ = nullptr;
   cudnnRNNDataDescriptor_t y_desc_ = nullptr;
+  // FP32/TF32: the sequence-major layout of the same shape (kStandardSeqMajorAlgo).
+  cudnnRNNDataDescriptor_t x_seq_desc_ = nullptr;
+  cudnnRNNDataDescriptor_t y_seq_desc_ = nullptr;
   cudnnTensorDescriptor_t h_desc_ = nullptr;
   cudnnTensorDescriptor_t c_desc_ = nullptr;
 
@@ -168,7 +175,8 @@ class CudnnRecurrent {
   size_t weight_bytes_ = 0;
   DeviceBuffer workspace_;  // grows to the largest shape seen
   DeviceBuffer y_scratch_;  // [B, T, dirs*H'] when the caller wants no sequence
-  // FP16/BF16 modes: the half-precision copies cuDNN reads and writes.
+  // FP16/BF16 modes: the half-precision copies cuDNN reads and writes (x and y
+  // sequence-major); x_half_ and y_half_ also hold kStandardSeqMajorAlgo's FP32 copies.
   DeviceBuffer x_half_, y_half_, h0_half_, c0_half_, hy_half_, cy_half_;
 };
 

@@ -323,6 +323,11 @@ cudaError_t LaunchFromHalfSwap01(const void* in, float* out, int64_t A, int64_t 
              : Swap01Typed(static_cast<const __nv_bfloat16*>(in), out, A, B, C, stream);
 }
 
+cudaError_t LaunchSwap01(const float* in, float* out, int64_t A, int64_t B, int64_t C,
+                         cudaStream_t stream) {
+  return Swap01Typed(in, out, A, B, C, stream);
+}
+
 cudaError_t LaunchToHalf(const float* in, void* out, int64_t n, HalfKind kind,
                          cudaStream_t stream) {
   if (n == 0) return cudaSuccess;

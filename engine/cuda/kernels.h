@@ -57,5 +57,8 @@ cudaError_t LaunchToHalfSwap01(const float* in, void* out, int64_t A, int64_t B,
                                HalfKind kind, cudaStream_t stream);
 cudaError_t LaunchFromHalfSwap01(const void* in, float* out, int64_t A, int64_t B, int64_t C,
                                  HalfKind kind, cudaStream_t stream);
+// FP32 [A, B, C] -> FP32 [B, A, C].
+cudaError_t LaunchSwap01(const float* in, float* out, int64_t A, int64_t B, int64_t C,
+                         cudaStream_t stream);
 
 }  // namespace rnnserve::engine::cuda
