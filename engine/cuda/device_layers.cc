@@ -313,23 +313,12 @@ absl::Status RunMerge(const Layer& layer, const MergeSpec& spec, cudaStream_t st
     return ConcatRows(srcs, chunks, outer, outer == 0 ? 0 : NumElements(*shape) / outer,
                       out.dev.as<float>(), stream);
   }
-  BinaryOp op = BinaryOp::kAdd;
-  switch (spec.kind) {
-    case MergeSpec::Kind::kSubtract:
-      op = BinaryOp::kSub;
-      break;
-    case MergeSpec::Kind::kMultiply:
-      op = BinaryOp::kMul;
-      break;
-    case MergeSpec::Kind::kMaximum:
-      op = BinaryOp::kMax;
-      break;
-    case MergeSpec::Kind::kMinimum:
-      op = BinaryOp::kMin;
-      break;
-    default:
-      break;
-  }
+  // By MergeSpec::Kind: concatenate (not here), add, subtract, multiply, average (a sum,
+  // divided below), maximum, minimum.
+  static constexpr BinaryOp kOps[] = {BinaryOp::kAdd, BinaryOp::kAdd, BinaryOp::kSub,
+                                      BinaryOp::kMul, BinaryOp::kAdd, BinaryOp::kMax,
+                                      BinaryOp::kMin};
+  const BinaryOp op = kOps[static_cast<int>(spec.kind)];
   // Left to right, as the CPU engine accumulates: out = in0 op in1, then out = out op in_k.
   const float* acc = values[layer.inputs[0]].dev.as<float>();
   Shape acc_shape = values[layer.inputs[0]].shape;
@@ -355,6 +344,21 @@ absl::Status RunMerge(const Layer& layer, const MergeSpec& spec, cudaStream_t st
 // ---------------------------------------------------------------------------------------------
 // Tensor ops.
 
+static_assert(static_cast<int>(TensorOpKind::kMax) - static_cast<int>(TensorOpKind::kAdd) ==
+                  static_cast<int>(BinaryOp::kMax) &&
+              static_cast<int>(TensorOpKind::kReciprocal) -
+                      static_cast<int>(TensorOpKind::kActivation) ==
+                  static_cast<int>(UnaryOp::kReciprocal));
+
+// Add, Sub, Mul, Div, Pow, Min, Max: consecutive in TensorOpKind, in BinaryOp's order.
+bool IsBinary(TensorOpKind kind) {
+  return kind >= TensorOpKind::kAdd && kind <= TensorOpKind::kMax;
+}
+// Activation, Neg, Abs, Sqrt, Exp, Log, Reciprocal: consecutive, in UnaryOp's order.
+bool IsUnary(TensorOpKind kind) {
+  return kind >= TensorOpKind::kActivation && kind <= TensorOpKind::kReciprocal;
+}
+
 // Operand indices that carry the op's data (the others are INT64 shapes, axes, indices).
 std::vector<size_t> DataOperands(const TensorOpSpec& spec) {
   switch (spec.kind) {
@@ -363,18 +367,12 @@ std::vector<size_t> DataOperands(const TensorOpSpec& spec) {
       for (size_t i = 0; i < all.size(); ++i) all[i] = i;
       return all;
     }
-    case TensorOpKind::kAdd:
-    case TensorOpKind::kSub:
-    case TensorOpKind::kMul:
-    case TensorOpKind::kDiv:
-    case TensorOpKind::kPow:
-    case TensorOpKind::kMin:
-    case TensorOpKind::kMax:
     case TensorOpKind::kMatMul:
       return {0, 1};
     case TensorOpKind::kGemm:
       return {0, 1, 2};
     default:
+      if (IsBinary(spec.kind)) return {0, 1};
       return {0};
   }
 }
@@ -450,6 +448,8 @@ class TensorOpRunner {
   }
   // The op's first output as an FP32 device value of `shape`, without a mask.
   absl::StatusOr<DevValue*> Output(size_t i, const Shape& shape);
+  absl::StatusOr<bool> Binary();
+  absl::StatusOr<bool> Unary();
   absl::StatusOr<bool> Strided();
   absl::StatusOr<bool> MatMul();
   absl::StatusOr<bool> Gemm();
@@ -538,6 +538,8 @@ absl::StatusOr<bool> TensorOpRunner::Run() {
     }
   }
   if (auto s = cpu::CheckOperands(spec_, host_); !s.ok()) return Bad(s);
+  if (IsBinary(spec_.kind)) return Binary();
+  if (IsUnary(spec_.kind)) return Unary();
   const DataOperand& x = data_[0];
   const int64_t count = NumElements(x.shape);
 
@@ -614,49 +616,6 @@ absl::StatusOr<bool> TensorOpRunner::Run() {
           ConcatRows(srcs, chunks, plan->outer, plan->row, (*out)->dev.as<float>(), stream_));
       return true;
     }
-    case TensorOpKind::kAdd:
-    case TensorOpKind::kSub:
-    case TensorOpKind::kMul:
-    case TensorOpKind::kDiv:
-    case TensorOpKind::kPow:
-    case TensorOpKind::kMin:
-    case TensorOpKind::kMax: {
-      auto shape = tops::Broadcast(spec_.kind, x.shape, data_[1].shape);
-      if (!shape.ok()) return Bad(shape.status());
-      if (auto c = tops::CheckedCount(spec_.kind, *shape); !c.ok()) return Bad(c.status());
-      if (shape->size() > static_cast<size_t>(kMaxKernelRank)) return false;
-      auto out = Output(0, *shape);
-      if (!out.ok()) return out.status();
-      if (*out == nullptr) return true;
-      static constexpr BinaryOp kOps[] = {BinaryOp::kAdd, BinaryOp::kSub, BinaryOp::kMul,
-                                          BinaryOp::kDiv, BinaryOp::kPow, BinaryOp::kMin,
-                                          BinaryOp::kMax};
-      const BinaryOp op = kOps[static_cast<int>(spec_.kind) - static_cast<int>(TensorOpKind::kAdd)];
-      return BroadcastBinary(x.ptr, x.shape, data_[1].ptr, data_[1].shape, *shape,
-                             (*out)->dev.as<float>(), op, stream_);
-    }
-    case TensorOpKind::kActivation:
-    case TensorOpKind::kNeg:
-    case TensorOpKind::kAbs:
-    case TensorOpKind::kSqrt:
-    case TensorOpKind::kExp:
-    case TensorOpKind::kLog:
-    case TensorOpKind::kReciprocal: {
-      if (spec_.kind == TensorOpKind::kActivation &&
-          spec_.activation.kind == ActivationKind::kSoftmax) {
-        return false;
-      }
-      auto out = Output(0, x.shape);
-      if (!out.ok()) return out.status();
-      if (*out == nullptr) return true;
-      const UnaryOp op = static_cast<UnaryOp>(static_cast<int>(spec_.kind) -
-                                              static_cast<int>(TensorOpKind::kActivation));
-      RNNSERVE_RETURN_IF_ERROR(
-          CudaOk(LaunchUnary(x.ptr, (*out)->dev.as<float>(), count, op,
-                             KernelActivation(spec_.activation), 0.0f, stream_),
-                 "elementwise kernel"));
-      return true;
-    }
     case TensorOpKind::kSoftmax:
     case TensorOpKind::kLogSoftmax: {
       if (x.shape.empty()) return Bad(tops::Bad(spec_.kind, "expects floats"));
@@ -687,6 +646,39 @@ absl::StatusOr<bool> TensorOpRunner::Run() {
     default:
       return false;
   }
+}
+
+absl::StatusOr<bool> TensorOpRunner::Binary() {
+  const DataOperand& x = data_[0];
+  auto shape = tops::Broadcast(spec_.kind, x.shape, data_[1].shape);
+  if (!shape.ok()) return Bad(shape.status());
+  if (auto c = tops::CheckedCount(spec_.kind, *shape); !c.ok()) return Bad(c.status());
+  if (shape->size() > static_cast<size_t>(kMaxKernelRank)) return false;
+  auto out = Output(0, *shape);
+  if (!out.ok()) return out.status();
+  if (*out == nullptr) return true;
+  const BinaryOp op =
+      static_cast<BinaryOp>(static_cast<int>(spec_.kind) - static_cast<int>(TensorOpKind::kAdd));
+  return BroadcastBinary(x.ptr, x.shape, data_[1].ptr, data_[1].shape, *shape,
+                         (*out)->dev.as<float>(), op, stream_);
+}
+
+absl::StatusOr<bool> TensorOpRunner::Unary() {
+  const DataOperand& x = data_[0];
+  if (spec_.kind == TensorOpKind::kActivation &&
+      spec_.activation.kind == ActivationKind::kSoftmax) {
+    return false;
+  }
+  auto out = Output(0, x.shape);
+  if (!out.ok()) return out.status();
+  if (*out == nullptr) return true;
+  const UnaryOp op = static_cast<UnaryOp>(static_cast<int>(spec_.kind) -
+                                          static_cast<int>(TensorOpKind::kActivation));
+  RNNSERVE_RETURN_IF_ERROR(
+      CudaOk(LaunchUnary(x.ptr, (*out)->dev.as<float>(), NumElements(x.shape), op,
+                         KernelActivation(spec_.activation), 0.0f, stream_),
+             "elementwise kernel"));
+  return true;
 }
 
 absl::StatusOr<bool> TensorOpRunner::Strided() {

@@ -9,21 +9,14 @@
 
 #include "engine/cuda/device_activation.cuh"
 #include "engine/cuda/kernels.h"
+#include "engine/cuda/launch.cuh"
 
 namespace rnnserve::engine::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-
-int Blocks(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(b < 65535 * 8 ? (b > 0 ? b : 1) : 65535 * 8);
-}
-
 __global__ void BiasActivationKernel(float* y, const float* bias, int64_t n, int cols,
                                      DeviceActivation act) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * blockDim.x) {
+  RNNSERVE_GRID_LOOP(i, n) {
     float v = y[i];
     if (bias != nullptr) v += bias[i % cols];
     y[i] = Activate(act, v);
@@ -62,8 +55,7 @@ __global__ void SoftmaxKernel(float* y, int cols) {
 
 __global__ void EmbeddingKernel(const int64_t* ids, const float* table, float* out, int64_t n,
                                 int dim) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n * dim;
-       i += int64_t{gridDim.x} * blockDim.x) {
+  RNNSERVE_GRID_LOOP(i, n * dim) {
     const int64_t r = i / dim;
     out[i] = table[ids[r] * dim + (i % dim)];
   }
@@ -72,8 +64,7 @@ __global__ void EmbeddingKernel(const int64_t* ids, const float* table, float* o
 __global__ void RepeatLastKernel(float* y, const float* last, const int32_t* lengths, int B, int T,
                                  int row, int offset, int width) {
   const int64_t n = int64_t{B} * T * width;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * blockDim.x) {
+  RNNSERVE_GRID_LOOP(i, n) {
     const int j = static_cast<int>(i % width);
     const int64_t bt = i / width;
     const int t = static_cast<int>(bt % T);
@@ -84,8 +75,7 @@ __global__ void RepeatLastKernel(float* y, const float* last, const int32_t* len
 
 __global__ void MergeKernel(const float* a, int64_t sa, const float* b, int64_t sb, float* out,
                             int64_t rows, int width, int op) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < rows * width;
-       i += int64_t{gridDim.x} * blockDim.x) {
+  RNNSERVE_GRID_LOOP(i, rows * width) {
     const int64_t r = i / width;
     const int j = static_cast<int>(i % width);
     const float va = a[r * sa + j], vb = b[r * sb + j];
@@ -107,8 +97,7 @@ __global__ void MergeKernel(const float* a, int64_t sa, const float* b, int64_t 
   }
 }
 
-// Four elements a thread (one 16-byte load, one 8-byte store) over n4 = n / 4 groups; the
-// launcher converts the remainder with the scalar kernels.
+// Four half values: one 8-byte load or store.
 template <typename H>
 struct alignas(8) Half4 {
   H v[4];
@@ -124,37 +113,12 @@ __device__ __forceinline__ __nv_bfloat16 ToHalfValue<__nv_bfloat16>(float x) {
   return __float2bfloat16_rn(x);
 }
 
-template <typename H>
-__global__ void ToHalf4Kernel(const float4* in, Half4<H>* out, int64_t n4) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n4;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    const float4 f = in[i];
-    Half4<H> h;
-    h.v[0] = ToHalfValue<H>(f.x);
-    h.v[1] = ToHalfValue<H>(f.y);
-    h.v[2] = ToHalfValue<H>(f.z);
-    h.v[3] = ToHalfValue<H>(f.w);
-    out[i] = h;
-  }
-}
-
-template <typename H>
-__global__ void FromHalf4Kernel(const Half4<H>* in, float4* out, int64_t n4) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n4;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    const Half4<H> h = in[i];
-    out[i] = make_float4(static_cast<float>(h.v[0]), static_cast<float>(h.v[1]),
-                         static_cast<float>(h.v[2]), static_cast<float>(h.v[3]));
-  }
-}
-
 // out [B, A, C] = in [A, B, C], converting element types, in groups of V (1 or 4) along C.
 template <typename In, typename Out, int V>
 __global__ void Swap01Kernel(const In* in, Out* out, int64_t A, int64_t B, int64_t C) {
   const int64_t cv = C / V;
   const int64_t n = A * B * cv;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * blockDim.x) {
+  RNNSERVE_GRID_LOOP(i, n) {
     const int64_t c = (i % cv) * V;
     const int64_t ba = i / cv;  // output row: b * A + a
     const int64_t a = ba % A, b = ba / A;
@@ -181,31 +145,6 @@ __global__ void Swap01Kernel(const In* in, Out* out, int64_t A, int64_t B, int64
     } else {
       *dst = ToHalfValue<Out>(*src);
     }
-  }
-}
-
-template <typename H>
-__global__ void ToHalfKernel(const float* in, H* out, int64_t n);
-template <>
-__global__ void ToHalfKernel<__half>(const float* in, __half* out, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    out[i] = __float2half_rn(in[i]);
-  }
-}
-template <>
-__global__ void ToHalfKernel<__nv_bfloat16>(const float* in, __nv_bfloat16* out, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    out[i] = __float2bfloat16_rn(in[i]);
-  }
-}
-
-template <typename H>
-__global__ void FromHalfKernel(const H* in, float* out, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    out[i] = static_cast<float>(in[i]);
   }
 }
 
@@ -256,41 +195,6 @@ cudaError_t LaunchMerge(const float* a, int64_t stride_a, const float* b, int64_
 
 namespace {
 
-// The aligned head of n elements in groups of four, then the tail one by one.
-template <typename H>
-cudaError_t ToHalfTyped(const float* in, H* out, int64_t n, cudaStream_t stream) {
-  int64_t head = 0;
-  if (reinterpret_cast<uintptr_t>(in) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 8 == 0) {
-    const int64_t n4 = n / 4;
-    head = n4 * 4;
-    if (n4 > 0) {
-      ToHalf4Kernel<H><<<Blocks(n4), kThreads, 0, stream>>>(reinterpret_cast<const float4*>(in),
-                                                            reinterpret_cast<Half4<H>*>(out), n4);
-    }
-  }
-  if (head < n) {
-    ToHalfKernel<H><<<Blocks(n - head), kThreads, 0, stream>>>(in + head, out + head, n - head);
-  }
-  return cudaGetLastError();
-}
-
-template <typename H>
-cudaError_t FromHalfTyped(const H* in, float* out, int64_t n, cudaStream_t stream) {
-  int64_t head = 0;
-  if (reinterpret_cast<uintptr_t>(in) % 8 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0) {
-    const int64_t n4 = n / 4;
-    head = n4 * 4;
-    if (n4 > 0) {
-      FromHalf4Kernel<H><<<Blocks(n4), kThreads, 0, stream>>>(reinterpret_cast<const Half4<H>*>(in),
-                                                              reinterpret_cast<float4*>(out), n4);
-    }
-  }
-  if (head < n) {
-    FromHalfKernel<H><<<Blocks(n - head), kThreads, 0, stream>>>(in + head, out + head, n - head);
-  }
-  return cudaGetLastError();
-}
-
 template <typename In, typename Out>
 cudaError_t Swap01Typed(const In* in, Out* out, int64_t A, int64_t B, int64_t C,
                         cudaStream_t stream) {
@@ -328,19 +232,15 @@ cudaError_t LaunchSwap01(const float* in, float* out, int64_t A, int64_t B, int6
   return Swap01Typed(in, out, A, B, C, stream);
 }
 
+// A plain conversion is the swap of two axes of size 1.
 cudaError_t LaunchToHalf(const float* in, void* out, int64_t n, HalfKind kind,
                          cudaStream_t stream) {
-  if (n == 0) return cudaSuccess;
-  return kind == HalfKind::kFp16 ? ToHalfTyped(in, static_cast<__half*>(out), n, stream)
-                                 : ToHalfTyped(in, static_cast<__nv_bfloat16*>(out), n, stream);
+  return LaunchToHalfSwap01(in, out, 1, 1, n, kind, stream);
 }
 
 cudaError_t LaunchFromHalf(const void* in, float* out, int64_t n, HalfKind kind,
                            cudaStream_t stream) {
-  if (n == 0) return cudaSuccess;
-  return kind == HalfKind::kFp16
-             ? FromHalfTyped(static_cast<const __half*>(in), out, n, stream)
-             : FromHalfTyped(static_cast<const __nv_bfloat16*>(in), out, n, stream);
+  return LaunchFromHalfSwap01(in, out, 1, 1, n, kind, stream);
 }
 
 }  // namespace rnnserve::engine::cuda

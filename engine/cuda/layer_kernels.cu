@@ -3,17 +3,13 @@
 #include <cmath>
 
 #include "engine/cuda/device_activation.cuh"
+#include "engine/cuda/launch.cuh"
 #include "engine/cuda/layer_kernels.h"
 
 namespace rnnserve::engine::cuda {
 namespace {
 
-constexpr int kBlock = 256;
-
-unsigned GridFor(int64_t n) {
-  const int64_t b = (n + kBlock - 1) / kBlock;
-  return static_cast<unsigned>(b < 65535 * 8 ? (b > 0 ? b : 1) : 65535 * 8);
-}
+constexpr int kBlock = kThreads;
 
 int64_t Count(const IndexMap& m) {
   int64_t n = 1;
@@ -30,10 +26,6 @@ __device__ __forceinline__ int64_t Offset(const IndexMap& m, int64_t i) {
   }
   return off;
 }
-
-#define RNNSERVE_GRID_LOOP(i, n)                                            \
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < (n); \
-       i += int64_t{gridDim.x} * blockDim.x)
 
 __global__ void ScaleShiftKernel(const float* x, float* y, const float* scale, const float* shift,
                                  int64_t n, int cols) {
@@ -241,15 +233,13 @@ __global__ void ReduceKernel(const float* x, IndexMap kept, IndexMap reduced, in
   }
 }
 
-#undef RNNSERVE_GRID_LOOP
-
 }  // namespace
 
 cudaError_t LaunchScaleShift(const float* x, float* y, const float* scale, const float* shift,
                              int64_t rows, int cols, cudaStream_t stream) {
   const int64_t n = rows * cols;
   if (n == 0) return cudaSuccess;
-  ScaleShiftKernel<<<GridFor(n), kBlock, 0, stream>>>(x, y, scale, shift, n, cols);
+  ScaleShiftKernel<<<Blocks(n), kBlock, 0, stream>>>(x, y, scale, shift, n, cols);
   return cudaGetLastError();
 }
 
@@ -271,8 +261,8 @@ cudaError_t LaunchSoftmaxAxis(float* y, int64_t outer, int64_t n, int64_t inner,
   if (inner == 1 && !log && !double_sum && n <= (int64_t{1} << 30)) {
     return LaunchSoftmaxRows(y, outer, static_cast<int>(n), stream);  // one block per row
   }
-  SoftmaxAxisKernel<<<GridFor(outer * inner), kBlock, 0, stream>>>(y, outer, n, inner, log,
-                                                                   double_sum);
+  SoftmaxAxisKernel<<<Blocks(outer * inner), kBlock, 0, stream>>>(y, outer, n, inner, log,
+                                                                  double_sum);
   return cudaGetLastError();
 }
 
@@ -281,8 +271,8 @@ cudaError_t LaunchIm2Col1D(const float* x, float* cols, int64_t B, int64_t T, in
                            int64_t pad_left, cudaStream_t stream) {
   const int64_t n = B * out_len * K * cin;
   if (n == 0) return cudaSuccess;
-  Im2ColKernel<<<GridFor(n), kBlock, 0, stream>>>(x, cols, B, T, cin, out_len, K, stride, dilation,
-                                                  pad_left);
+  Im2ColKernel<<<Blocks(n), kBlock, 0, stream>>>(x, cols, B, T, cin, out_len, K, stride, dilation,
+                                                 pad_left);
   return cudaGetLastError();
 }
 
@@ -291,8 +281,8 @@ cudaError_t LaunchPool1D(const float* x, float* y, int64_t B, int64_t T, int64_t
                          cudaStream_t stream) {
   const int64_t n = B * out_len * C;
   if (n == 0) return cudaSuccess;
-  Pool1DKernel<<<GridFor(n), kBlock, 0, stream>>>(x, y, B, T, C, out_len, pool, stride, pad_left,
-                                                  max);
+  Pool1DKernel<<<Blocks(n), kBlock, 0, stream>>>(x, y, B, T, C, out_len, pool, stride, pad_left,
+                                                 max);
   return cudaGetLastError();
 }
 
@@ -300,7 +290,7 @@ cudaError_t LaunchGlobalPool1D(const float* x, float* y, int64_t B, int64_t T, i
                                const int32_t* lengths, const uint8_t* step_mask, bool max,
                                cudaStream_t stream) {
   if (B * C == 0) return cudaSuccess;
-  GlobalPoolKernel<<<GridFor(B * C), kBlock, 0, stream>>>(x, y, B, T, C, lengths, step_mask, max);
+  GlobalPoolKernel<<<Blocks(B * C), kBlock, 0, stream>>>(x, y, B, T, C, lengths, step_mask, max);
   return cudaGetLastError();
 }
 
@@ -308,7 +298,7 @@ cudaError_t LaunchStridedCopy(const float* in, int64_t offset, const IndexMap& m
                               cudaStream_t stream) {
   const int64_t n = Count(map);
   if (n == 0) return cudaSuccess;
-  StridedCopyKernel<<<GridFor(n), kBlock, 0, stream>>>(in, offset, map, out, n);
+  StridedCopyKernel<<<Blocks(n), kBlock, 0, stream>>>(in, offset, map, out, n);
   return cudaGetLastError();
 }
 
@@ -316,14 +306,14 @@ cudaError_t LaunchBinary(const float* a, const IndexMap& map_a, const float* b,
                          const IndexMap& map_b, float* out, BinaryOp op, cudaStream_t stream) {
   const int64_t n = Count(map_a);
   if (n == 0) return cudaSuccess;
-  BinaryKernel<<<GridFor(n), kBlock, 0, stream>>>(a, map_a, b, map_b, out, n, static_cast<int>(op));
+  BinaryKernel<<<Blocks(n), kBlock, 0, stream>>>(a, map_a, b, map_b, out, n, static_cast<int>(op));
   return cudaGetLastError();
 }
 
 cudaError_t LaunchUnary(const float* in, float* out, int64_t n, UnaryOp op, DeviceActivation act,
                         float scalar, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  UnaryKernel<<<GridFor(n), kBlock, 0, stream>>>(in, out, n, static_cast<int>(op), act, scalar);
+  UnaryKernel<<<Blocks(n), kBlock, 0, stream>>>(in, out, n, static_cast<int>(op), act, scalar);
   return cudaGetLastError();
 }
 
@@ -331,7 +321,7 @@ cudaError_t LaunchGather(const float* x, const int64_t* indices, float* out, int
                          int64_t n, int64_t ni, int64_t inner, cudaStream_t stream) {
   const int64_t total = outer * ni * inner;
   if (total == 0) return cudaSuccess;
-  GatherKernel<<<GridFor(total), kBlock, 0, stream>>>(x, indices, out, outer, n, ni, inner);
+  GatherKernel<<<Blocks(total), kBlock, 0, stream>>>(x, indices, out, outer, n, ni, inner);
   return cudaGetLastError();
 }
 
@@ -339,8 +329,8 @@ cudaError_t LaunchReduce(const float* x, const IndexMap& kept, const IndexMap& r
                          int64_t count, float* out, ReduceOp op, cudaStream_t stream) {
   const int64_t n = Count(kept);
   if (n == 0) return cudaSuccess;
-  ReduceKernel<<<GridFor(n), kBlock, 0, stream>>>(x, kept, reduced, count, out, n,
-                                                  static_cast<int>(op));
+  ReduceKernel<<<Blocks(n), kBlock, 0, stream>>>(x, kept, reduced, count, out, n,
+                                                 static_cast<int>(op));
   return cudaGetLastError();
 }
 

@@ -1,0 +1,22 @@
+#pragma once
+
+// Launch shapes shared by the GPU engine's elementwise kernels (.cu files only): 256-thread
+// blocks, enough of them to cover n elements up to a cap, and grid-stride loops over the rest.
+
+#include <cstdint>
+
+namespace rnnserve::engine::cuda {
+
+inline constexpr int kThreads = 256;
+
+inline unsigned Blocks(int64_t n) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 65535 * 8 ? (b > 0 ? b : 1) : 65535 * 8);
+}
+
+}  // namespace rnnserve::engine::cuda
+
+// for (i = this thread's first index; i < n; i += the grid's thread count)
+#define RNNSERVE_GRID_LOOP(i, n)                                            \
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < (n); \
+       i += int64_t{gridDim.x} * blockDim.x)
