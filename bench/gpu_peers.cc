@@ -177,7 +177,7 @@ absl::Status RunCase(const Case& c, std::ostream& results) {
   // Eagerly first (the comparison with PyTorch eager); the algorithm is chosen in warm-up.
   for (auto& l : layers) l->set_use_graphs(false);
   const float auto_ms = TimeIt(stream, forward);
-  line << " auto_ms=" << auto_ms << " auto_algo=" << layers[0]->AlgorithmFor(c.B);
+  line << " auto_ms=" << auto_ms << " auto_algo=" << layers[0]->AlgorithmFor(c.B, c.T);
   // The engine's output, for the driver to compare with PyTorch's.
   std::vector<float> yh(y_n);
   cudaMemcpy(yh.data(), y[(layers.size() - 1) % 2].get(), y_n * 4, cudaMemcpyDeviceToHost);
@@ -207,7 +207,7 @@ absl::Status RunCase(const Case& c, std::ostream& results) {
     Stack engine_layers;
     RNNSERVE_RETURN_IF_ERROR(make_stack(&engine_layers));
     line << " engine_ms=" << TimeIt(stream, [&]() { return run(engine_layers); })
-         << " engine_algo=" << engine_layers[0]->AlgorithmFor(c.B);
+         << " engine_algo=" << engine_layers[0]->AlgorithmFor(c.B, c.T);
   }
 
   // Each algorithm cuDNN accepted, pinned.

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <future>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -181,6 +182,7 @@ absl::StatusOr<std::unique_ptr<Servable>> Servable::Load(const std::string& mode
   if (auto st = s->CreateInstances(); !st.ok()) return st;
   if (auto st = s->ProbeSignature(); !st.ok()) return st;
   if (auto st = s->CheckBatchAxis(); !st.ok()) return st;
+  if (auto st = s->WarmUpGpuInstances(); !st.ok()) return st;
   if (auto st = s->StartBatcher(); !st.ok()) return st;
   return s;
 }
@@ -283,6 +285,37 @@ absl::Status Servable::ProbeAfterFault(int instance, const absl::Status& fault) 
                           "), so it leaves rotation"));
   }
   return probe;
+}
+
+absl::Status Servable::WarmUpGpuInstances() {
+  std::set<int64_t> sizes = {1};
+  if (const int max = config_.max_batch_size(); max > 0) {
+    sizes.insert(max);
+    for (int p : config_.dynamic_batching().preferred_batch_size()) {
+      if (p > 0 && p <= max) sizes.insert(p);
+    }
+  }
+  // The steps of the first input's time axis where the model fixes it, else kWarmUpSteps.
+  int64_t steps = kWarmUpSteps;
+  if (!inputs_.empty() && inputs_[0].shape.size() >= 2 && inputs_[0].shape[1] > 0) {
+    steps = inputs_[0].shape[1];
+  }
+  for (size_t i = 0; i < instances_.size(); ++i) {
+    if (instances_[i]->engine_name() != "cuda") continue;
+    for (int64_t B : sizes) {
+      std::vector<engine::Tensor> out;
+      if (auto st = instances_[i]->Run(ProbeBatch(inputs_, B, steps), &out); !st.ok()) {
+        return absl::Status(st.code(), absl::StrCat(source_file_, ": warm-up batch of ", B, "x",
+                                                    steps, " failed: ", st.message()));
+      }
+    }
+    instance_info_[i].layers = instances_[i]->placements();
+    instance_info_[i].memory_bytes = instances_[i]->memory_bytes();
+    LogInfo(absl::StrCat("model ", name(), " v", version_, " instance ", i,
+                         ": algorithms timed for batch sizes ", absl::StrJoin(sizes, ", "), " at ",
+                         steps, " steps"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Servable::RunProbe(const engine::Batch& batch, std::vector<engine::Tensor>* out) {

@@ -106,6 +106,11 @@ class Servable : public std::enable_shared_from_this<Servable> {
   // like h_n [layers, batch, H] has no batch axis first: such a model runs each request
   // alone, as with max_batch_size 0, and the log says why. Error only when a probe fails.
   absl::Status CheckBatchAxis();
+  // GPU instances time their recurrent algorithms on the first batch of each size (and step
+  // bucket); this runs that batch at load for the sizes the config allows (1, the preferred
+  // sizes, max_batch_size), so the first requests do not pay for it. CPU instances need none.
+  absl::Status WarmUpGpuInstances();
+  static constexpr int64_t kWarmUpSteps = 100;
   absl::Status StartBatcher();
   // After an engine fault on `instance`: runs the load-time probe on it and logs the outcome.
   absl::Status ProbeAfterFault(int instance, const absl::Status& fault) const;

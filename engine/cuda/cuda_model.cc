@@ -711,8 +711,14 @@ absl::Status CudaCompiledModel::RunEmbedding(const Layer& layer, const Embedding
 std::vector<LayerPlacement> CudaCompiledModel::placements() const {
   std::vector<LayerPlacement> out;
   for (size_t i = 0; i < model_.layers.size(); ++i) {
-    out.push_back(
-        {model_.layers[i].name, plans_[i].where == Where::kGpu ? "cuda" : "cpu", plans_[i].reason});
+    std::string reason = plans_[i].reason;
+    if (plans_[i].rnn) {
+      if (const std::string chosen = plans_[i].rnn->ChoicesSummary(); !chosen.empty()) {
+        absl::StrAppend(&reason, "; chosen by timing: ", chosen);
+      }
+    }
+    out.push_back({model_.layers[i].name, plans_[i].where == Where::kGpu ? "cuda" : "cpu",
+                   std::move(reason)});
   }
   return out;
 }

@@ -10,6 +10,13 @@
 namespace rnnserve::engine::cuda {
 namespace {
 
+// T rounded up to a power of two.
+int StepBucket(int T) {
+  int b = 1;
+  while (b < T && b < (1 << 30)) b <<= 1;
+  return b;
+}
+
 const char* AlgoName(cudnnRNNAlgo_t algo) {
   switch (static_cast<int>(algo)) {
     case CUDNN_RNN_ALGO_STANDARD:
@@ -346,7 +353,8 @@ absl::Status CudnnRecurrent::Launch(cudnnRNNAlgo_t algo, const RecurrentIO& io) 
 
 absl::StatusOr<cudnnRNNAlgo_t> CudnnRecurrent::ChooseAlgorithm(const RecurrentIO& io) {
   if (forced_) return forced_algo_;
-  if (auto it = algo_by_batch_.find(io.B); it != algo_by_batch_.end()) return it->second;
+  const std::pair<int, int> key = {io.B, StepBucket(io.T)};
+  if (auto it = algo_by_batch_.find(key); it != algo_by_batch_.end()) return it->second;
   cudnnRNNAlgo_t best = CUDNN_RNN_ALGO_STANDARD;
   const bool full =
       std::all_of(io.lengths.begin(), io.lengths.end(), [&](int32_t len) { return len == io.T; });
@@ -428,7 +436,7 @@ absl::StatusOr<cudnnRNNAlgo_t> CudnnRecurrent::ChooseAlgorithm(const RecurrentIO
     // Sizes timed earlier may have chosen what was just dropped: they choose again.
     std::erase_if(algo_by_batch_, [&](const auto& entry) { return !Available(entry.second); });
   }
-  algo_by_batch_[io.B] = best;
+  algo_by_batch_[key] = best;
   return best;
 }
 
@@ -594,7 +602,7 @@ absl::Status CudnnRecurrent::Forward(const RecurrentIO& io) {
     // the standard one for such batches from now on.
     cudaGetLastError();
     if (full) {
-      algo_by_batch_[io.B] = CUDNN_RNN_ALGO_STANDARD;
+      algo_by_batch_[{io.B, StepBucket(io.T)}] = CUDNN_RNN_ALGO_STANDARD;
     } else {
       varlen_standard_only_ = true;
     }
@@ -617,10 +625,20 @@ absl::Status CudnnRecurrent::ForceAlgorithm(cudnnRNNAlgo_t algo) {
   return absl::OkStatus();
 }
 
-std::string CudnnRecurrent::AlgorithmFor(int B) const {
+std::string CudnnRecurrent::AlgorithmFor(int B, int T) const {
   if (forced_) return AlgoName(forced_algo_);
-  auto it = algo_by_batch_.find(B);
+  auto it = algo_by_batch_.find({B, StepBucket(T)});
   return it == algo_by_batch_.end() ? "" : AlgoName(it->second);
+}
+
+std::string CudnnRecurrent::ChoicesSummary() const {
+  if (forced_) return absl::StrCat("every batch: ", AlgoName(forced_algo_));
+  std::string out;
+  for (const auto& [key, algo] : algo_by_batch_) {
+    absl::StrAppend(&out, out.empty() ? "" : ", ", "B=", key.first, " T<=", key.second, ": ",
+                    AlgoName(algo));
+  }
+  return out;
 }
 
 std::vector<cudnnRNNAlgo_t> CudnnRecurrent::algorithms() const {

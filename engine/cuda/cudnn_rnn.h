@@ -38,6 +38,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -106,8 +107,10 @@ class CudnnRecurrent {
   // Pins an algorithm for every batch size (FAILED_PRECONDITION if cuDNN refused it at
   // Create). Benchmarks use this to report each algorithm.
   absl::Status ForceAlgorithm(cudnnRNNAlgo_t algo);
-  // The algorithm used for batch size B ("" before the first batch of that size).
-  std::string AlgorithmFor(int B) const;
+  // The algorithm used for B sequences of T steps ("" before the first such batch).
+  std::string AlgorithmFor(int B, int T) const;
+  // Every timed choice so far, e.g. "B=1 T<=128: fused_cluster_fp32, B=8 T<=128: standard".
+  std::string ChoicesSummary() const;
   // Algorithms cuDNN accepted for this layer at Create.
   std::vector<cudnnRNNAlgo_t> algorithms() const;
 
@@ -154,7 +157,9 @@ class CudnnRecurrent {
   // One RNN descriptor per algorithm cuDNN accepted; all share one weight layout.
   std::map<cudnnRNNAlgo_t, cudnnRNNDescriptor_t> descs_;
   std::map<int, cudnnRNNDescriptor_t> dynamic_by_batch_;  // PERSIST_DYNAMIC built per batch size
-  std::map<int, cudnnRNNAlgo_t> algo_by_batch_;
+  // Chosen by timing, per batch size and time-step bucket (StepBucket: T rounded up to a
+  // power of two): a probe of 2 steps does not choose for batches of 100.
+  std::map<std::pair<int, int>, cudnnRNNAlgo_t> algo_by_batch_;
   bool varlen_standard_only_ = false;  // a persistent algorithm failed on padded lengths
   bool forced_ = false;
   cudnnRNNAlgo_t forced_algo_ = CUDNN_RNN_ALGO_STANDARD;

@@ -68,6 +68,15 @@ TEST(GpuMultiGpuTest, OneInstancePerNamedGpuEachServesKerasNumbers) {
     EXPECT_EQ(instances[i].kind, "KIND_GPU");
     EXPECT_TRUE(absl::StrContains(instances[i].reason, absl::StrCat("GPU ", i)))
         << instances[i].reason;
+    // Algorithms were timed at load for batch sizes 1 and max_batch_size (8).
+    bool timed = false;
+    for (const auto& layer : instances[i].layers) {
+      if (!absl::StrContains(layer.reason, "chosen by timing")) continue;
+      timed = true;
+      EXPECT_TRUE(absl::StrContains(layer.reason, "B=1 T<=")) << layer.reason;
+      EXPECT_TRUE(absl::StrContains(layer.reason, "B=8 T<=")) << layer.reason;
+    }
+    EXPECT_TRUE(timed) << "no recurrent layer reports its timed algorithms";
   }
   const client::NpyArray want = LoadNpy("tests/fixtures/example/expected.npy");
   for (int i = 0; i < 2; ++i) {
