@@ -23,7 +23,10 @@ std::string ServerUsage() {
          "work)\n"
          "  --grpc-min-pollers  gRPC server threads kept waiting for calls (default 4)\n"
          "  --grpc-max-pollers  most gRPC server threads waiting for calls at once; a thread\n"
-         "                      beyond it exits after its call (default 64, >= min)\n";
+         "                      beyond it exits after its call (default 64, >= min)\n"
+         "  --model-check-seconds  parse each model file first in a child process that may\n"
+         "                      take this long; a file that makes the parser hang or crash\n"
+         "                      fails its own load only (default 120, 0: off)\n";
 }
 
 absl::StatusOr<ServerFlags> ParseServerFlags(int argc, char** argv, bool* help) {
@@ -78,6 +81,11 @@ absl::StatusOr<ServerFlags> ParseServerFlags(int argc, char** argv, bool* help) 
           flags.repository_poll_seconds < 0) {
         s = absl::InvalidArgumentError(absl::StrCat(
             "--repository-poll-seconds must be a non-negative integer; was '", value, "'"));
+      }
+    } else if (name == "model-check-seconds") {
+      if (!absl::SimpleAtoi(value, &flags.model_check_seconds) || flags.model_check_seconds < 0) {
+        s = absl::InvalidArgumentError(absl::StrCat(
+            "--model-check-seconds must be a non-negative integer; was '", value, "'"));
       }
     } else if (name == "grpc-min-pollers" || name == "grpc-max-pollers") {
       int* out = name == "grpc-min-pollers" ? &flags.grpc_min_pollers : &flags.grpc_max_pollers;

@@ -24,6 +24,8 @@ struct ServerFlags {
   // once; these keep that many threads instead. 1 <= min <= max.
   int grpc_min_pollers = 4;
   int grpc_max_pollers = 64;
+  // Each model file is first parsed in a child process that may take this long (0: off).
+  int model_check_seconds = 120;
 };
 
 // Parses argv; unknown flags and bad values are errors naming the flag. `--help` sets *help.

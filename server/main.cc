@@ -7,6 +7,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <string_view>
 
 #include "absl/debugging/failure_signal_handler.h"
 #include "absl/debugging/symbolize.h"
@@ -20,6 +21,7 @@
 #include "server/metrics/exposer.h"
 #include "server/metrics/grpc_interceptor.h"
 #include "server/metrics/server_metrics.h"
+#include "server/model_check.h"
 #include "server/model_repository.h"
 #include "server/rnnserve_service.h"
 
@@ -27,6 +29,10 @@ namespace rnnserve::server {
 namespace {
 
 int Main(int argc, char** argv) {
+  // The model file check's child (model_check.h): parse one file and exit.
+  if (argc >= 2 && std::string_view(argv[1]) == "--check-model") {
+    return RunModelCheck(argc - 2, argv + 2);
+  }
   // A fatal signal (a crash in a library or a driver) prints its stack trace to stderr before
   // the process dies with that signal, so the log says where.
   absl::InitializeSymbolizer(argv[0]);
@@ -49,6 +55,7 @@ int Main(int argc, char** argv) {
     return 2;
   }
   SetLogLevel(level);
+  EnableModelFileCheck("/proc/self/exe", absl::Seconds(flags->model_check_seconds));
   // absl's Mutex deadlock detection is a debugging aid, on by default where absl was built
   // without NDEBUG (Debian's packages): it updates a global lock graph on every Mutex
   // acquire and destroy, gRPC's included. The sanitizer presets and the tests keep it.

@@ -18,6 +18,7 @@
 #include "server/log.h"
 #include "server/metrics/batch_timesteps.h"
 #include "server/metrics/server_metrics.h"
+#include "server/model_check.h"
 
 namespace rnnserve::server {
 namespace {
@@ -121,6 +122,8 @@ absl::StatusOr<std::unique_ptr<Servable>> Servable::Load(const std::string& mode
   if (!config.architecture_file().empty()) {
     options.architecture_json_path = (fs::path(model_dir) / config.architecture_file()).string();
   }
+  // A file that hangs or crashes the parser fails here, in a child process, not in the server.
+  if (auto st = CheckModelFile(*file, options); !st.ok()) return st;
   auto model = models::LoadModelFile(*file, options);
   if (!model.ok()) return model.status();
   s->model_ = std::move(*model);

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -180,6 +181,26 @@ TEST_F(RepositoryTest, BrokenModelIsUnavailableAndOthersServe) {
   EXPECT_EQ(meta.status().code(), absl::StatusCode::kUnavailable) << meta.status();
   EXPECT_NE(meta.status().message().find("not an HDF5 file"), std::string::npos) << meta.status();
   EXPECT_TRUE(c.Metadata("m").ok());
+}
+
+// tests/fixtures/corrupt/hdf5_global_heap_loop.h5 makes Debian's libhdf5 1.10 loop forever in
+// its global heap reader. The server parses each file first in a child process with a time
+// limit: that model fails to load, the server starts, and the others serve.
+TEST_F(RepositoryTest, ModelFileThatHangsTheParserFailsOnlyItsOwnLoad) {
+  fs::create_directories(repo_ / "hang" / "1");
+  fs::copy_file(SourcePath("tests/fixtures/corrupt/hdf5_global_heap_loop.h5"),
+                repo_ / "hang" / "1" / "model.h5");
+  const auto start = std::chrono::steady_clock::now();
+  auto server = ServerProcess::Start(repo_.string(), {"--model-check-seconds", "2"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  client::RnnServeClient c({.server = (*server)->address()});
+  auto meta = c.Metadata("hang");
+  EXPECT_EQ(meta.status().code(), absl::StatusCode::kUnavailable) << meta.status();
+  EXPECT_NE(meta.status().message().find("parsing did not finish within 2s"), std::string::npos)
+      << meta.status();
+  EXPECT_TRUE(c.Metadata("m").ok());
+  EXPECT_TRUE((*server)->Alive());
 }
 
 }  // namespace

@@ -49,6 +49,19 @@ TEST(ServerFlagsTest, GrpcMinPollersAboveMaxIsRejected) {
             "--grpc-min-pollers (16) must not exceed --grpc-max-pollers (8)");
 }
 
+TEST(ServerFlagsTest, ModelCheckSecondsDefaultsTo120AndTakesZero) {
+  auto flags = Parse({});
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_EQ(flags->model_check_seconds, 120);
+  flags = Parse({"--model-check-seconds=0"});
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_EQ(flags->model_check_seconds, 0);
+  flags = Parse({"--model-check-seconds", "-3"});
+  ASSERT_FALSE(flags.ok());
+  EXPECT_EQ(flags.status().message(),
+            "--model-check-seconds must be a non-negative integer; was '-3'");
+}
+
 TEST(ServerFlagsTest, UnknownFlagIsNamed) {
   auto flags = Parse({"--grpc-pollers=3"});
   ASSERT_FALSE(flags.ok());

@@ -1,0 +1,133 @@
+#include "server/model_check.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "models/training_config.h"
+
+extern char** environ;
+
+namespace rnnserve::server {
+namespace {
+
+struct CheckSettings {
+  absl::Mutex mu;
+  std::string binary;
+  absl::Duration limit = absl::ZeroDuration();
+};
+
+CheckSettings& Settings() {
+  static CheckSettings* const settings = new CheckSettings();
+  return *settings;
+}
+
+}  // namespace
+
+void EnableModelFileCheck(std::string binary, absl::Duration limit) {
+  CheckSettings& s = Settings();
+  absl::MutexLock lock(&s.mu);
+  s.binary = std::move(binary);
+  s.limit = limit;
+}
+
+absl::Status CheckModelFile(const std::string& file, const models::LoadOptions& options) {
+  std::string binary;
+  absl::Duration limit;
+  {
+    CheckSettings& s = Settings();
+    absl::MutexLock lock(&s.mu);
+    binary = s.binary;
+    limit = s.limit;
+  }
+  if (binary.empty() || limit <= absl::ZeroDuration()) return absl::OkStatus();
+  std::vector<std::string> args = {binary, "--check-model", file};
+  if (!options.format.empty()) args.insert(args.end(), {"--format", options.format});
+  if (!options.architecture_json_path.empty()) {
+    args.insert(args.end(), {"--architecture", options.architecture_json_path});
+  }
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  // The child's output is not wanted (the in-process parse reports its errors): /dev/null.
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+  // The server blocks SIGINT/SIGTERM for sigwait; the child takes the default actions.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+  pid_t pid = 0;
+  const int err = posix_spawn(&pid, binary.c_str(), &actions, &attr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (err != 0) {
+    return absl::InternalError(
+        absl::StrCat(file, ": cannot start the model file check (", binary, "): errno ", err));
+  }
+  const absl::Time deadline = absl::Now() + limit;
+  int status = 0;
+  for (absl::Duration wait = absl::Milliseconds(1);;
+       wait = std::min(wait * 2, absl::Milliseconds(50))) {
+    const pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid) break;
+    if (done < 0) return absl::InternalError(absl::StrCat(file, ": lost the model file check"));
+    if (absl::Now() >= deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return absl::DeadlineExceededError(
+          absl::StrCat(file, ": parsing did not finish within ", absl::FormatDuration(limit),
+                       " (a corrupt file can make the parser loop forever); not loaded. "
+                       "--model-check-seconds sets the limit"));
+    }
+    absl::SleepFor(wait);
+  }
+  if (WIFSIGNALED(status)) {
+    return absl::InternalError(absl::StrCat(file, ": parsing it crashed the model file check (",
+                                            strsignal(WTERMSIG(status)), "); not loaded"));
+  }
+  return absl::OkStatus();
+}
+
+int RunModelCheck(int argc, char** argv) {
+  if (argc < 1) {
+    std::fputs("usage: rnnserve --check-model FILE [--format F] [--architecture A]\n", stderr);
+    return 2;
+  }
+  const std::string file = argv[0];
+  models::LoadOptions options;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (flag == "--format") {
+      options.format = argv[i + 1];
+    } else if (flag == "--architecture") {
+      options.architecture_json_path = argv[i + 1];
+    } else {
+      std::fprintf(stderr, "rnnserve --check-model: unknown flag %s\n", flag.c_str());
+      return 2;
+    }
+  }
+  auto model = models::LoadModelFile(file, options);
+  (void)models::ReadTrainingConfig(file);  // reads the file's attributes too
+  if (!model.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(model.status().message()).c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace rnnserve::server
