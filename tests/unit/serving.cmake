@@ -9,3 +9,5 @@ target_link_libraries(health_service_test PRIVATE rnnserve_server_lib)
 
 rnnserve_test(server_flags_test unit ${CMAKE_CURRENT_LIST_DIR}/server_flags_test.cc)
 target_link_libraries(server_flags_test PRIVATE rnnserve_server_lib)
+rnnserve_test(model_check_test unit ${CMAKE_CURRENT_LIST_DIR}/model_check_test.cc)
+target_link_libraries(model_check_test PRIVATE rnnserve_server_lib)

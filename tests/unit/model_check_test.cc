@@ -1,0 +1,87 @@
+// server/model_check.h: the child-process parse of a model file, with stand-in children (shell
+// scripts) that finish, reject, hang or crash.
+
+#include "server/model_check.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+
+namespace rnnserve::server {
+namespace {
+
+namespace fs = std::filesystem;
+
+class ModelCheckTest : public ::testing::Test {
+ protected:
+  // An executable script that stands in for `rnnserve --check-model FILE`.
+  std::string Child(const std::string& name, const std::string& body) {
+    const fs::path p = fs::temp_directory_path() /
+                       ("rnnserve_check_" + std::to_string(getpid()) + "_" + name + ".sh");
+    std::ofstream(p) << "#!/bin/sh\n" << body << "\n";
+    chmod(p.c_str(), 0755);
+    scripts_.push_back(p);
+    return p.string();
+  }
+  void TearDown() override {
+    EnableModelFileCheck("", absl::ZeroDuration());
+    for (const fs::path& p : scripts_) fs::remove(p);
+  }
+  std::vector<fs::path> scripts_;
+};
+
+TEST_F(ModelCheckTest, OffUntilEnabled) {
+  EXPECT_TRUE(CheckModelFile("/no/such/file.h5", {}).ok());
+}
+
+TEST_F(ModelCheckTest, AChildThatFinishesPassesWhateverItFound) {
+  // Rejections are left to the in-process parse, which reports them with their own code.
+  EnableModelFileCheck(Child("ok", "exit 0"), absl::Seconds(10));
+  EXPECT_TRUE(CheckModelFile("model.h5", {}).ok());
+  EnableModelFileCheck(Child("reject", "echo bad >&2; exit 1"), absl::Seconds(10));
+  EXPECT_TRUE(CheckModelFile("model.h5", {}).ok());
+}
+
+TEST_F(ModelCheckTest, AChildPastTheLimitIsKilledAndTheLoadFails) {
+  EnableModelFileCheck(Child("hang", "exec sleep 30"), absl::Milliseconds(300));
+  const absl::Status s = CheckModelFile("model.h5", {});
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "model.h5: parsing did not finish within 300ms")) << s;
+}
+
+TEST_F(ModelCheckTest, AChildThatCrashesFailsTheLoadNamingTheSignal) {
+  EnableModelFileCheck(Child("crash", "kill -SEGV $$"), absl::Seconds(10));
+  const absl::Status s = CheckModelFile("model.h5", {});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "crashed the model file check")) << s;
+}
+
+TEST_F(ModelCheckTest, TheChildGetsTheFileAndTheLoadOptions) {
+  const fs::path args =
+      fs::temp_directory_path() / ("rnnserve_check_args_" + std::to_string(getpid()));
+  EnableModelFileCheck(Child("args", "echo \"$@\" > " + args.string()), absl::Seconds(10));
+  models::LoadOptions options;
+  options.format = "keras_h5";
+  options.architecture_json_path = "arch.json";
+  ASSERT_TRUE(CheckModelFile("w.h5", options).ok());
+  std::string line;
+  std::getline(std::ifstream(args), line);
+  EXPECT_EQ(line, "--check-model w.h5 --format keras_h5 --architecture arch.json");
+  fs::remove(args);
+}
+
+TEST_F(ModelCheckTest, TheChildSideLoadsTheFile) {
+  std::string missing = "/no/such/model.h5";
+  char* argv[] = {missing.data()};
+  EXPECT_EQ(RunModelCheck(1, argv), 1);
+  EXPECT_EQ(RunModelCheck(0, nullptr), 2);
+}
+
+}  // namespace
+}  // namespace rnnserve::server
