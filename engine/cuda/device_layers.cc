@@ -446,7 +446,8 @@ class TensorOpRunner {
   absl::Status Bad(const absl::Status& s) const {
     return absl::InvalidArgumentError(absl::StrCat("layer '", layer_.name, "': ", s.message()));
   }
-  // The op's first output as an FP32 device value of `shape`, without a mask.
+  // Output i as an FP32 device value of `shape`, without a mask; null when the layer declares
+  // fewer outputs (the op's other results are not wanted).
   absl::StatusOr<DevValue*> Output(size_t i, const Shape& shape);
   absl::StatusOr<bool> Binary();
   absl::StatusOr<bool> Unary();
@@ -501,8 +502,9 @@ absl::StatusOr<bool> TensorOpRunner::Run() {
   }
   if (spec_.kind == TensorOpKind::kShape) {  // reads the shape only, wherever the data is
     if (n == 0 || (value_[0] == nullptr && host_[0] == nullptr)) return false;
+    if (layer_.outputs.empty()) return true;
     const Shape& s = value_[0] != nullptr ? value_[0]->shape : host_[0]->shape();
-    DevValue& out = values_[layer_.outputs.at(0)];
+    DevValue& out = values_[layer_.outputs[0]];
     out.input = nullptr;
     out.host = Tensor::Int64({static_cast<int64_t>(s.size())}, std::vector<int64_t>(s));
     out.dtype = DType::kInt64;
