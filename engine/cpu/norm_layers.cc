@@ -8,16 +8,6 @@
 namespace rnnserve::engine::cpu {
 namespace {
 
-absl::Status CheckFloatLastAxis(const std::string& name, const Tensor& x, size_t channels) {
-  if (x.dtype() != DType::kFloat32 || x.rank() < 1 ||
-      static_cast<size_t>(x.shape().back()) != channels) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("layer '", name, "': input ", DTypeName(x.dtype()), " ",
-                     ShapeString(x.shape()), " expected FP32 with last axis ", channels));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status CheckOptional(const std::string& name, const char* what, size_t got, size_t want) {
   if (got == 0 || got == want) return absl::OkStatus();
   return absl::InvalidArgumentError(
@@ -46,16 +36,57 @@ absl::Status ValidateLayerNorm(const LayerNormSpec& spec, const std::string& nam
   return absl::OkStatus();
 }
 
+absl::Status CheckBatchNormInput(const BatchNormSpec& spec, const std::string& name, DType dtype,
+                                 const Shape& x) {
+  const size_t c = spec.mean.size();
+  if (dtype != DType::kFloat32 || x.empty() || static_cast<size_t>(x.back()) != c) {
+    return absl::InvalidArgumentError(absl::StrCat("layer '", name, "': input ", DTypeName(dtype),
+                                                   " ", ShapeString(x),
+                                                   " expected FP32 with last axis ", c));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckLayerNormInput(const LayerNormSpec& spec, const std::string& name, DType dtype,
+                                 const Shape& x) {
+  const size_t params = std::max(spec.gamma.size(), spec.beta.size());
+  if (dtype != DType::kFloat32 || x.empty() ||
+      (params > 0 && static_cast<size_t>(x.back()) != params)) {
+    return absl::InvalidArgumentError(absl::StrCat("layer '", name, "': input ", ShapeString(x),
+                                                   " expected FP32 with last axis ", params));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> SoftmaxAxis(const SoftmaxSpec& spec, const std::string& name, DType dtype,
+                                const Shape& x) {
+  const int rank = static_cast<int>(x.size());
+  const int axis = spec.axis < 0 ? spec.axis + rank : spec.axis;
+  if (dtype != DType::kFloat32 || axis < 0 || axis >= rank) {
+    return absl::InvalidArgumentError(absl::StrCat("layer '", name, "': softmax axis ", spec.axis,
+                                                   " does not fit FP32 input ", ShapeString(x)));
+  }
+  return axis;
+}
+
+void FoldBatchNorm(const BatchNormSpec& spec, std::vector<float>* scale,
+                   std::vector<float>* shift) {
+  const size_t c = spec.mean.size();
+  scale->resize(c);
+  shift->resize(c);
+  for (size_t j = 0; j < c; ++j) {
+    const float inv = 1.0f / std::sqrt(spec.variance[j] + spec.epsilon);
+    (*scale)[j] = (spec.gamma.empty() ? 1.0f : spec.gamma[j]) * inv;
+    (*shift)[j] = (spec.beta.empty() ? 0.0f : spec.beta[j]) - spec.mean[j] * (*scale)[j];
+  }
+}
+
 absl::Status RunSoftmax(const SoftmaxSpec& spec, const std::string& name, const Value& in,
                         Value* out) {
   const Tensor& x = in.tensor;
-  const int rank = x.rank();
-  const int axis = spec.axis < 0 ? spec.axis + rank : spec.axis;
-  if (x.dtype() != DType::kFloat32 || axis < 0 || axis >= rank) {
-    return absl::InvalidArgumentError(absl::StrCat("layer '", name, "': softmax axis ", spec.axis,
-                                                   " does not fit FP32 input ",
-                                                   ShapeString(x.shape())));
-  }
+  auto checked = SoftmaxAxis(spec, name, x.dtype(), x.shape());
+  if (!checked.ok()) return checked.status();
+  const int rank = x.rank(), axis = *checked;
   // View x as [outer, n, inner] with the softmax over n.
   int64_t outer = 1, inner = 1;
   for (int i = 0; i < axis; ++i) outer *= x.dim(i);
@@ -84,14 +115,11 @@ absl::Status RunSoftmax(const SoftmaxSpec& spec, const std::string& name, const 
 absl::Status RunBatchNorm(const BatchNormSpec& spec, const std::string& name, const Value& in,
                           Value* out) {
   const size_t c = spec.mean.size();
-  if (auto s = CheckFloatLastAxis(name, in.tensor, c); !s.ok()) return s;
-  // Folded into y = x * scale + shift, as Keras's inference path computes it.
-  std::vector<float> scale(c), shift(c);  // [C] each
-  for (size_t j = 0; j < c; ++j) {
-    const float inv = 1.0f / std::sqrt(spec.variance[j] + spec.epsilon);
-    scale[j] = (spec.gamma.empty() ? 1.0f : spec.gamma[j]) * inv;
-    shift[j] = (spec.beta.empty() ? 0.0f : spec.beta[j]) - spec.mean[j] * scale[j];
+  if (auto s = CheckBatchNormInput(spec, name, in.tensor.dtype(), in.tensor.shape()); !s.ok()) {
+    return s;
   }
+  std::vector<float> scale, shift;  // [C] each
+  FoldBatchNorm(spec, &scale, &shift);
   out->tensor = in.tensor;
   KeepMask(in, out);
   float* y = out->tensor.f32();
@@ -106,13 +134,7 @@ absl::Status RunBatchNorm(const BatchNormSpec& spec, const std::string& name, co
 absl::Status RunLayerNorm(const LayerNormSpec& spec, const std::string& name, const Value& in,
                           Value* out) {
   const Tensor& x = in.tensor;
-  const size_t params = std::max(spec.gamma.size(), spec.beta.size());
-  if (x.dtype() != DType::kFloat32 || x.rank() < 1 ||
-      (params > 0 && static_cast<size_t>(x.shape().back()) != params)) {
-    return absl::InvalidArgumentError(absl::StrCat("layer '", name, "': input ",
-                                                   ShapeString(x.shape()),
-                                                   " expected FP32 with last axis ", params));
-  }
+  if (auto s = CheckLayerNormInput(spec, name, x.dtype(), x.shape()); !s.ok()) return s;
   const int64_t c = x.shape().back();
   out->tensor = x;
   KeepMask(in, out);

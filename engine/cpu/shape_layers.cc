@@ -48,14 +48,19 @@ void MergeMasks(const std::vector<const Value*>& in, Value* out) {
   SetMaskFromSteps(valid, B, T, out);
 }
 
-absl::Status RunFlatten(const std::string& name, const Value& in, Value* out) {
-  const Tensor& x = in.tensor;
-  if (x.rank() < 1) {
+absl::StatusOr<Shape> FlattenShape(const std::string& name, const Shape& x) {
+  if (x.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("layer '", name, "': input ", ShapeString(x.shape()), " has no batch axis"));
+        absl::StrCat("layer '", name, "': input ", ShapeString(x), " has no batch axis"));
   }
-  out->tensor = x;
-  out->tensor.Reshape({x.dim(0), x.dim(0) == 0 ? 0 : x.num_elements() / x.dim(0)});
+  return Shape{x[0], x[0] == 0 ? 0 : NumElements(x) / x[0]};
+}
+
+absl::Status RunFlatten(const std::string& name, const Value& in, Value* out) {
+  auto shape = FlattenShape(name, in.tensor.shape());
+  if (!shape.ok()) return shape.status();
+  out->tensor = in.tensor;
+  out->tensor.Reshape(*shape);
   DropMask(out);
   return absl::OkStatus();
 }
@@ -102,16 +107,23 @@ absl::Status RunReshape(const ReshapeSpec& spec, const std::string& name, const 
   return absl::OkStatus();
 }
 
+absl::StatusOr<Shape> RepeatVectorShape(const RepeatVectorSpec& spec, const std::string& name,
+                                        DType dtype, const Shape& x) {
+  if (dtype != DType::kFloat32 || x.size() != 2 || spec.n <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("layer '", name, "': input ", ShapeString(x),
+                                                   " expected FP32 [B,C] and n ", spec.n,
+                                                   " positive"));
+  }
+  return Shape{x[0], spec.n, x[1]};
+}
+
 absl::Status RunRepeatVector(const RepeatVectorSpec& spec, const std::string& name, const Value& in,
                              Value* out) {
   const Tensor& x = in.tensor;
-  if (x.dtype() != DType::kFloat32 || x.rank() != 2 || spec.n <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("layer '", name, "': input ", ShapeString(x.shape()),
-                     " expected FP32 [B,C] and n ", spec.n, " positive"));
-  }
+  auto shape = RepeatVectorShape(spec, name, x.dtype(), x.shape());
+  if (!shape.ok()) return shape.status();
   const int64_t B = x.dim(0), C = x.dim(1);
-  out->tensor = Tensor::Float({B, spec.n, C});
+  out->tensor = Tensor::Float(*shape);
   for (int64_t b = 0; b < B; ++b) {
     for (int i = 0; i < spec.n; ++i) {
       std::copy_n(x.f32() + b * C, C, out->tensor.f32() + (b * spec.n + i) * C);

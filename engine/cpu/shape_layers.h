@@ -18,6 +18,10 @@
 namespace rnnserve::engine::cpu {
 
 // [B, ...] -> [B, prod(...)].
+// Output shapes of Flatten and RepeatVector for an input of this type and shape (checked).
+absl::StatusOr<Shape> FlattenShape(const std::string& name, const Shape& x);
+absl::StatusOr<Shape> RepeatVectorShape(const RepeatVectorSpec& spec, const std::string& name,
+                                        DType dtype, const Shape& x);
 // Output shape of Reshape for input shape x; INVALID_ARGUMENT naming `name` when it does not fit.
 absl::StatusOr<Shape> ReshapeLayerShape(const ReshapeSpec& spec, const std::string& name,
                                         const Shape& x);

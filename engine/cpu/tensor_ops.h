@@ -73,6 +73,32 @@ absl::StatusOr<GatherPlan> PlanGather(const TensorOpSpec& spec, const Shape& x,
 absl::StatusOr<ConcatPlan> PlanConcat(const TensorOpSpec& spec, absl::Span<const Shape> shapes,
                                       absl::Span<const DType> dtypes);
 
+// MatMul of shapes a x b (numpy batch broadcasting; a 1-D operand is promoted to a matrix and
+// its axis dropped from `out`): [..., M, K] x [..., K, N].
+struct MatMulPlan {
+  Shape abatch, bbatch, batch;  // the operands' batch axes and their broadcast
+  int64_t M = 0, K = 0, N = 0;
+  Shape out;
+  bool a_vector = false, b_vector = false;
+};
+absl::StatusOr<MatMulPlan> PlanMatMul(TensorOpKind kind, const Shape& a, const Shape& b);
+
+// Gemm: alpha * A' B' + beta * C with A' [M, K], B' [K, N] (after trans_a / trans_b); c is
+// null without C, else C's shape, which must broadcast to [M, N].
+struct GemmPlan {
+  int64_t M = 0, K = 0, N = 0;
+};
+absl::StatusOr<GemmPlan> PlanGemm(const TensorOpSpec& spec, const Shape& a, const Shape& b,
+                                  const Shape* c);
+
+// ReduceMean/Sum/Max over spec.ints (empty: every axis).
+struct ReducePlan {
+  std::vector<bool> reduced;  // per axis of the input
+  Shape out;                  // keep_dims: the input's rank, reduced axes 1
+  int64_t count = 1;          // input elements reduced into each output element
+};
+absl::StatusOr<ReducePlan> PlanReduce(const TensorOpSpec& spec, const Shape& x);
+
 }  // namespace tensor_ops
 
 // Number of tensors the op produces (kSplit: one per part; every other op: one).

@@ -130,38 +130,52 @@ absl::Status Unary(const TensorOpSpec& spec, const Tensor& x, Tensor* out) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<MatMulPlan> PlanMatMul(TensorOpKind kind, const Shape& a, const Shape& b) {
+  if (a.empty() || b.empty()) return Bad(kind, "operands must have rank >= 1");
+  MatMulPlan plan;
+  Shape as = a, bs = b;
+  plan.a_vector = as.size() == 1;
+  plan.b_vector = bs.size() == 1;
+  if (plan.a_vector) as.insert(as.begin(), 1);
+  if (plan.b_vector) bs.push_back(1);
+  plan.M = as[as.size() - 2];
+  plan.K = as.back();
+  plan.N = bs.back();
+  if (bs[bs.size() - 2] != plan.K) {
+    return Bad(kind,
+               absl::StrCat("inner dimensions differ: ", ShapeString(a), " x ", ShapeString(b)));
+  }
+  plan.abatch.assign(as.begin(), as.end() - 2);
+  plan.bbatch.assign(bs.begin(), bs.end() - 2);
+  auto batch = Broadcast(kind, plan.abatch, plan.bbatch);
+  if (!batch.ok()) return batch.status();
+  plan.batch = std::move(*batch);
+  Shape full = plan.batch;
+  full.push_back(plan.M);
+  full.push_back(plan.N);
+  if (auto n = CheckedCount(kind, full); !n.ok()) return n.status();
+  plan.out = plan.batch;
+  if (!plan.a_vector) plan.out.push_back(plan.M);
+  if (!plan.b_vector) plan.out.push_back(plan.N);
+  return plan;
+}
+
 // [..., M, K] x [..., K, N] with numpy batch broadcasting and 1-D promotion.
 absl::Status MatMul(TensorOpKind kind, const Tensor& a, const Tensor& b, Tensor* out) {
   if (a.dtype() != DType::kFloat32 || b.dtype() != DType::kFloat32) {
     return Bad(kind, "expects float operands");
   }
-  if (a.rank() == 0 || b.rank() == 0) return Bad(kind, "operands must have rank >= 1");
-  Shape as = a.shape(), bs = b.shape();
-  const bool a1 = as.size() == 1, b1 = bs.size() == 1;
-  if (a1) as.insert(as.begin(), 1);
-  if (b1) bs.push_back(1);
-  const int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
-  if (bs[bs.size() - 2] != K) {
-    return Bad(kind, absl::StrCat("inner dimensions differ: ", ShapeString(a.shape()), " x ",
-                                  ShapeString(b.shape())));
-  }
-  const Shape abatch(as.begin(), as.end() - 2), bbatch(bs.begin(), bs.end() - 2);
-  auto batch = Broadcast(kind, abatch, bbatch);
-  if (!batch.ok()) return batch.status();
-  Shape os = *batch;
-  os.push_back(M);
-  os.push_back(N);
-  if (auto n = CheckedCount(kind, os); !n.ok()) return n.status();
-  Shape final_shape = *batch;
-  if (!a1) final_shape.push_back(M);
-  if (!b1) final_shape.push_back(N);
-  *out = Tensor::Float(final_shape);
-  const int64_t nb = NumElements(*batch);
-  const auto sa = BroadcastStrides(abatch, *batch), sb = BroadcastStrides(bbatch, *batch);
-  const auto ob = Strides(*batch);
+  auto plan = PlanMatMul(kind, a.shape(), b.shape());
+  if (!plan.ok()) return plan.status();
+  const int64_t M = plan->M, K = plan->K, N = plan->N;
+  *out = Tensor::Float(plan->out);
+  const int64_t nb = NumElements(plan->batch);
+  const auto sa = BroadcastStrides(plan->abatch, plan->batch),
+             sb = BroadcastStrides(plan->bbatch, plan->batch);
+  const auto ob = Strides(plan->batch);
   for (int64_t i = 0; i < nb; ++i) {
     int64_t oa = 0, obb = 0, rem = i;
-    for (size_t ax = 0; ax < batch->size(); ++ax) {
+    for (size_t ax = 0; ax < plan->batch.size(); ++ax) {
       const int64_t k = rem / ob[ax];
       rem %= ob[ax];
       oa += k * sa[ax];
@@ -175,13 +189,36 @@ absl::Status MatMul(TensorOpKind kind, const Tensor& a, const Tensor& b, Tensor*
   return absl::OkStatus();
 }
 
+absl::StatusOr<GemmPlan> PlanGemm(const TensorOpSpec& spec, const Shape& a, const Shape& b,
+                                  const Shape* c) {
+  if (a.size() != 2 || b.size() != 2) {
+    return Bad(spec.kind,
+               absl::StrCat("expects 2-D A and B, got ", ShapeString(a), " and ", ShapeString(b)));
+  }
+  GemmPlan plan;
+  plan.M = spec.trans_a ? a[1] : a[0];
+  plan.K = spec.trans_a ? a[0] : a[1];
+  plan.N = spec.trans_b ? b[0] : b[1];
+  if ((spec.trans_b ? b[1] : b[0]) != plan.K) {
+    return Bad(spec.kind,
+               absl::StrCat("inner dimensions differ: ", ShapeString(a), " x ", ShapeString(b)));
+  }
+  const Shape mn = {plan.M, plan.N};
+  if (c != nullptr) {
+    auto bc = Broadcast(spec.kind, mn, *c);
+    if (!bc.ok() || *bc != mn) {
+      return Bad(spec.kind,
+                 absl::StrCat("C ", ShapeString(*c), " does not broadcast to ", ShapeString(mn)));
+    }
+  }
+  return plan;
+}
+
 // alpha * A' B' + beta * C, with A' = A or its transpose (trans_a), likewise B'.
 absl::Status Gemm(const TensorOpSpec& spec, const Tensor& a, const Tensor& b, const Tensor* c,
                   Tensor* out) {
-  if (a.rank() != 2 || b.rank() != 2) {
-    return Bad(spec.kind, absl::StrCat("expects 2-D A and B, got ", ShapeString(a.shape()), " and ",
-                                       ShapeString(b.shape())));
-  }
+  auto plan = PlanGemm(spec, a.shape(), b.shape(), c != nullptr ? &c->shape() : nullptr);
+  if (!plan.ok()) return plan.status();
   Tensor at = a, bt = b, y, scaled;
   const TensorOpSpec transpose{.kind = TensorOpKind::kTranspose};
   if (spec.trans_a) {
@@ -200,14 +237,8 @@ absl::Status Gemm(const TensorOpSpec& spec, const Tensor& a, const Tensor& b, co
       !s.ok()) {
     return s;
   }
-  const Shape mn = out->shape();
   y = std::move(*out);
-  if (auto s = Binary({.kind = TensorOpKind::kAdd}, y, scaled, out); !s.ok()) return s;
-  if (out->shape() != mn) {
-    return Bad(spec.kind, absl::StrCat("C ", ShapeString(c->shape()), " does not broadcast to ",
-                                       ShapeString(mn)));
-  }
-  return absl::OkStatus();
+  return Binary({.kind = TensorOpKind::kAdd}, y, scaled, out);
 }
 
 absl::Status Cast(const TensorOpSpec& spec, const Tensor& x, Tensor* out) {
@@ -261,23 +292,35 @@ absl::Status Softmax(const TensorOpSpec& spec, const Tensor& x, Tensor* out) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<ReducePlan> PlanReduce(const TensorOpSpec& spec, const Shape& x) {
+  const int rank = static_cast<int>(x.size());
+  ReducePlan plan;
+  plan.reduced.assign(rank, spec.ints.empty());
+  for (int64_t a : spec.ints) {
+    auto axis = Axis(spec.kind, a, rank);
+    if (!axis.ok()) return axis.status();
+    plan.reduced[*axis] = true;
+  }
+  for (int i = 0; i < rank; ++i) {
+    if (plan.reduced[i]) plan.count *= x[i];
+    if (!plan.reduced[i] || spec.keep_dims) plan.out.push_back(plan.reduced[i] ? 1 : x[i]);
+  }
+  if (spec.kind == TensorOpKind::kReduceMax && plan.count == 0) {
+    return Bad(spec.kind, "reducing an empty axis");
+  }
+  return plan;
+}
+
 absl::Status Reduce(const TensorOpSpec& spec, const Tensor& x, Tensor* out) {
   if (x.dtype() != DType::kFloat32) return Bad(spec.kind, "expects floats");
-  std::vector<bool> red(x.rank(), spec.ints.empty());
-  for (int64_t a : spec.ints) {
-    auto axis = Axis(spec.kind, a, x.rank());
-    if (!axis.ok()) return axis.status();
-    red[*axis] = true;
-  }
-  Shape kept, os;
-  int64_t count = 1;
+  auto plan = PlanReduce(spec, x.shape());
+  if (!plan.ok()) return plan.status();
+  Shape kept = x.shape();  // the output's elements, at the input's rank
   for (int i = 0; i < x.rank(); ++i) {
-    kept.push_back(red[i] ? 1 : x.dim(i));
-    if (red[i]) count *= x.dim(i);
-    if (!red[i] || spec.keep_dims) os.push_back(red[i] ? 1 : x.dim(i));
+    if (plan->reduced[i]) kept[i] = 1;
   }
+  const int64_t count = plan->count;
   const bool max = spec.kind == TensorOpKind::kReduceMax;
-  if (max && count == 0) return Bad(spec.kind, "reducing an empty axis");
   std::vector<double> acc(NumElements(kept), max ? -INFINITY : 0.0);
   const auto ks = BroadcastStrides(kept, x.shape());
   const auto xs = Strides(x.shape());
@@ -290,7 +333,7 @@ absl::Status Reduce(const TensorOpSpec& spec, const Tensor& x, Tensor* out) {
     const double v = x.f32()[i];
     acc[o] = max ? std::max(acc[o], v) : acc[o] + v;
   }
-  *out = Tensor::Float(os);
+  *out = Tensor::Float(plan->out);
   for (size_t i = 0; i < acc.size(); ++i) {
     const double v = spec.kind == TensorOpKind::kReduceMean && count > 0 ? acc[i] / count : acc[i];
     out->f32()[i] = static_cast<float>(v);

@@ -19,14 +19,6 @@
 namespace rnnserve::engine::cuda {
 namespace {
 
-static_assert(static_cast<int>(ActivationKind::kExponential) == 15 &&
-                  static_cast<int>(ActivationKind::kSoftmax) == 16,
-              "kernels.cu mirrors ActivationKind's values");
-
-DeviceActivation ToKernel(const Activation& a) {
-  return DeviceActivation{static_cast<int>(a.kind), a.alpha, a.beta};
-}
-
 const char* MathName(MathMode m) {
   switch (m) {
     case MathMode::kFp32:
@@ -355,12 +347,8 @@ absl::Status CudaCompiledModel::RunLayer(size_t index, const Batch& batch) {
         "cudaMemcpyAsync"));
     const int64_t cols = in.shape.empty() ? 1 : in.shape.back();
     const int64_t rows = cols > 0 ? NumElements(in.shape) / cols : 0;
-    if (act->activation.kind == ActivationKind::kSoftmax) {
-      return CudaOk(LaunchSoftmaxRows(out.dev.as<float>(), rows, cols, stream_), "softmax");
-    }
-    return CudaOk(LaunchBiasActivation(out.dev.as<float>(), nullptr, rows, cols,
-                                       ToKernel(act->activation), stream_),
-                  "activation kernel");
+    return BiasAndActivation(out.dev.as<float>(), nullptr, rows, static_cast<int>(cols),
+                             act->activation, stream_);
   }
   if (std::holds_alternative<IdentitySpec>(layer.spec)) {
     out.dtype = in.dtype;
@@ -650,24 +638,11 @@ absl::Status CudaCompiledModel::RunDense(const Layer& layer, const DenseSpec& sp
   out.lengths = in.lengths;
   out.step_mask = in.step_mask;
   if (rows == 0) return absl::OkStatus();
-  // Row-major Y [rows, out] = X [rows, in] . K [in, out] is column-major
-  // Y^T [out, rows] = K^T [out, in] . X^T [in, rows].
-  const float one = 1.0f, zero = 0.0f;
-  RNNSERVE_RETURN_IF_ERROR(
-      CublasOk(cublasSgemm(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, spec.out, static_cast<int>(rows),
-                           spec.in, &one, plan.kernel.as<float>(), spec.out, in.dev.as<float>(),
-                           spec.in, &zero, out.dev.as<float>(), spec.out),
-               "cublasSgemm (dense)"));
-  const float* bias = spec.bias.empty() ? nullptr : plan.bias.as<float>();
-  const bool softmax = spec.activation.kind == ActivationKind::kSoftmax;
-  RNNSERVE_RETURN_IF_ERROR(CudaOk(
-      LaunchBiasActivation(out.dev.as<float>(), bias, rows, spec.out,
-                           softmax ? DeviceActivation{} : ToKernel(spec.activation), stream_),
-      "bias/activation kernel"));
-  if (softmax) {
-    return CudaOk(LaunchSoftmaxRows(out.dev.as<float>(), rows, spec.out, stream_), "softmax");
-  }
-  return absl::OkStatus();
+  RNNSERVE_RETURN_IF_ERROR(RowMajorGemm(cublas_, in.dev.as<float>(), plan.kernel.as<float>(),
+                                        out.dev.as<float>(), rows, spec.in, spec.out,
+                                        "cublasSgemm (dense)"));
+  return BiasAndActivation(out.dev.as<float>(), spec.bias.empty() ? nullptr : plan.bias.as<float>(),
+                           rows, spec.out, spec.activation, stream_);
 }
 
 absl::Status CudaCompiledModel::RunEmbedding(const Layer& layer, const EmbeddingSpec& spec,

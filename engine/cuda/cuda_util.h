@@ -41,6 +41,19 @@ inline absl::Status CublasOk(cublasStatus_t st, const char* what) {
   return absl::InternalError(absl::StrCat(what, ": cuBLAS error ", cublasGetStatusName(st)));
 }
 
+// Row-major Y [rows, n] = X [rows, k] . W [k, n] (all on the device), as the column-major
+// product Y^T = W^T . X^T; in the handle's math mode.
+inline absl::Status RowMajorGemm(cublasHandle_t cublas, const float* x, const float* w, float* y,
+                                 int64_t rows, int64_t k, int64_t n, const char* what) {
+  if (rows == 0 || n == 0) return absl::OkStatus();
+  const float one = 1.0f, zero = 0.0f;
+  return CublasOk(
+      cublasSgemm(cublas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(rows),
+                  static_cast<int>(k), &one, w, static_cast<int>(n), x, static_cast<int>(k), &zero,
+                  y, static_cast<int>(n)),
+      what);
+}
+
 // Device memory that grows on demand and is otherwise reused: Reserve() reallocates only when
 // asked for more bytes than it holds, so steady-state batches never call cudaMalloc.
 class DeviceBuffer {

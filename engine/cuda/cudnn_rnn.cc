@@ -10,6 +10,12 @@
 namespace rnnserve::engine::cuda {
 namespace {
 
+// Whether every sequence of the batch has all T steps.
+bool EveryLengthFull(const RecurrentIO& io) {
+  return std::all_of(io.lengths.begin(), io.lengths.end(),
+                     [&](int32_t len) { return len == io.T; });
+}
+
 // T rounded up to a power of two.
 int StepBucket(int T) {
   int b = 1;
@@ -279,29 +285,34 @@ absl::Status CudnnRecurrent::PackWeights() {
   return CudaOk(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (weights)");
 }
 
-absl::Status CudnnRecurrent::SetShape(const RecurrentIO& io) {
+absl::Status CudnnRecurrent::SetDataDescriptors(cudnnRNNDataLayout_t layout, const RecurrentIO& io,
+                                                cudnnRNNDataDescriptor_t x,
+                                                cudnnRNNDataDescriptor_t y) {
   static const double kZero = 0.0;  // all-zero bits: a zero of every data type
   void* fill = const_cast<double*>(&kZero);
-  // FP32 and TF32 read and write the batch-major model values in place; half precision gets
-  // sequence-major copies anyway (converted), the layout cuDNN runs fastest.
-  const cudnnRNNDataLayout_t layout = dtype_ == CUDNN_DATA_FLOAT
-                                          ? CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED
-                                          : CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED;
-  RNNSERVE_RETURN_IF_ERROR(CudnnOk(
-      cudnnSetRNNDataDescriptor(x_desc_, dtype_, layout, io.T, io.B, I_, io.lengths.data(), fill),
-      "cudnnSetRNNDataDescriptor (x)"));
-  RNNSERVE_RETURN_IF_ERROR(CudnnOk(cudnnSetRNNDataDescriptor(y_desc_, dtype_, layout, io.T, io.B,
-                                                             dirs_ * Hp_, io.lengths.data(), fill),
-                                   "cudnnSetRNNDataDescriptor (y)"));
-  if (Available(kStandardSeqMajorAlgo)) {
-    const cudnnRNNDataLayout_t seq = CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED;
-    RNNSERVE_RETURN_IF_ERROR(CudnnOk(cudnnSetRNNDataDescriptor(x_seq_desc_, dtype_, seq, io.T, io.B,
-                                                               I_, io.lengths.data(), fill),
-                                     "cudnnSetRNNDataDescriptor (x, sequence-major)"));
+  RNNSERVE_RETURN_IF_ERROR(
+      CudnnOk(cudnnSetRNNDataDescriptor(x, dtype_, layout, io.T, io.B, I_, io.lengths.data(), fill),
+              "cudnnSetRNNDataDescriptor (x)"));
+  return CudnnOk(cudnnSetRNNDataDescriptor(y, dtype_, layout, io.T, io.B, dirs_ * Hp_,
+                                           io.lengths.data(), fill),
+                 "cudnnSetRNNDataDescriptor (y)");
+}
+
+bool CudnnRecurrent::SeqMajor(cudnnRNNAlgo_t algo) const {
+  return dtype_ != CUDNN_DATA_FLOAT || (algo == kStandardSeqMajorAlgo && Available(algo));
+}
+
+absl::Status CudnnRecurrent::SetShape(const RecurrentIO& io) {
+  // The batch-major pair describes the model values as they are (FP32/TF32); the
+  // sequence-major pair, the copies cuDNN runs on in half precision and under
+  // kStandardSeqMajorAlgo.
+  if (dtype_ == CUDNN_DATA_FLOAT) {
     RNNSERVE_RETURN_IF_ERROR(
-        CudnnOk(cudnnSetRNNDataDescriptor(y_seq_desc_, dtype_, seq, io.T, io.B, dirs_ * Hp_,
-                                          io.lengths.data(), fill),
-                "cudnnSetRNNDataDescriptor (y, sequence-major)"));
+        SetDataDescriptors(CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED, io, x_desc_, y_desc_));
+  }
+  if (dtype_ != CUDNN_DATA_FLOAT || Available(kStandardSeqMajorAlgo)) {
+    RNNSERVE_RETURN_IF_ERROR(
+        SetDataDescriptors(CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED, io, x_seq_desc_, y_seq_desc_));
   }
   const int hd[3] = {dirs_, io.B, Hp_}, hs[3] = {io.B * Hp_, Hp_, 1};
   const int cd[3] = {dirs_, io.B, H_}, cs[3] = {io.B * H_, H_, 1};
@@ -315,14 +326,16 @@ absl::Status CudnnRecurrent::Launch(cudnnRNNAlgo_t algo, const RecurrentIO& io) 
   if (!Available(algo)) algo = CUDNN_RNN_ALGO_STANDARD;
   if (algo == kFusedAlgo) return fused_->Forward(io, FusedLstm::Kernel::kGrid);
   if (algo == kFusedClusterAlgo) return fused_->Forward(io, FusedLstm::Kernel::kCluster);
-  const bool seq_major = algo == kStandardSeqMajorAlgo;
-  if (seq_major) algo = CUDNN_RNN_ALGO_STANDARD;
+  const bool seq_major = SeqMajor(algo);
+  if (algo == kStandardSeqMajorAlgo) algo = CUDNN_RNN_ALGO_STANDARD;
   auto described = DescriptorFor(algo, io.B);
   if (!described.ok()) return described.status();
   cudnnRNNDescriptor_t desc = *described;
+  const cudnnRNNDataDescriptor_t x_desc = seq_major ? x_seq_desc_ : x_desc_;
+  const cudnnRNNDataDescriptor_t y_desc = seq_major ? y_seq_desc_ : y_desc_;
   size_t ws = 0, reserve = 0;
   RNNSERVE_RETURN_IF_ERROR(CudnnOk(
-      cudnnGetRNNTempSpaceSizes(handle_, desc, CUDNN_FWD_MODE_INFERENCE, x_desc_, &ws, &reserve),
+      cudnnGetRNNTempSpaceSizes(handle_, desc, CUDNN_FWD_MODE_INFERENCE, x_desc, &ws, &reserve),
       "cudnnGetRNNTempSpaceSizes"));
   RNNSERVE_RETURN_IF_ERROR(workspace_.Reserve(std::max<size_t>(ws, 1)));
   const bool half = dtype_ != CUDNN_DATA_FLOAT;
@@ -333,9 +346,9 @@ absl::Status CudnnRecurrent::Launch(cudnnRNNAlgo_t algo, const RecurrentIO& io) 
   const void* c0 = io.c0;
   void* hy = io.hy;
   void* cy = io.cy;
-  if (half || seq_major) {
-    x = x_half_.get();
-    y = y_half_.get();
+  if (seq_major) {
+    x = x_seq_.get();
+    y = y_seq_.get();
   }
   if (half) {
     h0 = io.h0 ? h0_half_.get() : nullptr;
@@ -343,12 +356,10 @@ absl::Status CudnnRecurrent::Launch(cudnnRNNAlgo_t algo, const RecurrentIO& io) 
     hy = hy_half_.get();
     cy = lstm ? cy_half_.get() : nullptr;
   }
-  return CudnnOk(
-      cudnnRNNForward(handle_, desc, CUDNN_FWD_MODE_INFERENCE, io.lengths_dev,
-                      seq_major ? x_seq_desc_ : x_desc_, x, seq_major ? y_seq_desc_ : y_desc_, y,
-                      h_desc_, h0, hy, c_desc_, c0, lstm ? cy : nullptr, weight_bytes_,
-                      weights_.get(), ws, workspace_.get(), 0, nullptr),
-      absl::StrCat("cudnnRNNForward (", AlgoName(algo), ")").c_str());
+  return CudnnOk(cudnnRNNForward(handle_, desc, CUDNN_FWD_MODE_INFERENCE, io.lengths_dev, x_desc, x,
+                                 y_desc, y, h_desc_, h0, hy, c_desc_, c0, lstm ? cy : nullptr,
+                                 weight_bytes_, weights_.get(), ws, workspace_.get(), 0, nullptr),
+                 absl::StrCat("cudnnRNNForward (", AlgoName(algo), ")").c_str());
 }
 
 absl::StatusOr<cudnnRNNAlgo_t> CudnnRecurrent::ChooseAlgorithm(const RecurrentIO& io) {
@@ -356,8 +367,7 @@ absl::StatusOr<cudnnRNNAlgo_t> CudnnRecurrent::ChooseAlgorithm(const RecurrentIO
   const std::pair<int, int> key = {io.B, StepBucket(io.T)};
   if (auto it = algo_by_batch_.find(key); it != algo_by_batch_.end()) return it->second;
   cudnnRNNAlgo_t best = CUDNN_RNN_ALGO_STANDARD;
-  const bool full =
-      std::all_of(io.lengths.begin(), io.lengths.end(), [&](int32_t len) { return len == io.T; });
+  const bool full = EveryLengthFull(io);
   std::vector<cudnnRNNAlgo_t> candidates;
   for (const auto& [algo, desc] : descs_) {
     // PERSIST_DYNAMIC does not take sequences of different lengths.
@@ -446,35 +456,30 @@ absl::Status CudnnRecurrent::Enqueue(cudnnRNNAlgo_t algo, const RecurrentIO& io)
   const bool lstm = spec_.cell == CellType::kLstm;
   const bool half = dtype_ != CUDNN_DATA_FLOAT;
   const HalfKind k = HalfOf(dtype_);
-  if (half) {
+  const bool seq_major = SeqMajor(algo);
+  if (seq_major) {  // x [B, T, I] -> [T, B, I], converted in half precision
     RNNSERVE_RETURN_IF_ERROR(
-        CudaOk(LaunchToHalfSwap01(io.x, x_half_.get(), io.B, io.T, I_, k, stream_), "x to half"));
-    if (io.h0) {
-      RNNSERVE_RETURN_IF_ERROR(
-          CudaOk(LaunchToHalf(io.h0, h0_half_.get(), h_n, k, stream_), "h0 to half"));
-    }
-    if (io.c0) {
-      RNNSERVE_RETURN_IF_ERROR(
-          CudaOk(LaunchToHalf(io.c0, c0_half_.get(), c_n, k, stream_), "c0 to half"));
-    }
+        CudaOk(half ? LaunchToHalfSwap01(io.x, x_seq_.get(), io.B, io.T, I_, k, stream_)
+                    : LaunchSwap01(io.x, x_seq_.as<float>(), io.B, io.T, I_, stream_),
+               "x to sequence-major"));
   }
-  const bool seq_major = algo == kStandardSeqMajorAlgo && Available(algo);
-  if (seq_major) {
-    RNNSERVE_RETURN_IF_ERROR(CudaOk(
-        LaunchSwap01(io.x, x_half_.as<float>(), io.B, io.T, I_, stream_), "x to sequence-major"));
+  if (half && io.h0) {
+    RNNSERVE_RETURN_IF_ERROR(
+        CudaOk(LaunchToHalf(io.h0, h0_half_.get(), h_n, k, stream_), "h0 to half"));
+  }
+  if (half && io.c0) {
+    RNNSERVE_RETURN_IF_ERROR(
+        CudaOk(LaunchToHalf(io.c0, c0_half_.get(), c_n, k, stream_), "c0 to half"));
   }
   RNNSERVE_RETURN_IF_ERROR(Launch(algo, io));
-  if (seq_major && io.y) {
+  if (seq_major && io.y) {  // and back
+    const int64_t row = int64_t{dirs_} * Hp_;
     RNNSERVE_RETURN_IF_ERROR(
-        CudaOk(LaunchSwap01(y_half_.as<float>(), io.y, io.T, io.B, dirs_ * Hp_, stream_),
+        CudaOk(half ? LaunchFromHalfSwap01(y_seq_.get(), io.y, io.T, io.B, row, k, stream_)
+                    : LaunchSwap01(y_seq_.as<float>(), io.y, io.T, io.B, row, stream_),
                "y to batch-major"));
   }
   if (half) {
-    if (io.y) {
-      RNNSERVE_RETURN_IF_ERROR(
-          CudaOk(LaunchFromHalfSwap01(y_half_.get(), io.y, io.T, io.B, dirs_ * Hp_, k, stream_),
-                 "y to float"));
-    }
     RNNSERVE_RETURN_IF_ERROR(
         CudaOk(LaunchFromHalf(hy_half_.get(), io.hy, h_n, k, stream_), "hy to float"));
     if (lstm && io.cy) {
@@ -483,9 +488,7 @@ absl::Status CudnnRecurrent::Enqueue(cudnnRNNAlgo_t algo, const RecurrentIO& io)
     }
   }
   // Keras: a masked step of a forward direction repeats the last output.
-  const bool masked_steps =
-      std::any_of(io.lengths.begin(), io.lengths.end(), [&](int32_t len) { return len < io.T; });
-  if (io.y && masked_steps && spec_.masking == MaskSemantics::kKeras &&
+  if (io.y && !EveryLengthFull(io) && spec_.masking == MaskSemantics::kKeras &&
       !spec_.zero_output_for_mask) {
     for (int d = 0; d < dirs_; ++d) {
       if (spec_.directions[d].reverse) continue;
@@ -511,8 +514,8 @@ std::string CudnnRecurrent::GraphKey(cudnnRNNAlgo_t algo, const RecurrentIO& io)
                              io.lengths_dev,
                              workspace_.get(),
                              y_scratch_.get(),
-                             x_half_.get(),
-                             y_half_.get(),
+                             x_seq_.get(),
+                             y_seq_.get(),
                              h0_half_.get(),
                              c0_half_.get(),
                              hy_half_.get(),
@@ -575,13 +578,12 @@ absl::Status CudnnRecurrent::Forward(const RecurrentIO& io) {
   const int64_t h_n = int64_t{dirs_} * io.B * Hp_;
   const int64_t c_n = int64_t{dirs_} * io.B * H_;
   if (io.y == nullptr) RNNSERVE_RETURN_IF_ERROR(y_scratch_.Reserve(y_n * sizeof(float)));
+  const size_t e = ElementBytes(dtype_);
   if (dtype_ != CUDNN_DATA_FLOAT || Available(kStandardSeqMajorAlgo)) {
-    const size_t e = ElementBytes(dtype_);
-    RNNSERVE_RETURN_IF_ERROR(x_half_.Reserve(x_n * e));
-    RNNSERVE_RETURN_IF_ERROR(y_half_.Reserve(y_n * e));
+    RNNSERVE_RETURN_IF_ERROR(x_seq_.Reserve(x_n * e));
+    RNNSERVE_RETURN_IF_ERROR(y_seq_.Reserve(y_n * e));
   }
   if (dtype_ != CUDNN_DATA_FLOAT) {
-    const size_t e = ElementBytes(dtype_);
     RNNSERVE_RETURN_IF_ERROR(h0_half_.Reserve(h_n * e));
     RNNSERVE_RETURN_IF_ERROR(hy_half_.Reserve(h_n * e));
     RNNSERVE_RETURN_IF_ERROR(c0_half_.Reserve(c_n * e));
@@ -653,7 +655,7 @@ std::vector<cudnnRNNAlgo_t> CudnnRecurrent::algorithms() const {
 int64_t CudnnRecurrent::memory_bytes() const {
   return (fused_ ? fused_->memory_bytes() : 0) +
          static_cast<int64_t>(weights_.bytes() + workspace_.bytes() + y_scratch_.bytes() +
-                              x_half_.bytes() + y_half_.bytes() + h0_half_.bytes() +
+                              x_seq_.bytes() + y_seq_.bytes() + h0_half_.bytes() +
                               c0_half_.bytes() + hy_half_.bytes() + cy_half_.bytes());
 }
 

@@ -133,6 +133,11 @@ class CudnnRecurrent {
   bool Available(cudnnRNNAlgo_t algo) const;
   absl::Status PackWeights();
   absl::Status SetShape(const RecurrentIO& io);
+  absl::Status SetDataDescriptors(cudnnRNNDataLayout_t layout, const RecurrentIO& io,
+                                  cudnnRNNDataDescriptor_t x, cudnnRNNDataDescriptor_t y);
+  // Whether `algo` runs on sequence-major copies of x and y: always in half precision (the
+  // conversion makes the copy anyway), and kStandardSeqMajorAlgo.
+  bool SeqMajor(cudnnRNNAlgo_t algo) const;
   absl::Status Launch(cudnnRNNAlgo_t algo, const RecurrentIO& io);
   absl::StatusOr<cudnnRNNAlgo_t> ChooseAlgorithm(const RecurrentIO& io);
   // Conversions, cuDNN and the masking kernel for one batch, on the stream.
@@ -168,9 +173,10 @@ class CudnnRecurrent {
   std::set<std::string> seen_;                     // shapes run once (GraphKey)
   std::map<std::string, cudaGraphExec_t> graphs_;  // shapes captured
 
+  // The batch's x and y as batch-major model values (FP32/TF32) and as the sequence-major
+  // copies x_seq_, y_seq_ (SeqMajor).
   cudnnRNNDataDescriptor_t x_desc_ = nullptr;
   cudnnRNNDataDescriptor_t y_desc_ = nullptr;
-  // FP32/TF32: the sequence-major layout of the same shape (kStandardSeqMajorAlgo).
   cudnnRNNDataDescriptor_t x_seq_desc_ = nullptr;
   cudnnRNNDataDescriptor_t y_seq_desc_ = nullptr;
   cudnnTensorDescriptor_t h_desc_ = nullptr;
@@ -180,9 +186,10 @@ class CudnnRecurrent {
   size_t weight_bytes_ = 0;
   DeviceBuffer workspace_;  // grows to the largest shape seen
   DeviceBuffer y_scratch_;  // [B, T, dirs*H'] when the caller wants no sequence
-  // FP16/BF16 modes: the half-precision copies cuDNN reads and writes (x and y
-  // sequence-major); x_half_ and y_half_ also hold kStandardSeqMajorAlgo's FP32 copies.
-  DeviceBuffer x_half_, y_half_, h0_half_, c0_half_, hy_half_, cy_half_;
+  // x [T, B, I] and y [T, B, dirs*H'] for the runs that are SeqMajor, in the layer's data type.
+  DeviceBuffer x_seq_, y_seq_;
+  // FP16/BF16: the half-precision states cuDNN reads and writes.
+  DeviceBuffer h0_half_, c0_half_, hy_half_, cy_half_;
 };
 
 }  // namespace rnnserve::engine::cuda

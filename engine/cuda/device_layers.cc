@@ -1,7 +1,6 @@
 #include "engine/cuda/device_layers.h"
 
 #include <algorithm>
-#include <cmath>
 #include <type_traits>
 #include <utility>
 
@@ -17,6 +16,10 @@ namespace rnnserve::engine::cuda {
 namespace {
 
 namespace tops = cpu::tensor_ops;
+
+static_assert(static_cast<int>(ActivationKind::kExponential) == 15 &&
+                  static_cast<int>(ActivationKind::kSoftmax) == 16,
+              "device_activation.cuh mirrors ActivationKind's values");
 
 DeviceActivation KernelActivation(const Activation& a) {
   return DeviceActivation{static_cast<int>(a.kind), a.alpha, a.beta};
@@ -61,33 +64,13 @@ void DropMask(DevValue* out) {
   out->step_mask.clear();
 }
 
-absl::Status BadInput(const Layer& layer, const DevValue& in, const std::string& expected) {
-  return absl::InvalidArgumentError(absl::StrCat("layer '", layer.name, "': input ",
-                                                 DTypeName(in.dtype), " ", ShapeString(in.shape),
-                                                 " expected ", expected));
-}
-
-// Row-major Y [rows, n] = X [rows, k] . W [k, n], as column-major Y^T = W^T . X^T.
-absl::Status RowMajorGemm(cublasHandle_t cublas, const float* x, const float* w, float* y,
-                          int64_t rows, int64_t k, int64_t n, const char* what) {
-  if (rows == 0 || n == 0) return absl::OkStatus();
-  const float one = 1.0f, zero = 0.0f;
-  return CublasOk(
-      cublasSgemm(cublas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(rows),
-                  static_cast<int>(k), &one, w, static_cast<int>(n), x, static_cast<int>(k), &zero,
-                  y, static_cast<int>(n)),
-      what);
-}
-
 // ---------------------------------------------------------------------------------------------
 // Keras layers.
 
 absl::Status RunBatchNorm(const Layer& layer, const BatchNormSpec& spec, cudaStream_t stream,
                           DeviceLayerState& state, DevValue& in, DevValue& out) {
+  RNNSERVE_RETURN_IF_ERROR(cpu::CheckBatchNormInput(spec, layer.name, in.dtype, in.shape));
   const int64_t c = static_cast<int64_t>(spec.mean.size());
-  if (in.dtype != DType::kFloat32 || in.shape.empty() || in.shape.back() != c) {
-    return BadInput(layer, in, absl::StrCat("FP32 with last axis ", c));
-  }
   RNNSERVE_RETURN_IF_ERROR(ToDevice(&in, stream));
   RNNSERVE_RETURN_IF_ERROR(SetDevice(&out, DType::kFloat32, in.shape));
   KeepMask(in, &out);
@@ -100,11 +83,7 @@ absl::Status RunBatchNorm(const Layer& layer, const BatchNormSpec& spec, cudaStr
 
 absl::Status RunLayerNorm(const Layer& layer, const LayerNormSpec& spec, cudaStream_t stream,
                           DeviceLayerState& state, DevValue& in, DevValue& out) {
-  const size_t params = std::max(spec.gamma.size(), spec.beta.size());
-  if (in.dtype != DType::kFloat32 || in.shape.empty() ||
-      (params > 0 && static_cast<size_t>(in.shape.back()) != params)) {
-    return BadInput(layer, in, absl::StrCat("FP32 with last axis ", params));
-  }
+  RNNSERVE_RETURN_IF_ERROR(cpu::CheckLayerNormInput(spec, layer.name, in.dtype, in.shape));
   RNNSERVE_RETURN_IF_ERROR(ToDevice(&in, stream));
   RNNSERVE_RETURN_IF_ERROR(SetDevice(&out, DType::kFloat32, in.shape));
   KeepMask(in, &out);
@@ -133,18 +112,13 @@ absl::Status SoftmaxInPlace(DevValue& out, int axis, bool coerce_2d, bool log, b
 
 absl::Status RunSoftmax(const Layer& layer, const SoftmaxSpec& spec, cudaStream_t stream,
                         DevValue& in, DevValue& out) {
-  const int rank = static_cast<int>(in.shape.size());
-  const int axis = spec.axis < 0 ? spec.axis + rank : spec.axis;
-  if (in.dtype != DType::kFloat32 || axis < 0 || axis >= rank) {
-    return absl::InvalidArgumentError(absl::StrCat("layer '", layer.name, "': softmax axis ",
-                                                   spec.axis, " does not fit FP32 input ",
-                                                   ShapeString(in.shape)));
-  }
+  auto axis = cpu::SoftmaxAxis(spec, layer.name, in.dtype, in.shape);
+  if (!axis.ok()) return axis.status();
   RNNSERVE_RETURN_IF_ERROR(ToDevice(&in, stream));
   RNNSERVE_RETURN_IF_ERROR(SetDevice(&out, DType::kFloat32, in.shape));
   KeepMask(in, &out);
   RNNSERVE_RETURN_IF_ERROR(CopyOnDevice(in, &out, stream));
-  return SoftmaxInPlace(out, axis, false, false, false, stream);
+  return SoftmaxInPlace(out, *axis, false, false, false, stream);
 }
 
 absl::Status RunConv1D(const Layer& layer, const Conv1DSpec& spec, cudaStream_t stream,
@@ -167,16 +141,9 @@ absl::Status RunConv1D(const Layer& layer, const Conv1DSpec& spec, cudaStream_t 
   RNNSERVE_RETURN_IF_ERROR(RowMajorGemm(cublas, state.scratch.as<float>(),
                                         state.params_a.as<float>(), out.dev.as<float>(), rows,
                                         K * Ci, Co, "cublasSgemm (Conv1D)"));
-  const bool softmax = spec.activation.kind == ActivationKind::kSoftmax;
-  RNNSERVE_RETURN_IF_ERROR(
-      CudaOk(LaunchBiasActivation(
-                 out.dev.as<float>(), spec.bias.empty() ? nullptr : state.params_b.as<float>(),
-                 rows, static_cast<int>(Co),
-                 softmax ? DeviceActivation{} : KernelActivation(spec.activation), stream),
-             "bias/activation kernel"));
-  if (!softmax) return absl::OkStatus();
-  return CudaOk(LaunchSoftmaxRows(out.dev.as<float>(), rows, static_cast<int>(Co), stream),
-                "softmax kernel");
+  return BiasAndActivation(out.dev.as<float>(),
+                           spec.bias.empty() ? nullptr : state.params_b.as<float>(), rows,
+                           static_cast<int>(Co), spec.activation, stream);
 }
 
 absl::Status RunPool1D(const Layer& layer, const Pool1DSpec& spec, cudaStream_t stream,
@@ -229,17 +196,14 @@ absl::Status Relabel(cudaStream_t stream, DevValue& in, DevValue& out, Shape sha
 
 absl::Status RunRepeatVector(const Layer& layer, const RepeatVectorSpec& spec, cudaStream_t stream,
                              DevValue& in, DevValue& out) {
-  if (in.dtype != DType::kFloat32 || in.shape.size() != 2 || spec.n <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("layer '", layer.name, "': input ", ShapeString(in.shape),
-                     " expected FP32 [B,C] and n ", spec.n, " positive"));
-  }
-  const int64_t B = in.shape[0], C = in.shape[1];
+  auto shape = cpu::RepeatVectorShape(spec, layer.name, in.dtype, in.shape);
+  if (!shape.ok()) return shape.status();
+  const int64_t C = in.shape[1];
   RNNSERVE_RETURN_IF_ERROR(ToDevice(&in, stream));
-  RNNSERVE_RETURN_IF_ERROR(SetDevice(&out, DType::kFloat32, {B, spec.n, C}));
+  RNNSERVE_RETURN_IF_ERROR(SetDevice(&out, DType::kFloat32, *shape));
   DropMask(&out);
   IndexMap map;
-  ToMap({B, spec.n, C}, {C, 0, 1}, &map);
+  ToMap(*shape, {C, 0, 1}, &map);
   return CudaOk(LaunchStridedCopy(in.dev.as<float>(), 0, map, out.dev.as<float>(), stream),
                 "repeat kernel");
 }
@@ -709,55 +673,44 @@ absl::StatusOr<bool> TensorOpRunner::Strided() {
 }
 
 // [..., M, K] x [..., K, N] where each side's batch axes are either the whole broadcast batch
-// or absent (all 1): one strided-batched SGEMM. Other broadcasts and 1-D operands: the host.
+// or absent (all 1): one SGEMM, or one strided-batched SGEMM. Other broadcasts and 1-D
+// operands: the host.
 absl::StatusOr<bool> TensorOpRunner::MatMul() {
   const DataOperand& a = data_[0];
   const DataOperand& b = data_[1];
-  if (a.shape.size() < 2 || b.shape.size() < 2) return false;
-  const int64_t M = a.shape[a.shape.size() - 2], K = a.shape.back(), N = b.shape.back();
-  if (b.shape[b.shape.size() - 2] != K) {
-    return Bad(tops::Bad(spec_.kind, absl::StrCat("inner dimensions differ: ", ShapeString(a.shape),
-                                                  " x ", ShapeString(b.shape))));
+  auto plan = tops::PlanMatMul(spec_.kind, a.shape, b.shape);
+  if (!plan.ok()) return Bad(plan.status());
+  const int64_t M = plan->M, K = plan->K, N = plan->N;
+  const int64_t nb = NumElements(plan->batch), na = NumElements(plan->abatch),
+                nbb = NumElements(plan->bbatch);
+  if (plan->a_vector || plan->b_vector || (na != nb && na != 1) || (nbb != nb && nbb != 1)) {
+    return false;
   }
-  const Shape abatch(a.shape.begin(), a.shape.end() - 2),
-      bbatch(b.shape.begin(), b.shape.end() - 2);
-  auto batch = tops::Broadcast(spec_.kind, abatch, bbatch);
-  if (!batch.ok()) return Bad(batch.status());
-  const int64_t nb = NumElements(*batch), na = NumElements(abatch), nbb = NumElements(bbatch);
-  if ((na != nb && na != 1) || (nbb != nb && nbb != 1)) return false;
-  Shape os = *batch;
-  os.push_back(M);
-  os.push_back(N);
-  if (auto c = tops::CheckedCount(spec_.kind, os); !c.ok()) return Bad(c.status());
-  auto out = Output(0, os);
+  auto out = Output(0, plan->out);
   if (!out.ok()) return out.status();
   if (*out == nullptr) return true;
   float* y = (*out)->dev.as<float>();
   if (nb == 0 || M == 0 || N == 0) return true;
   if (K == 0) {
-    RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaMemsetAsync(y, 0, NumElements(os) * sizeof(float), stream_),
+    RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaMemsetAsync(y, 0, nb * M * N * sizeof(float), stream_),
                                     "cudaMemsetAsync (MatMul)"));
     return true;
   }
-  if (nbb == 1) {  // one B for every batch: a single GEMM over all rows of A
-    RNNSERVE_RETURN_IF_ERROR(RowMajorGemm(cublas_, a.ptr, b.ptr, y, (na == nb ? nb : 1) * M, K, N,
-                                          "cublasSgemm (MatMul)"));
-    if (na == 1 && nb > 1) {  // A shared too: every batch holds the same product
-      for (int64_t i = 1; i < nb; ++i) {
-        RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaMemcpyAsync(y + i * M * N, y, M * N * sizeof(float),
-                                                        cudaMemcpyDeviceToDevice, stream_),
-                                        "cudaMemcpyAsync (MatMul)"));
-      }
-    }
+  if (nbb == 1 && na == nb) {  // one B for every batch: a single GEMM over all rows of A
+    RNNSERVE_RETURN_IF_ERROR(
+        RowMajorGemm(cublas_, a.ptr, b.ptr, y, nb * M, K, N, "cublasSgemm (MatMul)"));
     return true;
   }
+  // Column-major, as RowMajorGemm: Y^T = B^T . A^T per batch; a side without batch axes is
+  // read again by every batch (stride 0).
   const float one = 1.0f, zero = 0.0f;
-  RNNSERVE_RETURN_IF_ERROR(CublasOk(
-      cublasSgemmStridedBatched(
-          cublas_, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
-          static_cast<int>(K), &one, b.ptr, static_cast<int>(N), K * N, a.ptr, static_cast<int>(K),
-          na == 1 ? 0 : M * K, &zero, y, static_cast<int>(N), M * N, static_cast<int>(nb)),
-      "cublasSgemmStridedBatched (MatMul)"));
+  RNNSERVE_RETURN_IF_ERROR(
+      CublasOk(cublasSgemmStridedBatched(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(N),
+                                         static_cast<int>(M), static_cast<int>(K), &one, b.ptr,
+                                         static_cast<int>(N), nbb == 1 ? 0 : K * N, a.ptr,
+                                         static_cast<int>(K), na == 1 ? 0 : M * K, &zero, y,
+                                         static_cast<int>(N), M * N, static_cast<int>(nb)),
+               "cublasSgemmStridedBatched (MatMul)"));
   return true;
 }
 
@@ -765,28 +718,12 @@ absl::StatusOr<bool> TensorOpRunner::MatMul() {
 absl::StatusOr<bool> TensorOpRunner::Gemm() {
   const DataOperand& a = data_[0];
   const DataOperand& b = data_[1];
-  if (a.shape.size() != 2 || b.shape.size() != 2) {
-    return Bad(tops::Bad(spec_.kind, absl::StrCat("expects 2-D A and B, got ", ShapeString(a.shape),
-                                                  " and ", ShapeString(b.shape))));
-  }
-  const int64_t M = spec_.trans_a ? a.shape[1] : a.shape[0];
-  const int64_t K = spec_.trans_a ? a.shape[0] : a.shape[1];
-  const int64_t Kb = spec_.trans_b ? b.shape[1] : b.shape[0];
-  const int64_t N = spec_.trans_b ? b.shape[0] : b.shape[1];
-  if (K != Kb) {
-    return Bad(tops::Bad(spec_.kind, absl::StrCat("inner dimensions differ: ", ShapeString(a.shape),
-                                                  " x ", ShapeString(b.shape))));
-  }
+  const bool has_c = data_.size() > 2 && data_[2].ptr != nullptr;
+  auto plan = tops::PlanGemm(spec_, a.shape, b.shape, has_c ? &data_[2].shape : nullptr);
+  if (!plan.ok()) return Bad(plan.status());
+  const int64_t M = plan->M, K = plan->K, N = plan->N;
   if (K == 0) return false;  // an empty product: the host's plain loops
   const Shape mn = {M, N};
-  const bool has_c = data_.size() > 2 && data_[2].ptr != nullptr;
-  if (has_c) {
-    auto bc = tops::Broadcast(spec_.kind, mn, data_[2].shape);
-    if (!bc.ok() || *bc != mn) {
-      return Bad(tops::Bad(spec_.kind, absl::StrCat("C ", ShapeString(data_[2].shape),
-                                                    " does not broadcast to ", ShapeString(mn))));
-    }
-  }
   auto out = Output(0, mn);
   if (!out.ok()) return out.status();
   if (*out == nullptr) return true;
@@ -813,39 +750,43 @@ absl::StatusOr<bool> TensorOpRunner::Reduce() {
   const DataOperand& x = data_[0];
   const int rank = static_cast<int>(x.shape.size());
   if (rank > kMaxKernelRank) return false;
-  std::vector<bool> red(rank, spec_.ints.empty());
-  for (int64_t a : spec_.ints) {
-    auto axis = tops::Axis(spec_.kind, a, rank);
-    if (!axis.ok()) return Bad(axis.status());
-    red[*axis] = true;
-  }
+  auto plan = tops::PlanReduce(spec_, x.shape);
+  if (!plan.ok()) return Bad(plan.status());
+  // The output walks the kept axes, each output element the reduced ones.
   const auto strides = tops::Strides(x.shape);
-  Shape kept_dims, red_dims, os;
+  Shape kept_dims, red_dims;
   std::vector<int64_t> kept_strides, red_strides;
   for (int i = 0; i < rank; ++i) {
-    (red[i] ? red_dims : kept_dims).push_back(x.shape[i]);
-    (red[i] ? red_strides : kept_strides).push_back(strides[i]);
-    if (!red[i] || spec_.keep_dims) os.push_back(red[i] ? 1 : x.shape[i]);
+    (plan->reduced[i] ? red_dims : kept_dims).push_back(x.shape[i]);
+    (plan->reduced[i] ? red_strides : kept_strides).push_back(strides[i]);
   }
-  const int64_t count = NumElements(red_dims);
-  const bool max = spec_.kind == TensorOpKind::kReduceMax;
-  if (max && count == 0) return Bad(tops::Bad(spec_.kind, "reducing an empty axis"));
-  auto out = Output(0, os);
+  auto out = Output(0, plan->out);
   if (!out.ok()) return out.status();
   if (*out == nullptr) return true;
   IndexMap kept, reduced;
   ToMap(kept_dims, kept_strides, &kept);
   ToMap(red_dims, red_strides, &reduced);
-  const ReduceOp op = max                                       ? ReduceOp::kMax
+  const ReduceOp op = spec_.kind == TensorOpKind::kReduceMax    ? ReduceOp::kMax
                       : spec_.kind == TensorOpKind::kReduceMean ? ReduceOp::kMean
                                                                 : ReduceOp::kSum;
   RNNSERVE_RETURN_IF_ERROR(
-      CudaOk(LaunchReduce(x.ptr, kept, reduced, count, (*out)->dev.as<float>(), op, stream_),
+      CudaOk(LaunchReduce(x.ptr, kept, reduced, plan->count, (*out)->dev.as<float>(), op, stream_),
              "reduction kernel"));
   return true;
 }
 
 }  // namespace
+
+absl::Status BiasAndActivation(float* y, const float* bias, int64_t rows, int cols,
+                               const Activation& act, cudaStream_t stream) {
+  const bool softmax = act.kind == ActivationKind::kSoftmax;
+  RNNSERVE_RETURN_IF_ERROR(
+      CudaOk(LaunchBiasActivation(y, bias, rows, cols,
+                                  softmax ? DeviceActivation{} : KernelActivation(act), stream),
+             "bias/activation kernel"));
+  if (!softmax) return absl::OkStatus();
+  return CudaOk(LaunchSoftmaxRows(y, rows, cols, stream), "softmax kernel");
+}
 
 absl::StatusOr<DevicePlacement> PlanDeviceLayer(const Layer& layer, cudaStream_t stream,
                                                 DeviceLayerState* state) {
@@ -857,14 +798,8 @@ absl::StatusOr<DevicePlacement> PlanDeviceLayer(const Layer& layer, cudaStream_t
         using S = std::decay_t<decltype(spec)>;
         if constexpr (std::is_same_v<S, BatchNormSpec>) {
           RNNSERVE_RETURN_IF_ERROR(cpu::ValidateBatchNorm(spec, layer.name));
-          // Folded into y = x * scale + shift, as the CPU engine and Keras's inference compute.
-          const size_t c = spec.mean.size();
-          std::vector<float> scale(c), shift(c);
-          for (size_t j = 0; j < c; ++j) {
-            const float inv = 1.0f / std::sqrt(spec.variance[j] + spec.epsilon);
-            scale[j] = (spec.gamma.empty() ? 1.0f : spec.gamma[j]) * inv;
-            shift[j] = (spec.beta.empty() ? 0.0f : spec.beta[j]) - spec.mean[j] * scale[j];
-          }
+          std::vector<float> scale, shift;
+          cpu::FoldBatchNorm(spec, &scale, &shift);
           RNNSERVE_RETURN_IF_ERROR(UploadFloats(scale, &state->params_a, stream));
           RNNSERVE_RETURN_IF_ERROR(UploadFloats(shift, &state->params_b, stream));
           return DevicePlacement{true, "scale/shift kernel (moving statistics folded at load)"};
@@ -944,9 +879,9 @@ absl::StatusOr<bool> RunDeviceLayer(const Layer& layer, cudaStream_t stream, cub
         } else if constexpr (std::is_same_v<S, GlobalPool1DSpec>) {
           return RunGlobalPool1D(layer, spec, stream, state, in, out);
         } else if constexpr (std::is_same_v<S, FlattenSpec>) {
-          if (in.shape.empty()) return BadInput(layer, in, "a batch axis");
-          const int64_t b = in.shape[0];
-          return Relabel(stream, in, out, {b, b == 0 ? 0 : NumElements(in.shape) / b});
+          auto shape = cpu::FlattenShape(layer.name, in.shape);
+          if (!shape.ok()) return shape.status();
+          return Relabel(stream, in, out, std::move(*shape));
         } else if constexpr (std::is_same_v<S, ReshapeSpec>) {
           auto shape = cpu::ReshapeLayerShape(spec, layer.name, in.shape);
           if (!shape.ok()) return shape.status();

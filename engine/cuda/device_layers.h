@@ -40,6 +40,11 @@ struct DevicePlacement {
   std::string reason;
 };
 
+// y [rows, cols] = act(y + bias) elementwise (bias [cols] may be null); a softmax activation
+// normalises each row. The tail of Dense, Conv1D and Activation layers.
+absl::Status BiasAndActivation(float* y, const float* bias, int64_t rows, int cols,
+                               const Activation& act, cudaStream_t stream);
+
 // Plans `layer` (any spec but Recurrent, Dense, Embedding, Activation, Identity, Masking):
 // validates it, uploads what it needs into `state`. A layer without a device form is placed on
 // the host.

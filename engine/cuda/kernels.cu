@@ -29,27 +29,14 @@ __global__ void SoftmaxKernel(float* y, int cols) {
   float* row = y + blockIdx.x * int64_t{cols};
   float m = -INFINITY;
   for (int c = threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, row[c]);
-  red[threadIdx.x] = m;
-  __syncthreads();
-  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + s]);
-    __syncthreads();
-  }
-  m = red[0];
-  __syncthreads();
+  m = BlockReduce(m, red, [](float a, float b) { return fmaxf(a, b); });
   float sum = 0.0f;
   for (int c = threadIdx.x; c < cols; c += blockDim.x) {
     const float e = expf(row[c] - m);
     row[c] = e;
     sum += e;
   }
-  red[threadIdx.x] = sum;
-  __syncthreads();
-  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) red[threadIdx.x] += red[threadIdx.x + s];
-    __syncthreads();
-  }
-  const float total = red[0];
+  const float total = BlockReduce(sum, red, [](float a, float b) { return a + b; });
   for (int c = threadIdx.x; c < cols; c += blockDim.x) row[c] /= total;
 }
 

@@ -14,6 +14,21 @@ inline unsigned Blocks(int64_t n) {
   return static_cast<unsigned>(b < 65535 * 8 ? (b > 0 ? b : 1) : 65535 * 8);
 }
 
+// Combines one value per thread of the block with `op`; every thread gets the result.
+// blockDim.x must be a power of two and `scratch` hold blockDim.x values in shared memory.
+template <typename T, typename Op>
+__device__ T BlockReduce(T v, T* scratch, Op op) {
+  scratch[threadIdx.x] = v;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) scratch[threadIdx.x] = op(scratch[threadIdx.x], scratch[threadIdx.x + s]);
+    __syncthreads();
+  }
+  const T total = scratch[0];
+  __syncthreads();
+  return total;
+}
+
 }  // namespace rnnserve::engine::cuda
 
 // for (i = this thread's first index; i < n; i += the grid's thread count)

@@ -35,19 +35,6 @@ __global__ void ScaleShiftKernel(const float* x, float* y, const float* scale, c
   }
 }
 
-// One block per row; double partial sums reduced in shared memory.
-__device__ double BlockSum(double v, double* red) {
-  red[threadIdx.x] = v;
-  __syncthreads();
-  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) red[threadIdx.x] += red[threadIdx.x + s];
-    __syncthreads();
-  }
-  const double total = red[0];
-  __syncthreads();
-  return total;
-}
-
 __global__ void LayerNormKernel(const float* x, float* y, const float* gamma, const float* beta,
                                 int cols, float epsilon) {
   __shared__ double red[kBlock];
@@ -55,10 +42,12 @@ __global__ void LayerNormKernel(const float* x, float* y, const float* gamma, co
   float* out = y + blockIdx.x * int64_t{cols};
   double sum = 0.0;
   for (int c = threadIdx.x; c < cols; c += blockDim.x) sum += row[c];
-  const double mean = BlockSum(sum, red) / static_cast<double>(cols);
+  const auto add = [](double a, double b) { return a + b; };
+  // One block per row; double partial sums reduced in shared memory.
+  const double mean = BlockReduce(sum, red, add) / static_cast<double>(cols);
   double sq = 0.0;
   for (int c = threadIdx.x; c < cols; c += blockDim.x) sq += (row[c] - mean) * (row[c] - mean);
-  const double var = BlockSum(sq, red) / static_cast<double>(cols);
+  const double var = BlockReduce(sq, red, add) / static_cast<double>(cols);
   const double inv = 1.0 / sqrt(var + static_cast<double>(epsilon));
   for (int c = threadIdx.x; c < cols; c += blockDim.x) {
     const double g = gamma != nullptr ? gamma[c] : 1.0;

@@ -110,6 +110,11 @@ TEST_P(PinnedAlgorithmTest, CudnnStandardMatchesPyTorch) {
   CheckAlgorithm(GetParam(), CUDNN_RNN_ALGO_STANDARD, /*required=*/true);
 }
 
+TEST_P(PinnedAlgorithmTest, CudnnStandardOnSequenceMajorCopiesMatchesPyTorch) {
+  RNNSERVE_SKIP_WITHOUT_GPU();
+  CheckAlgorithm(GetParam(), engine::cuda::kStandardSeqMajorAlgo, /*required=*/true);
+}
+
 INSTANTIATE_TEST_SUITE_P(Torch, PinnedAlgorithmTest,
                          ::testing::Values("TorchLstmPackedMixedLengths", "TorchLstmWideHidden",
                                            "TorchLstmClusterH256", "TorchLstmClusterH512"),
