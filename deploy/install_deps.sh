@@ -13,6 +13,7 @@ APT_BUILD=(
   build-essential cmake pkg-config ccache git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libeigen3-dev libhdf5-dev nlohmann-json3-dev libzip-dev
+  prometheus-cpp-dev libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0
 )
 APT_TEST=(
   libgtest-dev libgmock-dev libbenchmark-dev libonnx-testdata python3 python3-pip prometheus

@@ -18,7 +18,7 @@
 #include "server/kserve/kserve_service.h"
 #include "server/kserve_sequences.h"
 #include "server/log.h"
-#include "server/metrics/exposer.h"
+#include "server/metrics/endpoint.h"
 #include "server/metrics/grpc_interceptor.h"
 #include "server/metrics/server_metrics.h"
 #include "server/model_check.h"
@@ -69,18 +69,17 @@ int Main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   // Metrics first, so a scrape during a long model load already answers.
-  std::unique_ptr<metrics::Exposer> exposer;
+  std::unique_ptr<prometheus::Exposer> exposer;
   if (flags->metrics_port != 0) {
-    metrics::ExposerOptions options;
-    options.host = flags->host;
-    options.port = flags->metrics_port;
-    auto e = metrics::Exposer::Start(&metrics::ServerMetrics::Global().registry(), options);
+    auto e = metrics::StartEndpoint(metrics::ServerMetrics::Global(),
+                                    {.host = flags->host, .port = flags->metrics_port});
     if (!e.ok()) {
       LogError(e.status().message());
       return 1;
     }
     exposer = std::move(*e);
-    LogInfo(absl::StrCat("metrics on http://", flags->host, ":", exposer->port(), "/metrics"));
+    LogInfo(absl::StrCat("metrics on http://", flags->host, ":",
+                         exposer->GetListeningPorts().front(), "/metrics"));
   }
 
   auto repository = ModelRepository::Open(flags->model_repository);

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "prometheus/metric_family.h"
+
 namespace rnnserve::server::metrics {
 namespace {
 
@@ -24,24 +26,36 @@ double BootTime() {
   return 0;
 }
 
-class ProcessCollector final : public Collectable {
+prometheus::MetricFamily Family(std::string name, std::string help, prometheus::MetricType type,
+                                double value) {
+  prometheus::ClientMetric sample;
+  if (type == prometheus::MetricType::Counter) {
+    sample.counter.value = value;
+  } else {
+    sample.gauge.value = value;
+  }
+  return {.name = std::move(name), .help = std::move(help), .type = type, .metric = {sample}};
+}
+
+class ProcessCollector final : public prometheus::Collectable {
  public:
-  void AppendText(std::string* out) const override {
+  std::vector<prometheus::MetricFamily> Collect() const override {
     ProcessStats s;
-    if (!ReadProcessStats(&s)) return;
-    const std::vector<std::string> none;
-    AppendHeader("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.",
-                 "counter", out);
-    AppendSample("process_cpu_seconds_total", none, none, s.cpu_seconds, out);
-    AppendHeader("process_resident_memory_bytes", "Resident memory size in bytes.", "gauge", out);
-    AppendSample("process_resident_memory_bytes", none, none, s.resident_bytes, out);
-    AppendHeader("process_virtual_memory_bytes", "Virtual memory size in bytes.", "gauge", out);
-    AppendSample("process_virtual_memory_bytes", none, none, s.virtual_bytes, out);
-    AppendHeader("process_start_time_seconds",
-                 "Start time of the process since unix epoch in seconds.", "gauge", out);
-    AppendSample("process_start_time_seconds", none, none, s.start_time_seconds, out);
-    AppendHeader("process_open_fds", "Number of open file descriptors.", "gauge", out);
-    AppendSample("process_open_fds", none, none, s.open_fds, out);
+    if (!ReadProcessStats(&s)) return {};
+    using prometheus::MetricType;
+    return {
+        Family("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.",
+               MetricType::Counter, s.cpu_seconds),
+        Family("process_resident_memory_bytes", "Resident memory size in bytes.", MetricType::Gauge,
+               s.resident_bytes),
+        Family("process_virtual_memory_bytes", "Virtual memory size in bytes.", MetricType::Gauge,
+               s.virtual_bytes),
+        Family("process_start_time_seconds",
+               "Start time of the process since unix epoch in seconds.", MetricType::Gauge,
+               s.start_time_seconds),
+        Family("process_open_fds", "Number of open file descriptors.", MetricType::Gauge,
+               s.open_fds),
+    };
   }
 };
 
@@ -75,6 +89,8 @@ bool ReadProcessStats(ProcessStats* stats) {
   return true;
 }
 
-std::unique_ptr<Collectable> NewProcessCollector() { return std::make_unique<ProcessCollector>(); }
+std::shared_ptr<prometheus::Collectable> NewProcessCollector() {
+  return std::make_shared<ProcessCollector>();
+}
 
 }  // namespace rnnserve::server::metrics

@@ -3,15 +3,16 @@
 // The standard process_* metrics of Prometheus client libraries, read from /proc/self at
 // scrape time: process_cpu_seconds_total, process_resident_memory_bytes,
 // process_virtual_memory_bytes, process_start_time_seconds, process_open_fds.
-// Where /proc is missing (not Linux) the family renders nothing.
+// A prometheus::Collectable: register it with the exposer next to the registry
+// (ServerMetrics does). Where /proc is missing (not Linux) it collects nothing.
 
 #include <memory>
 
-#include "server/metrics/family.h"
+#include "prometheus/collectable.h"
 
 namespace rnnserve::server::metrics {
 
-std::unique_ptr<Collectable> NewProcessCollector();
+std::shared_ptr<prometheus::Collectable> NewProcessCollector();
 
 // What the collector reads; exposed for tests. False when /proc/self/stat cannot be parsed.
 struct ProcessStats {

@@ -1,34 +1,62 @@
 #include "server/metrics/server_metrics.h"
 
 #include <algorithm>
+#include <iterator>
+#include <sstream>
 
+#include "prometheus/family.h"
+#include "prometheus/text_serializer.h"
 #include "server/metrics/process_metrics.h"
 
 namespace rnnserve::server::metrics {
 
 // The families every ModelMetrics writes to; owned by the ServerMetrics' registry.
 struct Families {
-  Family<Counter>& requests;
-  Family<Histogram>& request_duration;
-  Family<Histogram>& queue_duration;
-  Family<Histogram>& compute_duration;
-  Family<Histogram>& batch_size;
-  Family<Counter>& real_timesteps;
-  Family<Counter>& computed_timesteps;
-  Family<Gauge>& queue_depth;
-  Family<Gauge>& queue_capacity;
-  Family<Gauge>& inflight;
-  Family<Gauge>& sequences_active;
-  Family<Gauge>& model_loaded;
-  Family<Gauge>& load_duration;
-  Family<Gauge>& memory;
+  prometheus::Family<prometheus::Counter>& requests;
+  prometheus::Family<prometheus::Histogram>& request_duration;
+  prometheus::Family<prometheus::Histogram>& queue_duration;
+  prometheus::Family<prometheus::Histogram>& compute_duration;
+  prometheus::Family<prometheus::Histogram>& batch_size;
+  prometheus::Family<prometheus::Counter>& real_timesteps;
+  prometheus::Family<prometheus::Counter>& computed_timesteps;
+  prometheus::Family<prometheus::Gauge>& queue_depth;
+  prometheus::Family<prometheus::Gauge>& queue_capacity;
+  prometheus::Family<prometheus::Gauge>& inflight;
+  prometheus::Family<prometheus::Gauge>& sequences_active;
+  prometheus::Family<prometheus::Gauge>& model_loaded;
+  prometheus::Family<prometheus::Gauge>& load_duration;
+  prometheus::Family<prometheus::Gauge>& memory;
 };
 
 namespace {
 
-using Labels = std::vector<std::string>;
+using prometheus::Counter;
+using prometheus::Gauge;
+using prometheus::Histogram;
+using prometheus::Labels;
 
-const Labels kModel = {"model", "version"};
+// Bounds for latencies: 10 µs to 10 s, steps of 1, 2.5, 5 per decade (19 bounds). Written out:
+// repeated multiplication would print bounds like 0.00010000000000000002.
+const Histogram::BucketBoundaries& LatencyBuckets() {
+  static const auto* const b = new Histogram::BucketBoundaries{
+      1e-5,   2.5e-5, 5e-5, 1e-4,   2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2,
+      2.5e-2, 5e-2,   1e-1, 2.5e-1, 5e-1,   1.0,  2.5,  5.0,    10.0};
+  return *b;
+}
+
+// Batch sizes: powers of two from 1 to 1024.
+const Histogram::BucketBoundaries& BatchSizeBuckets() {
+  static const auto* const b = [] {
+    auto* v = new Histogram::BucketBoundaries;
+    for (double x = 1; x <= 1024; x *= 2) v->push_back(x);
+    return v;
+  }();
+  return *b;
+}
+
+Labels ModelLabels(const std::string& model, const std::string& version) {
+  return {{"model", model}, {"version", version}};
+}
 
 std::string CodeName(absl::StatusCode code) {
   // absl's names are gRPC's (OK, INVALID_ARGUMENT, ...); codes share their numbering.
@@ -49,7 +77,7 @@ template <typename T, typename Make>
 T& Cached(std::atomic<T*>& slot, Make make) {
   T* p = slot.load(std::memory_order_acquire);
   if (p == nullptr) {
-    p = &make();  // WithLabels returns the same object to every racing caller
+    p = &make();  // Family::Add returns the same object to every racing caller
     slot.store(p, std::memory_order_release);
   }
   return *p;
@@ -61,23 +89,27 @@ ModelMetrics::ModelMetrics(const Families* f, std::string model, std::string ver
     : families_(f),
       model_(std::move(model)),
       version_(std::move(version)),
-      queue_duration_(serving ? &f->queue_duration.WithLabels({model_, version_}) : nullptr),
-      batch_size_(serving ? &f->batch_size.WithLabels({model_, version_}) : nullptr),
-      real_timesteps_(serving ? &f->real_timesteps.WithLabels({model_, version_}) : nullptr),
-      computed_timesteps_(serving ? &f->computed_timesteps.WithLabels({model_, version_})
+      queue_duration_(serving
+                          ? &f->queue_duration.Add(ModelLabels(model_, version_), LatencyBuckets())
+                          : nullptr),
+      batch_size_(serving ? &f->batch_size.Add(ModelLabels(model_, version_), BatchSizeBuckets())
+                          : nullptr),
+      real_timesteps_(serving ? &f->real_timesteps.Add(ModelLabels(model_, version_)) : nullptr),
+      computed_timesteps_(serving ? &f->computed_timesteps.Add(ModelLabels(model_, version_))
                                   : nullptr),
-      queue_depth_(serving ? &f->queue_depth.WithLabels({model_, version_}) : nullptr),
-      queue_capacity_(serving ? &f->queue_capacity.WithLabels({model_, version_}) : nullptr),
-      inflight_(serving ? &f->inflight.WithLabels({model_, version_}) : nullptr),
-      sequences_active_(serving ? &f->sequences_active.WithLabels({model_, version_}) : nullptr) {}
+      queue_depth_(serving ? &f->queue_depth.Add(ModelLabels(model_, version_)) : nullptr),
+      queue_capacity_(serving ? &f->queue_capacity.Add(ModelLabels(model_, version_)) : nullptr),
+      inflight_(serving ? &f->inflight.Add(ModelLabels(model_, version_)) : nullptr),
+      sequences_active_(serving ? &f->sequences_active.Add(ModelLabels(model_, version_))
+                                : nullptr) {}
 
 void ModelMetrics::QueueEntered() {
-  if (queue_depth_ != nullptr) queue_depth_->Add(1);
+  if (queue_depth_ != nullptr) queue_depth_->Increment();
 }
 
 void ModelMetrics::QueueLeft(absl::Duration waited) {
   if (queue_depth_ == nullptr) return;
-  queue_depth_->Add(-1);
+  queue_depth_->Decrement();
   queue_duration_->Observe(absl::ToDoubleSeconds(waited));
 }
 
@@ -94,20 +126,20 @@ void ModelMetrics::RecordBatch(const BatchStats& stats) {
 }
 
 void ModelMetrics::SequenceStarted() {
-  if (sequences_active_ != nullptr) sequences_active_->Add(1);
+  if (sequences_active_ != nullptr) sequences_active_->Increment();
 }
 
 void ModelMetrics::SequenceEnded() {
-  if (sequences_active_ != nullptr) sequences_active_->Add(-1);
+  if (sequences_active_ != nullptr) sequences_active_->Decrement();
 }
 
 void ModelMetrics::RequestStarted() {
-  if (inflight_ != nullptr) inflight_->Add(1);
+  if (inflight_ != nullptr) inflight_->Increment();
 }
 
 void ModelMetrics::RequestFinished(absl::string_view method, absl::StatusCode code,
                                    absl::Duration duration) {
-  if (inflight_ != nullptr) inflight_->Add(-1);
+  if (inflight_ != nullptr) inflight_->Decrement();
   RequestCounted(method, code, duration);
 }
 
@@ -121,7 +153,10 @@ void ModelMetrics::AddEngine(const std::string& engine) { ComputeDuration(engine
 
 Counter& ModelMetrics::RequestCounter(absl::string_view method, absl::StatusCode code) {
   auto make = [&]() -> Counter& {
-    return families_->requests.WithLabels({model_, version_, std::string(method), CodeName(code)});
+    return families_->requests.Add({{"model", model_},
+                                    {"version", version_},
+                                    {"method", std::string(method)},
+                                    {"code", CodeName(code)}});
   };
   const int m = IndexOf(kCachedMethods, method);
   const int c = static_cast<int>(code);
@@ -131,7 +166,9 @@ Counter& ModelMetrics::RequestCounter(absl::string_view method, absl::StatusCode
 
 Histogram& ModelMetrics::RequestDuration(absl::string_view method) {
   auto make = [&]() -> Histogram& {
-    return families_->request_duration.WithLabels({model_, version_, std::string(method)});
+    return families_->request_duration.Add(
+        {{"model", model_}, {"version", version_}, {"method", std::string(method)}},
+        LatencyBuckets());
   };
   const int m = IndexOf(kCachedMethods, method);
   if (m < 0) return make();
@@ -140,62 +177,73 @@ Histogram& ModelMetrics::RequestDuration(absl::string_view method) {
 
 Histogram& ModelMetrics::ComputeDuration(const std::string& engine) {
   auto make = [&]() -> Histogram& {
-    return families_->compute_duration.WithLabels({model_, version_, engine});
+    return families_->compute_duration.Add(
+        {{"model", model_}, {"version", version_}, {"engine", engine}}, LatencyBuckets());
   };
   const int e = IndexOf(kCachedEngines, engine);
   if (e < 0) return make();
   return Cached(compute_[static_cast<size_t>(e)], make);
 }
 
-ServerMetrics::ServerMetrics() {
-  Registry& r = registry_;
-  const std::vector<double> latency = LatencyBuckets();
+ServerMetrics::ServerMetrics()
+    : registry_(std::make_shared<prometheus::Registry>()), process_(NewProcessCollector()) {
+  prometheus::Registry& r = *registry_;
+  auto counter = [&r](const char* name, const char* help) -> prometheus::Family<Counter>& {
+    return prometheus::BuildCounter().Name(name).Help(help).Register(r);
+  };
+  auto gauge = [&r](const char* name, const char* help) -> prometheus::Family<Gauge>& {
+    return prometheus::BuildGauge().Name(name).Help(help).Register(r);
+  };
+  auto histogram = [&r](const char* name, const char* help) -> prometheus::Family<Histogram>& {
+    return prometheus::BuildHistogram().Name(name).Help(help).Register(r);
+  };
   families_.reset(new Families{
-      .requests = r.AddCounter("rnnserve_requests_total",
-                               "Requests answered, by model version, gRPC method and status code.",
-                               {"model", "version", "method", "code"}),
+      .requests = counter("rnnserve_requests_total",
+                          "Requests answered, by model version, gRPC method and status code."),
       .request_duration =
-          r.AddHistogram("rnnserve_request_duration_seconds",
-                         "Time from receiving a request to sending its status, in seconds.",
-                         {"model", "version", "method"}, latency),
+          histogram("rnnserve_request_duration_seconds",
+                    "Time from receiving a request to sending its status, in seconds."),
       .queue_duration =
-          r.AddHistogram("rnnserve_queue_duration_seconds",
-                         "Time a request waited for a batch or a free model instance, in seconds.",
-                         kModel, latency),
-      .compute_duration = r.AddHistogram("rnnserve_compute_duration_seconds",
-                                         "Time of one engine call on a batch, in seconds.",
-                                         {"model", "version", "engine"}, latency),
-      .batch_size = r.AddHistogram("rnnserve_batch_size", "Sequences per engine call.", kModel,
-                                   PowerOfTwoBuckets(1024)),
-      .real_timesteps =
-          r.AddCounter("rnnserve_batch_timesteps_real_total",
-                       "Timesteps of the sequences themselves (their lengths).", kModel),
-      .computed_timesteps = r.AddCounter(
-          "rnnserve_batch_timesteps_computed_total",
-          "Timesteps of the batches handed to engines: batch size times padded length.", kModel),
-      .queue_depth = r.AddGauge("rnnserve_queue_depth", "Requests waiting to run.", kModel),
-      .queue_capacity = r.AddGauge("rnnserve_queue_capacity",
-                                   "Most requests the queue holds; 0: unbounded.", kModel),
-      .inflight = r.AddGauge("rnnserve_inflight_requests",
-                             "Requests received and not yet answered.", kModel),
-      .sequences_active = r.AddGauge("rnnserve_sequences_active",
-                                     "Stateful sequences whose state the server holds.", kModel),
-      .model_loaded =
-          r.AddGauge("rnnserve_model_loaded",
-                     "1 while the model version serves, 0 when it failed or left.", kModel),
-      .load_duration =
-          r.AddGauge("rnnserve_model_load_duration_seconds",
-                     "Time the last load of the model version took, in seconds.", kModel),
-      .memory = r.AddGauge("rnnserve_model_memory_bytes",
-                           "Bytes of weights and scratch the version's instances hold, by engine "
-                           "(engine=\"cuda\": GPU memory).",
-                           {"model", "version", "engine"}),
+          histogram("rnnserve_queue_duration_seconds",
+                    "Time a request waited for a batch or a free model instance, in seconds."),
+      .compute_duration = histogram("rnnserve_compute_duration_seconds",
+                                    "Time of one engine call on a batch, in seconds."),
+      .batch_size = histogram("rnnserve_batch_size", "Sequences per engine call."),
+      .real_timesteps = counter("rnnserve_batch_timesteps_real_total",
+                                "Timesteps of the sequences themselves (their lengths)."),
+      .computed_timesteps =
+          counter("rnnserve_batch_timesteps_computed_total",
+                  "Timesteps of the batches handed to engines: batch size times padded length."),
+      .queue_depth = gauge("rnnserve_queue_depth", "Requests waiting to run."),
+      .queue_capacity =
+          gauge("rnnserve_queue_capacity", "Most requests the queue holds; 0: unbounded."),
+      .inflight = gauge("rnnserve_inflight_requests", "Requests received and not yet answered."),
+      .sequences_active =
+          gauge("rnnserve_sequences_active", "Stateful sequences whose state the server holds."),
+      .model_loaded = gauge("rnnserve_model_loaded",
+                            "1 while the model version serves, 0 when it failed or left."),
+      .load_duration = gauge("rnnserve_model_load_duration_seconds",
+                             "Time the last load of the model version took, in seconds."),
+      .memory = gauge("rnnserve_model_memory_bytes",
+                      "Bytes of weights and scratch the version's instances hold, by engine "
+                      "(engine=\"cuda\": GPU memory)."),
   });
-  r.AddCollectable(NewProcessCollector());
   unmatched_ = std::make_unique<ModelMetrics>(families_.get(), "", "", false);
 }
 
 ServerMetrics::~ServerMetrics() = default;
+
+std::string ServerMetrics::ExpositionText() const {
+  std::vector<prometheus::MetricFamily> families;
+  for (const auto& c : collectables()) {
+    std::vector<prometheus::MetricFamily> f = c->Collect();
+    families.insert(families.end(), std::make_move_iterator(f.begin()),
+                    std::make_move_iterator(f.end()));
+  }
+  std::ostringstream out;
+  prometheus::TextSerializer().Serialize(out, families);
+  return out.str();
+}
 
 ServerMetrics& ServerMetrics::Global() {
   static ServerMetrics* const metrics = new ServerMetrics();  // never destroyed: used at exit
@@ -213,7 +261,7 @@ ModelMetrics& ServerMetrics::ModelLoaded(const ModelLoadInfo& info) {
     v.loaded = true;
     m = v.metrics.get();
   }
-  families_->load_duration.WithLabels({info.name, version})
+  families_->load_duration.Add(ModelLabels(info.name, version))
       .Set(absl::ToDoubleSeconds(info.load_duration));
   std::map<std::string, double> bytes;
   for (size_t i = 0; i < info.engines.size(); ++i) {
@@ -221,19 +269,19 @@ ModelMetrics& ServerMetrics::ModelLoaded(const ModelLoadInfo& info) {
         i < info.memory_bytes.size() ? static_cast<double>(info.memory_bytes[i]) : 0.0;
   }
   for (const auto& [engine, b] : bytes) {
-    families_->memory.WithLabels({info.name, version, engine}).Set(b);
+    families_->memory.Add({{"model", info.name}, {"version", version}, {"engine", engine}}).Set(b);
     m->AddEngine(engine);
   }
   for (absl::string_view method : {"Predict", "Evaluate", "ModelMetadata"}) {
     m->RequestDuration(method);
     m->RequestCounter(method, absl::StatusCode::kOk);
   }
-  families_->model_loaded.WithLabels({info.name, version}).Set(1);
+  families_->model_loaded.Add(ModelLabels(info.name, version)).Set(1);
   return *m;
 }
 
 void ServerMetrics::ModelLoadFailed(const std::string& name, int64_t version) {
-  families_->model_loaded.WithLabels({name, version > 0 ? std::to_string(version) : ""}).Set(0);
+  families_->model_loaded.Add(ModelLabels(name, version > 0 ? std::to_string(version) : "")).Set(0);
 }
 
 void ServerMetrics::ModelUnloaded(const std::string& name, int64_t version) {
@@ -245,7 +293,7 @@ void ServerMetrics::ModelUnloaded(const std::string& name, int64_t version) {
     if (v == it->second.end()) return;
     v->second.loaded = false;
   }
-  families_->model_loaded.WithLabels({name, std::to_string(version)}).Set(0);
+  families_->model_loaded.Add(ModelLabels(name, std::to_string(version))).Set(0);
 }
 
 ModelMetrics* ServerMetrics::Find(absl::string_view name, int64_t version) const {

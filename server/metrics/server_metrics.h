@@ -1,7 +1,8 @@
 #pragma once
 
 // rnnserve's metrics (the names of DESIGN.md, Prometheus conventions: base units, `_total`
-// counters, histograms on by default), and the recording interface the request path calls.
+// counters, histograms on by default) on prometheus-cpp's registry, and the recording interface
+// the request path calls. endpoint.h serves them on /metrics.
 //
 // Families (labels in braces):
 //   rnnserve_requests_total{model,version,method,code}          counter
@@ -27,7 +28,9 @@
 //
 // RECORDING INTERFACE (for schedulers: Servable::Run today, the dynamic batcher next).
 // Resolve the ModelMetrics once (ServerMetrics::Global().Find(name, version), kept with the
-// servable or the scheduler; it never dangles), then per event, from any thread, lock-free:
+// servable or the scheduler; it never dangles), then per event, from any thread. Counters and
+// gauges are atomics; a histogram observation takes prometheus-cpp's per-series mutex (held for
+// a bucket and a sum update; bench/results/metrics_histogram_mutex.md measures what it costs):
 //   QueueEntered()          a request joins the queue            (queue_depth +1)
 //   QueueLeft(waited)       it leaves for a batch, or is dropped (queue_depth -1, and the
 //                           wait is observed in queue_duration)
@@ -51,7 +54,11 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "server/metrics/registry.h"
+#include "prometheus/collectable.h"
+#include "prometheus/counter.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
 
 namespace rnnserve::server::metrics {
 
@@ -105,40 +112,47 @@ class ModelMetrics {
       "ModelInfer", "ModelMetadata", "ModelReady", "ListModels"};
   static constexpr int kCodes = 17;  // gRPC codes OK (0) .. UNAUTHENTICATED (16)
   struct MethodSeries {
-    std::atomic<Histogram*> duration{nullptr};
-    std::array<std::atomic<Counter*>, kCodes> requests{};
+    std::atomic<prometheus::Histogram*> duration{nullptr};
+    std::array<std::atomic<prometheus::Counter*>, kCodes> requests{};
   };
-  Counter& RequestCounter(absl::string_view method, absl::StatusCode code);
-  Histogram& RequestDuration(absl::string_view method);
-  Histogram& ComputeDuration(const std::string& engine);
+  prometheus::Counter& RequestCounter(absl::string_view method, absl::StatusCode code);
+  prometheus::Histogram& RequestDuration(absl::string_view method);
+  prometheus::Histogram& ComputeDuration(const std::string& engine);
 
   const Families* const families_;
   const std::string model_;
   const std::string version_;
   // Null when !serving; the recording calls then do nothing.
-  Histogram* const queue_duration_;
-  Histogram* const batch_size_;
-  Counter* const real_timesteps_;
-  Counter* const computed_timesteps_;
-  Gauge* const queue_depth_;
-  Gauge* const queue_capacity_;
-  Gauge* const inflight_;
-  Gauge* const sequences_active_;
+  prometheus::Histogram* const queue_duration_;
+  prometheus::Histogram* const batch_size_;
+  prometheus::Counter* const real_timesteps_;
+  prometheus::Counter* const computed_timesteps_;
+  prometheus::Gauge* const queue_depth_;
+  prometheus::Gauge* const queue_capacity_;
+  prometheus::Gauge* const inflight_;
+  prometheus::Gauge* const sequences_active_;
   // Per kCachedMethods entry; a pointer once set never changes (families own the series).
   std::array<MethodSeries, kCachedMethods.size()> methods_;
   // Per kCachedEngines entry, like methods_; other engine names take a family lookup.
   static constexpr std::array<absl::string_view, 2> kCachedEngines = {"cpu", "cuda"};
-  std::array<std::atomic<Histogram*>, kCachedEngines.size()> compute_{};
+  std::array<std::atomic<prometheus::Histogram*>, kCachedEngines.size()> compute_{};
 };
 
 class ServerMetrics {
  public:
   ServerMetrics();
   ~ServerMetrics();
-  // The process's metrics, served by the exposer in main.cc.
+  // The process's metrics, served by the endpoint main.cc starts.
   static ServerMetrics& Global();
 
-  const Registry& registry() const { return registry_; }
+  // What /metrics serves: rnnserve's families (a prometheus::Registry) and the process
+  // collector. Register each with a prometheus::Exposer (endpoint.h does).
+  std::vector<std::shared_ptr<prometheus::Collectable>> collectables() const {
+    return {registry_, process_};
+  }
+  // Those collectables in the text exposition format, as a scrape sees them (without the
+  // exposer's own exposer_* families); for logs and tests.
+  std::string ExpositionText() const;
 
   // A version finished loading: rnnserve_model_loaded 1, its load duration, memory per engine,
   // and every series of the version at zero. Returns the version's recorder.
@@ -156,7 +170,8 @@ class ServerMetrics {
   ModelMetrics& unmatched() { return *unmatched_; }
 
  private:
-  Registry registry_;
+  const std::shared_ptr<prometheus::Registry> registry_;
+  const std::shared_ptr<prometheus::Collectable> process_;
   std::unique_ptr<Families> families_;
   std::unique_ptr<ModelMetrics> unmatched_;
   mutable absl::Mutex mu_;

@@ -4,12 +4,16 @@
 // (queried directly and through the recording rules) are finite.
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -18,6 +22,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 
@@ -41,20 +46,34 @@ struct HttpResponse {
   std::string body;
 };
 
-// GET http://127.0.0.1:<port><target>, Connection: close.
-HttpResponse HttpGet(int port, const std::string& target) {
-  HttpResponse r;
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+// A TCP connection to 127.0.0.1:port, or -1 when it is not established within 2 s; receives
+// time out after 5 s, so a server that never answers fails a test instead of hanging it.
+int ConnectLoopback(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int error = 0;
+  socklen_t len = sizeof(error);
+  pollfd p{fd, POLLOUT, 0};
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 &&
+      (errno != EINPROGRESS || poll(&p, 1, 2000) != 1 ||
+       getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) != 0 || error != 0)) {
+    close(fd);
+    return -1;
+  }
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   timeval tv{5, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return r;
-  }
+  return fd;
+}
+
+// GET http://127.0.0.1:<port><target>, Connection: close.
+HttpResponse HttpGet(int port, const std::string& target) {
+  HttpResponse r;
+  const int fd = ConnectLoopback(port);
+  if (fd < 0) return r;
   const std::string req =
       absl::StrCat("GET ", target, " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
   send(fd, req.data(), req.size(), MSG_NOSIGNAL);
@@ -247,16 +266,16 @@ TEST_F(MetricsServerTest, ModelSeriesExistAtZeroBeforeAnyRequest) {
   const HttpResponse r = HttpGet(metrics_port_, "/metrics");
   ASSERT_EQ(r.status, 200);
   for (const char* line : {
-           "rnnserve_requests_total{model=\"waveform_lstm\",version=\"1\",method=\"Predict\","
-           "code=\"OK\"} 0\n",
-           "rnnserve_request_duration_seconds_count{model=\"waveform_lstm\",version=\"1\","
-           "method=\"Predict\"} 0\n",
+           "rnnserve_requests_total{code=\"OK\",method=\"Predict\",model=\"waveform_lstm\","
+           "version=\"1\"} 0\n",
+           "rnnserve_request_duration_seconds_count{method=\"Predict\",model=\"waveform_lstm\","
+           "version=\"1\"} 0\n",
            "rnnserve_queue_duration_seconds_count{model=\"waveform_lstm\",version=\"1\"} 0\n",
-           "rnnserve_compute_duration_seconds_count{model=\"waveform_lstm\",version=\"1\","
-           "engine=\"cpu\"} 0\n",
+           "rnnserve_compute_duration_seconds_count{engine=\"cpu\",model=\"waveform_lstm\","
+           "version=\"1\"} 0\n",
            "rnnserve_batch_size_count{model=\"waveform_lstm\",version=\"1\"} 0\n",
            "rnnserve_model_loaded{model=\"waveform_lstm\",version=\"1\"} 1\n",
-           "rnnserve_model_memory_bytes{model=\"waveform_lstm\",version=\"1\",engine=\"cpu\"} ",
+           "rnnserve_model_memory_bytes{engine=\"cpu\",model=\"waveform_lstm\",version=\"1\"} ",
            "process_resident_memory_bytes ",
        }) {
     EXPECT_TRUE(absl::StrContains(r.body, line)) << line << "\nin:\n" << r.body;
@@ -268,10 +287,10 @@ TEST_F(MetricsServerTest, RequestsAreCountedByCodeWithBatchAndTimesteps) {
   ASSERT_EQ(Predict(2, 5, 3), grpc::StatusCode::INVALID_ARGUMENT);
   const std::string body = HttpGet(metrics_port_, "/metrics").body;
   for (const char* line : {
-           "rnnserve_requests_total{model=\"waveform_lstm\",version=\"1\",method=\"Predict\","
-           "code=\"OK\"} 1\n",
-           "rnnserve_requests_total{model=\"waveform_lstm\",version=\"1\",method=\"Predict\","
-           "code=\"INVALID_ARGUMENT\"} 1\n",
+           "rnnserve_requests_total{code=\"OK\",method=\"Predict\",model=\"waveform_lstm\","
+           "version=\"1\"} 1\n",
+           "rnnserve_requests_total{code=\"INVALID_ARGUMENT\",method=\"Predict\","
+           "model=\"waveform_lstm\",version=\"1\"} 1\n",
            "rnnserve_batch_size_bucket{model=\"waveform_lstm\",version=\"1\",le=\"4\"} 1\n",
            "rnnserve_batch_timesteps_computed_total{model=\"waveform_lstm\",version=\"1\"} 15\n",
            "rnnserve_inflight_requests{model=\"waveform_lstm\",version=\"1\"} 0\n",
@@ -293,7 +312,7 @@ TEST_F(MetricsServerTest, UnknownModelIsCountedWithoutCreatingItsSeries) {
   EXPECT_FALSE(absl::StrContains(body, "no_such_model_42"));
   EXPECT_TRUE(absl::StrContains(
       body,
-      "rnnserve_requests_total{model=\"\",version=\"\",method=\"Predict\",code=\"NOT_FOUND\"} 1"))
+      "rnnserve_requests_total{code=\"NOT_FOUND\",method=\"Predict\",model=\"\",version=\"\"} 1"))
       << body;
 }
 
@@ -321,8 +340,47 @@ TEST_F(MetricsServerTest, UnloadSetsModelLoadedToZeroAndLoadBackToOne) {
   // Management calls carry a bare name, not a model_spec: they count under model="".
   EXPECT_TRUE(absl::StrContains(
       body,
-      "rnnserve_requests_total{model=\"\",version=\"\",method=\"UnloadModel\",code=\"OK\"} 1"))
+      "rnnserve_requests_total{code=\"OK\",method=\"UnloadModel\",model=\"\",version=\"\"} 1"))
       << body;
+}
+
+// Ten clients that connect to the metrics port and send nothing, and one that sends its request
+// one byte every 2 s, do not hold back a scrape: it is answered within 2 s. (An exposer that
+// serves one connection at a time, waiting 5 s on each silent one, answers after ~50 s; this
+// test then fails after 5 s, saying so.)
+TEST_F(MetricsServerTest, IdleAndTricklingClientsDoNotDelayAScrape) {
+  constexpr int kIdle = 10;
+  std::vector<int> slow;
+  for (int i = 0; i < kIdle + 1; ++i) {
+    slow.push_back(ConnectLoopback(metrics_port_));
+    ASSERT_GE(slow.back(), 0) << "connection " << i << " to the metrics port was not accepted";
+  }
+  std::atomic<bool> stop{false};
+  std::thread trickler([fd = slow.back(), &stop] {
+    const std::string request = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    for (size_t i = 0; i < request.size() && !stop; ++i) {
+      send(fd, &request[i], 1, MSG_NOSIGNAL);
+      for (int t = 0; t < 20 && !stop; ++t) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    }
+  });
+  // Long enough for the server to have taken every connection, and the trickler two bytes.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+
+  const auto start = std::chrono::steady_clock::now();
+  const HttpResponse r = HttpGet(metrics_port_, "/metrics");  // gives up after 5 s
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stop = true;
+  trickler.join();
+  for (int fd : slow) close(fd);
+
+  ASSERT_EQ(r.status, 200) << "no answer to GET /metrics after " << seconds << " s while " << kIdle
+                           << " idle clients and one trickling client were connected";
+  EXPECT_LT(seconds, 2.0) << "GET /metrics took " << seconds << " s while " << kIdle
+                          << " idle clients and one trickling client were connected";
+  EXPECT_TRUE(absl::StrContains(r.body, "rnnserve_model_loaded{")) << r.body;
 }
 
 TEST_F(MetricsServerTest, PrometheusStoresTheRequestCountAndFiniteQuantiles) {

@@ -1,24 +1,24 @@
-// The metrics library: values, exposition text, label series, rnnserve's metric set and the
-// /metrics HTTP endpoint.
+// rnnserve's metric set on prometheus-cpp (series, labels, buckets, as a scrape sees them), the
+// process collector and the /metrics HTTP endpoint.
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cmath>
-#include <limits>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "prometheus/metric_family.h"
 #include "server/metrics/batch_timesteps.h"
-#include "server/metrics/exposer.h"
+#include "server/metrics/endpoint.h"
 #include "server/metrics/process_metrics.h"
-#include "server/metrics/registry.h"
 #include "server/metrics/server_metrics.h"
 
 namespace rnnserve::server::metrics {
@@ -31,6 +31,8 @@ std::string HttpExchange(int port, const std::string& request) {
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  timeval tv{5, 0};  // a server that never answers fails the test instead of hanging it
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     close(fd);
     return "";
@@ -54,126 +56,70 @@ ModelLoadInfo Info(std::string name, int64_t version, std::vector<std::string> e
   return info;
 }
 
-ExposerOptions Options(int port, int read_timeout_ms = 5000) {
-  ExposerOptions o;
+EndpointOptions Options(int port) {
+  EndpointOptions o;
   o.port = port;
-  o.read_timeout_ms = read_timeout_ms;
   return o;
 }
 
-TEST(MetricsTextTest, ValuesPrintShortestRoundTripAndSpecialNames) {
-  EXPECT_EQ(FormatValue(0), "0");
-  EXPECT_EQ(FormatValue(42), "42");
-  EXPECT_EQ(FormatValue(0.1), "0.1");
-  EXPECT_EQ(FormatValue(1e-5), "1e-05");
-  EXPECT_EQ(FormatValue(123456789012.0), "123456789012");
-  EXPECT_EQ(FormatValue(std::numeric_limits<double>::infinity()), "+Inf");
-  EXPECT_EQ(FormatValue(-std::numeric_limits<double>::infinity()), "-Inf");
-  EXPECT_EQ(FormatValue(std::nan("")), "NaN");
-}
-
-TEST(MetricsTextTest, LabelValuesEscapeBackslashQuoteAndNewline) {
-  EXPECT_EQ(EscapeLabelValue("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
-}
-
-TEST(MetricsHistogramTest, UpperBoundsAreInclusiveAndNanGoesToInf) {
-  Histogram h({1.0, 2.0});
-  h.Observe(1.0);  // le=1
-  h.Observe(1.5);  // le=2
-  h.Observe(2.0);  // le=2
-  h.Observe(3.0);  // +Inf
-  h.Observe(std::nan(""));
-  EXPECT_EQ(h.bucket_count(0), 1u);
-  EXPECT_EQ(h.bucket_count(1), 2u);
-  EXPECT_EQ(h.bucket_count(2), 2u);
-}
-
-TEST(MetricsHistogramTest, LatencyBucketsSpanTenMicrosecondsToTenSeconds) {
-  const std::vector<double> b = LatencyBuckets();
-  ASSERT_FALSE(b.empty());
-  EXPECT_EQ(b.front(), 1e-5);
-  EXPECT_EQ(b.back(), 10.0);
-  EXPECT_TRUE(std::is_sorted(b.begin(), b.end()));
-  EXPECT_EQ(std::adjacent_find(b.begin(), b.end()), b.end());
-}
-
-TEST(MetricsCounterTest, NegativeIncrementsAreIgnored) {
-  Counter c;
-  c.Increment(2);
-  c.Increment(-5);
-  EXPECT_EQ(c.value(), 2);
-}
-
-TEST(MetricsRegistryTest, RendersHelpTypeAndCumulativeHistogram) {
-  Registry r;
-  r.AddCounter("x_total", "Things.", {"a"}).WithLabels({"q\""}).Increment(3);
-  r.AddGauge("g", "A gauge.").WithLabels({}).Set(-1.5);
-  Histogram& h = r.AddHistogram("h_seconds", "Time.", {"m"}, {0.5, 1}).WithLabels({"k"});
-  h.Observe(0.25);
-  h.Observe(0.75);
-  h.Observe(4);
-  EXPECT_EQ(r.Render(),
-            "# HELP x_total Things.\n# TYPE x_total counter\nx_total{a=\"q\\\"\"} 3\n"
-            "# HELP g A gauge.\n# TYPE g gauge\ng -1.5\n"
-            "# HELP h_seconds Time.\n# TYPE h_seconds histogram\n"
-            "h_seconds_bucket{m=\"k\",le=\"0.5\"} 1\n"
-            "h_seconds_bucket{m=\"k\",le=\"1\"} 2\n"
-            "h_seconds_bucket{m=\"k\",le=\"+Inf\"} 3\n"
-            "h_seconds_sum{m=\"k\"} 5\n"
-            "h_seconds_count{m=\"k\"} 3\n");
-}
-
-TEST(MetricsRegistryTest, WithLabelsReturnsTheSameSeriesForTheSameValues) {
-  Registry r;
-  Family<Counter>& f = r.AddCounter("c_total", "C.", {"a", "b"});
-  EXPECT_EQ(&f.WithLabels({"1", "2"}), &f.WithLabels({"1", "2"}));
-  EXPECT_NE(&f.WithLabels({"1", "2"}), &f.WithLabels({"2", "1"}));
-}
-
-TEST(MetricsRegistryTest, ConcurrentIncrementsAreAllCounted) {
-  Registry r;
-  Counter& c = r.AddCounter("c_total", "C.").WithLabels({});
-  Histogram& h = r.AddHistogram("h", "H.", {}, {1}).WithLabels({});
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 8; ++t) {
-    threads.emplace_back([&] {
-      for (int i = 0; i < 10000; ++i) {
-        c.Increment();
-        h.Observe(0.5);
-      }
-    });
+// prometheus-cpp writes a series' labels sorted by name (a histogram's `le` last).
+void ExpectLines(const std::string& text, const std::vector<std::string>& lines) {
+  for (const std::string& line : lines) {
+    EXPECT_TRUE(absl::StrContains(text, line)) << line << "\nin:\n" << text;
   }
-  for (auto& t : threads) t.join();
-  EXPECT_EQ(c.value(), 80000);
-  EXPECT_EQ(h.bucket_count(0), 80000u);
-  EXPECT_EQ(h.sum(), 40000);
 }
 
 TEST(ServerMetricsTest, LoadedModelSeriesExistAtZero) {
   ServerMetrics m;
   m.ModelLoaded(Info("lstm", 3, {"cpu", "cpu"}, {1000, 24}));
-  const std::string text = m.registry().Render();
-  for (const char* line : {
-           "rnnserve_requests_total{model=\"lstm\",version=\"3\",method=\"Predict\",code=\"OK\"} 0",
-           "rnnserve_request_duration_seconds_count{model=\"lstm\",version=\"3\",method="
-           "\"Predict\"}"
-           " 0",
-           "rnnserve_queue_duration_seconds_bucket{model=\"lstm\",version=\"3\",le=\"1e-05\"} 0",
-           "rnnserve_compute_duration_seconds_count{model=\"lstm\",version=\"3\",engine=\"cpu\"} 0",
-           "rnnserve_batch_size_count{model=\"lstm\",version=\"3\"} 0",
-           "rnnserve_batch_timesteps_real_total{model=\"lstm\",version=\"3\"} 0",
-           "rnnserve_batch_timesteps_computed_total{model=\"lstm\",version=\"3\"} 0",
-           "rnnserve_queue_depth{model=\"lstm\",version=\"3\"} 0",
-           "rnnserve_inflight_requests{model=\"lstm\",version=\"3\"} 0",
-           "rnnserve_sequences_active{model=\"lstm\",version=\"3\"} 0",
-           "rnnserve_model_loaded{model=\"lstm\",version=\"3\"} 1",
-           "rnnserve_model_load_duration_seconds{model=\"lstm\",version=\"3\"} 0.25",
-           "rnnserve_model_memory_bytes{model=\"lstm\",version=\"3\",engine=\"cpu\"} 1024",
-           "process_cpu_seconds_total ",
-           "process_resident_memory_bytes ",
-       }) {
-    EXPECT_TRUE(absl::StrContains(text, line)) << line << "\nin:\n" << text;
+  ExpectLines(
+      m.ExpositionText(),
+      {
+          "rnnserve_requests_total{code=\"OK\",method=\"Predict\",model=\"lstm\",version=\"3\"} "
+          "0\n",
+          "rnnserve_request_duration_seconds_count{method=\"Predict\",model=\"lstm\","
+          "version=\"3\"} 0\n",
+          "rnnserve_queue_duration_seconds_bucket{model=\"lstm\",version=\"3\",le=\"1e-05\"} 0\n",
+          "rnnserve_compute_duration_seconds_count{engine=\"cpu\",model=\"lstm\",version=\"3\"} "
+          "0\n",
+          "rnnserve_batch_size_count{model=\"lstm\",version=\"3\"} 0\n",
+          "rnnserve_batch_timesteps_real_total{model=\"lstm\",version=\"3\"} 0\n",
+          "rnnserve_batch_timesteps_computed_total{model=\"lstm\",version=\"3\"} 0\n",
+          "rnnserve_queue_depth{model=\"lstm\",version=\"3\"} 0\n",
+          "rnnserve_inflight_requests{model=\"lstm\",version=\"3\"} 0\n",
+          "rnnserve_sequences_active{model=\"lstm\",version=\"3\"} 0\n",
+          "rnnserve_model_loaded{model=\"lstm\",version=\"3\"} 1\n",
+          "rnnserve_model_load_duration_seconds{model=\"lstm\",version=\"3\"} 0.25\n",
+          "rnnserve_model_memory_bytes{engine=\"cpu\",model=\"lstm\",version=\"3\"} 1024\n",
+          "# TYPE rnnserve_request_duration_seconds histogram\n",
+          "# TYPE rnnserve_requests_total counter\n",
+          "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total ",
+          "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes ",
+      });
+}
+
+TEST(ServerMetricsTest, LatencyBucketsAreTenMicrosecondsToTenSecondsUpperInclusive) {
+  ServerMetrics m;
+  ModelMetrics& model = m.ModelLoaded(Info("a", 1));
+  model.RequestCounted("Predict", absl::StatusCode::kOk, absl::Microseconds(10));  // le=1e-05
+  model.RequestCounted("Predict", absl::StatusCode::kOk, absl::Seconds(11));       // +Inf
+  const std::string text = m.ExpositionText();
+  const std::string prefix =
+      "rnnserve_request_duration_seconds_bucket{method=\"Predict\",model=\"a\",version=\"1\",le=";
+  std::vector<std::string> lines;
+  for (const char* le :
+       {"1e-05", "2.5e-05", "5e-05", "0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005",
+        "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1", "2.5", "5", "10"}) {
+    lines.push_back(absl::StrCat(prefix, "\"", le, "\"} 1\n"));
   }
+  lines.push_back(prefix + "\"+Inf\"} 2\n");
+  ExpectLines(text, lines);
+  // 19 bounds and +Inf, nothing else.
+  size_t buckets = 0;
+  for (size_t at = text.find(prefix); at != std::string::npos; at = text.find(prefix, at + 1)) {
+    ++buckets;
+  }
+  EXPECT_EQ(buckets, 20u);
 }
 
 TEST(ServerMetricsTest, FindVersionZeroIsTheNewestLoadedAndUnknownIsNull) {
@@ -186,17 +132,17 @@ TEST(ServerMetricsTest, FindVersionZeroIsTheNewestLoadedAndUnknownIsNull) {
   EXPECT_EQ(m.Find("b", 0), nullptr);
   m.ModelUnloaded("a", 2);
   EXPECT_EQ(m.Find("a", 0), &v1);
-  EXPECT_TRUE(absl::StrContains(m.registry().Render(),
-                                "rnnserve_model_loaded{model=\"a\",version=\"2\"} 0"));
+  ExpectLines(m.ExpositionText(), {"rnnserve_model_loaded{model=\"a\",version=\"2\"} 0\n"});
 }
 
 TEST(ServerMetricsTest, FailedLoadExportsModelLoadedZero) {
   ServerMetrics m;
   m.ModelLoadFailed("broken", 0);
   m.ModelLoadFailed("broken2", 4);
-  const std::string text = m.registry().Render();
-  EXPECT_TRUE(absl::StrContains(text, "rnnserve_model_loaded{model=\"broken\",version=\"\"} 0"));
-  EXPECT_TRUE(absl::StrContains(text, "rnnserve_model_loaded{model=\"broken2\",version=\"4\"} 0"));
+  ExpectLines(m.ExpositionText(), {
+                                      "rnnserve_model_loaded{model=\"broken\",version=\"\"} 0\n",
+                                      "rnnserve_model_loaded{model=\"broken2\",version=\"4\"} 0\n",
+                                  });
 }
 
 TEST(ServerMetricsTest, RequestsAreCountedByMethodAndCodeAndLeaveInflight) {
@@ -208,25 +154,24 @@ TEST(ServerMetricsTest, RequestsAreCountedByMethodAndCodeAndLeaveInflight) {
   model.RequestFinished("Predict", absl::StatusCode::kInvalidArgument, absl::Milliseconds(2));
   model.RequestCounted("SomeNewMethod", absl::StatusCode::kOk, absl::Milliseconds(1));
   m.unmatched().RequestCounted("Predict", absl::StatusCode::kNotFound, absl::Microseconds(5));
-  const std::string text = m.registry().Render();
-  for (const char* line : {
-           "rnnserve_requests_total{model=\"a\",version=\"1\",method=\"Predict\",code=\"OK\"} 1",
-           "rnnserve_requests_total{model=\"a\",version=\"1\",method=\"Predict\","
-           "code=\"INVALID_ARGUMENT\"} 1",
-           "rnnserve_requests_total{model=\"a\",version=\"1\",method=\"SomeNewMethod\",code=\"OK\"}"
-           " 1",
-           "rnnserve_requests_total{model=\"\",version=\"\",method=\"Predict\",code=\"NOT_FOUND\"} "
-           "1",
-           "rnnserve_request_duration_seconds_bucket{model=\"a\",version=\"1\",method=\"Predict\","
-           "le=\"2.5e-05\"} 0",
-           "rnnserve_request_duration_seconds_bucket{model=\"a\",version=\"1\",method=\"Predict\","
-           "le=\"5e-05\"} 1",
-           "rnnserve_request_duration_seconds_count{model=\"a\",version=\"1\",method=\"Predict\"} "
-           "2",
-           "rnnserve_inflight_requests{model=\"a\",version=\"1\"} 0",
-       }) {
-    EXPECT_TRUE(absl::StrContains(text, line)) << line << "\nin:\n" << text;
-  }
+  ExpectLines(
+      m.ExpositionText(),
+      {
+          "rnnserve_requests_total{code=\"OK\",method=\"Predict\",model=\"a\",version=\"1\"} 1\n",
+          "rnnserve_requests_total{code=\"INVALID_ARGUMENT\",method=\"Predict\",model=\"a\","
+          "version=\"1\"} 1\n",
+          "rnnserve_requests_total{code=\"OK\",method=\"SomeNewMethod\",model=\"a\","
+          "version=\"1\"} 1\n",
+          "rnnserve_requests_total{code=\"NOT_FOUND\",method=\"Predict\",model=\"\",version=\"\"} "
+          "1\n",
+          "rnnserve_request_duration_seconds_bucket{method=\"Predict\",model=\"a\",version=\"1\","
+          "le=\"2.5e-05\"} 0\n",
+          "rnnserve_request_duration_seconds_bucket{method=\"Predict\",model=\"a\",version=\"1\","
+          "le=\"5e-05\"} 1\n",
+          "rnnserve_request_duration_seconds_count{method=\"Predict\",model=\"a\",version=\"1\"} "
+          "2\n",
+          "rnnserve_inflight_requests{model=\"a\",version=\"1\"} 0\n",
+      });
 }
 
 TEST(ServerMetricsTest, UnmatchedRequestsCreateOnlyRequestSeries) {
@@ -239,8 +184,11 @@ TEST(ServerMetricsTest, UnmatchedRequestsCreateOnlyRequestSeries) {
                              .real_timesteps = 1,
                              .computed_timesteps = 1,
                              .compute = absl::Microseconds(1)});
-  const std::string text = m.registry().Render();
-  EXPECT_TRUE(absl::StrContains(text, "rnnserve_requests_total{model=\"\",version=\"\","));
+  const std::string text = m.ExpositionText();
+  EXPECT_TRUE(absl::StrContains(text,
+                                "rnnserve_requests_total{code=\"NOT_FOUND\",method="
+                                "\"Predict\",model=\"\",version=\"\"} 1\n"))
+      << text;
   for (const char* family :
        {"rnnserve_queue_depth{", "rnnserve_inflight_requests{", "rnnserve_batch_size_count{",
         "rnnserve_compute_duration_seconds_count{", "rnnserve_batch_timesteps_real_total{"}) {
@@ -260,20 +208,54 @@ TEST(ServerMetricsTest, BatchRecordsSizeTimestepsQueueAndComputePerEngine) {
                      .computed_timesteps = 30,
                      .compute = absl::Milliseconds(1)});
   model.SetQueueCapacity(64);
-  const std::string text = m.registry().Render();
-  for (const char* line : {
-           "rnnserve_queue_depth{model=\"a\",version=\"1\"} 1",
-           "rnnserve_queue_capacity{model=\"a\",version=\"1\"} 64",
-           "rnnserve_queue_duration_seconds_count{model=\"a\",version=\"1\"} 1",
-           "rnnserve_batch_size_bucket{model=\"a\",version=\"1\",le=\"2\"} 0",
-           "rnnserve_batch_size_bucket{model=\"a\",version=\"1\",le=\"4\"} 1",
-           "rnnserve_batch_timesteps_real_total{model=\"a\",version=\"1\"} 20",
-           "rnnserve_batch_timesteps_computed_total{model=\"a\",version=\"1\"} 30",
-           "rnnserve_compute_duration_seconds_count{model=\"a\",version=\"1\",engine=\"cuda\"} 1",
-           "rnnserve_compute_duration_seconds_count{model=\"a\",version=\"1\",engine=\"cpu\"} 0",
-       }) {
-    EXPECT_TRUE(absl::StrContains(text, line)) << line << "\nin:\n" << text;
+  ExpectLines(
+      m.ExpositionText(),
+      {
+          "rnnserve_queue_depth{model=\"a\",version=\"1\"} 1\n",
+          "rnnserve_queue_capacity{model=\"a\",version=\"1\"} 64\n",
+          "rnnserve_queue_duration_seconds_count{model=\"a\",version=\"1\"} 1\n",
+          "rnnserve_batch_size_bucket{model=\"a\",version=\"1\",le=\"2\"} 0\n",
+          "rnnserve_batch_size_bucket{model=\"a\",version=\"1\",le=\"4\"} 1\n",
+          "rnnserve_batch_size_bucket{model=\"a\",version=\"1\",le=\"1024\"} 1\n",
+          "rnnserve_batch_timesteps_real_total{model=\"a\",version=\"1\"} 20\n",
+          "rnnserve_batch_timesteps_computed_total{model=\"a\",version=\"1\"} 30\n",
+          "rnnserve_compute_duration_seconds_count{engine=\"cuda\",model=\"a\",version=\"1\"} 1\n",
+          "rnnserve_compute_duration_seconds_count{engine=\"cpu\",model=\"a\",version=\"1\"} 0\n",
+      });
+}
+
+TEST(ServerMetricsTest, ConcurrentRecordingFromManyThreadsIsAllCounted) {
+  ServerMetrics m;
+  ModelMetrics& model = m.ModelLoaded(Info("a", 1, {"cpu"}));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&model] {
+      for (int i = 0; i < 10000; ++i) {
+        model.RequestStarted();
+        model.RequestFinished("ModelInfer", absl::StatusCode::kOk, absl::Microseconds(20));
+        model.RecordBatch({.engine = "cpu",
+                           .batch_size = 2,
+                           .real_timesteps = 1,
+                           .computed_timesteps = 2,
+                           .compute = absl::Microseconds(20)});
+      }
+    });
   }
+  for (auto& t : threads) t.join();
+  ExpectLines(
+      m.ExpositionText(),
+      {
+          "rnnserve_requests_total{code=\"OK\",method=\"ModelInfer\",model=\"a\",version=\"1\"} "
+          "80000\n",
+          "rnnserve_request_duration_seconds_bucket{method=\"ModelInfer\",model=\"a\","
+          "version=\"1\",le=\"2.5e-05\"} 80000\n",
+          "rnnserve_inflight_requests{model=\"a\",version=\"1\"} 0\n",
+          "rnnserve_batch_size_bucket{model=\"a\",version=\"1\",le=\"2\"} 80000\n",
+          "rnnserve_batch_size_sum{model=\"a\",version=\"1\"} 160000\n",
+          "rnnserve_batch_timesteps_computed_total{model=\"a\",version=\"1\"} 160000\n",
+          "rnnserve_compute_duration_seconds_count{engine=\"cpu\",model=\"a\",version=\"1\"} "
+          "80000\n",
+      });
 }
 
 TEST(BatchTimestepsTest, LengthsCountRealStepsAndShapeCountsComputed) {
@@ -297,68 +279,115 @@ TEST(ProcessMetricsTest, ReadsCpuResidentMemoryAndStartTimeFromProc) {
   EXPECT_GE(s.open_fds, 3);
 }
 
-class ExposerTest : public ::testing::Test {
+TEST(ProcessMetricsTest, CollectorGivesTheFiveStandardFamiliesWithOneSampleEach) {
+  const std::vector<prometheus::MetricFamily> families = NewProcessCollector()->Collect();
+  std::vector<std::string> names;
+  for (const auto& f : families) {
+    names.push_back(f.name);
+    EXPECT_EQ(f.metric.size(), 1u) << f.name;
+    EXPECT_FALSE(f.help.empty()) << f.name;
+  }
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"process_cpu_seconds_total", "process_resident_memory_bytes",
+                                      "process_virtual_memory_bytes", "process_start_time_seconds",
+                                      "process_open_fds"}));
+  ASSERT_EQ(families.size(), 5u);
+  EXPECT_EQ(families[0].type, prometheus::MetricType::Counter);
+  EXPECT_GT(families[1].metric[0].gauge.value, 1 << 20);
+}
+
+class EndpointTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    registry_.AddCounter("x_total", "X.").WithLabels({}).Increment(7);
-    auto e = Exposer::Start(&registry_, Options(0, 500));
+    metrics_.ModelLoaded(Info("lstm", 2, {"cpu"}, {64}));
+    auto e = StartEndpoint(metrics_, Options(0));
     ASSERT_TRUE(e.ok()) << e.status();
     exposer_ = std::move(*e);
-    ASSERT_GT(exposer_->port(), 0);
+    ASSERT_EQ(exposer_->GetListeningPorts().size(), 1u);
+    port_ = exposer_->GetListeningPorts()[0];
+    ASSERT_GT(port_, 0);
   }
-  Registry registry_;
-  std::unique_ptr<Exposer> exposer_;
+  ServerMetrics metrics_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  int port_ = 0;
 };
 
-TEST_F(ExposerTest, GetMetricsServesTextFormatWithContentType) {
-  const std::string r = HttpExchange(exposer_->port(), "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+TEST_F(EndpointTest, GetMetricsServesRnnserveAndProcessFamiliesAsText) {
+  const std::string r = HttpExchange(port_, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
   EXPECT_TRUE(absl::StartsWith(r, "HTTP/1.1 200 OK\r\n")) << r;
-  EXPECT_TRUE(absl::StrContains(r, "Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n"));
-  EXPECT_TRUE(
-      absl::StrContains(r, "\r\n\r\n# HELP x_total X.\n# TYPE x_total counter\nx_total 7\n"));
-  EXPECT_TRUE(absl::StrContains(r, absl::StrCat("Content-Length: ", registry_.Render().size())));
+  EXPECT_TRUE(absl::StrContains(r, "Content-Type: text/plain")) << r;
+  ExpectLines(r,
+              {
+                  "\n# TYPE rnnserve_model_loaded gauge\n",
+                  "rnnserve_model_loaded{model=\"lstm\",version=\"2\"} 1\n",
+                  "rnnserve_model_memory_bytes{engine=\"cpu\",model=\"lstm\",version=\"2\"} 64\n",
+                  "\nprocess_resident_memory_bytes ",
+              });
 }
 
-TEST_F(ExposerTest, HeadSendsHeadersOnly) {
-  const std::string r = HttpExchange(exposer_->port(), "HEAD /metrics HTTP/1.1\r\n\r\n");
-  EXPECT_TRUE(absl::StartsWith(r, "HTTP/1.1 200 OK\r\n")) << r;
-  EXPECT_TRUE(absl::EndsWith(r, "\r\n\r\n")) << r;
+TEST_F(EndpointTest, UnknownPathIs404) {
+  EXPECT_TRUE(absl::StartsWith(HttpExchange(port_, "GET /nope HTTP/1.1\r\n\r\n"), "HTTP/1.1 404"));
 }
 
-TEST_F(ExposerTest, UnknownPathIs404AndPostIs405AndGarbageIs400) {
-  EXPECT_TRUE(absl::StartsWith(HttpExchange(exposer_->port(), "GET /nope HTTP/1.1\r\n\r\n"),
-                               "HTTP/1.1 404"));
-  EXPECT_TRUE(absl::StartsWith(HttpExchange(exposer_->port(), "POST /metrics HTTP/1.1\r\n\r\n"),
-                               "HTTP/1.1 405"));
-  EXPECT_TRUE(absl::StartsWith(HttpExchange(exposer_->port(), "hello\r\n\r\n"), "HTTP/1.1 400"));
-}
-
-TEST_F(ExposerTest, SilentClientIsDroppedAndLaterScrapesStillAnswer) {
+TEST_F(EndpointTest, SilentClientDoesNotDelayAScrape) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(exposer_->port()));
+  addr.sin_port = htons(static_cast<uint16_t>(port_));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  // Sends nothing; the exposer gives up after read_timeout_ms (500 ms) and serves the next.
-  EXPECT_TRUE(absl::StartsWith(HttpExchange(exposer_->port(), "GET /metrics HTTP/1.1\r\n\r\n"),
-                               "HTTP/1.1 200 OK"));
+  // Sends nothing and holds one worker; another answers the scrape meanwhile.
+  const absl::Time start = absl::Now();
+  EXPECT_TRUE(
+      absl::StartsWith(HttpExchange(port_, "GET /metrics HTTP/1.1\r\n\r\n"), "HTTP/1.1 200 OK"));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
   close(fd);
 }
 
-TEST(ExposerOptionsTest, BadPortAndTimeoutAreRejectedAtStart) {
-  Registry r;
-  EXPECT_EQ(Exposer::Start(&r, Options(70000)).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(Exposer::Start(&r, Options(0, 0)).status().code(), absl::StatusCode::kInvalidArgument);
+TEST(EndpointOptionsTest, BadPortThreadsTimeoutAndIpv6HostAreRejectedAtStart) {
+  ServerMetrics m;
+  EndpointOptions o = Options(70000);
+  EXPECT_EQ(StartEndpoint(m, o).status().code(), absl::StatusCode::kInvalidArgument);
+  o = Options(0);
+  o.threads = 0;
+  EXPECT_EQ(StartEndpoint(m, o).status().code(), absl::StatusCode::kInvalidArgument);
+  o = Options(0);
+  o.request_timeout_ms = 0;
+  EXPECT_EQ(StartEndpoint(m, o).status().code(), absl::StatusCode::kInvalidArgument);
+  o = Options(0);
+  o.host = "::1";
+  auto v6 = StartEndpoint(m, o);
+  EXPECT_EQ(v6.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(v6.status().message(), "'::1'")) << v6.status();
 }
 
-TEST(ExposerOptionsTest, PortInUseFailsWithTheAddress) {
-  Registry r;
-  auto first = Exposer::Start(&r, Options(0));
-  ASSERT_TRUE(first.ok());
-  auto second = Exposer::Start(&r, Options((*first)->port()));
+// endpoint.cc's pthread_attr_setstacksize: civetweb's fixed 100 KiB thread stacks keep 100 KiB
+// usable beside the process's static TLS (which, with cuBLASLt loaded, exceeds 100 KiB).
+TEST(EndpointThreadStackTest, RequestedStackGrowsByTheProcessTlsAndThreadsStart) {
+  pthread_attr_t attr;
+  ASSERT_EQ(pthread_attr_init(&attr), 0);
+  ASSERT_EQ(pthread_attr_setstacksize(&attr, 102400), 0);
+  size_t size = 0;
+  ASSERT_EQ(pthread_attr_getstacksize(&attr, &size), 0);
+  EXPECT_GT(size, 102400u);  // libc and libstdc++ alone hold some TLS
+  pthread_t thread;
+  ASSERT_EQ(pthread_create(
+                &thread, &attr, [](void*) -> void* { return nullptr; }, nullptr),
+            0);
+  pthread_join(thread, nullptr);
+  pthread_attr_destroy(&attr);
+}
+
+TEST(EndpointOptionsTest, PortInUseFailsWithTheAddress) {
+  ServerMetrics m;
+  auto first = StartEndpoint(m, Options(0));
+  ASSERT_TRUE(first.ok()) << first.status();
+  const int port = (*first)->GetListeningPorts()[0];
+  auto second = StartEndpoint(m, Options(port));
   ASSERT_FALSE(second.ok());
-  EXPECT_TRUE(absl::StrContains(second.status().message(), std::to_string((*first)->port())));
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(absl::StrContains(second.status().message(), absl::StrCat("127.0.0.1:", port)))
+      << second.status();
 }
 
 }  // namespace
