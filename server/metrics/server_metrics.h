@@ -21,7 +21,8 @@
 //   rnnserve_model_memory_bytes{model,version,engine}           gauge, weights + scratch
 //   process_cpu_seconds_total, process_resident_memory_bytes, ... (see process_metrics.h)
 //
-// Every series of a model version exists, at zero, from the moment ModelLoaded() returns.
+// Every series of a model version exists, at zero, from the moment ModelLoaded() returns. A
+// family is on the page once it has a series (prometheus-cpp leaves out empty families).
 // Labels are bounded: `model` and `version` come from the repository, never from a request
 // (a request for an unknown model is counted with model="" and version=""); `method` is a
 // gRPC method name of our services; `code` a gRPC status code name; `engine` an engine name.
@@ -29,8 +30,8 @@
 // RECORDING INTERFACE (for schedulers: Servable::Run today, the dynamic batcher next).
 // Resolve the ModelMetrics once (ServerMetrics::Global().Find(name, version), kept with the
 // servable or the scheduler; it never dangles), then per event, from any thread. Counters and
-// gauges are atomics; a histogram observation takes prometheus-cpp's per-series mutex (held for
-// a bucket and a sum update; bench/results/metrics_histogram_mutex.md measures what it costs):
+// gauges are atomics; a histogram observation takes prometheus-cpp's per-series mutex for a
+// bucket and a sum update (bench/results/metrics-histogram-2026-11-23.md: what it costs):
 //   QueueEntered()          a request joins the queue            (queue_depth +1)
 //   QueueLeft(waited)       it leaves for a batch, or is dropped (queue_depth -1, and the
 //                           wait is observed in queue_duration)

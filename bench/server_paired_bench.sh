@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Two rnnserve binaries compared on one model and one concurrency with perf_analyzer (KServe v2
+# gRPC), in paired runs that alternate which binary goes first (A B, B A, A B, ...), each run on
+# a freshly started server. On a small shared machine the load drifts over minutes; a pair is a
+# few seconds apart, so the per-pair ratio B/A is what to read, not the absolute numbers.
+# Besides throughput it records the server's CPU time per request (utime + stime of the server
+# process over the run, divided by the ModelInfer requests its /metrics counted): what a request
+# costs, which depends much less than throughput on how much of the machine others take.
+#
+# usage: bench/server_paired_bench.sh BIN_A BIN_B [OUT_DIR (build/bench-paired)]
+# env:   ROUNDS       pairs (default 10)
+#        MODEL        model of bench/server_models (default tiny_lstm), SHAPE (default x:10,8)
+#        CONCURRENCY  perf_analyzer concurrency (default 64)
+#        INTERVAL_MS  perf_analyzer measurement window (default 2000; 3 windows per run)
+#        PERF_ANALYZER  the perf_analyzer binary (default: PATH, then /opt/perf_analyzer/bin)
+# Prints one line per run and the summary of bench/server_paired_report.py.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+A=${1:?usage: $0 BIN_A BIN_B [OUT_DIR]}
+B=${2:?usage: $0 BIN_A BIN_B [OUT_DIR]}
+OUT=${3:-$ROOT/build/bench-paired}
+ROUNDS=${ROUNDS:-10}
+MODEL=${MODEL:-tiny_lstm}
+SHAPE=${SHAPE:-x:10,8}
+CONCURRENCY=${CONCURRENCY:-64}
+INTERVAL_MS=${INTERVAL_MS:-2000}
+PA=${PERF_ANALYZER:-$(command -v perf_analyzer || echo /opt/perf_analyzer/bin/perf_analyzer)}
+[ -x "$PA" ] || { echo "perf_analyzer not found (docs/kserve.md says how to install it)"; exit 1; }
+CUDART=$(python3 -c 'import nvidia.cuda_runtime as m; print(list(m.__path__)[0] + "/lib")' \
+  2>/dev/null || true)
+export LD_LIBRARY_PATH=${CUDART:+$CUDART:}${LD_LIBRARY_PATH:-}
+mkdir -p "$OUT"
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+SERVER=""
+cpu_seconds() {  # cpu_seconds PID: user + system CPU seconds of the process
+  awk -v hz="$(getconf CLK_TCK)" '{sub(/.*\) /, ""); print ($12 + $13) / hz}' "/proc/$1/stat"
+}
+requests() {  # requests METRICS_PORT: ModelInfer calls the server counted
+  python3 - "$1" <<'PY'
+import sys, urllib.request
+text = urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics").read().decode()
+print(sum(float(l.rsplit(" ", 1)[1]) for l in text.splitlines()
+          if l.startswith("rnnserve_requests_total{") and 'method="ModelInfer"' in l))
+PY
+}
+trap '[ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null; wait 2>/dev/null || true' EXIT
+
+run() {  # run LABEL BIN ROUND: one perf_analyzer run on a fresh server; appends to runs.csv
+  local label=$1 bin=$2 round=$3 port metrics_port
+  port=$(free_port)
+  metrics_port=$(free_port)
+  "$bin" --model-repository "$ROOT/bench/server_models" --port "$port" \
+    --metrics-port "$metrics_port" --log-level warning &
+  SERVER=$!
+  for _ in $(seq 400); do
+    (exec 3<>/dev/tcp/127.0.0.1/"$port") 2>/dev/null && break
+    sleep 0.05
+  done
+  local csv="$OUT/${label}_r${round}.csv" cpu0 req0 cpu1 req1
+  cpu0=$(cpu_seconds "$SERVER")
+  req0=$(requests "$metrics_port")
+  "$PA" -u "127.0.0.1:$port" -i grpc -m "$MODEL" --shape "$SHAPE" \
+    --concurrency-range "$CONCURRENCY" --measurement-interval "$INTERVAL_MS" \
+    --stability-percentage 999 --max-trials 3 -f "$csv" > "$OUT/${label}_r${round}.log" 2>&1 ||
+    { tail -5 "$OUT/${label}_r${round}.log"; return 1; }
+  cpu1=$(cpu_seconds "$SERVER")
+  req1=$(requests "$metrics_port")
+  kill "$SERVER"
+  wait "$SERVER" 2>/dev/null || true
+  SERVER=""
+  local ips
+  ips=$(python3 -c 'import csv,sys; print(next(csv.DictReader(open(sys.argv[1])))["Inferences/Second"])' "$csv")
+  local us
+  us=$(python3 -c 'import sys; c0,c1,r0,r1=map(float,sys.argv[1:]); print(f"{(c1-c0)/(r1-r0)*1e6:.1f}")' \
+    "$cpu0" "$cpu1" "$req0" "$req1")
+  echo "$round,$label,$ips,$us,$(cut -d' ' -f1 /proc/loadavg)" | tee -a "$OUT/runs.csv"
+}
+
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
+  echo "cpu: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores"
+  echo "A: $A"
+  echo "B: $B"
+  echo "model: $MODEL --shape $SHAPE, concurrency $CONCURRENCY, window ${INTERVAL_MS} ms x 3"
+  echo "perf_analyzer: $PA"
+} | tee "$OUT/machine.txt"
+echo "round,binary,inferences_per_second,server_cpu_us_per_request,load1" > "$OUT/runs.csv"
+for r in $(seq "$ROUNDS"); do
+  if [ $((r % 2)) = 1 ]; then
+    run A "$A" "$r"; run B "$B" "$r"
+  else
+    run B "$B" "$r"; run A "$A" "$r"
+  fi
+done
+python3 "$ROOT/bench/server_paired_report.py" "$OUT/runs.csv" | tee "$OUT/summary.txt"
