@@ -75,6 +75,9 @@ absl::Status ToWireTensor(const ModelInferRequest::InferInputTensor& in, const s
     case v1::TYPE_INT32:
       out->mutable_int_val()->CopyFrom(c.int_contents());
       break;
+    case v1::TYPE_FP64:
+      out->mutable_double_val()->CopyFrom(c.fp64_contents());
+      break;
     default:
       out->mutable_int64_val()->CopyFrom(c.int64_contents());
       break;
@@ -102,8 +105,10 @@ absl::Status LengthsFromParameter(const InferParameters& parameters, v1::Predict
 
 absl::Status LengthsFromInput(const v1::Tensor& wire, v1::PredictRequest* req) {
   const std::string what = "input 'lengths'";
-  if (wire.dtype() == v1::TYPE_FP32) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": datatype FP32 given, expected INT32"));
+  if (wire.dtype() == v1::TYPE_FP32 || wire.dtype() == v1::TYPE_FP64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": datatype ", wire.dtype() == v1::TYPE_FP32 ? "FP32" : "FP64",
+        " given, expected INT32"));
   }
   auto t = DecodeTensor(wire, what);
   if (!t.ok()) return t.status();
@@ -172,7 +177,7 @@ absl::StatusOr<DecodedInfer> DecodeInfer(const ModelInferRequest& request,
         sig != nullptr && !Feeds(wire.dtype(), sig->dtype)) {
       return absl::InvalidArgumentError(absl::StrCat(
           what, ": datatype ", in.datatype(), " given, expected ", DatatypeName(sig->dtype),
-          sig->dtype == engine::DType::kInt64 ? " or INT32" : ""));
+          sig->dtype == engine::DType::kInt64 ? " or INT32 (or whole-number FP32 / FP64)" : ""));
     }
     if (predict.inputs().contains(in.name())) {
       return absl::InvalidArgumentError(absl::StrCat(what, ": given twice"));
