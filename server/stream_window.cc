@@ -30,18 +30,15 @@ StreamSignature StreamSignatureOf(const Servable& servable) {
   return out;
 }
 
-absl::StatusOr<engine::Batch> ValidateStreamChunk(const v1::PredictRequest& request,
-                                                  const Servable& servable, int64_t steps_before,
-                                                  int64_t* chunk_steps) {
+absl::Status CheckStreamWindow(const Servable& servable, const engine::Batch& chunk,
+                               int64_t steps_before, int64_t* chunk_steps) {
   const StreamSignature stream = StreamSignatureOf(servable);
-  auto batch = ValidatePredict(request, servable, stream.inputs);
-  if (!batch.ok()) return batch;
   int64_t steps = 0;
-  for (size_t i = 0; i < stream.inputs.size(); ++i) {
-    if (HasTimeAxis(stream.inputs[i])) steps = std::max(steps, batch->inputs[i].dim(1));
+  for (size_t i = 0; i < stream.inputs.size() && i < chunk.inputs.size(); ++i) {
+    if (HasTimeAxis(stream.inputs[i])) steps = std::max(steps, chunk.inputs[i].dim(1));
   }
-  if (!batch->lengths.empty()) {
-    steps = *std::max_element(batch->lengths.begin(), batch->lengths.end());
+  if (!chunk.lengths.empty()) {
+    steps = *std::max_element(chunk.lengths.begin(), chunk.lengths.end());
   }
   *chunk_steps = steps;
   if (stream.window > 0 && steps_before + steps > stream.window) {
@@ -50,6 +47,15 @@ absl::StatusOr<engine::Batch> ValidateStreamChunk(const v1::PredictRequest& requ
         " steps; the stream has carried ", steps_before, " and this chunk brings ", steps, " (",
         steps_before + steps, " in all): start a new sequence for the next window"));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<engine::Batch> ValidateStreamChunk(const v1::PredictRequest& request,
+                                                  const Servable& servable, int64_t steps_before,
+                                                  int64_t* chunk_steps) {
+  auto batch = ValidatePredict(request, servable, StreamSignatureOf(servable).inputs);
+  if (!batch.ok()) return batch;
+  if (auto s = CheckStreamWindow(servable, *batch, steps_before, chunk_steps); !s.ok()) return s;
   return batch;
 }
 

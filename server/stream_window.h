@@ -9,7 +9,8 @@
 // Chunks of 7, 7 and 6 steps of a 20-step window give, on the last chunk, what Predict gives
 // for the whole window; a chunk that takes the total past the window is INVALID_ARGUMENT
 // naming the window and the input that fixes it, and leaves the sequence as it was.
-// Models whose time axis is free have no window.
+// Models whose time axis is free have no window. StreamPredict and KServe sequence requests
+// (sequence_id) both stream.
 
 #include <cstdint>
 #include <string>
@@ -31,9 +32,13 @@ struct StreamSignature {
 // For a streamable model; inputs with a time axis are [B, T, ...] floats and [B, T] token ids.
 StreamSignature StreamSignatureOf(const Servable& servable);
 
-// Validates one chunk (as ValidatePredict, against StreamSignatureOf(servable)) of a sequence
-// that has carried `steps_before` steps; *chunk_steps is the chunk's steps (its length when the
-// request gives one, else its time axis).
+// Holds a validated chunk of a sequence that has carried `steps_before` steps to the window;
+// *chunk_steps is the chunk's steps (its length when the batch gives one, else its time axis).
+absl::Status CheckStreamWindow(const Servable& servable, const engine::Batch& chunk,
+                               int64_t steps_before, int64_t* chunk_steps);
+
+// Validates one chunk: ValidatePredict against StreamSignatureOf(servable), then
+// CheckStreamWindow.
 absl::StatusOr<engine::Batch> ValidateStreamChunk(const v1::PredictRequest& request,
                                                   const Servable& servable, int64_t steps_before,
                                                   int64_t* chunk_steps);

@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "server/kserve/datatype.h"
 #include "server/request_validation.h"
+#include "server/stream_window.h"
 #include "server/tensor_codec.h"
 
 namespace rnnserve::server::kserve {
@@ -194,7 +195,12 @@ absl::StatusOr<DecodedInfer> DecodeInfer(const ModelInferRequest& request,
 
   for (const auto& out : request.outputs()) predict.add_output_filter(out.name());
   if (auto s = ValidateOutputFilter(predict, servable); !s.ok()) return s;
-  auto batch = ValidatePredict(predict, servable);
+  auto sequence = ParseSequence(request.parameters());
+  if (!sequence.ok()) return sequence.status();
+  // A sequence request is a stream chunk: a fixed window's time axis is free (stream_window.h).
+  auto batch = sequence->has_value()
+                   ? ValidatePredict(predict, servable, StreamSignatureOf(servable).inputs)
+                   : ValidatePredict(predict, servable);
   if (!batch.ok()) return batch.status();
   decoded.batch = std::move(*batch);
 
@@ -234,8 +240,6 @@ absl::StatusOr<DecodedInfer> DecodeInfer(const ModelInferRequest& request,
   if (timeout->has_value() && **timeout > 0) {
     decoded.options.deadline = absl::Now() + absl::Microseconds(**timeout);
   }
-  auto sequence = ParseSequence(request.parameters());
-  if (!sequence.ok()) return sequence.status();
   decoded.sequence = std::move(*sequence);
   return decoded;
 }

@@ -5,7 +5,8 @@
 //    a fractional id is INVALID_ARGUMENT naming the input;
 //  - StreamPredict on a model whose InputLayer fixes the window ([None, 7, 3]) takes chunks
 //    shorter than the window, and the last chunk's output is Keras's prediction for the whole
-//    window; a stream past the window is refused, naming it.
+//    window; a stream past the window is refused, naming it. KServe sequence requests
+//    (sequence_id) likewise.
 
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
@@ -269,6 +270,46 @@ TEST_F(KerasUsersTest, StreamPastTheWindowIsRefusedNamingItAndKeepsTheSequence) 
   }
   stream->WritesDone();
   EXPECT_TRUE(stream->Finish().ok());
+}
+
+TEST_F(KerasUsersTest, KServeSequenceChunksOfAFixedWindowEqualKerasOnTheWindow) {
+  const client::NpyArray x = LoadNpy(Fixture(kWindow, "input_0.npy"));
+  const client::NpyArray want = LoadNpy(Fixture(kWindow, "expected_0.npy"));
+  const int64_t T = x.shape[1], F = x.shape[2], outs = want.shape[1];
+  auto stub = KServe();
+  auto chunk = [&](int64_t t0, int64_t t1, bool start, bool end) {
+    inference::ModelInferRequest req;
+    req.set_model_name(kWindow);
+    (*req.mutable_parameters())["sequence_id"].set_int64_param(77);
+    (*req.mutable_parameters())["sequence_start"].set_bool_param(start);
+    (*req.mutable_parameters())["sequence_end"].set_bool_param(end);
+    auto* in = req.add_inputs();
+    in->set_name("x");
+    in->set_datatype("FP32");
+    in->add_shape(1);
+    in->add_shape(t1 - t0);
+    in->add_shape(F);
+    for (int64_t i = t0 * F; i < t1 * F; ++i) {
+      in->mutable_contents()->add_fp32_contents(static_cast<float>(x.values[i]));
+    }
+    inference::ModelInferResponse resp;
+    const grpc::Status s = Infer(stub.get(), req, &resp);
+    return std::make_pair(s, resp);
+  };
+  ASSERT_TRUE(chunk(0, 4, true, false).first.ok());
+  const auto past = chunk(2, 6, false, false);  // 4 + 4 > 7: refused, the sequence kept
+  EXPECT_EQ(past.first.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(past.first.error_message().find("window of 7 steps"), std::string::npos)
+      << past.first.error_message();
+  const auto last = chunk(4, T, false, true);
+  ASSERT_TRUE(last.first.ok()) << last.first.error_message();
+  const std::string& raw = last.second.raw_output_contents(0);
+  ASSERT_EQ(raw.size(), outs * sizeof(float));
+  std::vector<float> got(outs);
+  std::memcpy(got.data(), raw.data(), raw.size());
+  for (int64_t o = 0; o < outs; ++o) {
+    EXPECT_NEAR(got[o], want.values[o], 1e-6 + 1e-5 * std::fabs(want.values[o]));
+  }
 }
 
 TEST_F(KerasUsersTest, MetadataSaysTheFixedWindowModelStreams) {
