@@ -159,28 +159,6 @@ TEST(KerasImport, WeightsOnlyFileLoadsWithArchitectureJson) {
   EXPECT_EQ(FirstRnn(m).hidden_size, 5);
 }
 
-TEST(KerasImport, UnsupportedLayerClassFailsAtLoadNamingLayerAndClass) {
-  const std::string dir = std::string(kDir) + "Keras2WeightsOnlyWithArchitectureJson/";
-  std::ifstream in(SourcePath(dir + "architecture.json"));
-  std::stringstream text;
-  text << in.rdbuf();
-  auto json = nlohmann::json::parse(text.str());
-  json["config"]["layers"].push_back(
-      {{"class_name", "Conv2DTranspose"}, {"config", {{"name", "upsampler"}}}});
-  const auto path = std::filesystem::path(::testing::TempDir()) / "unsupported.json";
-  std::ofstream(path) << json.dump();
-  models::LoadOptions options;
-  options.architecture_json_path = path.string();
-  auto m = models::LoadModelFile(SourcePath(dir + "weights.h5"), options);
-  ASSERT_FALSE(m.ok());
-  EXPECT_EQ(m.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(m.status().message().find("upsampler"), std::string::npos) << m.status();
-  EXPECT_NE(m.status().message().find("Conv2DTranspose"), std::string::npos) << m.status();
-  // Custom layers are served through ONNX; the refusal says how.
-  EXPECT_NE(m.status().message().find("tf2onnx"), std::string::npos) << m.status();
-  EXPECT_NE(m.status().message().find("docs/import-keras.md"), std::string::npos) << m.status();
-}
-
 // Reads `dir`/architecture.json, lets `edit` change it, and loads weights.h5 under it.
 absl::StatusOr<engine::Model> LoadEditedArchitecture(
     const std::string& dir, const std::function<void(nlohmann::json*)>& edit) {
@@ -194,6 +172,21 @@ absl::StatusOr<engine::Model> LoadEditedArchitecture(
   models::LoadOptions options;
   options.architecture_json_path = path.string();
   return models::LoadModelFile(SourcePath(dir + "weights.h5"), options);
+}
+
+TEST(KerasImport, UnsupportedLayerClassFailsAtLoadNamingLayerAndClass) {
+  const std::string dir = std::string(kDir) + "Keras2WeightsOnlyWithArchitectureJson/";
+  auto m = LoadEditedArchitecture(dir, [](nlohmann::json* j) {
+    (*j)["config"]["layers"].push_back(
+        {{"class_name", "Conv2DTranspose"}, {"config", {{"name", "upsampler"}}}});
+  });
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(m.status().message().find("upsampler"), std::string::npos) << m.status();
+  EXPECT_NE(m.status().message().find("Conv2DTranspose"), std::string::npos) << m.status();
+  // Custom layers are served through ONNX; the refusal says how.
+  EXPECT_NE(m.status().message().find("tf2onnx"), std::string::npos) << m.status();
+  EXPECT_NE(m.status().message().find("docs/import-keras.md"), std::string::npos) << m.status();
 }
 
 TEST(KerasImport, CuDnnWeightsUnderLstmArchitectureKeepTheConfigsActivations) {
@@ -223,21 +216,15 @@ TEST(KerasImport, CuDnnGruWeightsUnderResetAfterFalseAreRefusedAsKerasRefusesThe
 
 TEST(KerasImport, ArchitectureWithOtherUnitsIsAShapeMismatchNamingTheLayer) {
   const std::string dir = std::string(kDir) + "Keras2WeightsOnlyWithArchitectureJson/";
-  std::ifstream in(SourcePath(dir + "architecture.json"));
-  std::stringstream text;
-  text << in.rdbuf();
-  auto json = nlohmann::json::parse(text.str());
-  auto& lstm = json["config"]["layers"][1];
-  ASSERT_EQ(lstm["class_name"], "LSTM");
-  lstm["config"]["units"] = 6;
-  const auto path = std::filesystem::path(::testing::TempDir()) / "mismatch.json";
-  std::ofstream(path) << json.dump();
-  models::LoadOptions options;
-  options.architecture_json_path = path.string();
-  auto m = models::LoadModelFile(SourcePath(dir + "weights.h5"), options);
+  std::string lstm_name;
+  auto m = LoadEditedArchitecture(dir, [&](nlohmann::json* j) {
+    auto& lstm = (*j)["config"]["layers"][1];
+    ASSERT_EQ(lstm["class_name"], "LSTM");
+    lstm["config"]["units"] = 6;
+    lstm_name = lstm["config"]["name"].get<std::string>();
+  });
   ASSERT_FALSE(m.ok());
-  EXPECT_NE(m.status().message().find(lstm["config"]["name"].get<std::string>()), std::string::npos)
-      << m.status();
+  EXPECT_NE(m.status().message().find(lstm_name), std::string::npos) << m.status();
   EXPECT_NE(m.status().message().find("expected"), std::string::npos) << m.status();
 }
 
