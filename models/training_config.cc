@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "models/keras/hdf5_file.h"
+#include "models/keras/keras_zip.h"
 
 namespace rnnserve::models {
 namespace {
@@ -18,14 +19,31 @@ std::string Lower(std::string s) {
   return s;
 }
 
+// Keras 3 serializes a plain function as {"class_name": "function", "config": "<name>"}.
+bool IsSerializedFunction(const Json& node) {
+  return node.is_object() && node.value("class_name", Json()) == "function" &&
+         node.contains("config") && node["config"].is_string();
+}
+
+// A serialized object's config ({"module", "class_name", "config", ...}), {} when absent.
+const Json& ObjectConfig(const Json& node) {
+  static const Json kEmpty = Json::object();
+  auto it = node.find("config");
+  return it != node.end() && it->is_object() ? *it : kEmpty;
+}
+
 void AddMetrics(const Json& node, bool weighted, std::vector<MetricConfig>* out) {
   if (node.is_null()) return;
   if (node.is_array()) {
     for (const Json& item : node) AddMetrics(item, weighted, out);
     return;
   }
+  if (IsSerializedFunction(node)) {  // Keras 3: a metric function, e.g. keras.metrics.mae
+    out->push_back({node["config"].get<std::string>(), "", weighted});
+    return;
+  }
   if (node.is_object() && node.contains("class_name")) {
-    const Json& cfg = node.value("config", Json::object());
+    const Json& cfg = ObjectConfig(node);
     MetricConfig m;
     m.name = cfg.value("name", node["class_name"].get<std::string>());
     m.fn = cfg.contains("fn") && cfg["fn"].is_string() ? cfg["fn"].get<std::string>() : "";
@@ -64,16 +82,20 @@ std::string CanonicalLossName(const std::string& name) {
   return name;
 }
 
-absl::StatusOr<TrainingConfig> ParseTrainingConfig(const std::string& json_text,
-                                                   const std::string& what) {
+namespace {
+
+// training_config (Keras 2 .h5) and compile_config (Keras 3 .keras) share these keys: loss,
+// metrics, weighted_metrics; Keras 3 writes losses and metrics as strings or serialized objects.
+absl::StatusOr<TrainingConfig> ParseCompileJson(const Json& tc, const std::string& what) {
   TrainingConfig out;
   try {
-    const Json tc = Json::parse(json_text);
     const Json& loss = tc.contains("loss") ? tc["loss"] : Json();
     if (loss.is_string()) {
       out.loss = CanonicalLossName(loss.get<std::string>());
+    } else if (IsSerializedFunction(loss)) {
+      out.loss = CanonicalLossName(loss["config"].get<std::string>());
     } else if (loss.is_object() && loss.contains("class_name")) {
-      const Json& cfg = loss.value("config", Json::object());
+      const Json& cfg = ObjectConfig(loss);
       const std::string fn = cfg.contains("fn") && cfg["fn"].is_string()
                                  ? cfg["fn"].get<std::string>()
                                  : loss["class_name"].get<std::string>();
@@ -88,13 +110,40 @@ absl::StatusOr<TrainingConfig> ParseTrainingConfig(const std::string& json_text,
     AddMetrics(tc.contains("weighted_metrics") ? tc["weighted_metrics"] : Json(), true,
                &out.metrics);
   } catch (const Json::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": bad training_config: ", e.what()));
+    return absl::InvalidArgumentError(absl::StrCat(what, ": bad training config: ", e.what()));
   }
   return out;
 }
 
+// A Keras 3 .keras file: config.json's compile_config (absent, null or {}: not compiled).
+absl::StatusOr<std::optional<TrainingConfig>> ReadCompileConfig(const std::string& path) {
+  auto config = keras::ReadKerasZipConfig(path);
+  if (!config.ok()) return config.status();
+  auto it = config->find("compile_config");
+  if (it == config->end() || !it->is_object() || it->empty()) {
+    return std::optional<TrainingConfig>();
+  }
+  auto parsed = ParseCompileJson(*it, absl::StrCat(path, ": compile_config"));
+  if (!parsed.ok()) return parsed.status();
+  return std::optional<TrainingConfig>(std::move(*parsed));
+}
+
+}  // namespace
+
+absl::StatusOr<TrainingConfig> ParseTrainingConfig(const std::string& json_text,
+                                                   const std::string& what) {
+  Json tc;
+  try {
+    tc = Json::parse(json_text);
+  } catch (const Json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": bad training_config: ", e.what()));
+  }
+  return ParseCompileJson(tc, what);
+}
+
 absl::StatusOr<std::optional<TrainingConfig>> ReadTrainingConfig(const std::string& path) {
   const std::string ext = std::filesystem::path(path).extension().string();
+  if (ext == ".keras") return ReadCompileConfig(path);
   if (ext != ".h5" && ext != ".hdf5") return std::optional<TrainingConfig>();
   auto file = keras::Hdf5File::Open(path);
   if (!file.ok()) return file.status();

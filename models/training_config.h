@@ -1,7 +1,9 @@
 #pragma once
 
-// What a model file says about how it was compiled: Keras's training_config (loss, metrics).
-// Read for Evaluate; the engine never sees it.
+// What a model file says about how it was compiled (loss, metrics): the training_config
+// attribute of a Keras 2 .h5, or the compile_config in a Keras 3 .keras file's config.json
+// (losses and metrics as strings, serialized objects {"module", "class_name", "config"}, or
+// serialized functions). Read for Evaluate; the engine never sees it.
 
 #include <optional>
 #include <string>
@@ -31,8 +33,8 @@ struct TrainingConfig {
 // "mean_squared_error" -> "mse"); other names are returned unchanged.
 std::string CanonicalLossName(const std::string& name);
 
-// nullopt when the file has no training config (saved with include_optimizer/compile off, or
-// a format without one).
+// nullopt when the file has no training config (saved uncompiled or with include_optimizer
+// off, or a format without one).
 absl::StatusOr<std::optional<TrainingConfig>> ReadTrainingConfig(const std::string& path);
 
 // Parses the training_config JSON text Keras writes.

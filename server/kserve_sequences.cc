@@ -3,6 +3,7 @@
 #include <functional>
 
 #include "absl/strings/str_cat.h"
+#include "server/stream_window.h"
 
 namespace rnnserve::server {
 
@@ -23,12 +24,19 @@ absl::Status ManagedSequences::Run(const Servable& servable,
   auto lease =
       manager_->Acquire(servable.name(), id, sequence.start, servable.shared_from_this(), limits);
   if (!lease.ok()) return lease.status();
+  int64_t chunk_steps = 0;
+  if (auto s = CheckStreamWindow(*lease->servable, batch, lease->steps, &chunk_steps); !s.ok()) {
+    // The sequence stays as it was, for a corrected retry.
+    manager_->Release(servable.name(), id, std::move(lease->states), false, false);
+    return s;
+  }
   engine::Batch chunk = batch;
   chunk.initial_states = std::move(lease->states);
   LayerStates final_states;
   chunk.final_states = &final_states;
   const absl::Status s = lease->servable->Run(chunk, outputs, options);
-  manager_->Release(servable.name(), id, std::move(final_states), sequence.end, !s.ok());
+  manager_->Release(servable.name(), id, std::move(final_states), sequence.end, !s.ok(),
+                    chunk_steps);
   return s;
 }
 

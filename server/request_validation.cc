@@ -42,7 +42,12 @@ absl::Status CheckShape(const engine::Tensor& t, const TensorSignature& sig) {
 
 absl::StatusOr<engine::Batch> ValidatePredict(const v1::PredictRequest& request,
                                               const Servable& servable) {
-  const auto& sigs = servable.inputs();
+  return ValidatePredict(request, servable, servable.inputs());
+}
+
+absl::StatusOr<engine::Batch> ValidatePredict(const v1::PredictRequest& request,
+                                              const Servable& servable,
+                                              const std::vector<TensorSignature>& sigs) {
   const auto& given = request.inputs();
   for (const auto& [name, tensor] : given) {
     bool known = false;
@@ -64,15 +69,17 @@ absl::StatusOr<engine::Batch> ValidatePredict(const v1::PredictRequest& request,
     const std::string what = absl::StrCat("input '", sig.name, "'");
     const v1::DataType want = WireType(sig.dtype);
     const v1::DataType got = it->second.dtype();
-    const bool dtype_ok = sig.dtype == engine::DType::kInt64
-                              ? (got == v1::TYPE_INT32 || got == v1::TYPE_INT64)
+    const bool ids = sig.dtype == engine::DType::kInt64;
+    const bool dtype_ok = ids ? (got == v1::TYPE_INT32 || got == v1::TYPE_INT64 ||
+                                 got == v1::TYPE_FP32 || got == v1::TYPE_FP64)
                               : got == v1::TYPE_FP32;
     if (!dtype_ok) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, ": dtype ", v1::DataType_Name(got), " given, expected ", v1::DataType_Name(want),
-          sig.dtype == engine::DType::kInt64 ? " or TYPE_INT32" : ""));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": dtype ", v1::DataType_Name(got), " given, expected ",
+                       v1::DataType_Name(want),
+                       ids ? " or TYPE_INT32 (or whole-number TYPE_FP32 / TYPE_FP64)" : ""));
     }
-    auto tensor = DecodeTensor(it->second, what);
+    auto tensor = ids ? DecodeTokenIds(it->second, what) : DecodeTensor(it->second, what);
     if (!tensor.ok()) return tensor.status();
     if (auto s = CheckShape(*tensor, sig); !s.ok()) return s;
     if (B >= 0 && tensor->dim(0) != B) {

@@ -15,6 +15,12 @@ namespace rnnserve::server {
 absl::StatusOr<engine::Batch> ValidatePredict(const v1::PredictRequest& request,
                                               const Servable& servable);
 
+// The same against `inputs` in place of servable.inputs() (same names and order; e.g. with a
+// time axis left free for stream chunks).
+absl::StatusOr<engine::Batch> ValidatePredict(const v1::PredictRequest& request,
+                                              const Servable& servable,
+                                              const std::vector<TensorSignature>& inputs);
+
 // Checks an output filter against the model's outputs.
 absl::Status ValidateOutputFilter(const v1::PredictRequest& request, const Servable& servable);
 

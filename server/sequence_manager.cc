@@ -40,6 +40,7 @@ absl::StatusOr<SequenceManager::Lease> SequenceManager::Acquire(
     it->second.max_idle = limits.max_idle;
     it->second.servable = std::move(servable);
     it->second.states.clear();
+    it->second.steps = 0;
   } else if (it == sequences_.end()) {
     return absl::InvalidArgumentError(
         absl::StrCat("sequence ", id, " of model '", model,
@@ -47,11 +48,11 @@ absl::StatusOr<SequenceManager::Lease> SequenceManager::Acquire(
   }
   it->second.busy = true;
   it->second.last_used = options_.now();
-  return Lease{it->second.servable, it->second.states};
+  return Lease{it->second.servable, it->second.states, it->second.steps};
 }
 
 void SequenceManager::Release(const std::string& model, uint64_t id, LayerStates states, bool end,
-                              bool failed) {
+                              bool failed, int64_t steps_added) {
   absl::MutexLock lock(&mu_);
   auto it = sequences_.find(std::make_pair(model, id));
   if (it == sequences_.end()) return;
@@ -62,6 +63,7 @@ void SequenceManager::Release(const std::string& model, uint64_t id, LayerStates
     return;
   }
   it->second.states = std::move(states);
+  it->second.steps += steps_added;
   it->second.busy = false;
   it->second.last_used = options_.now();
 }

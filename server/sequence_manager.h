@@ -54,12 +54,15 @@ class SequenceManager {
   struct Lease {
     std::shared_ptr<const Servable> servable;  // the version this sequence runs on
     LayerStates states;                        // empty at start: zeros
+    int64_t steps = 0;                         // time steps the earlier chunks carried
   };
   // Takes the sequence for one chunk. `servable` is used when the chunk starts the sequence.
   absl::StatusOr<Lease> Acquire(const std::string& model, uint64_t id, bool start,
                                 std::shared_ptr<const Servable> servable, const Limits& limits);
-  // Gives the sequence back after its chunk: keeps `states` unless `end` (or `failed`).
-  void Release(const std::string& model, uint64_t id, LayerStates states, bool end, bool failed);
+  // Gives the sequence back after its chunk: keeps `states` unless `end` (or `failed`), and
+  // adds `steps_added` (the chunk's steps) to the sequence's count.
+  void Release(const std::string& model, uint64_t id, LayerStates states, bool end, bool failed,
+               int64_t steps_added = 0);
 
   int live() const;
   // Drops sequences idle past max_idle; returns how many.
@@ -75,6 +78,7 @@ class SequenceManager {
   struct Sequence {
     std::shared_ptr<const Servable> servable;
     LayerStates states;
+    int64_t steps = 0;  // time steps of the chunks so far
     absl::Time last_used;
     absl::Duration max_idle;
     bool busy = false;  // a chunk holds it

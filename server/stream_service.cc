@@ -8,6 +8,7 @@
 #include "server/grpc_status.h"
 #include "server/request_validation.h"
 #include "server/rnnserve_service.h"
+#include "server/stream_window.h"
 #include "server/tensor_codec.h"
 
 namespace rnnserve::server {
@@ -32,7 +33,9 @@ absl::Status RnnServeService::StreamChunk(const grpc::ServerContext& context,
   *predict.mutable_inputs() = req.inputs();
   *predict.mutable_output_filter() = req.output_filter();
   absl::Status s = ValidateOutputFilter(predict, model);
-  auto batch = s.ok() ? ValidatePredict(predict, model) : absl::StatusOr<engine::Batch>(s);
+  int64_t chunk_steps = 0;
+  auto batch = s.ok() ? ValidateStreamChunk(predict, model, lease->steps, &chunk_steps)
+                      : absl::StatusOr<engine::Batch>(s);
   if (batch.ok() && batch->inputs[0].dim(0) != 1) {
     batch = absl::InvalidArgumentError(
         absl::StrCat("stream chunks carry one sequence ([1, T, ...]); got a batch of ",
@@ -49,7 +52,8 @@ absl::Status RnnServeService::StreamChunk(const grpc::ServerContext& context,
   const RunOptions options = RunOptionsFor(context);
   std::vector<engine::Tensor> outputs;
   s = model.Run(*batch, &outputs, options);
-  sequences_->Release(name, req.sequence_id(), std::move(final_states), req.end(), !s.ok());
+  sequences_->Release(name, req.sequence_id(), std::move(final_states), req.end(), !s.ok(),
+                      chunk_steps);
   if (!s.ok()) return s;
   resp->mutable_model_spec()->set_name(model.name());
   resp->mutable_model_spec()->set_version(model.version());

@@ -1,5 +1,6 @@
 #include "server/tensor_codec.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -16,14 +17,8 @@ std::vector<T> FromRaw(const std::string& raw, int64_t n) {
   return v;
 }
 
-}  // namespace
-
-v1::DataType WireType(engine::DType dtype) {
-  return dtype == engine::DType::kInt64 ? v1::TYPE_INT64 : v1::TYPE_FP32;
-}
-
-absl::StatusOr<engine::Tensor> DecodeTensor(const v1::Tensor& proto, const std::string& what) {
-  engine::Shape shape(proto.shape().begin(), proto.shape().end());
+// The element count of `shape`, checked: no negative axis, at most kMaxElements.
+absl::StatusOr<int64_t> CountElements(const engine::Shape& shape, const std::string& what) {
   int64_t n = 1;
   for (int64_t d : shape) {
     if (d < 0) {
@@ -36,11 +31,64 @@ absl::StatusOr<engine::Tensor> DecodeTensor(const v1::Tensor& proto, const std::
                                                      " exceeds ", kMaxElements, " elements"));
     }
   }
+  return n;
+}
+
+absl::Status CountError(const std::string& what, const engine::Shape& shape, int64_t n,
+                        int64_t got) {
+  return absl::InvalidArgumentError(absl::StrCat(what, ": shape ", engine::ShapeString(shape),
+                                                 " needs ", n, " values, got ", got));
+}
+
+// Float values (float_val, double_val or raw_content) as whole-number ids.
+template <typename T>
+absl::StatusOr<engine::Tensor> WholeNumbers(const v1::Tensor& proto,
+                                            const google::protobuf::RepeatedField<T>& typed,
+                                            const std::string& what) {
+  engine::Shape shape(proto.shape().begin(), proto.shape().end());
+  auto n = CountElements(shape, what);
+  if (!n.ok()) return n.status();
   const bool raw = !proto.raw_content().empty();
-  auto count_error = [&](int64_t got) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": shape ", engine::ShapeString(shape),
-                                                   " needs ", n, " values, got ", got));
-  };
+  const int64_t got = raw ? static_cast<int64_t>(proto.raw_content().size() / sizeof(T))
+                          : static_cast<int64_t>(typed.size());
+  if (got != *n || (raw && proto.raw_content().size() % sizeof(T) != 0)) {
+    return CountError(what, shape, *n, got);
+  }
+  const std::vector<T> values =
+      raw ? FromRaw<T>(proto.raw_content(), *n) : std::vector<T>(typed.begin(), typed.end());
+  constexpr double kExact = 9007199254740992.0;  // 2^53: every integer below is exact
+  std::vector<int64_t> ids(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    const double v = values[i];
+    if (!std::isfinite(v) || v != std::trunc(v) || std::fabs(v) > kExact) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": value ", i, " is ", v, "; token ids sent as ",
+          v1::DataType_Name(proto.dtype()), " must be whole numbers"));
+    }
+    ids[i] = static_cast<int64_t>(v);
+  }
+  return engine::Tensor::Int64(shape, std::move(ids));
+}
+
+}  // namespace
+
+absl::StatusOr<engine::Tensor> DecodeTokenIds(const v1::Tensor& proto, const std::string& what) {
+  if (proto.dtype() == v1::TYPE_FP32) return WholeNumbers<float>(proto, proto.float_val(), what);
+  if (proto.dtype() == v1::TYPE_FP64) return WholeNumbers<double>(proto, proto.double_val(), what);
+  return DecodeTensor(proto, what);
+}
+
+v1::DataType WireType(engine::DType dtype) {
+  return dtype == engine::DType::kInt64 ? v1::TYPE_INT64 : v1::TYPE_FP32;
+}
+
+absl::StatusOr<engine::Tensor> DecodeTensor(const v1::Tensor& proto, const std::string& what) {
+  engine::Shape shape(proto.shape().begin(), proto.shape().end());
+  auto count = CountElements(shape, what);
+  if (!count.ok()) return count.status();
+  const int64_t n = *count;
+  const bool raw = !proto.raw_content().empty();
+  auto count_error = [&](int64_t got) { return CountError(what, shape, n, got); };
   switch (proto.dtype()) {
     case v1::TYPE_FP32: {
       if (raw) {

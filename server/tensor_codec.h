@@ -14,6 +14,12 @@ namespace rnnserve::server {
 // `what` names the tensor in errors ("input 'x'").
 absl::StatusOr<engine::Tensor> DecodeTensor(const v1::Tensor& proto, const std::string& what);
 
+// An integer (token id) input: integer tensors as DecodeTensor reads them, and TYPE_FP32 /
+// TYPE_FP64 tensors whose values are all whole numbers (Keras declares an Embedding model's
+// input float32 and takes float ids). A fractional, infinite or NaN value, or one past 2^53,
+// is INVALID_ARGUMENT naming `what`, the value's index and the value.
+absl::StatusOr<engine::Tensor> DecodeTokenIds(const v1::Tensor& proto, const std::string& what);
+
 // Float tensors as TYPE_FP32 float_val, int tensors as TYPE_INT64 int64_val.
 void EncodeTensor(const engine::Tensor& tensor, v1::Tensor* proto);
 

@@ -427,8 +427,10 @@ absl::StatusOr<engine::LayerSpec> ConvertLayer(const LayerContext& ctx, const st
     if (auto s = no_weights(); !s.ok()) return s;
     return ConvertMerge(ctx, name, cls, config, input_rank);
   }
-  return absl::UnimplementedError(absl::StrCat(ctx.file, ": layer '", name, "' has class '", cls,
-                                               "', which rnnserve does not support"));
+  return absl::UnimplementedError(absl::StrCat(
+      ctx.file, ": layer '", name, "' has class '", cls,
+      "', which rnnserve does not support as a Keras file; for a custom layer, convert the "
+      "model with tf2onnx and serve the .onnx file: see docs/import-keras.md"));
 }
 
 }  // namespace rnnserve::models::keras

@@ -70,18 +70,45 @@ std::vector<float> ReorderBias(const float* b, int G, int H, const std::vector<i
   return out;
 }
 
+// Whether an LSTM / GRU layer's weights at arrays[used] are in the CuDNN layout, as Keras's
+// _convert_rnn_weights decides it: three arrays whose bias is flat with 8H (LSTM) or 6H (GRU)
+// values. Keras refuses CuDNNGRU weights for a GRU(reset_after=False), and so does this.
+absl::StatusOr<bool> CudnnWeightsUnderPlainClass(const LayerContext& ctx, const std::string& name,
+                                                 const std::string& cls, const Json& config,
+                                                 CellType cell, int H,
+                                                 const std::vector<Array>& arrays, size_t used) {
+  if (cls != "LSTM" && cls != "GRU") return false;
+  if (arrays.size() < used + 3 || !Get<bool>(config, "use_bias", true)) return false;
+  const Array& bias = arrays[used + 2];
+  const int64_t cudnn_size = int64_t{cell == CellType::kLstm ? 8 : 6} * H;
+  if (bias.shape.size() != 1 || bias.size() != cudnn_size) return false;
+  if (cell == CellType::kGru && !Get<bool>(config, "reset_after", false)) {
+    return LayerError(ctx, name, cls,
+                      absl::StrCat("bias has ", cudnn_size,
+                                   " values in the CuDNNGRU layout, which Keras loads only into "
+                                   "a GRU with reset_after=True; this GRU has reset_after=False"));
+  }
+  return true;
+}
+
 // Converts one direction's arrays starting at arrays[*used]; advances *used.
 absl::StatusOr<engine::RecurrentSpec> ConvertCell(const LayerContext& ctx, const std::string& name,
                                                   const std::string& cls, const Json& config,
                                                   const std::vector<Array>& arrays, size_t* used,
                                                   bool reverse, bool processing_order) {
   engine::RecurrentSpec spec;
-  const bool cudnn = cls == "CuDNNLSTM" || cls == "CuDNNGRU";
+  const bool cudnn_class = cls == "CuDNNLSTM" || cls == "CuDNNGRU";
   spec.cell = (cls == "LSTM" || cls == "CuDNNLSTM") ? CellType::kLstm
               : (cls == "GRU" || cls == "CuDNNGRU") ? CellType::kGru
                                                     : CellType::kSimpleRnn;
   const int H = Get<int>(config, "units", 0);
   if (H <= 0) return LayerError(ctx, name, cls, "'units' must be a positive integer");
+  // Weights in the CuDNN layout under an LSTM / GRU architecture (a CuDNN model's save_weights
+  // loaded into its CPU twin): Keras tells them apart by the bias alone, and converts them.
+  auto cudnn_weights = CudnnWeightsUnderPlainClass(ctx, name, cls, config, spec.cell, H, arrays,
+                                                   *used);
+  if (!cudnn_weights.ok()) return cudnn_weights.status();
+  const bool cudnn = cudnn_class || *cudnn_weights;
   if (Get<bool>(config, "time_major", false)) {
     return LayerError(ctx, name, cls, "time_major=True is not supported (expected False)");
   }
@@ -93,7 +120,7 @@ absl::StatusOr<engine::RecurrentSpec> ConvertCell(const LayerContext& ctx, const
   spec.reset_after = cudnn || Get<bool>(config, "reset_after", false);
 
   engine::RecurrentDirection dir;
-  if (!cudnn) {
+  if (!cudnn_class) {  // CuDNN layers are sigmoid/tanh; an LSTM/GRU config says its own
     const Json* act = Find(config, "activation");
     auto a = ParseActivation(ctx, name, cls, act ? *act : Json("tanh"));
     if (!a.ok()) return a.status();

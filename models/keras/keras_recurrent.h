@@ -12,6 +12,9 @@
 //             the [I, G*H] array and each recurrent block transposed; biases are [8H] / [6H]
 //             (input then recurrent). They convert as Keras's own _convert_rnn_weights does:
 //             to LSTM (sigmoid, tanh) and to GRU(reset_after=True) with gates z, r, h.
+//             An LSTM / GRU layer whose bias is flat with 8H / 6H values holds CuDNN weights
+//             (a CuDNN model's save_weights loaded into its CPU architecture): converted the
+//             same way, with the activations its own config names (Keras does the same).
 //   Bidirectional holds the forward layer's arrays, then the backward layer's.
 
 #include <string>

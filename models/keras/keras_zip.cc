@@ -185,8 +185,29 @@ absl::StatusOr<WeightSource> Keras3Weights(const Hdf5File& file, const Json& mod
       });
 }
 
-absl::StatusOr<engine::Model> LoadKerasZipBytes(const std::string& bytes, const std::string& name,
-                                                const ZipLimits& limits) {
+namespace {
+
+// An opened archive whose entries passed the checks; reads entries within their limits.
+// `bytes` must outlive it.
+class Archive {
+ public:
+  static absl::StatusOr<Archive> Open(const std::string& bytes, const std::string& name,
+                                      const ZipLimits& limits);
+  bool Has(const std::string& entry) const { return members_.count(entry) > 0; }
+  absl::StatusOr<std::string> Read(const std::string& entry) const {
+    const auto& [index, size] = members_.at(entry);
+    return ReadMember(zip_.get(), name_, index, size);
+  }
+
+ private:
+  Archive(ZipPtr zip, std::string name) : zip_(std::move(zip)), name_(std::move(name)) {}
+  ZipPtr zip_;
+  std::string name_;
+  std::map<std::string, std::pair<zip_int64_t, int64_t>> members_;  // name -> index, size
+};
+
+absl::StatusOr<Archive> Archive::Open(const std::string& bytes, const std::string& name,
+                                      const ZipLimits& limits) {
   // Local file header or end-of-central-directory signature; 22 bytes is the smallest zip.
   if (bytes.size() < 22 || bytes.compare(0, 2, "PK") != 0) {
     return Bad(name, "not a valid .keras zip archive (bad signature)");
@@ -206,17 +227,17 @@ absl::StatusOr<engine::Model> LoadKerasZipBytes(const std::string& bytes, const 
     return Bad(name, absl::StrCat("not a valid .keras zip archive (", why, ")"));
   }
   zip_error_fini(&error);
+  Archive archive(std::move(zip), name);
 
-  const zip_int64_t n = zip_get_num_entries(zip.get(), 0);
+  const zip_int64_t n = zip_get_num_entries(archive.zip_.get(), 0);
   if (n < 0 || n > limits.max_entries) {
     return Bad(name,
                absl::StrCat("zip has ", n, " entries, at most ", limits.max_entries, " expected"));
   }
-  std::map<std::string, std::pair<zip_int64_t, int64_t>> members;  // name -> index, size
   for (zip_int64_t i = 0; i < n; ++i) {
     zip_stat_t st;
     zip_stat_init(&st);
-    if (zip_stat_index(zip.get(), i, 0, &st) < 0 || !(st.valid & ZIP_STAT_NAME) ||
+    if (zip_stat_index(archive.zip_.get(), i, 0, &st) < 0 || !(st.valid & ZIP_STAT_NAME) ||
         !(st.valid & ZIP_STAT_SIZE)) {
       return Bad(name, absl::StrCat("cannot read zip entry ", i));
     }
@@ -237,23 +258,39 @@ absl::StatusOr<engine::Model> LoadKerasZipBytes(const std::string& bytes, const 
       return Bad(name, absl::StrCat("zip entry '", entry, "' inflates ", st.comp_size, " bytes to ",
                                     size, " (a zip bomb?): refused"));
     }
-    members[entry] = {i, size};
+    archive.members_[entry] = {i, size};
   }
   for (const char* need : {"config.json", "model.weights.h5"}) {
-    if (!members.count(need)) {
+    if (!archive.Has(need)) {
       return Bad(name, absl::StrCat("no ", need, " in the archive (is it a Keras 3 .keras file?)"));
     }
   }
-  auto read = [&](const std::string& entry) {
-    return ReadMember(zip.get(), name, members[entry].first, members[entry].second);
-  };
+  return archive;
+}
+
+absl::StatusOr<std::string> ReadZipFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+}  // namespace
+
+absl::StatusOr<engine::Model> LoadKerasZipBytes(const std::string& bytes, const std::string& name,
+                                                const ZipLimits& limits) {
+  auto archive = Archive::Open(bytes, name, limits);
+  if (!archive.ok()) return archive.status();
+  auto read = [&](const std::string& entry) { return archive->Read(entry); };
+  auto has = [&](const std::string& entry) { return archive->Has(entry); };
   auto config_text = read("config.json");
   if (!config_text.ok()) return config_text.status();
   auto config = ParseJson(*config_text, absl::StrCat(name, ": config.json"));
   if (!config.ok()) return config.status();
 
   KerasSource source{.file = name, .format = "keras", .keras_version = "3"};
-  if (members.count("metadata.json")) {
+  if (has("metadata.json")) {
     auto meta_text = read("metadata.json");
     if (!meta_text.ok()) return meta_text.status();
     auto meta = ParseJson(*meta_text, absl::StrCat(name, ": metadata.json"));
@@ -272,11 +309,19 @@ absl::StatusOr<engine::Model> LoadKerasZipBytes(const std::string& bytes, const 
 }
 
 absl::StatusOr<engine::Model> LoadKerasZip(const std::string& path, const LoadOptions& options) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  return LoadKerasZipBytes(bytes.str(), path);
+  auto bytes = ReadZipFile(path);
+  if (!bytes.ok()) return bytes.status();
+  return LoadKerasZipBytes(*bytes, path);
+}
+
+absl::StatusOr<Json> ReadKerasZipConfig(const std::string& path) {
+  auto bytes = ReadZipFile(path);
+  if (!bytes.ok()) return bytes.status();
+  auto archive = Archive::Open(*bytes, path, ZipLimits{});
+  if (!archive.ok()) return archive.status();
+  auto text = archive->Read("config.json");
+  if (!text.ok()) return text.status();
+  return ParseJson(*text, absl::StrCat(path, ": config.json"));
 }
 
 }  // namespace rnnserve::models::keras

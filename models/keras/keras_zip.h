@@ -43,6 +43,10 @@ absl::StatusOr<engine::Model> LoadKerasZip(const std::string& path, const LoadOp
 absl::StatusOr<engine::Model> LoadKerasZipBytes(const std::string& bytes, const std::string& name,
                                                 const ZipLimits& limits = {});
 
+// The archive's config.json (the model config; `compile_config` holds compile()'s arguments),
+// with the same checks as loading.
+absl::StatusOr<Json> ReadKerasZipConfig(const std::string& path);
+
 // Weights laid out as Keras 3 writes them (model.weights.h5, or a `.weights.h5` from
 // save_weights): layers/<name>/... as described above.
 // `model_config` gives the layer order that decides the keys.

@@ -374,6 +374,30 @@ def _(k, rng):
     return (m, ref), [seq_input(rng, 3, 6, 3)]
 
 
+@case("Keras2CuDNNWeightsInLstmArchitecture", 2, cudnn="lstm", weights_only=True)
+def _(k, rng):
+    # textgenrnn's way: save_weights of a CuDNNLSTM model, loaded into its CPU architecture.
+    # Layer names as textgenrnn gives them, the same in both models.
+    from tf_keras.src.layers import CuDNNLSTM
+    m = k.Sequential([CuDNNLSTM(5, return_sequences=True, input_shape=(6, 3), name="rnn_1"),
+                      k.layers.Bidirectional(CuDNNLSTM(4), name="rnn_2"),
+                      k.layers.Dense(2, name="output")])
+    ref = k.Sequential([k.layers.LSTM(5, return_sequences=True, input_shape=(6, 3), name="rnn_1"),
+                        k.layers.Bidirectional(k.layers.LSTM(4), name="rnn_2"),
+                        k.layers.Dense(2, name="output")])
+    return (m, ref), [seq_input(rng, 3, 6, 3)]
+
+
+@case("Keras2CuDNNWeightsInGruArchitecture", 2, cudnn="gru", weights_only=True)
+def _(k, rng):
+    from tf_keras.src.layers import CuDNNGRU
+    m = k.Sequential([CuDNNGRU(5, input_shape=(6, 3), name="rnn_1"),
+                      k.layers.Dense(2, name="output")])
+    ref = k.Sequential([k.layers.GRU(5, reset_after=True, input_shape=(6, 3), name="rnn_1"),
+                        k.layers.Dense(2, name="output")])
+    return (m, ref), [seq_input(rng, 3, 6, 3)]
+
+
 @case("Keras2ConfigAsBareJsonList", 2, legacy_list=True)
 def _(k, rng):
     m = k.Sequential([k.layers.GRU(5, reset_after=False, recurrent_activation="hard_sigmoid",
@@ -525,11 +549,18 @@ def make_case(name, spec, seed):
         model, ref = built
         model.build((None,) + tuple(inputs[0].shape[1:]))
         randomize(model, rng)
-        model.save(d / "model.h5", save_format="h5")
+        if spec.get("weights_only"):
+            # CuDNN weights under the plain architecture: the pair a textgenrnn user holds.
+            model.save_weights(d / "weights.h5", save_format="h5")
+            (d / "architecture.json").write_text(ref.to_json())
+            ref.load_weights(d / "weights.h5")
+            files.append({"file": "weights.h5", "architecture": "architecture.json"})
+        else:
+            model.save(d / "model.h5", save_format="h5")
+            ref.load_weights(d / "model.h5")
+            files.append({"file": "model.h5"})
         # Keras's own CuDNN -> plain conversion, as load_weights applies it.
-        ref.load_weights(d / "model.h5")
         outs = predict64(k, ref, inputs)
-        files.append({"file": "model.h5"})
     else:
         model = built
         randomize(model, rng)

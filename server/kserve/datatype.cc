@@ -8,11 +8,14 @@ absl::StatusOr<v1::DataType> ParseDatatype(absl::string_view datatype, absl::str
   if (datatype == "FP32") return v1::TYPE_FP32;
   if (datatype == "INT32") return v1::TYPE_INT32;
   if (datatype == "INT64") return v1::TYPE_INT64;
-  return absl::InvalidArgumentError(
-      absl::StrCat(what, ": datatype '", datatype, "' is not accepted (FP32, INT32 or INT64)"));
+  if (datatype == "FP64") return v1::TYPE_FP64;
+  return absl::InvalidArgumentError(absl::StrCat(
+      what, ": datatype '", datatype, "' is not accepted (FP32, FP64, INT32 or INT64)"));
 }
 
-int64_t ElementBytes(v1::DataType type) { return type == v1::TYPE_INT64 ? 8 : 4; }
+int64_t ElementBytes(v1::DataType type) {
+  return type == v1::TYPE_INT64 || type == v1::TYPE_FP64 ? 8 : 4;
+}
 
 std::string DatatypeName(engine::DType dtype) {
   return dtype == engine::DType::kInt64 ? "INT64" : "FP32";
@@ -23,7 +26,10 @@ inference::DataType ConfigType(engine::DType dtype) {
 }
 
 bool Feeds(v1::DataType given, engine::DType want) {
-  if (want == engine::DType::kInt64) return given == v1::TYPE_INT32 || given == v1::TYPE_INT64;
+  if (want == engine::DType::kInt64) {
+    return given == v1::TYPE_INT32 || given == v1::TYPE_INT64 || given == v1::TYPE_FP32 ||
+           given == v1::TYPE_FP64;
+  }
   return given == v1::TYPE_FP32;
 }
 

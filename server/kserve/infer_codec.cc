@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "server/kserve/datatype.h"
 #include "server/request_validation.h"
+#include "server/stream_window.h"
 #include "server/tensor_codec.h"
 
 namespace rnnserve::server::kserve {
@@ -75,6 +76,9 @@ absl::Status ToWireTensor(const ModelInferRequest::InferInputTensor& in, const s
     case v1::TYPE_INT32:
       out->mutable_int_val()->CopyFrom(c.int_contents());
       break;
+    case v1::TYPE_FP64:
+      out->mutable_double_val()->CopyFrom(c.fp64_contents());
+      break;
     default:
       out->mutable_int64_val()->CopyFrom(c.int64_contents());
       break;
@@ -102,8 +106,10 @@ absl::Status LengthsFromParameter(const InferParameters& parameters, v1::Predict
 
 absl::Status LengthsFromInput(const v1::Tensor& wire, v1::PredictRequest* req) {
   const std::string what = "input 'lengths'";
-  if (wire.dtype() == v1::TYPE_FP32) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": datatype FP32 given, expected INT32"));
+  if (wire.dtype() == v1::TYPE_FP32 || wire.dtype() == v1::TYPE_FP64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": datatype ", wire.dtype() == v1::TYPE_FP32 ? "FP32" : "FP64",
+        " given, expected INT32"));
   }
   auto t = DecodeTensor(wire, what);
   if (!t.ok()) return t.status();
@@ -172,7 +178,7 @@ absl::StatusOr<DecodedInfer> DecodeInfer(const ModelInferRequest& request,
         sig != nullptr && !Feeds(wire.dtype(), sig->dtype)) {
       return absl::InvalidArgumentError(absl::StrCat(
           what, ": datatype ", in.datatype(), " given, expected ", DatatypeName(sig->dtype),
-          sig->dtype == engine::DType::kInt64 ? " or INT32" : ""));
+          sig->dtype == engine::DType::kInt64 ? " or INT32 (or whole-number FP32 / FP64)" : ""));
     }
     if (predict.inputs().contains(in.name())) {
       return absl::InvalidArgumentError(absl::StrCat(what, ": given twice"));
@@ -189,7 +195,12 @@ absl::StatusOr<DecodedInfer> DecodeInfer(const ModelInferRequest& request,
 
   for (const auto& out : request.outputs()) predict.add_output_filter(out.name());
   if (auto s = ValidateOutputFilter(predict, servable); !s.ok()) return s;
-  auto batch = ValidatePredict(predict, servable);
+  auto sequence = ParseSequence(request.parameters());
+  if (!sequence.ok()) return sequence.status();
+  // A sequence request is a stream chunk: a fixed window's time axis is free (stream_window.h).
+  auto batch = sequence->has_value()
+                   ? ValidatePredict(predict, servable, StreamSignatureOf(servable).inputs)
+                   : ValidatePredict(predict, servable);
   if (!batch.ok()) return batch.status();
   decoded.batch = std::move(*batch);
 
@@ -229,8 +240,6 @@ absl::StatusOr<DecodedInfer> DecodeInfer(const ModelInferRequest& request,
   if (timeout->has_value() && **timeout > 0) {
     decoded.options.deadline = absl::Now() + absl::Microseconds(**timeout);
   }
-  auto sequence = ParseSequence(request.parameters());
-  if (!sequence.ok()) return sequence.status();
   decoded.sequence = std::move(*sequence);
   return decoded;
 }

@@ -3,6 +3,9 @@
 //   ops/<Case>    the generic ops around recurrent layers, one per graph, vs onnxruntime;
 //   torch/<Case>  torch.onnx.export of nn.LSTM/GRU/RNN with heads at opsets 14-20, vs
 //                 PyTorch's float64 outputs, run at a batch and length other than the export's.
+//   tf2onnx/<Case> Keras models with a custom layer (textgenrnn's AttentionWeightedAverage),
+//                 converted by tf2onnx (models/scripts/make_tf2onnx_fixtures.py), vs Keras's
+//                 float64 outputs: the route docs/import-keras.md gives for custom layers.
 // Each case folder holds model.onnx and data.npz (in_<k>, out_<k>); the case name says the
 // behaviour it pins.
 
@@ -64,6 +67,7 @@ void RunCase(const std::string& family, const std::string& name, double rtol, do
 class OnnxNodeTest : public ::testing::TestWithParam<std::string> {};
 class OnnxOpTest : public ::testing::TestWithParam<std::string> {};
 class TorchExportTest : public ::testing::TestWithParam<std::string> {};
+class Tf2OnnxTest : public ::testing::TestWithParam<std::string> {};
 
 // onnxruntime computes in FP32 too; its result and ours differ by rounding order only.
 TEST_P(OnnxNodeTest, MatchesReference) { RunCase("node", GetParam(), 1e-5, 1e-6); }
@@ -73,16 +77,21 @@ TEST_P(OnnxOpTest, MatchesReference) { RunCase("ops", GetParam(), 1e-5, 1e-6); }
 // PyTorch's reference is float64; ours is FP32 through several layers.
 TEST_P(TorchExportTest, MatchesReference) { RunCase("torch", GetParam(), 1e-5, 1e-6); }
 
+// Keras's reference is float64; ours is FP32 through the traced custom layer's ops.
+TEST_P(Tf2OnnxTest, MatchesKeras) { RunCase("tf2onnx", GetParam(), 1e-5, 1e-6); }
+
 auto CaseName = [](const ::testing::TestParamInfo<std::string>& info) { return info.param; };
 
 INSTANTIATE_TEST_SUITE_P(Onnx, OnnxNodeTest, ::testing::ValuesIn(Cases("node")), CaseName);
 INSTANTIATE_TEST_SUITE_P(Onnx, OnnxOpTest, ::testing::ValuesIn(Cases("ops")), CaseName);
 INSTANTIATE_TEST_SUITE_P(Onnx, TorchExportTest, ::testing::ValuesIn(Cases("torch")), CaseName);
+INSTANTIATE_TEST_SUITE_P(Onnx, Tf2OnnxTest, ::testing::ValuesIn(Cases("tf2onnx")), CaseName);
 
 TEST(OnnxFixtures, EveryFamilyHasItsCases) {
   EXPECT_GE(Cases("node").size(), 30u);
   EXPECT_GE(Cases("ops").size(), 40u);
   EXPECT_GE(Cases("torch").size(), 9u);
+  EXPECT_GE(Cases("tf2onnx").size(), 1u);
 }
 
 }  // namespace

@@ -6,8 +6,8 @@
 // file (model.h5, model.keras, model.onnx, or weights.h5 + architecture.json), inputs
 // input_<i>.npy (integer arrays become token ids), optional lengths.npy, and expected_<i>.npy.
 // tests/fixtures/keras/real/<stem>/ pairs with ../shared/models/keras-real/<stem>.{h5,keras}.
-// tests/fixtures/onnx/{node,ops,torch}/<Case>/ hold model.onnx and data.npz (in_<k>, out_<k>:
-// onnxruntime's or PyTorch's outputs), as onnx_fixtures_test.cc reads them.
+// tests/fixtures/onnx/{node,ops,torch,tf2onnx}/<Case>/ hold model.onnx and data.npz (in_<k>,
+// out_<k>: onnxruntime's, PyTorch's or Keras's outputs), as onnx_fixtures_test.cc reads them.
 //
 // Placement: in exact FP32 every recurrent layer runs on the GPU, on cuDNN or, for a cell
 // cuDNN cannot run, on the fused CUDA recurrent kernel, and says which and why.
@@ -69,7 +69,7 @@ std::vector<FixtureCase> FindCases() {
     cases.push_back({Sanitize(absl::StrCat(corpus, "_", dir.filename().string())), dir.string(),
                      model.string(), arch.empty() ? "" : arch.string(), ""});
   };
-  for (const char* family : {"node", "ops", "torch"}) {
+  for (const char* family : {"node", "ops", "torch", "tf2onnx"}) {
     const fs::path base = root / "onnx" / family;
     if (!fs::is_directory(base)) continue;
     std::vector<fs::path> dirs;

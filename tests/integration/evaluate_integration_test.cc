@@ -118,6 +118,11 @@ INSTANTIATE_TEST_SUITE_P(KerasFixtures, EvaluateTest,
                                            "mae_weighted", "mape", "msle", "huber", "log_cosh",
                                            "sequence_mse_weighted"));
 
+// Keras 3 .keras files: the loss and metrics come from config.json's compile_config.
+INSTANTIATE_TEST_SUITE_P(Keras3Fixtures, EvaluateTest,
+                         ::testing::Values("keras3_mse_strings", "keras3_objects_weighted",
+                                           "keras3_sparse_logits", "keras3_binary_weighted"));
+
 class EvaluateErrorsTest : public EvaluateTest {};
 
 TEST_F(EvaluateErrorsTest, TargetsOfTheWrongShapeNameTheExpectedShape) {

@@ -4,6 +4,7 @@
 // tests/conformance/keras_conformance_test.cc; these tests pin the decisions.
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -12,6 +13,7 @@
 
 #include "gtest/gtest.h"
 #include "models/model_loader.h"
+#include "models/training_config.h"
 #include "tests/support/fixtures.h"
 
 namespace rnnserve {
@@ -157,43 +159,103 @@ TEST(KerasImport, WeightsOnlyFileLoadsWithArchitectureJson) {
   EXPECT_EQ(FirstRnn(m).hidden_size, 5);
 }
 
-TEST(KerasImport, UnsupportedLayerClassFailsAtLoadNamingLayerAndClass) {
-  const std::string dir = std::string(kDir) + "Keras2WeightsOnlyWithArchitectureJson/";
+// Reads `dir`/architecture.json, lets `edit` change it, and loads weights.h5 under it.
+absl::StatusOr<engine::Model> LoadEditedArchitecture(
+    const std::string& dir, const std::function<void(nlohmann::json*)>& edit) {
   std::ifstream in(SourcePath(dir + "architecture.json"));
   std::stringstream text;
   text << in.rdbuf();
   auto json = nlohmann::json::parse(text.str());
-  json["config"]["layers"].push_back(
-      {{"class_name", "Conv2DTranspose"}, {"config", {{"name", "upsampler"}}}});
-  const auto path = std::filesystem::path(::testing::TempDir()) / "unsupported.json";
+  edit(&json);
+  const auto path = std::filesystem::path(::testing::TempDir()) / "edited_architecture.json";
   std::ofstream(path) << json.dump();
   models::LoadOptions options;
   options.architecture_json_path = path.string();
-  auto m = models::LoadModelFile(SourcePath(dir + "weights.h5"), options);
+  return models::LoadModelFile(SourcePath(dir + "weights.h5"), options);
+}
+
+TEST(KerasImport, UnsupportedLayerClassFailsAtLoadNamingLayerAndClass) {
+  const std::string dir = std::string(kDir) + "Keras2WeightsOnlyWithArchitectureJson/";
+  auto m = LoadEditedArchitecture(dir, [](nlohmann::json* j) {
+    (*j)["config"]["layers"].push_back(
+        {{"class_name", "Conv2DTranspose"}, {"config", {{"name", "upsampler"}}}});
+  });
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_NE(m.status().message().find("upsampler"), std::string::npos) << m.status();
   EXPECT_NE(m.status().message().find("Conv2DTranspose"), std::string::npos) << m.status();
+  // Custom layers are served through ONNX; the refusal says how.
+  EXPECT_NE(m.status().message().find("tf2onnx"), std::string::npos) << m.status();
+  EXPECT_NE(m.status().message().find("docs/import-keras.md"), std::string::npos) << m.status();
+}
+
+TEST(KerasImport, CuDnnWeightsUnderLstmArchitectureKeepTheConfigsActivations) {
+  const std::string dir = std::string(kDir) + "Keras2CuDNNWeightsInLstmArchitecture/";
+  const auto m = Load(dir + "weights.h5", dir + "architecture.json");
+  const RecurrentSpec& r = FirstRnn(m);
+  EXPECT_EQ(r.hidden_size, 5);
+  EXPECT_EQ(r.directions[0].bR.size(), 20u);  // the recurrent half of the [8H] bias, kept
+  // The CPU architecture may name other activations than cuDNN's: Keras uses the config's.
+  auto hard = LoadEditedArchitecture(dir, [](nlohmann::json* j) {
+    (*j)["config"]["layers"][1]["config"]["recurrent_activation"] = "hard_sigmoid";
+  });
+  ASSERT_TRUE(hard.ok()) << hard.status();
+  EXPECT_EQ(FirstRnn(*hard).directions[0].f.kind, ActivationKind::kHardSigmoid);
+}
+
+TEST(KerasImport, CuDnnGruWeightsUnderResetAfterFalseAreRefusedAsKerasRefusesThem) {
+  const std::string dir = std::string(kDir) + "Keras2CuDNNWeightsInGruArchitecture/";
+  auto m = LoadEditedArchitecture(dir, [](nlohmann::json* j) {
+    for (auto& layer : (*j)["config"]["layers"]) {
+      if (layer["class_name"] == "GRU") layer["config"]["reset_after"] = false;
+    }
+  });
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("reset_after=False"), std::string::npos) << m.status();
 }
 
 TEST(KerasImport, ArchitectureWithOtherUnitsIsAShapeMismatchNamingTheLayer) {
   const std::string dir = std::string(kDir) + "Keras2WeightsOnlyWithArchitectureJson/";
-  std::ifstream in(SourcePath(dir + "architecture.json"));
-  std::stringstream text;
-  text << in.rdbuf();
-  auto json = nlohmann::json::parse(text.str());
-  auto& lstm = json["config"]["layers"][1];
-  ASSERT_EQ(lstm["class_name"], "LSTM");
-  lstm["config"]["units"] = 6;
-  const auto path = std::filesystem::path(::testing::TempDir()) / "mismatch.json";
-  std::ofstream(path) << json.dump();
-  models::LoadOptions options;
-  options.architecture_json_path = path.string();
-  auto m = models::LoadModelFile(SourcePath(dir + "weights.h5"), options);
+  std::string lstm_name;
+  auto m = LoadEditedArchitecture(dir, [&](nlohmann::json* j) {
+    auto& lstm = (*j)["config"]["layers"][1];
+    ASSERT_EQ(lstm["class_name"], "LSTM");
+    lstm["config"]["units"] = 6;
+    lstm_name = lstm["config"]["name"].get<std::string>();
+  });
   ASSERT_FALSE(m.ok());
-  EXPECT_NE(m.status().message().find(lstm["config"]["name"].get<std::string>()), std::string::npos)
-      << m.status();
+  EXPECT_NE(m.status().message().find(lstm_name), std::string::npos) << m.status();
   EXPECT_NE(m.status().message().find("expected"), std::string::npos) << m.status();
+}
+
+// Keras 3 writes compile()'s arguments into config.json's compile_config: as strings
+// (keras3_mse_strings: loss="mean_squared_error", metrics=["mae"]) and as serialized objects
+// (keras3_objects_weighted: MeanSquaredError(), [MeanAbsoluteError(), RootMeanSquaredError]).
+TEST(KerasImport, Keras3CompileConfigGivesLossAndMetricsInBothSpellings) {
+  auto strings = models::ReadTrainingConfig(
+      SourcePath("tests/fixtures/evaluate/keras3_mse_strings/1/model.keras"));
+  ASSERT_TRUE(strings.ok()) << strings.status();
+  ASSERT_TRUE(strings->has_value());
+  EXPECT_EQ((*strings)->loss, "mse");
+  ASSERT_EQ((*strings)->metrics.size(), 1u);
+  EXPECT_EQ((*strings)->metrics[0].name, "mae");
+
+  auto objects = models::ReadTrainingConfig(
+      SourcePath("tests/fixtures/evaluate/keras3_objects_weighted/1/model.keras"));
+  ASSERT_TRUE(objects.ok()) << objects.status();
+  ASSERT_TRUE(objects->has_value());
+  EXPECT_EQ((*objects)->loss, "mse");
+  ASSERT_EQ((*objects)->metrics.size(), 2u);
+  EXPECT_EQ((*objects)->metrics[0].fn, "MeanAbsoluteError");
+  EXPECT_EQ((*objects)->metrics[1].name, "rmse");
+}
+
+// Keras 3 writes "compile_config": {} for a model saved before compile().
+TEST(KerasImport, Keras3FileSavedUncompiledRecordsNoTrainingConfig) {
+  auto none = models::ReadTrainingConfig(
+      SourcePath(std::string(kDir) + "Keras3LstmHardSigmoid/model.keras"));
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->has_value());
 }
 
 }  // namespace

@@ -32,6 +32,22 @@ TEST_F(SequenceManagerTest, StateCarriesFromOneChunkToTheNext) {
   EXPECT_EQ(b->states.at("lstm")[0].f32()[0], 3.5f);
 }
 
+TEST_F(SequenceManagerTest, StepsAddUpOverChunksAndRestartAtZero) {
+  ASSERT_TRUE(manager_->Acquire("m", 7, true, nullptr, limits_).ok());
+  manager_->Release("m", 7, State(1), false, false, 5);
+  auto b = manager_->Acquire("m", 7, false, nullptr, limits_);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->steps, 5);
+  manager_->Release("m", 7, State(2), false, false, 3);
+  auto c = manager_->Acquire("m", 7, false, nullptr, limits_);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->steps, 8);
+  manager_->Release("m", 7, State(3), false, false);  // a refused chunk adds nothing
+  auto restarted = manager_->Acquire("m", 7, true, nullptr, limits_);
+  ASSERT_TRUE(restarted.ok());
+  EXPECT_EQ(restarted->steps, 0);
+}
+
 TEST_F(SequenceManagerTest, ChunkForUnknownSequenceIsInvalidArgument) {
   auto a = manager_->Acquire("m", 9, false, nullptr, limits_);
   EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
