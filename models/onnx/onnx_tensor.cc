@@ -4,6 +4,8 @@
 #include <cstring>
 #include <vector>
 
+#include <Eigen/Core>
+
 #include "absl/strings/str_cat.h"
 
 namespace rnnserve::models::onnx {
@@ -12,30 +14,13 @@ namespace {
 using engine::Shape;
 using engine::Tensor;
 
-float HalfToFloat(uint16_t h) {
-  const uint32_t sign = (h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1f;
-  const uint32_t man = h & 0x3ffu;
-  if (exp == 0) {
-    const float v = std::ldexp(static_cast<float>(man), -24);  // subnormal or zero
-    return sign ? -v : v;
-  }
-  uint32_t bits;
-  if (exp == 31) {
-    bits = sign | 0x7f800000u | (man << 13);  // inf or NaN
-  } else {
-    bits = sign | ((exp + 112) << 23) | (man << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
+// FLOAT16 / BFLOAT16 bit patterns widened to float32 (exact: every value of both formats is a
+// float32, subnormals, infinities and NaN included).
+float HalfToFloat(uint16_t bits) {
+  return static_cast<float>(Eigen::numext::bit_cast<Eigen::half>(bits));
 }
-
-float Bfloat16ToFloat(uint16_t b) {
-  const uint32_t bits = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
+float Bfloat16ToFloat(uint16_t bits) {
+  return static_cast<float>(Eigen::numext::bit_cast<Eigen::bfloat16>(bits));
 }
 
 // Reads element i of little-endian raw data of `width` bytes as T.
