@@ -76,8 +76,8 @@ void LoadInitialStates(int64_t B, int H, int Hp, bool lstm, const float* h0, con
 // has positions after its last step; Keras repeats the last output (h_out) there. Every other
 // unwritten position precedes the first processed step (or is ONNX padding) and is zero.
 void FillUnwrittenOutputs(const RecurrentSpec& spec, const RecurrentDirection& dir,
-                          absl::Span<const int32_t> lengths, int64_t T, int Hp,
-                          const float* h_out, float* seq_out) {
+                          absl::Span<const int32_t> lengths, int64_t T, int Hp, const float* h_out,
+                          float* seq_out) {
   const bool repeat =
       spec.masking == MaskSemantics::kKeras && !spec.zero_output_for_mask && !dir.reverse;
   for (int64_t b = 0; b < static_cast<int64_t>(lengths.size()); ++b) {

@@ -24,15 +24,13 @@ struct DirectionRun {
   const uint8_t* step_mask;  // [B, T] (1 = valid) or null
   float* seq_out;            // [B, T, H'] or null
   int64_t T;
-  int H, Hp, G;              // hidden units, output units (H or proj), gates
-  bool zero_masked;          // Keras zero_output_for_mask
-  float clip;                // 0: none
-  const float* peep;         // LSTM peepholes [3H] (i, f, o), or null
+  int H, Hp, G;       // hidden units, output units (H or proj), gates
+  bool zero_masked;   // Keras zero_output_for_mask
+  float clip;         // 0: none
+  const float* peep;  // LSTM peepholes [3H] (i, f, o), or null
 
   // Time index of sorted row k's step st (reversed directions walk back from the length).
-  int64_t time_of(int64_t k, int64_t st) const {
-    return dir.reverse ? s.len[k] - 1 - st : st;
-  }
+  int64_t time_of(int64_t k, int64_t st) const { return dir.reverse ? s.len[k] - 1 - st : st; }
   // Position in the sequence output of sorted row k's step st.
   int64_t out_pos(int64_t k, int64_t st) const {
     const int64_t len = s.len[k];
@@ -59,14 +57,14 @@ struct DirectionRun {
 // One thread's slice at one step.
 struct SliceStep {
   const RecurrentKernel::Packed::Slice& sl;
-  int u0, nu;          // hidden units [u0, u0 + nu)
-  int p0, np;          // projected units [p0, p0 + np)
-  float* gates;        // [n, G*nu] this slice, gate-major
-  float* xproj;        // [rows, G*nu] input projection of this slice, biases folded in
-  int64_t st;          // the step
-  int n;               // rows still running
-  const float* hp;     // [n, H'] state before the step
-  float* hn;           // [n, H'] state after the step
+  int u0, nu;       // hidden units [u0, u0 + nu)
+  int p0, np;       // projected units [p0, p0 + np)
+  float* gates;     // [n, G*nu] this slice, gate-major
+  float* xproj;     // [rows, G*nu] input projection of this slice, biases folded in
+  int64_t st;       // the step
+  int n;            // rows still running
+  const float* hp;  // [n, H'] state before the step
+  float* hn;        // [n, H'] state after the step
 
   // Row k's input projection at step st.
   const float* xp(const DirectionRun& r, int64_t k) const {

@@ -165,9 +165,8 @@ absl::StatusOr<bool> CudaCompiledModel::UploadInitialStates(const Layer& layer,
 }
 
 absl::StatusOr<float*> CudaCompiledModel::SequenceTarget(const Layer& layer,
-                                                         const RecurrentSpec& spec,
-                                                         LayerPlan& plan, int B, int T,
-                                                         bool direct) {
+                                                         const RecurrentSpec& spec, LayerPlan& plan,
+                                                         int B, int T, bool direct) {
   if (!spec.return_sequences) return nullptr;
   const int dirs = static_cast<int>(spec.directions.size()), Hp = spec.output_size();
   if (direct) {
@@ -190,12 +189,12 @@ absl::Status CudaCompiledModel::DownloadFinalStates(const Layer& layer, const Re
   for (int d = 0; d < dirs; ++d) {
     for (int k = 0; k < per_dir; ++k) {
       const int size = k == 1 ? H : Hp;
-      const float* src = (k == 1 ? plan.cy.as<float>() : plan.hy.as<float>()) +
-                         static_cast<int64_t>(d) * B * size;
+      const float* src =
+          (k == 1 ? plan.cy.as<float>() : plan.hy.as<float>()) + static_cast<int64_t>(d) * B * size;
       Tensor t = Tensor::Float({B, size});
-      RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaMemcpyAsync(t.f32(), src, sizeof(float) * B * size,
-                                                      cudaMemcpyDeviceToHost, stream_),
-                                      "cudaMemcpyAsync (final state)"));
+      RNNSERVE_RETURN_IF_ERROR(CudaOk(
+          cudaMemcpyAsync(t.f32(), src, sizeof(float) * B * size, cudaMemcpyDeviceToHost, stream_),
+          "cudaMemcpyAsync (final state)"));
       finals.push_back(std::move(t));
     }
   }

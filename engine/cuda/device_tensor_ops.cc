@@ -293,8 +293,7 @@ absl::StatusOr<bool> TensorOpRunner::Copy() {
   if (*out == nullptr) return true;
   (*out)->lengths = std::move(lengths);
   if (count > 0) {
-    RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaMemcpyAsync((*out)->dev.get(), x.ptr,
-                                                    count * sizeof(float),
+    RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaMemcpyAsync((*out)->dev.get(), x.ptr, count * sizeof(float),
                                                     cudaMemcpyDeviceToDevice, stream_),
                                     "cudaMemcpyAsync (tensor op)"));
   }
@@ -351,8 +350,7 @@ absl::StatusOr<bool> TensorOpRunner::Softmax() {
   if (!out.ok()) return out.status();
   if (*out == nullptr) return true;
   if (count > 0) {
-    RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaMemcpyAsync((*out)->dev.get(), x.ptr,
-                                                    count * sizeof(float),
+    RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaMemcpyAsync((*out)->dev.get(), x.ptr, count * sizeof(float),
                                                     cudaMemcpyDeviceToDevice, stream_),
                                     "cudaMemcpyAsync (softmax)"));
   }
@@ -536,16 +534,13 @@ absl::StatusOr<DevicePlacement> PlanDeviceTensorOp(const TensorOpSpec& spec, cud
   state->constants.resize(spec.operands.size());
   for (size_t i = 0; i < spec.operands.size(); ++i) {
     const TensorOperand& op = spec.operands[i];
-    if (op.source == TensorOperand::Source::kConstant &&
-        op.constant.dtype() == DType::kFloat32) {
-      RNNSERVE_RETURN_IF_ERROR(Upload(op.constant.f32(),
-                                      op.constant.num_elements() * sizeof(float),
+    if (op.source == TensorOperand::Source::kConstant && op.constant.dtype() == DType::kFloat32) {
+      RNNSERVE_RETURN_IF_ERROR(Upload(op.constant.f32(), op.constant.num_elements() * sizeof(float),
                                       &state->constants[i], stream));
     }
   }
-  return DevicePlacement{true,
-                         absl::StrCat(DeviceFormOf(spec.kind),
-                                      " on FP32 data; over INT64 shape tensors, the host")};
+  return DevicePlacement{true, absl::StrCat(DeviceFormOf(spec.kind),
+                                            " on FP32 data; over INT64 shape tensors, the host")};
 }
 
 absl::StatusOr<bool> RunDeviceTensorOp(const Layer& layer, const TensorOpSpec& spec,

@@ -59,20 +59,19 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
 
 TEST(OnnxTensor, Float16WidensExactlyIncludingSubnormalsAndSpecials) {
-  ExpectWidened(TensorProto::FLOAT16,
-                {{0x3C00, 1.0f},
-                 {0xC000, -2.0f},
-                 {0x7BFF, 65504.0f},                              // largest finite
-                 {0x0400, std::ldexp(1.0f, -14)},                 // smallest normal
-                 {0x0001, std::ldexp(1.0f, -24)},                 // smallest subnormal
-                 {0x03FF, std::ldexp(1023.0f, -24)},              // largest subnormal
-                 {0x8001, -std::ldexp(1.0f, -24)},                // negative subnormal
-                 {0x3555, std::ldexp(1365.0f, -12)},              // 0.333251953125
-                 {0x0000, 0.0f},
-                 {0x8000, -0.0f},
-                 {0x7C00, kInf},
-                 {0xFC00, -kInf},
-                 {0x7E00, kNan}});
+  ExpectWidened(TensorProto::FLOAT16, {{0x3C00, 1.0f},
+                                       {0xC000, -2.0f},
+                                       {0x7BFF, 65504.0f},                  // largest finite
+                                       {0x0400, std::ldexp(1.0f, -14)},     // smallest normal
+                                       {0x0001, std::ldexp(1.0f, -24)},     // smallest subnormal
+                                       {0x03FF, std::ldexp(1023.0f, -24)},  // largest subnormal
+                                       {0x8001, -std::ldexp(1.0f, -24)},    // negative subnormal
+                                       {0x3555, std::ldexp(1365.0f, -12)},  // 0.333251953125
+                                       {0x0000, 0.0f},
+                                       {0x8000, -0.0f},
+                                       {0x7C00, kInf},
+                                       {0xFC00, -kInf},
+                                       {0x7E00, kNan}});
 }
 
 TEST(OnnxTensor, Bfloat16WidensExactlyIncludingSubnormalsAndSpecials) {
