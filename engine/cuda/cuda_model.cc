@@ -9,6 +9,7 @@
 #include "engine/cpu/host_layer.h"
 #include "engine/cuda/cuda_compiled_model.h"
 #include "engine/cuda/kernels.h"
+#include "engine/plan/masks.h"
 
 namespace rnnserve::engine::cuda {
 namespace {
@@ -383,10 +384,7 @@ absl::Status CudaCompiledModel::RunEmbedding(const Layer& layer, const Embedding
       const int64_t limit = in.lengths.empty() ? T : in.lengths[b];
       for (int64_t t = 0; t < limit; ++t) valid[b * T + t] = ids[b * T + t] != 0;
     }
-    cpu::Value mask;
-    cpu::SetMaskFromSteps(valid, B, T, &mask);
-    out.lengths = std::move(mask.lengths);
-    out.step_mask = std::move(mask.step_mask);
+    engine::plan::MaskFromSteps(valid, B, T, &out.lengths, &out.step_mask);
   }
   RNNSERVE_RETURN_IF_ERROR(ToDevice(&in));
   RNNSERVE_RETURN_IF_ERROR(SetDevice(&out, DType::kFloat32, {B, T, spec.dim}));

@@ -2,11 +2,9 @@
 
 #include <algorithm>
 
-#include "engine/cpu/tensor_op_kernels.h"
+#include "engine/plan/tensor_op_plans.h"
 
 namespace rnnserve::engine::cuda {
-
-namespace tops = cpu::tensor_ops;
 
 static_assert(static_cast<int>(ActivationKind::kExponential) == 15 &&
                   static_cast<int>(ActivationKind::kSoftmax) == 16,
@@ -87,8 +85,8 @@ absl::StatusOr<bool> BroadcastBinary(const float* a, const Shape& as, const floa
                                      const Shape& bs, const Shape& shape, float* out, BinaryOp op,
                                      cudaStream_t stream) {
   IndexMap ma, mb;
-  if (!ToMap(shape, tops::BroadcastStrides(as, shape), &ma) ||
-      !ToMap(shape, tops::BroadcastStrides(bs, shape), &mb)) {
+  if (!ToMap(shape, plan::BroadcastStrides(as, shape), &ma) ||
+      !ToMap(shape, plan::BroadcastStrides(bs, shape), &mb)) {
     return false;
   }
   RNNSERVE_RETURN_IF_ERROR(CudaOk(LaunchBinary(a, ma, b, mb, out, op, stream), "binary kernel"));

@@ -5,12 +5,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "engine/cpu/conv_pool.h"
-#include "engine/cpu/norm_layers.h"
-#include "engine/cpu/shape_layers.h"
 #include "engine/cuda/device_layer_util.h"
 #include "engine/cuda/device_tensor_ops.h"
 #include "engine/cuda/layer_kernels.h"
+#include "engine/plan/layer_plans.h"
+#include "engine/plan/masks.h"
 
 namespace rnnserve::engine::cuda {
 namespace {
@@ -19,7 +18,7 @@ namespace {
 
 absl::Status RunBatchNorm(const Layer& layer, const BatchNormSpec& spec, cudaStream_t stream,
                           DeviceLayerState& state, DevValue& in, DevValue& out) {
-  RNNSERVE_RETURN_IF_ERROR(cpu::CheckBatchNormInput(spec, layer.name, in.dtype, in.shape));
+  RNNSERVE_RETURN_IF_ERROR(plan::CheckBatchNormInput(spec, layer.name, in.dtype, in.shape));
   const int64_t c = static_cast<int64_t>(spec.mean.size());
   RNNSERVE_RETURN_IF_ERROR(ToDevice(&in, stream));
   RNNSERVE_RETURN_IF_ERROR(SetDevice(&out, DType::kFloat32, in.shape));
@@ -33,7 +32,7 @@ absl::Status RunBatchNorm(const Layer& layer, const BatchNormSpec& spec, cudaStr
 
 absl::Status RunLayerNorm(const Layer& layer, const LayerNormSpec& spec, cudaStream_t stream,
                           DeviceLayerState& state, DevValue& in, DevValue& out) {
-  RNNSERVE_RETURN_IF_ERROR(cpu::CheckLayerNormInput(spec, layer.name, in.dtype, in.shape));
+  RNNSERVE_RETURN_IF_ERROR(plan::CheckLayerNormInput(spec, layer.name, in.dtype, in.shape));
   RNNSERVE_RETURN_IF_ERROR(ToDevice(&in, stream));
   RNNSERVE_RETURN_IF_ERROR(SetDevice(&out, DType::kFloat32, in.shape));
   KeepMask(in, &out);
@@ -48,7 +47,7 @@ absl::Status RunLayerNorm(const Layer& layer, const LayerNormSpec& spec, cudaStr
 
 absl::Status RunSoftmax(const Layer& layer, const SoftmaxSpec& spec, cudaStream_t stream,
                         DevValue& in, DevValue& out) {
-  auto axis = cpu::SoftmaxAxis(spec, layer.name, in.dtype, in.shape);
+  auto axis = plan::SoftmaxAxis(spec, layer.name, in.dtype, in.shape);
   if (!axis.ok()) return axis.status();
   RNNSERVE_RETURN_IF_ERROR(ToDevice(&in, stream));
   RNNSERVE_RETURN_IF_ERROR(SetDevice(&out, DType::kFloat32, in.shape));
@@ -60,10 +59,10 @@ absl::Status RunSoftmax(const Layer& layer, const SoftmaxSpec& spec, cudaStream_
 absl::Status RunConv1D(const Layer& layer, const Conv1DSpec& spec, cudaStream_t stream,
                        cublasHandle_t cublas, DeviceLayerState& state, DevValue& in,
                        DevValue& out) {
-  RNNSERVE_RETURN_IF_ERROR(cpu::CheckSequence(layer.name, in.dtype, in.shape, spec.in_channels));
+  RNNSERVE_RETURN_IF_ERROR(plan::CheckSequence(layer.name, in.dtype, in.shape, spec.in_channels));
   const int64_t B = in.shape[0], T = in.shape[1], Ci = spec.in_channels, Co = spec.out_channels;
   const int64_t K = spec.kernel_size;
-  const cpu::Window w = cpu::Conv1DWindow(spec, T);
+  const plan::Window w = plan::Conv1DWindow(spec, T);
   RNNSERVE_RETURN_IF_ERROR(ToDevice(&in, stream));
   RNNSERVE_RETURN_IF_ERROR(SetDevice(&out, DType::kFloat32, {B, w.out_len, Co}));
   DropMask(&out);
@@ -84,9 +83,9 @@ absl::Status RunConv1D(const Layer& layer, const Conv1DSpec& spec, cudaStream_t 
 
 absl::Status RunPool1D(const Layer& layer, const Pool1DSpec& spec, cudaStream_t stream,
                        DevValue& in, DevValue& out) {
-  RNNSERVE_RETURN_IF_ERROR(cpu::CheckSequence(layer.name, in.dtype, in.shape, 0));
+  RNNSERVE_RETURN_IF_ERROR(plan::CheckSequence(layer.name, in.dtype, in.shape, 0));
   const int64_t B = in.shape[0], T = in.shape[1], C = in.shape[2];
-  const cpu::Window w = cpu::PlanWindow(T, spec.pool_size, spec.stride, spec.same_padding, false);
+  const plan::Window w = plan::PlanWindow(T, spec.pool_size, spec.stride, spec.same_padding, false);
   RNNSERVE_RETURN_IF_ERROR(ToDevice(&in, stream));
   RNNSERVE_RETURN_IF_ERROR(SetDevice(&out, DType::kFloat32, {B, w.out_len, C}));
   DropMask(&out);
@@ -98,7 +97,7 @@ absl::Status RunPool1D(const Layer& layer, const Pool1DSpec& spec, cudaStream_t 
 
 absl::Status RunGlobalPool1D(const Layer& layer, const GlobalPool1DSpec& spec, cudaStream_t stream,
                              DeviceLayerState& state, DevValue& in, DevValue& out) {
-  RNNSERVE_RETURN_IF_ERROR(cpu::CheckSequence(layer.name, in.dtype, in.shape, 0));
+  RNNSERVE_RETURN_IF_ERROR(plan::CheckSequence(layer.name, in.dtype, in.shape, 0));
   const int64_t B = in.shape[0], T = in.shape[1], C = in.shape[2];
   const bool max = spec.kind == GlobalPool1DSpec::Kind::kMax;
   const int32_t* lengths = nullptr;
@@ -132,7 +131,7 @@ absl::Status Relabel(cudaStream_t stream, DevValue& in, DevValue& out, Shape sha
 
 absl::Status RunRepeatVector(const Layer& layer, const RepeatVectorSpec& spec, cudaStream_t stream,
                              DevValue& in, DevValue& out) {
-  auto shape = cpu::RepeatVectorShape(spec, layer.name, in.dtype, in.shape);
+  auto shape = plan::RepeatVectorShape(spec, layer.name, in.dtype, in.shape);
   if (!shape.ok()) return shape.status();
   const int64_t C = in.shape[1];
   RNNSERVE_RETURN_IF_ERROR(ToDevice(&in, stream));
@@ -152,22 +151,20 @@ absl::Status RunMerge(const Layer& layer, const MergeSpec& spec, cudaStream_t st
     shapes.push_back(values[id].shape);
     dtypes.push_back(values[id].dtype);
   }
-  auto shape = cpu::MergeShape(spec, layer.name, shapes, dtypes);
+  auto shape = plan::MergeShape(spec, layer.name, shapes, dtypes);
   if (!shape.ok()) return shape.status();
-  std::vector<cpu::Value> masks(layer.inputs.size());
-  std::vector<const cpu::Value*> mask_ptrs;
-  for (size_t k = 0; k < layer.inputs.size(); ++k) {
-    DevValue& v = values[layer.inputs[k]];
+  std::vector<plan::MaskRef> masks;
+  for (int id : layer.inputs) {
+    DevValue& v = values[id];
     RNNSERVE_RETURN_IF_ERROR(ToDevice(&v, stream));
-    masks[k].lengths = v.lengths;
-    masks[k].step_mask = v.step_mask;
-    mask_ptrs.push_back(&masks[k]);
+    masks.push_back({&v.lengths, &v.step_mask});
   }
-  cpu::Value merged_mask;
-  cpu::MergeMasks(mask_ptrs, &merged_mask);
+  std::vector<int32_t> merged_lengths;
+  std::vector<uint8_t> merged_steps;
+  plan::MergeMasks(masks, &merged_lengths, &merged_steps);
   RNNSERVE_RETURN_IF_ERROR(SetDevice(&out, DType::kFloat32, *shape));
-  out.lengths = std::move(merged_mask.lengths);
-  out.step_mask = std::move(merged_mask.step_mask);
+  out.lengths = std::move(merged_lengths);
+  out.step_mask = std::move(merged_steps);
   const int rank = static_cast<int>(shape->size());
   if (spec.kind == MergeSpec::Kind::kConcatenate) {
     const int axis = spec.axis < 0 ? spec.axis + rank : spec.axis;
@@ -232,27 +229,27 @@ absl::StatusOr<DevicePlacement> PlanDeviceLayer(const Layer& layer, cudaStream_t
       [&](const auto& spec) -> absl::StatusOr<DevicePlacement> {
         using S = std::decay_t<decltype(spec)>;
         if constexpr (std::is_same_v<S, BatchNormSpec>) {
-          RNNSERVE_RETURN_IF_ERROR(cpu::ValidateBatchNorm(spec, layer.name));
+          RNNSERVE_RETURN_IF_ERROR(plan::ValidateBatchNorm(spec, layer.name));
           std::vector<float> scale, shift;
-          cpu::FoldBatchNorm(spec, &scale, &shift);
+          plan::FoldBatchNorm(spec, &scale, &shift);
           RNNSERVE_RETURN_IF_ERROR(UploadFloats(scale, &state->params_a, stream));
           RNNSERVE_RETURN_IF_ERROR(UploadFloats(shift, &state->params_b, stream));
           return DevicePlacement{true, "scale/shift kernel (moving statistics folded at load)"};
         } else if constexpr (std::is_same_v<S, LayerNormSpec>) {
-          RNNSERVE_RETURN_IF_ERROR(cpu::ValidateLayerNorm(spec, layer.name));
+          RNNSERVE_RETURN_IF_ERROR(plan::ValidateLayerNorm(spec, layer.name));
           RNNSERVE_RETURN_IF_ERROR(UploadFloats(spec.gamma, &state->params_a, stream));
           RNNSERVE_RETURN_IF_ERROR(UploadFloats(spec.beta, &state->params_b, stream));
           return DevicePlacement{true, "layer normalisation kernel (a block per row, double sums)"};
         } else if constexpr (std::is_same_v<S, SoftmaxSpec>) {
           return DevicePlacement{true, absl::StrCat("softmax kernel over axis ", spec.axis)};
         } else if constexpr (std::is_same_v<S, Conv1DSpec>) {
-          RNNSERVE_RETURN_IF_ERROR(cpu::ValidateConv1D(spec, layer.name));
+          RNNSERVE_RETURN_IF_ERROR(plan::ValidateConv1D(spec, layer.name));
           RNNSERVE_RETURN_IF_ERROR(UploadFloats(spec.kernel, &state->params_a, stream));
           RNNSERVE_RETURN_IF_ERROR(UploadFloats(spec.bias, &state->params_b, stream));
           return DevicePlacement{true,
                                  "im2col kernel + cuBLAS SGEMM + bias/activation kernel, FP32"};
         } else if constexpr (std::is_same_v<S, Pool1DSpec>) {
-          RNNSERVE_RETURN_IF_ERROR(cpu::ValidatePool1D(spec, layer.name));
+          RNNSERVE_RETURN_IF_ERROR(plan::ValidatePool1D(spec, layer.name));
           return DevicePlacement{true, "pooling kernel"};
         } else if constexpr (std::is_same_v<S, GlobalPool1DSpec>) {
           return DevicePlacement{true, "global pooling kernel (the Keras mask's valid steps)"};
@@ -296,11 +293,11 @@ absl::StatusOr<bool> RunDeviceLayer(const Layer& layer, cudaStream_t stream, cub
         } else if constexpr (std::is_same_v<S, GlobalPool1DSpec>) {
           return RunGlobalPool1D(layer, spec, stream, state, in, out);
         } else if constexpr (std::is_same_v<S, FlattenSpec>) {
-          auto shape = cpu::FlattenShape(layer.name, in.shape);
+          auto shape = plan::FlattenShape(layer.name, in.shape);
           if (!shape.ok()) return shape.status();
           return Relabel(stream, in, out, std::move(*shape));
         } else if constexpr (std::is_same_v<S, ReshapeSpec>) {
-          auto shape = cpu::ReshapeLayerShape(spec, layer.name, in.shape);
+          auto shape = plan::ReshapeLayerShape(spec, layer.name, in.shape);
           if (!shape.ok()) return shape.status();
           return Relabel(stream, in, out, std::move(*shape));
         } else if constexpr (std::is_same_v<S, RepeatVectorSpec>) {

@@ -7,15 +7,13 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "engine/cpu/tensor_op_kernels.h"
-#include "engine/cpu/tensor_ops.h"
 #include "engine/cuda/device_layer_util.h"
 #include "engine/cuda/layer_kernels.h"
+#include "engine/plan/tensor_op_plans.h"
 
 namespace rnnserve::engine::cuda {
 namespace {
 
-namespace tops = cpu::tensor_ops;
 
 static_assert(static_cast<int>(TensorOpKind::kMax) - static_cast<int>(TensorOpKind::kAdd) ==
                   static_cast<int>(BinaryOp::kMax) &&
@@ -170,7 +168,7 @@ absl::StatusOr<bool> TensorOpRunner::Run() {
   if (spec_.kind == TensorOpKind::kShape) return ShapeOf();
   auto on_device = PlaceOperands();
   if (!on_device.ok() || !*on_device) return on_device;
-  if (auto s = cpu::CheckOperands(spec_, host_); !s.ok()) return Bad(s);
+  if (auto s = engine::plan::CheckOperands(spec_, host_); !s.ok()) return Bad(s);
   if (IsBinary(spec_.kind)) return Binary();
   if (IsUnary(spec_.kind)) return Unary();
   switch (spec_.kind) {
@@ -280,11 +278,11 @@ absl::StatusOr<bool> TensorOpRunner::Copy() {
   Shape shape = x.shape;
   std::vector<int32_t> lengths;
   if (spec_.kind == TensorOpKind::kAttachLengths) {
-    auto attached = cpu::AttachedLengths(layer_.name, x.shape, *host_[1]);
+    auto attached = engine::plan::AttachedLengths(layer_.name, x.shape, *host_[1]);
     if (!attached.ok()) return attached.status();
     lengths = std::move(*attached);
   } else if (spec_.kind != TensorOpKind::kConstant && spec_.kind != TensorOpKind::kCast) {
-    auto relabelled = tops::RelabelShape(spec_, x.shape, host_);
+    auto relabelled = engine::plan::RelabelShape(spec_, x.shape, host_);
     if (!relabelled.ok()) return Bad(relabelled.status());
     shape = std::move(*relabelled);
   }
@@ -302,7 +300,7 @@ absl::StatusOr<bool> TensorOpRunner::Copy() {
 
 absl::StatusOr<bool> TensorOpRunner::Gather() {
   const DataOperand& x = data_[0];
-  auto plan = tops::PlanGather(spec_, x.shape, *host_[1]);
+  auto plan = engine::plan::PlanGather(spec_, x.shape, *host_[1]);
   if (!plan.ok()) return Bad(plan.status());
   auto out = Output(0, plan->shape);
   if (!out.ok()) return out.status();
@@ -326,7 +324,7 @@ absl::StatusOr<bool> TensorOpRunner::Concat() {
     dtypes.push_back(DType::kFloat32);
     srcs.push_back(d.ptr);
   }
-  auto plan = tops::PlanConcat(spec_, shapes, dtypes);
+  auto plan = engine::plan::PlanConcat(spec_, shapes, dtypes);
   if (!plan.ok()) return Bad(plan.status());
   auto out = Output(0, plan->shape);
   if (!out.ok()) return out.status();
@@ -343,8 +341,8 @@ absl::StatusOr<bool> TensorOpRunner::Concat() {
 absl::StatusOr<bool> TensorOpRunner::Softmax() {
   const DataOperand& x = data_[0];
   const int64_t count = NumElements(x.shape);
-  if (x.shape.empty()) return Bad(tops::Bad(spec_.kind, "expects floats"));
-  auto axis = tops::Axis(spec_.kind, spec_.axis, static_cast<int>(x.shape.size()));
+  if (x.shape.empty()) return Bad(engine::plan::Bad(spec_.kind, "expects floats"));
+  auto axis = engine::plan::Axis(spec_.kind, spec_.axis, static_cast<int>(x.shape.size()));
   if (!axis.ok()) return Bad(axis.status());
   auto out = Output(0, x.shape);
   if (!out.ok()) return out.status();
@@ -362,9 +360,9 @@ absl::StatusOr<bool> TensorOpRunner::Softmax() {
 
 absl::StatusOr<bool> TensorOpRunner::Binary() {
   const DataOperand& x = data_[0];
-  auto shape = tops::Broadcast(spec_.kind, x.shape, data_[1].shape);
+  auto shape = engine::plan::Broadcast(spec_.kind, x.shape, data_[1].shape);
   if (!shape.ok()) return Bad(shape.status());
-  if (auto c = tops::CheckedCount(spec_.kind, *shape); !c.ok()) return Bad(c.status());
+  if (auto c = engine::plan::CheckedCount(spec_.kind, *shape); !c.ok()) return Bad(c.status());
   if (shape->size() > static_cast<size_t>(kMaxKernelRank)) return false;
   auto out = Output(0, *shape);
   if (!out.ok()) return out.status();
@@ -395,18 +393,18 @@ absl::StatusOr<bool> TensorOpRunner::Unary() {
 
 absl::StatusOr<bool> TensorOpRunner::Strided() {
   const DataOperand& x = data_[0];
-  auto plans = tops::PlanStrided(spec_, x.shape, host_);
+  auto plans = engine::plan::PlanStrided(spec_, x.shape, host_);
   if (!plans.ok()) return Bad(plans.status());
   if (plans->size() < layer_.outputs.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("layer '", layer_.name, "' declares ", layer_.outputs.size(), " outputs; ",
                      TensorOpName(spec_.kind), " makes ", plans->size()));
   }
-  for (const cpu::tensor_ops::StridedPlan& p : *plans) {
+  for (const engine::plan::StridedPlan& p : *plans) {
     if (p.shape.size() > static_cast<size_t>(kMaxKernelRank)) return false;
   }
   for (size_t i = 0; i < layer_.outputs.size(); ++i) {
-    const cpu::tensor_ops::StridedPlan& p = (*plans)[i];
+    const engine::plan::StridedPlan& p = (*plans)[i];
     auto out = Output(i, p.shape);
     if (!out.ok()) return out.status();
     IndexMap map;
@@ -424,7 +422,7 @@ absl::StatusOr<bool> TensorOpRunner::Strided() {
 absl::StatusOr<bool> TensorOpRunner::MatMul() {
   const DataOperand& a = data_[0];
   const DataOperand& b = data_[1];
-  auto plan = tops::PlanMatMul(spec_.kind, a.shape, b.shape);
+  auto plan = engine::plan::PlanMatMul(spec_.kind, a.shape, b.shape);
   if (!plan.ok()) return Bad(plan.status());
   const int64_t M = plan->M, K = plan->K, N = plan->N;
   const int64_t nb = NumElements(plan->batch), na = NumElements(plan->abatch),
@@ -465,7 +463,7 @@ absl::StatusOr<bool> TensorOpRunner::Gemm() {
   const DataOperand& a = data_[0];
   const DataOperand& b = data_[1];
   const bool has_c = data_.size() > 2 && data_[2].ptr != nullptr;
-  auto plan = tops::PlanGemm(spec_, a.shape, b.shape, has_c ? &data_[2].shape : nullptr);
+  auto plan = engine::plan::PlanGemm(spec_, a.shape, b.shape, has_c ? &data_[2].shape : nullptr);
   if (!plan.ok()) return Bad(plan.status());
   const int64_t M = plan->M, K = plan->K, N = plan->N;
   if (K == 0) return false;  // an empty product: the host's plain loops
@@ -477,7 +475,7 @@ absl::StatusOr<bool> TensorOpRunner::Gemm() {
   if (M == 0 || N == 0) return true;
   if (has_c) {
     IndexMap map;
-    ToMap(mn, tops::BroadcastStrides(data_[2].shape, mn), &map);
+    ToMap(mn, engine::plan::BroadcastStrides(data_[2].shape, mn), &map);
     RNNSERVE_RETURN_IF_ERROR(
         CudaOk(LaunchStridedCopy(data_[2].ptr, 0, map, y, stream_), "strided copy kernel"));
   }
@@ -496,10 +494,10 @@ absl::StatusOr<bool> TensorOpRunner::Reduce() {
   const DataOperand& x = data_[0];
   const int rank = static_cast<int>(x.shape.size());
   if (rank > kMaxKernelRank) return false;
-  auto plan = tops::PlanReduce(spec_, x.shape);
+  auto plan = engine::plan::PlanReduce(spec_, x.shape);
   if (!plan.ok()) return Bad(plan.status());
   // The output walks the kept axes, each output element the reduced ones.
-  const auto strides = tops::Strides(x.shape);
+  const auto strides = engine::plan::Strides(x.shape);
   Shape kept_dims, red_dims;
   std::vector<int64_t> kept_strides, red_strides;
   for (int i = 0; i < rank; ++i) {
