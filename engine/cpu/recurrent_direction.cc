@@ -20,6 +20,27 @@ namespace {
 
 constexpr int64_t kMinSharedStepWork = 64 * 1024;
 
+// s.offset[b]: the first row of sequence b's valid steps, packed in batch order. Returns the
+// number of rows.
+int64_t SetRowOffsets(absl::Span<const int32_t> lengths, RecurrentKernel::Scratch& s) {
+  int64_t rows = 0;
+  for (size_t b = 0; b < lengths.size(); ++b) {
+    s.offset[b] = rows;
+    rows += lengths[b];
+  }
+  return rows;
+}
+
+// Copies the valid steps of x [B, T, I] into s.xpack [rows, I] at the row offsets.
+const float* PackValidRows(const Tensor& x, absl::Span<const int32_t> lengths,
+                           RecurrentKernel::Scratch& s) {
+  const int64_t T = x.dim(1), I = x.dim(2);
+  for (size_t b = 0; b < lengths.size(); ++b) {
+    std::copy_n(x.f32() + b * T * I, lengths[b] * I, s.xpack.data() + s.offset[b] * I);
+  }
+  return s.xpack.data();
+}
+
 // Sorts the sequences by length, longest first (the ones still running at step s are a
 // prefix): s.order, s.len, s.active; with a step mask also s.first_valid.
 void SortRowsByLength(absl::Span<const int32_t> lengths, const uint8_t* step_mask, int64_t T,
@@ -100,6 +121,25 @@ void FillUnwrittenOutputs(const RecurrentSpec& spec, const RecurrentDirection& d
 // the LSTM projection each need the whole vector of the phase before.
 enum class PhaseKind { kMain, kGruN, kProjection };
 
+// The phases of each step of a layer.
+std::vector<PhaseKind> StepPhases(const RecurrentSpec& spec) {
+  std::vector<PhaseKind> kinds = {PhaseKind::kMain};
+  if (spec.cell == CellType::kGru && !spec.reset_after) kinds.push_back(PhaseKind::kGruN);
+  if (spec.proj_size > 0) kinds.push_back(PhaseKind::kProjection);
+  return kinds;
+}
+
+// Final states by batch index: sorted row k's last step wrote parity len % 2 (the initial
+// state if 0).
+void StoreFinalStates(int64_t B, int H, int Hp, bool lstm, const RecurrentKernel::Scratch& s,
+                      float* h_out, float* c_out) {
+  for (int64_t k = 0; k < B; ++k) {
+    const int b = s.order[k];
+    std::copy_n(s.h[s.len[k] & 1].data() + k * Hp, Hp, h_out + b * Hp);
+    if (lstm && c_out) std::copy_n(s.c.data() + k * H, H, c_out + b * H);
+  }
+}
+
 // The main phase of a step: the recurrent matmul, then the cell's pointwise update.
 void MainPhase(const DirectionRun& r, const SliceStep& t) {
   RecurrentMatmul(r, t);
@@ -126,25 +166,13 @@ void RecurrentKernel::RunDirection(int d, const Tensor& x, absl::Span<const int3
   const bool lstm = spec_.cell == CellType::kLstm;
 
   // Rows of the valid steps: sequence b's steps are rows offset[b] .. offset[b] + len - 1.
-  int64_t rows = 0;
-  bool full = true;
   Reserve(B, 0);
-  for (int64_t b = 0; b < B; ++b) {
-    s.offset[b] = rows;
-    rows += lengths[b];
-    full &= lengths[b] == T;
-  }
+  const int64_t rows = SetRowOffsets(lengths, s);
   Reserve(B, rows);
-
   // The valid steps of every sequence, packed contiguous when some sequence is short; each
   // thread projects them onto its own gate slice inside the parallel region below.
-  const float* xin = x.f32();
-  if (!full && rows > 0) {
-    for (int64_t b = 0; b < B; ++b) {
-      std::copy_n(x.f32() + b * T * I, lengths[b] * I, s.xpack.data() + s.offset[b] * I);
-    }
-    xin = s.xpack.data();
-  }
+  const bool full = std::all_of(lengths.begin(), lengths.end(), [&](int32_t l) { return l == T; });
+  const float* xin = full || rows == 0 ? x.f32() : PackValidRows(x, lengths, s);
   SortRowsByLength(lengths, step_mask, T, dir.reverse, s);
   LoadInitialStates(B, H, Hp, lstm, h0, c0, s);
   const int64_t max_len = B > 0 ? s.len[0] : 0;
@@ -169,9 +197,7 @@ void RecurrentKernel::RunDirection(int d, const Tensor& x, absl::Span<const int3
   // phase has one task per unit slice; a phase starts when every task of the previous one is
   // done. Threads take their own slice first and any slice left over, so a thread the OS has
   // descheduled does not stall the others.
-  std::vector<PhaseKind> kinds = {PhaseKind::kMain};
-  if (spec_.cell == CellType::kGru && !spec_.reset_after) kinds.push_back(PhaseKind::kGruN);
-  if (spec_.proj_size > 0) kinds.push_back(PhaseKind::kProjection);
+  const std::vector<PhaseKind> kinds = StepPhases(spec_);
   const int per_step = static_cast<int>(kinds.size());
   // A step too small to share runs on one thread, which takes every slice in turn: below
   // ~64K multiply-adds per step the hand-off between threads costs more than the work it
@@ -216,12 +242,7 @@ void RecurrentKernel::RunDirection(int d, const Tensor& x, absl::Span<const int3
 #endif
   }
 
-  // Final states: sorted row k's last step wrote parity len % 2 (the initial state if 0).
-  for (int64_t k = 0; k < B; ++k) {
-    const int b = s.order[k];
-    std::copy_n(s.h[s.len[k] & 1].data() + k * Hp, Hp, h_out + b * Hp);
-    if (lstm && c_out) std::copy_n(s.c.data() + k * H, H, c_out + b * H);
-  }
+  StoreFinalStates(B, H, Hp, lstm, s, h_out, c_out);
   if (seq_out) FillUnwrittenOutputs(spec_, dir, lengths, T, Hp, h_out, seq_out);
 }
 
