@@ -7,6 +7,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <variant>
 #include <vector>
@@ -16,6 +17,13 @@
 #include "models/model_loader.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/support/fixtures.h"
+
+namespace rnnserve::engine {
+// Names the parameter in test listings (ctest -N) instead of its bytes.
+void PrintTo(EngineKind kind, std::ostream* os) {
+  *os << (kind == EngineKind::kCuda ? "cuda" : "cpu");
+}
+}  // namespace rnnserve::engine
 
 namespace rnnserve::testing {
 namespace {
