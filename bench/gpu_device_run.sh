@@ -37,7 +37,7 @@ SUMMARY=$OUT_DIR/summary.txt
 run_tests() {
   local log=$OUT_DIR/gpu-tests.log
   : > "$log"
-  for t in gpu_availability_test gpu_conformance_test gpu_engine_test gpu_example_test gpu_layers_test \
+  for t in gpu_availability_test gpu_conformance_test gpu_engine_test example_model_test gpu_layers_test \
     gpu_fused_lstm_test gpu_torch_test gpu_multi_gpu_test; do
     echo "=== $t" >> "$log"
     local start=$SECONDS

@@ -20,7 +20,7 @@ PA=${PERF_ANALYZER:-$(command -v perf_analyzer || echo /opt/perf_analyzer/bin/pe
 rm -rf "$DEST"
 mkdir -p "$DEST/bin" "$DEST/lib"
 bins=("$BUILD/server/rnnserve" "$BUILD/bench/gpu_peers" "$PA")
-for t in gpu_availability_test gpu_conformance_test gpu_engine_test gpu_example_test gpu_layers_test \
+for t in gpu_availability_test gpu_conformance_test gpu_engine_test example_model_test gpu_layers_test \
   gpu_fused_lstm_test gpu_torch_test gpu_multi_gpu_test; do
   bins+=("$(find "$BUILD/tests" -name "$t" -type f -executable | head -1)")
 done

@@ -7,78 +7,19 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/activation.h"
+#include "engine/plan/layer_plans.h"
 
 namespace rnnserve::engine::cpu {
 namespace {
 
+using plan::CheckSequence;
+using plan::Conv1DWindow;
+using plan::PlanWindow;
+using plan::Window;
+
 using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
 }  // namespace
-
-Window PlanWindow(int64_t t, int64_t span, int64_t stride, bool same, bool causal) {
-  Window w;
-  if (causal) {
-    w.pad_left = span - 1;
-    w.out_len = (t + w.pad_left - span) / stride + 1;
-  } else if (same) {
-    w.out_len = (t + stride - 1) / stride;
-    const int64_t total = std::max<int64_t>((w.out_len - 1) * stride + span - t, 0);
-    w.pad_left = total / 2;
-  } else {
-    w.out_len = t >= span ? (t - span) / stride + 1 : 0;
-  }
-  return w;
-}
-
-absl::Status CheckSequence(const std::string& name, const Tensor& x, int64_t channels) {
-  return CheckSequence(name, x.dtype(), x.shape(), channels);
-}
-
-absl::Status CheckSequence(const std::string& name, DType dtype, const Shape& x, int64_t channels) {
-  if (dtype != DType::kFloat32 || x.size() != 3 || (channels > 0 && x[2] != channels)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("layer '", name, "': input ", DTypeName(dtype), " ", ShapeString(x),
-                     " expected FP32 [B,T,", channels > 0 ? std::to_string(channels) : "C", "]"));
-  }
-  return absl::OkStatus();
-}
-
-Window Conv1DWindow(const Conv1DSpec& spec, int64_t t) {
-  return PlanWindow(t, int64_t{spec.kernel_size - 1} * spec.dilation + 1, spec.stride,
-                    spec.padding == Conv1DSpec::Padding::kSame,
-                    spec.padding == Conv1DSpec::Padding::kCausal);
-}
-
-absl::Status ValidateConv1D(const Conv1DSpec& spec, const std::string& name) {
-  if (spec.in_channels <= 0 || spec.out_channels <= 0 || spec.kernel_size <= 0 ||
-      spec.stride <= 0 || spec.dilation <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("layer '", name, "': channels ", spec.in_channels, "->", spec.out_channels,
-                     ", kernel size ", spec.kernel_size, ", stride ", spec.stride, " and dilation ",
-                     spec.dilation, " must all be positive"));
-  }
-  const size_t want = size_t(spec.kernel_size) * spec.in_channels * spec.out_channels;
-  if (spec.kernel.size() != want) {
-    return absl::InvalidArgumentError(absl::StrCat("layer '", name, "': kernel has ",
-                                                   spec.kernel.size(), " values, expected ", want,
-                                                   " ([k, Cin, Cout])"));
-  }
-  if (!spec.bias.empty() && spec.bias.size() != size_t(spec.out_channels)) {
-    return absl::InvalidArgumentError(absl::StrCat("layer '", name, "': bias has ",
-                                                   spec.bias.size(), " values, expected ",
-                                                   spec.out_channels));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ValidatePool1D(const Pool1DSpec& spec, const std::string& name) {
-  if (spec.pool_size <= 0 || spec.stride <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("layer '", name, "': pool size ", spec.pool_size,
-                                                   " and stride ", spec.stride,
-                                                   " must be positive"));
-  }
-  return absl::OkStatus();
-}
 
 absl::Status RunConv1D(const Conv1DSpec& spec, const std::string& name, const Value& in,
                        Value* out) {

@@ -11,6 +11,7 @@
 #include "engine/cpu/layers.h"
 #include "engine/cpu/norm_layers.h"
 #include "engine/cpu/recurrent.h"
+#include "engine/plan/layer_plans.h"
 
 namespace rnnserve::engine::cpu {
 namespace {
@@ -161,13 +162,13 @@ absl::Status ValidateLayer(const Layer& layer) {
       [&](const auto& spec) -> absl::Status {
         using S = std::decay_t<decltype(spec)>;
         if constexpr (std::is_same_v<S, BatchNormSpec>) {
-          return ValidateBatchNorm(spec, layer.name);
+          return plan::ValidateBatchNorm(spec, layer.name);
         } else if constexpr (std::is_same_v<S, LayerNormSpec>) {
-          return ValidateLayerNorm(spec, layer.name);
+          return plan::ValidateLayerNorm(spec, layer.name);
         } else if constexpr (std::is_same_v<S, Conv1DSpec>) {
-          return ValidateConv1D(spec, layer.name);
+          return plan::ValidateConv1D(spec, layer.name);
         } else if constexpr (std::is_same_v<S, Pool1DSpec>) {
-          return ValidatePool1D(spec, layer.name);
+          return plan::ValidatePool1D(spec, layer.name);
         } else if constexpr (std::is_same_v<S, RepeatVectorSpec>) {
           if (spec.n > 0) return absl::OkStatus();
           return absl::InvalidArgumentError(absl::StrCat(

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/activation.h"
+#include "engine/plan/masks.h"
 
 namespace rnnserve::engine::cpu {
 namespace {
@@ -22,21 +23,7 @@ void ApplyActivation(const Activation& a, Tensor* t) {
 }  // namespace
 
 void SetMaskFromSteps(const std::vector<uint8_t>& valid, int64_t B, int64_t T, Value* out) {
-  out->lengths.assign(B, 0);
-  bool interior = false;
-  for (int64_t b = 0; b < B; ++b) {
-    int32_t len = 0;
-    for (int64_t t = 0; t < T; ++t) {
-      if (valid[b * T + t]) len = static_cast<int32_t>(t + 1);
-    }
-    for (int64_t t = 0; t < len; ++t) interior |= !valid[b * T + t];
-    out->lengths[b] = len;
-  }
-  if (interior) {
-    out->step_mask = valid;
-  } else {
-    out->step_mask.clear();
-  }
+  plan::MaskFromSteps(valid, B, T, &out->lengths, &out->step_mask);
 }
 
 absl::Status RunDense(const DenseSpec& spec, const std::string& name, const Value& in, Value* out) {

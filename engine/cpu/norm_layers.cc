@@ -4,83 +4,17 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "engine/plan/layer_plans.h"
 
 namespace rnnserve::engine::cpu {
 namespace {
 
-absl::Status CheckOptional(const std::string& name, const char* what, size_t got, size_t want) {
-  if (got == 0 || got == want) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat("layer '", name, "': ", what, " has ", got, " values, expected ", want));
-}
+using plan::CheckBatchNormInput;
+using plan::CheckLayerNormInput;
+using plan::FoldBatchNorm;
+using plan::SoftmaxAxis;
 
 }  // namespace
-
-absl::Status ValidateBatchNorm(const BatchNormSpec& spec, const std::string& name) {
-  const size_t c = spec.mean.size();
-  if (c == 0 || spec.variance.size() != c) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("layer '", name, "': moving mean has ", c, " values and moving variance ",
-                     spec.variance.size(), "; expected the same positive count"));
-  }
-  if (auto s = CheckOptional(name, "gamma", spec.gamma.size(), c); !s.ok()) return s;
-  return CheckOptional(name, "beta", spec.beta.size(), c);
-}
-
-absl::Status ValidateLayerNorm(const LayerNormSpec& spec, const std::string& name) {
-  if (!spec.gamma.empty() && !spec.beta.empty() && spec.gamma.size() != spec.beta.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("layer '", name, "': gamma has ",
-                                                   spec.gamma.size(), " values, beta ",
-                                                   spec.beta.size(), "; expected equal counts"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckBatchNormInput(const BatchNormSpec& spec, const std::string& name, DType dtype,
-                                 const Shape& x) {
-  const size_t c = spec.mean.size();
-  if (dtype != DType::kFloat32 || x.empty() || static_cast<size_t>(x.back()) != c) {
-    return absl::InvalidArgumentError(absl::StrCat("layer '", name, "': input ", DTypeName(dtype),
-                                                   " ", ShapeString(x),
-                                                   " expected FP32 with last axis ", c));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckLayerNormInput(const LayerNormSpec& spec, const std::string& name, DType dtype,
-                                 const Shape& x) {
-  const size_t params = std::max(spec.gamma.size(), spec.beta.size());
-  if (dtype != DType::kFloat32 || x.empty() ||
-      (params > 0 && static_cast<size_t>(x.back()) != params)) {
-    return absl::InvalidArgumentError(absl::StrCat("layer '", name, "': input ", ShapeString(x),
-                                                   " expected FP32 with last axis ", params));
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<int> SoftmaxAxis(const SoftmaxSpec& spec, const std::string& name, DType dtype,
-                                const Shape& x) {
-  const int rank = static_cast<int>(x.size());
-  const int axis = spec.axis < 0 ? spec.axis + rank : spec.axis;
-  if (dtype != DType::kFloat32 || axis < 0 || axis >= rank) {
-    return absl::InvalidArgumentError(absl::StrCat("layer '", name, "': softmax axis ", spec.axis,
-                                                   " does not fit FP32 input ", ShapeString(x)));
-  }
-  return axis;
-}
-
-void FoldBatchNorm(const BatchNormSpec& spec, std::vector<float>* scale,
-                   std::vector<float>* shift) {
-  const size_t c = spec.mean.size();
-  scale->resize(c);
-  shift->resize(c);
-  for (size_t j = 0; j < c; ++j) {
-    const float inv = 1.0f / std::sqrt(spec.variance[j] + spec.epsilon);
-    (*scale)[j] = (spec.gamma.empty() ? 1.0f : spec.gamma[j]) * inv;
-    (*shift)[j] = (spec.beta.empty() ? 0.0f : spec.beta[j]) - spec.mean[j] * (*scale)[j];
-  }
-}
-
 absl::Status RunSoftmax(const SoftmaxSpec& spec, const std::string& name, const Value& in,
                         Value* out) {
   const Tensor& x = in.tensor;

@@ -178,6 +178,42 @@ int64_t RecurrentKernel::memory_bytes() const {
              s.first_valid.capacity() * sizeof(int64_t));
 }
 
+namespace {
+
+// A bidirectional layer's output under merge mode concat, sum, mul or ave: a and b [..., H']
+// (forward, backward) -> [..., H'] ([..., 2H'] for concat).
+Tensor MergeDirections(MergeMode merge, const Tensor& a, const Tensor& b, int Hp) {
+  const int64_t rows = a.num_elements() / Hp;
+  Shape shape = a.shape();
+  if (merge == MergeMode::kConcat) shape.back() = 2 * Hp;
+  Tensor out = Tensor::Float(shape);
+  float* o = out.f32();
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* pa = a.f32() + r * Hp;
+    const float* pb = b.f32() + r * Hp;
+    switch (merge) {
+      case MergeMode::kConcat:
+        std::copy_n(pa, Hp, o + r * 2 * Hp);
+        std::copy_n(pb, Hp, o + r * 2 * Hp + Hp);
+        break;
+      case MergeMode::kSum:
+        for (int j = 0; j < Hp; ++j) o[r * Hp + j] = pa[j] + pb[j];
+        break;
+      case MergeMode::kMul:
+        for (int j = 0; j < Hp; ++j) o[r * Hp + j] = pa[j] * pb[j];
+        break;
+      case MergeMode::kAve:
+        for (int j = 0; j < Hp; ++j) o[r * Hp + j] = (pa[j] + pb[j]) / 2.0f;
+        break;
+      case MergeMode::kNone:
+        break;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 absl::Status RecurrentKernel::Run(const Tensor& x, absl::Span<const int32_t> lengths,
                                   absl::Span<const uint8_t> step_mask,
                                   absl::Span<const Tensor> initial_states,
@@ -246,35 +282,7 @@ absl::Status RecurrentKernel::Run(const Tensor& x, absl::Span<const int32_t> len
     outputs->push_back(std::move(main[0]));
     outputs->push_back(std::move(main[1]));
   } else {
-    const Tensor& a = main[0];  // [..., H']
-    const Tensor& b = main[1];  // [..., H']
-    const int64_t rows = a.num_elements() / Hp;
-    Shape shape = a.shape();
-    if (spec_.merge == MergeMode::kConcat) shape.back() = 2 * Hp;
-    Tensor out = Tensor::Float(shape);
-    float* o = out.f32();
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* pa = a.f32() + r * Hp;
-      const float* pb = b.f32() + r * Hp;
-      switch (spec_.merge) {
-        case MergeMode::kConcat:
-          std::copy_n(pa, Hp, o + r * 2 * Hp);
-          std::copy_n(pb, Hp, o + r * 2 * Hp + Hp);
-          break;
-        case MergeMode::kSum:
-          for (int j = 0; j < Hp; ++j) o[r * Hp + j] = pa[j] + pb[j];
-          break;
-        case MergeMode::kMul:
-          for (int j = 0; j < Hp; ++j) o[r * Hp + j] = pa[j] * pb[j];
-          break;
-        case MergeMode::kAve:
-          for (int j = 0; j < Hp; ++j) o[r * Hp + j] = (pa[j] + pb[j]) / 2.0f;
-          break;
-        case MergeMode::kNone:
-          break;
-      }
-    }
-    outputs->push_back(std::move(out));
+    outputs->push_back(MergeDirections(spec_.merge, main[0], main[1], Hp));
   }
   std::vector<Tensor> states;
   for (int d = 0; d < dirs; ++d) {

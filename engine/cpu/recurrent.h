@@ -61,9 +61,11 @@ class RecurrentKernel {
   int64_t memory_bytes() const;
   int num_threads() const { return num_threads_; }
 
- private:
+  // Layouts internal to engine/cpu (recurrent_internal.h), named here for its step functions.
   struct Packed;   // weights in the kernel's layout, per direction
   struct Scratch;  // per-run buffers, reused
+
+ private:
 
   RecurrentKernel(const RecurrentSpec& spec, std::string name, int num_threads);
   ~RecurrentKernel();

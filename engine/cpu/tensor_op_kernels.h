@@ -1,8 +1,8 @@
 #pragma once
 
 // What the tensor op files share (tensor_ops.cc dispatches; tensor_ops_math.cc holds the
-// arithmetic, tensor_ops_layout.cc the ops that move elements): operand checks, shape
-// arithmetic, typed access, and each op's kernel. Internal to engine/cpu.
+// arithmetic, tensor_ops_layout.cc the ops that move elements): typed access and each op's
+// kernel, over the shared plans of engine/plan. Internal to engine/cpu.
 
 #include <cstdint>
 #include <string>
@@ -13,26 +13,39 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/cpu/tensor_ops.h"
+#include "engine/plan/tensor_op_plans.h"
 
 namespace rnnserve::engine::cpu::tensor_ops {
 
-// INVALID_ARGUMENT naming the op.
-absl::Status Bad(TensorOpKind kind, const std::string& what);
-
-// Element count of `shape`, or an error when a dim is negative or the count is too large.
-absl::StatusOr<int64_t> CheckedCount(TensorOpKind kind, const Shape& shape);
-
-// Row-major strides of `shape`.
-std::vector<int64_t> Strides(const Shape& shape);
-
-// Normalises a possibly negative axis into [0, rank).
-absl::StatusOr<int> Axis(TensorOpKind kind, int64_t axis, int rank);
+// The shared shape plans and shape arithmetic (engine/plan/tensor_op_plans.h), which the
+// kernels below call unqualified.
+using plan::Axis;
+using plan::Bad;
+using plan::Broadcast;
+using plan::BroadcastStrides;
+using plan::CheckedCount;
+using plan::ConcatPlan;
+using plan::GatherPlan;
+using plan::GemmPlan;
+using plan::Ints;
+using plan::kMaxTensorOpElements;
+using plan::MatMulPlan;
+using plan::PlanConcat;
+using plan::PlanGather;
+using plan::PlanGemm;
+using plan::PlanMatMul;
+using plan::PlanReduce;
+using plan::PlanSlice;
+using plan::PlanStrided;
+using plan::PlanTranspose;
+using plan::ReducePlan;
+using plan::RelabelShape;
+using plan::ReshapeTarget;
+using plan::StridedPlan;
+using plan::Strides;
 
 // An uninitialised tensor of `dtype` (float32 or int64).
 Tensor Make(DType dtype, Shape shape);
-
-// An int64 vector operand (shape, axes, indices...); empty when t is null.
-absl::StatusOr<std::vector<int64_t>> Ints(TensorOpKind kind, const Tensor* t, const char* what);
 
 // A new tensor of x's type and shape `os` filled by StridedCopy from x.
 Tensor CopyStrided(const Tensor& x, const Shape& os, const std::vector<int64_t>& in_strides,
@@ -40,12 +53,6 @@ Tensor CopyStrided(const Tensor& x, const Shape& os, const std::vector<int64_t>&
 inline Tensor CopyStrided(const Tensor& x, const StridedPlan& plan) {
   return CopyStrided(x, plan.shape, plan.strides, plan.offset);
 }
-
-// Numpy broadcast of two shapes.
-absl::StatusOr<Shape> Broadcast(TensorOpKind kind, const Shape& a, const Shape& b);
-
-// Strides of `shape` seen from a broadcast `out` shape (0 along broadcast axes).
-std::vector<int64_t> BroadcastStrides(const Shape& shape, const Shape& out);
 
 template <typename T>
 const T* Data(const Tensor& t) {
@@ -103,16 +110,9 @@ absl::Status Softmax(const TensorOpSpec& spec, const Tensor& x, Tensor* out);
 absl::Status Reduce(const TensorOpSpec& spec, const Tensor& x, Tensor* out);
 absl::Status Range(const TensorOpSpec& spec, absl::Span<const Tensor* const> in, Tensor* out);
 
-// Layout (tensor_ops_layout.cc). The plans need only operand 0's shape, so the GPU engine
-// runs the same plans on device data.
+// Layout (tensor_ops_layout.cc), on the plans of engine/plan.
 absl::Status Transpose(const TensorOpSpec& spec, const Tensor& x, Tensor* out);
 absl::Status Gather(const TensorOpSpec& spec, const Tensor& x, const Tensor& indices, Tensor* out);
 absl::Status Concat(const TensorOpSpec& spec, absl::Span<const Tensor* const> xs, Tensor* out);
 absl::Status Slice(const TensorOpSpec& spec, absl::Span<const Tensor* const> in, Tensor* out);
-absl::StatusOr<Shape> ReshapeTarget(const TensorOpSpec& spec, const Shape& x,
-                                    const std::vector<int64_t>& target);
-absl::StatusOr<StridedPlan> PlanTranspose(const TensorOpSpec& spec, const Shape& x);
-absl::StatusOr<StridedPlan> PlanSlice(const TensorOpSpec& spec, const Shape& x,
-                                      absl::Span<const Tensor* const> in);
-
 }  // namespace rnnserve::engine::cpu::tensor_ops

@@ -27,6 +27,8 @@ std::string TensorOpName(TensorOpKind kind) {
 
 namespace cpu {
 
+using plan::AttachedLengths;
+using plan::CheckOperands;
 using tensor_ops::Bad;
 using tensor_ops::Binary;
 using tensor_ops::ByType;
@@ -47,26 +49,6 @@ using tensor_ops::RelabelShape;
 using tensor_ops::Softmax;
 using tensor_ops::StridedPlan;
 using tensor_ops::Unary;
-
-int TensorOpOutputs(const TensorOpSpec& spec) {
-  if (spec.kind != TensorOpKind::kSplit) return 1;
-  return spec.ints.empty() ? spec.num_outputs : static_cast<int>(spec.ints.size());
-}
-
-absl::Status CheckOperands(const TensorOpSpec& spec, absl::Span<const Tensor* const> in) {
-  static constexpr int kMinOperands[] = {1, 1, 2, 1, 1, 1, 3, 1, 2, 2, 1, 1, 2, 2, 2, 2, 2, 2, 2,
-                                         2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 3, 2};
-  static_assert(std::size(kMinOperands) == static_cast<size_t>(TensorOpKind::kAttachLengths) + 1);
-  const int need = kMinOperands[static_cast<int>(spec.kind)];
-  const bool variadic = spec.kind == TensorOpKind::kConcat;
-  if (static_cast<int>(in.size()) < need) {
-    return Bad(spec.kind, absl::StrCat("expects ", need, " operands, got ", in.size()));
-  }
-  for (int i = 0; i < need || (variadic && i < static_cast<int>(in.size())); ++i) {
-    if (in[i] == nullptr) return Bad(spec.kind, absl::StrCat("operand ", i, " is missing"));
-  }
-  return absl::OkStatus();
-}
 
 absl::Status EvalTensorOp(const TensorOpSpec& spec, absl::Span<const Tensor* const> in,
                           std::vector<Tensor>* outputs) {
@@ -164,25 +146,6 @@ absl::Status EvalTensorOp(const TensorOpSpec& spec, absl::Span<const Tensor* con
       return Range(spec, in, out);
   }
   return Bad(spec.kind, "unknown op");
-}
-
-absl::StatusOr<std::vector<int32_t>> AttachedLengths(const std::string& layer, const Shape& x,
-                                                     const Tensor& lens) {
-  const int64_t batch = x.empty() ? 0 : x[0];
-  if (x.size() < 2 || lens.dtype() != DType::kInt64 || lens.rank() != 1 || lens.dim(0) != batch) {
-    return absl::InvalidArgumentError(absl::StrCat("layer '", layer, "': sequence lengths ",
-                                                   ShapeString(lens.shape()),
-                                                   " do not match a batch of ", batch));
-  }
-  std::vector<int32_t> lengths;
-  for (int64_t len : lens.ints()) {
-    if (len < 0 || len > x[1]) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("layer '", layer, "': sequence length ", len, " outside [0, ", x[1], "]"));
-    }
-    lengths.push_back(static_cast<int32_t>(len));
-  }
-  return lengths;
 }
 
 absl::Status RunTensorOp(const TensorOpSpec& spec, const Layer& layer, std::vector<Value>* values) {

@@ -7,14 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/host_layer.h"
-#include "engine/cpu/layers.h"
-#include "engine/cpu/recurrent.h"
-#include "engine/cuda/cuda_util.h"
-#include "engine/cuda/cudnn_rnn.h"
-#include "engine/cuda/dev_value.h"
-#include "engine/cuda/device_layers.h"
-#include "engine/cuda/fused_recurrent.h"
+#include "engine/cuda/cuda_compiled_model.h"
 #include "engine/cuda/kernels.h"
+#include "engine/plan/masks.h"
 
 namespace rnnserve::engine::cuda {
 namespace {
@@ -37,69 +32,7 @@ const char* CellName(CellType c) {
   return c == CellType::kLstm ? "LSTM" : c == CellType::kGru ? "GRU" : "simple RNN";
 }
 
-enum class Where { kGpu, kCpu };
-
-struct LayerPlan {
-  Where where = Where::kGpu;
-  std::string reason;
-  std::unique_ptr<CudnnRecurrent> rnn;  // cuDNN placement
-  // The layers cuDNN cannot run; beside cuDNN, the batches it cannot run (a sequence of length
-  // 0, masked steps inside a sequence). Null when the layer does not fit the kernel.
-  std::unique_ptr<FusedRecurrent> fused;
-  std::unique_ptr<cpu::RecurrentKernel> cpu_rnn;  // CPU placement and stateful batches
-  DeviceBuffer kernel, bias;                      // Dense [in, out], [out]; Embedding table
-  DeviceBuffer hy, cy, y, h0, c0;                 // recurrent scratch
-  bool device_layer = false;                      // run by RunDeviceLayer (device_layers.h)
-  DeviceLayerState device;
-};
-
-class CudaCompiledModel final : public CompiledModel {
- public:
-  CudaCompiledModel(const Model& model, const CompileOptions& options, int device)
-      : model_(model), options_(options), device_(device) {}
-  ~CudaCompiledModel() override;
-
-  absl::Status Init();
-  absl::Status Run(const Batch& batch, std::vector<Tensor>* outputs) override;
-  std::string engine_name() const override { return "cuda"; }
-  std::vector<LayerPlacement> placements() const override;
-  int64_t memory_bytes() const override;
-  int64_t host_copies_in_last_run() const { return host_copies_in_last_run_; }
-
- private:
-  absl::Status PlanLayer(const Layer& layer, LayerPlan* plan);
-  absl::Status Upload(const float* src, int64_t n, DeviceBuffer* dst);
-  absl::Status ToDevice(DevValue* v) { return cuda::ToDevice(v, stream_); }
-  absl::Status ToHost(DevValue* v) {
-    if (!v->host_valid) ++host_copies_;
-    return cuda::ToHost(v, stream_);
-  }
-  absl::Status RunLayer(size_t index, const Batch& batch);
-  // On cuDNN (use_cudnn) or on the fused kernel.
-  // Initial states from the layer's state inputs or batch.initial_states; final states into
-  // batch.final_states when set.
-  absl::Status RunRecurrentGpu(const Layer& layer, const RecurrentSpec& spec, LayerPlan& plan,
-                               bool use_cudnn, const Batch& batch);
-  absl::Status RunRecurrentCpu(const Layer& layer, LayerPlan& plan, const Batch& batch);
-  absl::Status RunDense(const Layer& layer, const DenseSpec& spec, LayerPlan& plan);
-  absl::Status RunEmbedding(const Layer& layer, const EmbeddingSpec& spec, LayerPlan& plan);
-  absl::Status RunCpuLayer(const Layer& layer);
-
-  const Model model_;
-  const CompileOptions options_;
-  const int device_;
-  cudaStream_t stream_ = nullptr;
-  cudnnHandle_t cudnn_ = nullptr;
-  cublasHandle_t cublas_ = nullptr;
-  std::vector<LayerPlan> plans_;  // one per layer
-  std::vector<DevValue> values_;  // one per model value; reused across batches
-  DeviceBuffer lengths_dev_;      // [B] int32, the lengths of the recurrent layer running
-  DeviceBuffer step_mask_dev_;    // [B, T] uint8, its step mask when it has one
-  // Slots for the layers run on the host (RunCpuLayer); empty between layers.
-  std::vector<cpu::Value> host_values_;
-  int64_t host_copies_ = 0;  // device-to-host copies of the running batch
-  int64_t host_copies_in_last_run_ = 0;
-};
+}  // namespace
 
 CudaCompiledModel::~CudaCompiledModel() {
   cudaSetDevice(device_);
@@ -401,226 +334,6 @@ absl::Status CudaCompiledModel::RunCpuLayer(const Layer& layer) {
   return absl::OkStatus();
 }
 
-absl::Status CudaCompiledModel::RunRecurrentCpu(const Layer& layer, LayerPlan& plan,
-                                                const Batch& batch) {
-  DevValue& in = values_[layer.inputs[0]];
-  RNNSERVE_RETURN_IF_ERROR(ToHost(&in));
-  std::vector<int32_t> lengths = in.lengths;
-  if (lengths.empty()) lengths.assign(in.shape[0], static_cast<int32_t>(in.shape[1]));
-  std::vector<Tensor> initial;
-  for (size_t i = 1; i < layer.inputs.size(); ++i) {
-    RNNSERVE_RETURN_IF_ERROR(ToHost(&values_[layer.inputs[i]]));
-    initial.push_back(values_[layer.inputs[i]].host_tensor());
-  }
-  if (initial.empty()) {
-    if (auto it = batch.initial_states.find(layer.name); it != batch.initial_states.end()) {
-      initial = it->second;
-    }
-  }
-  std::vector<Tensor> results, finals;
-  RNNSERVE_RETURN_IF_ERROR(plan.cpu_rnn->Run(in.host_tensor(), lengths, in.step_mask, initial,
-                                             &results, batch.final_states ? &finals : nullptr));
-  if (batch.final_states) (*batch.final_states)[layer.name] = std::move(finals);
-  const bool seq = std::get<RecurrentSpec>(layer.spec).return_sequences;
-  for (size_t i = 0; i < layer.outputs.size() && i < results.size(); ++i) {
-    DevValue& v = values_[layer.outputs[i]];
-    v.input = nullptr;
-    v.host = std::move(results[i]);
-    v.dtype = DType::kFloat32;
-    v.shape = v.host.shape();
-    v.host_valid = true;
-    v.dev_valid = false;
-    v.lengths.clear();
-    v.step_mask.clear();
-    if (seq && static_cast<int>(i) < plan.cpu_rnn->num_sequence_outputs()) {
-      v.lengths = lengths;
-      v.step_mask = in.step_mask;
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CudaCompiledModel::RunRecurrentGpu(const Layer& layer, const RecurrentSpec& spec,
-                                                LayerPlan& plan, bool use_cudnn,
-                                                const Batch& batch) {
-  DevValue& in = values_[layer.inputs[0]];
-  RNNSERVE_RETURN_IF_ERROR(ToDevice(&in));
-  const int B = static_cast<int>(in.shape[0]), T = static_cast<int>(in.shape[1]);
-  const int dirs = static_cast<int>(spec.directions.size()), H = spec.hidden_size,
-            Hp = spec.output_size();
-  const bool lstm = spec.cell == CellType::kLstm;
-  std::vector<int32_t> lengths = in.lengths;
-  if (lengths.empty()) lengths.assign(B, T);
-  RNNSERVE_RETURN_IF_ERROR(lengths_dev_.Reserve(B * sizeof(int32_t)));
-  RNNSERVE_RETURN_IF_ERROR(
-      CudaOk(cudaMemcpyAsync(lengths_dev_.get(), lengths.data(), B * sizeof(int32_t),
-                             cudaMemcpyHostToDevice, stream_),
-             "cudaMemcpyAsync (lengths)"));
-
-  // Initial states: the layer's state inputs or, for a stateful batch, the request's states by
-  // layer name; one [B, size] tensor per state (h, c per direction), which the kernels read
-  // stacked: h0 [dirs, B, H'], c0 [dirs, B, H].
-  const int per_dir = lstm ? 2 : 1;
-  const size_t n_inputs = layer.inputs.size() - 1;
-  const std::vector<Tensor>* given = nullptr;
-  if (n_inputs == 0) {
-    if (auto it = batch.initial_states.find(layer.name); it != batch.initial_states.end()) {
-      given = &it->second;
-    }
-  }
-  const size_t n_init = given != nullptr ? given->size() : n_inputs;
-  if (n_init != 0 && n_init != static_cast<size_t>(dirs * per_dir)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "layer '", layer.name, "': expected ", dirs * per_dir, " initial states, got ", n_init));
-  }
-  if (n_init > 0) {
-    RNNSERVE_RETURN_IF_ERROR(plan.h0.Reserve(sizeof(float) * dirs * B * Hp));
-    RNNSERVE_RETURN_IF_ERROR(plan.c0.Reserve(sizeof(float) * dirs * B * H));
-  }
-  for (size_t i = 0; i < n_init; ++i) {
-    DevValue* value = given != nullptr ? nullptr : &values_[layer.inputs[1 + i]];
-    const DType dtype = value != nullptr ? value->dtype : (*given)[i].dtype();
-    const Shape& shape = value != nullptr ? value->shape : (*given)[i].shape();
-    const bool is_c = i % per_dir == 1;
-    const int size = is_c ? H : Hp;
-    if (dtype != DType::kFloat32 || shape != Shape{B, size}) {
-      return absl::InvalidArgumentError(absl::StrCat("layer '", layer.name, "': initial state ", i,
-                                                     " is ", ShapeString(shape), ", expected [", B,
-                                                     ",", size, "]"));
-    }
-    if (value != nullptr) RNNSERVE_RETURN_IF_ERROR(ToDevice(value));
-    float* dst = (is_c ? plan.c0.as<float>() : plan.h0.as<float>()) +
-                 static_cast<int64_t>(i / per_dir) * B * size;
-    RNNSERVE_RETURN_IF_ERROR(CudaOk(
-        cudaMemcpyAsync(
-            dst, value != nullptr ? value->dev.get() : (*given)[i].f32(), sizeof(float) * B * size,
-            value != nullptr ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice, stream_),
-        "cudaMemcpyAsync (initial state)"));
-  }
-
-  RNNSERVE_RETURN_IF_ERROR(plan.hy.Reserve(sizeof(float) * dirs * B * Hp));  // [dirs, B, H']
-  RNNSERVE_RETURN_IF_ERROR(plan.cy.Reserve(sizeof(float) * dirs * B * H));   // [dirs, B, H]
-  DevValue& out = values_[layer.outputs[0]];
-  const bool seq = spec.return_sequences;
-  // The sequence goes straight into the output value when no merge kernel follows.
-  const bool direct = seq && (dirs == 1 || spec.merge == MergeMode::kConcat);
-  float* y = nullptr;
-  if (seq) {
-    if (direct) {
-      RNNSERVE_RETURN_IF_ERROR(SetDevice(&out, DType::kFloat32, {B, T, dirs * Hp}));
-      y = out.dev.as<float>();
-    } else {
-      RNNSERVE_RETURN_IF_ERROR(plan.y.Reserve(sizeof(float) * B * T * dirs * Hp));
-      y = plan.y.as<float>();
-    }
-  }
-  RecurrentIO io{.B = B,
-                 .T = T,
-                 .lengths = lengths,
-                 .lengths_dev = lengths_dev_.as<int32_t>(),
-                 .x = in.dev.as<float>(),
-                 .h0 = n_init > 0 ? plan.h0.as<float>() : nullptr,
-                 .c0 = n_init > 0 && lstm ? plan.c0.as<float>() : nullptr,
-                 .y = y,
-                 .hy = plan.hy.as<float>(),
-                 .cy = lstm ? plan.cy.as<float>() : nullptr};
-  if (use_cudnn) {
-    RNNSERVE_RETURN_IF_ERROR(plan.rnn->Forward(io));
-  } else {
-    const uint8_t* mask = nullptr;
-    if (!in.step_mask.empty()) {
-      RNNSERVE_RETURN_IF_ERROR(step_mask_dev_.Reserve(in.step_mask.size()));
-      RNNSERVE_RETURN_IF_ERROR(
-          CudaOk(cudaMemcpyAsync(step_mask_dev_.get(), in.step_mask.data(), in.step_mask.size(),
-                                 cudaMemcpyHostToDevice, stream_),
-                 "cudaMemcpyAsync (step mask)"));
-      mask = step_mask_dev_.as<uint8_t>();
-    }
-    RNNSERVE_RETURN_IF_ERROR(plan.fused->Forward(io, mask));
-  }
-  if (batch.final_states != nullptr) {
-    // Per direction h [B, H'] then, for LSTM, c [B, H]: the state after each sequence's last
-    // valid step, from hy [dirs, B, H'] and cy [dirs, B, H].
-    std::vector<Tensor> finals;
-    for (int d = 0; d < dirs; ++d) {
-      for (int k = 0; k < per_dir; ++k) {
-        const int size = k == 1 ? H : Hp;
-        const float* src = (k == 1 ? plan.cy.as<float>() : plan.hy.as<float>()) +
-                           static_cast<int64_t>(d) * B * size;
-        Tensor t = Tensor::Float({B, size});
-        RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaMemcpyAsync(t.f32(), src, sizeof(float) * B * size,
-                                                        cudaMemcpyDeviceToHost, stream_),
-                                        "cudaMemcpyAsync (final state)"));
-        finals.push_back(std::move(t));
-      }
-    }
-    RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"));
-    (*batch.final_states)[layer.name] = std::move(finals);
-  }
-
-  // The main output(s): [B, T, ...] sequences or [B, ...] final outputs, merged per merge mode.
-  const int64_t rows = seq ? int64_t{B} * T : B;
-  const float* a = seq ? y : plan.hy.as<float>();
-  const float* b = seq ? y + Hp : plan.hy.as<float>() + int64_t{B} * Hp;
-  const int64_t stride = seq ? dirs * Hp : Hp;
-  size_t next_output = 1;
-  if (!direct) {
-    Shape shape = seq ? Shape{B, T, Hp} : Shape{B, Hp};
-    if (dirs == 2 && spec.merge == MergeMode::kNone) {
-      DevValue& second = values_[layer.outputs.at(1)];
-      RNNSERVE_RETURN_IF_ERROR(SetDevice(&out, DType::kFloat32, shape));
-      RNNSERVE_RETURN_IF_ERROR(SetDevice(&second, DType::kFloat32, shape));
-      RNNSERVE_RETURN_IF_ERROR(
-          CudaOk(cudaMemcpy2DAsync(out.dev.get(), Hp * sizeof(float), a, stride * sizeof(float),
-                                   Hp * sizeof(float), rows, cudaMemcpyDeviceToDevice, stream_),
-                 "cudaMemcpy2DAsync (forward half)"));
-      RNNSERVE_RETURN_IF_ERROR(
-          CudaOk(cudaMemcpy2DAsync(second.dev.get(), Hp * sizeof(float), b, stride * sizeof(float),
-                                   Hp * sizeof(float), rows, cudaMemcpyDeviceToDevice, stream_),
-                 "cudaMemcpy2DAsync (backward half)"));
-      next_output = 2;
-    } else if (dirs == 1) {
-      RNNSERVE_RETURN_IF_ERROR(SetDevice(&out, DType::kFloat32, shape));
-      RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaMemcpyAsync(out.dev.get(), a, rows * Hp * sizeof(float),
-                                                      cudaMemcpyDeviceToDevice, stream_),
-                                      "cudaMemcpyAsync (final output)"));
-    } else {
-      MergeOp op = MergeOp::kConcat;
-      if (spec.merge == MergeMode::kSum) op = MergeOp::kSum;
-      if (spec.merge == MergeMode::kMul) op = MergeOp::kMul;
-      if (spec.merge == MergeMode::kAve) op = MergeOp::kAve;
-      if (op == MergeOp::kConcat) shape.back() = 2 * Hp;
-      RNNSERVE_RETURN_IF_ERROR(SetDevice(&out, DType::kFloat32, shape));
-      RNNSERVE_RETURN_IF_ERROR(
-          CudaOk(LaunchMerge(a, stride, b, stride, out.dev.as<float>(), rows, Hp, op, stream_),
-                 "bidirectional merge kernel"));
-    }
-  }
-  out.lengths.clear();
-  out.step_mask.clear();
-  if (seq) {  // the mask travels on with a returned sequence
-    out.lengths = lengths;
-    out.step_mask = in.step_mask;
-  }
-  if (spec.return_state) {
-    for (int d = 0; d < dirs; ++d) {
-      for (int k = 0; k < per_dir; ++k) {
-        if (next_output >= layer.outputs.size()) break;
-        DevValue& st = values_[layer.outputs[next_output++]];
-        const int size = k == 0 ? Hp : H;
-        const float* src =
-            (k == 0 ? plan.hy.as<float>() : plan.cy.as<float>()) + int64_t{d} * B * size;
-        RNNSERVE_RETURN_IF_ERROR(SetDevice(&st, DType::kFloat32, {B, size}));
-        st.lengths.clear();
-        RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaMemcpyAsync(st.dev.get(), src, sizeof(float) * B * size,
-                                                        cudaMemcpyDeviceToDevice, stream_),
-                                        "cudaMemcpyAsync (final state)"));
-      }
-    }
-  }
-  return absl::OkStatus();
-}
-
 absl::Status CudaCompiledModel::RunDense(const Layer& layer, const DenseSpec& spec,
                                          LayerPlan& plan) {
   DevValue& in = values_[layer.inputs[0]];
@@ -671,10 +384,7 @@ absl::Status CudaCompiledModel::RunEmbedding(const Layer& layer, const Embedding
       const int64_t limit = in.lengths.empty() ? T : in.lengths[b];
       for (int64_t t = 0; t < limit; ++t) valid[b * T + t] = ids[b * T + t] != 0;
     }
-    cpu::Value mask;
-    cpu::SetMaskFromSteps(valid, B, T, &mask);
-    out.lengths = std::move(mask.lengths);
-    out.step_mask = std::move(mask.step_mask);
+    engine::plan::MaskFromSteps(valid, B, T, &out.lengths, &out.step_mask);
   }
   RNNSERVE_RETURN_IF_ERROR(ToDevice(&in));
   RNNSERVE_RETURN_IF_ERROR(SetDevice(&out, DType::kFloat32, {B, T, spec.dim}));
@@ -711,8 +421,6 @@ int64_t CudaCompiledModel::memory_bytes() const {
   for (const DevValue& v : values_) bytes += v.dev.bytes();
   return static_cast<int64_t>(bytes);
 }
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<CompiledModel>> CompileForGpu(const Model& model,
                                                              const CompileOptions& options,

@@ -62,7 +62,7 @@ cudaError_t LaunchStridedCopy(const float* in, int64_t offset, const IndexMap& m
                               cudaStream_t stream);
 
 // Elementwise ops with broadcasting. Values of BinaryOp mirror the math of
-// cpu::tensor_ops::ApplyBinary and Keras's merges.
+// the CPU engine's tensor-op arithmetic (engine/cpu/tensor_ops_math.cc) and Keras's merges.
 enum class BinaryOp { kAdd = 0, kSub, kMul, kDiv, kPow, kMin, kMax };
 // out[i] = op(a[map_a(i)], b[map_b(i)]); map_a and map_b share dim (the output's shape).
 cudaError_t LaunchBinary(const float* a, const IndexMap& map_a, const float* b,

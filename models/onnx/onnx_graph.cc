@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "engine/cpu/tensor_ops.h"
+#include "engine/tensor_op_eval.h"
 
 namespace rnnserve::models::onnx {
 
@@ -112,7 +112,7 @@ absl::StatusOr<std::vector<Ref>> GraphBuilder::Emit(TensorOpSpec spec,
       ptrs.push_back(op.source == TensorOperand::Source::kAbsent ? nullptr : &op.constant);
     }
     std::vector<engine::Tensor> folded;
-    if (auto s = engine::cpu::EvalTensorOp(spec, ptrs, &folded); !s.ok()) {
+    if (auto s = engine::EvaluateTensorOp(spec, ptrs, &folded); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("folding constants: ", s.message()));
     }
     for (engine::Tensor& t : folded) out.push_back(Ref{.constant = std::move(t)});
@@ -122,7 +122,7 @@ absl::StatusOr<std::vector<Ref>> GraphBuilder::Emit(TensorOpSpec spec,
     return absl::InvalidArgumentError(
         absl::StrCat(engine::TensorOpName(spec.kind), " has no runtime operand"));
   }
-  const int n = engine::cpu::TensorOpOutputs(spec);
+  const int n = engine::TensorOpOutputCount(spec);
   for (int i = 0; i < n; ++i) {
     const int id = NewValue();
     layer.outputs.push_back(id);

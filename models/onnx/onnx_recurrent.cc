@@ -128,96 +128,135 @@ absl::StatusOr<Tensor> Weight(const Ref& r, const char* what, int64_t d0, int64_
   return t;
 }
 
-}  // namespace
+// What a node's attributes (and R's shape, for hidden_size) say.
+struct RecurrentAttributes {
+  std::string op;  // LSTM, GRU or RNN
+  CellType cell = CellType::kLstm;
+  int G = 4;                   // gates
+  const int* order = nullptr;  // kXxxOrder of the cell
+  std::string direction;       // forward, reverse or bidirectional
+  int D = 1;                   // directions
+  int64_t layout = 0;          // 0: [T, B, ...]; 1: [B, T, ...]
+  int64_t H = 0;               // hidden_size
+  float clip = 0.0f;
+  int per_dir = 1;                                            // activations per direction
+  std::vector<Activation> acts;                               // [D * per_dir]
+  int64_t state_axis() const { return layout == 0 ? 0 : 1; }  // D's axis in states
+  int states_per_dir() const { return cell == CellType::kLstm ? 2 : 1; }
+};
 
-absl::Status ImportRecurrentNode(const NodeProto& node, GraphBuilder* b) {
-  const NodeAttributes attrs(node);
-  const std::string& op = node.op_type();
-  const CellType cell = op == "LSTM"  ? CellType::kLstm
-                        : op == "GRU" ? CellType::kGru
-                                      : CellType::kSimpleRnn;
-  const int G = cell == CellType::kLstm ? 4 : cell == CellType::kGru ? 3 : 1;
-  const int* order = cell == CellType::kLstm  ? kLstmOrder
-                     : cell == CellType::kGru ? kGruOrder
-                                              : kRnnOrder;
-  std::vector<Ref> in;
-  for (int i = 0; i < 8; ++i) {
-    auto r = b->Resolve(i < node.input_size() ? node.input(i) : "");
-    if (!r.ok()) return r.status();
-    in.push_back(std::move(*r));
-  }
-  if (cell != CellType::kLstm && (!in[6].absent || !in[7].absent)) {
-    return absl::InvalidArgumentError(absl::StrCat(op, " takes at most 6 inputs"));
-  }
+// The initializers, checked against the attributes: W [D, G*H, I], R [D, G*H, H], B [D, 2*G*H]
+// (zeros when absent), P [D, 3H] (LSTM peepholes, empty when absent).
+struct RecurrentWeights {
+  Tensor W, R, B, P;
+  int64_t I = 0;
+  bool has_peephole = false;
+};
 
-  const std::string direction = attrs.String("direction", "forward");
-  if (direction != "forward" && direction != "reverse" && direction != "bidirectional") {
+// direction, layout and hidden_size (which R's shape gives when the attribute is absent).
+absl::StatusOr<RecurrentAttributes> ReadShapeAttributes(const NodeProto& node,
+                                                        const NodeAttributes& attrs,
+                                                        const std::vector<Ref>& in) {
+  RecurrentAttributes a;
+  a.op = node.op_type();
+  a.cell = a.op == "LSTM" ? CellType::kLstm : a.op == "GRU" ? CellType::kGru : CellType::kSimpleRnn;
+  a.G = a.cell == CellType::kLstm ? 4 : a.cell == CellType::kGru ? 3 : 1;
+  a.order = a.cell == CellType::kLstm  ? kLstmOrder
+            : a.cell == CellType::kGru ? kGruOrder
+                                       : kRnnOrder;
+  if (a.cell != CellType::kLstm && (!in[6].absent || !in[7].absent)) {
+    return absl::InvalidArgumentError(absl::StrCat(a.op, " takes at most 6 inputs"));
+  }
+  a.direction = attrs.String("direction", "forward");
+  if (a.direction != "forward" && a.direction != "reverse" && a.direction != "bidirectional") {
     return absl::InvalidArgumentError(
-        absl::StrCat("direction '", direction, "'; expected forward, reverse or bidirectional"));
+        absl::StrCat("direction '", a.direction, "'; expected forward, reverse or bidirectional"));
   }
-  const int D = direction == "bidirectional" ? 2 : 1;
-  const int64_t layout = attrs.Int("layout", 0);
-  if (layout != 0 && layout != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("layout ", layout, "; expected 0 or 1"));
+  a.D = a.direction == "bidirectional" ? 2 : 1;
+  a.layout = attrs.Int("layout", 0);
+  if (a.layout != 0 && a.layout != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("layout ", a.layout, "; expected 0 or 1"));
   }
   if (in[2].is_constant() && in[2].constant.rank() != 3) {
     return absl::InvalidArgumentError("R must be [num_directions, gates*hidden, hidden]");
   }
-  const int64_t H = attrs.Int("hidden_size", in[2].is_constant() ? in[2].constant.dim(2) : 0);
-  if (H <= 0 || H > (int64_t{1} << 20)) {
-    return absl::InvalidArgumentError(absl::StrCat("hidden_size ", H, " must be in [1, 2^20]"));
+  a.H = attrs.Int("hidden_size", in[2].is_constant() ? in[2].constant.dim(2) : 0);
+  if (a.H <= 0 || a.H > (int64_t{1} << 20)) {
+    return absl::InvalidArgumentError(absl::StrCat("hidden_size ", a.H, " must be in [1, 2^20]"));
   }
+  return a;
+}
+
+absl::StatusOr<RecurrentWeights> ReadWeights(const std::vector<Ref>& in,
+                                             const RecurrentAttributes& a) {
+  const int D = a.D, G = a.G;
+  const int64_t H = a.H;
+  RecurrentWeights w;
   auto W = Weight(in[1], "W", D, G * H, 0);
   if (!W.ok()) return W.status();
-  const int64_t I = W->dim(2);
-  if (I <= 0) return absl::InvalidArgumentError("W has input size 0");
+  w.W = std::move(*W);
+  w.I = w.W.dim(2);
+  if (w.I <= 0) return absl::InvalidArgumentError("W has input size 0");
   auto R = Weight(in[2], "R", D, G * H, H);
   if (!R.ok()) return R.status();
-  Tensor B = Tensor::Float({D, 2 * G * H});
+  w.R = std::move(*R);
+  w.B = Tensor::Float({D, 2 * G * H});
   if (!in[3].absent) {
     auto bias = Weight(in[3], "B", D, 2 * G * H, -1);
     if (!bias.ok()) return bias.status();
-    B = *bias;
+    w.B = *bias;
   }
-  Tensor P;
   if (!in[7].absent) {
     auto p = Weight(in[7], "P", D, 3 * H, -1);
     if (!p.ok()) return p.status();
-    P = *p;
+    w.P = *p;
+    w.has_peephole = true;
   }
-  const float clip = attrs.Float("clip", 0.0f);
-  if (attrs.Has("clip") && !(clip > 0.0f)) {
-    return absl::InvalidArgumentError(absl::StrCat("clip ", clip, " must be positive"));
-  }
+  return w;
+}
 
-  const int per_dir = G == 4 ? 3 : G == 3 ? 2 : 1;
+// clip and the activations.
+absl::Status ReadCellAttributes(const NodeAttributes& attrs, RecurrentAttributes* a) {
+  a->clip = attrs.Float("clip", 0.0f);
+  if (attrs.Has("clip") && !(a->clip > 0.0f)) {
+    return absl::InvalidArgumentError(absl::StrCat("clip ", a->clip, " must be positive"));
+  }
+  a->per_dir = a->G == 4 ? 3 : a->G == 3 ? 2 : 1;
   std::vector<const char*> defaults = {"Sigmoid", "Tanh", "Tanh"};
-  if (cell == CellType::kSimpleRnn) defaults = {"Tanh"};
-  defaults.resize(per_dir);
-  auto acts = ParseActivations(attrs, per_dir, D, defaults);
+  if (a->cell == CellType::kSimpleRnn) defaults = {"Tanh"};
+  defaults.resize(a->per_dir);
+  auto acts = ParseActivations(attrs, a->per_dir, a->D, defaults);
   if (!acts.ok()) return acts.status();
+  a->acts = std::move(*acts);
+  return absl::OkStatus();
+}
 
+// The layer's spec: weights in canonical gate order per direction, ONNX masking.
+RecurrentSpec BuildSpec(const NodeProto& node, const NodeAttributes& attrs,
+                        const RecurrentAttributes& a, const RecurrentWeights& w) {
+  const int G = a.G, per_dir = a.per_dir;
+  const int64_t H = a.H, I = w.I;
   RecurrentSpec spec;
-  spec.cell = cell;
+  spec.cell = a.cell;
   spec.input_size = static_cast<int>(I);
   spec.hidden_size = static_cast<int>(H);
-  spec.clip = clip;
-  spec.input_forget = cell == CellType::kLstm && attrs.Int("input_forget", 0) != 0;
-  spec.reset_after = cell == CellType::kGru && attrs.Int("linear_before_reset", 0) != 0;
+  spec.clip = a.clip;
+  spec.input_forget = a.cell == CellType::kLstm && attrs.Int("input_forget", 0) != 0;
+  spec.reset_after = a.cell == CellType::kGru && attrs.Int("linear_before_reset", 0) != 0;
   spec.return_sequences = node.output_size() > 0 && !node.output(0).empty();
   spec.return_state = true;
   spec.merge = engine::MergeMode::kConcat;
   spec.masking = engine::MaskSemantics::kOnnx;
-  for (int d = 0; d < D; ++d) {
+  for (int d = 0; d < a.D; ++d) {
     RecurrentDirection dir;
-    dir.reverse = direction == "reverse" || d == 1;
-    dir.f = (*acts)[d * per_dir];
-    if (per_dir > 1) dir.g = (*acts)[d * per_dir + 1];
-    if (per_dir > 2) dir.h = (*acts)[d * per_dir + 2];
-    dir.W = Reorder(*W, d, order, G, H, I);         // [G*H, I]
-    dir.R = Reorder(*R, d, order, G, H, H);         // [G*H, H]
-    dir.bW = Reorder(B, d, order, G, H, 1);         // [G*H]
-    dir.bR = Reorder(B, d, order, G, H, 1, G * H);  // [G*H]
+    dir.reverse = a.direction == "reverse" || d == 1;
+    dir.f = a.acts[d * per_dir];
+    if (per_dir > 1) dir.g = a.acts[d * per_dir + 1];
+    if (per_dir > 2) dir.h = a.acts[d * per_dir + 2];
+    dir.W = Reorder(w.W, d, a.order, G, H, I);          // [G*H, I]
+    dir.R = Reorder(w.R, d, a.order, G, H, H);          // [G*H, H]
+    dir.bW = Reorder(w.B, d, a.order, G, H, 1);         // [G*H]
+    dir.bR = Reorder(w.B, d, a.order, G, H, 1, G * H);  // [G*H]
     if (spec.reset_after) {
       // r and z see bW + bR only as a sum: carry it in bW, so that only n's bR (which sits
       // inside r * (R h + bR_n)) remains in bR.
@@ -226,18 +265,20 @@ absl::Status ImportRecurrentNode(const NodeProto& node, GraphBuilder* b) {
         dir.bR[j] = 0.0f;
       }
     }
-    if (!in[7].absent) {
-      dir.peephole = Reorder(P, d, kPeepholeOrder, 3, H, 1);  // [3H] i, f, o
+    if (w.has_peephole) {
+      dir.peephole = Reorder(w.P, d, kPeepholeOrder, 3, H, 1);  // [3H] i, f, o
     }
     spec.directions.push_back(std::move(dir));
   }
+  return spec;
+}
 
-  const std::string name = node.name();
-  const std::string cls = "onnx::" + op;
-  // X -> [B, T, I], with sequence_lens as its per-sequence lengths.
+// X -> [B, T, I], with sequence_lens as its per-sequence lengths; returns its value id.
+absl::StatusOr<int> WireInput(const std::vector<Ref>& in, const RecurrentAttributes& a,
+                              const std::string& name, const std::string& cls, GraphBuilder* b) {
   Ref x = in[0];
   if (x.absent) return absl::InvalidArgumentError("X is missing");
-  if (layout == 0) {
+  if (a.layout == 0) {
     auto t = b->Emit1({.kind = TensorOpKind::kTranspose, .ints = {1, 0, 2}}, {x},
                       name + "/x_batch_major", cls);
     if (!t.ok()) return t.status();
@@ -248,81 +289,79 @@ absl::Status ImportRecurrentNode(const NodeProto& node, GraphBuilder* b) {
     if (!t.ok()) return t.status();
     x = *t;
   }
-  auto x_id = b->Materialize(x, name + "/x");
-  if (!x_id.ok()) return x_id.status();
+  return b->Materialize(x, name + "/x");
+}
 
-  // Initial states, per direction [B, H]: h then c for LSTM.
-  const int64_t state_axis = layout == 0 ? 0 : 1;
-  std::vector<int> inputs = {*x_id};
-  const bool has_init = !in[5].absent || (cell == CellType::kLstm && !in[6].absent);
-  if (has_init) {
-    for (int d = 0; d < D; ++d) {
-      Ref states[2];
-      const int n_states = cell == CellType::kLstm ? 2 : 1;
-      for (int s = 0; s < n_states; ++s) {
-        const Ref& src = in[5 + s];
-        if (src.absent) continue;
-        auto g = b->Emit1({.kind = TensorOpKind::kGather, .axis = state_axis},
-                          {src, Ref{.constant = Tensor::Int64({}, {d})}},
-                          absl::StrCat(name, "/initial_", s == 0 ? "h" : "c", d), cls);
-        if (!g.ok()) return g.status();
-        states[s] = *g;
-      }
-      for (int s = 0; s < n_states; ++s) {
-        if (!in[5 + s].absent) continue;
-        // The missing one of initial_h / initial_c is zeros shaped like the other.
-        auto shape = b->Emit1({.kind = TensorOpKind::kShape}, {states[1 - s]},
-                              absl::StrCat(name, "/zero_state_shape", d), cls);
-        if (!shape.ok()) return shape.status();
-        auto z = b->Emit1({.kind = TensorOpKind::kConstantOfShape}, {*shape},
-                          absl::StrCat(name, "/zero_state", d), cls);
-        if (!z.ok()) return z.status();
-        states[s] = *z;
-      }
-      for (int s = 0; s < n_states; ++s) {
-        auto id = b->Materialize(states[s], absl::StrCat(name, "/state", d, "_", s));
-        if (!id.ok()) return id.status();
-        inputs.push_back(*id);
-      }
+// Initial states, per direction [B, H]: h then c for LSTM, appended to `inputs` (nothing when
+// the node gives none).
+absl::Status WireInitialStates(const std::vector<Ref>& in, const RecurrentAttributes& a,
+                               const std::string& name, const std::string& cls, GraphBuilder* b,
+                               std::vector<int>* inputs) {
+  const bool has_init = !in[5].absent || (a.cell == CellType::kLstm && !in[6].absent);
+  if (!has_init) return absl::OkStatus();
+  const int n_states = a.states_per_dir();
+  for (int d = 0; d < a.D; ++d) {
+    Ref states[2];
+    for (int s = 0; s < n_states; ++s) {
+      const Ref& src = in[5 + s];
+      if (src.absent) continue;
+      auto g = b->Emit1({.kind = TensorOpKind::kGather, .axis = a.state_axis()},
+                        {src, Ref{.constant = Tensor::Int64({}, {d})}},
+                        absl::StrCat(name, "/initial_", s == 0 ? "h" : "c", d), cls);
+      if (!g.ok()) return g.status();
+      states[s] = *g;
+    }
+    for (int s = 0; s < n_states; ++s) {
+      if (!in[5 + s].absent) continue;
+      // The missing one of initial_h / initial_c is zeros shaped like the other.
+      auto shape = b->Emit1({.kind = TensorOpKind::kShape}, {states[1 - s]},
+                            absl::StrCat(name, "/zero_state_shape", d), cls);
+      if (!shape.ok()) return shape.status();
+      auto z = b->Emit1({.kind = TensorOpKind::kConstantOfShape}, {*shape},
+                        absl::StrCat(name, "/zero_state", d), cls);
+      if (!z.ok()) return z.status();
+      states[s] = *z;
+    }
+    for (int s = 0; s < n_states; ++s) {
+      auto id = b->Materialize(states[s], absl::StrCat(name, "/state", d, "_", s));
+      if (!id.ok()) return id.status();
+      inputs->push_back(*id);
     }
   }
+  return absl::OkStatus();
+}
 
-  // The recurrent layer: [B, T, D*H] (or the final h), then h (and c) per direction.
-  engine::Layer layer = NewLayer(name, cls);
-  layer.inputs = inputs;
-  const int n_out = 1 + D * (cell == CellType::kLstm ? 2 : 1);
-  for (int i = 0; i < n_out; ++i) layer.outputs.push_back(b->NewValue());
-  const std::vector<int> outs = layer.outputs;
-  if (auto s = spec.Validate(name); !s.ok()) return s;
-  layer.spec = std::move(spec);
-  b->AddLayer(std::move(layer));
-
+// The node's outputs from the layer's `outs` ([B, T, D*H], then h (and c) per direction):
+// Y [B, T, D, H] (layout 0: [T, D, B, H]); Y_h, Y_c stacked to [D, B, H] ([B, D, H]).
+absl::Status WireOutputs(const NodeProto& node, const RecurrentAttributes& a,
+                         const std::vector<int>& outs, const std::string& name,
+                         const std::string& cls, GraphBuilder* b) {
   if (node.output_size() > 0 && !node.output(0).empty()) {
     auto y = b->Emit1({.kind = TensorOpKind::kReshape},
-                      {Ref{.id = outs[0]}, Ref{.constant = Tensor::Int64({4}, {0, 0, D, H})}},
+                      {Ref{.id = outs[0]}, Ref{.constant = Tensor::Int64({4}, {0, 0, a.D, a.H})}},
                       name + "/y_split_directions", cls);  // [B, T, D, H]
     if (!y.ok()) return y.status();
-    if (layout == 0) {
+    if (a.layout == 0) {
       y = b->Emit1({.kind = TensorOpKind::kTranspose, .ints = {1, 2, 0, 3}}, {*y},
                    name + "/y_time_major", cls);  // [T, D, B, H]
       if (!y.ok()) return y.status();
     }
     if (auto s = b->Bind(node.output(0), *y); !s.ok()) return s;
   }
-  const int per_dir_states = cell == CellType::kLstm ? 2 : 1;
+  const int per_dir_states = a.states_per_dir();
   for (int s = 0; s < per_dir_states && s + 1 < node.output_size(); ++s) {
     if (node.output(s + 1).empty()) continue;
     std::vector<Ref> parts;
-    for (int d = 0; d < D; ++d) {
-      auto u = b->Emit1({.kind = TensorOpKind::kUnsqueeze, .ints = {state_axis}},
+    for (int d = 0; d < a.D; ++d) {
+      auto u = b->Emit1({.kind = TensorOpKind::kUnsqueeze, .ints = {a.state_axis()}},
                         {Ref{.id = outs[1 + d * per_dir_states + s]}},
                         absl::StrCat(name, "/", s == 0 ? "y_h" : "y_c", d), cls);
       if (!u.ok()) return u.status();
       parts.push_back(*u);
     }
     Ref stacked = parts[0];
-    if (D == 2) {
-      auto c = b->Emit1({.kind = TensorOpKind::kConcat, .axis = state_axis}, parts,
+    if (a.D == 2) {
+      auto c = b->Emit1({.kind = TensorOpKind::kConcat, .axis = a.state_axis()}, parts,
                         absl::StrCat(name, "/", s == 0 ? "y_h" : "y_c"), cls);
       if (!c.ok()) return c.status();
       stacked = *c;
@@ -331,9 +370,45 @@ absl::Status ImportRecurrentNode(const NodeProto& node, GraphBuilder* b) {
   }
   if (node.output_size() > 1 + per_dir_states) {
     return absl::InvalidArgumentError(
-        absl::StrCat(op, " has at most ", 1 + per_dir_states, " outputs"));
+        absl::StrCat(a.op, " has at most ", 1 + per_dir_states, " outputs"));
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ImportRecurrentNode(const NodeProto& node, GraphBuilder* b) {
+  const NodeAttributes attrs(node);
+  std::vector<Ref> in;
+  for (int i = 0; i < 8; ++i) {
+    auto r = b->Resolve(i < node.input_size() ? node.input(i) : "");
+    if (!r.ok()) return r.status();
+    in.push_back(std::move(*r));
+  }
+  auto a = ReadShapeAttributes(node, attrs, in);
+  if (!a.ok()) return a.status();
+  auto w = ReadWeights(in, *a);
+  if (!w.ok()) return w.status();
+  if (auto s = ReadCellAttributes(attrs, &*a); !s.ok()) return s;
+  RecurrentSpec spec = BuildSpec(node, attrs, *a, *w);
+
+  const std::string name = node.name();
+  const std::string cls = "onnx::" + a->op;
+  auto x_id = WireInput(in, *a, name, cls, b);
+  if (!x_id.ok()) return x_id.status();
+  std::vector<int> inputs = {*x_id};
+  if (auto s = WireInitialStates(in, *a, name, cls, b, &inputs); !s.ok()) return s;
+
+  // The recurrent layer: [B, T, D*H] (or the final h), then h (and c) per direction.
+  engine::Layer layer = NewLayer(name, cls);
+  layer.inputs = inputs;
+  const int n_out = 1 + a->D * a->states_per_dir();
+  for (int i = 0; i < n_out; ++i) layer.outputs.push_back(b->NewValue());
+  const std::vector<int> outs = layer.outputs;
+  if (auto s = spec.Validate(name); !s.ok()) return s;
+  layer.spec = std::move(spec);
+  b->AddLayer(std::move(layer));
+  return WireOutputs(node, *a, outs, name, cls, b);
 }
 
 }  // namespace rnnserve::models::onnx

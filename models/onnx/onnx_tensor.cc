@@ -4,6 +4,8 @@
 #include <cstring>
 #include <vector>
 
+#include <Eigen/Core>
+
 #include "absl/strings/str_cat.h"
 
 namespace rnnserve::models::onnx {
@@ -12,30 +14,13 @@ namespace {
 using engine::Shape;
 using engine::Tensor;
 
-float HalfToFloat(uint16_t h) {
-  const uint32_t sign = (h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1f;
-  const uint32_t man = h & 0x3ffu;
-  if (exp == 0) {
-    const float v = std::ldexp(static_cast<float>(man), -24);  // subnormal or zero
-    return sign ? -v : v;
-  }
-  uint32_t bits;
-  if (exp == 31) {
-    bits = sign | 0x7f800000u | (man << 13);  // inf or NaN
-  } else {
-    bits = sign | ((exp + 112) << 23) | (man << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
+// FLOAT16 / BFLOAT16 bit patterns widened to float32 (exact: every value of both formats is a
+// float32, subnormals, infinities and NaN included).
+float HalfToFloat(uint16_t bits) {
+  return static_cast<float>(Eigen::numext::bit_cast<Eigen::half>(bits));
 }
-
-float Bfloat16ToFloat(uint16_t b) {
-  const uint32_t bits = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
+float Bfloat16ToFloat(uint16_t bits) {
+  return static_cast<float>(Eigen::numext::bit_cast<Eigen::bfloat16>(bits));
 }
 
 // Reads element i of little-endian raw data of `width` bytes as T.
@@ -51,112 +36,76 @@ absl::Status SizeMismatch(const std::string& what, int64_t want, int64_t got, co
       absl::StrCat(what, " declares ", want, " elements but its ", field, " holds ", got));
 }
 
-}  // namespace
-
-std::string OnnxTypeName(int data_type) {
-  static const char* const kNames[] = {"UNDEFINED",  "FLOAT",   "UINT8",  "INT8",   "UINT16",
-                                       "INT16",      "INT32",   "INT64",  "STRING", "BOOL",
-                                       "FLOAT16",    "DOUBLE",  "UINT32", "UINT64", "COMPLEX64",
-                                       "COMPLEX128", "BFLOAT16"};
-  if (data_type >= 0 && data_type < static_cast<int>(std::size(kNames))) return kNames[data_type];
-  return absl::StrCat("type ", data_type);
+// Bytes per element of an ONNX data type in raw_data; 0 for the types rnnserve does not read.
+int ElementWidth(int type) {
+  using TP = TensorProto;
+  switch (type) {
+    case TP::FLOAT:
+    case TP::INT32:
+    case TP::UINT32:
+      return 4;
+    case TP::DOUBLE:
+    case TP::INT64:
+    case TP::UINT64:
+      return 8;
+    case TP::FLOAT16:
+    case TP::BFLOAT16:
+    case TP::INT16:
+    case TP::UINT16:
+      return 2;
+    case TP::INT8:
+    case TP::UINT8:
+    case TP::BOOL:
+      return 1;
+    default:
+      return 0;
+  }
 }
 
-bool AllFinite(const Tensor& t) {
-  if (t.dtype() != engine::DType::kFloat32) return true;
-  for (float v : t.floats()) {
-    if (!std::isfinite(v)) return false;
-  }
-  return true;
-}
-
-absl::StatusOr<Tensor> TensorFromProto(const TensorProto& p, const std::string& what) {
-  if (p.data_location() == TensorProto::EXTERNAL || p.external_data_size() > 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what,
-        " keeps its data in an external file; rnnserve reads self-contained .onnx files "
-        "(re-export without external data)"));
-  }
-  Shape shape;
-  int64_t n = 1;
-  for (int64_t d : p.dims()) {
-    if (d < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " has negative dimension ", d));
-    }
-    if (d != 0 && n > kMaxOnnxTensorElements / d) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, " declares more than ", kMaxOnnxTensorElements, " elements"));
-    }
-    n *= d;
-    shape.push_back(d);
-  }
+// The n values of a FLOAT, DOUBLE, FLOAT16 or BFLOAT16 tensor (sizes checked by the caller for
+// raw_data), widened or narrowed to float32.
+absl::StatusOr<std::vector<float>> FloatValues(const TensorProto& p, const std::string& what,
+                                               int64_t n) {
   const std::string& raw = p.raw_data();
   const bool has_raw = p.has_raw_data();
   const int type = p.data_type();
   using TP = TensorProto;
-  auto width = [&]() -> int {
-    switch (type) {
-      case TP::FLOAT:
-      case TP::INT32:
-      case TP::UINT32:
-        return 4;
-      case TP::DOUBLE:
-      case TP::INT64:
-      case TP::UINT64:
-        return 8;
-      case TP::FLOAT16:
-      case TP::BFLOAT16:
-      case TP::INT16:
-      case TP::UINT16:
-        return 2;
-      case TP::INT8:
-      case TP::UINT8:
-      case TP::BOOL:
-        return 1;
-      default:
-        return 0;
-    }
-  }();
-  if (width == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " has element type ", OnnxTypeName(type),
-                                                   "; rnnserve reads numeric tensors only"));
-  }
-  if (has_raw && static_cast<int64_t>(raw.size()) != n * width) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " declares ", n, " elements of ", width,
-                                                   " bytes but raw_data holds ", raw.size(),
-                                                   " bytes"));
-  }
-  const bool is_float =
-      type == TP::FLOAT || type == TP::DOUBLE || type == TP::FLOAT16 || type == TP::BFLOAT16;
-  if (is_float) {
-    std::vector<float> v(n);
-    if (type == TP::FLOAT) {
-      if (has_raw) {
-        std::memcpy(v.data(), raw.data(), n * sizeof(float));
-      } else if (p.float_data_size() == n) {
-        std::copy(p.float_data().begin(), p.float_data().end(), v.begin());
-      } else {
-        return SizeMismatch(what, n, p.float_data_size(), "float_data");
-      }
-    } else if (type == TP::DOUBLE) {
-      if (!has_raw && p.double_data_size() != n) {
-        return SizeMismatch(what, n, p.double_data_size(), "double_data");
-      }
-      for (int64_t i = 0; i < n; ++i) {
-        v[i] = static_cast<float>(has_raw ? Raw<double>(raw, i) : p.double_data(i));
-      }
+  std::vector<float> v(n);
+  if (type == TP::FLOAT) {
+    if (has_raw) {
+      std::memcpy(v.data(), raw.data(), n * sizeof(float));
+    } else if (p.float_data_size() == n) {
+      std::copy(p.float_data().begin(), p.float_data().end(), v.begin());
     } else {
-      if (!has_raw && p.int32_data_size() != n) {
-        return SizeMismatch(what, n, p.int32_data_size(), "int32_data");
-      }
-      for (int64_t i = 0; i < n; ++i) {
-        const uint16_t bits =
-            has_raw ? Raw<uint16_t>(raw, i) : static_cast<uint16_t>(p.int32_data(i));
-        v[i] = type == TP::FLOAT16 ? HalfToFloat(bits) : Bfloat16ToFloat(bits);
-      }
+      return SizeMismatch(what, n, p.float_data_size(), "float_data");
     }
-    return Tensor::Float(shape, std::move(v));
+  } else if (type == TP::DOUBLE) {
+    if (!has_raw && p.double_data_size() != n) {
+      return SizeMismatch(what, n, p.double_data_size(), "double_data");
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      v[i] = static_cast<float>(has_raw ? Raw<double>(raw, i) : p.double_data(i));
+    }
+  } else {
+    if (!has_raw && p.int32_data_size() != n) {
+      return SizeMismatch(what, n, p.int32_data_size(), "int32_data");
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      const uint16_t bits =
+          has_raw ? Raw<uint16_t>(raw, i) : static_cast<uint16_t>(p.int32_data(i));
+      v[i] = type == TP::FLOAT16 ? HalfToFloat(bits) : Bfloat16ToFloat(bits);
+    }
   }
+  return v;
+}
+
+// The n values of an integer or BOOL tensor as int64.
+absl::StatusOr<std::vector<int64_t>> IntValues(const TensorProto& p, const std::string& what,
+                                               int64_t n) {
+  const std::string& raw = p.raw_data();
+  const bool has_raw = p.has_raw_data();
+  const int type = p.data_type();
+  using TP = TensorProto;
   std::vector<int64_t> v(n);
   if (type == TP::INT64) {
     if (has_raw) {
@@ -204,7 +153,72 @@ absl::StatusOr<Tensor> TensorFromProto(const TensorProto& p, const std::string& 
       }
     }
   }
-  return Tensor::Int64(shape, std::move(v));
+  return v;
+}
+
+}  // namespace
+
+std::string OnnxTypeName(int data_type) {
+  static const char* const kNames[] = {"UNDEFINED",  "FLOAT",   "UINT8",  "INT8",   "UINT16",
+                                       "INT16",      "INT32",   "INT64",  "STRING", "BOOL",
+                                       "FLOAT16",    "DOUBLE",  "UINT32", "UINT64", "COMPLEX64",
+                                       "COMPLEX128", "BFLOAT16"};
+  if (data_type >= 0 && data_type < static_cast<int>(std::size(kNames))) return kNames[data_type];
+  return absl::StrCat("type ", data_type);
+}
+
+bool AllFinite(const Tensor& t) {
+  if (t.dtype() != engine::DType::kFloat32) return true;
+  for (float v : t.floats()) {
+    if (!std::isfinite(v)) return false;
+  }
+  return true;
+}
+
+absl::StatusOr<Tensor> TensorFromProto(const TensorProto& p, const std::string& what) {
+  if (p.data_location() == TensorProto::EXTERNAL || p.external_data_size() > 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what,
+        " keeps its data in an external file; rnnserve reads self-contained .onnx files "
+        "(re-export without external data)"));
+  }
+  Shape shape;
+  int64_t n = 1;
+  for (int64_t d : p.dims()) {
+    if (d < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " has negative dimension ", d));
+    }
+    if (d != 0 && n > kMaxOnnxTensorElements / d) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " declares more than ", kMaxOnnxTensorElements, " elements"));
+    }
+    n *= d;
+    shape.push_back(d);
+  }
+  const std::string& raw = p.raw_data();
+  const bool has_raw = p.has_raw_data();
+  const int type = p.data_type();
+  using TP = TensorProto;
+  const int width = ElementWidth(type);
+  if (width == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " has element type ", OnnxTypeName(type),
+                                                   "; rnnserve reads numeric tensors only"));
+  }
+  if (has_raw && static_cast<int64_t>(raw.size()) != n * width) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " declares ", n, " elements of ", width,
+                                                   " bytes but raw_data holds ", raw.size(),
+                                                   " bytes"));
+  }
+  const bool is_float =
+      type == TP::FLOAT || type == TP::DOUBLE || type == TP::FLOAT16 || type == TP::BFLOAT16;
+  if (is_float) {
+    auto v = FloatValues(p, what, n);
+    if (!v.ok()) return v.status();
+    return Tensor::Float(shape, std::move(*v));
+  }
+  auto v = IntValues(p, what, n);
+  if (!v.ok()) return v.status();
+  return Tensor::Int64(shape, std::move(*v));
 }
 
 }  // namespace rnnserve::models::onnx

@@ -1,6 +1,5 @@
 # GPU engine tests (label gpu). Each test skips with its reason where there is no GPU.
 rnnserve_test(gpu_engine_test gpu ${CMAKE_CURRENT_LIST_DIR}/gpu_engine_test.cc)
-rnnserve_test(gpu_example_test gpu ${CMAKE_CURRENT_LIST_DIR}/gpu_example_test.cc)
 rnnserve_test(gpu_conformance_test gpu ${CMAKE_CURRENT_LIST_DIR}/gpu_conformance_test.cc)
 rnnserve_test(gpu_torch_test gpu ${CMAKE_CURRENT_LIST_DIR}/gpu_torch_test.cc)
 rnnserve_test(gpu_layers_test gpu ${CMAKE_CURRENT_LIST_DIR}/gpu_layers_test.cc)

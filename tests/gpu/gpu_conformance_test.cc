@@ -176,13 +176,11 @@ class GpuConformanceTest : public ::testing::TestWithParam<FixtureCase> {
                    << expected_.size();
     }
     // The tolerance the CPU engine meets: the 1e-5, or 1e-4 for long or deep cases.
-    for (const auto& [rtol, atol] : {std::pair{1e-5, 1e-6}, std::pair{1e-4, 1e-5}}) {
+    for (const Tolerance& tol : {kFp32Exact, kFp32CrossEngine}) {
       bool all = true;
-      for (size_t i = 0; i < out.size(); ++i)
-        all = all && AllClose(out[i], expected_[i], rtol, atol);
+      for (size_t i = 0; i < out.size(); ++i) all = all && AllClose(out[i], expected_[i], tol);
       if (all) {
-        rtol_ = rtol;
-        atol_ = atol;
+        tol_ = tol;
         return;
       }
     }
@@ -192,7 +190,7 @@ class GpuConformanceTest : public ::testing::TestWithParam<FixtureCase> {
   engine::Model model_;
   engine::Batch batch_;
   std::vector<client::NpyArray> expected_;
-  double rtol_ = 1e-5, atol_ = 1e-6;
+  Tolerance tol_ = kFp32Exact;
 };
 
 TEST_P(GpuConformanceTest, MatchesFrameworkInExactFp32) {
@@ -203,7 +201,7 @@ TEST_P(GpuConformanceTest, MatchesFrameworkInExactFp32) {
   ASSERT_TRUE(s.ok()) << s;
   ASSERT_EQ(out.size(), expected_.size());
   for (size_t i = 0; i < out.size(); ++i) {
-    EXPECT_TRUE(AllClose(out[i], expected_[i], rtol_, atol_)) << "output " << i;
+    EXPECT_TRUE(AllClose(out[i], expected_[i], tol_)) << "output " << i;
   }
   const auto placements = (*gpu)->placements();
   ASSERT_EQ(placements.size(), model_.layers.size());
@@ -239,14 +237,7 @@ TEST_P(GpuConformanceTest, MatchesFrameworkInExactFp32) {
 TEST_P(GpuConformanceTest, ReducedPrecisionWithinStatedBounds) {
   // Relative L2 error over each output. These models are small (H <= 64, T <= 20); the bounds
   // are those of one rounding of inputs and weights carried through the recurrence.
-  const struct {
-    engine::MathMode mode;
-    const char* name;
-    double bound;
-  } modes[] = {{engine::MathMode::kTf32, "TF32", 5e-3},
-               {engine::MathMode::kFp16, "FP16", 5e-3},
-               {engine::MathMode::kBf16, "BF16", 3e-2}};
-  for (const auto& m : modes) {
+  for (const ReducedPrecisionBound& m : kReducedPrecisionBounds) {
     auto gpu = CompileOn(engine::EngineKind::kCuda, model_, m.mode);
     if (gpu.status().code() == absl::StatusCode::kUnimplemented) {
       GTEST_SKIP() << m.name << ": " << gpu.status();
@@ -257,7 +248,7 @@ TEST_P(GpuConformanceTest, ReducedPrecisionWithinStatedBounds) {
     ASSERT_TRUE(s.ok()) << m.name << ": " << s;
     for (size_t i = 0; i < out.size(); ++i) {
       const double err = RelativeError(out[i], expected_[i].values);
-      EXPECT_LE(err, m.bound) << m.name << " output " << i;
+      EXPECT_LE(err, m.relative_l2) << m.name << " output " << i;
     }
   }
 }

@@ -131,7 +131,7 @@ std::string CpuGruDisagreesWithPyTorch() {
     batch.lengths.assign(lengths.values.begin(), lengths.values.end());
     std::vector<Tensor> out;
     if (cpu.ok() && (*cpu)->Run(batch, &out).ok() &&
-        AllClose(out[0], LoadNpy(dir + "expected_0.npy"))) {
+        AllClose(out[0], LoadNpy(dir + "expected_0.npy"), kFp32Exact)) {
       return std::string();
     }
     return std::string(
@@ -165,7 +165,7 @@ void ExpectSameOutputs(engine::CompiledModel& gpu, engine::CompiledModel& cpu,
   ASSERT_TRUE(s.ok()) << s;
   ASSERT_EQ(g.size(), c.size());
   for (size_t i = 0; i < g.size(); ++i) {
-    EXPECT_TRUE(AllClose(g[i], AsNpy(c[i]), 1e-4, 1e-5)) << "output " << i;
+    EXPECT_TRUE(AllClose(g[i], AsNpy(c[i]), kFp32CrossEngine)) << "output " << i;
   }
 }
 
@@ -333,29 +333,22 @@ TEST(GpuEngineTest, ReducedPrecisionModesStayWithinStatedBounds) {
   // Relative L2 error against the exact FP32 CPU engine after 50 steps of an H=128 LSTM.
   // TF32 rounds GEMM inputs to 10 mantissa bits, FP16 stores data and weights in 10, BF16 in 7;
   // all accumulate in FP32.
-  const struct {
-    engine::MathMode mode;
-    const char* name;
-    double bound;
-  } modes[] = {{engine::MathMode::kTf32, "TF32", 5e-3},
-               {engine::MathMode::kFp16, "FP16", 5e-3},
-               {engine::MathMode::kBf16, "BF16", 3e-2}};
   const engine::Model model = RandomRnnModel({.input = 64, .hidden = 128, .seed = 5});
   auto cpu = CompileOn(EngineKind::kCpu, model);
   ASSERT_TRUE(cpu.ok());
   const engine::Batch batch{RandomInputs(model, 4, 50, 8), {50, 31, 7, 50}};
   std::vector<Tensor> want;
   ASSERT_TRUE((*cpu)->Run(batch, &want).ok());
-  for (const auto& m : modes) {
+  for (const ReducedPrecisionBound& m : kReducedPrecisionBounds) {
     auto gpu = CompileOn(EngineKind::kCuda, model, m.mode);
     ASSERT_TRUE(gpu.ok()) << m.name << ": " << gpu.status();
     std::vector<Tensor> got;
     const absl::Status s = (*gpu)->Run(batch, &got);
     ASSERT_TRUE(s.ok()) << m.name << ": " << s;
     const double err = RelativeError(got[0], Doubles(want[0]));
-    EXPECT_LE(err, m.bound) << m.name;
-    std::cout << "[ mode ] " << m.name << " relative L2 error " << err << " (bound " << m.bound
-              << ")\n";
+    EXPECT_LE(err, m.relative_l2) << m.name;
+    std::cout << "[ mode ] " << m.name << " relative L2 error " << err << " (bound "
+              << m.relative_l2 << ")\n";
   }
 }
 

@@ -88,11 +88,11 @@ void CheckAlgorithm(const std::string& fixture, cudnnRNNAlgo_t algo, bool requir
       cudaMemcpy(y.f32(), dy.get(), y.num_elements() * 4, cudaMemcpyDeviceToHost);
       cudaMemcpy(h.f32(), dh.get(), h.num_elements() * 4, cudaMemcpyDeviceToHost);
       cudaMemcpy(c.f32(), dc.get(), c.num_elements() * 4, cudaMemcpyDeviceToHost);
-      EXPECT_TRUE(AllClose(y, FirstSequences(LoadNpy(dir + "expected_0.npy"), 0, B)))
+      EXPECT_TRUE(AllClose(y, FirstSequences(LoadNpy(dir + "expected_0.npy"), 0, B), kFp32Exact))
           << "y, B=" << B << ", run " << run;
-      EXPECT_TRUE(AllClose(h, FirstSequences(LoadNpy(dir + "expected_1.npy"), 1, B)))
+      EXPECT_TRUE(AllClose(h, FirstSequences(LoadNpy(dir + "expected_1.npy"), 1, B), kFp32Exact))
           << "h_n, B=" << B << ", run " << run;
-      EXPECT_TRUE(AllClose(c, FirstSequences(LoadNpy(dir + "expected_2.npy"), 1, B)))
+      EXPECT_TRUE(AllClose(c, FirstSequences(LoadNpy(dir + "expected_2.npy"), 1, B), kFp32Exact))
           << "c_n, B=" << B << ", run " << run;
     }
   }

@@ -81,7 +81,8 @@ void ExpectGpuMatchesCpu(const Model& model, engine::Batch batch, bool on_device
     EXPECT_EQ(g[i].shape(), c[i].shape()) << "output " << i;
     EXPECT_EQ(g[i].dtype(), c[i].dtype()) << "output " << i;
     if (g[i].shape() != c[i].shape() || c[i].dtype() != DType::kFloat32) continue;
-    EXPECT_TRUE(AllClose(g[i], client::NpyArray{"<f4", c[i].shape(), Doubles(c[i])}, 1e-4, 1e-5))
+    EXPECT_TRUE(
+        AllClose(g[i], client::NpyArray{"<f4", c[i].shape(), Doubles(c[i])}, kFp32CrossEngine))
         << "output " << i;
   }
   for (const auto& p : (*gpu)->placements()) {
@@ -160,7 +161,8 @@ TEST_F(GpuLayersTest, GlobalPoolingOverMasksWithGaps) {
     ASSERT_TRUE((*cpu)->Run({{x}, {}}, &c).ok());
     const absl::Status s = (*gpu)->Run({{x}, {}}, &g);
     ASSERT_TRUE(s.ok()) << s;
-    EXPECT_TRUE(AllClose(g[0], client::NpyArray{"<f4", c[0].shape(), Doubles(c[0])}, 1e-4, 1e-5));
+    EXPECT_TRUE(
+        AllClose(g[0], client::NpyArray{"<f4", c[0].shape(), Doubles(c[0])}, kFp32CrossEngine));
     EXPECT_EQ((*gpu)->placements()[1].engine, "cuda");
   }
 }

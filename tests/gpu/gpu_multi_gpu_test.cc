@@ -84,7 +84,7 @@ TEST(GpuMultiGpuTest, OneInstancePerNamedGpuEachServesKerasNumbers) {
     const absl::Status s = (*servable)->RunOn(i, FixtureBatch(), &out);
     ASSERT_TRUE(s.ok()) << "instance " << i << ": " << s;
     ASSERT_EQ(out.size(), 1u);
-    EXPECT_TRUE(AllClose(out[0], want, 1e-5, 1e-6)) << "instance " << i;
+    EXPECT_TRUE(AllClose(out[0], want, kFp32Exact)) << "instance " << i;
   }
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 
 // Shared pieces of the GPU tests: the skip-where-there-is-no-GPU check, compiling a model on
-// either engine, random recurrent models built directly in the IR, and error measures.
+// either engine, random recurrent models built directly in the IR, error measures, and (through
+// gpu_tolerances.h) the tolerances.
 
 #include <cmath>
 #include <cstdint>
@@ -13,6 +14,7 @@
 #include "engine/engine.h"
 #include "engine/ir.h"
 #include "gtest/gtest.h"
+#include "tests/gpu/gpu_tolerances.h"
 
 namespace rnnserve::testing {
 

@@ -70,13 +70,16 @@ class TorchFixtureTest : public ::testing::TestWithParam<std::string> {
     std::vector<Tensor> out;
     const absl::Status s = (*compiled)->Run(batch, &out);
     ASSERT_TRUE(s.ok()) << s;
-    EXPECT_TRUE(AllClose(out[0], LoadNpy(dir + "expected_0.npy"))) << "output";
+    EXPECT_TRUE(AllClose(out[0], LoadNpy(dir + "expected_0.npy"), kFp32Exact)) << "output";
     const bool lstm = fs::exists(SourcePath(dir + "expected_2.npy"));
     const int per = lstm ? 2 : 1;
     const int n_states = (static_cast<int>(out.size()) - 1) / per;
-    EXPECT_TRUE(AllClose(Stack(out, 1, per, n_states), LoadNpy(dir + "expected_1.npy"))) << "h_n";
+    EXPECT_TRUE(AllClose(Stack(out, 1, per, n_states), LoadNpy(dir + "expected_1.npy"), kFp32Exact))
+        << "h_n";
     if (lstm) {
-      EXPECT_TRUE(AllClose(Stack(out, 2, per, n_states), LoadNpy(dir + "expected_2.npy"))) << "c_n";
+      EXPECT_TRUE(
+          AllClose(Stack(out, 2, per, n_states), LoadNpy(dir + "expected_2.npy"), kFp32Exact))
+          << "c_n";
     }
   }
 };

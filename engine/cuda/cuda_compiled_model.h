@@ -1,0 +1,113 @@
+#pragma once
+
+// The GPU engine's compiled model (cuda_model.h says what it does): its per-layer plans and the
+// class, shared by cuda_model.cc (compile, run, non-recurrent layers) and
+// cuda_model_recurrent.cc (recurrent layers). Internal to engine/cuda.
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/cpu/layers.h"
+#include "engine/cpu/recurrent.h"
+#include "engine/cuda/cuda_util.h"
+#include "engine/cuda/cudnn_rnn.h"
+#include "engine/cuda/dev_value.h"
+#include "engine/cuda/device_layers.h"
+#include "engine/cuda/fused_recurrent.h"
+#include "engine/engine.h"
+
+namespace rnnserve::engine::cuda {
+
+enum class Where { kGpu, kCpu };
+
+struct LayerPlan {
+  Where where = Where::kGpu;
+  std::string reason;
+  std::unique_ptr<CudnnRecurrent> rnn;  // cuDNN placement
+  // The layers cuDNN cannot run; beside cuDNN, the batches it cannot run (a sequence of length
+  // 0, masked steps inside a sequence). Null when the layer does not fit the kernel.
+  std::unique_ptr<FusedRecurrent> fused;
+  std::unique_ptr<cpu::RecurrentKernel> cpu_rnn;  // CPU placement and stateful batches
+  DeviceBuffer kernel, bias;                      // Dense [in, out], [out]; Embedding table
+  DeviceBuffer hy, cy, y, h0, c0;                 // recurrent scratch
+  bool device_layer = false;                      // run by RunDeviceLayer (device_layers.h)
+  DeviceLayerState device;
+};
+
+class CudaCompiledModel final : public CompiledModel {
+ public:
+  CudaCompiledModel(const Model& model, const CompileOptions& options, int device)
+      : model_(model), options_(options), device_(device) {}
+  ~CudaCompiledModel() override;
+
+  absl::Status Init();
+  absl::Status Run(const Batch& batch, std::vector<Tensor>* outputs) override;
+  std::string engine_name() const override { return "cuda"; }
+  std::vector<LayerPlacement> placements() const override;
+  int64_t memory_bytes() const override;
+  int64_t host_copies_in_last_run() const { return host_copies_in_last_run_; }
+
+ private:
+  absl::Status PlanLayer(const Layer& layer, LayerPlan* plan);
+  absl::Status Upload(const float* src, int64_t n, DeviceBuffer* dst);
+  absl::Status ToDevice(DevValue* v) { return cuda::ToDevice(v, stream_); }
+  absl::Status ToHost(DevValue* v) {
+    if (!v->host_valid) ++host_copies_;
+    return cuda::ToHost(v, stream_);
+  }
+  absl::Status RunLayer(size_t index, const Batch& batch);
+
+  // Recurrent layers (cuda_model_recurrent.cc). On cuDNN (use_cudnn) or on the fused kernel.
+  // Initial states from the layer's state inputs or batch.initial_states; final states into
+  // batch.final_states when set.
+  absl::Status RunRecurrentGpu(const Layer& layer, const RecurrentSpec& spec, LayerPlan& plan,
+                               bool use_cudnn, const Batch& batch);
+  absl::Status RunRecurrentCpu(const Layer& layer, LayerPlan& plan, const Batch& batch);
+  // The initial states into plan.h0 [dirs, B, H'] and plan.c0 [dirs, B, H]; false when the
+  // batch gives none (zeros).
+  absl::StatusOr<bool> UploadInitialStates(const Layer& layer, const RecurrentSpec& spec,
+                                           LayerPlan& plan, const Batch& batch, int B);
+  // Where the sequence output [B, T, dirs*H'] goes: straight into the layer's output value
+  // when no merge follows (`direct`), else plan.y. Null without return_sequences.
+  absl::StatusOr<float*> SequenceTarget(const Layer& layer, const RecurrentSpec& spec,
+                                        LayerPlan& plan, int B, int T, bool direct);
+  // batch.final_states[layer] from plan.hy / plan.cy (waits for the stream).
+  absl::Status DownloadFinalStates(const Layer& layer, const RecurrentSpec& spec, LayerPlan& plan,
+                                   int B, const Batch& batch);
+  // The layer's main output(s) from y (sequences) or plan.hy, merged per merge mode; returns
+  // the index of the first state output.
+  absl::StatusOr<size_t> WriteMainOutputs(const Layer& layer, const RecurrentSpec& spec,
+                                          LayerPlan& plan, int B, int T, const float* y,
+                                          bool direct);
+  // return_state: the final states as outputs next_output, ... (h, then c for LSTM, per
+  // direction).
+  absl::Status WriteStateOutputs(const Layer& layer, const RecurrentSpec& spec, LayerPlan& plan,
+                                 int B, size_t next_output);
+  absl::Status RunDense(const Layer& layer, const DenseSpec& spec, LayerPlan& plan);
+  absl::Status RunEmbedding(const Layer& layer, const EmbeddingSpec& spec, LayerPlan& plan);
+  absl::Status RunCpuLayer(const Layer& layer);
+
+  const Model model_;
+  const CompileOptions options_;
+  const int device_;
+  cudaStream_t stream_ = nullptr;
+  cudnnHandle_t cudnn_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  std::vector<LayerPlan> plans_;  // one per layer
+  std::vector<DevValue> values_;  // one per model value; reused across batches
+  DeviceBuffer lengths_dev_;      // [B] int32, the lengths of the recurrent layer running
+  DeviceBuffer step_mask_dev_;    // [B, T] uint8, its step mask when it has one
+  // Slots for the layers run on the host (RunCpuLayer); empty between layers.
+  std::vector<cpu::Value> host_values_;
+  int64_t host_copies_ = 0;  // device-to-host copies of the running batch
+  int64_t host_copies_in_last_run_ = 0;
+};
+
+}  // namespace rnnserve::engine::cuda

@@ -1,0 +1,275 @@
+// The GPU engine's recurrent layers: on cuDNN or the fused kernel (initial states, the
+// sequence and final outputs, bidirectional merges, return_state), or on the CPU engine's
+// kernel for the batches neither can run.
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/cuda/cuda_compiled_model.h"
+#include "engine/cuda/kernels.h"
+
+namespace rnnserve::engine::cuda {
+
+absl::Status CudaCompiledModel::RunRecurrentCpu(const Layer& layer, LayerPlan& plan,
+                                                const Batch& batch) {
+  DevValue& in = values_[layer.inputs[0]];
+  RNNSERVE_RETURN_IF_ERROR(ToHost(&in));
+  std::vector<int32_t> lengths = in.lengths;
+  if (lengths.empty()) lengths.assign(in.shape[0], static_cast<int32_t>(in.shape[1]));
+  std::vector<Tensor> initial;
+  for (size_t i = 1; i < layer.inputs.size(); ++i) {
+    RNNSERVE_RETURN_IF_ERROR(ToHost(&values_[layer.inputs[i]]));
+    initial.push_back(values_[layer.inputs[i]].host_tensor());
+  }
+  if (initial.empty()) {
+    if (auto it = batch.initial_states.find(layer.name); it != batch.initial_states.end()) {
+      initial = it->second;
+    }
+  }
+  std::vector<Tensor> results, finals;
+  RNNSERVE_RETURN_IF_ERROR(plan.cpu_rnn->Run(in.host_tensor(), lengths, in.step_mask, initial,
+                                             &results, batch.final_states ? &finals : nullptr));
+  if (batch.final_states) (*batch.final_states)[layer.name] = std::move(finals);
+  const bool seq = std::get<RecurrentSpec>(layer.spec).return_sequences;
+  for (size_t i = 0; i < layer.outputs.size() && i < results.size(); ++i) {
+    DevValue& v = values_[layer.outputs[i]];
+    v.input = nullptr;
+    v.host = std::move(results[i]);
+    v.dtype = DType::kFloat32;
+    v.shape = v.host.shape();
+    v.host_valid = true;
+    v.dev_valid = false;
+    v.lengths.clear();
+    v.step_mask.clear();
+    if (seq && static_cast<int>(i) < plan.cpu_rnn->num_sequence_outputs()) {
+      v.lengths = lengths;
+      v.step_mask = in.step_mask;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaCompiledModel::RunRecurrentGpu(const Layer& layer, const RecurrentSpec& spec,
+                                                LayerPlan& plan, bool use_cudnn,
+                                                const Batch& batch) {
+  DevValue& in = values_[layer.inputs[0]];
+  RNNSERVE_RETURN_IF_ERROR(ToDevice(&in));
+  const int B = static_cast<int>(in.shape[0]), T = static_cast<int>(in.shape[1]);
+  const int dirs = static_cast<int>(spec.directions.size()), H = spec.hidden_size,
+            Hp = spec.output_size();
+  const bool lstm = spec.cell == CellType::kLstm;
+  std::vector<int32_t> lengths = in.lengths;
+  if (lengths.empty()) lengths.assign(B, T);
+  RNNSERVE_RETURN_IF_ERROR(lengths_dev_.Reserve(B * sizeof(int32_t)));
+  RNNSERVE_RETURN_IF_ERROR(
+      CudaOk(cudaMemcpyAsync(lengths_dev_.get(), lengths.data(), B * sizeof(int32_t),
+                             cudaMemcpyHostToDevice, stream_),
+             "cudaMemcpyAsync (lengths)"));
+  auto has_initial = UploadInitialStates(layer, spec, plan, batch, B);
+  if (!has_initial.ok()) return has_initial.status();
+
+  RNNSERVE_RETURN_IF_ERROR(plan.hy.Reserve(sizeof(float) * dirs * B * Hp));  // [dirs, B, H']
+  RNNSERVE_RETURN_IF_ERROR(plan.cy.Reserve(sizeof(float) * dirs * B * H));   // [dirs, B, H]
+  // The sequence goes straight into the output value when no merge kernel follows.
+  const bool direct = spec.return_sequences && (dirs == 1 || spec.merge == MergeMode::kConcat);
+  auto y = SequenceTarget(layer, spec, plan, B, T, direct);
+  if (!y.ok()) return y.status();
+  RecurrentIO io{.B = B,
+                 .T = T,
+                 .lengths = lengths,
+                 .lengths_dev = lengths_dev_.as<int32_t>(),
+                 .x = in.dev.as<float>(),
+                 .h0 = *has_initial ? plan.h0.as<float>() : nullptr,
+                 .c0 = *has_initial && lstm ? plan.c0.as<float>() : nullptr,
+                 .y = *y,
+                 .hy = plan.hy.as<float>(),
+                 .cy = lstm ? plan.cy.as<float>() : nullptr};
+  if (use_cudnn) {
+    RNNSERVE_RETURN_IF_ERROR(plan.rnn->Forward(io));
+  } else {
+    const uint8_t* mask = nullptr;
+    if (!in.step_mask.empty()) {
+      RNNSERVE_RETURN_IF_ERROR(step_mask_dev_.Reserve(in.step_mask.size()));
+      RNNSERVE_RETURN_IF_ERROR(
+          CudaOk(cudaMemcpyAsync(step_mask_dev_.get(), in.step_mask.data(), in.step_mask.size(),
+                                 cudaMemcpyHostToDevice, stream_),
+                 "cudaMemcpyAsync (step mask)"));
+      mask = step_mask_dev_.as<uint8_t>();
+    }
+    RNNSERVE_RETURN_IF_ERROR(plan.fused->Forward(io, mask));
+  }
+  if (batch.final_states != nullptr) {
+    RNNSERVE_RETURN_IF_ERROR(DownloadFinalStates(layer, spec, plan, B, batch));
+  }
+  auto next_output = WriteMainOutputs(layer, spec, plan, B, T, *y, direct);
+  if (!next_output.ok()) return next_output.status();
+  DevValue& out = values_[layer.outputs[0]];
+  out.lengths.clear();
+  out.step_mask.clear();
+  if (spec.return_sequences) {  // the mask travels on with a returned sequence
+    out.lengths = lengths;
+    out.step_mask = in.step_mask;
+  }
+  if (!spec.return_state) return absl::OkStatus();
+  return WriteStateOutputs(layer, spec, plan, B, *next_output);
+}
+
+absl::StatusOr<bool> CudaCompiledModel::UploadInitialStates(const Layer& layer,
+                                                            const RecurrentSpec& spec,
+                                                            LayerPlan& plan, const Batch& batch,
+                                                            int B) {
+  // The layer's state inputs or, for a stateful batch, the request's states by layer name; one
+  // [B, size] tensor per state (h, c per direction), which the kernels read stacked:
+  // h0 [dirs, B, H'], c0 [dirs, B, H].
+  const int dirs = static_cast<int>(spec.directions.size()), H = spec.hidden_size,
+            Hp = spec.output_size();
+  const int per_dir = spec.cell == CellType::kLstm ? 2 : 1;
+  const size_t n_inputs = layer.inputs.size() - 1;
+  const std::vector<Tensor>* given = nullptr;
+  if (n_inputs == 0) {
+    if (auto it = batch.initial_states.find(layer.name); it != batch.initial_states.end()) {
+      given = &it->second;
+    }
+  }
+  const size_t n_init = given != nullptr ? given->size() : n_inputs;
+  if (n_init != 0 && n_init != static_cast<size_t>(dirs * per_dir)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "layer '", layer.name, "': expected ", dirs * per_dir, " initial states, got ", n_init));
+  }
+  if (n_init > 0) {
+    RNNSERVE_RETURN_IF_ERROR(plan.h0.Reserve(sizeof(float) * dirs * B * Hp));
+    RNNSERVE_RETURN_IF_ERROR(plan.c0.Reserve(sizeof(float) * dirs * B * H));
+  }
+  for (size_t i = 0; i < n_init; ++i) {
+    DevValue* value = given != nullptr ? nullptr : &values_[layer.inputs[1 + i]];
+    const DType dtype = value != nullptr ? value->dtype : (*given)[i].dtype();
+    const Shape& shape = value != nullptr ? value->shape : (*given)[i].shape();
+    const bool is_c = i % per_dir == 1;
+    const int size = is_c ? H : Hp;
+    if (dtype != DType::kFloat32 || shape != Shape{B, size}) {
+      return absl::InvalidArgumentError(absl::StrCat("layer '", layer.name, "': initial state ", i,
+                                                     " is ", ShapeString(shape), ", expected [", B,
+                                                     ",", size, "]"));
+    }
+    if (value != nullptr) RNNSERVE_RETURN_IF_ERROR(ToDevice(value));
+    float* dst = (is_c ? plan.c0.as<float>() : plan.h0.as<float>()) +
+                 static_cast<int64_t>(i / per_dir) * B * size;
+    RNNSERVE_RETURN_IF_ERROR(CudaOk(
+        cudaMemcpyAsync(
+            dst, value != nullptr ? value->dev.get() : (*given)[i].f32(), sizeof(float) * B * size,
+            value != nullptr ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice, stream_),
+        "cudaMemcpyAsync (initial state)"));
+  }
+  return n_init > 0;
+}
+
+absl::StatusOr<float*> CudaCompiledModel::SequenceTarget(const Layer& layer,
+                                                         const RecurrentSpec& spec, LayerPlan& plan,
+                                                         int B, int T, bool direct) {
+  if (!spec.return_sequences) return nullptr;
+  const int dirs = static_cast<int>(spec.directions.size()), Hp = spec.output_size();
+  if (direct) {
+    DevValue& out = values_[layer.outputs[0]];
+    RNNSERVE_RETURN_IF_ERROR(SetDevice(&out, DType::kFloat32, {B, T, dirs * Hp}));
+    return out.dev.as<float>();
+  }
+  RNNSERVE_RETURN_IF_ERROR(plan.y.Reserve(sizeof(float) * B * T * dirs * Hp));
+  return plan.y.as<float>();
+}
+
+absl::Status CudaCompiledModel::DownloadFinalStates(const Layer& layer, const RecurrentSpec& spec,
+                                                    LayerPlan& plan, int B, const Batch& batch) {
+  // Per direction h [B, H'] then, for LSTM, c [B, H]: the state after each sequence's last
+  // valid step, from hy [dirs, B, H'] and cy [dirs, B, H].
+  const int dirs = static_cast<int>(spec.directions.size()), H = spec.hidden_size,
+            Hp = spec.output_size();
+  const int per_dir = spec.cell == CellType::kLstm ? 2 : 1;
+  std::vector<Tensor> finals;
+  for (int d = 0; d < dirs; ++d) {
+    for (int k = 0; k < per_dir; ++k) {
+      const int size = k == 1 ? H : Hp;
+      const float* src =
+          (k == 1 ? plan.cy.as<float>() : plan.hy.as<float>()) + static_cast<int64_t>(d) * B * size;
+      Tensor t = Tensor::Float({B, size});
+      RNNSERVE_RETURN_IF_ERROR(CudaOk(
+          cudaMemcpyAsync(t.f32(), src, sizeof(float) * B * size, cudaMemcpyDeviceToHost, stream_),
+          "cudaMemcpyAsync (final state)"));
+      finals.push_back(std::move(t));
+    }
+  }
+  RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"));
+  (*batch.final_states)[layer.name] = std::move(finals);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<size_t> CudaCompiledModel::WriteMainOutputs(const Layer& layer,
+                                                           const RecurrentSpec& spec,
+                                                           LayerPlan& plan, int B, int T,
+                                                           const float* y, bool direct) {
+  // [B, T, ...] sequences or [B, ...] final outputs, merged per merge mode.
+  if (direct) return 1;
+  const int dirs = static_cast<int>(spec.directions.size()), Hp = spec.output_size();
+  const bool seq = spec.return_sequences;
+  const int64_t rows = seq ? int64_t{B} * T : B;
+  const float* a = seq ? y : plan.hy.as<float>();
+  const float* b = seq ? y + Hp : plan.hy.as<float>() + int64_t{B} * Hp;
+  const int64_t stride = seq ? dirs * Hp : Hp;
+  DevValue& out = values_[layer.outputs[0]];
+  Shape shape = seq ? Shape{B, T, Hp} : Shape{B, Hp};
+  if (dirs == 2 && spec.merge == MergeMode::kNone) {
+    DevValue& second = values_[layer.outputs.at(1)];
+    RNNSERVE_RETURN_IF_ERROR(SetDevice(&out, DType::kFloat32, shape));
+    RNNSERVE_RETURN_IF_ERROR(SetDevice(&second, DType::kFloat32, shape));
+    RNNSERVE_RETURN_IF_ERROR(
+        CudaOk(cudaMemcpy2DAsync(out.dev.get(), Hp * sizeof(float), a, stride * sizeof(float),
+                                 Hp * sizeof(float), rows, cudaMemcpyDeviceToDevice, stream_),
+               "cudaMemcpy2DAsync (forward half)"));
+    RNNSERVE_RETURN_IF_ERROR(
+        CudaOk(cudaMemcpy2DAsync(second.dev.get(), Hp * sizeof(float), b, stride * sizeof(float),
+                                 Hp * sizeof(float), rows, cudaMemcpyDeviceToDevice, stream_),
+               "cudaMemcpy2DAsync (backward half)"));
+    return 2;
+  }
+  if (dirs == 1) {
+    RNNSERVE_RETURN_IF_ERROR(SetDevice(&out, DType::kFloat32, shape));
+    RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaMemcpyAsync(out.dev.get(), a, rows * Hp * sizeof(float),
+                                                    cudaMemcpyDeviceToDevice, stream_),
+                                    "cudaMemcpyAsync (final output)"));
+    return 1;
+  }
+  MergeOp op = MergeOp::kConcat;
+  if (spec.merge == MergeMode::kSum) op = MergeOp::kSum;
+  if (spec.merge == MergeMode::kMul) op = MergeOp::kMul;
+  if (spec.merge == MergeMode::kAve) op = MergeOp::kAve;
+  if (op == MergeOp::kConcat) shape.back() = 2 * Hp;
+  RNNSERVE_RETURN_IF_ERROR(SetDevice(&out, DType::kFloat32, shape));
+  RNNSERVE_RETURN_IF_ERROR(
+      CudaOk(LaunchMerge(a, stride, b, stride, out.dev.as<float>(), rows, Hp, op, stream_),
+             "bidirectional merge kernel"));
+  return 1;
+}
+
+absl::Status CudaCompiledModel::WriteStateOutputs(const Layer& layer, const RecurrentSpec& spec,
+                                                  LayerPlan& plan, int B, size_t next_output) {
+  const int dirs = static_cast<int>(spec.directions.size()), H = spec.hidden_size,
+            Hp = spec.output_size();
+  const int per_dir = spec.cell == CellType::kLstm ? 2 : 1;
+  for (int d = 0; d < dirs; ++d) {
+    for (int k = 0; k < per_dir; ++k) {
+      if (next_output >= layer.outputs.size()) break;
+      DevValue& st = values_[layer.outputs[next_output++]];
+      const int size = k == 0 ? Hp : H;
+      const float* src =
+          (k == 0 ? plan.hy.as<float>() : plan.cy.as<float>()) + int64_t{d} * B * size;
+      RNNSERVE_RETURN_IF_ERROR(SetDevice(&st, DType::kFloat32, {B, size}));
+      st.lengths.clear();
+      RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaMemcpyAsync(st.dev.get(), src, sizeof(float) * B * size,
+                                                      cudaMemcpyDeviceToDevice, stream_),
+                                      "cudaMemcpyAsync (final state)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace rnnserve::engine::cuda
