@@ -12,7 +12,7 @@ mode="${1:-all}"
 APT_BUILD=(
   build-essential cmake pkg-config ccache git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libabsl-dev libeigen3-dev libhdf5-dev nlohmann-json3-dev libzip-dev
+  libabsl-dev libeigen3-dev libhdf5-dev nlohmann-json3-dev libzip-dev libcli11-dev
 )
 APT_TEST=(
   libgtest-dev libgmock-dev libbenchmark-dev libonnx-testdata python3 python3-pip prometheus
