@@ -12,6 +12,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -217,6 +218,10 @@ int Main(int argc, char** argv) {
       AddPredictCommand(app), AddListCommand(app),   AddMetadataCommand(app),
       AddEvaluateCommand(app), AddStreamCommand(app), AddLoadCommand(app),
       AddUnloadCommand(app),  AddServerCommand(app), AddHealthCommand(app)};
+  if (argc == 2 && std::string_view(argv[1]) == "help") {  // `rnnserve-cli help`, as before
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
