@@ -100,6 +100,7 @@ int main(int argc, char** argv) {
   bool bandwidth = false, gemm = false;
   CLI::App app("Times one recurrent layer on the CPU engine (bench/cpu_peers.sh drives it)",
                "cpu_rnn_bench");
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("--case", file, "FILE.npz: W, R, bW, bR and x, written by bench/cpu_peers.py");
   app.add_option("--cell", cell, "the case's cell")
       ->check(CLI::IsMember({"lstm", "gru"}))

@@ -212,6 +212,8 @@ int Main(int argc, char** argv) {
   // At most one command; none is answered below (CLI11 would report a missing command before an
   // unknown one, which then goes unnamed).
   app.require_subcommand(0, 1);
+  // A flag given twice takes its last value; the commands inherit this.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.footer("`rnnserve-cli COMMAND --help` lists a command's flags. To describe a model file "
              "without a server: rnnserve inspect FILE");
   const std::vector<Command> commands = {

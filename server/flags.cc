@@ -8,6 +8,8 @@ namespace rnnserve::server {
 namespace {
 
 void AddFlags(CLI::App& app, ServerFlags* f) {
+  // A flag given twice takes its last value (scripts append overrides to a base command line).
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.description("rnnserve: serves a model repository over gRPC until SIGTERM or SIGINT");
   app.footer(
       "Other modes:\n"

@@ -114,6 +114,13 @@ TEST(ServerFlagsTest, ModelCheckSecondsDefaultsTo120AndTakesZero) {
   EXPECT_THAT(flags.status().message(), AllOf(HasSubstr("--model-check-seconds"), HasSubstr("-3")));
 }
 
+TEST(ServerFlagsTest, AFlagGivenTwiceTakesItsLastValue) {
+  auto flags = Parse({"--metrics-port", "0", "--port=9000", "--metrics-port=9100"});
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_EQ(flags->port, 9000);
+  EXPECT_EQ(flags->metrics_port, 9100);
+}
+
 TEST(ServerFlagsTest, UnknownFlagIsNamed) {
   auto flags = Parse({"--grpc-pollers=3"});
   ASSERT_FALSE(flags.ok());
