@@ -4,4 +4,4 @@ add_executable(cpu_rnn_bench ${CMAKE_CURRENT_LIST_DIR}/cpu_rnn_bench.cc)
 # inside its own avx512fintrin.h (see engine/CMakeLists.txt).
 target_compile_options(cpu_rnn_bench PRIVATE ${RNNSERVE_WARNINGS}
   $<$<CXX_COMPILER_ID:GNU>:-Wno-maybe-uninitialized>)
-target_link_libraries(cpu_rnn_bench PRIVATE rnnserve_engine rnnserve_client_lib)
+target_link_libraries(cpu_rnn_bench PRIVATE rnnserve_engine rnnserve_client_lib CLI11::CLI11)

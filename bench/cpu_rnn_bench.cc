@@ -25,6 +25,7 @@
 #include <omp.h>
 #endif
 
+#include <CLI/CLI.hpp>
 #include <Eigen/Core>
 
 #include "client/npy.h"
@@ -96,27 +97,29 @@ int Gemm() {
 int main(int argc, char** argv) {
   std::string file, cell = "lstm";
   int reps = 20, threads = 0;
-  bool bandwidth = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (a == "--case")
-      file = next();
-    else if (a == "--cell")
-      cell = next();
-    else if (a == "--reps")
-      reps = std::stoi(next());
-    else if (a == "--threads")
-      threads = std::stoi(next());
-    else if (a == "--bandwidth")
-      bandwidth = true;
-    else if (a == "--gemm")
-      return Gemm();
-    else {
-      std::fprintf(stderr, "unknown argument %s\n", a.c_str());
-      return 2;
-    }
+  bool bandwidth = false, gemm = false;
+  CLI::App app("Times one recurrent layer on the CPU engine (bench/cpu_peers.sh drives it)",
+               "cpu_rnn_bench");
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_option("--case", file, "FILE.npz: W, R, bW, bR and x, written by bench/cpu_peers.py");
+  app.add_option("--cell", cell, "the case's cell")
+      ->check(CLI::IsMember({"lstm", "gru"}))
+      ->capture_default_str();
+  app.add_option("--reps", reps, "timed runs (after 3 warm-up runs)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--threads", threads, "CPU threads (0: the engine's default; --bandwidth: 2)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_flag("--bandwidth", bandwidth, "print the read bandwidth over a 1 GiB buffer instead");
+  app.add_flag("--gemm", gemm, "print single-threaded GFLOP/s of each recurrent GEMM shape instead");
+  try {
+    app.parse(argc, argv);
+    if (!bandwidth && !gemm && file.empty()) throw CLI::RequiredError("--case");
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
   }
+  if (gemm) return Gemm();
   if (bandwidth) return Bandwidth(threads > 0 ? threads : 2);
   auto arrays = rnnserve::client::ReadNpz(file);
   if (!arrays.ok()) {

@@ -15,6 +15,7 @@
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -245,12 +246,21 @@ absl::Status RunCase(const Case& c, std::ostream& results) {
 }  // namespace rnnserve::bench
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::cerr << "usage: gpu_peers MANIFEST RESULTS\n";
-    return 2;
+  std::string manifest_path, results_path;
+  CLI::App app("Times the GPU engine on recurrent stacks whose weights PyTorch wrote "
+               "(bench/gpu_peers.py drives it)",
+               "gpu_peers");
+  app.add_option("MANIFEST", manifest_path, "one case a line (see bench/gpu_peers.cc)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  app.add_option("RESULTS", results_path, "gets one line a case: name key=value ...")->required();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
   }
-  std::ifstream manifest(argv[1]);
-  std::ofstream results(argv[2]);
+  std::ifstream manifest(manifest_path);
+  std::ofstream results(results_path);
   std::string text;
   int failures = 0;
   while (std::getline(manifest, text)) {

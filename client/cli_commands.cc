@@ -1,54 +1,50 @@
 #include "client/cli_commands.h"
 
-#include <cstdio>
+#include <grpcpp/grpcpp.h>
 
-#include "absl/strings/numbers.h"
+#include <chrono>
+#include <cstdio>
+#include <memory>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
+#include "client/cli_common.h"
+#include "client/client.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 
 namespace rnnserve::client {
 namespace {
 
 using Json = nlohmann::json;
 
-int Usage(const char* what) {
-  std::fprintf(stderr, "%s\n", what);
-  return 2;
-}
+struct EvaluateFlags {
+  ClientOptions connection;
+  std::string model;
+  std::vector<std::string> inputs, targets, sample_weight;
+  std::string loss;
+  std::vector<std::string> metrics;
+  std::vector<int32_t> lengths;
+  int64_t batch_size = 0;
+  bool json = false;
+};
 
-}  // namespace
-
-int EvaluateCommand(const Args& args, RnnServeClient& client) {
-  const std::string model = args.Get("model");
-  if (model.empty() || !args.Has("input") || !args.Has("target")) {
-    return Usage("evaluate needs --model, --input and --target");
-  }
-  auto inputs = ReadNamedFiles(args, "input");
+int Evaluate(const EvaluateFlags& f) {
+  auto inputs = ReadNamedFiles(f.inputs, "input");
   if (!inputs.ok()) return Fail(inputs.status());
-  auto targets = ReadNamedFiles(args, "target");
+  auto targets = ReadNamedFiles(f.targets, "target");
   if (!targets.ok()) return Fail(targets.status());
-  RnnServeClient::EvaluateOptions options;
-  options.loss = args.Get("loss");
-  if (args.Has("metrics")) options.metrics = absl::StrSplit(args.Get("metrics"), ',');
-  auto lengths = IntList(args, "lengths");
-  if (!lengths.ok()) return Fail(lengths.status());
-  options.lengths = *lengths;
-  if (args.Has("batch-size") &&
-      (!absl::SimpleAtoi(args.Get("batch-size"), &options.batch_size) || options.batch_size <= 0)) {
-    return Fail(absl::InvalidArgumentError("--batch-size must be a positive integer"));
+  RnnServeClient::EvaluateOptions options{
+      .loss = f.loss, .metrics = f.metrics, .lengths = f.lengths, .batch_size = f.batch_size};
+  auto weights = ReadNamedFiles(f.sample_weight, "sample-weight");
+  if (!weights.ok()) return Fail(weights.status());
+  if (weights->size() > 1) {
+    return Fail(absl::InvalidArgumentError("--sample-weight takes one array"));
   }
-  std::map<std::string, NpyArray> weights;
-  if (args.Has("sample-weight")) {
-    auto w = ReadNamedFiles(args, "sample-weight");
-    if (!w.ok()) return Fail(w.status());
-    if (w->size() != 1) return Fail(absl::InvalidArgumentError("--sample-weight takes one array"));
-    weights = std::move(*w);
-    options.sample_weight = &weights.begin()->second;
-  }
-  auto resp = client.Evaluate(model, *inputs, *targets, options);
+  if (!weights->empty()) options.sample_weight = &weights->begin()->second;
+  RnnServeClient client(f.connection);
+  auto resp = client.Evaluate(f.model, *inputs, *targets, options);
   if (!resp.ok()) return Fail(resp.status());
-  if (args.Has("json")) {
+  if (f.json) {
     Json out = {{"model", resp->model_spec().name()},
                 {"version", resp->model_spec().version()},
                 {"samples", resp->samples()},
@@ -68,32 +64,30 @@ int EvaluateCommand(const Args& args, RnnServeClient& client) {
   return 0;
 }
 
-int StreamCommand(const Args& args, RnnServeClient& client) {
-  const std::string model = args.Get("model");
-  int64_t chunk = 0;
-  if (model.empty() || !args.Has("input") || !absl::SimpleAtoi(args.Get("chunk-steps"), &chunk) ||
-      chunk <= 0) {
-    return Usage("stream needs --model, --input and --chunk-steps N (N > 0)");
-  }
-  auto inputs = ReadNamedFiles(args, "input");
+struct StreamFlags {
+  ClientOptions connection;
+  std::string model;
+  std::vector<std::string> inputs;
+  int64_t chunk_steps = 0;
+  uint64_t sequence_id = 1;
+  std::vector<int32_t> lengths;
+  bool verbose = false;
+  bool json = false;
+};
+
+int Stream(const StreamFlags& f) {
+  auto inputs = ReadNamedFiles(f.inputs, "input");
   if (!inputs.ok()) return Fail(inputs.status());
   if (inputs->size() != 1) return Fail(absl::InvalidArgumentError("stream takes one input array"));
-  auto lengths = IntList(args, "lengths");
-  if (!lengths.ok()) return Fail(lengths.status());
-  uint64_t first_id = 1;
-  if (args.Has("sequence-id") && !absl::SimpleAtoi(args.Get("sequence-id"), &first_id)) {
-    return Fail(absl::InvalidArgumentError("--sequence-id must be a non-negative integer"));
-  }
   // The last answer of each sequence is its prediction for the whole sequence.
   std::map<int64_t, std::map<std::string, NpyArray>> last;
-  Json chunks = Json::array();
-  const bool verbose = args.Has("verbose");
+  RnnServeClient client(f.connection);
   const auto status = client.StreamSequences(
-      model, inputs->begin()->second, chunk, *lengths, first_id,
+      f.model, inputs->begin()->second, f.chunk_steps, f.lengths, f.sequence_id,
       [&](int64_t seq, int64_t end_step, const v1::StreamPredictResponse& resp) {
         std::map<std::string, NpyArray> outs;
         for (const auto& [name, t] : resp.outputs()) outs[name] = ToArray(t);
-        if (verbose && !args.Has("json")) {
+        if (f.verbose && !f.json) {
           std::printf("sequence %lld through step %lld\n", static_cast<long long>(seq),
                       static_cast<long long>(end_step));
           PrintArrays(outs);
@@ -101,10 +95,10 @@ int StreamCommand(const Args& args, RnnServeClient& client) {
         last[seq] = std::move(outs);
       });
   if (!status.ok()) return Fail(status);
-  if (args.Has("json")) {
+  if (f.json) {
     Json out = Json::array();
     for (const auto& [seq, outs] : last) {
-      Json o = {{"sequence", seq}, {"sequence_id", first_id + seq}};
+      Json o = {{"sequence", seq}, {"sequence_id", f.sequence_id + seq}};
       for (const auto& [name, a] : outs)
         o["outputs"][name] = {{"shape", a.shape}, {"data", Nest(a)}};
       out.push_back(o);
@@ -114,33 +108,34 @@ int StreamCommand(const Args& args, RnnServeClient& client) {
   }
   for (const auto& [seq, outs] : last) {
     std::printf("sequence %lld (id %llu), final chunk:\n", static_cast<long long>(seq),
-                static_cast<unsigned long long>(first_id + seq));
+                static_cast<unsigned long long>(f.sequence_id + seq));
     PrintArrays(outs);
   }
   return 0;
 }
 
-int LoadCommand(const Args& args, RnnServeClient& client) {
-  if (args.Get("model").empty()) return Usage("load needs --model");
-  auto resp = client.Load(args.Get("model"));
-  if (!resp.ok()) return Fail(resp.status());
-  std::printf("%s %s versions [%s]\n", resp->status().name().c_str(),
-              resp->status().state().c_str(),
-              absl::StrJoin(resp->status().versions(), ",").c_str());
-  return 0;
+// A command whose flags are the connection's and --model.
+Command AddModelCommand(CLI::App& app, const std::string& name, const std::string& description,
+                        std::function<int(RnnServeClient&, const std::string& model)> run) {
+  struct Flags {
+    ClientOptions connection;
+    std::string model;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* cmd = app.add_subcommand(name, description);
+  AddConnectionFlags(cmd, &f->connection);
+  cmd->add_option("--model", f->model, "the model's name")->required();
+  return {cmd, [f, run] {
+            RnnServeClient client(f->connection);
+            return run(client, f->model);
+          }};
 }
 
-int UnloadCommand(const Args& args, RnnServeClient& client) {
-  if (args.Get("model").empty()) return Usage("unload needs --model");
-  if (auto s = client.Unload(args.Get("model")); !s.ok()) return Fail(s);
-  std::printf("%s unloaded\n", args.Get("model").c_str());
-  return 0;
-}
-
-int ServerCommand(const Args& args, RnnServeClient& client) {
+int Server(const ClientOptions& connection, bool json) {
+  RnnServeClient client(connection);
   auto resp = client.ServerMetadata();
   if (!resp.ok()) return Fail(resp.status());
-  if (args.Has("json")) {
+  if (json) {
     Json out = {{"name", resp->name()},
                 {"version", resp->version()},
                 {"extensions",
@@ -156,6 +151,124 @@ int ServerCommand(const Args& args, RnnServeClient& client) {
               absl::StrJoin(resp->extensions(), ", ").c_str(),
               resp->gpu_available() ? "available" : resp->gpu_reason().c_str());
   return 0;
+}
+
+int Health(const ClientOptions& connection, const std::string& service) {
+  using grpc::health::v1::HealthCheckResponse;
+  auto stub = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel(connection.server, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() +
+                   std::chrono::milliseconds(connection.timeout_ms));
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(service);
+  HealthCheckResponse response;
+  const grpc::Status s = stub->Check(&ctx, request, &response);
+  if (!s.ok()) {
+    return Fail(absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                             absl::StrCat(connection.server, ": ", s.error_message())));
+  }
+  std::printf("%s\n", HealthCheckResponse::ServingStatus_Name(response.status()).c_str());
+  return response.status() == HealthCheckResponse::SERVING ? 0 : 1;
+}
+
+}  // namespace
+
+Command AddJsonCommand(CLI::App& app, const std::string& name, const std::string& description,
+                       std::function<int(const ClientOptions&, bool json)> run) {
+  struct Flags {
+    ClientOptions connection;
+    bool json = false;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* cmd = app.add_subcommand(name, description);
+  AddConnectionFlags(cmd, &f->connection);
+  cmd->add_flag("--json", f->json, "print JSON");
+  return {cmd, [f, run] { return run(f->connection, f->json); }};
+}
+
+Command AddEvaluateCommand(CLI::App& app) {
+  auto f = std::make_shared<EvaluateFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "evaluate", "loss and metrics of a model on inputs and targets, as Keras's evaluate");
+  AddConnectionFlags(cmd, &f->connection);
+  cmd->add_option("--model", f->model, "the model's name")->required();
+  cmd->add_option("--input", f->inputs, "[NAME=]FILE[:ARRAY]: the inputs (as for predict)")
+      ->required();
+  cmd->add_option("--target", f->targets, "[NAME=]FILE[:ARRAY]: the expected outputs")
+      ->required();
+  cmd->add_option("--sample-weight", f->sample_weight, "FILE[:ARRAY]: one weight per sample")
+      ->expected(1);
+  cmd->add_option("--loss", f->loss, "a Keras loss name (default: the model's own)");
+  cmd->add_option("--metrics", f->metrics, "Keras metric names (default: the model's own)")
+      ->delimiter(',');
+  cmd->add_option("--batch-size", f->batch_size,
+                  "send EvaluateStream chunks of this many sequences (default: one request)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--lengths", f->lengths, "each sequence's length, e.g. 40,25,12")
+      ->delimiter(',');
+  cmd->add_flag("--json", f->json, "print JSON");
+  return {cmd, [f] { return Evaluate(*f); }};
+}
+
+Command AddStreamCommand(CLI::App& app) {
+  auto f = std::make_shared<StreamFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "stream", "StreamPredict: each sequence of a [B, T, ...] input as a stateful sequence, "
+                "sent in chunks of steps");
+  AddConnectionFlags(cmd, &f->connection);
+  cmd->add_option("--model", f->model, "the model's name")->required();
+  cmd->add_option("--input", f->inputs, "[NAME=]FILE[:ARRAY]: one input array")->required();
+  cmd->add_option("--chunk-steps", f->chunk_steps, "time steps per chunk")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--sequence-id", f->sequence_id,
+                  "id of the first sequence; the others count up from it")
+      ->capture_default_str();
+  cmd->add_option("--lengths", f->lengths, "each sequence's length, e.g. 40,25,12")
+      ->delimiter(',');
+  cmd->add_flag("--verbose", f->verbose, "print every chunk's answer");
+  cmd->add_flag("--json", f->json, "print JSON");
+  return {cmd, [f] { return Stream(*f); }};
+}
+
+Command AddLoadCommand(CLI::App& app) {
+  return AddModelCommand(app, "load", "(re)load a model from the server's repository",
+                         [](RnnServeClient& client, const std::string& model) {
+                           auto resp = client.Load(model);
+                           if (!resp.ok()) return Fail(resp.status());
+                           std::printf("%s %s versions [%s]\n", resp->status().name().c_str(),
+                                       resp->status().state().c_str(),
+                                       absl::StrJoin(resp->status().versions(), ",").c_str());
+                           return 0;
+                         });
+}
+
+Command AddUnloadCommand(CLI::App& app) {
+  return AddModelCommand(app, "unload", "stop serving a model",
+                         [](RnnServeClient& client, const std::string& model) {
+                           if (auto s = client.Unload(model); !s.ok()) return Fail(s);
+                           std::printf("%s unloaded\n", model.c_str());
+                           return 0;
+                         });
+}
+
+Command AddServerCommand(CLI::App& app) {
+  return AddJsonCommand(app, "server", "the server's metadata", Server);
+}
+
+Command AddHealthCommand(CLI::App& app) {
+  struct Flags {
+    ClientOptions connection{.timeout_ms = 5000};  // a probe answers fast or not at all
+    std::string service;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* cmd = app.add_subcommand(
+      "health", "grpc.health.v1 Check: prints the status; exit 0 when SERVING, 1 otherwise");
+  AddConnectionFlags(cmd, &f->connection);
+  cmd->add_option("--service", f->service,
+                  "a service's full name, e.g. rnnserve.v1.RnnServe (default: the whole server)");
+  return {cmd, [f] { return Health(f->connection, f->service); }};
 }
 
 }  // namespace rnnserve::client

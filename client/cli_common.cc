@@ -2,11 +2,10 @@
 
 #include <cstdio>
 
-#include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "client/input_files.h"
 
 namespace rnnserve::client {
@@ -19,67 +18,73 @@ nlohmann::json NestFrom(const NpyArray& a, size_t depth, size_t* pos) {
   return out;
 }
 
-}  // namespace
+// `[NAME=]FILE[:ARRAY]`; ":ARRAY" is split off only after an .npz or .json file name.
+struct FileSpec {
+  std::string name, path, array;
+};
 
-absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
-  if (argc < 2) return absl::InvalidArgumentError("missing command");
-  Args args;
-  args.command = argv[1];
-  for (int i = 2; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a.rfind("--", 0) != 0) {
-      args.positional.push_back(a);
-      continue;
-    }
-    a = a.substr(2);
-    const size_t eq = a.find('=');
-    if (eq != std::string::npos) {
-      args.flags[a.substr(0, eq)].push_back(a.substr(eq + 1));
-    } else if (a == "json" || a == "help" || a == "verbose") {
-      args.flags[a].push_back("true");
-    } else if (i + 1 < argc) {
-      args.flags[a].push_back(argv[++i]);
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat("--", a, " needs a value"));
-    }
-  }
-  return args;
-}
-
-absl::StatusOr<std::map<std::string, NpyArray>> ReadNamedFiles(const Args& args,
-                                                               const std::string& flag) {
-  std::map<std::string, NpyArray> out;
-  auto it = args.flags.find(flag);
-  if (it == args.flags.end()) return out;
-  for (const std::string& spec : it->second) {
-    const size_t eq = spec.find('=');
-    const std::string name = eq == std::string::npos ? "" : spec.substr(0, eq);
-    const std::string path = eq == std::string::npos ? spec : spec.substr(eq + 1);
-    auto arrays = ReadInputFile(path);
-    if (!arrays.ok()) return arrays.status();
-    for (auto& [key, array] : *arrays) {
-      // NAME=FILE names a file's single array; a file's own names are used otherwise.
-      const std::string input = !name.empty() ? name : key;
-      if (out.count(input)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--", flag, ": '", input.empty() ? path : input, "' given twice"));
-      }
-      out[input] = std::move(array);
+FileSpec ParseSpec(const std::string& spec) {
+  FileSpec out;
+  const size_t eq = spec.find('=');
+  out.name = eq == std::string::npos ? "" : spec.substr(0, eq);
+  out.path = eq == std::string::npos ? spec : spec.substr(eq + 1);
+  const size_t colon = out.path.rfind(':');
+  if (colon != std::string::npos) {
+    const std::string file = out.path.substr(0, colon);
+    if (absl::EndsWith(file, ".npz") || absl::EndsWith(file, ".json")) {
+      out.array = out.path.substr(colon + 1);
+      out.path = file;
     }
   }
   return out;
 }
 
-absl::StatusOr<std::vector<int32_t>> IntList(const Args& args, const std::string& flag) {
-  std::vector<int32_t> out;
-  if (!args.Has(flag)) return out;
-  for (absl::string_view part : absl::StrSplit(args.Get(flag), ',')) {
-    int32_t v;
-    if (!absl::SimpleAtoi(part, &v)) {
+std::string Keys(const NamedArrays& arrays) {
+  return absl::StrJoin(arrays, ", ", [](std::string* out, const auto& kv) {
+    absl::StrAppend(out, kv.first.empty() ? "(unnamed)" : kv.first);
+  });
+}
+
+}  // namespace
+
+void AddConnectionFlags(CLI::App* command, ClientOptions* options) {
+  command->add_option("--server,--address", options->server, "the server's gRPC address")
+      ->type_name("HOST:PORT")
+      ->capture_default_str();
+  command->add_option("--timeout-ms", options->timeout_ms, "deadline of each call")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+}
+
+absl::StatusOr<std::map<std::string, NpyArray>> ReadNamedFiles(
+    const std::vector<std::string>& specs, const std::string& flag) {
+  std::map<std::string, NpyArray> out;
+  for (const std::string& text : specs) {
+    const FileSpec spec = ParseSpec(text);
+    auto arrays = ReadInputFile(spec.path);
+    if (!arrays.ok()) return arrays.status();
+    if (!spec.array.empty()) {
+      auto it = arrays->find(spec.array);
+      if (it == arrays->end()) {
+        return absl::InvalidArgumentError(absl::StrCat("--", flag, " ", text, ": ", spec.path,
+                                                       " has no array '", spec.array,
+                                                       "'; it holds: ", Keys(*arrays)));
+      }
+      *arrays = {{"", std::move(it->second)}};  // NAME, or the model's only input
+    } else if (!spec.name.empty() && arrays->size() > 1) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--", flag, ": '", part, "' is not an integer"));
+          absl::StrCat("--", flag, " ", text, ": ", spec.path, " holds ", arrays->size(),
+                       " arrays (", Keys(*arrays), "): pick one with ", spec.name, "=", spec.path,
+                       ":ARRAY"));
     }
-    out.push_back(v);
+    for (auto& [key, array] : *arrays) {
+      const std::string input = !spec.name.empty() ? spec.name : key;
+      if (out.count(input)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--", flag, ": '", input.empty() ? spec.path : input, "' given twice"));
+      }
+      out[input] = std::move(array);
+    }
   }
   return out;
 }

@@ -1,38 +1,31 @@
 #pragma once
 
-// Pieces shared by rnnserve-cli's commands: argument parsing, input files, output formatting.
+// Pieces shared by rnnserve-cli's commands: connection flags, input files, output formatting.
 
+#include <CLI/CLI.hpp>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "client/client.h"
 #include "client/npy.h"
 #include "rnnserve/v1/rnnserve.pb.h"
 
 namespace rnnserve::client {
 
-struct Args {
-  std::string command;
-  std::vector<std::string> positional;  // e.g. inspect's FILE
-  std::map<std::string, std::vector<std::string>> flags;
-  bool Has(const std::string& f) const { return flags.count(f) > 0; }
-  std::string Get(const std::string& f, const std::string& fallback = "") const {
-    auto it = flags.find(f);
-    return it == flags.end() || it->second.empty() ? fallback : it->second.back();
-  }
-};
+// Adds --server (also spelled --address) and --timeout-ms to a command, bound to *options; the
+// help shows options' values as the defaults.
+void AddConnectionFlags(CLI::App* command, ClientOptions* options);
 
-// `rnnserve-cli <command> [positional...] [--flag value | --flag=value | --json]...`
-absl::StatusOr<Args> ParseArgs(int argc, char** argv);
-
-// Reads every `--<flag> [NAME=]FILE` into arrays by name ("" for an unnamed single array).
-absl::StatusOr<std::map<std::string, NpyArray>> ReadNamedFiles(const Args& args,
-                                                               const std::string& flag);
-
-// Comma-separated integers of a flag, e.g. --lengths 40,25,12.
-absl::StatusOr<std::vector<int32_t>> IntList(const Args& args, const std::string& flag);
+// Reads every `[NAME=]FILE[:ARRAY]` of a repeated flag (`flag` names it in errors) into arrays
+// by input name. FILE is .json, .npy, .npz or .csv. A file's own array names are used unless
+// NAME is given; an unnamed array (.npy, .csv, a bare JSON array) has name "" (the model's only
+// input). ":ARRAY" picks one array of an .npz or a JSON object (named NAME, or "" without
+// NAME); NAME= with a file that holds several arrays needs it.
+absl::StatusOr<std::map<std::string, NpyArray>> ReadNamedFiles(
+    const std::vector<std::string>& specs, const std::string& flag);
 
 std::string TypeName(v1::DataType t);
 // Row-major values as nested JSON arrays of the array's shape.

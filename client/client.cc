@@ -69,8 +69,14 @@ absl::Status RnnServeClient::FillInputs(const std::string& model,
       for (const auto& in : meta.inputs()) {
         if (in.name() == name) info = &in;
       }
+      if (info == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "model '", model, "' has no input '", name, "'; its inputs: ",
+            absl::StrJoin(meta.inputs(), ", ",
+                          [](std::string* out, const v1::TensorInfo& in) { out->append(in.name()); })));
+      }
     }
-    auto t = ToTensor(array, info && info->dtype() == v1::TYPE_INT64);
+    auto t = ToTensor(array, info->dtype() == v1::TYPE_INT64);
     if (!t.ok()) {
       return absl::Status(t.status().code(),
                           absl::StrCat("input '", name, "': ", t.status().message()));

@@ -30,7 +30,8 @@ class RnnServeClient {
   absl::StatusOr<v1::ModelMetadataResponse> Metadata(const std::string& model, int64_t version = 0);
   absl::StatusOr<v1::ListModelsResponse> List();
   // Arrays keyed by input name; the dtype of each input comes from the model's metadata.
-  // An array under the key "" goes to the model's only input.
+  // An array under the key "" goes to the model's only input. A name the model lacks is
+  // INVALID_ARGUMENT naming it and the model's inputs.
   absl::StatusOr<v1::PredictResponse> Predict(const std::string& model,
                                               const std::map<std::string, NpyArray>& inputs,
                                               const std::vector<int32_t>& lengths,

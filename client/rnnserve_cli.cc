@@ -1,25 +1,25 @@
-// rnnserve-cli: talk to an rnnserve server from the shell.
+// rnnserve-cli: talk to an rnnserve server from the shell. `rnnserve-cli --help` lists the
+// commands; `rnnserve-cli COMMAND --help` lists a command's flags.
 //
-//   rnnserve-cli predict  --server HOST:PORT --model NAME --input [NAME=]FILE ... [--lengths 40,25]
-//                         [--version N] [--output FILE.npz] [--json]
+//   rnnserve-cli predict  --server HOST:PORT --model NAME --input [NAME=]FILE[:ARRAY] ...
+//                         [--lengths 40,25] [--version N] [--output FILE.npz] [--json]
 //   rnnserve-cli list     --server HOST:PORT [--json]
 //   rnnserve-cli metadata --server HOST:PORT --model NAME [--version N] [--json]
+//   rnnserve-cli health   --address HOST:PORT [--service NAME]   (exit 0 when SERVING)
 
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "client/cli_commands.h"
 #include "client/cli_common.h"
 #include "client/client.h"
-#include "client/input_files.h"
 #include "client/npy.h"
 
 namespace rnnserve::client {
@@ -27,48 +27,31 @@ namespace {
 
 using Json = nlohmann::json;
 
-constexpr char kUsage[] =
-    "usage: rnnserve-cli <command> [flags]\n"
-    "  predict  --model NAME --input [NAME=]FILE [--input ...] [--lengths L1,L2,...]\n"
-    "           [--version N] [--output FILE.npz] [--json]\n"
-    "           FILE: .json (nested array, or {\"name\": array}), .npy, .npz or .csv\n"
-    "  list     [--json]\n"
-    "  metadata --model NAME [--version N] [--json]\n"
-    "  evaluate --model NAME --input [NAME=]FILE --target [NAME=]FILE [--sample-weight FILE]\n"
-    "           [--loss L] [--metrics m1,m2] [--batch-size N] [--lengths ...] [--json]\n"
-    "  stream   --model NAME --input [NAME=]FILE --chunk-steps N [--sequence-id ID]\n"
-    "           [--lengths ...] [--verbose] [--json]\n"
-    "  load     --model NAME      (re)load from the server's repository\n"
-    "  unload   --model NAME\n"
-    "  server   [--json]          server metadata\n"
-    "  inspect  FILE [--json]     the architecture rnnserve would run, without a server\n"
-    "common flags: --server HOST:PORT (default 127.0.0.1:8500), --timeout-ms N\n";
-
 std::string Dims(const google::protobuf::RepeatedField<int64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
 }
 
-int Predict(const Args& args, RnnServeClient& client) {
-  const std::string model = args.Get("model");
-  if (model.empty() || !args.Has("input")) {
-    std::fputs("predict needs --model and --input\n", stderr);
-    return 2;
-  }
-  auto inputs = ReadNamedFiles(args, "input");
-  if (!inputs.ok()) return Fail(inputs.status());
-  auto lengths = IntList(args, "lengths");
-  if (!lengths.ok()) return Fail(lengths.status());
+struct PredictFlags {
+  ClientOptions connection;
+  std::string model;
+  std::vector<std::string> inputs;
+  std::vector<int32_t> lengths;
   int64_t version = 0;
-  if (args.Has("version") && !absl::SimpleAtoi(args.Get("version"), &version)) {
-    return Fail(absl::InvalidArgumentError("--version must be an integer"));
-  }
-  auto resp = client.Predict(model, *inputs, *lengths, version);
+  std::string output;
+  bool json = false;
+};
+
+int Predict(const PredictFlags& f) {
+  auto inputs = ReadNamedFiles(f.inputs, "input");
+  if (!inputs.ok()) return Fail(inputs.status());
+  RnnServeClient client(f.connection);
+  auto resp = client.Predict(f.model, *inputs, f.lengths, f.version);
   if (!resp.ok()) return Fail(resp.status());
 
   // Outputs in name order, which is stable across runs.
   std::map<std::string, NpyArray> outputs;
   for (const auto& [name, tensor] : resp->outputs()) outputs[name] = ToArray(tensor);
-  if (args.Has("output")) {
+  if (!f.output.empty()) {
     std::map<std::string, std::string> files;
     for (const auto& [name, a] : outputs) {
       if (a.descr == "<i8") {
@@ -79,9 +62,9 @@ int Predict(const Args& args, RnnServeClient& client) {
             SerializeNpyFloat32(a.shape, std::vector<float>(a.values.begin(), a.values.end()));
       }
     }
-    if (auto s = WriteNpz(args.Get("output"), files); !s.ok()) return Fail(s);
+    if (auto s = WriteNpz(f.output, files); !s.ok()) return Fail(s);
   }
-  if (args.Has("json")) {
+  if (f.json) {
     Json out;
     out["model"] = resp->model_spec().name();
     out["version"] = resp->model_spec().version();
@@ -95,14 +78,15 @@ int Predict(const Args& args, RnnServeClient& client) {
   std::printf("model %s version %lld\n", resp->model_spec().name().c_str(),
               static_cast<long long>(resp->model_spec().version()));
   PrintArrays(outputs);
-  if (args.Has("output")) std::printf("wrote %s\n", args.Get("output").c_str());
+  if (!f.output.empty()) std::printf("wrote %s\n", f.output.c_str());
   return 0;
 }
 
-int List(const Args& args, RnnServeClient& client) {
+int List(const ClientOptions& connection, bool json) {
+  RnnServeClient client(connection);
   auto resp = client.List();
   if (!resp.ok()) return Fail(resp.status());
-  if (args.Has("json")) {
+  if (json) {
     Json out = Json::array();
     for (const auto& m : resp->models()) {
       out.push_back({{"name", m.name()},
@@ -122,12 +106,16 @@ int List(const Args& args, RnnServeClient& client) {
   return 0;
 }
 
-int Metadata(const Args& args, RnnServeClient& client) {
+struct MetadataFlags {
+  ClientOptions connection;
+  std::string model;
   int64_t version = 0;
-  if (args.Has("version") && !absl::SimpleAtoi(args.Get("version"), &version)) {
-    return Fail(absl::InvalidArgumentError("--version must be an integer"));
-  }
-  auto meta = client.Metadata(args.Get("model"), version);
+  bool json = false;
+};
+
+int Metadata(const MetadataFlags& f) {
+  RnnServeClient client(f.connection);
+  auto meta = client.Metadata(f.model, f.version);
   if (!meta.ok()) return Fail(meta.status());
   auto tensors = [](const auto& list) {
     Json out = Json::array();
@@ -138,7 +126,7 @@ int Metadata(const Args& args, RnnServeClient& client) {
     }
     return out;
   };
-  if (args.Has("json")) {
+  if (f.json) {
     Json out = {
         {"name", meta->model_spec().name()},
         {"version", meta->model_spec().version()},
@@ -185,29 +173,66 @@ int Metadata(const Args& args, RnnServeClient& client) {
   return 0;
 }
 
+Command AddPredictCommand(CLI::App& app) {
+  auto f = std::make_shared<PredictFlags>();
+  CLI::App* cmd = app.add_subcommand("predict", "run a model on input files");
+  AddConnectionFlags(cmd, &f->connection);
+  cmd->add_option("--model", f->model, "the model's name")->required();
+  cmd->add_option("--input", f->inputs,
+                  "[NAME=]FILE[:ARRAY], repeatable. FILE: .json (nested array, or {\"name\": "
+                  "array}), .npy, .npz or .csv; NAME: the model input (default: the file's own "
+                  "names, or the model's only input); :ARRAY picks one array of an .npz or "
+                  "JSON object")
+      ->required();
+  cmd->add_option("--lengths", f->lengths, "each sequence's length, e.g. 40,25,12")
+      ->delimiter(',');
+  cmd->add_option("--version", f->version, "the model version (default: the newest)");
+  cmd->add_option("--output", f->output, "also write the outputs to this .npz");
+  cmd->add_flag("--json", f->json, "print JSON");
+  return {cmd, [f] { return Predict(*f); }};
+}
+
+Command AddListCommand(CLI::App& app) {
+  return AddJsonCommand(app, "list", "the models in the server's repository", List);
+}
+
+Command AddMetadataCommand(CLI::App& app) {
+  auto f = std::make_shared<MetadataFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "metadata", "a model's inputs, outputs, and the engine that runs each layer");
+  AddConnectionFlags(cmd, &f->connection);
+  cmd->add_option("--model", f->model, "the model's name")->required();
+  cmd->add_option("--version", f->version, "the model version (default: the newest)");
+  cmd->add_flag("--json", f->json, "print JSON");
+  return {cmd, [f] { return Metadata(*f); }};
+}
+
 int Main(int argc, char** argv) {
-  auto args = ParseArgs(argc, argv);
-  if (!args.ok() || args->command == "help" || args->command == "--help" || args->Has("help")) {
-    if (!args.ok()) std::fprintf(stderr, "%s\n", std::string(args.status().message()).c_str());
-    std::fputs(kUsage, args.ok() ? stdout : stderr);
-    return args.ok() ? 0 : 2;
+  CLI::App app("rnnserve-cli: talk to an rnnserve server from the shell", "rnnserve-cli");
+  // At most one command; none is answered below (CLI11 would report a missing command before an
+  // unknown one, which then goes unnamed).
+  app.require_subcommand(0, 1);
+  // A flag given twice takes its last value; the commands inherit this.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.footer("`rnnserve-cli COMMAND --help` lists a command's flags. To describe a model file "
+             "without a server: rnnserve inspect FILE");
+  const std::vector<Command> commands = {
+      AddPredictCommand(app), AddListCommand(app),   AddMetadataCommand(app),
+      AddEvaluateCommand(app), AddStreamCommand(app), AddLoadCommand(app),
+      AddUnloadCommand(app),  AddServerCommand(app), AddHealthCommand(app)};
+  if (argc == 2 && std::string_view(argv[1]) == "help") {  // `rnnserve-cli help`, as before
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
   }
-  if (args->command == "inspect") return InspectCommand(*args);
-  ClientOptions options;
-  options.server = args->Get("server", options.server);
-  if (args->Has("timeout-ms") && !absl::SimpleAtoi(args->Get("timeout-ms"), &options.timeout_ms)) {
-    return Fail(absl::InvalidArgumentError("--timeout-ms must be an integer"));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
   }
-  RnnServeClient client(options);
-  if (args->command == "predict") return Predict(*args, client);
-  if (args->command == "list") return List(*args, client);
-  if (args->command == "metadata") return Metadata(*args, client);
-  if (args->command == "evaluate") return EvaluateCommand(*args, client);
-  if (args->command == "stream") return StreamCommand(*args, client);
-  if (args->command == "load") return LoadCommand(*args, client);
-  if (args->command == "unload") return UnloadCommand(*args, client);
-  if (args->command == "server") return ServerCommand(*args, client);
-  std::fprintf(stderr, "unknown command '%s'\n%s", args->command.c_str(), kUsage);
+  for (const Command& c : commands) {
+    if (c.command->parsed()) return c.run();
+  }
+  std::fprintf(stderr, "rnnserve-cli: a command is required\n%s", app.help().c_str());
   return 2;
 }
 

@@ -12,16 +12,16 @@ mode="${1:-all}"
 APT_BUILD=(
   build-essential cmake pkg-config ccache git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libabsl-dev libeigen3-dev libhdf5-dev nlohmann-json3-dev libzip-dev
+  libabsl-dev libeigen3-dev libhdf5-dev nlohmann-json3-dev libzip-dev libcli11-dev
   prometheus-cpp-dev libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0
 )
 APT_TEST=(
   libgtest-dev libgmock-dev libbenchmark-dev libonnx-testdata python3 python3-pip prometheus
   libb64-0d
 )
-# PyPI packages the tests use, as module:package.
+# PyPI packages the tests use, as module:package (setuptools builds the Python client package).
 PIP_TEST=(numpy:numpy grpc:grpcio grpc_tools:grpcio-tools tritonclient.grpc:tritonclient[grpc]
-          nvidia.cuda_runtime:nvidia-cuda-runtime-cu12)
+          nvidia.cuda_runtime:nvidia-cuda-runtime-cu12 setuptools:setuptools)
 
 packages=("${APT_BUILD[@]}")
 [ "$mode" = "--serve" ] || packages+=("${APT_TEST[@]}")

@@ -1,6 +1,7 @@
 #pragma once
 
-// Command-line flags of the rnnserve binary: `--name=value` or `--name value`.
+// Command-line flags of the rnnserve binary (CLI11): `--name=value` or `--name value`;
+// `rnnserve --help` lists every flag with its default.
 
 #include <cstdint>
 #include <string>
@@ -28,8 +29,10 @@ struct ServerFlags {
   int model_check_seconds = 120;
 };
 
-// Parses argv; unknown flags and bad values are errors naming the flag. `--help` sets *help.
+// Parses argv; unknown flags and bad values are INVALID_ARGUMENT naming the flag and the value.
+// `--help` (or -h) sets *help and returns the defaults.
 absl::StatusOr<ServerFlags> ParseServerFlags(int argc, char** argv, bool* help);
+// The --help text: every flag, its meaning and default.
 std::string ServerUsage();
 
 }  // namespace rnnserve::server

@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "server/flags.h"
 #include "server/health_service.h"
+#include "server/inspect.h"
 #include "server/kserve/kserve_service.h"
 #include "server/kserve_sequences.h"
 #include "server/log.h"
@@ -31,8 +32,10 @@ namespace {
 int Main(int argc, char** argv) {
   // The model file check's child (model_check.h): parse one file and exit.
   if (argc >= 2 && std::string_view(argv[1]) == "--check-model") {
-    return RunModelCheck(argc - 2, argv + 2);
+    return RunModelCheck(argc - 1, argv + 1);
   }
+  // `rnnserve inspect FILE`: describe a model file and exit (inspect.h).
+  if (argc >= 2 && std::string_view(argv[1]) == "inspect") return RunInspect(argc - 1, argv + 1);
   // A fatal signal (a crash in a library or a driver) prints its stack trace to stderr before
   // the process dies with that signal, so the log says where.
   absl::InitializeSymbolizer(argv[0]);

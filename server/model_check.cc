@@ -11,6 +11,8 @@
 #include <cstring>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -104,22 +106,20 @@ absl::Status CheckModelFile(const std::string& file, const models::LoadOptions& 
 }
 
 int RunModelCheck(int argc, char** argv) {
-  if (argc < 1) {
-    std::fputs("usage: rnnserve --check-model FILE [--format F] [--architecture A]\n", stderr);
-    return 2;
-  }
-  const std::string file = argv[0];
+  std::string file;
   models::LoadOptions options;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    if (flag == "--format") {
-      options.format = argv[i + 1];
-    } else if (flag == "--architecture") {
-      options.architecture_json_path = argv[i + 1];
-    } else {
-      std::fprintf(stderr, "rnnserve --check-model: unknown flag %s\n", flag.c_str());
-      return 2;
-    }
+  CLI::App app("The model file check's child: parses one model file and exits 0 (parsed) or 1 "
+               "(rejected, the error on stderr)",
+               "rnnserve --check-model");
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_option("FILE", file, "the model file (.h5, .keras, .onnx)")->required();
+  app.add_option("--format", options.format, "the file's format, as config.pbtxt's platform");
+  app.add_option("--architecture", options.architecture_json_path,
+                 "a Keras architecture JSON for a weights-only .h5");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
   }
   auto model = models::LoadModelFile(file, options);
   (void)models::ReadTrainingConfig(file);  // reads the file's attributes too

@@ -25,8 +25,8 @@ void EnableModelFileCheck(std::string binary, absl::Duration limit);
 // it ran past the limit (it is killed); INTERNAL when it died of a signal or could not start.
 absl::Status CheckModelFile(const std::string& file, const models::LoadOptions& options);
 
-// The child's side: argv as after `--check-model`. Returns the exit code: 0 parsed, 1 rejected
-// (the error on stderr), 2 bad arguments.
+// The child's side: argv from `--check-model` on (argv[0] is "--check-model"). Returns the
+// exit code: 0 parsed (or --help), 1 rejected (the error on stderr), 2 bad arguments.
 int RunModelCheck(int argc, char** argv);
 
 }  // namespace rnnserve::server

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""The thin Python client against the real server: predict, evaluate and stream on the example
-model give Keras's numbers. Exits 77 (skipped) when grpcio/grpcio-tools/numpy are missing."""
+"""The Python client, installed as a user installs it (pip install ./client/python, here into a
+temporary --target directory), against the real server: predict, evaluate and stream on the
+example model give Keras's numbers. Exits 77 (skipped) when grpcio/grpcio-tools/numpy/setuptools
+are missing (deploy/install_deps.sh installs them)."""
 import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT, SERVER = sys.argv[1], sys.argv[2]
@@ -12,12 +15,18 @@ try:
     import numpy as np
     import grpc  # noqa: F401
     import grpc_tools  # noqa: F401
+    import setuptools  # noqa: F401
 except ImportError as e:
-    print(f"SKIPPED: {e} (pip install numpy grpcio grpcio-tools)")
+    print(f"SKIPPED: {e} (deploy/install_deps.sh)")
     sys.exit(77)
 
-subprocess.run([os.path.join(ROOT, "client/python/build_stubs.sh")], check=True)
-sys.path.insert(0, os.path.join(ROOT, "client/python"))
+# The build uses the grpcio-tools and setuptools installed here (no download), and the installed
+# package's dependencies are those already present.
+site = tempfile.TemporaryDirectory(prefix="rnnserve_client_")
+subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--root-user-action=ignore",
+                "--no-build-isolation", "--no-deps", "--target", site.name,
+                os.path.join(ROOT, "client/python")], check=True)
+sys.path.insert(0, site.name)
 from rnnserve_client import Client, RnnServeError  # noqa: E402
 
 s = socket.socket()
@@ -53,7 +62,12 @@ try:
         raise AssertionError("a wrong shape was accepted")
     except RnnServeError as e:
         assert e.code.name == "INVALID_ARGUMENT" and "expected [?,?,2]" in str(e), e
-    print("python client: 4 passed, 0 failed")
+    try:
+        c.predict("waveform_lstm", {"wave": x})
+        raise AssertionError("a wrong input name was accepted")
+    except ValueError as e:
+        assert "no input 'wave'; its inputs: waveform" in str(e), e
+    print("python client: 5 passed, 0 failed")
 finally:
     proc.terminate()
     proc.wait(timeout=20)

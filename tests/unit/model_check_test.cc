@@ -12,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "tests/support/fixtures.h"
 
 namespace rnnserve::server {
 namespace {
@@ -77,10 +78,18 @@ TEST_F(ModelCheckTest, TheChildGetsTheFileAndTheLoadOptions) {
 }
 
 TEST_F(ModelCheckTest, TheChildSideLoadsTheFile) {
-  std::string missing = "/no/such/model.h5";
-  char* argv[] = {missing.data()};
-  EXPECT_EQ(RunModelCheck(1, argv), 1);
-  EXPECT_EQ(RunModelCheck(0, nullptr), 2);
+  std::string mode = "--check-model", missing = "/no/such/model.h5", bad = "--no-such-flag";
+  char* loads[] = {mode.data(), missing.data()};
+  EXPECT_EQ(RunModelCheck(2, loads), 1);
+  char* no_file[] = {mode.data()};
+  EXPECT_EQ(RunModelCheck(1, no_file), 2);
+  char* unknown[] = {mode.data(), missing.data(), bad.data()};
+  EXPECT_EQ(RunModelCheck(3, unknown), 2);
+  // The command line CheckModelFile gives the child (above), on a file that parses.
+  std::string model = testing::SourcePath("models/examples/waveform_lstm/1/model.h5");
+  std::string format_flag = "--format", format = "keras_h5";
+  char* parses[] = {mode.data(), model.data(), format_flag.data(), format.data()};
+  EXPECT_EQ(RunModelCheck(4, parses), 0);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
     probs = c.predict("waveform_lstm", x)["probabilities"]      # x: [B, T, F] float array
     c.evaluate("waveform_lstm", x, y)                            # {"loss": ..., "accuracy": ...}
 
-Run client/python/build_stubs.sh once to generate the gRPC stubs (pip install grpcio-tools).
+Install with `pip install ./client/python` (from the repository root): the build generates the
+gRPC stubs.
 """
 from .client import Client, RnnServeError  # noqa: F401

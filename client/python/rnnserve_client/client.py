@@ -1,14 +1,11 @@
 """rnnserve.v1 over gRPC with numpy arrays."""
-import os
-import sys
-
 import grpc
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "_gen"))
-from rnnserve.v1 import model_config_pb2 as cfg  # noqa: E402
-from rnnserve.v1 import rnnserve_pb2 as pb  # noqa: E402
-from rnnserve.v1 import rnnserve_pb2_grpc as pb_grpc  # noqa: E402
+# Generated from proto/ when the package is built (setup.py).
+from rnnserve.v1 import model_config_pb2 as cfg
+from rnnserve.v1 import rnnserve_pb2 as pb
+from rnnserve.v1 import rnnserve_pb2_grpc as pb_grpc
 
 
 class RnnServeError(RuntimeError):
@@ -48,6 +45,8 @@ class Client:
     def __init__(self, server="127.0.0.1:8500", timeout=30.0, max_message_bytes=64 << 20):
         opts = [("grpc.max_send_message_length", max_message_bytes),
                 ("grpc.max_receive_message_length", max_message_bytes)]
+        # The channel's security goes here: TLS and bearer-token options (a secure_channel with
+        # call credentials) are added with the server's TLS and token support.
         self._channel = grpc.insecure_channel(server, options=opts)
         self._stub = pb_grpc.RnnServeStub(self._channel)
         self._timeout = timeout
@@ -74,7 +73,11 @@ class Client:
                 raise ValueError(f"model {model!r} has {len(meta.inputs)} inputs: pass a dict")
             inputs = {meta.inputs[0].name: inputs}
         kinds = {i.name: i.dtype == cfg.TYPE_INT64 for i in meta.inputs}
-        return {name: _to_tensor(a, kinds.get(name, False)) for name, a in inputs.items()}
+        for name in inputs:
+            if name not in kinds:
+                raise ValueError(f"model {model!r} has no input {name!r}; its inputs: "
+                                 f"{', '.join(kinds)}")
+        return {name: _to_tensor(a, kinds[name]) for name, a in inputs.items()}
 
     def predict(self, model, inputs, lengths=None, version=0):
         """inputs: an array (single-input models) or {name: array}. Returns {name: array}."""
@@ -118,7 +121,6 @@ class Client:
 
         for resp in self._stub.StreamPredict(requests(), timeout=self._timeout):
             if resp.error_code:
-                raise RnnServeError(grpc.StatusCode(
-                    [s for s in grpc.StatusCode if s.value[0] == resp.error_code][0].value),
-                    resp.error_message)
+                code = next(c for c in grpc.StatusCode if c.value[0] == resp.error_code)
+                raise RnnServeError(code, resp.error_message)
             yield {n: _to_array(t) for n, t in resp.outputs.items()}

@@ -1,18 +1,17 @@
-// rnnserve-cli inspect FILE: the architecture rnnserve runs for a model file, read locally with
-// the same importer the server uses: layers, sizes, activations, masking semantics, and where
-// each layer can run and why.
+#include "server/inspect.h"
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
 #include <variant>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "client/cli_commands.h"
 #include "engine/cuda/cudnn_support.h"
 #include "engine/ir.h"
 #include "models/model_loader.h"
 
-namespace rnnserve::client {
+namespace rnnserve::server {
 namespace {
 
 using Json = nlohmann::json;
@@ -84,18 +83,31 @@ std::string GpuPlacement(const LayerSpec& spec) {
 
 }  // namespace
 
-int InspectCommand(const Args& args) {
-  if (args.positional.size() != 1) {
-    std::fprintf(stderr, "inspect needs one FILE (.h5, .keras or .onnx)\n");
-    return 2;
-  }
-  const std::string& path = args.positional[0];
+int RunInspect(int argc, char** argv) {
+  std::string path;
   models::LoadOptions options;
-  options.architecture_json_path = args.Get("architecture");
+  bool json = false;
+  CLI::App app("The architecture rnnserve runs for a model file, read locally (no server): "
+               "layers, sizes, activations, masking, and where each layer runs on a GPU node",
+               "rnnserve inspect");
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_option("FILE", path, "the model file (.h5, .keras or .onnx)")->required();
+  app.add_option("--architecture", options.architecture_json_path,
+                 "a Keras architecture JSON, for a weights-only .h5");
+  app.add_flag("--json", json, "print JSON instead of text");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
   auto model = models::LoadModelFile(path, options);
-  if (!model.ok()) return Fail(model.status());
+  if (!model.ok()) {
+    std::fprintf(stderr, "error: %s: %s\n", absl::StatusCodeToString(model.status().code()).c_str(),
+                 std::string(model.status().message()).c_str());
+    return 1;
+  }
   auto shape = [](const ValueInfo& v) { return ShapeString(v.shape); };
-  if (args.Has("json")) {
+  if (json) {
     Json out = {{"file", path},
                 {"format", model->source_format},
                 {"producer", model->producer},
@@ -132,4 +144,4 @@ int InspectCommand(const Args& args) {
   return 0;
 }
 
-}  // namespace rnnserve::client
+}  // namespace rnnserve::server
