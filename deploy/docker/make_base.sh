@@ -40,6 +40,9 @@ if ! have_image localhost/debian:bookworm; then
     # ca-certificates (with openssl and perl, ~50 MB) only where a mirror needs https.
     include=()
     case "$mirror $security" in *https:*) include=(--include=ca-certificates) ;; esac
+    # Merged /usr set up by mmdebstrap's hook, so that usrmerge (and with it perl) stays out.
+    hooks=/usr/share/mmdebstrap/hooks/merged-usr
+    [ -d "$hooks" ] && include+=(--hook-dir="$hooks")
     mmdebstrap --variant=minbase "${include[@]}" --format=tar \
       --dpkgopt='path-exclude=/usr/share/man/*' \
       --dpkgopt='path-exclude=/usr/share/doc/*' \
