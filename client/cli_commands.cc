@@ -1,11 +1,15 @@
 #include "client/cli_commands.h"
 
+#include <chrono>
 #include <cstdio>
+
+#include <grpcpp/grpcpp.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 
 namespace rnnserve::client {
 namespace {
@@ -156,6 +160,25 @@ int ServerCommand(const Args& args, RnnServeClient& client) {
               absl::StrJoin(resp->extensions(), ", ").c_str(),
               resp->gpu_available() ? "available" : resp->gpu_reason().c_str());
   return 0;
+}
+
+int HealthCommand(const Args& args, const ClientOptions& options) {
+  using grpc::health::v1::HealthCheckResponse;
+  auto stub = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel(options.server, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() +
+                   std::chrono::milliseconds(options.timeout_ms));
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(args.Get("service"));
+  HealthCheckResponse response;
+  const grpc::Status s = stub->Check(&ctx, request, &response);
+  if (!s.ok()) {
+    return Fail(absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                             absl::StrCat(options.server, ": ", s.error_message())));
+  }
+  std::printf("%s\n", HealthCheckResponse::ServingStatus_Name(response.status()).c_str());
+  return response.status() == HealthCheckResponse::SERVING ? 0 : 1;
 }
 
 }  // namespace rnnserve::client

@@ -4,6 +4,7 @@
 //                         [--version N] [--output FILE.npz] [--json]
 //   rnnserve-cli list     --server HOST:PORT [--json]
 //   rnnserve-cli metadata --server HOST:PORT --model NAME [--version N] [--json]
+//   rnnserve-cli health   --address HOST:PORT [--service NAME]   (exit 0 when SERVING)
 
 #include <cstdio>
 #include <map>
@@ -41,8 +42,10 @@ constexpr char kUsage[] =
     "  load     --model NAME      (re)load from the server's repository\n"
     "  unload   --model NAME\n"
     "  server   [--json]          server metadata\n"
+    "  health   [--service NAME]  grpc.health.v1 Check: prints the status; exit 0 when\n"
+    "                             SERVING, 1 otherwise (default --timeout-ms 5000)\n"
     "  inspect  FILE [--json]     the architecture rnnserve would run, without a server\n"
-    "common flags: --server HOST:PORT (default 127.0.0.1:8500), --timeout-ms N\n";
+    "common flags: --server HOST:PORT (or --address; default 127.0.0.1:8500), --timeout-ms N\n";
 
 std::string Dims(const google::protobuf::RepeatedField<int64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
@@ -194,10 +197,13 @@ int Main(int argc, char** argv) {
   }
   if (args->command == "inspect") return InspectCommand(*args);
   ClientOptions options;
-  options.server = args->Get("server", options.server);
+  options.server = args->Get("address", args->Get("server", options.server));
+  // A probe answers fast or not at all: health waits 5 s unless told otherwise.
+  if (args->command == "health") options.timeout_ms = 5000;
   if (args->Has("timeout-ms") && !absl::SimpleAtoi(args->Get("timeout-ms"), &options.timeout_ms)) {
     return Fail(absl::InvalidArgumentError("--timeout-ms must be an integer"));
   }
+  if (args->command == "health") return HealthCommand(*args, options);
   RnnServeClient client(options);
   if (args->command == "predict") return Predict(*args, client);
   if (args->command == "list") return List(*args, client);

@@ -1,6 +1,7 @@
 // gRPC health checking (grpc.health.v1) on the real rnnserve binary: the whole server and both
 // of its services report SERVING once the repository is loaded, and a Watch hears NOT_SERVING
-// and ends when the server is told to stop.
+// and ends when the server is told to stop; `rnnserve-cli health` (a container's HEALTHCHECK)
+// exits 0 only for SERVING.
 
 #include <grpcpp/grpcpp.h>
 
@@ -71,6 +72,28 @@ TEST(HealthIntegrationTest, WatchHearsNotServingWhenTheServerStops) {
   EXPECT_EQ(heard,
             std::vector<HealthCheckResponse::ServingStatus>{HealthCheckResponse::NOT_SERVING});
   EXPECT_TRUE(finished.ok()) << finished.error_message();
+}
+
+TEST(HealthIntegrationTest, CliHealthExitsZeroOnlyWhenServing) {
+  auto server = ServerProcess::Start(SourcePath("models/examples"));
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string address = (*server)->address();
+  std::string log;
+  EXPECT_EQ(RunCommand({RNNSERVE_CLI_BIN, "health", "--address", address}, &log), 0) << log;
+  EXPECT_EQ(log, "SERVING\n");
+  EXPECT_EQ(RunCommand({RNNSERVE_CLI_BIN, "health", "--server", address, "--service",
+                        "rnnserve.v1.RnnServe"},
+                       &log),
+            0)
+      << log;
+  EXPECT_EQ(RunCommand({RNNSERVE_CLI_BIN, "health", "--address", address, "--service",
+                        "no.such.Service"},
+                       &log),
+            1);
+  EXPECT_NE(log.find("NOT_FOUND"), std::string::npos) << log;
+  const std::string nobody = "127.0.0.1:" + std::to_string(FreeLoopbackPort());
+  EXPECT_EQ(RunCommand({RNNSERVE_CLI_BIN, "health", "--address", nobody}, &log), 1);
+  EXPECT_NE(log.find("UNAVAILABLE"), std::string::npos) << log;
 }
 
 }  // namespace
