@@ -11,6 +11,7 @@
 #   CPU_ARCH    -march= of the CPU kernels: a portable baseline, never the build machine's
 #               (x86-64-v3: AVX2 + FMA, Haswell and later; x86-64-v2 for older CPUs)
 #   JOBS        parallel compile jobs
+#   CCACHE_DIR  where ccache keeps its files (below)
 # With BuildKit or podman, compiler output is kept in a cache mount (ccache), so a rebuild
 # after a source change recompiles only what changed.
 ARG BASE_IMAGE=debian:bookworm-slim
@@ -29,12 +30,15 @@ COPY models models
 COPY server server
 COPY client client
 COPY deploy/docker/runtime_packages.sh deploy/docker/runtime_packages.sh
-ENV CCACHE_DIR=/ccache CCACHE_BASEDIR=/src CCACHE_MAXSIZE=2G
+# CCACHE_DIR: the cache mount below, or a host directory given with `podman build -v
+# DIR:/host-ccache --build-arg CCACHE_DIR=/host-ccache` (the deploy tests pass the host's
+# ccache, so CI's cache of it serves the image builds too). Paths are hashed relative to /src.
+ARG CCACHE_DIR=/ccache
+ENV CCACHE_DIR=${CCACHE_DIR} CCACHE_BASEDIR=/src
 RUN --mount=type=cache,target=/ccache,id=rnnserve-ccache \
     cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DRNNSERVE_CPU_ARCH="${CPU_ARCH}" \
       -DRNNSERVE_WITH_CUDA=OFF -DRNNSERVE_BUILD_TESTS=OFF -DRNNSERVE_BUILD_BENCH=OFF \
     && cmake --build build -j "${JOBS}" --target rnnserve rnnserve-cli \
-    && (ccache -s | grep -E 'Hits|Misses' || true) \
     && mkdir -p /out/bin \
     && strip -o /out/bin/rnnserve build/server/rnnserve \
     && strip -o /out/bin/rnnserve-cli build/client/rnnserve-cli \

@@ -22,7 +22,11 @@ BUILD_IMAGE="${BUILD_IMAGE:-localhost/cuda:13-cudnn9-devel}"
 BASE_IMAGE="${BASE_IMAGE:-localhost/cuda:13-cudnn9-runtime}"
 case "$BUILD_IMAGE$BASE_IMAGE" in *localhost/cuda*) "$ROOT/deploy/docker/make_base.sh" --cuda ;; esac
 
+# The host's ccache lent to the compile steps (gpu.Dockerfile's CCACHE_DIR).
+host_ccache="${CCACHE_DIR:-$HOME/.cache/ccache}"
+mkdir -p "$host_ccache"
 args=(--format docker --network host --build-arg BUILD_IMAGE="$BUILD_IMAGE"
+      -v "$host_ccache:/host-ccache" --build-arg CCACHE_DIR=/host-ccache
       --build-arg BASE_IMAGE="$BASE_IMAGE" --build-arg JOBS="$(nproc)"
       -f "$ROOT/deploy/docker/gpu.Dockerfile")
 [ -n "${CUDA_ARCHS:-}" ] && args+=(--build-arg CUDA_ARCHS="$CUDA_ARCHS")

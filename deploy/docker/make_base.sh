@@ -92,16 +92,19 @@ fi
 if ! have_image localhost/cuda:13-cudnn9-devel; then
   # nvcc's own tree, the headers and the libraries (static runtime, stubs, linker names).
   for d in bin nvvm include; do cp -a "$cuda/$d" "$ctx/devel/"; done
-  mkdir -p "$ctx/devel/lib64"
+  # lib, with lib64 and targets/x86_64-linux/{lib,include} linking to it, as CUDA lays it out.
+  mkdir -p "$ctx/devel/lib" "$ctx/devel/targets/x86_64-linux"
+  ln -s lib "$ctx/devel/lib64"
+  ln -s ../../lib "$ctx/devel/targets/x86_64-linux/lib"
+  ln -s ../../include "$ctx/devel/targets/x86_64-linux/include"
   for pattern in 'libcudart*' 'libcudadevrt.a' 'libculibos.a' 'libcublas*' 'libcudnn*' \
                  'libnvrtc*' 'libnvJitLink*' 'libnvptxcompiler*' 'stubs' 'cmake'; do
-    find -L "$libdir" -maxdepth 1 -name "$pattern" -exec cp -a {} "$ctx/devel/lib64/" \;
+    find -L "$libdir" -maxdepth 1 -name "$pattern" -exec cp -a {} "$ctx/devel/lib/" \;
   done
-  if [ -d "$cuda/targets" ]; then cp -a "$cuda/targets" "$ctx/devel/"; fi
   cat >"$ctx/devel.Dockerfile" <<'EOF'
 FROM localhost/debian:bookworm
 COPY devel/ /usr/local/cuda/
-RUN echo /usr/local/cuda/lib64 >/etc/ld.so.conf.d/cuda.conf && ldconfig
+RUN echo /usr/local/cuda/lib >/etc/ld.so.conf.d/cuda.conf && ldconfig
 ENV PATH=/usr/local/cuda/bin:$PATH
 EOF
   podman build --format docker -t localhost/cuda:13-cudnn9-devel -f "$ctx/devel.Dockerfile" "$ctx"

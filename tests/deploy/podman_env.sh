@@ -35,11 +35,16 @@ make_base() {
   echo "timing: base image $((SECONDS - start)) s"
 }
 
-# Builds the CPU image as localhost/rnnserve:cpu on the local base; reruns reuse its layers and
-# the compiler cache mount.
+# The host's ccache (CI keeps it between runs), lent to the image builds' compile step.
+HOST_CCACHE="${CCACHE_DIR:-$HOME/.cache/ccache}"
+
+# Builds the CPU image as localhost/rnnserve:cpu on the local base; reruns reuse its layers, and
+# after a source change ccache's objects.
 build_cpu_image() {
   local start=$SECONDS
+  mkdir -p "$HOST_CCACHE"
   podman build --format docker --network host \
+    -v "$HOST_CCACHE:/host-ccache" --build-arg CCACHE_DIR=/host-ccache \
     --build-arg BASE_IMAGE=localhost/debian:bookworm --build-arg JOBS="$(nproc)" \
     -t localhost/rnnserve:cpu -f "$ROOT/deploy/docker/cpu.Dockerfile" "$ROOT"
   echo "timing: CPU image build $((SECONDS - start)) s"
