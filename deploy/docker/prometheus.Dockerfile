@@ -3,13 +3,13 @@
 # /etc/prometheus (deploy/compose/prometheus.yml and deploy/prometheus/rules).
 ARG BASE_IMAGE=debian:bookworm-slim
 FROM ${BASE_IMAGE}
-# The package's postinst keeps a `prometheus` user that exists; a fixed uid makes USER numeric.
+# The package makes a system user `prometheus`; it gets a fixed uid so that USER is numeric.
 # hadolint ignore=DL3008
-RUN useradd --system --uid 10002 --home-dir /var/lib/prometheus --shell /usr/sbin/nologin prometheus \
-    && apt-get update \
+RUN apt-get update \
     && apt-get install -y --no-install-recommends prometheus \
     && rm -rf /var/lib/apt/lists/* \
-    && mkdir -p /prometheus && chown prometheus:prometheus /prometheus
+    && groupmod --gid 10002 prometheus && usermod --uid 10002 --gid 10002 prometheus \
+    && mkdir -p /prometheus && chown -R 10002:10002 /prometheus /var/lib/prometheus
 USER 10002
 WORKDIR /prometheus
 EXPOSE 9090

@@ -42,7 +42,7 @@ for _ in $(seq "$n"); do
 done
 echo "sent $n predicts"
 
-query='sum(rnnserve_requests_total{model="waveform_lstm",code="OK"})'
+query='sum(rnnserve_requests_total{model="waveform_lstm",method="Predict",code="OK"})'
 start=$SECONDS
 seen=""
 while [ $((SECONDS - start)) -lt 90 ]; do

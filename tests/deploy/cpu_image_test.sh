@@ -34,7 +34,8 @@ uid=$(podman exec "$name" id -u)
 predict_matches_keras "$cli" "127.0.0.1:$grpc_port"
 
 metrics=$(curl -fsS "http://127.0.0.1:$metrics_port/metrics")
-grep -q '^rnnserve_requests_total{.*model="waveform_lstm".*} 1$' <<<"$metrics" || {
+grep '^rnnserve_requests_total{' <<<"$metrics" | grep 'model="waveform_lstm"' |
+  grep 'method="Predict"' | grep -q ' 1$' || {
   echo "FAIL: /metrics has no Predict counted for waveform_lstm:"
   grep rnnserve_requests_total <<<"$metrics" || true
   exit 1
