@@ -83,7 +83,8 @@ int Main(int argc, char** argv) {
     LogInfo(absl::StrCat("metrics on http://", flags->host, ":", exposer->port(), "/metrics"));
   }
 
-  auto repository = ModelRepository::Open(flags->model_repository);
+  auto repository = ModelRepository::Open(
+      flags->model_repository, {.servable = {.metrics = &metrics::ServerMetrics::Global()}});
   if (!repository.ok()) {
     LogError(repository.status().message());
     return 1;
