@@ -14,16 +14,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "server/flags.h"
-#include "server/health_service.h"
-#include "server/kserve/kserve_service.h"
-#include "server/kserve_sequences.h"
+#include "server/services/health_service.h"
+#include "server/services/kserve/kserve_service.h"
+#include "server/services/kserve_sequences.h"
 #include "server/log.h"
 #include "server/metrics/exposer.h"
 #include "server/metrics/grpc_interceptor.h"
 #include "server/metrics/server_metrics.h"
 #include "server/model_check.h"
 #include "server/model_repository.h"
-#include "server/rnnserve_service.h"
+#include "server/services/rnnserve_service.h"
 
 namespace rnnserve::server {
 namespace {
