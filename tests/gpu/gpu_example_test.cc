@@ -10,6 +10,7 @@
 #include "models/model_loader.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/support/fixtures.h"
+#include "tests/support/zero_length.h"
 
 namespace rnnserve::testing {
 namespace {
@@ -47,6 +48,10 @@ TEST_F(GpuExampleModelTest, ExplicitLengthsMatchKeras) {
   std::vector<engine::Tensor> out;
   ASSERT_TRUE(compiled_->Run(batch, &out).ok());
   EXPECT_TRUE(AllClose(out[0], LoadNpy("tests/fixtures/example/expected.npy")));
+}
+
+TEST_F(GpuExampleModelTest, ZeroLengthSequenceActsAsAFullyMaskedOne) {
+  EXPECT_TRUE(ZeroLengthRowActsAsAFullyMaskedOne(compiled_.get()));
 }
 
 TEST_F(GpuExampleModelTest, EachSequenceAloneEqualsItsRowInTheBatch) {

@@ -195,6 +195,37 @@ TEST_F(KServeTest, LengthsAsParameterMatchKeras) {
   EXPECT_TRUE(MatchesKeras(resp));
 }
 
+// Length 0 (engine/lengths.h) over KServe: the other rows keep Keras's numbers, and the
+// empty row answers as an all-zero row, which the model's Masking layer masks at every step.
+TEST_F(KServeTest, ZeroLengthSequenceAnswersAsAFullyMaskedOne) {
+  ModelInferRequest req = FixtureRequest(/*raw=*/false);
+  (*req.mutable_parameters())["lengths"].set_string_param("40,0,12");
+  ModelInferResponse resp;
+  grpc::Status s = Infer(req, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(resp.outputs_size(), 1);
+  const auto& got = resp.outputs(0).contents().fp32_contents();
+  ASSERT_EQ(got.size(), 9);
+  ModelInferRequest zero;
+  zero.set_model_name("waveform_lstm");
+  auto* in = zero.add_inputs();
+  in->set_name("waveform");
+  in->set_datatype("FP32");
+  for (int64_t d : {1, 40, 2}) in->add_shape(d);
+  for (int i = 0; i < 80; ++i) in->mutable_contents()->add_fp32_contents(0.0f);
+  ModelInferResponse masked;
+  s = Infer(zero, &masked);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  const auto& want_masked = masked.outputs(0).contents().fp32_contents();
+  ASSERT_EQ(want_masked.size(), 3);
+  const client::NpyArray keras = LoadNpy("tests/fixtures/example/expected.npy");
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_NEAR(got[k], keras.values[k], 1e-5) << "row 0, class " << k;
+    EXPECT_NEAR(got[3 + k], want_masked[k], 1e-6) << "row 1, class " << k;
+    EXPECT_NEAR(got[6 + k], keras.values[6 + k], 1e-5) << "row 2, class " << k;
+  }
+}
+
 TEST_F(KServeTest, LengthPastTimeAxisIsInvalidArgument) {
   ModelInferRequest req = FixtureRequest(/*raw=*/true);
   (*req.mutable_parameters())["lengths"].set_string_param("40,41,12");

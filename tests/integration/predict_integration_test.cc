@@ -87,6 +87,25 @@ TEST_F(ExampleServerTest, PredictWithExplicitLengthsMatchesKeras) {
                     LoadNpy("tests/fixtures/example/expected.npy")));
 }
 
+// Length 0 is an empty sequence (engine/lengths.h): its neighbours keep Keras's numbers and it
+// answers as a row that the model's Masking layer masks at every step.
+TEST_F(ExampleServerTest, ZeroLengthSequenceAnswersAsAFullyMaskedOne) {
+  auto client = Client();
+  auto resp = client.Predict("waveform_lstm", GoodInput(), {40, 0, 12});
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  const client::NpyArray got = client::ToArray(resp->outputs().at("probabilities"));  // [3, 3]
+  client::NpyArray zeros{"<f4", {1, 40, 2}, std::vector<double>(80, 0.0)};
+  auto masked = client.Predict("waveform_lstm", {{"waveform", zeros}}, {});
+  ASSERT_TRUE(masked.ok()) << masked.status();
+  const client::NpyArray want_masked = client::ToArray(masked->outputs().at("probabilities"));
+  const client::NpyArray keras = LoadNpy("tests/fixtures/example/expected.npy");
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_NEAR(got.values[k], keras.values[k], 1e-5) << "row 0, class " << k;
+    EXPECT_NEAR(got.values[3 + k], want_masked.values[k], 1e-6) << "row 1, class " << k;
+    EXPECT_NEAR(got.values[6 + k], keras.values[6 + k], 1e-5) << "row 2, class " << k;
+  }
+}
+
 TEST_F(ExampleServerTest, CliPredictWritesKerasNumbersToNpz) {
   const std::string out = (std::filesystem::temp_directory_path() /
                            ("rnnserve_cli_" + std::to_string(getpid()) + ".npz"))

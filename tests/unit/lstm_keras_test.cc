@@ -5,6 +5,7 @@
 #include "gtest/gtest.h"
 #include "models/model_loader.h"
 #include "tests/support/fixtures.h"
+#include "tests/support/zero_length.h"
 
 namespace rnnserve {
 namespace {
@@ -58,6 +59,10 @@ TEST_F(ExampleModelTest, ExplicitLengthsMatchKeras) {
   std::vector<engine::Tensor> out;
   ASSERT_TRUE(compiled_->Run(batch, &out).ok());
   EXPECT_TRUE(AllClose(out[0], LoadNpy("tests/fixtures/example/expected.npy")));
+}
+
+TEST_F(ExampleModelTest, ZeroLengthSequenceActsAsAFullyMaskedOne) {
+  EXPECT_TRUE(testing::ZeroLengthRowActsAsAFullyMaskedOne(compiled_.get()));
 }
 
 TEST_F(ExampleModelTest, EachSequenceAloneEqualsItsRowInTheBatch) {
