@@ -31,24 +31,16 @@ bool Close(const client::NpyArray& got, const client::NpyArray& want, double rto
   return true;
 }
 
-class ExampleServerTest : public ::testing::Test {
+class ExampleServerTest : public ServerSuite<> {
  protected:
-  static void SetUpTestSuite() {
-    auto s = ServerProcess::Start(SourcePath("models/examples"));
-    ASSERT_TRUE(s.ok()) << s.status();
-    server_ = s->release();
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
-  client::RnnServeClient Client() { return client::RnnServeClient({.server = server_->address()}); }
+  static void SetUpTestSuite() { StartServer(SourcePath("models/examples")); }
+  client::RnnServeClient Client() { return client::RnnServeClient({.server = server()->address()}); }
   std::map<std::string, client::NpyArray> GoodInput() {
     return {{"waveform", LoadNpy("tests/fixtures/example/input.npy")}};
   }
   absl::Status PredictStatus(const v1::PredictRequest& req) {
     auto stub = v1::RnnServe::NewStub(
-        grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
+        grpc::CreateChannel(server()->address(), grpc::InsecureChannelCredentials()));
     grpc::ClientContext ctx;
     v1::PredictResponse resp;
     const grpc::Status s = stub->Predict(&ctx, req, &resp);
@@ -73,9 +65,7 @@ class ExampleServerTest : public ::testing::Test {
     EXPECT_TRUE(Close(client::ToArray(resp->outputs().at("probabilities")),
                       LoadNpy("tests/fixtures/example/expected.npy")));
   }
-  static ServerProcess* server_;
 };
-ServerProcess* ExampleServerTest::server_ = nullptr;
 
 TEST_F(ExampleServerTest, PredictMatchesKerasForMixedLengths) { ExpectGoodAnswer(); }
 
@@ -112,7 +102,7 @@ TEST_F(ExampleServerTest, CliPredictWritesKerasNumbersToNpz) {
                               .string();
   std::string log;
   const int rc = RunCommand(
-      {RNNSERVE_CLI_BIN, "predict", "--server", server_->address(), "--model", "waveform_lstm",
+      {RNNSERVE_CLI_BIN, "predict", "--server", server()->address(), "--model", "waveform_lstm",
        "--input", SourcePath("models/examples/waveform_lstm/sample_input.json"), "--output", out},
       &log);
   ASSERT_EQ(rc, 0) << log;
@@ -125,12 +115,12 @@ TEST_F(ExampleServerTest, CliPredictWritesKerasNumbersToNpz) {
 
 TEST_F(ExampleServerTest, CliListAndMetadataDescribeTheModel) {
   std::string log;
-  ASSERT_EQ(RunCommand({RNNSERVE_CLI_BIN, "list", "--server", server_->address(), "--json"}, &log),
+  ASSERT_EQ(RunCommand({RNNSERVE_CLI_BIN, "list", "--server", server()->address(), "--json"}, &log),
             0)
       << log;
   EXPECT_NE(log.find("\"name\":\"waveform_lstm\""), std::string::npos) << log;
   EXPECT_NE(log.find("\"state\":\"READY\""), std::string::npos) << log;
-  ASSERT_EQ(RunCommand({RNNSERVE_CLI_BIN, "metadata", "--server", server_->address(), "--model",
+  ASSERT_EQ(RunCommand({RNNSERVE_CLI_BIN, "metadata", "--server", server()->address(), "--model",
                         "waveform_lstm", "--json"},
                        &log),
             0)
@@ -221,7 +211,7 @@ TEST_F(ExampleServerTest, ServerKeepsServingAfterBadRequests) {
   PredictStatus(Request(0, 4, 2)).IgnoreError();
   PredictStatus(Request(2, 5, 3)).IgnoreError();
   PredictStatus(Request(1, 0, 2)).IgnoreError();
-  ASSERT_TRUE(server_->Alive());
+  ASSERT_TRUE(server()->Alive());
   ExpectGoodAnswer();
 }
 
@@ -239,7 +229,7 @@ TEST_F(ExampleServerTest, ReturnedStatesFedBackAsInitialStatesContinueTheSequenc
     return t;
   };
   auto stub = v1::RnnServe::NewStub(
-      grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
+      grpc::CreateChannel(server()->address(), grpc::InsecureChannelCredentials()));
   v1::PredictRequest first;
   first.mutable_model_spec()->set_name("waveform_lstm");
   (*first.mutable_inputs())["waveform"] = half(0);
@@ -280,7 +270,7 @@ TEST_F(ExampleServerTest, CliEvaluateMatchesTheLossOfKerasPredictions) {
       (std::filesystem::temp_directory_path() / ("labels_" + std::to_string(getpid()) + ".json"))
           .string();
   std::ofstream(labels) << "[0, 1, 2]";
-  ASSERT_EQ(RunCommand({RNNSERVE_CLI_BIN, "evaluate", "--server", server_->address(), "--model",
+  ASSERT_EQ(RunCommand({RNNSERVE_CLI_BIN, "evaluate", "--server", server()->address(), "--model",
                         "waveform_lstm", "--input", dir + "input.npy", "--target", labels,
                         "--batch-size", "2", "--json"},
                        &log),
@@ -297,7 +287,7 @@ TEST_F(ExampleServerTest, CliEvaluateMatchesTheLossOfKerasPredictions) {
 
 TEST_F(ExampleServerTest, CliStreamChunksEqualKeras) {
   std::string log;
-  ASSERT_EQ(RunCommand({RNNSERVE_CLI_BIN, "stream", "--server", server_->address(), "--model",
+  ASSERT_EQ(RunCommand({RNNSERVE_CLI_BIN, "stream", "--server", server()->address(), "--model",
                         "waveform_lstm", "--input", SourcePath("tests/fixtures/example/input.npy"),
                         "--chunk-steps", "6", "--lengths", "40,25,12", "--json"},
                        &log),
@@ -314,16 +304,16 @@ TEST_F(ExampleServerTest, CliStreamChunksEqualKeras) {
 
 TEST_F(ExampleServerTest, CliLoadUnloadAndServer) {
   std::string log;
-  ASSERT_EQ(RunCommand({RNNSERVE_CLI_BIN, "server", "--server", server_->address()}, &log), 0)
+  ASSERT_EQ(RunCommand({RNNSERVE_CLI_BIN, "server", "--server", server()->address()}, &log), 0)
       << log;
   EXPECT_NE(log.find("rnnserve"), std::string::npos) << log;
-  ASSERT_EQ(RunCommand({RNNSERVE_CLI_BIN, "load", "--server", server_->address(), "--model",
+  ASSERT_EQ(RunCommand({RNNSERVE_CLI_BIN, "load", "--server", server()->address(), "--model",
                         "waveform_lstm"},
                        &log),
             0)
       << log;
   EXPECT_NE(log.find("waveform_lstm READY versions [1]"), std::string::npos) << log;
-  EXPECT_EQ(RunCommand({RNNSERVE_CLI_BIN, "unload", "--server", server_->address(), "--model",
+  EXPECT_EQ(RunCommand({RNNSERVE_CLI_BIN, "unload", "--server", server()->address(), "--model",
                         "nothing_here"},
                        &log),
             1);

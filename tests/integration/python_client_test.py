@@ -2,10 +2,11 @@
 """The thin Python client against the real server: predict, evaluate and stream on the example
 model give Keras's numbers. Exits 77 (skipped) when grpcio/grpcio-tools/numpy are missing."""
 import os
-import socket
 import subprocess
 import sys
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import server_process  # noqa: E402
 
 ROOT, SERVER = sys.argv[1], sys.argv[2]
 try:
@@ -20,20 +21,8 @@ subprocess.run([os.path.join(ROOT, "client/python/build_stubs.sh")], check=True)
 sys.path.insert(0, os.path.join(ROOT, "client/python"))
 from rnnserve_client import Client, RnnServeError  # noqa: E402
 
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-port = s.getsockname()[1]
-s.close()
-proc = subprocess.Popen([SERVER, "--model-repository", os.path.join(ROOT, "models/examples"),
-                         "--port", str(port), "--metrics-port", "0", "--log-level", "warning"])
-try:
-    c = Client(f"127.0.0.1:{port}", timeout=10)
-    for _ in range(200):
-        try:
-            c.list_models()
-            break
-        except RnnServeError:
-            time.sleep(0.05)
+with server_process.running_server(SERVER, os.path.join(ROOT, "models/examples")) as address:
+    c = Client(address, timeout=10)
     x = np.load(os.path.join(ROOT, "tests/fixtures/example/input.npy"))
     want = np.load(os.path.join(ROOT, "tests/fixtures/example/expected.npy"))
     got = c.predict("waveform_lstm", x)["probabilities"]
@@ -54,6 +43,3 @@ try:
     except RnnServeError as e:
         assert e.code.name == "INVALID_ARGUMENT" and "expected [?,?,2]" in str(e), e
     print("python client: 4 passed, 0 failed")
-finally:
-    proc.terminate()
-    proc.wait(timeout=20)
