@@ -38,8 +38,9 @@ struct CompileOptions {
 // One batch of sequences. Every input is [B, T, ...] (or [B, ...] for non-sequence inputs).
 struct Batch {
   std::vector<Tensor> inputs;  // in Model::inputs order
-  // Per-sequence lengths, size B, each in [1, T]. Empty: every sequence uses the full T, or
-  // the lengths the model's own masking (Masking, Embedding mask_zero) implies.
+  // Per-sequence lengths, size B, each in [0, T] (engine/lengths.h: the rule, and what 0
+  // means). Empty: every sequence uses the full T, or the lengths the model's own masking
+  // (Masking, Embedding mask_zero) implies.
   std::vector<int32_t> lengths;
   // Initial states of recurrent layers, by layer name (Layer::name), in the order of the
   // layer's state outputs: per direction h [B, H'] then, for LSTM, c [B, H]. A layer not named

@@ -14,17 +14,17 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "server/flags.h"
-#include "server/health_service.h"
 #include "server/inspect.h"
-#include "server/kserve/kserve_service.h"
-#include "server/kserve_sequences.h"
+#include "server/services/health_service.h"
+#include "server/services/kserve/kserve_service.h"
+#include "server/services/kserve_sequences.h"
 #include "server/log.h"
 #include "server/metrics/endpoint.h"
 #include "server/metrics/grpc_interceptor.h"
 #include "server/metrics/server_metrics.h"
 #include "server/model_check.h"
 #include "server/model_repository.h"
-#include "server/rnnserve_service.h"
+#include "server/services/rnnserve_service.h"
 
 namespace rnnserve::server {
 namespace {
@@ -85,7 +85,8 @@ int Main(int argc, char** argv) {
                          exposer->GetListeningPorts().front(), "/metrics"));
   }
 
-  auto repository = ModelRepository::Open(flags->model_repository);
+  auto repository = ModelRepository::Open(
+      flags->model_repository, {.servable = {.metrics = &metrics::ServerMetrics::Global()}});
   if (!repository.ok()) {
     LogError(repository.status().message());
     return 1;

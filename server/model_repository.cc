@@ -78,14 +78,23 @@ std::vector<std::string> ModelDirs(const std::string& root) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Open(const std::string& root) {
+absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Open(
+    const std::string& root, const RepositoryOptions& options) {
   std::error_code ec;
   if (!fs::is_directory(root, ec)) {
     return absl::NotFoundError(absl::StrCat("model repository ", root, " is not a directory"));
   }
-  std::unique_ptr<ModelRepository> repo(new ModelRepository(root));
+  std::unique_ptr<ModelRepository> repo(new ModelRepository(root, options));
   for (const std::string& name : ModelDirs(root)) repo->Load(name).IgnoreError();
   return repo;
+}
+
+void ModelRepository::ModelLoadFailed(const std::string& name, int64_t version) const {
+  if (options_.servable.metrics != nullptr) options_.servable.metrics->ModelLoadFailed(name, version);
+}
+
+void ModelRepository::ModelUnloaded(const std::string& name, int64_t version) const {
+  if (options_.servable.metrics != nullptr) options_.servable.metrics->ModelUnloaded(name, version);
 }
 
 ModelRepository::~ModelRepository() {
@@ -129,27 +138,17 @@ absl::StatusOr<ModelState> ModelRepository::Load(const std::string& name) {
         continue;
       }
       const absl::Time start = absl::Now();
-      auto servable = Servable::Load(dir.string(), v, *config);
+      // A version that loads reports itself to the metrics (ServableOptions::metrics).
+      auto servable = Servable::Load(dir.string(), v, *config, options_.servable);
       if (!servable.ok()) {
         next.reason = std::string(servable.status().message());
         LogError(absl::StrCat("model ", name, " v", v, " failed to load: ", next.reason));
         // metrics: a version that serves now keeps rnnserve_model_loaded 1 until it is dropped.
-        if (!old.versions.contains(v)) metrics::ServerMetrics::Global().ModelLoadFailed(name, v);
+        if (!old.versions.contains(v)) ModelLoadFailed(name, v);
         continue;
       }
       LogInfo(absl::StrCat("model ", name, " v", v, " loaded from ", (*servable)->source_file(),
                            " in ", absl::FormatDuration(absl::Now() - start)));
-      {  // metrics: the version's series exist, at zero, from here on
-        metrics::ModelLoadInfo info;
-        info.name = name;
-        info.version = v;
-        info.load_duration = absl::Now() - start;
-        for (const InstanceInfo& i : (*servable)->instances()) {
-          info.engines.push_back(i.engine);
-          info.memory_bytes.push_back(i.memory_bytes);
-        }
-        metrics::ServerMetrics::Global().ModelLoaded(info);
-      }
       version.servable = std::move(*servable);
       next.versions[v] = std::move(version);
     }
@@ -166,9 +165,9 @@ absl::StatusOr<ModelState> ModelRepository::Load(const std::string& name) {
     LogError(absl::StrCat("model ", name, " is unavailable: ", next.reason));
   ModelState state = StateOf(name, next);
   {  // metrics: rnnserve_model_loaded 0 for a config that fails and for versions dropped
-    if (!config.ok()) metrics::ServerMetrics::Global().ModelLoadFailed(name, 0);
+    if (!config.ok()) ModelLoadFailed(name, 0);
     for (const auto& [v, version] : old.versions) {
-      if (!next.versions.contains(v)) metrics::ServerMetrics::Global().ModelUnloaded(name, v);
+      if (!next.versions.contains(v)) ModelUnloaded(name, v);
     }
   }
   {
@@ -190,7 +189,7 @@ absl::Status ModelRepository::Unload(const std::string& name) {
     return absl::NotFoundError(absl::StrCat("model '", name, "' is not loaded"));
   }
   for (const auto& [v, version] : it->second.versions) {
-    metrics::ServerMetrics::Global().ModelUnloaded(name, v);  // metrics: model_loaded 0
+    ModelUnloaded(name, v);  // metrics: model_loaded 0
   }
   models_.erase(it);
   LogInfo(absl::StrCat("model ", name, " unloaded"));

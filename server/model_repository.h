@@ -34,10 +34,18 @@ struct ModelState {
   std::string platform;
 };
 
+struct RepositoryOptions {
+  // How every version is loaded, and where metrics go: options.servable.metrics also gets
+  // rnnserve_model_loaded 0 for versions that fail to load or are unloaded. Null metrics:
+  // nothing is recorded.
+  ServableOptions servable;
+};
+
 class ModelRepository {
  public:
   // Fails only when `root` is not a readable directory.
-  static absl::StatusOr<std::unique_ptr<ModelRepository>> Open(const std::string& root);
+  static absl::StatusOr<std::unique_ptr<ModelRepository>> Open(
+      const std::string& root, const RepositoryOptions& options = {});
   ~ModelRepository();
 
   // version 0: the newest loaded version. NOT_FOUND names what is loaded.
@@ -68,10 +76,15 @@ class ModelRepository {
     std::string config_fingerprint;
     std::string reason;
   };
-  explicit ModelRepository(std::string root) : root_(std::move(root)) {}
+  ModelRepository(std::string root, RepositoryOptions options)
+      : root_(std::move(root)), options_(std::move(options)) {}
   ModelState StateOf(const std::string& name, const Entry& e) const;
+  // rnnserve_model_loaded 0 (when options_ name metrics).
+  void ModelLoadFailed(const std::string& name, int64_t version) const;
+  void ModelUnloaded(const std::string& name, int64_t version) const;
 
   const std::string root_;
+  const RepositoryOptions options_;
   absl::Mutex load_mu_;  // serialises Load/Unload/Poll; never held with mu_ by readers
   mutable absl::Mutex mu_;
   std::map<std::string, Entry> models_ ABSL_GUARDED_BY(mu_);

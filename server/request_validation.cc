@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/lengths.h"
 #include "server/tensor_codec.h"
 
 namespace rnnserve::server {
@@ -99,20 +100,9 @@ absl::StatusOr<engine::Batch> ValidatePredict(const v1::PredictRequest& request,
     }
     batch.inputs.push_back(std::move(*tensor));
   }
-  if (request.lengths_size() > 0) {
-    if (request.lengths_size() != B) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("lengths: ", request.lengths_size(), " given for a batch of ", B));
-    }
-    for (int i = 0; i < request.lengths_size(); ++i) {
-      const int32_t len = request.lengths(i);
-      if (len < 1 || len > T) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("lengths[", i, "] = ", len, ": must be in [1, ", T, "]"));
-      }
-    }
-    batch.lengths.assign(request.lengths().begin(), request.lengths().end());
-  }
+  // The engines' rule (engine/lengths.h): B lengths, each in [0, T]; 0 is an empty sequence.
+  if (auto st = engine::CheckLengths(request.lengths(), B, T); !st.ok()) return st;
+  batch.lengths.assign(request.lengths().begin(), request.lengths().end());
   for (const auto& [layer, states] : request.initial_states()) {
     if (!servable.HasRecurrentLayer(layer)) {
       return absl::InvalidArgumentError(

@@ -3,12 +3,19 @@
 // One loaded version of a model: its signature, its compiled instances, and a pool that
 // hands each instance to one caller at a time.
 //
-// Load() does all the work that can fail: reading the file, compiling one instance per
-// configured instance, probing the model with tiny batches to learn its output shapes, and
-// starting the dynamic batcher when config.pbtxt asks for one. After Load() succeeds, Run()
-// only fails on what a batch carries, on its deadline, on a full queue, or on an engine fault.
+// Load() (servable_load.cc) does all the work that can fail: reading the file, compiling one
+// instance per configured instance, probing the model with tiny batches to learn its output
+// shapes, checking that axis 0 is the batch axis when max_batch_size > 0, warming GPU
+// instances up, and starting the dynamic batcher when config.pbtxt asks for one. After Load()
+// succeeds, Run() (servable.cc) only fails on what a batch carries, on its deadline, on a full
+// queue, or on an engine fault.
+//
+// Metrics: both run paths (the batcher's workers, and the caller's thread without a batcher)
+// report to one ServingRecorder (serving_recorder.h), which writes to the ServerMetrics given
+// in ServableOptions. The load's own probes and warm-up are not recorded.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,6 +31,8 @@
 #include "rnnserve/v1/model_config.pb.h"
 #include "server/batching/dynamic_batcher.h"
 #include "server/batching/instance_pool.h"
+#include "server/metrics/server_metrics.h"
+#include "server/serving_recorder.h"
 
 namespace rnnserve::server {
 
@@ -52,11 +61,36 @@ struct InstanceInfo {
   int64_t memory_bytes = 0;
 };
 
+// How a servable is built and where it reports.
+struct ServableOptions {
+  using EngineFactory =
+      std::function<absl::StatusOr<std::unique_ptr<engine::Engine>>(const engine::EngineOptions&)>;
+  // Makes the engine of each instance (kind kCpu or kCuda, as the instance_group asks). Empty:
+  // engine::Engine::Create. Server tests pass a deterministic fake engine here.
+  EngineFactory engine_factory;
+  // Where the servable's metrics go: at the end of a successful load it reports itself loaded
+  // (ServerMetrics::ModelLoaded: engines, memory, load time) and from then on records every
+  // request's queue wait and every engine call there. Null: nothing is recorded. Must outlive
+  // the servable.
+  metrics::ServerMetrics* metrics = nullptr;
+};
+
 class Servable : public std::enable_shared_from_this<Servable> {
  public:
+  // Loads <model_dir>/<version>/<file> as config.pbtxt describes it. Fails, naming the model
+  // and what to change, when the file does not load or does not match the config, when an
+  // instance cannot be compiled, or when max_batch_size > 0 for a model whose axis 0 is not
+  // the batch axis (see CheckBatchAxis).
   static absl::StatusOr<std::unique_ptr<Servable>> Load(const std::string& model_dir,
                                                         int64_t version,
-                                                        const v1::ModelConfig& config);
+                                                        const v1::ModelConfig& config,
+                                                        const ServableOptions& options = {});
+  // Load() for a model already in IR (no file: source_file() is "<name> (in memory)", no
+  // training config). The same checks, probes and batcher as Load().
+  static absl::StatusOr<std::unique_ptr<Servable>> FromModel(engine::Model model,
+                                                             int64_t version,
+                                                             const v1::ModelConfig& config,
+                                                             const ServableOptions& options = {});
 
   const std::string& name() const { return config_.name(); }
   int64_t version() const { return version_; }
@@ -94,17 +128,23 @@ class Servable : public std::enable_shared_from_this<Servable> {
   batching::DynamicBatcher* batcher() const { return batcher_.get(); }
 
  private:
-  Servable(int64_t version, v1::ModelConfig config)
-      : version_(version), config_(std::move(config)) {}
+  Servable(int64_t version, v1::ModelConfig config, ServableOptions options)
+      : version_(version), config_(std::move(config)), options_(std::move(options)) {}
+  // Everything after the model is in IR: signature, instances, probes, batcher, metrics.
+  static absl::StatusOr<std::unique_ptr<Servable>> Build(std::unique_ptr<Servable> s,
+                                                         absl::Time load_started);
+  absl::Status BuildInputSignature();
   absl::Status CreateInstances();
+  absl::StatusOr<std::unique_ptr<engine::Engine>> MakeEngine(const engine::EngineOptions& o) const;
   // A load-time test run; its error names the model file.
   absl::Status RunProbe(const engine::Batch& batch, std::vector<engine::Tensor>* out);
   absl::Status ProbeSignature();
-  // Whether axis 0 of every input and output holds independent sequences, which batching
-  // (requests joined along axis 0, outputs cut back apart) and splitting need. A time-major
-  // model (PyTorch's default batch_first=False export) has time on axis 0, and a state output
-  // like h_n [layers, batch, H] has no batch axis first: such a model runs each request
-  // alone, as with max_batch_size 0, and the log says why. Error only when a probe fails.
+  // With max_batch_size > 0: whether axis 0 of every input and output holds independent
+  // sequences, which batching (requests joined along axis 0, outputs cut back apart) and
+  // splitting need. A time-major model (PyTorch's default batch_first=False export) has time
+  // on axis 0, and a state output like h_n [layers, batch, H] has no batch axis first: for
+  // such a model the load fails with FAILED_PRECONDITION naming the model, the output and the
+  // fix (max_batch_size: 0, which runs each request alone). A setting is never overridden.
   absl::Status CheckBatchAxis();
   // GPU instances time their recurrent algorithms on the first batch of each size (and step
   // bucket); this runs that batch at load for the sizes the config allows (1, the preferred
@@ -112,6 +152,8 @@ class Servable : public std::enable_shared_from_this<Servable> {
   absl::Status WarmUpGpuInstances();
   static constexpr int64_t kWarmUpSteps = 100;
   absl::Status StartBatcher();
+  // Reports the load to options_.metrics and attaches the recorder; the last step of a load.
+  void ReportLoaded(absl::Duration load_duration);
   // After an engine fault on `instance`: runs the load-time probe on it and logs the outcome.
   absl::Status ProbeAfterFault(int instance, const absl::Status& fault) const;
   absl::Status RunOnInstance(const engine::Batch& batch, std::vector<engine::Tensor>* out,
@@ -120,7 +162,8 @@ class Servable : public std::enable_shared_from_this<Servable> {
                           const RunOptions& options) const;
 
   const int64_t version_;
-  v1::ModelConfig config_;  // as given, except max_batch_size after CheckBatchAxis
+  const v1::ModelConfig config_;  // as given
+  const ServableOptions options_;
   std::string source_file_;
   std::string masking_;
   std::optional<models::TrainingConfig> training_;
@@ -130,7 +173,11 @@ class Servable : public std::enable_shared_from_this<Servable> {
   std::vector<TensorSignature> outputs_;
   std::vector<InstanceInfo> instance_info_;
   std::vector<std::unique_ptr<engine::CompiledModel>> instances_;
-  // Declared after instances_, so it stops (and joins its workers) before they are destroyed.
+  // The one place serving metrics are recorded; attached at the end of the load, before the
+  // servable is handed out, and records nothing before. The batcher's workers report to it.
+  ServingRecorder recorder_;
+  // Declared after instances_ and recorder_, so it stops (and joins its workers, which use
+  // both) before they are destroyed.
   std::unique_ptr<batching::DynamicBatcher> batcher_;
 
   // The instances no caller holds, for Run without a batcher; drops faulted instances.

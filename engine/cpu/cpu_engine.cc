@@ -12,6 +12,7 @@
 #include "engine/cpu/norm_layers.h"
 #include "engine/cpu/recurrent.h"
 #include "engine/plan/layer_plans.h"
+#include "engine/lengths.h"
 
 namespace rnnserve::engine::cpu {
 namespace {
@@ -46,16 +47,10 @@ absl::Status CpuCompiledModel::Run(const Batch& batch, std::vector<Tensor>* outp
     values[i].tensor = batch.inputs[i];
     if (!batch.lengths.empty() && values[i].tensor.rank() >= 2) {
       const Tensor& t = values[i].tensor;
-      if (static_cast<int64_t>(batch.lengths.size()) != t.dim(0)) {
-        return absl::InvalidArgumentError(absl::StrCat("input '", model_.inputs[i].name,
-                                                       "': ", batch.lengths.size(),
-                                                       " lengths for a batch of ", t.dim(0)));
-      }
-      for (int32_t len : batch.lengths) {
-        if (len < 0 || len > t.dim(1)) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "input '", model_.inputs[i].name, "': length ", len, " outside [0, ", t.dim(1), "]"));
-        }
+      if (auto st = CheckLengths(batch.lengths, t.dim(0), t.dim(1),
+                                 absl::StrCat("input '", model_.inputs[i].name, "': lengths"));
+          !st.ok()) {
+        return st;
       }
       values[i].lengths = batch.lengths;
     }

@@ -10,6 +10,7 @@
 #include "engine/cuda/cuda_compiled_model.h"
 #include "engine/cuda/kernels.h"
 #include "engine/plan/masks.h"
+#include "engine/lengths.h"
 
 namespace rnnserve::engine::cuda {
 namespace {
@@ -192,16 +193,9 @@ absl::Status CudaCompiledModel::Run(const Batch& batch, std::vector<Tensor>* out
     v.dtype = t.dtype();
     v.shape = t.shape();
     if (!batch.lengths.empty() && t.rank() >= 2) {
-      if (static_cast<int64_t>(batch.lengths.size()) != t.dim(0)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(batch.lengths.size(), " lengths for a batch of ", t.dim(0)));
-      }
-      for (int32_t len : batch.lengths) {
-        if (len < 0 || len > t.dim(1)) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("length ", len, " outside [0, ", t.dim(1), "]"));
-        }
-      }
+      RNNSERVE_RETURN_IF_ERROR(CheckLengths(batch.lengths, t.dim(0), t.dim(1),
+                                            absl::StrCat("input '", model_.inputs[i].name,
+                                                         "': lengths")));
       v.lengths = batch.lengths;
     }
   }

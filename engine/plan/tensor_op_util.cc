@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/lengths.h"
 
 namespace rnnserve::engine::plan {
 
@@ -108,12 +109,14 @@ absl::StatusOr<std::vector<int32_t>> AttachedLengths(const std::string& layer, c
                                                    " do not match a batch of ", batch));
   }
   std::vector<int32_t> lengths;
-  for (int64_t len : lens.ints()) {
-    if (len < 0 || len > x[1]) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("layer '", layer, "': sequence length ", len, " outside [0, ", x[1], "]"));
-    }
-    lengths.push_back(static_cast<int32_t>(len));
+  for (int64_t len : lens.ints()) {  // clamped into int32: still outside [0, T] if it was
+    lengths.push_back(static_cast<int32_t>(
+        std::clamp<int64_t>(len, -1, std::numeric_limits<int32_t>::max())));
+  }
+  if (auto st = CheckLengths(lengths, batch, x[1],
+                             absl::StrCat("layer '", layer, "': sequence lengths"));
+      !st.ok()) {
+    return st;
   }
   return lengths;
 }

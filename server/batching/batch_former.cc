@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/lengths.h"
 #include "server/batching/step_budget.h"
 
 namespace rnnserve::server::batching {
@@ -50,19 +51,9 @@ absl::Status BatchFormer::Check(const BatchRequest& r) const {
       }
     }
   }
-  if (!r.batch.lengths.empty()) {
-    if (static_cast<int64_t>(r.batch.lengths.size()) != rows) {
-      return absl::InvalidArgumentError(absl::StrCat(model, ": ", r.batch.lengths.size(),
-                                                     " lengths for a batch of ", rows,
-                                                     "; expected one per sequence"));
-    }
-    for (size_t b = 0; b < r.batch.lengths.size(); ++b) {
-      if (r.batch.lengths[b] < 1 || r.batch.lengths[b] > steps) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(model, ": lengths[", b, "] = ", r.batch.lengths[b], "; expected [1, ",
-                         steps, "] (the time axis)"));
-      }
-    }
+  if (auto st = engine::CheckLengths(r.batch.lengths, rows, steps, absl::StrCat(model, ": lengths"));
+      !st.ok()) {
+    return st;
   }
   if (r.priority < 0 || r.priority > options_.priority_levels) {
     return absl::InvalidArgumentError(

@@ -3,9 +3,9 @@
 // Time for schedulers, injected so that tests can stop it.
 //
 // A scheduler reads Now() and sleeps through AwaitWithDeadline(); it never calls absl::Now()
-// or absl::SleepFor() itself. RealClock() is the wall clock; FakeClock (fake_clock.h) moves only
-// when a test advances it, so a test can stand exactly on a boundary (9 us: nothing happens;
-// 1 us more: the batch) without sleeping.
+// or absl::SleepFor() itself. RealClock() is the wall clock; FakeClock (tests/support/
+// fake_clock.h, in a test-only library) moves only when a test advances it, so a test can stand
+// exactly on a boundary (9 us: nothing happens; 1 us more: the batch) without sleeping.
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"

@@ -42,7 +42,7 @@ constexpr char kConfig[] = R"pb(
 )pb";
 
 // A model repository holding the example model with kConfig, removed at the end.
-class BatchingServerTest : public ::testing::Test {
+class BatchingServerTest : public ServerSuite<> {
  protected:
   static void SetUpTestSuite() {
     repo_ =
@@ -52,22 +52,17 @@ class BatchingServerTest : public ::testing::Test {
     fs::copy_file(SourcePath("models/examples/waveform_lstm/1/model.h5"), model / "1/model.h5",
                   fs::copy_options::overwrite_existing);
     std::ofstream(model / "config.pbtxt") << kConfig;
-    auto s = ServerProcess::Start(repo_->string());
-    ASSERT_TRUE(s.ok()) << s.status();
-    server_ = s->release();
+    StartServer(repo_->string());
   }
   static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
+    ServerSuite::TearDownTestSuite();
     std::error_code ec;
     fs::remove_all(*repo_, ec);
     delete repo_;
   }
 
-  static ServerProcess* server_;
   static fs::path* repo_;
 };
-ServerProcess* BatchingServerTest::server_ = nullptr;
 fs::path* BatchingServerTest::repo_ = nullptr;
 
 // Rows of the Keras fixture, cut to the longest of their lengths (the rest is zero padding
@@ -127,7 +122,7 @@ TEST_F(BatchingServerTest, ManyConcurrentClientsEachGetTheirOwnKerasAnswer) {
   std::vector<std::thread> clients;
   for (int i = 0; i < kClients; ++i) {
     clients.emplace_back([&, i] {
-      client::RnnServeClient client({.server = server_->address()});
+      client::RnnServeClient client({.server = server()->address()});
       for (int k = 0; k < kRequestsPerClient && errors[i].empty(); ++k) {
         const Case& c = cases[(i + k) % cases.size()];
         std::vector<int32_t> lengths;
@@ -143,7 +138,7 @@ TEST_F(BatchingServerTest, ManyConcurrentClientsEachGetTheirOwnKerasAnswer) {
   }
   for (std::thread& t : clients) t.join();
   for (int i = 0; i < kClients; ++i) EXPECT_EQ(errors[i], "") << "client " << i;
-  EXPECT_TRUE(server_->Alive());
+  EXPECT_TRUE(server()->Alive());
 }
 
 TEST_F(BatchingServerTest, BadRequestAmongGoodOnesFailsAloneAndTheServerKeepsServing) {
@@ -151,7 +146,7 @@ TEST_F(BatchingServerTest, BadRequestAmongGoodOnesFailsAloneAndTheServerKeepsSer
   std::vector<std::thread> clients;
   for (int i = 0; i < 8; ++i) {
     clients.emplace_back([&] {
-      client::RnnServeClient client({.server = server_->address()});
+      client::RnnServeClient client({.server = server()->address()});
       std::vector<int32_t> lengths;
       const Case c{{0, 1, 2}};
       auto resp = client.Predict("waveform_lstm", {{"waveform", CaseInput(c, &lengths)}}, {});
@@ -161,7 +156,7 @@ TEST_F(BatchingServerTest, BadRequestAmongGoodOnesFailsAloneAndTheServerKeepsSer
       }
     });
   }
-  client::RnnServeClient client({.server = server_->address()});
+  client::RnnServeClient client({.server = server()->address()});
   std::vector<int32_t> unused;
   client::NpyArray bad = CaseInput({{0}}, &unused);
   bad.shape[2] = 1;  // wrong feature size: rejected at the edge with the expected shape

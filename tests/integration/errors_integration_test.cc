@@ -184,7 +184,7 @@ std::map<std::string, std::function<grpc::Status(Stub*)>> Cases() {
   c["E15"] = [](Stub* s) {
     auto r = Good();
     r.add_lengths(5);
-    r.add_lengths(0);
+    r.add_lengths(-1);
     return Predict(s, r);
   };
   c["E16"] = [](Stub* s) {

@@ -65,24 +65,14 @@ void ExpectMatchesKeras(const Case& c, const v1::EvaluateResponse& resp) {
   EXPECT_EQ(resp.metrics_size(), static_cast<int>(c.expected["metrics"].size())) << c.name;
 }
 
-class EvaluateTest : public ::testing::TestWithParam<std::string> {
+class EvaluateTest : public ServerSuite<::testing::TestWithParam<std::string>> {
  protected:
-  static void SetUpTestSuite() {
-    auto s = ServerProcess::Start(SourcePath("tests/fixtures/evaluate"));
-    ASSERT_TRUE(s.ok()) << s.status();
-    server_ = s->release();
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
+  static void SetUpTestSuite() { StartServer(SourcePath("tests/fixtures/evaluate")); }
   std::unique_ptr<v1::RnnServe::Stub> Stub() {
     return v1::RnnServe::NewStub(
-        grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
+        grpc::CreateChannel(server()->address(), grpc::InsecureChannelCredentials()));
   }
-  static ServerProcess* server_;
 };
-ServerProcess* EvaluateTest::server_ = nullptr;
 
 TEST_P(EvaluateTest, EvaluateMatchesKerasModelEvaluate) {
   const Case c = LoadCase(GetParam());

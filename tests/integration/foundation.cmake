@@ -1,7 +1,7 @@
 add_library(rnnserve_server_process STATIC ${CMAKE_CURRENT_LIST_DIR}/server_process.cc)
 target_compile_definitions(rnnserve_server_process PUBLIC
   RNNSERVE_BIN="$<TARGET_FILE:rnnserve>" RNNSERVE_CLI_BIN="$<TARGET_FILE:rnnserve-cli>")
-target_link_libraries(rnnserve_server_process PUBLIC rnnserve_client)
+target_link_libraries(rnnserve_server_process PUBLIC rnnserve_client GTest::gtest)
 add_dependencies(rnnserve_server_process rnnserve rnnserve-cli)
 
 rnnserve_test(predict_integration_test integration

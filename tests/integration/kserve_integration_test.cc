@@ -20,20 +20,12 @@ namespace {
 using inference::ModelInferRequest;
 using inference::ModelInferResponse;
 
-class KServeTest : public ::testing::Test {
+class KServeTest : public ServerSuite<> {
  protected:
-  static void SetUpTestSuite() {
-    auto s = ServerProcess::Start(SourcePath("models/examples"));
-    ASSERT_TRUE(s.ok()) << s.status();
-    server_ = s->release();
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
+  static void SetUpTestSuite() { StartServer(SourcePath("models/examples")); }
   std::unique_ptr<inference::GRPCInferenceService::Stub> Stub() {
     return inference::GRPCInferenceService::NewStub(
-        grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
+        grpc::CreateChannel(server()->address(), grpc::InsecureChannelCredentials()));
   }
   // The example fixture [3, 40, 2] as one FP32 input, raw or typed.
   ModelInferRequest FixtureRequest(bool raw) {
@@ -57,18 +49,24 @@ class KServeTest : public ::testing::Test {
     grpc::ClientContext ctx;
     return Stub()->ModelInfer(&ctx, req, resp);
   }
-  // Output 0 of a response, raw or typed, compared with Keras's expected values.
-  static ::testing::AssertionResult MatchesKeras(const ModelInferResponse& resp) {
-    if (resp.outputs_size() < 1) return ::testing::AssertionFailure() << "no outputs";
-    const auto& out = resp.outputs(0);
+  // The values of output 0 of a response, raw or typed.
+  static std::vector<float> Output0(const ModelInferResponse& resp) {
     std::vector<float> got;
     if (resp.raw_output_contents_size() > 0 && !resp.raw_output_contents(0).empty()) {
       const std::string& raw = resp.raw_output_contents(0);
       got.resize(raw.size() / sizeof(float));
       std::memcpy(got.data(), raw.data(), got.size() * sizeof(float));
-    } else {
-      got.assign(out.contents().fp32_contents().begin(), out.contents().fp32_contents().end());
+    } else if (resp.outputs_size() > 0) {
+      const auto& typed = resp.outputs(0).contents().fp32_contents();
+      got.assign(typed.begin(), typed.end());
     }
+    return got;
+  }
+  // Output 0 of a response, raw or typed, compared with Keras's expected values.
+  static ::testing::AssertionResult MatchesKeras(const ModelInferResponse& resp) {
+    if (resp.outputs_size() < 1) return ::testing::AssertionFailure() << "no outputs";
+    const auto& out = resp.outputs(0);
+    const std::vector<float> got = Output0(resp);
     engine::Shape shape(out.shape().begin(), out.shape().end());
     if (engine::NumElements(shape) != static_cast<int64_t>(got.size())) {
       return ::testing::AssertionFailure()
@@ -77,9 +75,7 @@ class KServeTest : public ::testing::Test {
     return AllClose(engine::Tensor::Float(shape, got),
                     LoadNpy("tests/fixtures/example/expected.npy"));
   }
-  static ServerProcess* server_;
 };
-ServerProcess* KServeTest::server_ = nullptr;
 
 TEST_F(KServeTest, ServerIsLiveAndReadyAndModelIsReady) {
   auto stub = Stub();
@@ -193,6 +189,36 @@ TEST_F(KServeTest, LengthsAsParameterMatchKeras) {
   const grpc::Status s = Infer(req, &resp);
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_TRUE(MatchesKeras(resp));
+}
+
+// Length 0 (engine/lengths.h) over KServe: the other rows keep Keras's numbers, and the
+// empty row answers as an all-zero row, which the model's Masking layer masks at every step.
+TEST_F(KServeTest, ZeroLengthSequenceAnswersAsAFullyMaskedOne) {
+  ModelInferRequest req = FixtureRequest(/*raw=*/false);
+  (*req.mutable_parameters())["lengths"].set_string_param("40,0,12");
+  ModelInferResponse resp;
+  grpc::Status s = Infer(req, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  const std::vector<float> got = Output0(resp);
+  ASSERT_EQ(got.size(), 9u);
+  ModelInferRequest zero;
+  zero.set_model_name("waveform_lstm");
+  auto* in = zero.add_inputs();
+  in->set_name("waveform");
+  in->set_datatype("FP32");
+  for (int64_t d : {1, 40, 2}) in->add_shape(d);
+  for (int i = 0; i < 80; ++i) in->mutable_contents()->add_fp32_contents(0.0f);
+  ModelInferResponse masked;
+  s = Infer(zero, &masked);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  const std::vector<float> want_masked = Output0(masked);
+  ASSERT_EQ(want_masked.size(), 3u);
+  const client::NpyArray keras = LoadNpy("tests/fixtures/example/expected.npy");
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_NEAR(got[k], keras.values[k], 1e-5) << "row 0, class " << k;
+    EXPECT_NEAR(got[3 + k], want_masked[k], 1e-6) << "row 1, class " << k;
+    EXPECT_NEAR(got[6 + k], keras.values[6 + k], 1e-5) << "row 2, class " << k;
+  }
 }
 
 TEST_F(KServeTest, LengthPastTimeAxisIsInvalidArgument) {

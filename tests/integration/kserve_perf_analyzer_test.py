@@ -10,7 +10,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import kserve_server  # noqa: E402
+import server_process  # noqa: E402
 
 
 def main():
@@ -18,16 +18,16 @@ def main():
     ap.add_argument("--server", required=True, help="the rnnserve binary")
     ap.add_argument("--source-dir", required=True)
     args = ap.parse_args()
-    pa = kserve_server.find_perf_analyzer()
+    pa = server_process.find_perf_analyzer()
     if pa is None:
-        kserve_server.skip("perf_analyzer not found ($PERF_ANALYZER, PATH, "
+        server_process.skip("perf_analyzer not found ($PERF_ANALYZER, PATH, "
                            "/opt/perf_analyzer/bin); see docs/kserve.md for the install line")
-    env = kserve_server.perf_analyzer_env()
+    env = server_process.perf_analyzer_env()
     probe = subprocess.run([pa, "--version"], env=env, capture_output=True, text=True)
     if "error while loading shared libraries" in probe.stderr or "GLIBC" in probe.stderr:
-        kserve_server.skip(f"{pa} cannot run on this system: {probe.stderr.strip()}")
+        server_process.skip(f"{pa} cannot run on this system: {probe.stderr.strip()}")
 
-    with tempfile.TemporaryDirectory() as tmp, kserve_server.running_server(
+    with tempfile.TemporaryDirectory() as tmp, server_process.running_server(
             args.server, os.path.join(args.source_dir, "models/examples")) as url:
         report = os.path.join(tmp, "sweep.csv")
         cmd = [pa, "-m", "waveform_lstm", "-u", url, "-i", "grpc",

@@ -8,7 +8,7 @@ import queue
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import kserve_server  # noqa: E402
+import server_process  # noqa: E402
 
 
 def main():
@@ -21,7 +21,7 @@ def main():
         import tritonclient.grpc as grpcclient
         from tritonclient.utils import InferenceServerException
     except ImportError as e:
-        kserve_server.skip(f"tritonclient[grpc] is not installed ({e}); "
+        server_process.skip(f"tritonclient[grpc] is not installed ({e}); "
                            "pip install 'tritonclient[grpc]'")
 
     src = args.source_dir
@@ -34,7 +34,7 @@ def main():
         print(f"{'PASS' if ok else 'FAIL'} {name} {detail}", flush=True)
         (passed if ok else failures).append(name)
 
-    with kserve_server.running_server(args.server, os.path.join(src, "models/examples")) as url:
+    with server_process.running_server(args.server, os.path.join(src, "models/examples")) as url:
         client = grpcclient.InferenceServerClient(url)
         check("ServerIsLiveAndReady", client.is_server_live() and client.is_server_ready())
         check("ModelIsReady", client.is_model_ready("waveform_lstm"))

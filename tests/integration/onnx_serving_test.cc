@@ -20,7 +20,7 @@ namespace fs = std::filesystem;
 constexpr char kLast[] = "TorchLstmLastStepLinearOpset20";
 constexpr char kBidi[] = "TorchLstmBatchFirstBidirectionalStackedSoftmaxOpset17";
 
-class OnnxServingTest : public ::testing::Test {
+class OnnxServingTest : public ServerSuite<> {
  protected:
   static void SetUpTestSuite() {
     repo_ = new fs::path(fs::temp_directory_path() / ("rnnserve_onnx_" + std::to_string(getpid())));
@@ -30,12 +30,10 @@ class OnnxServingTest : public ::testing::Test {
       fs::copy_file(SourcePath(std::string("tests/fixtures/onnx/torch/") + name + "/model.onnx"),
                     *repo_ / name / "1" / "model.onnx");
     }
-    auto s = ServerProcess::Start(repo_->string());
-    ASSERT_TRUE(s.ok()) << s.status();
-    server_ = s->release();
+    StartServer(repo_->string());
   }
   static void TearDownTestSuite() {
-    delete server_;
+    ServerSuite::TearDownTestSuite();
     fs::remove_all(*repo_);
     delete repo_;
   }
@@ -44,14 +42,12 @@ class OnnxServingTest : public ::testing::Test {
     EXPECT_TRUE(d.ok()) << d.status();
     return d.ok() ? *d : std::map<std::string, client::NpyArray>{};
   }
-  static ServerProcess* server_;
   static fs::path* repo_;
 };
-ServerProcess* OnnxServingTest::server_ = nullptr;
 fs::path* OnnxServingTest::repo_ = nullptr;
 
 TEST_F(OnnxServingTest, PredictMatchesPyTorch) {
-  client::RnnServeClient c({.server = server_->address()});
+  client::RnnServeClient c({.server = server()->address()});
   for (const char* name : {kLast, kBidi}) {
     auto data = Data(name);
     auto resp = c.Predict(name, {{"", data.at("in_0")}}, {});
@@ -66,7 +62,7 @@ TEST_F(OnnxServingTest, PredictMatchesPyTorch) {
 }
 
 TEST_F(OnnxServingTest, MetadataComesFromTheFileAndSaysWhyNotStreamable) {
-  client::RnnServeClient c({.server = server_->address()});
+  client::RnnServeClient c({.server = server()->address()});
   auto meta = c.Metadata(kBidi);
   ASSERT_TRUE(meta.ok()) << meta.status();
   EXPECT_EQ(meta->platform(), "onnx");
@@ -81,7 +77,7 @@ TEST_F(OnnxServingTest, MetadataComesFromTheFileAndSaysWhyNotStreamable) {
 
 TEST_F(OnnxServingTest, EvaluateWithANamedLossAgainstPyTorchOutputsIsNearZero) {
   auto data = Data(kLast);
-  client::RnnServeClient c({.server = server_->address()});
+  client::RnnServeClient c({.server = server()->address()});
   client::RnnServeClient::EvaluateOptions options;
   options.loss = "mse";
   options.metrics = {"mae"};
@@ -94,7 +90,7 @@ TEST_F(OnnxServingTest, EvaluateWithANamedLossAgainstPyTorchOutputsIsNearZero) {
 
 TEST_F(OnnxServingTest, StreamingABidirectionalModelIsFailedPrecondition) {
   auto data = Data(kBidi);
-  client::RnnServeClient c({.server = server_->address()});
+  client::RnnServeClient c({.server = server()->address()});
   const absl::Status s = c.StreamSequences(
       kBidi, data.at("in_0"), 3, {}, 1, [](int64_t, int64_t, const v1::StreamPredictResponse&) {});
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;

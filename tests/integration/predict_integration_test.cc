@@ -31,24 +31,16 @@ bool Close(const client::NpyArray& got, const client::NpyArray& want, double rto
   return true;
 }
 
-class ExampleServerTest : public ::testing::Test {
+class ExampleServerTest : public ServerSuite<> {
  protected:
-  static void SetUpTestSuite() {
-    auto s = ServerProcess::Start(SourcePath("models/examples"));
-    ASSERT_TRUE(s.ok()) << s.status();
-    server_ = s->release();
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
-  client::RnnServeClient Client() { return client::RnnServeClient({.server = server_->address()}); }
+  static void SetUpTestSuite() { StartServer(SourcePath("models/examples")); }
+  client::RnnServeClient Client() { return client::RnnServeClient({.server = server()->address()}); }
   std::map<std::string, client::NpyArray> GoodInput() {
     return {{"waveform", LoadNpy("tests/fixtures/example/input.npy")}};
   }
   absl::Status PredictStatus(const v1::PredictRequest& req) {
     auto stub = v1::RnnServe::NewStub(
-        grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
+        grpc::CreateChannel(server()->address(), grpc::InsecureChannelCredentials()));
     grpc::ClientContext ctx;
     v1::PredictResponse resp;
     const grpc::Status s = stub->Predict(&ctx, req, &resp);
@@ -73,9 +65,7 @@ class ExampleServerTest : public ::testing::Test {
     EXPECT_TRUE(Close(client::ToArray(resp->outputs().at("probabilities")),
                       LoadNpy("tests/fixtures/example/expected.npy")));
   }
-  static ServerProcess* server_;
 };
-ServerProcess* ExampleServerTest::server_ = nullptr;
 
 TEST_F(ExampleServerTest, PredictMatchesKerasForMixedLengths) { ExpectGoodAnswer(); }
 
@@ -87,13 +77,32 @@ TEST_F(ExampleServerTest, PredictWithExplicitLengthsMatchesKeras) {
                     LoadNpy("tests/fixtures/example/expected.npy")));
 }
 
+// Length 0 is an empty sequence (engine/lengths.h): its neighbours keep Keras's numbers and it
+// answers as a row that the model's Masking layer masks at every step.
+TEST_F(ExampleServerTest, ZeroLengthSequenceAnswersAsAFullyMaskedOne) {
+  auto client = Client();
+  auto resp = client.Predict("waveform_lstm", GoodInput(), {40, 0, 12});
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  const client::NpyArray got = client::ToArray(resp->outputs().at("probabilities"));  // [3, 3]
+  client::NpyArray zeros{"<f4", {1, 40, 2}, std::vector<double>(80, 0.0)};
+  auto masked = client.Predict("waveform_lstm", {{"waveform", zeros}}, {});
+  ASSERT_TRUE(masked.ok()) << masked.status();
+  const client::NpyArray want_masked = client::ToArray(masked->outputs().at("probabilities"));
+  const client::NpyArray keras = LoadNpy("tests/fixtures/example/expected.npy");
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_NEAR(got.values[k], keras.values[k], 1e-5) << "row 0, class " << k;
+    EXPECT_NEAR(got.values[3 + k], want_masked.values[k], 1e-6) << "row 1, class " << k;
+    EXPECT_NEAR(got.values[6 + k], keras.values[6 + k], 1e-5) << "row 2, class " << k;
+  }
+}
+
 TEST_F(ExampleServerTest, CliPredictWritesKerasNumbersToNpz) {
   const std::string out = (std::filesystem::temp_directory_path() /
                            ("rnnserve_cli_" + std::to_string(getpid()) + ".npz"))
                               .string();
   std::string log;
   const int rc = RunCommand(
-      {RNNSERVE_CLI_BIN, "predict", "--server", server_->address(), "--model", "waveform_lstm",
+      {RNNSERVE_CLI_BIN, "predict", "--server", server()->address(), "--model", "waveform_lstm",
        "--input", SourcePath("models/examples/waveform_lstm/sample_input.json"), "--output", out},
       &log);
   ASSERT_EQ(rc, 0) << log;
@@ -122,7 +131,7 @@ TEST_F(ExampleServerTest, CliPredictPicksOneArrayOfAnNpz) {
   const std::string npz = InputsWithExpectedNpz();
   for (const std::string& spec : {"waveform=" + npz + ":input", npz + ":input"}) {
     std::string log;
-    ASSERT_EQ(RunCommand({RNNSERVE_CLI_BIN, "predict", "--server", server_->address(), "--model",
+    ASSERT_EQ(RunCommand({RNNSERVE_CLI_BIN, "predict", "--server", server()->address(), "--model",
                           "waveform_lstm", "--input", spec, "--lengths", "40,25,12", "--json"},
                          &log),
               0)
@@ -137,7 +146,7 @@ TEST_F(ExampleServerTest, CliPredictPicksOneArrayOfAnNpz) {
     }
   }
   std::string log;
-  EXPECT_EQ(RunCommand({RNNSERVE_CLI_BIN, "predict", "--server", server_->address(), "--model",
+  EXPECT_EQ(RunCommand({RNNSERVE_CLI_BIN, "predict", "--server", server()->address(), "--model",
                         "waveform_lstm", "--input", "waveform=" + npz},
                        &log),
             1);
@@ -145,7 +154,7 @@ TEST_F(ExampleServerTest, CliPredictPicksOneArrayOfAnNpz) {
                      ":ARRAY"),
             std::string::npos)
       << log;
-  EXPECT_EQ(RunCommand({RNNSERVE_CLI_BIN, "predict", "--server", server_->address(), "--model",
+  EXPECT_EQ(RunCommand({RNNSERVE_CLI_BIN, "predict", "--server", server()->address(), "--model",
                         "waveform_lstm", "--input", npz + ":inputs"},
                        &log),
             1);
@@ -162,7 +171,7 @@ TEST_F(ExampleServerTest, CliPredictWrongInputNameNamesTheModelsInputs) {
            {"wave=" + SourcePath("tests/fixtures/example/input.npy"), "wave"},
            {npz, "expected"}}) {
     std::string log;
-    EXPECT_EQ(RunCommand({RNNSERVE_CLI_BIN, "predict", "--server", server_->address(), "--model",
+    EXPECT_EQ(RunCommand({RNNSERVE_CLI_BIN, "predict", "--server", server()->address(), "--model",
                           "waveform_lstm", "--input", spec},
                          &log),
               1);
@@ -177,12 +186,12 @@ TEST_F(ExampleServerTest, CliPredictWrongInputNameNamesTheModelsInputs) {
 
 TEST_F(ExampleServerTest, CliListAndMetadataDescribeTheModel) {
   std::string log;
-  ASSERT_EQ(RunCommand({RNNSERVE_CLI_BIN, "list", "--server", server_->address(), "--json"}, &log),
+  ASSERT_EQ(RunCommand({RNNSERVE_CLI_BIN, "list", "--server", server()->address(), "--json"}, &log),
             0)
       << log;
   EXPECT_NE(log.find("\"name\":\"waveform_lstm\""), std::string::npos) << log;
   EXPECT_NE(log.find("\"state\":\"READY\""), std::string::npos) << log;
-  ASSERT_EQ(RunCommand({RNNSERVE_CLI_BIN, "metadata", "--server", server_->address(), "--model",
+  ASSERT_EQ(RunCommand({RNNSERVE_CLI_BIN, "metadata", "--server", server()->address(), "--model",
                         "waveform_lstm", "--json"},
                        &log),
             0)
@@ -273,7 +282,7 @@ TEST_F(ExampleServerTest, ServerKeepsServingAfterBadRequests) {
   PredictStatus(Request(0, 4, 2)).IgnoreError();
   PredictStatus(Request(2, 5, 3)).IgnoreError();
   PredictStatus(Request(1, 0, 2)).IgnoreError();
-  ASSERT_TRUE(server_->Alive());
+  ASSERT_TRUE(server()->Alive());
   ExpectGoodAnswer();
 }
 
@@ -291,7 +300,7 @@ TEST_F(ExampleServerTest, ReturnedStatesFedBackAsInitialStatesContinueTheSequenc
     return t;
   };
   auto stub = v1::RnnServe::NewStub(
-      grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
+      grpc::CreateChannel(server()->address(), grpc::InsecureChannelCredentials()));
   v1::PredictRequest first;
   first.mutable_model_spec()->set_name("waveform_lstm");
   (*first.mutable_inputs())["waveform"] = half(0);
@@ -332,7 +341,7 @@ TEST_F(ExampleServerTest, CliEvaluateMatchesTheLossOfKerasPredictions) {
       (std::filesystem::temp_directory_path() / ("labels_" + std::to_string(getpid()) + ".json"))
           .string();
   std::ofstream(labels) << "[0, 1, 2]";
-  ASSERT_EQ(RunCommand({RNNSERVE_CLI_BIN, "evaluate", "--server", server_->address(), "--model",
+  ASSERT_EQ(RunCommand({RNNSERVE_CLI_BIN, "evaluate", "--server", server()->address(), "--model",
                         "waveform_lstm", "--input", dir + "input.npy", "--target", labels,
                         "--batch-size", "2", "--json"},
                        &log),
@@ -349,7 +358,7 @@ TEST_F(ExampleServerTest, CliEvaluateMatchesTheLossOfKerasPredictions) {
 
 TEST_F(ExampleServerTest, CliStreamChunksEqualKeras) {
   std::string log;
-  ASSERT_EQ(RunCommand({RNNSERVE_CLI_BIN, "stream", "--server", server_->address(), "--model",
+  ASSERT_EQ(RunCommand({RNNSERVE_CLI_BIN, "stream", "--server", server()->address(), "--model",
                         "waveform_lstm", "--input", SourcePath("tests/fixtures/example/input.npy"),
                         "--chunk-steps", "6", "--lengths", "40,25,12", "--json"},
                        &log),
@@ -366,16 +375,16 @@ TEST_F(ExampleServerTest, CliStreamChunksEqualKeras) {
 
 TEST_F(ExampleServerTest, CliLoadUnloadAndServer) {
   std::string log;
-  ASSERT_EQ(RunCommand({RNNSERVE_CLI_BIN, "server", "--server", server_->address()}, &log), 0)
+  ASSERT_EQ(RunCommand({RNNSERVE_CLI_BIN, "server", "--server", server()->address()}, &log), 0)
       << log;
   EXPECT_NE(log.find("rnnserve"), std::string::npos) << log;
-  ASSERT_EQ(RunCommand({RNNSERVE_CLI_BIN, "load", "--server", server_->address(), "--model",
+  ASSERT_EQ(RunCommand({RNNSERVE_CLI_BIN, "load", "--server", server()->address(), "--model",
                         "waveform_lstm"},
                        &log),
             0)
       << log;
   EXPECT_NE(log.find("waveform_lstm READY versions [1]"), std::string::npos) << log;
-  EXPECT_EQ(RunCommand({RNNSERVE_CLI_BIN, "unload", "--server", server_->address(), "--model",
+  EXPECT_EQ(RunCommand({RNNSERVE_CLI_BIN, "unload", "--server", server()->address(), "--model",
                         "nothing_here"},
                        &log),
             1);

@@ -4,11 +4,12 @@ temporary --target directory), against the real server: predict, evaluate and st
 example model give Keras's numbers. Exits 77 (skipped) when grpcio/grpcio-tools/numpy/setuptools
 are missing (deploy/install_deps.sh installs them)."""
 import os
-import socket
 import subprocess
 import sys
 import tempfile
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import server_process  # noqa: E402
 
 ROOT, SERVER = sys.argv[1], sys.argv[2]
 try:
@@ -29,20 +30,8 @@ subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--root-user-actio
 sys.path.insert(0, site.name)
 from rnnserve_client import Client, RnnServeError  # noqa: E402
 
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-port = s.getsockname()[1]
-s.close()
-proc = subprocess.Popen([SERVER, "--model-repository", os.path.join(ROOT, "models/examples"),
-                         "--port", str(port), "--metrics-port", "0", "--log-level", "warning"])
-try:
-    c = Client(f"127.0.0.1:{port}", timeout=10)
-    for _ in range(200):
-        try:
-            c.list_models()
-            break
-        except RnnServeError:
-            time.sleep(0.05)
+with server_process.running_server(SERVER, os.path.join(ROOT, "models/examples")) as address:
+    c = Client(address, timeout=10)
     x = np.load(os.path.join(ROOT, "tests/fixtures/example/input.npy"))
     want = np.load(os.path.join(ROOT, "tests/fixtures/example/expected.npy"))
     got = c.predict("waveform_lstm", x)["probabilities"]
@@ -68,6 +57,3 @@ try:
     except ValueError as e:
         assert "no input 'wave'; its inputs: waveform" in str(e), e
     print("python client: 5 passed, 0 failed")
-finally:
-    proc.terminate()
-    proc.wait(timeout=20)

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "gtest/gtest.h"
 
 namespace rnnserve::testing {
 
@@ -34,6 +35,53 @@ class ServerProcess {
   ServerProcess(pid_t pid, int port) : pid_(pid), port_(port) {}
   pid_t pid_;
   const int port_;
+};
+
+// The shared fixture of the integration tests: one rnnserve process for a whole test suite,
+// started by the suite's SetUpTestSuite and stopped after its last test.
+//
+//   class PredictTest : public ServerSuite<> {
+//    protected:
+//     static void SetUpTestSuite() { StartServer(SourcePath("models/examples")); }
+//   };
+//   TEST_F(PredictTest, ...) { ... server()->address() ... }
+//
+// Base is the gtest fixture to extend (::testing::TestWithParam<T> for parameterised suites).
+// A suite whose server did not start fails each of its tests in SetUp, naming the reason. A
+// suite that needs a server per test (its tests change server-held state that others would
+// see) calls ServerProcess::Start itself.
+template <typename Base = ::testing::Test>
+class ServerSuite : public Base {
+ public:
+  static void TearDownTestSuite() {
+    Slot().reset();
+    StartError() = "StartServer was not called";
+  }
+
+ protected:
+  // From SetUpTestSuite: the server on `repo` with `extra` flags (ServerProcess::Start).
+  static void StartServer(const std::string& repo, const std::vector<std::string>& extra = {}) {
+    auto s = ServerProcess::Start(repo, extra);
+    if (s.ok()) {
+      Slot() = std::move(*s);
+    } else {
+      StartError() = std::string(s.status().message());
+    }
+  }
+  void SetUp() override {
+    ASSERT_NE(Slot(), nullptr) << "the suite's rnnserve did not start: " << StartError();
+  }
+  static ServerProcess* server() { return Slot().get(); }
+
+ private:
+  static std::unique_ptr<ServerProcess>& Slot() {
+    static std::unique_ptr<ServerProcess> server;
+    return server;
+  }
+  static std::string& StartError() {
+    static std::string error = "StartServer was not called";
+    return error;
+  }
 };
 
 // Runs a command, returns its exit code; stdout and stderr go to *out.

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "server/batching/fake_clock.h"
+#include "tests/support/fake_clock.h"
 #include "tests/unit/batching_fake_engine.h"
 #include "tests/unit/batching_test_util.h"
 

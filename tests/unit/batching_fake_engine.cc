@@ -76,4 +76,51 @@ void FakeEngine::AwaitCalls(int n) const {
   mu_.Await(absl::Condition(&enough));
 }
 
+class FakeEngineFactory::Engine final : public engine::Engine {
+ public:
+  explicit Engine(FakeEngineFactory* owner) : owner_(owner) {}
+  absl::StatusOr<std::unique_ptr<engine::CompiledModel>> Compile(
+      const engine::Model&, const engine::CompileOptions&) const override {
+    auto instance = std::make_unique<FakeEngine>();
+    if (owner_->setup_) owner_->setup_(*instance);
+    absl::MutexLock lock(&owner_->mu_);
+    owner_->instances_.push_back(instance.get());
+    return instance;
+  }
+  std::string name() const override { return "fake"; }
+
+ private:
+  FakeEngineFactory* const owner_;
+};
+
+std::function<absl::StatusOr<std::unique_ptr<engine::Engine>>(const engine::EngineOptions&)>
+FakeEngineFactory::Factory() {
+  return [this](const engine::EngineOptions&)
+             -> absl::StatusOr<std::unique_ptr<engine::Engine>> {
+    return std::make_unique<Engine>(this);
+  };
+}
+
+int FakeEngineFactory::instances() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(instances_.size());
+}
+
+FakeEngine& FakeEngineFactory::instance(int i) const {
+  absl::MutexLock lock(&mu_);
+  return *instances_.at(static_cast<size_t>(i));
+}
+
+engine::Model FakeEngineFactory::Model() {
+  engine::Model model;
+  model.name = "fake";
+  model.source_format = "onnx";
+  model.inputs = {{.name = "x", .dtype = engine::DType::kFloat32, .shape = {-1, -1, 2}}};
+  model.outputs = {{.name = "echo", .dtype = engine::DType::kFloat32, .shape = {-1, -1, 1}},
+                   {.name = "summary", .dtype = engine::DType::kFloat32, .shape = {-1, 2}}};
+  model.output_values = {1, 2};
+  model.num_values = 3;
+  return model;
+}
+
 }  // namespace rnnserve::testing

@@ -11,6 +11,8 @@
 // h0 + the summary's sum, which Run stores in *final_states when that is set.
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -59,6 +61,33 @@ class FakeEngine final : public engine::CompiledModel {
   bool gated_ = false;             // set before use
   bool drop_a_row_ = false;        // set before use
   absl::Notification gate_;
+};
+
+// An engine whose every compiled instance is a FakeEngine: the engine seam of server tests
+// (server::ServableOptions::engine_factory), so they need no model file and no real kernels.
+// It keeps a pointer to each instance, in compile order, for the test to steer and inspect;
+// the servable owns the instances.
+class FakeEngineFactory {
+ public:
+  // `setup` runs on each new instance before the servable sees it (e.g. DropARow).
+  explicit FakeEngineFactory(std::function<void(FakeEngine&)> setup = nullptr)
+      : setup_(std::move(setup)) {}
+
+  // For ServableOptions::engine_factory; `this` must outlive the servable's load.
+  std::function<absl::StatusOr<std::unique_ptr<engine::Engine>>(const engine::EngineOptions&)>
+  Factory();
+
+  int instances() const;
+  FakeEngine& instance(int i) const;
+
+  // The model FakeEngine computes: input "x" FP32 [-1, -1, 2]; outputs "echo" and "summary".
+  static engine::Model Model();
+
+ private:
+  class Engine;
+  const std::function<void(FakeEngine&)> setup_;
+  mutable absl::Mutex mu_;
+  std::vector<FakeEngine*> instances_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace rnnserve::testing

@@ -346,9 +346,9 @@ TEST(BatchFormerTest, InconsistentRequestIsInvalidArgumentNamingTheProblem) {
   BatchFormer f(Options());
   absl::Status s = Add(f, {.id = 100, .rows = 2, .steps = 4, .lengths = {4}}, At(0));
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
-  EXPECT_NE(s.message().find("1 lengths for a batch of 2"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("lengths: 1 given for a batch of 2"), std::string::npos) << s;
   s = Add(f, {.id = 100, .rows = 1, .steps = 4, .lengths = {5}}, At(0));
-  EXPECT_NE(s.message().find("lengths[0] = 5; expected [1, 4]"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("lengths[0] = 5: must be in [0, 4]"), std::string::npos) << s;
   s = Add(f, {.id = 100, .rows = 0}, At(0));
   EXPECT_NE(s.message().find("empty batch"), std::string::npos) << s;
   std::shared_ptr<Answer> a;

@@ -4,7 +4,7 @@
 #include <thread>
 
 #include "gtest/gtest.h"
-#include "server/batching/fake_clock.h"
+#include "tests/support/fake_clock.h"
 #include "server/batching/instance_threads.h"
 #include "server/batching/step_budget.h"
 

@@ -152,7 +152,7 @@ TEST(CpuEngine, LengthOutsideTimeAxisIsRejectedWithInputName) {
   const auto s = compiled->Run(batch, &out);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("'x'"), std::string::npos) << s;
-  EXPECT_NE(s.message().find("length 9 outside [0, 6]"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("lengths[2] = 9: must be in [0, 6]"), std::string::npos) << s;
 }
 
 TEST(CpuEngine, MemoryBytesCoverPackedWeightsAndScratch) {

@@ -17,6 +17,7 @@
 #include "models/model_loader.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/support/fixtures.h"
+#include "tests/support/zero_length.h"
 
 namespace rnnserve::engine {
 // Names the parameter in test listings (ctest -N) instead of its bytes.
@@ -75,6 +76,10 @@ TEST_P(ExampleModelTest, ExplicitLengthsMatchKeras) {
   const absl::Status s = compiled_->Run(batch, &out);
   ASSERT_TRUE(s.ok()) << s;
   EXPECT_TRUE(AllClose(out[0], LoadNpy("tests/fixtures/example/expected.npy"), kFp32Exact));
+}
+
+TEST_P(ExampleModelTest, ZeroLengthSequenceActsAsAFullyMaskedOne) {
+  EXPECT_TRUE(ZeroLengthRowActsAsAFullyMaskedOne(compiled_.get()));
 }
 
 TEST_P(ExampleModelTest, EachSequenceAloneEqualsItsRowInTheBatch) {

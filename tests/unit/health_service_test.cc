@@ -1,7 +1,7 @@
-// server/health_service.h over real gRPC in this process: a loopback server with the service,
+// server/services/health_service.h over real gRPC in this process: a loopback server with the service,
 // called through a stub generated from proto/grpc/health/v1/health.proto.
 
-#include "server/health_service.h"
+#include "server/services/health_service.h"
 
 #include <grpcpp/grpcpp.h>
 

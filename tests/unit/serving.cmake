@@ -11,3 +11,6 @@ rnnserve_test(server_flags_test unit ${CMAKE_CURRENT_LIST_DIR}/server_flags_test
 target_link_libraries(server_flags_test PRIVATE rnnserve_server_lib)
 rnnserve_test(model_check_test unit ${CMAKE_CURRENT_LIST_DIR}/model_check_test.cc)
 target_link_libraries(model_check_test PRIVATE rnnserve_server_lib)
+
+rnnserve_test(servable_test unit ${CMAKE_CURRENT_LIST_DIR}/servable_test.cc)
+target_link_libraries(servable_test PRIVATE rnnserve_server_lib rnnserve_batching_test_support)

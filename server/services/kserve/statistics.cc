@@ -1,4 +1,4 @@
-#include "server/kserve/statistics.h"
+#include "server/services/kserve/statistics.h"
 
 #include <algorithm>
 

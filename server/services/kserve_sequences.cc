@@ -1,4 +1,4 @@
-#include "server/kserve_sequences.h"
+#include "server/services/kserve_sequences.h"
 
 #include <functional>
 

@@ -24,8 +24,8 @@
 #include <string>
 
 #include "inference/grpc_service.grpc.pb.h"
-#include "server/kserve/sequence.h"
-#include "server/kserve/statistics.h"
+#include "server/services/kserve/sequence.h"
+#include "server/services/kserve/statistics.h"
 #include "server/model_repository.h"
 
 namespace rnnserve::server::kserve {

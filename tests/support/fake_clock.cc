@@ -1,4 +1,4 @@
-#include "server/batching/fake_clock.h"
+#include "tests/support/fake_clock.h"
 
 namespace rnnserve::server::batching {
 namespace {

@@ -1,4 +1,4 @@
-#include "server/kserve/datatype.h"
+#include "server/services/kserve/datatype.h"
 
 #include "absl/strings/str_cat.h"
 

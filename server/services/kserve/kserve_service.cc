@@ -1,4 +1,4 @@
-#include "server/kserve/kserve_service.h"
+#include "server/services/kserve/kserve_service.h"
 
 #include <chrono>
 
@@ -6,9 +6,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/grpc_status.h"
-#include "server/kserve/datatype.h"
-#include "server/kserve/infer_codec.h"
-#include "server/kserve/model_config_view.h"
+#include "server/services/kserve/datatype.h"
+#include "server/services/kserve/infer_codec.h"
+#include "server/services/kserve/model_config_view.h"
 #include "server/log.h"
 
 namespace rnnserve::server::kserve {

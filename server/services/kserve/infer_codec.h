@@ -27,7 +27,7 @@
 #include "absl/status/statusor.h"
 #include "engine/engine.h"
 #include "inference/grpc_service.pb.h"
-#include "server/kserve/sequence.h"
+#include "server/services/kserve/sequence.h"
 #include "server/servable.h"
 
 namespace rnnserve::server::kserve {

@@ -1,4 +1,4 @@
-#include "server/health_service.h"
+#include "server/services/health_service.h"
 
 #include <algorithm>
 

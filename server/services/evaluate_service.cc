@@ -9,7 +9,7 @@
 #include "server/evaluate/accumulator.h"
 #include "server/grpc_status.h"
 #include "server/request_validation.h"
-#include "server/rnnserve_service.h"
+#include "server/services/rnnserve_service.h"
 #include "server/tensor_codec.h"
 
 namespace rnnserve::server {

@@ -1,4 +1,5 @@
-"""Starts the real rnnserve binary on a free loopback port for the KServe Python tests.
+"""Starts the real rnnserve binary on a free loopback port for the Python integration tests (the
+Python side of server_process.h): running_server() yields its address and stops it with SIGTERM.
 
 Exit code 77 is ctest's SKIP_RETURN_CODE for these tests: skip() prints the reason and uses it.
 """

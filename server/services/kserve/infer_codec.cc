@@ -1,4 +1,4 @@
-#include "server/kserve/infer_codec.h"
+#include "server/services/kserve/infer_codec.h"
 
 #include <cstring>
 #include <limits>
@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "server/kserve/datatype.h"
+#include "server/services/kserve/datatype.h"
 #include "server/request_validation.h"
 #include "server/stream_window.h"
 #include "server/tensor_codec.h"

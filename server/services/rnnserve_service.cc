@@ -1,4 +1,4 @@
-#include "server/rnnserve_service.h"
+#include "server/services/rnnserve_service.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "server/kserve/sequence.h"
+#include "server/services/kserve/sequence.h"
 
 #include "absl/strings/str_cat.h"
 

@@ -7,7 +7,7 @@
 #include "absl/time/clock.h"
 #include "server/grpc_status.h"
 #include "server/request_validation.h"
-#include "server/rnnserve_service.h"
+#include "server/services/rnnserve_service.h"
 #include "server/stream_window.h"
 #include "server/tensor_codec.h"
 

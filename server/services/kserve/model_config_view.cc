@@ -1,8 +1,8 @@
-#include "server/kserve/model_config_view.h"
+#include "server/services/kserve/model_config_view.h"
 
 #include <algorithm>
 
-#include "server/kserve/datatype.h"
+#include "server/services/kserve/datatype.h"
 
 namespace rnnserve::server::kserve {
 namespace {

@@ -1,0 +1,370 @@
+// Servable's load: reading the model, its signature, instances, load-time probes, the
+// batch-axis check, GPU warm-up, the dynamic batcher and the report to metrics. Serving is in
+// servable.cc.
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "models/model_loader.h"
+#include "server/batch_util.h"
+#include "server/batching/batching_config.h"
+#include "server/batching/instance_threads.h"
+#include "server/log.h"
+#include "server/model_check.h"
+#include "server/model_probe.h"
+#include "server/servable.h"
+
+namespace rnnserve::server {
+namespace {
+
+namespace fs = std::filesystem;
+
+absl::StatusOr<std::string> FindModelFile(const fs::path& version_dir,
+                                          const v1::ModelConfig& config) {
+  if (!config.default_model_filename().empty()) {
+    const fs::path p = version_dir / config.default_model_filename();
+    if (!fs::exists(p)) return absl::NotFoundError(absl::StrCat(p.string(), ": no such file"));
+    return p.string();
+  }
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(version_dir, ec)) {
+    if (entry.is_regular_file() && models::IsModelFile(entry.path().string())) {
+      found.push_back(entry.path().string());
+    }
+  }
+  if (found.empty()) {
+    return absl::NotFoundError(
+        absl::StrCat(version_dir.string(), ": no model file (.h5, .hdf5, .keras or .onnx)"));
+  }
+  if (found.size() > 1) {
+    std::sort(found.begin(), found.end());
+    return absl::InvalidArgumentError(
+        absl::StrCat(version_dir.string(), ": several model files (", absl::StrJoin(found, ", "),
+                     "); set default_model_filename in config.pbtxt"));
+  }
+  return found[0];
+}
+
+engine::DType FromConfigType(v1::DataType t) {
+  return (t == v1::TYPE_INT32 || t == v1::TYPE_INT64) ? engine::DType::kInt64
+                                                      : engine::DType::kFloat32;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Servable>> Servable::Load(const std::string& model_dir,
+                                                         int64_t version,
+                                                         const v1::ModelConfig& config,
+                                                         const ServableOptions& options) {
+  const absl::Time started = absl::Now();
+  std::unique_ptr<Servable> s(new Servable(version, config, options));
+  const fs::path version_dir = fs::path(model_dir) / std::to_string(version);
+  auto file = FindModelFile(version_dir, config);
+  if (!file.ok()) return file.status();
+  s->source_file_ = *file;
+  models::LoadOptions load;
+  load.format = config.platform();
+  if (!config.architecture_file().empty()) {
+    load.architecture_json_path = (fs::path(model_dir) / config.architecture_file()).string();
+  }
+  // A file that hangs or crashes the parser fails here, in a child process, not in the server.
+  if (auto st = CheckModelFile(*file, load); !st.ok()) return st;
+  auto model = models::LoadModelFile(*file, load);
+  if (!model.ok()) return model.status();
+  s->model_ = std::move(*model);
+  auto training = models::ReadTrainingConfig(*file);
+  if (training.ok()) {
+    s->training_ = std::move(*training);
+  } else {
+    LogWarning(absl::StrCat(*file, ": training config ignored: ", training.status().message()));
+  }
+  return Build(std::move(s), started);
+}
+
+absl::StatusOr<std::unique_ptr<Servable>> Servable::FromModel(engine::Model model,
+                                                              int64_t version,
+                                                              const v1::ModelConfig& config,
+                                                              const ServableOptions& options) {
+  const absl::Time started = absl::Now();
+  std::unique_ptr<Servable> s(new Servable(version, config, options));
+  s->source_file_ = absl::StrCat(config.name(), " (in memory)");
+  s->model_ = std::move(model);
+  return Build(std::move(s), started);
+}
+
+absl::StatusOr<std::unique_ptr<Servable>> Servable::Build(std::unique_ptr<Servable> s,
+                                                          absl::Time load_started) {
+  s->streamable_ = CheckStreamable(s->model_);
+  if (auto st = s->BuildInputSignature(); !st.ok()) return st;
+  s->masking_ = "keras";
+  for (const engine::Layer& l : s->model_.layers) {
+    if (const auto* r = std::get_if<engine::RecurrentSpec>(&l.spec)) {
+      s->masking_ = engine::MaskSemanticsName(r->masking);
+    }
+  }
+  if (auto st = s->CreateInstances(); !st.ok()) return st;
+  if (auto st = s->ProbeSignature(); !st.ok()) return st;
+  if (auto st = s->CheckBatchAxis(); !st.ok()) return st;
+  if (auto st = s->WarmUpGpuInstances(); !st.ok()) return st;
+  if (auto st = s->StartBatcher(); !st.ok()) return st;
+  s->ReportLoaded(absl::Now() - load_started);
+  return s;
+}
+
+absl::Status Servable::BuildInputSignature() {
+  // Inputs: the file's, renamed and checked by config.pbtxt when it lists them.
+  const auto& cfg_in = config_.input();
+  if (!cfg_in.empty() && cfg_in.size() != static_cast<int>(model_.inputs.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(name(), ": config.pbtxt lists ", cfg_in.size(),
+                                                   " inputs; the model has ",
+                                                   model_.inputs.size()));
+  }
+  for (size_t i = 0; i < model_.inputs.size(); ++i) {
+    const engine::ValueInfo& v = model_.inputs[i];
+    TensorSignature sig{v.name, v.dtype, v.shape, false};
+    if (sig.shape.empty()) sig.shape = {-1, -1, -1};
+    sig.shape[0] = -1;
+    if (!cfg_in.empty()) {
+      const v1::ModelTensor& c = cfg_in[static_cast<int>(i)];
+      sig.name = c.name();
+      sig.reject_non_finite = c.reject_non_finite();
+      if (c.data_type() != v1::TYPE_INVALID && FromConfigType(c.data_type()) != v.dtype) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            name(), ": input '", c.name(), "' has data_type ", v1::DataType_Name(c.data_type()),
+            "; the model takes ", DTypeName(v.dtype)));
+      }
+      if (c.dims_size() > 0) {
+        engine::Shape dims = {-1};
+        dims.insert(dims.end(), c.dims().begin(), c.dims().end());
+        if (dims.size() != sig.shape.size()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              name(), ": input '", c.name(), "' dims ", engine::ShapeString(dims),
+              " (batch first) differ in rank from the model's ", engine::ShapeString(sig.shape)));
+        }
+        for (size_t d = 1; d < dims.size(); ++d) {
+          if (sig.shape[d] >= 0 && dims[d] >= 0 && sig.shape[d] != dims[d]) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                name(), ": input '", c.name(), "' dims ", engine::ShapeString(dims),
+                " differ from the model's ", engine::ShapeString(sig.shape)));
+          }
+          if (sig.shape[d] < 0) sig.shape[d] = dims[d];
+        }
+      }
+    }
+    inputs_.push_back(std::move(sig));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<engine::Engine>> Servable::MakeEngine(
+    const engine::EngineOptions& o) const {
+  if (options_.engine_factory) return options_.engine_factory(o);
+  return engine::Engine::Create(o);
+}
+
+absl::Status Servable::CreateInstances() {
+  std::vector<v1::ModelInstanceGroup> groups(config_.instance_group().begin(),
+                                             config_.instance_group().end());
+  if (groups.empty()) groups.emplace_back();  // one AUTO instance
+  // A group that runs on GPUs has `count` instances on each GPU it names (GPU 0 when it names
+  // none), as Triton's instance_group; on the CPU, `count` instances.
+  std::vector<std::string> why_not_gpu(groups.size());
+  std::vector<bool> want_gpu(groups.size());
+  std::vector<int> group_instances(groups.size());
+  int total = 0;
+  for (size_t k = 0; k < groups.size(); ++k) {
+    const auto& g = groups[k];
+    want_gpu[k] =
+        g.kind() == v1::ModelInstanceGroup::KIND_GPU ||
+        (g.kind() == v1::ModelInstanceGroup::KIND_AUTO && engine::CudaAvailable(&why_not_gpu[k]));
+    group_instances[k] = std::max(1, g.count()) * (want_gpu[k] ? std::max(1, g.gpus_size()) : 1);
+    total += group_instances[k];
+  }
+  const int cores = std::max(1u, std::thread::hardware_concurrency());
+  for (size_t k = 0; k < groups.size(); ++k) {
+    const auto& g = groups[k];
+    for (int i = 0; i < group_instances[k]; ++i) {
+      InstanceInfo info;
+      std::unique_ptr<engine::CompiledModel> compiled;
+      std::string why_not_gpu_here = why_not_gpu[k];
+      engine::CompileOptions options;
+      options.math_mode = static_cast<engine::MathMode>(config_.optimization().math_mode());
+      options.max_batch_size = config_.max_batch_size();
+      if (want_gpu[k]) {
+        // Instances i, i + count, ... of GPU j: the GPUs take turns.
+        const int device = g.gpus_size() > 0 ? g.gpus(i % g.gpus_size()) : 0;
+        auto eng = MakeEngine({.kind = engine::EngineKind::kCuda, .device = device});
+        absl::StatusOr<std::unique_ptr<engine::CompiledModel>> c =
+            eng.ok() ? (*eng)->Compile(model_, options)
+                     : absl::StatusOr<std::unique_ptr<engine::CompiledModel>>(eng.status());
+        if (c.ok()) {
+          compiled = std::move(*c);
+          info.kind = "KIND_GPU";
+          info.reason = absl::StrCat("GPU ", device, " (cuDNN)");
+        } else if (g.kind() == v1::ModelInstanceGroup::KIND_GPU) {
+          return absl::FailedPreconditionError(
+              absl::StrCat(name(), ": instance_group asks for KIND_GPU: ", c.status().message()));
+        } else {
+          why_not_gpu_here = std::string(c.status().message());
+        }
+      }
+      if (!compiled) {
+        // CPU instances share the cores: engine threads per instance <= cores / instances.
+        options.num_threads =
+            batching::CpuThreadsPerInstance(cores, total, config_.optimization().cpu_threads());
+        options.math_mode = engine::MathMode::kFp32;
+        auto eng = MakeEngine({.kind = engine::EngineKind::kCpu});
+        if (!eng.ok()) return eng.status();
+        auto c = (*eng)->Compile(model_, options);
+        if (!c.ok()) {
+          return absl::Status(c.status().code(),
+                              absl::StrCat(source_file_, ": ", c.status().message()));
+        }
+        compiled = std::move(*c);
+        info.kind = "KIND_CPU";
+        info.reason = g.kind() == v1::ModelInstanceGroup::KIND_CPU
+                          ? "instance_group asks for KIND_CPU"
+                          : absl::StrCat("KIND_AUTO without a usable GPU: ", why_not_gpu_here);
+      }
+      info.engine = compiled->engine_name();
+      info.layers = compiled->placements();
+      info.memory_bytes = compiled->memory_bytes();
+      LogInfo(absl::StrCat("model ", name(), " v", version_, " instance ", instances_.size(), ": ",
+                           info.engine, " engine (", info.reason, ")"));
+      instance_info_.push_back(std::move(info));
+      instances_.push_back(std::move(compiled));
+    }
+  }
+  pool_ = std::make_unique<batching::InstancePool>(
+      name(), static_cast<int>(instances_.size()),
+      [this](int instance, const absl::Status& fault) { return ProbeAfterFault(instance, fault); });
+  return absl::OkStatus();
+}
+
+absl::Status Servable::WarmUpGpuInstances() {
+  std::set<int64_t> sizes = {1};
+  if (const int max = config_.max_batch_size(); max > 0) {
+    sizes.insert(max);
+    for (int p : config_.dynamic_batching().preferred_batch_size()) {
+      if (p > 0 && p <= max) sizes.insert(p);
+    }
+  }
+  // The steps of the first input's time axis where the model fixes it, else kWarmUpSteps.
+  int64_t steps = kWarmUpSteps;
+  if (!inputs_.empty() && inputs_[0].shape.size() >= 2 && inputs_[0].shape[1] > 0) {
+    steps = inputs_[0].shape[1];
+  }
+  for (size_t i = 0; i < instances_.size(); ++i) {
+    if (instances_[i]->engine_name() != "cuda") continue;
+    for (int64_t B : sizes) {
+      std::vector<engine::Tensor> out;
+      if (auto st = instances_[i]->Run(ProbeBatch(inputs_, B, steps), &out); !st.ok()) {
+        return absl::Status(st.code(), absl::StrCat(source_file_, ": warm-up batch of ", B, "x",
+                                                    steps, " failed: ", st.message()));
+      }
+    }
+    instance_info_[i].layers = instances_[i]->placements();
+    instance_info_[i].memory_bytes = instances_[i]->memory_bytes();
+    LogInfo(absl::StrCat("model ", name(), " v", version_, " instance ", i,
+                         ": algorithms timed for batch sizes ", absl::StrJoin(sizes, ", "), " at ",
+                         steps, " steps"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Servable::RunProbe(const engine::Batch& batch, std::vector<engine::Tensor>* out) {
+  const absl::Status s = RunOnInstance(batch, out);
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat(source_file_, ": test run failed: ", s.message()));
+}
+
+absl::Status Servable::ProbeSignature() {
+  // Two probes that differ in batch and time size tell which output axes are dynamic.
+  std::vector<engine::Tensor> a, b;
+  if (auto s = RunProbe(ProbeBatch(inputs_, 1, 2), &a); !s.ok()) return s;
+  if (auto s = RunProbe(ProbeBatch(inputs_, 2, 3), &b); !s.ok()) return s;
+  const auto& cfg_out = config_.output();
+  if (!cfg_out.empty() && cfg_out.size() != static_cast<int>(a.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(name(), ": config.pbtxt lists ", cfg_out.size(),
+                                                   " outputs; the model has ", a.size()));
+  }
+  for (size_t i = 0; i < a.size(); ++i) {
+    TensorSignature sig;
+    sig.name = cfg_out.empty() ? model_.outputs[i].name : cfg_out[static_cast<int>(i)].name();
+    sig.dtype = a[i].dtype();
+    sig.shape = a[i].shape();
+    for (size_t d = 0; d < sig.shape.size(); ++d) {
+      if (d >= b[i].shape().size() || b[i].dim(static_cast<int>(d)) != sig.shape[d]) {
+        sig.shape[d] = -1;
+      }
+    }
+    outputs_.push_back(std::move(sig));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Servable::CheckBatchAxis() {
+  if (config_.max_batch_size() == 0) return absl::OkStatus();
+  const engine::Batch pair = DistinctRowsProbe(inputs_);
+  std::vector<engine::Tensor> both, alone;
+  if (auto st = RunProbe(pair, &both); !st.ok()) return st;
+  if (auto st = RunProbe(SliceBatch(pair, 1, 2), &alone); !st.ok()) return st;
+  std::vector<std::string> names;
+  for (const TensorSignature& o : outputs_) names.push_back(o.name);
+  const std::string why = BatchAxisProblem(both, alone, names);
+  if (why.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "model '", name(), "' v", version_, ": max_batch_size ", config_.max_batch_size(),
+      " needs axis 0 of every input and output to be the batch axis, but ", why,
+      "; set max_batch_size: 0 in config.pbtxt (and leave out dynamic_batching) to run each "
+      "request alone"));
+}
+
+absl::Status Servable::StartBatcher() {
+  if (!batching::WantsDynamicBatching(config_)) {
+    if (config_.has_dynamic_batching()) {
+      LogWarning(absl::StrCat("model ", name(), " v", version_,
+                              ": dynamic_batching needs max_batch_size > 0; requests run alone"));
+    }
+    return absl::OkStatus();
+  }
+  // Axis 1 is the time axis where the signature leaves it dynamic.
+  auto time_axes = [](const std::vector<TensorSignature>& sigs) {
+    std::vector<bool> axes;
+    for (const TensorSignature& s : sigs) axes.push_back(s.shape.size() >= 2 && s.shape[1] < 0);
+    return axes;
+  };
+  auto options =
+      batching::BatcherOptionsFromConfig(config_, time_axes(inputs_), time_axes(outputs_));
+  if (!options.ok()) return options.status();
+  std::vector<engine::CompiledModel*> instances;
+  for (const auto& i : instances_) instances.push_back(i.get());
+  auto batcher = batching::DynamicBatcher::Create(*options, std::move(instances));
+  if (!batcher.ok()) return batcher.status();
+  batcher_ = std::move(*batcher);
+  batcher_->SetInstanceProbe(
+      [this](int instance, const absl::Status& fault) { return ProbeAfterFault(instance, fault); });
+  batcher_->SetObserver([this](const batching::BatchStats& stats) { recorder_.Observe(stats); });
+  LogInfo(absl::StrCat("model ", name(), " v", version_, ": dynamic batching up to ",
+                       options->max_batch_size, " sequences, ", options->max_queue_delay_us,
+                       " us queue delay, ", instances_.size(), " instance worker(s)"));
+  return absl::OkStatus();
+}
+
+void Servable::ReportLoaded(absl::Duration load_duration) {
+  if (options_.metrics == nullptr) return;
+  metrics::ModelLoadInfo info{.name = name(), .version = version_, .load_duration = load_duration};
+  for (const InstanceInfo& i : instance_info_) {
+    info.engines.push_back(i.engine);
+    info.memory_bytes.push_back(i.memory_bytes);
+  }
+  recorder_.Attach(&options_.metrics->ModelLoaded(info), info.engines);
+}
+
+}  // namespace rnnserve::server

@@ -1,0 +1,232 @@
+// Servable on a fake engine (tests/unit/batching_fake_engine.h): both run paths (the dynamic
+// batcher, and the caller's thread without one), the metrics they record (once per request and
+// engine call, never for the load's probes), engine faults, and the batch-axis check at load.
+// No model file and no real kernels.
+
+#include <google/protobuf/text_format.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "server/metrics/server_metrics.h"
+#include "server/servable.h"
+#include "tests/unit/batching_fake_engine.h"
+
+namespace rnnserve::testing {
+namespace {
+
+using server::Servable;
+using server::ServableOptions;
+
+v1::ModelConfig Config(const std::string& text) {
+  v1::ModelConfig config;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &config)) << text;
+  return config;
+}
+
+constexpr char kUnbatched[] = R"pb(
+  name: "fake" max_batch_size: 0 instance_group { kind: KIND_CPU count: 1 })pb";
+constexpr char kBatched[] = R"pb(
+  name: "fake"
+  max_batch_size: 8
+  dynamic_batching { max_queue_delay_microseconds: 100 }
+  instance_group { kind: KIND_CPU count: 1 })pb";
+
+// B rows of T steps of [first, 0]: row b starts with first + b, then 1, 2, ...
+engine::Batch Rows(int64_t B, int64_t T, float first) {
+  engine::Tensor x = engine::Tensor::Float({B, T, 2});  // [B, T, 2]
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t t = 0; t < T; ++t) {
+      x.f32()[(b * T + t) * 2] = t == 0 ? first + static_cast<float>(b) : static_cast<float>(t);
+    }
+  }
+  engine::Batch batch;
+  batch.inputs.push_back(std::move(x));
+  return batch;
+}
+
+// The metrics in the text exposition format, as a scrape sees them.
+std::string MetricsText(const server::metrics::ServerMetrics& m) {
+  return m.ExpositionText();
+}
+
+class ServableTest : public ::testing::Test {
+ protected:
+  absl::StatusOr<std::unique_ptr<Servable>> Load(const std::string& config) {
+    return Servable::FromModel(FakeEngineFactory::Model(), 1, Config(config),
+                               {.engine_factory = engines_.Factory(), .metrics = &metrics_});
+  }
+  FakeEngineFactory engines_;
+  server::metrics::ServerMetrics metrics_;
+};
+
+TEST_F(ServableTest, SignatureComesFromTheModelAndTheLoadProbes) {
+  auto servable = Load(kUnbatched);
+  ASSERT_TRUE(servable.ok()) << servable.status();
+  ASSERT_EQ((*servable)->inputs().size(), 1u);
+  EXPECT_EQ((*servable)->inputs()[0].shape, (engine::Shape{-1, -1, 2}));
+  ASSERT_EQ((*servable)->outputs().size(), 2u);
+  EXPECT_EQ((*servable)->outputs()[0].name, "echo");
+  EXPECT_EQ((*servable)->outputs()[0].shape, (engine::Shape{-1, -1, 1}));
+  EXPECT_EQ((*servable)->outputs()[1].shape, (engine::Shape{-1, 2}));
+  ASSERT_EQ((*servable)->instances().size(), 1u);
+  EXPECT_EQ((*servable)->instances()[0].engine, "fake");
+  EXPECT_EQ((*servable)->batcher(), nullptr);
+}
+
+TEST_F(ServableTest, UnbatchedRunAnswersEachRowWithItsOwnLength) {
+  auto servable = Load(kUnbatched);
+  ASSERT_TRUE(servable.ok()) << servable.status();
+  const int calls_at_load = engines_.instance(0).calls();
+  engine::Batch batch = Rows(2, 4, 10);
+  batch.lengths = {4, 2};
+  std::vector<engine::Tensor> out;
+  ASSERT_TRUE((*servable)->Run(batch, &out).ok());
+  ASSERT_EQ(out.size(), 2u);
+  // summary: {length, sum of x[., t, 0] over the length}
+  EXPECT_EQ(out[1].f32()[0], 4);
+  EXPECT_EQ(out[1].f32()[1], 10 + 1 + 2 + 3);
+  EXPECT_EQ(out[1].f32()[2], 2);
+  EXPECT_EQ(out[1].f32()[3], 11 + 1);
+  EXPECT_EQ(engines_.instance(0).calls(), calls_at_load + 1);
+}
+
+TEST_F(ServableTest, UnbatchedRunSplitsABatchLargerThanMaxBatchSize) {
+  auto servable = Load(R"pb(name: "fake" max_batch_size: 2
+                            instance_group { kind: KIND_CPU count: 1 })pb");
+  ASSERT_TRUE(servable.ok()) << servable.status();
+  const int calls_at_load = engines_.instance(0).calls();
+  std::vector<engine::Tensor> out;
+  ASSERT_TRUE((*servable)->Run(Rows(5, 3, 0), &out).ok());
+  EXPECT_EQ(engines_.instance(0).calls(), calls_at_load + 3);  // rows 2 + 2 + 1
+  ASSERT_EQ(out[1].shape(), (engine::Shape{5, 2}));
+  for (int b = 0; b < 5; ++b) EXPECT_EQ(out[1].f32()[b * 2 + 1], b + 1 + 2) << "row " << b;
+}
+
+TEST_F(ServableTest, BatchedRunJoinsRequestsThatQueueWhileTheInstanceIsBusy) {
+  auto servable = Load(kBatched);
+  ASSERT_TRUE(servable.ok()) << servable.status();
+  ASSERT_NE((*servable)->batcher(), nullptr);
+  FakeEngine& engine = engines_.instance(0);
+  const int calls_at_load = engine.calls();
+  engine.Gate();  // the first request holds the only instance until Open()
+  std::vector<std::vector<engine::Tensor>> out(3);
+  std::vector<absl::Status> status(3);
+  std::vector<std::thread> callers;
+  callers.emplace_back([&] { status[0] = (*servable)->Run(Rows(1, 3, 100), &out[0]); });
+  engine.AwaitCalls(calls_at_load + 1);
+  for (int i = 1; i < 3; ++i) {
+    callers.emplace_back(
+        [&, i] { status[i] = (*servable)->Run(Rows(1, 3, 100.0f * (i + 1)), &out[i]); });
+  }
+  while ((*servable)->batcher()->counters().queued_requests < 2) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  engine.Open();
+  for (std::thread& t : callers) t.join();
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(status[i].ok()) << i << ": " << status[i];
+    EXPECT_EQ(out[i][1].f32()[1], 100.0f * (i + 1) + 1 + 2) << "request " << i;
+  }
+  const std::vector<SeenBatch> seen = engine.seen();
+  ASSERT_EQ(static_cast<int>(seen.size()), calls_at_load + 2);
+  EXPECT_EQ(seen.back().input_shape[0], 2);  // the two queued requests, in one engine call
+}
+
+// Each run path records every request's queue wait once and every engine call once, and the
+// load's probes not at all.
+class ServableMetricsTest : public ServableTest,
+                            public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(ServableMetricsTest, EachRequestAndEngineCallIsRecordedOnce) {
+  auto servable = Load(GetParam());
+  ASSERT_TRUE(servable.ok()) << servable.status();
+  for (int i = 0; i < 3; ++i) {
+    std::vector<engine::Tensor> out;
+    ASSERT_TRUE((*servable)->Run(Rows(2, 3, 0), &out).ok());
+  }
+  // The batcher reports an engine call after delivering its outputs: wait for the reports.
+  if ((*servable)->batcher() != nullptr) (*servable)->batcher()->Drain();
+  const std::string text = MetricsText(metrics_);
+  for (const char* line : {
+           "rnnserve_model_loaded{model=\"fake\",version=\"1\"} 1",
+           "rnnserve_queue_depth{model=\"fake\",version=\"1\"} 0",
+           "rnnserve_queue_duration_seconds_count{model=\"fake\",version=\"1\"} 3",
+           "rnnserve_batch_size_count{model=\"fake\",version=\"1\"} 3",
+           "rnnserve_batch_size_sum{model=\"fake\",version=\"1\"} 6",
+           "rnnserve_batch_timesteps_real_total{model=\"fake\",version=\"1\"} 18",
+           "rnnserve_compute_duration_seconds_count{engine=\"fake\",model=\"fake\",version=\"1\"} 3",
+       }) {
+    EXPECT_TRUE(absl::StrContains(text, line)) << line << "\nin:\n" << text;
+  }
+}
+
+TEST_P(ServableMetricsTest, WithoutMetricsNothingIsRecordedAndRunsServe) {
+  auto servable = Servable::FromModel(FakeEngineFactory::Model(), 1, Config(GetParam()),
+                                      {.engine_factory = engines_.Factory()});
+  ASSERT_TRUE(servable.ok()) << servable.status();
+  std::vector<engine::Tensor> out;
+  ASSERT_TRUE((*servable)->Run(Rows(1, 3, 0), &out).ok());
+  EXPECT_FALSE(absl::StrContains(MetricsText(metrics_), "model=\"fake\""));
+}
+
+// A fault that a test batch confirms takes the instance out of rotation: with one instance,
+// later requests are UNAVAILABLE at once instead of waiting for it.
+TEST_P(ServableMetricsTest, LastingEngineFaultRetiresTheInstance) {
+  auto servable = Load(GetParam());
+  ASSERT_TRUE(servable.ok()) << servable.status();
+  FakeEngine& engine = engines_.instance(0);
+  engine.FailInternal(-1);
+  const int calls_at_fault = engine.calls();
+  std::vector<engine::Tensor> out;
+  EXPECT_EQ((*servable)->Run(Rows(1, 3, 0), &out).code(), absl::StatusCode::kInternal);
+  const absl::Status after = (*servable)->Run(Rows(1, 3, 0), &out);
+  EXPECT_EQ(after.code(), absl::StatusCode::kUnavailable) << after;
+  EXPECT_EQ(engine.calls(), calls_at_fault + 2);  // the request and the test batch; no more
+}
+
+TEST_P(ServableMetricsTest, TransientEngineFaultKeepsTheInstance) {
+  auto servable = Load(GetParam());
+  ASSERT_TRUE(servable.ok()) << servable.status();
+  engines_.instance(0).FailInternal(1);
+  std::vector<engine::Tensor> out;
+  EXPECT_EQ((*servable)->Run(Rows(1, 3, 0), &out).code(), absl::StatusCode::kInternal);
+  EXPECT_TRUE((*servable)->Run(Rows(1, 3, 0), &out).ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(BothRunPaths, ServableMetricsTest, ::testing::Values(kUnbatched, kBatched),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           return std::string(info.param == kBatched ? "DynamicBatcher"
+                                                                     : "CallersThread");
+                         });
+
+TEST_F(ServableTest, MaxBatchSizeForAModelWithoutABatchAxisFailsTheLoadNamingTheFix) {
+  FakeEngineFactory broken([](FakeEngine& e) { e.DropARow(); });  // axis 0 is not the rows
+  auto servable = Servable::FromModel(
+      FakeEngineFactory::Model(), 1,
+      Config(R"pb(name: "fake" max_batch_size: 8 instance_group { kind: KIND_CPU })pb"),
+      {.engine_factory = broken.Factory()});
+  ASSERT_FALSE(servable.ok());
+  EXPECT_EQ(servable.status().code(), absl::StatusCode::kFailedPrecondition);
+  for (const char* part : {"model 'fake' v1: max_batch_size 8", "output 'echo'",
+                           "axis 0 is not the batch axis", "set max_batch_size: 0"}) {
+    EXPECT_TRUE(absl::StrContains(servable.status().message(), part))
+        << part << " in " << servable.status();
+  }
+}
+
+TEST_F(ServableTest, MaxBatchSizeZeroServesAModelWithoutABatchAxis) {
+  FakeEngineFactory broken([](FakeEngine& e) { e.DropARow(); });
+  auto servable = Servable::FromModel(FakeEngineFactory::Model(), 1, Config(kUnbatched),
+                                      {.engine_factory = broken.Factory()});
+  EXPECT_TRUE(servable.ok()) << servable.status();
+}
+
+}  // namespace
+}  // namespace rnnserve::testing
