@@ -7,7 +7,7 @@
 #   deploy/docker/gpu_payload.sh [DEST (build)]
 # env: BUILD_IMAGE, BASE_IMAGE  as gpu.Dockerfile's build arguments (default: the local bases of
 #                               make_base.sh --cuda, made if missing)
-#      CUDA_ARCHS               as gpu.Dockerfile's (default there: 90;100;120)
+#      CUDA_ARCHS               as gpu.Dockerfile's (default there: 80;86;89;90;100;120)
 #      INCLUDE_CUDA=1           also pack cudart, cuBLAS and cuDNN (about 1 GB more); by default
 #                               the GPU machine brings them (its CUDA install or PyTorch's wheels)
 #

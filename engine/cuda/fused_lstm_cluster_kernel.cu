@@ -91,6 +91,12 @@ struct ClusterShape {
 
 template <int kH, int kC, int kRegRows>
 __global__ void __launch_bounds__(kClusterThreads, 1) FusedLstmClusterKernel(FusedLstmArgs a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  // Thread-block clusters need sm_90+. Builds for Ampere and Ada (sm_80..89) keep an empty body:
+  // FusedLstm::FindCluster chooses this kernel only on a device with cudaDevAttrClusterLaunch.
+  (void)a;
+  __trap();
+#else
   using S = ClusterShape<kH, kC, kRegRows>;
   constexpr int kU = S::kU, kRows = S::kRows, kRpw = S::kRowsPerWarp, kChunks = S::kChunks;
   constexpr int kSmemRows = S::kSmemRows;
@@ -210,6 +216,7 @@ __global__ void __launch_bounds__(kClusterThreads, 1) FusedLstmClusterKernel(Fus
         a.y[(static_cast<int64_t>(cb) * a.T + t) * kH + cj] = 0.0f;
     }
   }
+#endif
 }
 
 // The shapes compiled: registers hold what shared memory (~227 KiB a block) cannot.

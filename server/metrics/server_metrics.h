@@ -27,9 +27,10 @@
 // (a request for an unknown model is counted with model="" and version=""); `method` is a
 // gRPC method name of our services; `code` a gRPC status code name; `engine` an engine name.
 //
-// RECORDING INTERFACE (for schedulers: Servable::Run today, the dynamic batcher next).
-// Resolve the ModelMetrics once (ServerMetrics::Global().Find(name, version), kept with the
-// servable or the scheduler; it never dangles), then per event, from any thread. Counters and
+// RECORDING INTERFACE (used by server/serving_recorder.h for both of a servable's run paths).
+// A servable gets its version's ModelMetrics from ModelLoaded() at the end of its load (the
+// ServerMetrics comes from main through ServableOptions::metrics; it never dangles), then
+// records per event, from any thread. Counters and
 // gauges are atomics; a histogram observation takes prometheus-cpp's per-series mutex for a
 // bucket and a sum update (bench/results/metrics-histogram-2026-11-23.md: what it costs):
 //   QueueEntered()          a request joins the queue            (queue_depth +1)
