@@ -4,64 +4,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/cuda/cudnn_rnn_util.h"
 #include "engine/cuda/fused_lstm.h"
 #include "engine/cuda/kernels.h"
 
 namespace rnnserve::engine::cuda {
-namespace {
-
-// Whether every sequence of the batch has all T steps.
-bool EveryLengthFull(const RecurrentIO& io) {
-  return std::all_of(io.lengths.begin(), io.lengths.end(),
-                     [&](int32_t len) { return len == io.T; });
-}
-
-// T rounded up to a power of two.
-int StepBucket(int T) {
-  int b = 1;
-  while (b < T && b < (1 << 30)) b <<= 1;
-  return b;
-}
-
-const char* AlgoName(cudnnRNNAlgo_t algo) {
-  switch (static_cast<int>(algo)) {
-    case CUDNN_RNN_ALGO_STANDARD:
-      return "standard";
-    case CUDNN_RNN_ALGO_PERSIST_STATIC:
-      return "persist_static";
-    case CUDNN_RNN_ALGO_PERSIST_DYNAMIC:
-      return "persist_dynamic";
-    case CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H:
-      return "persist_static_small_h";
-    case kFusedAlgo:
-      return "fused_fp32";
-    case kFusedClusterAlgo:
-      return "fused_cluster_fp32";
-    case kStandardSeqMajorAlgo:
-      return "standard_seq_major";
-    default:
-      return "unknown";
-  }
-}
-
-size_t ElementBytes(cudnnDataType_t t) { return t == CUDNN_DATA_FLOAT ? 4 : 2; }
-
-HalfKind HalfOf(cudnnDataType_t t) {
-  return t == CUDNN_DATA_HALF ? HalfKind::kFp16 : HalfKind::kBf16;
-}
-
-cudnnDataType_t DataTypeFor(MathMode m) {
-  switch (m) {
-    case MathMode::kFp16:
-      return CUDNN_DATA_HALF;
-    case MathMode::kBf16:
-      return CUDNN_DATA_BFLOAT16;
-    default:
-      return CUDNN_DATA_FLOAT;
-  }
-}
-
-}  // namespace
 
 CudnnRecurrent::CudnnRecurrent(const RecurrentSpec& spec, std::string name, MathMode math,
                                cudnnHandle_t handle, cudaStream_t stream)
@@ -362,94 +309,6 @@ absl::Status CudnnRecurrent::Launch(cudnnRNNAlgo_t algo, const RecurrentIO& io) 
                  absl::StrCat("cudnnRNNForward (", AlgoName(algo), ")").c_str());
 }
 
-absl::StatusOr<cudnnRNNAlgo_t> CudnnRecurrent::ChooseAlgorithm(const RecurrentIO& io) {
-  if (forced_) return forced_algo_;
-  const std::pair<int, int> key = {io.B, StepBucket(io.T)};
-  if (auto it = algo_by_batch_.find(key); it != algo_by_batch_.end()) return it->second;
-  cudnnRNNAlgo_t best = CUDNN_RNN_ALGO_STANDARD;
-  const bool full = EveryLengthFull(io);
-  std::vector<cudnnRNNAlgo_t> candidates;
-  for (const auto& [algo, desc] : descs_) {
-    // PERSIST_DYNAMIC does not take sequences of different lengths.
-    if (algo != CUDNN_RNN_ALGO_PERSIST_DYNAMIC || full) candidates.push_back(algo);
-  }
-  if (Available(kStandardSeqMajorAlgo)) candidates.push_back(kStandardSeqMajorAlgo);
-  if (fused_ && io.B <= FusedLstm::kMaxBatch) {
-    candidates.push_back(kFusedAlgo);
-    if (fused_->has_cluster()) candidates.push_back(kFusedClusterAlgo);
-  }
-  if (candidates.size() > 1) {
-    cudaEvent_t start, stop;
-    RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaEventCreate(&start), "cudaEventCreate"));
-    RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaEventCreate(&stop), "cudaEventCreate"));
-    float best_ms = 0.0f;
-    std::vector<cudnnRNNAlgo_t> failed;
-    // Timed the way batches will run: replayed from a graph where the layer uses graphs (there
-    // cuDNN's per-step launches cost nothing), eagerly otherwise.
-    const bool graphs = use_graphs_;
-    for (cudnnRNNAlgo_t algo : candidates) {
-      // One warm-up, then the minimum of three timed runs.
-      if (!Enqueue(algo, io).ok() || cudaStreamSynchronize(stream_) != cudaSuccess) {
-        cudaGetLastError();
-        failed.push_back(algo);
-        continue;
-      }
-      cudaGraphExec_t exec = nullptr;
-      if (graphs) {
-        cudaGraph_t graph = nullptr;
-        if (cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal) == cudaSuccess) {
-          const absl::Status s = Enqueue(algo, io);
-          if (cudaStreamEndCapture(stream_, &graph) == cudaSuccess && s.ok() &&
-              cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) {
-            exec = nullptr;
-          }
-          if (graph != nullptr) cudaGraphDestroy(graph);
-        }
-        cudaGetLastError();
-      }
-      float ms_min = 1e30f;
-      for (int rep = 0; rep < 3; ++rep) {
-        float ms = 0.0f;
-        cudaEventRecord(start, stream_);
-        const absl::Status s =
-            exec != nullptr ? CudaOk(cudaGraphLaunch(exec, stream_), "launch") : Enqueue(algo, io);
-        cudaEventRecord(stop, stream_);
-        if (!s.ok() || cudaEventSynchronize(stop) != cudaSuccess ||
-            cudaEventElapsedTime(&ms, start, stop) != cudaSuccess) {
-          ms = 1e30f;
-        }
-        ms_min = std::min(ms_min, ms);
-      }
-      if (exec != nullptr) cudaGraphExecDestroy(exec);
-      if (best_ms == 0.0f || ms_min < best_ms) {
-        best_ms = ms_min;
-        best = algo;
-      }
-    }
-    cudaEventDestroy(start);
-    cudaEventDestroy(stop);
-    for (cudnnRNNAlgo_t algo : failed) {
-      if (algo == CUDNN_RNN_ALGO_STANDARD) continue;  // its error surfaces in Forward
-      // PERSIST_DYNAMIC is built per batch size: a failure here is this size's only.
-      if (algo == CUDNN_RNN_ALGO_PERSIST_DYNAMIC) continue;
-      if (algo == kFusedAlgo) {
-        fused_.reset();
-        continue;
-      }
-      if (algo == kFusedClusterAlgo) {
-        if (fused_) fused_->DropCluster();
-        continue;
-      }
-      cudnnDestroyRNNDescriptor(descs_.at(algo));
-      descs_.erase(algo);
-    }
-    // Sizes timed earlier may have chosen what was just dropped: they choose again.
-    std::erase_if(algo_by_batch_, [&](const auto& entry) { return !Available(entry.second); });
-  }
-  algo_by_batch_[key] = best;
-  return best;
-}
-
 absl::Status CudnnRecurrent::Enqueue(cudnnRNNAlgo_t algo, const RecurrentIO& io) {
   const int64_t h_n = int64_t{dirs_} * io.B * Hp_;
   const int64_t c_n = int64_t{dirs_} * io.B * H_;
@@ -612,44 +471,6 @@ absl::Status CudnnRecurrent::Forward(const RecurrentIO& io) {
   }
   if (!s.ok()) return absl::Status(s.code(), absl::StrCat("layer '", name_, "': ", s.message()));
   return absl::OkStatus();
-}
-
-absl::Status CudnnRecurrent::ForceAlgorithm(cudnnRNNAlgo_t algo) {
-  const bool fused_ok = (algo == kFusedAlgo && fused_) ||
-                        (algo == kFusedClusterAlgo && fused_ && fused_->has_cluster()) ||
-                        (algo == kStandardSeqMajorAlgo && Available(algo));
-  if (!descs_.contains(algo) && !fused_ok) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("layer '", name_, "': cuDNN did not accept algorithm ", AlgoName(algo)));
-  }
-  forced_ = true;
-  forced_algo_ = algo;
-  return absl::OkStatus();
-}
-
-std::string CudnnRecurrent::AlgorithmFor(int B, int T) const {
-  if (forced_) return AlgoName(forced_algo_);
-  auto it = algo_by_batch_.find({B, StepBucket(T)});
-  return it == algo_by_batch_.end() ? "" : AlgoName(it->second);
-}
-
-std::string CudnnRecurrent::ChoicesSummary() const {
-  if (forced_) return absl::StrCat("every batch: ", AlgoName(forced_algo_));
-  std::string out;
-  for (const auto& [key, algo] : algo_by_batch_) {
-    absl::StrAppend(&out, out.empty() ? "" : ", ", "B=", key.first, " T<=", key.second, ": ",
-                    AlgoName(algo));
-  }
-  return out;
-}
-
-std::vector<cudnnRNNAlgo_t> CudnnRecurrent::algorithms() const {
-  std::vector<cudnnRNNAlgo_t> out;
-  for (const auto& [algo, desc] : descs_) out.push_back(algo);
-  if (Available(kStandardSeqMajorAlgo)) out.push_back(kStandardSeqMajorAlgo);
-  if (fused_) out.push_back(kFusedAlgo);
-  if (fused_ && fused_->has_cluster()) out.push_back(kFusedClusterAlgo);
-  return out;
 }
 
 int64_t CudnnRecurrent::memory_bytes() const {

@@ -1,0 +1,142 @@
+// CudnnRecurrent's algorithm choice: each batch size and step bucket times the algorithms the
+// layer can run once, keeps the fastest, and reports the choices for the model's metadata.
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/cuda/cudnn_rnn.h"
+#include "engine/cuda/cudnn_rnn_util.h"
+#include "engine/cuda/fused_lstm.h"
+
+namespace rnnserve::engine::cuda {
+
+absl::StatusOr<cudnnRNNAlgo_t> CudnnRecurrent::ChooseAlgorithm(const RecurrentIO& io) {
+  if (forced_) return forced_algo_;
+  const std::pair<int, int> key = {io.B, StepBucket(io.T)};
+  if (auto it = algo_by_batch_.find(key); it != algo_by_batch_.end()) return it->second;
+  cudnnRNNAlgo_t best = CUDNN_RNN_ALGO_STANDARD;
+  const bool full = EveryLengthFull(io);
+  std::vector<cudnnRNNAlgo_t> candidates;
+  for (const auto& [algo, desc] : descs_) {
+    // PERSIST_DYNAMIC does not take sequences of different lengths.
+    if (algo != CUDNN_RNN_ALGO_PERSIST_DYNAMIC || full) candidates.push_back(algo);
+  }
+  if (Available(kStandardSeqMajorAlgo)) candidates.push_back(kStandardSeqMajorAlgo);
+  if (fused_ && io.B <= FusedLstm::kMaxBatch) {
+    candidates.push_back(kFusedAlgo);
+    if (fused_->has_cluster()) candidates.push_back(kFusedClusterAlgo);
+  }
+  if (candidates.size() > 1) {
+    cudaEvent_t start, stop;
+    RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaEventCreate(&start), "cudaEventCreate"));
+    RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaEventCreate(&stop), "cudaEventCreate"));
+    float best_ms = 0.0f;
+    std::vector<cudnnRNNAlgo_t> failed;
+    // Timed the way batches will run: replayed from a graph where the layer uses graphs (there
+    // cuDNN's per-step launches cost nothing), eagerly otherwise.
+    const bool graphs = use_graphs_;
+    for (cudnnRNNAlgo_t algo : candidates) {
+      // One warm-up, then the minimum of three timed runs.
+      if (!Enqueue(algo, io).ok() || cudaStreamSynchronize(stream_) != cudaSuccess) {
+        cudaGetLastError();
+        failed.push_back(algo);
+        continue;
+      }
+      cudaGraphExec_t exec = nullptr;
+      if (graphs) {
+        cudaGraph_t graph = nullptr;
+        if (cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal) == cudaSuccess) {
+          const absl::Status s = Enqueue(algo, io);
+          if (cudaStreamEndCapture(stream_, &graph) == cudaSuccess && s.ok() &&
+              cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) {
+            exec = nullptr;
+          }
+          if (graph != nullptr) cudaGraphDestroy(graph);
+        }
+        cudaGetLastError();
+      }
+      float ms_min = 1e30f;
+      for (int rep = 0; rep < 3; ++rep) {
+        float ms = 0.0f;
+        cudaEventRecord(start, stream_);
+        const absl::Status s =
+            exec != nullptr ? CudaOk(cudaGraphLaunch(exec, stream_), "launch") : Enqueue(algo, io);
+        cudaEventRecord(stop, stream_);
+        if (!s.ok() || cudaEventSynchronize(stop) != cudaSuccess ||
+            cudaEventElapsedTime(&ms, start, stop) != cudaSuccess) {
+          ms = 1e30f;
+        }
+        ms_min = std::min(ms_min, ms);
+      }
+      if (exec != nullptr) cudaGraphExecDestroy(exec);
+      if (best_ms == 0.0f || ms_min < best_ms) {
+        best_ms = ms_min;
+        best = algo;
+      }
+    }
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    for (cudnnRNNAlgo_t algo : failed) {
+      if (algo == CUDNN_RNN_ALGO_STANDARD) continue;  // its error surfaces in Forward
+      // PERSIST_DYNAMIC is built per batch size: a failure here is this size's only.
+      if (algo == CUDNN_RNN_ALGO_PERSIST_DYNAMIC) continue;
+      if (algo == kFusedAlgo) {
+        fused_.reset();
+        continue;
+      }
+      if (algo == kFusedClusterAlgo) {
+        if (fused_) fused_->DropCluster();
+        continue;
+      }
+      cudnnDestroyRNNDescriptor(descs_.at(algo));
+      descs_.erase(algo);
+    }
+    // Sizes timed earlier may have chosen what was just dropped: they choose again.
+    std::erase_if(algo_by_batch_, [&](const auto& entry) { return !Available(entry.second); });
+  }
+  algo_by_batch_[key] = best;
+  return best;
+}
+
+absl::Status CudnnRecurrent::ForceAlgorithm(cudnnRNNAlgo_t algo) {
+  const bool fused_ok = (algo == kFusedAlgo && fused_) ||
+                        (algo == kFusedClusterAlgo && fused_ && fused_->has_cluster()) ||
+                        (algo == kStandardSeqMajorAlgo && Available(algo));
+  if (!descs_.contains(algo) && !fused_ok) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("layer '", name_, "': cuDNN did not accept algorithm ", AlgoName(algo)));
+  }
+  forced_ = true;
+  forced_algo_ = algo;
+  return absl::OkStatus();
+}
+
+std::string CudnnRecurrent::AlgorithmFor(int B, int T) const {
+  if (forced_) return AlgoName(forced_algo_);
+  auto it = algo_by_batch_.find({B, StepBucket(T)});
+  return it == algo_by_batch_.end() ? "" : AlgoName(it->second);
+}
+
+std::string CudnnRecurrent::ChoicesSummary() const {
+  if (forced_) return absl::StrCat("every batch: ", AlgoName(forced_algo_));
+  std::string out;
+  for (const auto& [key, algo] : algo_by_batch_) {
+    absl::StrAppend(&out, out.empty() ? "" : ", ", "B=", key.first, " T<=", key.second, ": ",
+                    AlgoName(algo));
+  }
+  return out;
+}
+
+std::vector<cudnnRNNAlgo_t> CudnnRecurrent::algorithms() const {
+  std::vector<cudnnRNNAlgo_t> out;
+  for (const auto& [algo, desc] : descs_) out.push_back(algo);
+  if (Available(kStandardSeqMajorAlgo)) out.push_back(kStandardSeqMajorAlgo);
+  if (fused_) out.push_back(kFusedAlgo);
+  if (fused_ && fused_->has_cluster()) out.push_back(kFusedClusterAlgo);
+  return out;
+}
+
+}  // namespace rnnserve::engine::cuda

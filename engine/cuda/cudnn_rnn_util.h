@@ -1,0 +1,65 @@
+#pragma once
+
+// Small helpers of CudnnRecurrent (cudnn_rnn.cc, cudnn_rnn_algorithms.cc): batch predicates,
+// the step bucket that algorithm choices are kept per, algorithm names and cuDNN data types.
+
+#include <algorithm>
+#include <cstddef>
+
+#include "engine/cuda/cudnn_rnn.h"
+#include "engine/cuda/kernels.h"
+
+namespace rnnserve::engine::cuda {
+
+// Whether every sequence of the batch has all T steps.
+inline bool EveryLengthFull(const RecurrentIO& io) {
+  return std::all_of(io.lengths.begin(), io.lengths.end(),
+                     [&](int32_t len) { return len == io.T; });
+}
+
+// T rounded up to a power of two.
+inline int StepBucket(int T) {
+  int b = 1;
+  while (b < T && b < (1 << 30)) b <<= 1;
+  return b;
+}
+
+inline const char* AlgoName(cudnnRNNAlgo_t algo) {
+  switch (static_cast<int>(algo)) {
+    case CUDNN_RNN_ALGO_STANDARD:
+      return "standard";
+    case CUDNN_RNN_ALGO_PERSIST_STATIC:
+      return "persist_static";
+    case CUDNN_RNN_ALGO_PERSIST_DYNAMIC:
+      return "persist_dynamic";
+    case CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H:
+      return "persist_static_small_h";
+    case kFusedAlgo:
+      return "fused_fp32";
+    case kFusedClusterAlgo:
+      return "fused_cluster_fp32";
+    case kStandardSeqMajorAlgo:
+      return "standard_seq_major";
+    default:
+      return "unknown";
+  }
+}
+
+inline size_t ElementBytes(cudnnDataType_t t) { return t == CUDNN_DATA_FLOAT ? 4 : 2; }
+
+inline HalfKind HalfOf(cudnnDataType_t t) {
+  return t == CUDNN_DATA_HALF ? HalfKind::kFp16 : HalfKind::kBf16;
+}
+
+inline cudnnDataType_t DataTypeFor(MathMode m) {
+  switch (m) {
+    case MathMode::kFp16:
+      return CUDNN_DATA_HALF;
+    case MathMode::kBf16:
+      return CUDNN_DATA_BFLOAT16;
+    default:
+      return CUDNN_DATA_FLOAT;
+  }
+}
+
+}  // namespace rnnserve::engine::cuda
