@@ -15,19 +15,82 @@
 #include "absl/synchronization/mutex.h"
 #include "server/flags.h"
 #include "server/inspect.h"
-#include "server/services/health_service.h"
-#include "server/services/kserve/kserve_service.h"
-#include "server/services/kserve_sequences.h"
 #include "server/log.h"
 #include "server/metrics/endpoint.h"
 #include "server/metrics/grpc_interceptor.h"
 #include "server/metrics/server_metrics.h"
 #include "server/model_check.h"
 #include "server/model_repository.h"
+#include "server/services/health_service.h"
+#include "server/services/kserve/kserve_service.h"
+#include "server/services/kserve_sequences.h"
 #include "server/services/rnnserve_service.h"
 
 namespace rnnserve::server {
 namespace {
+
+// Parses the command line into *flags and sets the log level. Returns -1 to go on serving,
+// otherwise the exit code (0 after --help, 2 for a bad flag).
+int ParseCommandLine(int argc, char** argv, ServerFlags* flags) {
+  bool help = false;
+  auto parsed = ParseServerFlags(argc, argv, &help);
+  if (help) {
+    std::fputs(ServerUsage().c_str(), stdout);
+    return 0;
+  }
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "rnnserve: %s\n%s", std::string(parsed.status().message()).c_str(),
+                 ServerUsage().c_str());
+    return 2;
+  }
+  LogLevel level;
+  if (!ParseLogLevel(parsed->log_level, &level)) {
+    std::fprintf(stderr, "rnnserve: --log-level must be debug, info, warning or error; was '%s'\n",
+                 parsed->log_level.c_str());
+    return 2;
+  }
+  SetLogLevel(level);
+  *flags = *std::move(parsed);
+  return -1;
+}
+
+// The metrics endpoint on --metrics-port (null when it is 0).
+absl::StatusOr<std::unique_ptr<prometheus::Exposer>> StartMetrics(const ServerFlags& flags,
+                                                                  metrics::ServerMetrics& m) {
+  if (flags.metrics_port == 0) return nullptr;
+  auto e = metrics::StartEndpoint(m, {.host = flags.host, .port = flags.metrics_port});
+  if (e.ok()) {
+    LogInfo(absl::StrCat("metrics on http://", flags.host, ":", (*e)->GetListeningPorts().front(),
+                         "/metrics"));
+  }
+  return e;
+}
+
+// Stateful sequences, counted in rnnserve_sequences_active of their model version.
+absl::StatusOr<std::unique_ptr<SequenceManager>> CreateSequences(metrics::ServerMetrics& m) {
+  return SequenceManager::Create({.observer = [&m](const Servable* servable, bool started) {
+    if (servable == nullptr) return;
+    metrics::ModelMetrics* mm = m.Find(servable->name(), servable->version());
+    if (mm == nullptr) return;
+    if (started) {
+      mm->SequenceStarted();
+    } else {
+      mm->SequenceEnded();
+    }
+  }});
+}
+
+// The listening port and the limits of the gRPC server, from the flags.
+void ConfigureBuilder(const ServerFlags& flags, grpc::ServerBuilder* builder, int* bound_port) {
+  builder->AddListeningPort(absl::StrCat(flags.host, ":", flags.port),
+                            grpc::InsecureServerCredentials(), bound_port);
+  builder->SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS,
+                               flags.grpc_min_pollers);
+  builder->SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS,
+                               flags.grpc_max_pollers);
+  builder->SetMaxReceiveMessageSize(static_cast<int>(flags.max_message_bytes));
+  builder->SetMaxSendMessageSize(static_cast<int>(flags.max_message_bytes));
+}
 
 int Main(int argc, char** argv) {
   // The model file check's child (model_check.h): parse one file and exit.
@@ -40,25 +103,9 @@ int Main(int argc, char** argv) {
   // the process dies with that signal, so the log says where.
   absl::InitializeSymbolizer(argv[0]);
   absl::InstallFailureSignalHandler(absl::FailureSignalHandlerOptions());
-  bool help = false;
-  auto flags = ParseServerFlags(argc, argv, &help);
-  if (help) {
-    std::fputs(ServerUsage().c_str(), stdout);
-    return 0;
-  }
-  if (!flags.ok()) {
-    std::fprintf(stderr, "rnnserve: %s\n%s", std::string(flags.status().message()).c_str(),
-                 ServerUsage().c_str());
-    return 2;
-  }
-  LogLevel level;
-  if (!ParseLogLevel(flags->log_level, &level)) {
-    std::fprintf(stderr, "rnnserve: --log-level must be debug, info, warning or error; was '%s'\n",
-                 flags->log_level.c_str());
-    return 2;
-  }
-  SetLogLevel(level);
-  EnableModelFileCheck("/proc/self/exe", absl::Seconds(flags->model_check_seconds));
+  ServerFlags flags;
+  if (int code = ParseCommandLine(argc, argv, &flags); code >= 0) return code;
+  EnableModelFileCheck("/proc/self/exe", absl::Seconds(flags.model_check_seconds));
   // absl's Mutex deadlock detection is a debugging aid, on by default where absl was built
   // without NDEBUG (Debian's packages): it updates a global lock graph on every Mutex
   // acquire and destroy, gRPC's included. The sanitizer presets and the tests keep it.
@@ -71,41 +118,24 @@ int Main(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  // Metrics first, so a scrape during a long model load already answers.
-  std::unique_ptr<prometheus::Exposer> exposer;
-  if (flags->metrics_port != 0) {
-    auto e = metrics::StartEndpoint(metrics::ServerMetrics::Global(),
-                                    {.host = flags->host, .port = flags->metrics_port});
-    if (!e.ok()) {
-      LogError(e.status().message());
-      return 1;
-    }
-    exposer = std::move(*e);
-    LogInfo(absl::StrCat("metrics on http://", flags->host, ":",
-                         exposer->GetListeningPorts().front(), "/metrics"));
+  // The process's metrics, handed to everything that records. Metrics first, so a scrape
+  // during a long model load already answers.
+  metrics::ServerMetrics& process_metrics = metrics::ServerMetrics::Global();
+  auto exposer = StartMetrics(flags, process_metrics);
+  if (!exposer.ok()) {
+    LogError(exposer.status().message());
+    return 1;
   }
-
-  auto repository = ModelRepository::Open(
-      flags->model_repository, {.servable = {.metrics = &metrics::ServerMetrics::Global()}});
+  auto repository =
+      ModelRepository::Open(flags.model_repository, {.servable = {.metrics = &process_metrics}});
   if (!repository.ok()) {
     LogError(repository.status().message());
     return 1;
   }
-  LogInfo(absl::StrCat((*repository)->ready_models(), " model(s) ready from ",
-                       flags->model_repository));
-
-  (*repository)->StartPolling(flags->repository_poll_seconds);
-  auto sequences = SequenceManager::Create({.observer = [](const Servable* servable, bool started) {
-    if (servable == nullptr) return;
-    metrics::ModelMetrics* m =
-        metrics::ServerMetrics::Global().Find(servable->name(), servable->version());
-    if (m == nullptr) return;
-    if (started) {
-      m->SequenceStarted();
-    } else {
-      m->SequenceEnded();
-    }
-  }});
+  LogInfo(
+      absl::StrCat((*repository)->ready_models(), " model(s) ready from ", flags.model_repository));
+  (*repository)->StartPolling(flags.repository_poll_seconds);
+  auto sequences = CreateSequences(process_metrics);
   if (!sequences.ok()) {
     LogError(sequences.status().message());
     return 1;
@@ -120,28 +150,19 @@ int Main(int argc, char** argv) {
   }
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  const std::string address = absl::StrCat(flags->host, ":", flags->port);
   int bound_port = 0;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &bound_port);
-  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS,
-                              flags->grpc_min_pollers);
-  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS,
-                              flags->grpc_max_pollers);
-  builder.SetMaxReceiveMessageSize(static_cast<int>(flags->max_message_bytes));
-  builder.SetMaxSendMessageSize(static_cast<int>(flags->max_message_bytes));
+  ConfigureBuilder(flags, &builder, &bound_port);
   builder.RegisterService(&service);
-  // --- KServe v2 / Open Inference Protocol on the same port ---
+  // KServe v2 / Open Inference Protocol on the same port.
   ManagedSequences kserve_sequences(sequences->get());
   kserve::KServeService kserve_service(
       repository->get(), {.server_version = RNNSERVE_VERSION, .sequences = &kserve_sequences});
   builder.RegisterService(&kserve_service);
-  // --- end KServe ---
   builder.RegisterService(health->get());
-  builder.experimental().SetInterceptorCreators(
-      metrics::NewInterceptorFactories(&metrics::ServerMetrics::Global()));
+  builder.experimental().SetInterceptorCreators(metrics::NewInterceptorFactories(&process_metrics));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || bound_port == 0) {
-    LogError(absl::StrCat("cannot listen on ", address));
+    LogError(absl::StrCat("cannot listen on ", flags.host, ":", flags.port));
     return 1;
   }
   for (const char* name :
@@ -149,7 +170,7 @@ int Main(int argc, char** argv) {
     (*health)->SetServingStatus(name, true);
   }
   (*health)->SetServingStatus(true);
-  LogInfo(absl::StrCat("rnnserve listening on ", flags->host, ":", bound_port, " (gRPC)"));
+  LogInfo(absl::StrCat("rnnserve listening on ", flags.host, ":", bound_port, " (gRPC)"));
 
   int sig = 0;
   sigwait(&signals, &sig);
