@@ -17,6 +17,7 @@
 #include <cooperative_groups.h>
 
 #include "engine/cuda/fused_lstm_kernel.h"
+#include "engine/cuda/launch.cuh"
 
 namespace rnnserve::engine::cuda {
 namespace {
@@ -284,8 +285,7 @@ size_t FusedLstmClusterSmemBytes(int B, int H, int cluster) {
 cudaError_t ConfigureFusedLstmClusterKernel(int H, int cluster, size_t smem) {
   const Variant* v = Find(H, cluster);
   if (!v) return cudaErrorInvalidValue;
-  cudaError_t e = cudaFuncSetAttribute(v->kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(smem));
+  cudaError_t e = RaiseDynamicSmemLimit(v->kernel, smem);
   if (e != cudaSuccess || cluster <= 8) return e;
   return cudaFuncSetAttribute(v->kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
 }

@@ -4,6 +4,7 @@
 #include <cooperative_groups.h>
 
 #include "engine/cuda/fused_lstm_kernel.h"
+#include "engine/cuda/launch.cuh"
 
 namespace rnnserve::engine::cuda {
 namespace {
@@ -87,8 +88,7 @@ __global__ void FusedLstmKernel(FusedLstmArgs a) {
 }  // namespace
 
 cudaError_t ConfigureFusedLstmKernel(size_t smem) {
-  return cudaFuncSetAttribute(FusedLstmKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              static_cast<int>(smem));
+  return RaiseDynamicSmemLimit(FusedLstmKernel, smem);
 }
 
 cudaError_t MaxFusedLstmBlocksPerSm(int threads, size_t smem, int* blocks) {

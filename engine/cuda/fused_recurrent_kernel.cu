@@ -4,6 +4,7 @@
 
 #include "engine/cuda/device_activation.cuh"
 #include "engine/cuda/fused_recurrent_kernel.h"
+#include "engine/cuda/launch.cuh"
 
 namespace rnnserve::engine::cuda {
 namespace {
@@ -152,8 +153,7 @@ __global__ void __launch_bounds__(1024) FusedRecurrentKernel(FusedRecurrentArgs 
 }  // namespace
 
 cudaError_t ConfigureFusedRecurrentKernel(size_t smem) {
-  return cudaFuncSetAttribute(FusedRecurrentKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              static_cast<int>(smem));
+  return RaiseDynamicSmemLimit(FusedRecurrentKernel, smem);
 }
 
 cudaError_t LaunchFusedRecurrentKernel(const FusedRecurrentArgs& args, int threads, size_t smem,

@@ -3,7 +3,9 @@
 // Launch shapes shared by the GPU engine's elementwise kernels (.cu files only): 256-thread
 // blocks, enough of them to cover n elements up to a cap, and grid-stride loops over the rest.
 
+#include <cstddef>
 #include <cstdint>
+#include <mutex>
 
 namespace rnnserve::engine::cuda {
 
@@ -27,6 +29,22 @@ __device__ T BlockReduce(T v, T* scratch, Op op) {
   const T total = scratch[0];
   __syncthreads();
   return total;
+}
+
+// Raises `kernel`'s dynamic shared memory limit on the current device to at least `smem` bytes,
+// never lowering it. The limit belongs to the function (per device), not to the layer that set
+// it: every layer launching the same kernel shares it, so a layer that needs less must not take
+// away what another layer's launches need.
+template <typename Kernel>
+cudaError_t RaiseDynamicSmemLimit(Kernel* kernel, size_t smem) {
+  static std::mutex mu;  // the read and the write below, as one step
+  std::lock_guard<std::mutex> lock(mu);
+  cudaFuncAttributes attr;
+  cudaError_t e = cudaFuncGetAttributes(&attr, reinterpret_cast<const void*>(kernel));
+  if (e != cudaSuccess) return e;
+  if (attr.maxDynamicSharedSizeBytes >= static_cast<int>(smem)) return cudaSuccess;
+  return cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
+                              cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
 }
 
 }  // namespace rnnserve::engine::cuda
