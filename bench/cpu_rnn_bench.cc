@@ -112,7 +112,8 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_flag("--bandwidth", bandwidth, "print the read bandwidth over a 1 GiB buffer instead");
-  app.add_flag("--gemm", gemm, "print single-threaded GFLOP/s of each recurrent GEMM shape instead");
+  app.add_flag("--gemm", gemm,
+               "print single-threaded GFLOP/s of each recurrent GEMM shape instead");
   try {
     app.parse(argc, argv);
     if (!bandwidth && !gemm && file.empty()) throw CLI::RequiredError("--case");

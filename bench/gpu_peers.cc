@@ -247,9 +247,10 @@ absl::Status RunCase(const Case& c, std::ostream& results) {
 
 int main(int argc, char** argv) {
   std::string manifest_path, results_path;
-  CLI::App app("Times the GPU engine on recurrent stacks whose weights PyTorch wrote "
-               "(bench/gpu_peers.py drives it)",
-               "gpu_peers");
+  CLI::App app(
+      "Times the GPU engine on recurrent stacks whose weights PyTorch wrote "
+      "(bench/gpu_peers.py drives it)",
+      "gpu_peers");
   app.add_option("MANIFEST", manifest_path, "one case a line (see bench/gpu_peers.cc)")
       ->required()
       ->check(CLI::ExistingFile);

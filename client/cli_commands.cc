@@ -195,8 +195,7 @@ Command AddEvaluateCommand(CLI::App& app) {
   cmd->add_option("--model", f->model, "the model's name")->required();
   cmd->add_option("--input", f->inputs, "[NAME=]FILE[:ARRAY]: the inputs (as for predict)")
       ->required();
-  cmd->add_option("--target", f->targets, "[NAME=]FILE[:ARRAY]: the expected outputs")
-      ->required();
+  cmd->add_option("--target", f->targets, "[NAME=]FILE[:ARRAY]: the expected outputs")->required();
   cmd->add_option("--sample-weight", f->sample_weight, "FILE[:ARRAY]: one weight per sample")
       ->expected(1);
   cmd->add_option("--loss", f->loss, "a Keras loss name (default: the model's own)");
@@ -205,8 +204,7 @@ Command AddEvaluateCommand(CLI::App& app) {
   cmd->add_option("--batch-size", f->batch_size,
                   "send EvaluateStream chunks of this many sequences (default: one request)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--lengths", f->lengths, "each sequence's length, e.g. 40,25,12")
-      ->delimiter(',');
+  cmd->add_option("--lengths", f->lengths, "each sequence's length, e.g. 40,25,12")->delimiter(',');
   cmd->add_flag("--json", f->json, "print JSON");
   return {cmd, [f] { return Evaluate(*f); }};
 }
@@ -214,8 +212,9 @@ Command AddEvaluateCommand(CLI::App& app) {
 Command AddStreamCommand(CLI::App& app) {
   auto f = std::make_shared<StreamFlags>();
   CLI::App* cmd = app.add_subcommand(
-      "stream", "StreamPredict: each sequence of a [B, T, ...] input as a stateful sequence, "
-                "sent in chunks of steps");
+      "stream",
+      "StreamPredict: each sequence of a [B, T, ...] input as a stateful sequence, "
+      "sent in chunks of steps");
   AddConnectionFlags(cmd, &f->connection);
   cmd->add_option("--model", f->model, "the model's name")->required();
   cmd->add_option("--input", f->inputs, "[NAME=]FILE[:ARRAY]: one input array")->required();
@@ -225,8 +224,7 @@ Command AddStreamCommand(CLI::App& app) {
   cmd->add_option("--sequence-id", f->sequence_id,
                   "id of the first sequence; the others count up from it")
       ->capture_default_str();
-  cmd->add_option("--lengths", f->lengths, "each sequence's length, e.g. 40,25,12")
-      ->delimiter(',');
+  cmd->add_option("--lengths", f->lengths, "each sequence's length, e.g. 40,25,12")->delimiter(',');
   cmd->add_flag("--verbose", f->verbose, "print every chunk's answer");
   cmd->add_flag("--json", f->json, "print JSON");
   return {cmd, [f] { return Stream(*f); }};

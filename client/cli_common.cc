@@ -72,16 +72,15 @@ absl::StatusOr<std::map<std::string, NpyArray>> ReadNamedFiles(
       }
       *arrays = {{"", std::move(it->second)}};  // NAME, or the model's only input
     } else if (!spec.name.empty() && arrays->size() > 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--", flag, " ", text, ": ", spec.path, " holds ", arrays->size(),
-                       " arrays (", Keys(*arrays), "): pick one with ", spec.name, "=", spec.path,
-                       ":ARRAY"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--", flag, " ", text, ": ", spec.path, " holds ", arrays->size(), " arrays (",
+          Keys(*arrays), "): pick one with ", spec.name, "=", spec.path, ":ARRAY"));
     }
     for (auto& [key, array] : *arrays) {
       const std::string input = !spec.name.empty() ? spec.name : key;
       if (out.count(input)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--", flag, ": '", input.empty() ? spec.path : input, "' given twice"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", flag, ": '", input.empty() ? spec.path : input, "' given twice"));
       }
       out[input] = std::move(array);
     }

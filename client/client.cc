@@ -72,8 +72,9 @@ absl::Status RnnServeClient::FillInputs(const std::string& model,
       if (info == nullptr) {
         return absl::InvalidArgumentError(absl::StrCat(
             "model '", model, "' has no input '", name, "'; its inputs: ",
-            absl::StrJoin(meta.inputs(), ", ",
-                          [](std::string* out, const v1::TensorInfo& in) { out->append(in.name()); })));
+            absl::StrJoin(meta.inputs(), ", ", [](std::string* out, const v1::TensorInfo& in) {
+              out->append(in.name());
+            })));
       }
     }
     auto t = ToTensor(array, info->dtype() == v1::TYPE_INT64);

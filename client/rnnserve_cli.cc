@@ -184,8 +184,7 @@ Command AddPredictCommand(CLI::App& app) {
                   "names, or the model's only input); :ARRAY picks one array of an .npz or "
                   "JSON object")
       ->required();
-  cmd->add_option("--lengths", f->lengths, "each sequence's length, e.g. 40,25,12")
-      ->delimiter(',');
+  cmd->add_option("--lengths", f->lengths, "each sequence's length, e.g. 40,25,12")->delimiter(',');
   cmd->add_option("--version", f->version, "the model version (default: the newest)");
   cmd->add_option("--output", f->output, "also write the outputs to this .npz");
   cmd->add_flag("--json", f->json, "print JSON");
@@ -214,12 +213,13 @@ int Main(int argc, char** argv) {
   app.require_subcommand(0, 1);
   // A flag given twice takes its last value; the commands inherit this.
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.footer("`rnnserve-cli COMMAND --help` lists a command's flags. To describe a model file "
-             "without a server: rnnserve inspect FILE");
+  app.footer(
+      "`rnnserve-cli COMMAND --help` lists a command's flags. To describe a model file "
+      "without a server: rnnserve inspect FILE");
   const std::vector<Command> commands = {
-      AddPredictCommand(app), AddListCommand(app),   AddMetadataCommand(app),
+      AddPredictCommand(app),  AddListCommand(app),   AddMetadataCommand(app),
       AddEvaluateCommand(app), AddStreamCommand(app), AddLoadCommand(app),
-      AddUnloadCommand(app),  AddServerCommand(app), AddHealthCommand(app)};
+      AddUnloadCommand(app),   AddServerCommand(app), AddHealthCommand(app)};
   if (argc == 2 && std::string_view(argv[1]) == "help") {  // `rnnserve-cli help`, as before
     std::fputs(app.help().c_str(), stdout);
     return 0;

@@ -14,7 +14,6 @@
 
 #include <cstdint>
 
-
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"

@@ -19,7 +19,9 @@ void AddFlags(CLI::App& app, ServerFlags* f) {
                  "models to serve: DIR/<model>/[config.pbtxt] and DIR/<model>/<version>/<file>")
       ->type_name("DIR")
       ->capture_default_str();
-  app.add_option("--host", f->host, "address to listen on")->type_name("ADDR")->capture_default_str();
+  app.add_option("--host", f->host, "address to listen on")
+      ->type_name("ADDR")
+      ->capture_default_str();
   app.add_option("--port", f->port, "gRPC port (0: any free port)")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();

@@ -87,9 +87,10 @@ int RunInspect(int argc, char** argv) {
   std::string path;
   models::LoadOptions options;
   bool json = false;
-  CLI::App app("The architecture rnnserve runs for a model file, read locally (no server): "
-               "layers, sizes, activations, masking, and where each layer runs on a GPU node",
-               "rnnserve inspect");
+  CLI::App app(
+      "The architecture rnnserve runs for a model file, read locally (no server): "
+      "layers, sizes, activations, masking, and where each layer runs on a GPU node",
+      "rnnserve inspect");
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("FILE", path, "the model file (.h5, .keras or .onnx)")->required();
   app.add_option("--architecture", options.architecture_json_path,

@@ -108,9 +108,10 @@ absl::Status CheckModelFile(const std::string& file, const models::LoadOptions& 
 int RunModelCheck(int argc, char** argv) {
   std::string file;
   models::LoadOptions options;
-  CLI::App app("The model file check's child: parses one model file and exits 0 (parsed) or 1 "
-               "(rejected, the error on stderr)",
-               "rnnserve --check-model");
+  CLI::App app(
+      "The model file check's child: parses one model file and exits 0 (parsed) or 1 "
+      "(rejected, the error on stderr)",
+      "rnnserve --check-model");
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("FILE", file, "the model file (.h5, .keras, .onnx)")->required();
   app.add_option("--format", options.format, "the file's format, as config.pbtxt's platform");

@@ -90,7 +90,8 @@ absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Open(
 }
 
 void ModelRepository::ModelLoadFailed(const std::string& name, int64_t version) const {
-  if (options_.servable.metrics != nullptr) options_.servable.metrics->ModelLoadFailed(name, version);
+  if (options_.servable.metrics != nullptr)
+    options_.servable.metrics->ModelLoadFailed(name, version);
 }
 
 void ModelRepository::ModelUnloaded(const std::string& name, int64_t version) const {

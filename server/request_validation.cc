@@ -75,10 +75,9 @@ absl::StatusOr<engine::Batch> ValidatePredict(const v1::PredictRequest& request,
                                  got == v1::TYPE_FP32 || got == v1::TYPE_FP64)
                               : got == v1::TYPE_FP32;
     if (!dtype_ok) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, ": dtype ", v1::DataType_Name(got), " given, expected ",
-                       v1::DataType_Name(want),
-                       ids ? " or TYPE_INT32 (or whole-number TYPE_FP32 / TYPE_FP64)" : ""));
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": dtype ", v1::DataType_Name(got), " given, expected ", v1::DataType_Name(want),
+          ids ? " or TYPE_INT32 (or whole-number TYPE_FP32 / TYPE_FP64)" : ""));
     }
     auto tensor = ids ? DecodeTokenIds(it->second, what) : DecodeTensor(it->second, what);
     if (!tensor.ok()) return tensor.status();

@@ -87,8 +87,7 @@ class Servable : public std::enable_shared_from_this<Servable> {
                                                         const ServableOptions& options = {});
   // Load() for a model already in IR (no file: source_file() is "<name> (in memory)", no
   // training config). The same checks, probes and batcher as Load().
-  static absl::StatusOr<std::unique_ptr<Servable>> FromModel(engine::Model model,
-                                                             int64_t version,
+  static absl::StatusOr<std::unique_ptr<Servable>> FromModel(engine::Model model, int64_t version,
                                                              const v1::ModelConfig& config,
                                                              const ServableOptions& options = {});
 

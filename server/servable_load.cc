@@ -87,8 +87,7 @@ absl::StatusOr<std::unique_ptr<Servable>> Servable::Load(const std::string& mode
   return Build(std::move(s), started);
 }
 
-absl::StatusOr<std::unique_ptr<Servable>> Servable::FromModel(engine::Model model,
-                                                              int64_t version,
+absl::StatusOr<std::unique_ptr<Servable>> Servable::FromModel(engine::Model model, int64_t version,
                                                               const v1::ModelConfig& config,
                                                               const ServableOptions& options) {
   const absl::Time started = absl::Now();
@@ -149,9 +148,9 @@ absl::Status Servable::BuildInputSignature() {
         }
         for (size_t d = 1; d < dims.size(); ++d) {
           if (sig.shape[d] >= 0 && dims[d] >= 0 && sig.shape[d] != dims[d]) {
-            return absl::InvalidArgumentError(absl::StrCat(
-                name(), ": input '", c.name(), "' dims ", engine::ShapeString(dims),
-                " differ from the model's ", engine::ShapeString(sig.shape)));
+            return absl::InvalidArgumentError(
+                absl::StrCat(name(), ": input '", c.name(), "' dims ", engine::ShapeString(dims),
+                             " differ from the model's ", engine::ShapeString(sig.shape)));
           }
           if (sig.shape[d] < 0) sig.shape[d] = dims[d];
         }

@@ -61,9 +61,9 @@ absl::StatusOr<engine::Tensor> WholeNumbers(const v1::Tensor& proto,
   for (size_t i = 0; i < values.size(); ++i) {
     const double v = values[i];
     if (!std::isfinite(v) || v != std::trunc(v) || std::fabs(v) > kExact) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, ": value ", i, " is ", v, "; token ids sent as ",
-          v1::DataType_Name(proto.dtype()), " must be whole numbers"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": value ", i, " is ", v, "; token ids sent as ",
+                       v1::DataType_Name(proto.dtype()), " must be whole numbers"));
     }
     ids[i] = static_cast<int64_t>(v);
   }

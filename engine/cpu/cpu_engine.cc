@@ -11,8 +11,8 @@
 #include "engine/cpu/layers.h"
 #include "engine/cpu/norm_layers.h"
 #include "engine/cpu/recurrent.h"
-#include "engine/plan/layer_plans.h"
 #include "engine/lengths.h"
+#include "engine/plan/layer_plans.h"
 
 namespace rnnserve::engine::cpu {
 namespace {

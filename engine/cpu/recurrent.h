@@ -66,7 +66,6 @@ class RecurrentKernel {
   struct Scratch;  // per-run buffers, reused
 
  private:
-
   RecurrentKernel(const RecurrentSpec& spec, std::string name, int num_threads);
   ~RecurrentKernel();
   friend struct std::default_delete<RecurrentKernel>;

@@ -9,8 +9,8 @@
 #include "engine/cpu/host_layer.h"
 #include "engine/cuda/cuda_compiled_model.h"
 #include "engine/cuda/kernels.h"
-#include "engine/plan/masks.h"
 #include "engine/lengths.h"
+#include "engine/plan/masks.h"
 
 namespace rnnserve::engine::cuda {
 namespace {
@@ -193,9 +193,9 @@ absl::Status CudaCompiledModel::Run(const Batch& batch, std::vector<Tensor>* out
     v.dtype = t.dtype();
     v.shape = t.shape();
     if (!batch.lengths.empty() && t.rank() >= 2) {
-      RNNSERVE_RETURN_IF_ERROR(CheckLengths(batch.lengths, t.dim(0), t.dim(1),
-                                            absl::StrCat("input '", model_.inputs[i].name,
-                                                         "': lengths")));
+      RNNSERVE_RETURN_IF_ERROR(
+          CheckLengths(batch.lengths, t.dim(0), t.dim(1),
+                       absl::StrCat("input '", model_.inputs[i].name, "': lengths")));
       v.lengths = batch.lengths;
     }
   }

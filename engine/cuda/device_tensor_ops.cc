@@ -14,7 +14,6 @@
 namespace rnnserve::engine::cuda {
 namespace {
 
-
 static_assert(static_cast<int>(TensorOpKind::kMax) - static_cast<int>(TensorOpKind::kAdd) ==
                   static_cast<int>(BinaryOp::kMax) &&
               static_cast<int>(TensorOpKind::kReciprocal) -

@@ -110,11 +110,11 @@ absl::StatusOr<std::vector<int32_t>> AttachedLengths(const std::string& layer, c
   }
   std::vector<int32_t> lengths;
   for (int64_t len : lens.ints()) {  // clamped into int32: still outside [0, T] if it was
-    lengths.push_back(static_cast<int32_t>(
-        std::clamp<int64_t>(len, -1, std::numeric_limits<int32_t>::max())));
+    lengths.push_back(
+        static_cast<int32_t>(std::clamp<int64_t>(len, -1, std::numeric_limits<int32_t>::max())));
   }
-  if (auto st = CheckLengths(lengths, batch, x[1],
-                             absl::StrCat("layer '", layer, "': sequence lengths"));
+  if (auto st =
+          CheckLengths(lengths, batch, x[1], absl::StrCat("layer '", layer, "': sequence lengths"));
       !st.ok()) {
     return st;
   }

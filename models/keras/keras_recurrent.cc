@@ -105,8 +105,8 @@ absl::StatusOr<engine::RecurrentSpec> ConvertCell(const LayerContext& ctx, const
   if (H <= 0) return LayerError(ctx, name, cls, "'units' must be a positive integer");
   // Weights in the CuDNN layout under an LSTM / GRU architecture (a CuDNN model's save_weights
   // loaded into its CPU twin): Keras tells them apart by the bias alone, and converts them.
-  auto cudnn_weights = CudnnWeightsUnderPlainClass(ctx, name, cls, config, spec.cell, H, arrays,
-                                                   *used);
+  auto cudnn_weights =
+      CudnnWeightsUnderPlainClass(ctx, name, cls, config, spec.cell, H, arrays, *used);
   if (!cudnn_weights.ok()) return cudnn_weights.status();
   const bool cudnn = cudnn_class || *cudnn_weights;
   if (Get<bool>(config, "time_major", false)) {

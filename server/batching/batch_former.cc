@@ -51,7 +51,8 @@ absl::Status BatchFormer::Check(const BatchRequest& r) const {
       }
     }
   }
-  if (auto st = engine::CheckLengths(r.batch.lengths, rows, steps, absl::StrCat(model, ": lengths"));
+  if (auto st =
+          engine::CheckLengths(r.batch.lengths, rows, steps, absl::StrCat(model, ": lengths"));
       !st.ok()) {
     return st;
   }

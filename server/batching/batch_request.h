@@ -17,8 +17,9 @@ namespace rnnserve::server::batching {
 // One request: B sequences, validated at the edge, and where their answer goes.
 struct BatchRequest {
   // Inputs in the model's input order, each [B, T, ...] (or [B, ...]) with B >= 1, and either
-  // B lengths in [0, T] (engine/lengths.h) or none (every sequence is T long, or as long as the model's masking
-  // says). Initial states and a final_states target (stateful chunks) are honoured per row.
+  // B lengths in [0, T] (engine/lengths.h) or none (every sequence is T long, or as long as the
+  // model's masking says). Initial states and a final_states target (stateful chunks) are honoured
+  // per row.
   engine::Batch batch;
   // The request fails with DEADLINE_EXCEEDED, costing no compute, if its rows have not all
   // started by then.

@@ -3,8 +3,8 @@
 // KServe v2 sequence requests (sequence_id / sequence_start / sequence_end parameters) run on
 // the same server-held state as rnnserve.v1 StreamPredict (server/sequence_manager.h).
 
-#include "server/services/kserve/sequence.h"
 #include "server/sequence_manager.h"
+#include "server/services/kserve/sequence.h"
 
 namespace rnnserve::server {
 

@@ -86,10 +86,10 @@ TEST(HealthIntegrationTest, CliHealthExitsZeroOnlyWhenServing) {
                        &log),
             0)
       << log;
-  EXPECT_EQ(RunCommand({RNNSERVE_CLI_BIN, "health", "--address", address, "--service",
-                        "no.such.Service"},
-                       &log),
-            1);
+  EXPECT_EQ(
+      RunCommand({RNNSERVE_CLI_BIN, "health", "--address", address, "--service", "no.such.Service"},
+                 &log),
+      1);
   EXPECT_NE(log.find("NOT_FOUND"), std::string::npos) << log;
   const std::string nobody = "127.0.0.1:" + std::to_string(FreeLoopbackPort());
   EXPECT_EQ(RunCommand({RNNSERVE_CLI_BIN, "health", "--address", nobody}, &log), 1);

@@ -103,11 +103,15 @@ class KerasUsersTest : public ::testing::Test {
     for (int64_t d : x.shape) in->add_shape(d);
     auto* c = in->mutable_contents();
     if (datatype == "FP32") {
-      if (raw) *req.add_raw_input_contents() = Raw(AsFloats(x));
-      else c->mutable_fp32_contents()->Add(x.values.begin(), x.values.end());
+      if (raw)
+        *req.add_raw_input_contents() = Raw(AsFloats(x));
+      else
+        c->mutable_fp32_contents()->Add(x.values.begin(), x.values.end());
     } else {
-      if (raw) *req.add_raw_input_contents() = Raw(AsDoubles(x));
-      else c->mutable_fp64_contents()->Add(x.values.begin(), x.values.end());
+      if (raw)
+        *req.add_raw_input_contents() = Raw(AsDoubles(x));
+      else
+        c->mutable_fp64_contents()->Add(x.values.begin(), x.values.end());
     }
     if (raw) in->clear_contents();
     return req;
@@ -204,8 +208,8 @@ using Stream = grpc::ClientReaderWriter<v1::StreamPredictRequest, v1::StreamPred
 
 // Steps [t0, t1) of sequence b of the window fixture's [B, 7, 3] input, as a [1, t1 - t0, 3]
 // chunk.
-v1::StreamPredictResponse SendSteps(Stream* stream, uint64_t id, int64_t b, int64_t t0,
-                                    int64_t t1, bool start, bool end) {
+v1::StreamPredictResponse SendSteps(Stream* stream, uint64_t id, int64_t b, int64_t t0, int64_t t1,
+                                    bool start, bool end) {
   const client::NpyArray x = LoadNpy(Fixture(kWindow, "input_0.npy"));
   const int64_t T = x.shape[1], F = x.shape[2];
   v1::StreamPredictRequest req;

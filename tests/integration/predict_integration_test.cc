@@ -34,7 +34,9 @@ bool Close(const client::NpyArray& got, const client::NpyArray& want, double rto
 class ExampleServerTest : public ServerSuite<> {
  protected:
   static void SetUpTestSuite() { StartServer(SourcePath("models/examples")); }
-  client::RnnServeClient Client() { return client::RnnServeClient({.server = server()->address()}); }
+  client::RnnServeClient Client() {
+    return client::RnnServeClient({.server = server()->address()});
+  }
   std::map<std::string, client::NpyArray> GoodInput() {
     return {{"waveform", LoadNpy("tests/fixtures/example/input.npy")}};
   }
@@ -150,26 +152,22 @@ TEST_F(ExampleServerTest, CliPredictPicksOneArrayOfAnNpz) {
                         "waveform_lstm", "--input", "waveform=" + npz},
                        &log),
             1);
-  EXPECT_NE(log.find("holds 2 arrays (expected, input): pick one with waveform=" + npz +
-                     ":ARRAY"),
+  EXPECT_NE(log.find("holds 2 arrays (expected, input): pick one with waveform=" + npz + ":ARRAY"),
             std::string::npos)
       << log;
   EXPECT_EQ(RunCommand({RNNSERVE_CLI_BIN, "predict", "--server", server()->address(), "--model",
                         "waveform_lstm", "--input", npz + ":inputs"},
                        &log),
             1);
-  EXPECT_NE(log.find("has no array 'inputs'; it holds: expected, input"), std::string::npos)
-      << log;
+  EXPECT_NE(log.find("has no array 'inputs'; it holds: expected, input"), std::string::npos) << log;
   std::remove(npz.c_str());
 }
 
 TEST_F(ExampleServerTest, CliPredictWrongInputNameNamesTheModelsInputs) {
   const std::string npz = InputsWithExpectedNpz();
   // A wrong NAME=, and an .npz whose own array names are not the model's.
-  for (const auto& [spec, name] :
-       std::vector<std::pair<std::string, std::string>>{
-           {"wave=" + SourcePath("tests/fixtures/example/input.npy"), "wave"},
-           {npz, "expected"}}) {
+  for (const auto& [spec, name] : std::vector<std::pair<std::string, std::string>>{
+           {"wave=" + SourcePath("tests/fixtures/example/input.npy"), "wave"}, {npz, "expected"}}) {
     std::string log;
     EXPECT_EQ(RunCommand({RNNSERVE_CLI_BIN, "predict", "--server", server()->address(), "--model",
                           "waveform_lstm", "--input", spec},
@@ -393,10 +391,10 @@ TEST_F(ExampleServerTest, CliLoadUnloadAndServer) {
 
 TEST(Inspect, DescribesTheExampleWithoutAServer) {
   std::string log;
-  ASSERT_EQ(RunCommand({RNNSERVE_BIN, "inspect",
-                        SourcePath("models/examples/waveform_lstm/1/model.h5")},
-                       &log),
-            0)
+  ASSERT_EQ(
+      RunCommand({RNNSERVE_BIN, "inspect", SourcePath("models/examples/waveform_lstm/1/model.h5")},
+                 &log),
+      0)
       << log;
   EXPECT_NE(log.find("LSTM in=2 units=32 forward act=sigmoid/tanh/tanh return_sequences"),
             std::string::npos)

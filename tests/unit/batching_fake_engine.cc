@@ -95,8 +95,7 @@ class FakeEngineFactory::Engine final : public engine::Engine {
 
 std::function<absl::StatusOr<std::unique_ptr<engine::Engine>>(const engine::EngineOptions&)>
 FakeEngineFactory::Factory() {
-  return [this](const engine::EngineOptions&)
-             -> absl::StatusOr<std::unique_ptr<engine::Engine>> {
+  return [this](const engine::EngineOptions&) -> absl::StatusOr<std::unique_ptr<engine::Engine>> {
     return std::make_unique<Engine>(this);
   };
 }

@@ -4,9 +4,9 @@
 #include <thread>
 
 #include "gtest/gtest.h"
-#include "tests/support/fake_clock.h"
 #include "server/batching/instance_threads.h"
 #include "server/batching/step_budget.h"
+#include "tests/support/fake_clock.h"
 
 namespace rnnserve::testing {
 namespace {

@@ -1,5 +1,5 @@
-// server/services/health_service.h over real gRPC in this process: a loopback server with the service,
-// called through a stub generated from proto/grpc/health/v1/health.proto.
+// server/services/health_service.h over real gRPC in this process: a loopback server with the
+// service, called through a stub generated from proto/grpc/health/v1/health.proto.
 
 #include "server/services/health_service.h"
 

@@ -4,8 +4,8 @@
 // tests/conformance/keras_conformance_test.cc; these tests pin the decisions.
 
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 

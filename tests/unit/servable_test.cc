@@ -31,7 +31,9 @@ v1::ModelConfig Config(const std::string& text) {
 }
 
 constexpr char kUnbatched[] = R"pb(
-  name: "fake" max_batch_size: 0 instance_group { kind: KIND_CPU count: 1 })pb";
+  name: "fake"
+  max_batch_size: 0
+  instance_group { kind: KIND_CPU count: 1 })pb";
 constexpr char kBatched[] = R"pb(
   name: "fake"
   max_batch_size: 8
@@ -52,9 +54,7 @@ engine::Batch Rows(int64_t B, int64_t T, float first) {
 }
 
 // The metrics in the text exposition format, as a scrape sees them.
-std::string MetricsText(const server::metrics::ServerMetrics& m) {
-  return m.ExpositionText();
-}
+std::string MetricsText(const server::metrics::ServerMetrics& m) { return m.ExpositionText(); }
 
 class ServableTest : public ::testing::Test {
  protected:
@@ -98,7 +98,8 @@ TEST_F(ServableTest, UnbatchedRunAnswersEachRowWithItsOwnLength) {
 }
 
 TEST_F(ServableTest, UnbatchedRunSplitsABatchLargerThanMaxBatchSize) {
-  auto servable = Load(R"pb(name: "fake" max_batch_size: 2
+  auto servable = Load(R"pb(name: "fake"
+                            max_batch_size: 2
                             instance_group { kind: KIND_CPU count: 1 })pb");
   ASSERT_TRUE(servable.ok()) << servable.status();
   const int calls_at_load = engines_.instance(0).calls();
@@ -161,7 +162,8 @@ TEST_P(ServableMetricsTest, EachRequestAndEngineCallIsRecordedOnce) {
            "rnnserve_batch_size_count{model=\"fake\",version=\"1\"} 3",
            "rnnserve_batch_size_sum{model=\"fake\",version=\"1\"} 6",
            "rnnserve_batch_timesteps_real_total{model=\"fake\",version=\"1\"} 18",
-           "rnnserve_compute_duration_seconds_count{engine=\"fake\",model=\"fake\",version=\"1\"} 3",
+           "rnnserve_compute_duration_seconds_count{engine=\"fake\",model=\"fake\",version=\"1\"} "
+           "3",
        }) {
     EXPECT_TRUE(absl::StrContains(text, line)) << line << "\nin:\n" << text;
   }
@@ -208,10 +210,11 @@ INSTANTIATE_TEST_SUITE_P(BothRunPaths, ServableMetricsTest, ::testing::Values(kU
 
 TEST_F(ServableTest, MaxBatchSizeForAModelWithoutABatchAxisFailsTheLoadNamingTheFix) {
   FakeEngineFactory broken([](FakeEngine& e) { e.DropARow(); });  // axis 0 is not the rows
-  auto servable = Servable::FromModel(
-      FakeEngineFactory::Model(), 1,
-      Config(R"pb(name: "fake" max_batch_size: 8 instance_group { kind: KIND_CPU })pb"),
-      {.engine_factory = broken.Factory()});
+  auto servable = Servable::FromModel(FakeEngineFactory::Model(), 1,
+                                      Config(R"pb(name: "fake"
+                                                  max_batch_size: 8
+                                                  instance_group { kind: KIND_CPU })pb"),
+                                      {.engine_factory = broken.Factory()});
   ASSERT_FALSE(servable.ok());
   EXPECT_EQ(servable.status().code(), absl::StatusCode::kFailedPrecondition);
   for (const char* part : {"model 'fake' v1: max_batch_size 8", "output 'echo'",

@@ -41,8 +41,7 @@ TEST(ServerFlagsTest, GrpcPollersOutOfRangeNameTheFlagAndValue) {
     auto flags = Parse({"--grpc-max-pollers", bad});
     ASSERT_FALSE(flags.ok()) << bad;
     EXPECT_EQ(flags.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_THAT(flags.status().message(),
-                AllOf(HasSubstr("--grpc-max-pollers"), HasSubstr(bad)));
+    EXPECT_THAT(flags.status().message(), AllOf(HasSubstr("--grpc-max-pollers"), HasSubstr(bad)));
   }
 }
 
@@ -87,10 +86,9 @@ TEST(ServerFlagsTest, HelpIsReportedAndListsEveryFlag) {
   bool help = false;
   ASSERT_TRUE(ParseServerFlags(2, argv.data(), &help).ok());
   EXPECT_TRUE(help);
-  for (const char* flag :
-       {"--model-repository", "--host", "--port", "--metrics-port", "--log-level",
-        "--max-message-bytes", "--repository-poll-seconds", "--grpc-min-pollers",
-        "--grpc-max-pollers", "--model-check-seconds"}) {
+  for (const char* flag : {"--model-repository", "--host", "--port", "--metrics-port",
+                           "--log-level", "--max-message-bytes", "--repository-poll-seconds",
+                           "--grpc-min-pollers", "--grpc-max-pollers", "--model-check-seconds"}) {
     EXPECT_THAT(ServerUsage(), HasSubstr(flag));
   }
 }

@@ -34,9 +34,9 @@ std::string ModelDir(const std::string& fixture) {
 }
 
 constexpr char kBatched[] = R"pb(name: "m"
-                                  platform: "onnx"
-                                  max_batch_size: 8
-                                  dynamic_batching { max_queue_delay_microseconds: 100 })pb";
+                                 platform: "onnx"
+                                 max_batch_size: 8
+                                 dynamic_batching { max_queue_delay_microseconds: 100 })pb";
 constexpr char kUnbatched[] = R"pb(name: "m" platform: "onnx" max_batch_size: 0)pb";
 
 absl::StatusOr<std::unique_ptr<Servable>> Load(const std::string& fixture, const char* text) {

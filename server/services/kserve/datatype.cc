@@ -9,8 +9,8 @@ absl::StatusOr<v1::DataType> ParseDatatype(absl::string_view datatype, absl::str
   if (datatype == "INT32") return v1::TYPE_INT32;
   if (datatype == "INT64") return v1::TYPE_INT64;
   if (datatype == "FP64") return v1::TYPE_FP64;
-  return absl::InvalidArgumentError(absl::StrCat(
-      what, ": datatype '", datatype, "' is not accepted (FP32, FP64, INT32 or INT64)"));
+  return absl::InvalidArgumentError(absl::StrCat(what, ": datatype '", datatype,
+                                                 "' is not accepted (FP32, FP64, INT32 or INT64)"));
 }
 
 int64_t ElementBytes(v1::DataType type) {

@@ -7,8 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "server/services/kserve/datatype.h"
 #include "server/request_validation.h"
+#include "server/services/kserve/datatype.h"
 #include "server/stream_window.h"
 #include "server/tensor_codec.h"
 
@@ -107,9 +107,9 @@ absl::Status LengthsFromParameter(const InferParameters& parameters, v1::Predict
 absl::Status LengthsFromInput(const v1::Tensor& wire, v1::PredictRequest* req) {
   const std::string what = "input 'lengths'";
   if (wire.dtype() == v1::TYPE_FP32 || wire.dtype() == v1::TYPE_FP64) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ": datatype ", wire.dtype() == v1::TYPE_FP32 ? "FP32" : "FP64",
-        " given, expected INT32"));
+    return absl::InvalidArgumentError(absl::StrCat(what, ": datatype ",
+                                                   wire.dtype() == v1::TYPE_FP32 ? "FP32" : "FP64",
+                                                   " given, expected INT32"));
   }
   auto t = DecodeTensor(wire, what);
   if (!t.ok()) return t.status();

@@ -27,8 +27,8 @@
 #include "absl/status/statusor.h"
 #include "engine/engine.h"
 #include "inference/grpc_service.pb.h"
-#include "server/services/kserve/sequence.h"
 #include "server/servable.h"
+#include "server/services/kserve/sequence.h"
 
 namespace rnnserve::server::kserve {
 

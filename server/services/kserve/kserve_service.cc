@@ -6,10 +6,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/grpc_status.h"
+#include "server/log.h"
 #include "server/services/kserve/datatype.h"
 #include "server/services/kserve/infer_codec.h"
 #include "server/services/kserve/model_config_view.h"
-#include "server/log.h"
 
 namespace rnnserve::server::kserve {
 namespace {

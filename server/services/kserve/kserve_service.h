@@ -24,9 +24,9 @@
 #include <string>
 
 #include "inference/grpc_service.grpc.pb.h"
+#include "server/model_repository.h"
 #include "server/services/kserve/sequence.h"
 #include "server/services/kserve/statistics.h"
-#include "server/model_repository.h"
 
 namespace rnnserve::server::kserve {
 
