@@ -67,10 +67,10 @@ RUN apt-get update && apt-get install -y --no-install-recommends libgtest-dev li
 RUN --mount=type=cache,target=/ccache,id=rnnserve-ccache \
     cmake -S . -B build -DRNNSERVE_BUILD_TESTS=ON \
     && cmake --build build -j "${JOBS}" --target gpu_availability_test gpu_conformance_test \
-       gpu_engine_test gpu_example_test gpu_layers_test gpu_fused_lstm_test gpu_torch_test \
+       gpu_engine_test example_model_test gpu_layers_test gpu_fused_lstm_test gpu_torch_test \
        gpu_multi_gpu_test \
     && mkdir -p /out/tests \
-    && for t in build/tests/gpu/gpu_*_test; do strip -o "/out/tests/$(basename "$t")" "$t"; done
+    && for t in build/tests/gpu/gpu_*_test build/tests/unit/example_model_test; do strip -o "/out/tests/$(basename "$t")" "$t"; done
 
 FROM ${BASE_IMAGE}
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]

@@ -47,7 +47,7 @@ fi
 log="$OUT_DIR/gpu-payload-tests.log"
 : > "$log"
 failed=0
-for t in "$BIN"/gpu_*_test; do
+for t in "$BIN"/gpu_*_test "$BIN"/example_model_test; do
   name="$(basename "$t")"
   echo "=== $name" >> "$log"
   start=$SECONDS
