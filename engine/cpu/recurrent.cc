@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/panel_gemm.h"
 #include "engine/cpu/recurrent_internal.h"
+#include "engine/lengths.h"
 
 namespace rnnserve::engine::cpu {
 namespace {
@@ -228,11 +229,9 @@ absl::Status RecurrentKernel::Run(const Tensor& x, absl::Span<const int32_t> len
     return absl::InvalidArgumentError(
         absl::StrCat("layer '", name_, "': ", lengths.size(), " lengths for a batch of ", B));
   }
-  for (int32_t len : lengths) {
-    if (len < 0 || len > T) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("layer '", name_, "': length ", len, " outside [0, ", T, "]"));
-    }
+  if (auto st = CheckLengths(lengths, B, T, absl::StrCat("layer '", name_, "': lengths"));
+      !st.ok()) {
+    return st;
   }
   if (!step_mask.empty() && static_cast<int64_t>(step_mask.size()) != B * T) {
     return absl::InvalidArgumentError(absl::StrCat("layer '", name_, "': step mask has ",

@@ -239,7 +239,8 @@ TEST(CpuRecurrentErrors, LengthPastTimeAxisIsRejected) {
   const auto s =
       (*kernel)->Run(ToFloatTensor(c.at("x")), std::vector<int32_t>{6, 7, 1, 1}, {}, {}, &out);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("length 7 outside [0, 6]"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("layer 'gru': lengths[1] = 7: must be in [0, 6]"), std::string::npos)
+      << s;
 }
 
 }  // namespace
