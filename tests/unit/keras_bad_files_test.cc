@@ -33,8 +33,14 @@ std::string ReadAll(const std::string& path) {
   return s.str();
 }
 
+// A path in the temporary directory that no other test uses (ctest runs tests in parallel).
+fs::path TempPath(const std::string& name) {
+  const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  return fs::path(::testing::TempDir()) / (std::string(test->name()) + "_" + name);
+}
+
 std::string Temp(const std::string& name, const std::string& bytes) {
-  const fs::path p = fs::path(::testing::TempDir()) / name;
+  const fs::path p = TempPath(name);
   std::ofstream(p, std::ios::binary) << bytes;
   return p.string();
 }
@@ -159,7 +165,7 @@ TEST(KerasBadFiles, HugeDeclaredDatasetSizeIsRefusedUnread) {
 // Writes a zip holding `entries` (name -> bytes).
 std::string MakeZip(const std::string& name,
                     const std::vector<std::pair<std::string, std::string>>& entries) {
-  const std::string path = (fs::path(::testing::TempDir()) / name).string();
+  const std::string path = TempPath(name).string();
   fs::remove(path);
   int err = 0;
   zip_t* z = zip_open(path.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &err);

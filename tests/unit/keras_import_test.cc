@@ -167,7 +167,10 @@ absl::StatusOr<engine::Model> LoadEditedArchitecture(
   text << in.rdbuf();
   auto json = nlohmann::json::parse(text.str());
   edit(&json);
-  const auto path = std::filesystem::path(::testing::TempDir()) / "edited_architecture.json";
+  // ctest runs these tests in parallel processes: each writes a file of its own.
+  const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  const auto path = std::filesystem::path(::testing::TempDir()) /
+                    (std::string(test->name()) + "_architecture.json");
   std::ofstream(path) << json.dump();
   models::LoadOptions options;
   options.architecture_json_path = path.string();
