@@ -122,8 +122,8 @@ std::optional<FormedBatch> BatchFormer::TakeBatch(absl::Time now, bool flush) {
   if (head == nullptr) return std::nullopt;
   std::vector<BatchRow> rows = PickRows(**head);
   const auto size = static_cast<int64_t>(rows.size());
-  const bool due =
-      flush || size >= options_.max_batch_size || now >= (*head)->arrival() + max_queue_delay_;
+  const bool due = flush || !options_.wait_when_idle || size >= options_.max_batch_size ||
+                   now >= (*head)->arrival() + max_queue_delay_;
   if (!due) {
     int64_t preferred = 0;
     for (int p : options_.preferred_batch_sizes) {
@@ -170,6 +170,7 @@ FormedBatch BatchFormer::Commit(std::vector<BatchRow> rows, absl::Time now) {
 absl::Time BatchFormer::NextEventTime() const {
   const std::shared_ptr<QueuedRequest>* head = queue_.Head();
   if (head == nullptr) return absl::InfiniteFuture();
+  if (!options_.wait_when_idle) return queue_.EarliestDeadline();  // a batch is due now
   return std::min((*head)->arrival() + max_queue_delay_, queue_.EarliestDeadline());
 }
 

@@ -7,7 +7,10 @@
 // FORMING. The head is the first queued request in service order (request_queue.h). Rows are
 // picked in service order, starting with the head's first waiting row, skipping rows whose
 // length would break the step budget (step_budget.h) and requests whose inputs cannot share a
-// batch with the head's, until max_batch_size rows are picked. That batch is due
+// batch with the head's, until max_batch_size rows are picked. TakeBatch is asked by a free
+// instance. Work-conserving (the default), that batch is due at once, whatever its size: the
+// queue grows only while every instance is busy, and the next free one takes it all. With
+// wait_when_idle, it is due
 //   - at once when it is full (max_batch_size rows),
 //   - at once, cut to the largest preferred batch size it reaches, when it reaches one,
 //   - when the head has waited max_queue_delay_us,

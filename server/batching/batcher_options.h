@@ -17,13 +17,19 @@ struct DynamicBatcherOptions {
   // Most sequences in one engine call. Must be positive. A request with more sequences is split
   // across batches and its rows reassembled in order.
   int max_batch_size = 0;
-  // Batch sizes formed as soon as the queue holds them, without waiting for the delay (the
-  // largest one that fits is formed). Each in [1, max_batch_size]. Empty: only max_batch_size
-  // and the delay form batches.
+  // With wait_when_idle: batch sizes formed as soon as the queue holds them, without waiting
+  // for the delay (the largest one that fits is formed). Each in [1, max_batch_size]. Empty:
+  // only max_batch_size and the delay form batches.
   std::vector<int> preferred_batch_sizes = {};
-  // How long the request at the head of the queue waits for others to join before its batch is
-  // formed anyway. 0: a batch is formed from whatever is queued when an instance is free.
-  // Must be >= 0.
+  // false: work-conserving. A free instance forms a batch from what is queued at once (up to
+  // max_batch_size, within the step budget); requests wait only while every instance is busy,
+  // and then join one batch. preferred_batch_sizes and max_queue_delay_us play no part.
+  // true: a free instance waits as FORMING in batch_former.h says (full, a preferred size, or
+  // the head's max_queue_delay_us), as Triton's and TF Serving's batchers do.
+  bool wait_when_idle = false;
+  // With wait_when_idle: how long the request at the head of the queue waits for others to
+  // join before its batch is formed anyway. 0: a batch is formed from whatever is queued when
+  // an instance is free. Must be >= 0.
   int64_t max_queue_delay_us = 0;
   // Requests queued (not yet wholly in batches) beyond which Schedule answers
   // RESOURCE_EXHAUSTED. 0: unbounded. Must be >= 0.

@@ -45,6 +45,7 @@ absl::StatusOr<DynamicBatcherOptions> BatcherOptionsFromConfig(const v1::ModelCo
       ToInt64(db.max_queue_delay_microseconds(), "max_queue_delay_microseconds", o.model_name);
   if (!delay.ok()) return delay.status();
   o.max_queue_delay_us = *delay;
+  o.wait_when_idle = db.wait_for_delay_when_idle();
   o.max_queue_size = db.max_queue_size();
   auto timeout =
       ToInt64(db.default_timeout_microseconds(), "default_timeout_microseconds", o.model_name);

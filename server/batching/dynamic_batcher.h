@@ -8,13 +8,15 @@
 //   priority and a completion callback. Schedule() queues it; each instance has one worker
 //   thread that, when its instance is free, forms the next due batch and runs it. The rules
 //   (batch_former.h):
-//   - max_batch_size: the most sequences per engine call. A batch is formed as soon as it
-//     holds max_batch_size sequences. A larger request is split across batches and its rows
-//     reassembled in order.
-//   - preferred_batch_sizes: a batch is formed as soon as it reaches one of them (the largest
-//     it reaches), without waiting for the delay.
-//   - max_queue_delay_us: otherwise the head of the queue waits at most this long for others
-//     to join; then its batch is formed with what there is.
+//   - work-conserving (the default): a free instance forms a batch from what is queued at
+//     once; requests queue only while every instance is busy, and the next free instance
+//     takes all that fit one batch.
+//   - max_batch_size: the most sequences per engine call. A larger request is split across
+//     batches and its rows reassembled in order.
+//   - with wait_when_idle (Triton's rule), a free instance waits: preferred_batch_sizes: a
+//     batch is formed as soon as it reaches one of them (the largest it reaches), or when it is
+//     full; max_queue_delay_us: otherwise the head of the queue waits at most this long for
+//     others to join; then its batch is formed with what there is.
 //   - max_queue_size: Schedule() answers RESOURCE_EXHAUSTED while this many requests queue.
 //   - deadlines: a request's deadline, shortened to default_timeout_us after it queued when
 //     that is set. A request whose deadline comes while any of its rows waits fails with
@@ -41,18 +43,16 @@
 //   the destructor; it must not call back into the batcher.
 //
 // LATENCY BOUND
-//   A request at the head of the highest non-empty level starts within max_queue_delay_us of
-//   its arrival plus the time until an instance is free (the batches ahead of it). Requests
+//   A request at the head of the highest non-empty level starts when an instance is free (the
+//   batches ahead of it), plus max_queue_delay_us with wait_when_idle. Requests
 //   whose lengths do not fit the head's batch wait for a later one; each is the head in turn.
 //   Deadlines are checked whenever a worker looks at the queue: at the latest when the
 //   earliest deadline comes if a worker is idle, else when a worker frees.
 //
 // RECOMMENDED USE
 //   Models served to many concurrent clients, where a batch of N costs much less than N
-//   single runs (GPUs always; the CPU engine for small hidden sizes). Not for a single client
-//   with strictly sequential requests: it adds a thread handoff and up to max_queue_delay_us
-//   to every request for nothing (leave dynamic_batching out of config.pbtxt: each request
-//   then runs alone on the caller's thread).
+//   single runs (GPUs always; the CPU engine for small hidden sizes). Work-conserving, a
+//   single client with sequential requests pays only a thread handoff each way.
 
 #include <cstdint>
 #include <memory>

@@ -21,12 +21,22 @@ using server::batching::DynamicBatcher;
 using server::batching::DynamicBatcherOptions;
 using server::batching::FakeClock;
 
+// Triton's waiting rule, which most tests below pin down; WorkConserving() is the default.
 DynamicBatcherOptions Options() {
   return {.model_name = "m",
           .max_batch_size = 4,
+          .wait_when_idle = true,
           .max_queue_delay_us = 10,
           .input_time_axis = {true},
           .output_time_axis = {true, false}};
+}
+
+DynamicBatcherOptions WorkConserving() {
+  DynamicBatcherOptions o = Options();
+  o.wait_when_idle = false;
+  o.max_queue_delay_us = 1'000'000;  // plays no part: a test would hang on it
+  o.preferred_batch_sizes = {2};
+  return o;
 }
 
 class DynamicBatcherTest : public ::testing::Test {
@@ -469,6 +479,80 @@ TEST_F(DynamicBatcherTest, ObserverSeesQueueWaitOfEachRequest) {
   EXPECT_EQ(stats[0].queue_durations, (std::vector<absl::Duration>{absl::Microseconds(10)}));
   EXPECT_EQ(stats[0].sequences, 1);
   EXPECT_TRUE(stats[0].status.ok());
+}
+
+// The work-conserving rule (the default): a free instance runs what is queued without the clock
+// moving; requests queue, and share a batch, only while every instance is busy.
+TEST_F(DynamicBatcherTest, WorkConservingIdleInstanceRunsALoneRequestWithoutTheClockMoving) {
+  Start(WorkConserving());
+  const RequestSpec spec{.id = 100};
+  auto a = Schedule(spec);
+  a->done.WaitForNotification();  // the clock never moves: no delay is waited for
+  EXPECT_TRUE(IsOwnAnswer(*a, spec));
+  EXPECT_EQ(engine().calls(), 1);
+  EXPECT_EQ(engine().seen()[0].first_steps, (std::vector<float>{100}));
+}
+
+TEST_F(DynamicBatcherTest, WorkConservingQueuesWhileTheInstanceIsBusyThenRunsAllInOneBatch) {
+  Start(WorkConserving());
+  engine().Gate();
+  auto first = Schedule({.id = 100});
+  engine().AwaitCalls(1);  // the instance is busy with the first request
+  std::vector<std::shared_ptr<Answer>> queued;
+  for (int i = 2; i <= 4; ++i) queued.push_back(Schedule({.id = 100.0f * i}));
+  EXPECT_EQ(batcher_->counters().queued_requests, 3);
+  engine().Open();
+  for (size_t i = 0; i < queued.size(); ++i) {
+    queued[i]->done.WaitForNotification();
+    EXPECT_TRUE(IsOwnAnswer(*queued[i], {.id = 100.0f * (i + 2)}));
+  }
+  first->done.WaitForNotification();
+  ASSERT_EQ(engine().calls(), 2);
+  // Past the preferred size 2: what queued while the instance was busy is one batch.
+  EXPECT_EQ(engine().seen()[1].first_steps, (std::vector<float>{200, 300, 400}));
+}
+
+TEST_F(DynamicBatcherTest, WorkConservingSecondInstanceTakesARequestWhileTheFirstIsBusy) {
+  Start(WorkConserving(), /*instances=*/2);
+  engine(0).Gate();
+  engine(1).Gate();
+  auto a = Schedule({.id = 100});
+  // One instance (either) takes it at once and is held busy.
+  while (engine(0).calls() + engine(1).calls() == 0) absl::SleepFor(absl::Milliseconds(1));
+  const int busy = engine(0).calls() == 1 ? 0 : 1;
+  auto b = Schedule({.id = 200});
+  // The other runs the second request at once: it neither waits for the delay nor for the
+  // busy instance.
+  engine(1 - busy).AwaitCalls(1);
+  EXPECT_EQ(engine(busy).seen()[0].first_steps, (std::vector<float>{100}));
+  EXPECT_EQ(engine(1 - busy).seen()[0].first_steps, (std::vector<float>{200}));
+  engine(0).Open();
+  engine(1).Open();
+  a->done.WaitForNotification();
+  b->done.WaitForNotification();
+  EXPECT_TRUE(IsOwnAnswer(*a, {.id = 100}));
+  EXPECT_TRUE(IsOwnAnswer(*b, {.id = 200}));
+}
+
+TEST_F(DynamicBatcherTest, WorkConservingHigherPriorityQueuedBehindABusyInstanceRunsFirst) {
+  DynamicBatcherOptions o = WorkConserving();
+  o.max_batch_size = 1;
+  o.preferred_batch_sizes = {};
+  o.priority_levels = 2;
+  o.default_priority_level = 2;
+  Start(o);
+  engine().Gate();
+  auto running = Schedule({.id = 100});
+  engine().AwaitCalls(1);
+  auto low = Schedule({.id = 200, .priority = 2});
+  auto high = Schedule({.id = 300, .priority = 1});
+  engine().Open();
+  low->done.WaitForNotification();
+  high->done.WaitForNotification();
+  running->done.WaitForNotification();
+  ASSERT_EQ(engine().calls(), 3);
+  EXPECT_EQ(engine().seen()[1].first_steps, (std::vector<float>{300}));
+  EXPECT_EQ(engine().seen()[2].first_steps, (std::vector<float>{200}));
 }
 
 TEST(DynamicBatcherCreateTest, BadOptionsAreInvalidArgumentNamingTheField) {

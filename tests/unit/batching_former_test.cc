@@ -21,12 +21,22 @@ using server::batching::FormedBatch;
 const absl::Time kT0 = absl::FromUnixSeconds(1'000'000);
 absl::Time At(int64_t us) { return kT0 + absl::Microseconds(us); }
 
+// Triton's waiting rule, which most tests below pin down; WorkConserving() is the default.
 DynamicBatcherOptions Options() {
   return {.model_name = "m",
           .max_batch_size = 4,
+          .wait_when_idle = true,
           .max_queue_delay_us = 10,
           .input_time_axis = {true},
           .output_time_axis = {true, false}};
+}
+
+DynamicBatcherOptions WorkConserving() {
+  DynamicBatcherOptions o = Options();
+  o.wait_when_idle = false;
+  o.max_queue_delay_us = 1'000'000;  // plays no part: a test would hang on it
+  o.preferred_batch_sizes = {2};
+  return o;
 }
 
 // Adds a request; the answer lands in *answer when the test completes it.
@@ -357,6 +367,48 @@ TEST(BatchFormerTest, InconsistentRequestIsInvalidArgumentNamingTheProblem) {
   s = f.Add(&r, At(0));
   EXPECT_NE(s.message().find("takes 1 input(s); the request has 2"), std::string::npos) << s;
   EXPECT_EQ(f.queued_requests(), 0);
+}
+
+TEST(BatchFormerTest, WorkConservingFormsABatchOfOneAtItsArrivalTime) {
+  BatchFormer f(WorkConserving());
+  ASSERT_TRUE(Add(f, {.id = 100}, At(0)).ok());
+  auto batch = f.TakeBatch(At(0), /*flush=*/false);
+  ASSERT_TRUE(batch.has_value());
+  EXPECT_EQ(Rows(*batch), (std::vector<float>{100}));
+  EXPECT_EQ(batch->queue_durations, (std::vector<absl::Duration>{absl::ZeroDuration()}));
+  EXPECT_EQ(f.NextEventTime(), absl::InfiniteFuture());
+}
+
+TEST(BatchFormerTest, WorkConservingTakesEverythingQueuedPastThePreferredSize) {
+  BatchFormer f(WorkConserving());  // preferred size 2 does not cut the batch
+  for (int i = 1; i <= 3; ++i) ASSERT_TRUE(Add(f, {.id = 100.0f * i}, At(i)).ok());
+  auto batch = f.TakeBatch(At(3), /*flush=*/false);
+  ASSERT_TRUE(batch.has_value());
+  EXPECT_EQ(Rows(*batch), (std::vector<float>{100, 200, 300}));
+}
+
+TEST(BatchFormerTest, WorkConservingKeepsMaxBatchSizeAndTheLengthBuckets) {
+  BatchFormer f(WorkConserving());
+  for (int i = 1; i <= 5; ++i) ASSERT_TRUE(Add(f, {.id = 100.0f * i}, At(0)).ok());
+  ASSERT_TRUE(Add(f, {.id = 900, .steps = 40}, At(0)).ok());
+  auto first = f.TakeBatch(At(0), false);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(Rows(*first), (std::vector<float>{100, 200, 300, 400}));  // max_batch_size 4
+  auto second = f.TakeBatch(At(0), false);
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(Rows(*second), (std::vector<float>{500}));  // 40 steps beside 4: another bucket
+  auto third = f.TakeBatch(At(0), false);
+  ASSERT_TRUE(third.has_value());
+  EXPECT_EQ(Rows(*third), (std::vector<float>{900}));
+}
+
+TEST(BatchFormerTest, WorkConservingStillExpiresDeadlinesFirst) {
+  BatchFormer f(WorkConserving());
+  std::shared_ptr<Answer> a;
+  ASSERT_TRUE(Add(f, {.id = 100, .deadline = At(5)}, At(0), &a).ok());
+  EXPECT_EQ(f.NextEventTime(), At(5));
+  EXPECT_EQ(f.TakeExpired(At(5)).size(), 1u);
+  EXPECT_FALSE(f.TakeBatch(At(5), false).has_value());
 }
 
 TEST(BatchFormerTest, FlushFormsWhatIsQueuedAtOnce) {

@@ -3,7 +3,9 @@
 
 #include <thread>
 
+#include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
+#include "server/batching/batching_config.h"
 #include "server/batching/instance_threads.h"
 #include "server/batching/step_budget.h"
 #include "tests/support/fake_clock.h"
@@ -14,6 +16,30 @@ namespace {
 using server::batching::CpuThreadsPerInstance;
 using server::batching::FakeClock;
 using server::batching::StepBudget;
+
+// config.pbtxt's dynamic_batching block -> the batcher's options.
+server::batching::DynamicBatcherOptions OptionsOf(const std::string& text) {
+  v1::ModelConfig config;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &config));
+  auto o = server::batching::BatcherOptionsFromConfig(config, {true}, {false});
+  EXPECT_TRUE(o.ok()) << o.status();
+  return o.ok() ? *o : server::batching::DynamicBatcherOptions{};
+}
+
+TEST(BatchingConfigTest, WorkConservingUnlessTheConfigAsksToWaitWhenIdle) {
+  EXPECT_FALSE(OptionsOf(R"pb(name: "m"
+                              max_batch_size: 8
+                              dynamic_batching { max_queue_delay_microseconds: 500 })pb")
+                   .wait_when_idle);
+  const auto waiting = OptionsOf(R"pb(name: "m"
+                                      max_batch_size: 8
+                                      dynamic_batching {
+                                        max_queue_delay_microseconds: 500
+                                        wait_for_delay_when_idle: true
+                                      })pb");
+  EXPECT_TRUE(waiting.wait_when_idle);
+  EXPECT_EQ(waiting.max_queue_delay_us, 500);
+}
 
 TEST(FakeClockTest, AdvanceMovesNowByExactlyTheDuration) {
   FakeClock clock;
