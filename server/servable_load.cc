@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "engine/cpu/panel_gemm.h"
 #include "models/model_loader.h"
 #include "server/batch_util.h"
 #include "server/batching/batching_config.h"
@@ -230,6 +231,9 @@ absl::Status Servable::CreateInstances() {
         info.reason = g.kind() == v1::ModelInstanceGroup::KIND_CPU
                           ? "instance_group asks for KIND_CPU"
                           : absl::StrCat("KIND_AUTO without a usable GPU: ", why_not_gpu_here);
+        // Which of the CPU engine's kernel sets runs (engine/cpu/panel_gemm.h).
+        absl::StrAppend(&info.reason, "; CPU kernels: ",
+                        engine::cpu::CpuKernelSetName(*engine::cpu::ActiveCpuKernelSet()));
       }
       info.engine = compiled->engine_name();
       info.layers = compiled->placements();

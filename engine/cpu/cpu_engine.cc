@@ -1,5 +1,7 @@
 #include "engine/cpu/cpu_engine.h"
 
+#include "engine/cpu/panel_gemm.h"
+
 #include <Eigen/Core>
 #include <thread>
 #include <type_traits>
@@ -188,6 +190,8 @@ class CpuEngine final : public Engine {
     if (options.math_mode != MathMode::kFp32) {
       return absl::InvalidArgumentError("the CPU engine computes in FP32 only");
     }
+    // A kernel set forced through RNNSERVE_CPU_KERNELS that this CPU cannot run.
+    if (auto set = ActiveCpuKernelSet(); !set.ok()) return set.status();
     const int threads = options.num_threads > 0
                             ? options.num_threads
                             : static_cast<int>(std::thread::hardware_concurrency());

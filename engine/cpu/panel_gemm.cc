@@ -1,85 +1,195 @@
 #include "engine/cpu/panel_gemm.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
+
+#include "absl/strings/str_cat.h"
 
 namespace rnnserve::engine::cpu {
 namespace {
 
-// 16 floats; unaligned loads and stores (aligned(4)).
+// Vectors of 16, 8 and 4 floats (the register widths of AVX-512, AVX2 and SSE); unaligned loads
+// and stores (aligned(4)). Each kernel set uses its machine's own width: a wider generic
+// vector is lowered through the stack.
 typedef float V16 __attribute__((vector_size(64), aligned(4)));
+typedef float V8 __attribute__((vector_size(32), aligned(4)));
+typedef float V4 __attribute__((vector_size(16), aligned(4)));
 
-constexpr int kMaxRows = 12;        // rows of C per micro-kernel call
 constexpr int64_t kRowBlock = 120;  // most rows of A kept hot while the panels stream
-
-inline V16 Load(const float* p) { return *reinterpret_cast<const V16*>(p); }
-inline void Store(float* p, V16 v) { *reinterpret_cast<V16*>(p) = v; }
-
-// MR rows x 32 columns; KS independent partial sums over k (to hide the FMA latency when MR
-// is small), added at the end.
-template <int MR, int KS>
-void Kernel(const float* a, int64_t lda, const float* panel, int k, float* c, int64_t ldc,
-            int cols) {
-  V16 acc[KS][MR][2];
-#pragma GCC unroll 64
-  for (int s = 0; s < KS; ++s) {
-#pragma GCC unroll 16
-    for (int r = 0; r < MR; ++r) acc[s][r][0] = acc[s][r][1] = V16{};
-  }
-  int l = 0;
-  for (; l + KS <= k; l += KS) {
-#pragma GCC unroll 8
-    for (int s = 0; s < KS; ++s) {
-      const V16 b0 = Load(panel + (l + s) * kPanel);
-      const V16 b1 = Load(panel + (l + s) * kPanel + 16);
-#pragma GCC unroll 16
-      for (int r = 0; r < MR; ++r) {
-        const float x = a[r * lda + l + s];
-        acc[s][r][0] += x * b0;
-        acc[s][r][1] += x * b1;
-      }
-    }
-  }
-  for (; l < k; ++l) {
-    const V16 b0 = Load(panel + l * kPanel);
-    const V16 b1 = Load(panel + l * kPanel + 16);
-#pragma GCC unroll 16
-    for (int r = 0; r < MR; ++r) {
-      const float x = a[r * lda + l];
-      acc[0][r][0] += x * b0;
-      acc[0][r][1] += x * b1;
-    }
-  }
-#pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r) {
-    V16 lo = acc[0][r][0], hi = acc[0][r][1];
-#pragma GCC unroll 8
-    for (int s = 1; s < KS; ++s) {
-      lo += acc[s][r][0];
-      hi += acc[s][r][1];
-    }
-    float* out = c + r * ldc;
-    if (cols == kPanel) {
-      Store(out, lo);
-      Store(out + 16, hi);
-    } else {
-      float tmp[kPanel];
-      Store(tmp, lo);
-      Store(tmp + 16, hi);
-      std::memcpy(out, tmp, sizeof(float) * cols);
-    }
-  }
-}
 
 using KernelFn = void (*)(const float*, int64_t, const float*, int, float*, int64_t, int);
 
+// The micro-kernel: MR rows x 32 columns of C, a row being kPanel / lanes vectors of type V;
+// KS independent partial sums over k (to hide the FMA latency when MR is small), added at the
+// end. Defined once per kernel set, each with its own target attribute, so that one binary
+// built for a baseline ISA carries all of them.
+#define RNNSERVE_PANEL_KERNEL(NAME, V, ATTRIBUTES)                                          \
+  template <int MR, int KS>                                                                 \
+  ATTRIBUTES void NAME(const float* a, int64_t lda, const float* panel, int k, float* c,    \
+                       int64_t ldc, int cols) {                                             \
+    constexpr int kLanes = sizeof(V) / sizeof(float);                                       \
+    constexpr int kNv = kPanel / kLanes;                                                    \
+    V acc[KS][MR][kNv];                                                                     \
+    _Pragma("GCC unroll 64") for (int s = 0; s < KS; ++s) {                                 \
+      _Pragma("GCC unroll 16") for (int r = 0; r < MR; ++r) {                               \
+        _Pragma("GCC unroll 8") for (int v = 0; v < kNv; ++v) acc[s][r][v] = V{};           \
+      }                                                                                     \
+    }                                                                                       \
+    int l = 0;                                                                              \
+    for (; l + KS <= k; l += KS) {                                                          \
+      _Pragma("GCC unroll 8") for (int s = 0; s < KS; ++s) {                                \
+        V b[kNv];                                                                           \
+        _Pragma("GCC unroll 8") for (int v = 0; v < kNv; ++v) b[v] =                        \
+            *reinterpret_cast<const V*>(panel + (l + s) * kPanel + v * kLanes);             \
+        _Pragma("GCC unroll 16") for (int r = 0; r < MR; ++r) {                             \
+          const float x = a[r * lda + l + s];                                               \
+          _Pragma("GCC unroll 8") for (int v = 0; v < kNv; ++v) acc[s][r][v] += x * b[v];   \
+        }                                                                                   \
+      }                                                                                     \
+    }                                                                                       \
+    for (; l < k; ++l) {                                                                    \
+      V b[kNv];                                                                             \
+      _Pragma("GCC unroll 8") for (int v = 0; v < kNv; ++v) b[v] =                          \
+          *reinterpret_cast<const V*>(panel + l * kPanel + v * kLanes);                     \
+      _Pragma("GCC unroll 16") for (int r = 0; r < MR; ++r) {                               \
+        const float x = a[r * lda + l];                                                     \
+        _Pragma("GCC unroll 8") for (int v = 0; v < kNv; ++v) acc[0][r][v] += x * b[v];     \
+      }                                                                                     \
+    }                                                                                       \
+    _Pragma("GCC unroll 16") for (int r = 0; r < MR; ++r) {                                 \
+      _Pragma("GCC unroll 8") for (int s = 1; s < KS; ++s) {                                \
+        _Pragma("GCC unroll 8") for (int v = 0; v < kNv; ++v) acc[0][r][v] += acc[s][r][v]; \
+      }                                                                                     \
+      float* out = c + r * ldc;                                                             \
+      if (cols == kPanel) {                                                                 \
+        _Pragma("GCC unroll 8") for (int v = 0; v < kNv; ++v) *                             \
+            reinterpret_cast<V*>(out + v * kLanes) = acc[0][r][v];                          \
+      } else {                                                                              \
+        float tmp[kPanel];                                                                  \
+        _Pragma("GCC unroll 8") for (int v = 0; v < kNv; ++v) *                             \
+            reinterpret_cast<V*>(tmp + v * kLanes) = acc[0][r][v];                          \
+        std::memcpy(out, tmp, sizeof(float) * cols);                                        \
+      }                                                                                     \
+    }                                                                                       \
+  }
+
+// AVX-512: 32 zmm registers hold up to 12 rows x 2 vectors of accumulators.
+RNNSERVE_PANEL_KERNEL(KernelAvx512, V16,
+                      __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma"))))
+// AVX2: a row is 4 ymm accumulators, and there are 16 ymm registers in all.
+RNNSERVE_PANEL_KERNEL(KernelAvx2, V8, __attribute__((target("avx2,fma"))))
+// The build's baseline (SSE2 on plain x86-64): a row is 8 xmm accumulators.
+RNNSERVE_PANEL_KERNEL(KernelPlain, V4, )
+#undef RNNSERVE_PANEL_KERNEL
+
+struct KernelTable {
+  int max_rows;
+  KernelFn by_rows[13];  // [rows], 1 <= rows <= max_rows
+};
+
 // Small row counts split k into partial sums so at least 8 FMA chains run at once.
-constexpr KernelFn kKernels[kMaxRows + 1] = {
-    nullptr,       Kernel<1, 4>,  Kernel<2, 2>, Kernel<3, 2>, Kernel<4, 1>,
-    Kernel<5, 1>,  Kernel<6, 1>,  Kernel<7, 1>, Kernel<8, 1>, Kernel<9, 1>,
-    Kernel<10, 1>, Kernel<11, 1>, Kernel<12, 1>};
+constexpr KernelTable kAvx512Table = {
+    12,
+    {nullptr, KernelAvx512<1, 4>, KernelAvx512<2, 2>, KernelAvx512<3, 2>, KernelAvx512<4, 1>,
+     KernelAvx512<5, 1>, KernelAvx512<6, 1>, KernelAvx512<7, 1>, KernelAvx512<8, 1>,
+     KernelAvx512<9, 1>, KernelAvx512<10, 1>, KernelAvx512<11, 1>, KernelAvx512<12, 1>}};
+constexpr KernelTable kAvx2Table = {
+    3, {nullptr, KernelAvx2<1, 2>, KernelAvx2<2, 1>, KernelAvx2<3, 1>}};
+constexpr KernelTable kPlainTable = {1, {nullptr, KernelPlain<1, 1>}};
+
+bool CpuHas(CpuKernelSet set) {
+  __builtin_cpu_init();
+  switch (set) {
+    case CpuKernelSet::kAvx512:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+             __builtin_cpu_supports("fma");
+    case CpuKernelSet::kAvx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case CpuKernelSet::kPlain:
+      return true;
+  }
+  return false;
+}
+
+// The set chosen once: RNNSERVE_CPU_KERNELS, or the best the CPU has.
+struct Choice {
+  CpuKernelSet set = CpuKernelSet::kPlain;
+  absl::Status status;
+};
+
+const Choice& Chosen() {
+  static const Choice choice = [] {
+    Choice c;
+    const char* forced = std::getenv("RNNSERVE_CPU_KERNELS");
+    if (forced != nullptr && *forced != '\0') {
+      const std::string name(forced);
+      bool known = false;
+      for (CpuKernelSet set : {CpuKernelSet::kAvx512, CpuKernelSet::kAvx2, CpuKernelSet::kPlain}) {
+        if (name != CpuKernelSetName(set)) continue;
+        known = true;
+        c.set = set;
+        if (!CpuHas(set)) {
+          c.status = absl::FailedPreconditionError(absl::StrCat(
+              "RNNSERVE_CPU_KERNELS=", name, ": this CPU lacks the instructions of that set (",
+              CpuKernelSetName(BestCpuKernelSet()), " is the best it has)"));
+          c.set = CpuKernelSet::kPlain;
+        }
+      }
+      if (!known) {
+        c.status = absl::InvalidArgumentError(
+            absl::StrCat("RNNSERVE_CPU_KERNELS must be avx512, avx2 or plain; was '", name, "'"));
+      }
+      return c;
+    }
+    c.set = BestCpuKernelSet();
+    return c;
+  }();
+  return choice;
+}
+
+const KernelTable& Table() {
+  static const KernelTable* table = [] {
+    switch (Chosen().set) {
+      case CpuKernelSet::kAvx512:
+        return &kAvx512Table;
+      case CpuKernelSet::kAvx2:
+        return &kAvx2Table;
+      case CpuKernelSet::kPlain:
+        break;
+    }
+    return &kPlainTable;
+  }();
+  return *table;
+}
 
 }  // namespace
+
+const char* CpuKernelSetName(CpuKernelSet set) {
+  switch (set) {
+    case CpuKernelSet::kAvx512:
+      return "avx512";
+    case CpuKernelSet::kAvx2:
+      return "avx2";
+    case CpuKernelSet::kPlain:
+      break;
+  }
+  return "plain";
+}
+
+CpuKernelSet BestCpuKernelSet() {
+  for (CpuKernelSet set : {CpuKernelSet::kAvx512, CpuKernelSet::kAvx2}) {
+    if (CpuHas(set)) return set;
+  }
+  return CpuKernelSet::kPlain;
+}
+
+absl::StatusOr<CpuKernelSet> ActiveCpuKernelSet() {
+  if (!Chosen().status.ok()) return Chosen().status;
+  return Chosen().set;
+}
 
 AlignedFloats PackPanels(const float* b, int64_t ldb, int n, int k) {
   const int panels = (n + kPanel - 1) / kPanel;
@@ -93,6 +203,7 @@ AlignedFloats PackPanels(const float* b, int64_t ldb, int n, int k) {
 
 void PanelGemm(const float* a, int64_t lda, int64_t m, int k, const float* panels, int n, float* c,
                int64_t ldc, bool backwards) {
+  const KernelTable& table = Table();
   const int num_panels = (n + kPanel - 1) / kPanel;
   // Equal row blocks: 100 rows are one block of 100, not 96 and a block of 4 that streams
   // every panel again for little work.
@@ -106,11 +217,11 @@ void PanelGemm(const float* a, int64_t lda, int64_t m, int k, const float* panel
       const int cols = std::min(kPanel, n - p * kPanel);
       // Micro-tiles of equal height: 64 rows are 6 tiles of 11 or 10, not 5 of 12 and one
       // of 4, whose few accumulators leave the FMA units waiting on loads.
-      const int64_t tiles = (i1 - i0 + kMaxRows - 1) / kMaxRows;
+      const int64_t tiles = (i1 - i0 + table.max_rows - 1) / table.max_rows;
       for (int64_t t = 0; t < tiles; ++t) {
         const int64_t i = i0 + (i1 - i0) * t / tiles;
         const int rows = static_cast<int>(i0 + (i1 - i0) * (t + 1) / tiles - i);
-        kKernels[rows](a + i * lda, lda, panel, k, c + i * ldc + p * kPanel, ldc, cols);
+        table.by_rows[rows](a + i * lda, lda, panel, k, c + i * ldc + p * kPanel, ldc, cols);
       }
     }
   }

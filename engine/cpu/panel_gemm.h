@@ -4,9 +4,11 @@
 // recurrent kernel's input projection and per-step recurrent matmul.
 //
 // Panels are kPanel (32) columns of B wide, laid out [panel][k][32] and zero-padded past n, so
-// the micro-kernel streams each panel sequentially. The micro-kernel holds up to 12 rows x 32
-// columns of C in vector registers (GCC vector extensions: AVX-512 with -march=native, AVX2 or
-// SSE otherwise); rows of A are blocked so a block stays in L2 while the panels stream past.
+// the micro-kernel streams each panel sequentially. The micro-kernel holds rows x 32 columns of
+// C in vector registers (GCC vector extensions). It is built three times, for AVX-512 (12 rows),
+// AVX2+FMA (2 rows) and the build's baseline (1 row), and the set is chosen once at run time:
+// the best the CPU has (CPUID), or RNNSERVE_CPU_KERNELS=avx512|avx2|plain. Rows of A are
+// blocked so a block stays in L2 while the panels stream past.
 // Single-threaded: callers split the columns (units) between threads. Results equal a plain
 // dot product up to FMA rounding.
 
@@ -14,6 +16,8 @@
 #include <cstdint>
 #include <new>
 #include <vector>
+
+#include "absl/status/statusor.h"
 
 namespace rnnserve::engine::cpu {
 
@@ -38,6 +42,16 @@ struct CacheLineAllocator {
 };
 
 using AlignedFloats = std::vector<float, CacheLineAllocator<float>>;
+
+enum class CpuKernelSet { kAvx512, kAvx2, kPlain };
+
+const char* CpuKernelSetName(CpuKernelSet set);
+// The best set this CPU runs.
+CpuKernelSet BestCpuKernelSet();
+// The set PanelGemm runs: RNNSERVE_CPU_KERNELS when set, else BestCpuKernelSet().
+// INVALID_ARGUMENT for an unknown name, FAILED_PRECONDITION for a set this CPU lacks (PanelGemm
+// then runs the plain set; the CPU engine refuses to compile models).
+absl::StatusOr<CpuKernelSet> ActiveCpuKernelSet();
 
 // B is [n, k] row-major with row stride ldb. Returns ceil(n / 32) * 32 * k floats.
 AlignedFloats PackPanels(const float* b, int64_t ldb, int n, int k);

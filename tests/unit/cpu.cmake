@@ -1,7 +1,30 @@
 # The CPU engine: every recurrent option and every layer kernel against the real frameworks
 # (fixtures from models/scripts/make_cpu_fixtures.py).
-foreach(t cpu_recurrent_test cpu_keras_recurrent_test cpu_layers_test cpu_engine_test)
+foreach(t cpu_recurrent_test cpu_keras_recurrent_test cpu_layers_test cpu_engine_test
+          cpu_kernels_test)
   if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/${t}.cc)
     rnnserve_test(${t} unit ${CMAKE_CURRENT_LIST_DIR}/${t}.cc)
   endif()
+endforeach()
+
+# Each kernel set forced (RNNSERVE_CPU_KERNELS) through whole binaries: the CPU engine's tests
+# here and the conformance corpus (tests/conformance). A set the CPU lacks skips, saying so.
+function(rnnserve_cpu_kernel_runs target label)
+  foreach(set avx512 avx2 plain)
+    if(set STREQUAL "avx512")
+      set(flags "avx512f avx512vl avx512bw avx512dq fma")
+    elseif(set STREQUAL "avx2")
+      set(flags "avx2 fma")
+    else()
+      set(flags "")
+    endif()
+    add_test(NAME cpu_kernels_${set}.${target}
+      COMMAND sh -c "for f in ${flags}; do grep -qw \$f /proc/cpuinfo || { echo \"SKIPPED: this CPU lacks \$f, which the ${set} kernels need\"; exit 77; }; done; exec \"\$@\""
+        sh $<TARGET_FILE:${target}>)
+    set_tests_properties(cpu_kernels_${set}.${target} PROPERTIES
+      LABELS ${label} ENVIRONMENT RNNSERVE_CPU_KERNELS=${set} SKIP_RETURN_CODE 77 TIMEOUT 900)
+  endforeach()
+endfunction()
+foreach(t cpu_recurrent_test cpu_keras_recurrent_test cpu_kernels_test)
+  rnnserve_cpu_kernel_runs(${t} unit)
 endforeach()

@@ -1,0 +1,96 @@
+// The CPU engine's kernel sets (engine/cpu/panel_gemm.h): which one runs, and that the panel
+// GEMM of the one that runs equals plain dot products. ctest runs this binary once per set
+// (RNNSERVE_CPU_KERNELS=avx512|avx2|plain, tests/unit/cpu.cmake) beside the default run.
+
+#include "engine/cpu/panel_gemm.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace rnnserve::engine::cpu {
+namespace {
+
+bool Supports(CpuKernelSet set) {
+  __builtin_cpu_init();
+  switch (set) {
+    case CpuKernelSet::kAvx512:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+             __builtin_cpu_supports("fma");
+    case CpuKernelSet::kAvx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case CpuKernelSet::kPlain:
+      return true;
+  }
+  return false;
+}
+
+TEST(CpuKernelsTest, BestSetIsTheWidestTheCpuHas) {
+  const CpuKernelSet best = BestCpuKernelSet();
+  EXPECT_TRUE(Supports(best));
+  if (Supports(CpuKernelSet::kAvx512)) {
+    EXPECT_EQ(best, CpuKernelSet::kAvx512);
+  } else if (Supports(CpuKernelSet::kAvx2)) {
+    EXPECT_EQ(best, CpuKernelSet::kAvx2);
+  } else {
+    EXPECT_EQ(best, CpuKernelSet::kPlain);
+  }
+}
+
+TEST(CpuKernelsTest, ActiveSetIsTheForcedOneOrTheBest) {
+  const char* forced = std::getenv("RNNSERVE_CPU_KERNELS");
+  const auto active = ActiveCpuKernelSet();
+  if (forced == nullptr || *forced == '\0') {
+    ASSERT_TRUE(active.ok()) << active.status();
+    EXPECT_EQ(*active, BestCpuKernelSet());
+    return;
+  }
+  for (CpuKernelSet set : {CpuKernelSet::kAvx512, CpuKernelSet::kAvx2, CpuKernelSet::kPlain}) {
+    if (std::string(forced) != CpuKernelSetName(set)) continue;
+    if (!Supports(set)) {
+      EXPECT_EQ(active.status().code(), absl::StatusCode::kFailedPrecondition);
+      GTEST_SKIP() << "this CPU lacks the " << forced << " set";
+    }
+    ASSERT_TRUE(active.ok()) << active.status();
+    EXPECT_EQ(*active, set);
+    return;
+  }
+  EXPECT_EQ(active.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// C = A . B^T against double-precision dot products, over shapes that cover every micro-tile
+// height, partial panels and short k.
+TEST(CpuKernelsTest, PanelGemmEqualsDotProductsOnEveryTileShape) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (int m : {1, 2, 3, 4, 5, 11, 12, 13, 25, 64, 130}) {
+    for (int n : {1, 31, 32, 33, 100}) {
+      for (int k : {1, 3, 7, 64}) {
+        std::vector<float> a(static_cast<size_t>(m) * k), b(static_cast<size_t>(n) * k);
+        for (float& x : a) x = u(rng);
+        for (float& x : b) x = u(rng);
+        const AlignedFloats panels = PackPanels(b.data(), k, n, k);
+        for (bool backwards : {false, true}) {
+          std::vector<float> c(static_cast<size_t>(m) * n, -99.0f);
+          PanelGemm(a.data(), k, m, k, panels.data(), n, c.data(), n, backwards);
+          for (int i = 0; i < m; ++i) {
+            for (int j = 0; j < n; ++j) {
+              double want = 0;
+              for (int l = 0; l < k; ++l) want += double(a[i * k + l]) * b[j * k + l];
+              ASSERT_NEAR(c[i * n + j], want, 1e-5 * (k + 1))
+                  << "m=" << m << " n=" << n << " k=" << k << " at (" << i << ", " << j << ")";
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace rnnserve::engine::cpu
