@@ -156,14 +156,12 @@ int Server(const ClientOptions& connection, bool json) {
 int Health(const ClientOptions& connection, const std::string& service) {
   using grpc::health::v1::HealthCheckResponse;
   auto stub = grpc::health::v1::Health::NewStub(
-      grpc::CreateChannel(connection.server, grpc::InsecureChannelCredentials()));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() +
-                   std::chrono::milliseconds(connection.timeout_ms));
+      grpc::CreateChannel(connection.server, ChannelCredentials(connection)));
+  const std::unique_ptr<grpc::ClientContext> ctx = NewContext(connection);
   grpc::health::v1::HealthCheckRequest request;
   request.set_service(service);
   HealthCheckResponse response;
-  const grpc::Status s = stub->Check(&ctx, request, &response);
+  const grpc::Status s = stub->Check(ctx.get(), request, &response);
   if (!s.ok()) {
     return Fail(absl::Status(static_cast<absl::StatusCode>(s.error_code()),
                              absl::StrCat(connection.server, ": ", s.error_message())));

@@ -1,6 +1,7 @@
 #include "client/cli_common.h"
 
 #include <cstdio>
+#include <memory>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -54,6 +55,30 @@ void AddConnectionFlags(CLI::App* command, ClientOptions* options) {
   command->add_option("--timeout-ms", options->timeout_ms, "deadline of each call")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  // The files are read once the command line is parsed; a bad one ends the command.
+  struct Files {
+    std::string ca, cert, key, token;
+  };
+  auto files = std::make_shared<Files>();
+  command->add_option("--tls-ca", files->ca, "PEM CA that signed the server's certificate: TLS")
+      ->type_name("FILE");
+  command->add_option("--tls-cert", files->cert, "PEM client certificate, for mutual TLS")
+      ->type_name("FILE");
+  command->add_option("--tls-key", files->key, "PEM private key of --tls-cert")->type_name("FILE");
+  command
+      ->add_option("--token-file", files->token,
+                   "file whose first line is the bearer token sent with every call")
+      ->type_name("FILE");
+  command->parse_complete_callback([files, options] {
+    if (files->ca.empty() && files->cert.empty() && files->key.empty() && files->token.empty()) {
+      return;
+    }
+    if (absl::Status s =
+            ReadConnectionFiles(files->ca, files->cert, files->key, files->token, options);
+        !s.ok()) {
+      throw CLI::ValidationError(std::string(s.message()));
+    }
+  });
 }
 
 absl::StatusOr<std::map<std::string, NpyArray>> ReadNamedFiles(

@@ -3,9 +3,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <fstream>
+#include <sstream>
+#include <string_view>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 
 namespace rnnserve::client {
 namespace {
@@ -17,19 +22,80 @@ absl::Status FromGrpc(const grpc::Status& s) {
 
 }  // namespace
 
+namespace {
+
+absl::StatusOr<std::string> ReadFile(const std::string& path, const std::string& flag) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat(flag, ": cannot read ", path));
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+}  // namespace
+
+absl::Status ReadConnectionFiles(const std::string& tls_ca, const std::string& tls_cert,
+                                 const std::string& tls_key, const std::string& token_file,
+                                 ClientOptions* options) {
+  const std::pair<const std::string*, std::string*> pem[] = {{&tls_ca, &options->tls_root_certs},
+                                                             {&tls_cert, &options->tls_cert_chain},
+                                                             {&tls_key, &options->tls_private_key}};
+  const char* flags[] = {"--tls-ca", "--tls-cert", "--tls-key"};
+  for (int i = 0; i < 3; ++i) {
+    if (pem[i].first->empty()) continue;
+    auto text = ReadFile(*pem[i].first, flags[i]);
+    if (!text.ok()) return text.status();
+    *pem[i].second = *std::move(text);
+  }
+  if (tls_cert.empty() != tls_key.empty()) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
+  }
+  if (!token_file.empty()) {
+    auto text = ReadFile(token_file, "--token-file");
+    if (!text.ok()) return text.status();
+    for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+      line = absl::StripAsciiWhitespace(line);
+      if (!line.empty()) {
+        options->token = std::string(line);
+        break;
+      }
+    }
+    if (options->token.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("--token-file: ", token_file, " is empty"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::shared_ptr<grpc::ChannelCredentials> ChannelCredentials(const ClientOptions& options) {
+  if (options.tls_root_certs.empty() && options.tls_cert_chain.empty()) {
+    return grpc::InsecureChannelCredentials();
+  }
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = options.tls_root_certs;  // empty: the system's roots
+  ssl.pem_cert_chain = options.tls_cert_chain;
+  ssl.pem_private_key = options.tls_private_key;
+  return grpc::SslCredentials(ssl);
+}
+
+std::unique_ptr<grpc::ClientContext> NewContext(const ClientOptions& options) {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  ctx->set_deadline(std::chrono::system_clock::now() +
+                    std::chrono::milliseconds(options.timeout_ms));
+  if (!options.token.empty()) ctx->AddMetadata("authorization", "Bearer " + options.token);
+  return ctx;
+}
+
 RnnServeClient::RnnServeClient(const ClientOptions& options) : options_(options) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(options.max_message_bytes);
   args.SetMaxSendMessageSize(options.max_message_bytes);
   stub_ = v1::RnnServe::NewStub(
-      grpc::CreateCustomChannel(options.server, grpc::InsecureChannelCredentials(), args));
+      grpc::CreateCustomChannel(options.server, ChannelCredentials(options), args));
 }
 
 std::unique_ptr<grpc::ClientContext> RnnServeClient::Context() const {
-  auto ctx = std::make_unique<grpc::ClientContext>();
-  ctx->set_deadline(std::chrono::system_clock::now() +
-                    std::chrono::milliseconds(options_.timeout_ms));
-  return ctx;
+  return NewContext(options_);
 }
 
 absl::StatusOr<v1::ModelMetadataResponse> RnnServeClient::Metadata(const std::string& model,

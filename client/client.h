@@ -21,7 +21,27 @@ struct ClientOptions {
   std::string server = "127.0.0.1:8500";
   int64_t timeout_ms = 30000;
   int max_message_bytes = 64 << 20;
+  // TLS, as PEM text (ReadConnectionFiles fills these from files). Plaintext when all three
+  // are empty; root certificates alone: TLS that checks the server against them; with a
+  // certificate and key: mutual TLS.
+  std::string tls_root_certs;
+  std::string tls_cert_chain;
+  std::string tls_private_key;
+  // Sent as `authorization: Bearer <token>` on every call when not empty.
+  std::string token;
 };
+
+// Fills the TLS fields and the token of *options from files (empty paths are skipped); the
+// token file's first non-blank line is the token. INVALID_ARGUMENT naming the flag of a file
+// that cannot be read.
+absl::Status ReadConnectionFiles(const std::string& tls_ca, const std::string& tls_cert,
+                                 const std::string& tls_key, const std::string& token_file,
+                                 ClientOptions* options);
+
+// The channel credentials `options` ask for.
+std::shared_ptr<grpc::ChannelCredentials> ChannelCredentials(const ClientOptions& options);
+// A context with the options' deadline and token.
+std::unique_ptr<grpc::ClientContext> NewContext(const ClientOptions& options);
 
 class RnnServeClient {
  public:

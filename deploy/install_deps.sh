@@ -19,7 +19,7 @@ APT_BUILD=(
 )
 APT_TEST=(
   libgtest-dev libgmock-dev libbenchmark-dev libonnx-testdata python3 python3-pip prometheus
-  libb64-0d
+  libb64-0d openssl
   podman buildah runc fuse-overlayfs slirp4netns uidmap catatonit containernetworking-plugins
   golang-github-containernetworking-plugin-dnsname iptables mmdebstrap podman-compose curl
 )

@@ -19,15 +19,42 @@ void AddFlags(CLI::App& app, ServerFlags* f) {
                  "models to serve: DIR/<model>/[config.pbtxt] and DIR/<model>/<version>/<file>")
       ->type_name("DIR")
       ->capture_default_str();
-  app.add_option("--host", f->host, "address to listen on")
+  app.add_option("--address", f->address, "address gRPC listens on (0.0.0.0: every interface)")
       ->type_name("ADDR")
       ->capture_default_str();
+  app.add_option("--metrics-address", f->metrics_address, "address /metrics listens on")
+      ->type_name("ADDR")
+      ->capture_default_str();
+  app.add_option_function<std::string>(
+         "--host",
+         [f](const std::string& host) {
+           f->address = host;
+           f->metrics_address = host;
+         },
+         "sets --address and --metrics-address both")
+      ->type_name("ADDR");
   app.add_option("--port", f->port, "gRPC port (0: any free port)")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
   app.add_option("--metrics-port", f->metrics_port, "Prometheus /metrics port (0: off)")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
+  app.add_option("--tls-cert", f->tls_cert,
+                 "PEM certificate chain: serve gRPC over TLS (with --tls-key)")
+      ->type_name("FILE");
+  app.add_option("--tls-key", f->tls_key, "PEM private key of --tls-cert")->type_name("FILE");
+  app.add_option("--tls-client-ca", f->tls_client_ca,
+                 "PEM CA: mutual TLS, clients need a certificate it signed")
+      ->type_name("FILE");
+  app.add_option("--auth-token-file", f->auth_token_file,
+                 "every call but health needs 'authorization: Bearer <token>' with a token of "
+                 "this file (one a line)")
+      ->type_name("FILE");
+  app.add_option("--admin-token-file", f->admin_token_file,
+                 "LoadModel and UnloadModel need a token of this file; inference tokens get "
+                 "PERMISSION_DENIED there")
+      ->type_name("FILE");
+  app.add_flag("!--no-reflection", f->reflection, "turn gRPC server reflection off");
   app.add_option("--log-level", f->log_level, "least severe message logged")
       ->check(CLI::IsMember({"debug", "info", "warning", "error"}))
       ->capture_default_str();

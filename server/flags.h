@@ -12,9 +12,20 @@ namespace rnnserve::server {
 
 struct ServerFlags {
   std::string model_repository = "models/examples";
-  std::string host = "127.0.0.1";
+  // Where gRPC and the metrics endpoint listen: loopback unless told (the images say 0.0.0.0).
+  // --host sets both.
+  std::string address = "127.0.0.1";
+  std::string metrics_address = "127.0.0.1";
   int port = 8500;
   int metrics_port = 8502;  // 0 disables the metrics endpoint
+  // TLS on the gRPC port (auth/tls.h): certificate and key, and a CA for mutual TLS.
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
+  // Bearer tokens (auth/token_auth.h): one token a line.
+  std::string auth_token_file;
+  std::string admin_token_file;
+  bool reflection = true;  // --no-reflection turns gRPC server reflection off
   std::string log_level = "info";
   int64_t max_message_bytes = 64 << 20;
   int repository_poll_seconds = 0;  // 0: load once at start

@@ -2,6 +2,8 @@
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/server_builder_option.h>
+#include <grpcpp/impl/server_builder_plugin.h>
 
 #include <pthread.h>
 #include <chrono>
@@ -13,6 +15,8 @@
 #include "absl/debugging/symbolize.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "server/auth/tls.h"
+#include "server/auth/token_auth.h"
 #include "server/flags.h"
 #include "server/inspect.h"
 #include "server/log.h"
@@ -58,10 +62,10 @@ int ParseCommandLine(int argc, char** argv, ServerFlags* flags) {
 absl::StatusOr<std::unique_ptr<prometheus::Exposer>> StartMetrics(const ServerFlags& flags,
                                                                   metrics::ServerMetrics& m) {
   if (flags.metrics_port == 0) return nullptr;
-  auto e = metrics::StartEndpoint(m, {.host = flags.host, .port = flags.metrics_port});
+  auto e = metrics::StartEndpoint(m, {.host = flags.metrics_address, .port = flags.metrics_port});
   if (e.ok()) {
-    LogInfo(absl::StrCat("metrics on http://", flags.host, ":", (*e)->GetListeningPorts().front(),
-                         "/metrics"));
+    LogInfo(absl::StrCat("metrics on http://", flags.metrics_address, ":",
+                         (*e)->GetListeningPorts().front(), "/metrics"));
   }
   return e;
 }
@@ -80,10 +84,21 @@ absl::StatusOr<std::unique_ptr<SequenceManager>> CreateSequences(metrics::Server
   }});
 }
 
-// The listening port and the limits of the gRPC server, from the flags.
-void ConfigureBuilder(const ServerFlags& flags, grpc::ServerBuilder* builder, int* bound_port) {
-  builder->AddListeningPort(absl::StrCat(flags.host, ":", flags.port),
-                            grpc::InsecureServerCredentials(), bound_port);
+// Removes gRPC server reflection. Linking grpc++_reflection registers its plugin with every
+// ServerBuilder; this option takes it out of one.
+class WithoutReflection final : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    std::erase_if(*plugins, [](const auto& p) { return p->name() == "proto_server_reflection"; });
+  }
+};
+
+// The listening port, its credentials and the limits of the gRPC server, from the flags.
+void ConfigureBuilder(const ServerFlags& flags,
+                      const std::shared_ptr<grpc::ServerCredentials>& credentials,
+                      grpc::ServerBuilder* builder, int* bound_port) {
+  builder->AddListeningPort(absl::StrCat(flags.address, ":", flags.port), credentials, bound_port);
   builder->SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS,
                                flags.grpc_min_pollers);
   builder->SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS,
@@ -105,6 +120,20 @@ int Main(int argc, char** argv) {
   absl::InstallFailureSignalHandler(absl::FailureSignalHandlerOptions());
   ServerFlags flags;
   if (int code = ParseCommandLine(argc, argv, &flags); code >= 0) return code;
+  // TLS files and tokens are read before anything loads: a bad one stops the start at once.
+  auto credentials = auth::ServerCredentials({.cert_file = flags.tls_cert,
+                                              .key_file = flags.tls_key,
+                                              .client_ca_file = flags.tls_client_ca});
+  if (!credentials.ok()) {
+    LogError(credentials.status().message());
+    return 2;
+  }
+  auto authorizer = auth::TokenAuthorizer::Create(
+      {.inference_token_file = flags.auth_token_file, .admin_token_file = flags.admin_token_file});
+  if (!authorizer.ok()) {
+    LogError(authorizer.status().message());
+    return 2;
+  }
   EnableModelFileCheck("/proc/self/exe", absl::Seconds(flags.model_check_seconds));
   // absl's Mutex deadlock detection is a debugging aid, on by default where absl was built
   // without NDEBUG (Debian's packages): it updates a global lock graph on every Mutex
@@ -140,7 +169,7 @@ int Main(int argc, char** argv) {
     LogError(sequences.status().message());
     return 1;
   }
-  RnnServeService service(repository->get(), sequences->get());
+  RnnServeService service(repository->get(), sequences->get(), authorizer->get());
   // Health checking on the synchronous API (health_service.h says why not gRPC's default).
   grpc::EnableDefaultHealthCheckService(false);
   auto health = HealthService::Create();
@@ -150,19 +179,21 @@ int Main(int argc, char** argv) {
   }
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  if (!flags.reflection) builder.SetOption(std::make_unique<WithoutReflection>());
   int bound_port = 0;
-  ConfigureBuilder(flags, &builder, &bound_port);
+  ConfigureBuilder(flags, *credentials, &builder, &bound_port);
   builder.RegisterService(&service);
   // KServe v2 / Open Inference Protocol on the same port.
   ManagedSequences kserve_sequences(sequences->get());
-  kserve::KServeService kserve_service(
-      repository->get(), {.server_version = RNNSERVE_VERSION, .sequences = &kserve_sequences});
+  kserve::KServeService kserve_service(repository->get(), {.server_version = RNNSERVE_VERSION,
+                                                           .sequences = &kserve_sequences,
+                                                           .authorizer = authorizer->get()});
   builder.RegisterService(&kserve_service);
   builder.RegisterService(health->get());
   builder.experimental().SetInterceptorCreators(metrics::NewInterceptorFactories(&process_metrics));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || bound_port == 0) {
-    LogError(absl::StrCat("cannot listen on ", flags.host, ":", flags.port));
+    LogError(absl::StrCat("cannot listen on ", flags.address, ":", flags.port));
     return 1;
   }
   for (const char* name :
@@ -170,7 +201,10 @@ int Main(int argc, char** argv) {
     (*health)->SetServingStatus(name, true);
   }
   (*health)->SetServingStatus(true);
-  LogInfo(absl::StrCat("rnnserve listening on ", flags.host, ":", bound_port, " (gRPC)"));
+  LogInfo(absl::StrCat("rnnserve listening on ", flags.address, ":", bound_port, " (gRPC",
+                       flags.tls_cert.empty() ? "" : " over TLS",
+                       flags.tls_client_ca.empty() ? "" : ", client certificates required",
+                       (*authorizer)->enabled() ? ", bearer tokens required" : "", ")"));
 
   int sig = 0;
   sigwait(&signals, &sig);

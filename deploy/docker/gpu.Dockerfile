@@ -91,5 +91,5 @@ HEALTHCHECK --interval=10s --timeout=5s --start-period=120s --retries=3 \
   CMD ["rnnserve-cli", "health", "--server", "127.0.0.1:8500", "--timeout-ms", "3000"]
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["/usr/bin/tini", "--", "rnnserve"]
-CMD ["--model-repository", "/models", "--host", "0.0.0.0", "--port", "8500", \
+CMD ["--model-repository", "/models", "--address", "0.0.0.0", "--metrics-address", "0.0.0.0", "--port", "8500", \
      "--metrics-port", "8502", "--log-level", "info"]

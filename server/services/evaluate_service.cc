@@ -133,6 +133,9 @@ void Fill(const Servable& model, const Accumulator& acc, v1::EvaluateResponse* r
 grpc::Status RnnServeService::Evaluate(grpc::ServerContext* context,
                                        const v1::EvaluateRequest* request,
                                        v1::EvaluateResponse* response) {
+  if (grpc::Status a = auth::Authorize(authorizer_, *context, auth::Access::kInference); !a.ok()) {
+    return a;
+  }
   auto servable = repository_->Get(request->model_spec().name(), request->model_spec().version());
   if (!servable.ok()) return ToGrpc(servable.status());
   std::unique_ptr<Accumulator> acc;
@@ -146,6 +149,9 @@ grpc::Status RnnServeService::Evaluate(grpc::ServerContext* context,
 grpc::Status RnnServeService::EvaluateStream(grpc::ServerContext* context,
                                              grpc::ServerReader<v1::EvaluateRequest>* reader,
                                              v1::EvaluateResponse* response) {
+  if (grpc::Status a = auth::Authorize(authorizer_, *context, auth::Access::kInference); !a.ok()) {
+    return a;
+  }
   v1::EvaluateRequest chunk;
   std::shared_ptr<const Servable> model;
   std::unique_ptr<Accumulator> acc;

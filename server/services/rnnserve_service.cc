@@ -23,6 +23,9 @@ void FillInfo(const TensorSignature& sig, v1::TensorInfo* info) {
 grpc::Status RnnServeService::Predict(grpc::ServerContext* context,
                                       const v1::PredictRequest* request,
                                       v1::PredictResponse* response) {
+  if (grpc::Status a = auth::Authorize(authorizer_, *context, auth::Access::kInference); !a.ok()) {
+    return a;
+  }
   auto servable = repository_->Get(request->model_spec().name(), request->model_spec().version());
   if (!servable.ok()) return ToGrpc(servable.status());
   const Servable& model = **servable;
@@ -54,9 +57,12 @@ grpc::Status RnnServeService::Predict(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status RnnServeService::ModelMetadata(grpc::ServerContext*,
+grpc::Status RnnServeService::ModelMetadata(grpc::ServerContext* context,
                                             const v1::ModelMetadataRequest* request,
                                             v1::ModelMetadataResponse* response) {
+  if (grpc::Status a = auth::Authorize(authorizer_, *context, auth::Access::kInference); !a.ok()) {
+    return a;
+  }
   auto servable = repository_->Get(request->model_spec().name(), request->model_spec().version());
   if (!servable.ok()) return ToGrpc(servable.status());
   const Servable& model = **servable;
@@ -104,28 +110,42 @@ void FillStatus(const ModelState& state, v1::ModelStatus* m) {
 
 }  // namespace
 
-grpc::Status RnnServeService::ListModels(grpc::ServerContext*, const v1::ListModelsRequest*,
+grpc::Status RnnServeService::ListModels(grpc::ServerContext* context, const v1::ListModelsRequest*,
                                          v1::ListModelsResponse* response) {
+  if (grpc::Status a = auth::Authorize(authorizer_, *context, auth::Access::kInference); !a.ok()) {
+    return a;
+  }
   for (const ModelState& state : repository_->List()) FillStatus(state, response->add_models());
   return grpc::Status::OK;
 }
 
-grpc::Status RnnServeService::LoadModel(grpc::ServerContext*, const v1::LoadModelRequest* request,
+grpc::Status RnnServeService::LoadModel(grpc::ServerContext* context,
+                                        const v1::LoadModelRequest* request,
                                         v1::LoadModelResponse* response) {
+  if (grpc::Status a = auth::Authorize(authorizer_, *context, auth::Access::kAdmin); !a.ok()) {
+    return a;
+  }
   auto state = repository_->Load(request->name());
   if (!state.ok()) return ToGrpc(state.status());
   FillStatus(*state, response->mutable_status());
   return grpc::Status::OK;
 }
 
-grpc::Status RnnServeService::UnloadModel(grpc::ServerContext*,
+grpc::Status RnnServeService::UnloadModel(grpc::ServerContext* context,
                                           const v1::UnloadModelRequest* request,
                                           v1::UnloadModelResponse*) {
+  if (grpc::Status a = auth::Authorize(authorizer_, *context, auth::Access::kAdmin); !a.ok()) {
+    return a;
+  }
   return ToGrpc(repository_->Unload(request->name()));
 }
 
-grpc::Status RnnServeService::ServerMetadata(grpc::ServerContext*, const v1::ServerMetadataRequest*,
+grpc::Status RnnServeService::ServerMetadata(grpc::ServerContext* context,
+                                             const v1::ServerMetadataRequest*,
                                              v1::ServerMetadataResponse* response) {
+  if (grpc::Status a = auth::Authorize(authorizer_, *context, auth::Access::kInference); !a.ok()) {
+    return a;
+  }
   response->set_name("rnnserve");
   response->set_version(RNNSERVE_VERSION);
   for (const char* e : {"evaluate", "model_repository", "health", "reflection"}) {

@@ -8,6 +8,7 @@
 // gRPC; the request's deadline is what stops queued work (RunOptions::deadline).
 
 #include "rnnserve/v1/rnnserve.grpc.pb.h"
+#include "server/auth/token_auth.h"
 #include "server/model_repository.h"
 #include "server/sequence_manager.h"
 
@@ -15,8 +16,11 @@ namespace rnnserve::server {
 
 class RnnServeService final : public v1::RnnServe::Service {
  public:
-  RnnServeService(ModelRepository* repository, SequenceManager* sequences)
-      : repository_(repository), sequences_(sequences) {}
+  // `authorizer` (auth/token_auth.h; null: every call is open) checks each call's bearer token:
+  // LoadModel and UnloadModel need admin access, the others inference access.
+  RnnServeService(ModelRepository* repository, SequenceManager* sequences,
+                  const auth::TokenAuthorizer* authorizer = nullptr)
+      : repository_(repository), sequences_(sequences), authorizer_(authorizer) {}
 
   grpc::Status Predict(grpc::ServerContext* context, const v1::PredictRequest* request,
                        v1::PredictResponse* response) override;
@@ -47,6 +51,7 @@ class RnnServeService final : public v1::RnnServe::Service {
 
   ModelRepository* const repository_;
   SequenceManager* const sequences_;
+  const auth::TokenAuthorizer* const authorizer_;
 };
 
 }  // namespace rnnserve::server

@@ -69,6 +69,9 @@ absl::Status RnnServeService::StreamChunk(const grpc::ServerContext& context,
 grpc::Status RnnServeService::StreamPredict(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::StreamPredictResponse, v1::StreamPredictRequest>* stream) {
+  if (grpc::Status a = auth::Authorize(authorizer_, *context, auth::Access::kInference); !a.ok()) {
+    return a;
+  }
   v1::StreamPredictRequest req;
   while (stream->Read(&req)) {
     v1::StreamPredictResponse resp;

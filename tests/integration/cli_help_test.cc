@@ -17,7 +17,9 @@ struct CommandLine {
 };
 
 std::vector<CommandLine> CommandLines() {
-  const std::vector<std::string> connection = {"--server", "--address", "--timeout-ms"};
+  const std::vector<std::string> connection = {"--server",    "--address",  "--timeout-ms",
+                                               "--tls-ca",    "--tls-cert", "--tls-key",
+                                               "--token-file"};
   auto with_connection = [&](std::vector<std::string> flags) {
     flags.insert(flags.end(), connection.begin(), connection.end());
     return flags;
@@ -25,9 +27,11 @@ std::vector<CommandLine> CommandLines() {
   std::vector<CommandLine> out = {
       {{RNNSERVE_BIN},
        {},
-       {"--model-repository", "--host", "--port", "--metrics-port", "--log-level",
-        "--max-message-bytes", "--repository-poll-seconds", "--grpc-min-pollers",
-        "--grpc-max-pollers", "--model-check-seconds", "rnnserve inspect FILE"}},
+       {"--model-repository", "--address", "--metrics-address", "--host", "--tls-cert", "--tls-key",
+        "--tls-client-ca", "--auth-token-file", "--admin-token-file", "--no-reflection", "--port",
+        "--metrics-port", "--log-level", "--max-message-bytes", "--repository-poll-seconds",
+        "--grpc-min-pollers", "--grpc-max-pollers", "--model-check-seconds",
+        "rnnserve inspect FILE"}},
       {{RNNSERVE_BIN, "--check-model"}, {"model.h5"}, {"FILE", "--format", "--architecture"}},
       {{RNNSERVE_BIN, "inspect"}, {"model.h5"}, {"FILE", "--architecture", "--json"}},
       {{RNNSERVE_CLI_BIN},

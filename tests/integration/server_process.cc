@@ -30,7 +30,8 @@ int FreeLoopbackPort() {
 }
 
 absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
-    const std::string& repo, const std::vector<std::string>& extra) {
+    const std::string& repo, const std::vector<std::string>& extra,
+    const client::ClientOptions& probe_options) {
   const int port = FreeLoopbackPort();
   std::vector<std::string> args = {RNNSERVE_BIN, "--model-repository", repo,
                                    "--port",     std::to_string(port), "--metrics-port",
@@ -49,7 +50,10 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
   for (int i = 0; i < 1200; ++i) {
     if (!server->Alive()) return absl::InternalError("rnnserve exited during start-up");
     // A fresh channel each time: a refused connection would put a kept one into back-off.
-    client::RnnServeClient probe({.server = server->address(), .timeout_ms = 500});
+    client::ClientOptions o = probe_options;
+    o.server = server->address();
+    o.timeout_ms = 500;
+    client::RnnServeClient probe(o);
     if (probe.List().ok()) return server;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "client/client.h"
 #include "gtest/gtest.h"
 
 namespace rnnserve::testing {
@@ -20,9 +21,10 @@ int FreeLoopbackPort();
 class ServerProcess {
  public:
   // Runs `rnnserve --model-repository <repo> --port <free> --metrics-port 0 <extra...>` and waits
-  // (up to 60 s) until it answers ListModels.
+  // (up to 60 s) until it answers ListModels to a client with `probe`'s TLS and token.
   static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(
-      const std::string& repo, const std::vector<std::string>& extra = {});
+      const std::string& repo, const std::vector<std::string>& extra = {},
+      const client::ClientOptions& probe = {});
   ~ServerProcess();
 
   std::string address() const;
@@ -60,8 +62,9 @@ class ServerSuite : public Base {
 
  protected:
   // From SetUpTestSuite: the server on `repo` with `extra` flags (ServerProcess::Start).
-  static void StartServer(const std::string& repo, const std::vector<std::string>& extra = {}) {
-    auto s = ServerProcess::Start(repo, extra);
+  static void StartServer(const std::string& repo, const std::vector<std::string>& extra = {},
+                          const client::ClientOptions& probe = {}) {
+    auto s = ServerProcess::Start(repo, extra, probe);
     if (s.ok()) {
       Slot() = std::move(*s);
     } else {

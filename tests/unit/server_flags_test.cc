@@ -63,12 +63,40 @@ TEST(ServerFlagsTest, DefaultsAreKept) {
   auto flags = Parse({});
   ASSERT_TRUE(flags.ok()) << flags.status();
   EXPECT_EQ(flags->model_repository, "models/examples");
-  EXPECT_EQ(flags->host, "127.0.0.1");
+  EXPECT_EQ(flags->address, "127.0.0.1");  // loopback unless told
+  EXPECT_EQ(flags->metrics_address, "127.0.0.1");
+  EXPECT_TRUE(flags->reflection);
+  EXPECT_EQ(flags->tls_cert, "");
+  EXPECT_EQ(flags->auth_token_file, "");
   EXPECT_EQ(flags->port, 8500);
   EXPECT_EQ(flags->metrics_port, 8502);
   EXPECT_EQ(flags->log_level, "info");
   EXPECT_EQ(flags->max_message_bytes, 64 << 20);
   EXPECT_EQ(flags->repository_poll_seconds, 0);
+}
+
+TEST(ServerFlagsTest, AddressesAreApartAndHostSetsBoth) {
+  auto apart = Parse({"--address=0.0.0.0", "--metrics-address", "10.0.0.5"});
+  ASSERT_TRUE(apart.ok()) << apart.status();
+  EXPECT_EQ(apart->address, "0.0.0.0");
+  EXPECT_EQ(apart->metrics_address, "10.0.0.5");
+  auto both = Parse({"--host", "0.0.0.0"});
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_EQ(both->address, "0.0.0.0");
+  EXPECT_EQ(both->metrics_address, "0.0.0.0");
+}
+
+TEST(ServerFlagsTest, SecurityFlagsAreTaken) {
+  auto flags =
+      Parse({"--tls-cert", "c.pem", "--tls-key", "k.pem", "--tls-client-ca", "ca.pem",
+             "--auth-token-file", "t.txt", "--admin-token-file", "a.txt", "--no-reflection"});
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_EQ(flags->tls_cert, "c.pem");
+  EXPECT_EQ(flags->tls_key, "k.pem");
+  EXPECT_EQ(flags->tls_client_ca, "ca.pem");
+  EXPECT_EQ(flags->auth_token_file, "t.txt");
+  EXPECT_EQ(flags->admin_token_file, "a.txt");
+  EXPECT_FALSE(flags->reflection);
 }
 
 TEST(ServerFlagsTest, MaxMessageBytesMustFitAnInt) {
@@ -86,9 +114,11 @@ TEST(ServerFlagsTest, HelpIsReportedAndListsEveryFlag) {
   bool help = false;
   ASSERT_TRUE(ParseServerFlags(2, argv.data(), &help).ok());
   EXPECT_TRUE(help);
-  for (const char* flag : {"--model-repository", "--host", "--port", "--metrics-port",
-                           "--log-level", "--max-message-bytes", "--repository-poll-seconds",
-                           "--grpc-min-pollers", "--grpc-max-pollers", "--model-check-seconds"}) {
+  for (const char* flag :
+       {"--model-repository", "--address", "--metrics-address", "--host", "--tls-cert", "--tls-key",
+        "--tls-client-ca", "--auth-token-file", "--admin-token-file", "--no-reflection", "--port",
+        "--metrics-port", "--log-level", "--max-message-bytes", "--repository-poll-seconds",
+        "--grpc-min-pollers", "--grpc-max-pollers", "--model-check-seconds"}) {
     EXPECT_THAT(ServerUsage(), HasSubstr(flag));
   }
 }

@@ -41,20 +41,52 @@ def _to_array(t):
     return np.array(t.float_val, dtype=np.float32).reshape(shape)
 
 
+def _read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _token_of(token, token_file):
+    if token_file:
+        lines = [ln.strip() for ln in _read(token_file).decode().splitlines() if ln.strip()]
+        if not lines:
+            raise ValueError(f"token file {token_file} is empty")
+        return lines[0]
+    return token
+
+
 class Client:
-    def __init__(self, server="127.0.0.1:8500", timeout=30.0, max_message_bytes=64 << 20):
+    """A connection to rnnserve.
+
+    TLS: tls_ca (PEM file of the CA that signed the server's certificate; None with TLS on uses
+    the system's roots), tls_cert and tls_key (PEM files of a client certificate, for mutual
+    TLS). TLS is on when any of them is given. Tokens: token (the string) or token_file (its
+    first non-blank line) is sent as `authorization: Bearer <token>` on every call.
+    """
+
+    def __init__(self, server="127.0.0.1:8500", timeout=30.0, max_message_bytes=64 << 20,
+                 tls_ca=None, tls_cert=None, tls_key=None, token=None, token_file=None):
         opts = [("grpc.max_send_message_length", max_message_bytes),
                 ("grpc.max_receive_message_length", max_message_bytes)]
-        # The channel's security goes here: TLS and bearer-token options (a secure_channel with
-        # call credentials) are added with the server's TLS and token support.
-        self._channel = grpc.insecure_channel(server, options=opts)
+        if bool(tls_cert) != bool(tls_key):
+            raise ValueError("tls_cert and tls_key go together")
+        if tls_ca or tls_cert:
+            creds = grpc.ssl_channel_credentials(
+                root_certificates=_read(tls_ca) if tls_ca else None,
+                private_key=_read(tls_key) if tls_key else None,
+                certificate_chain=_read(tls_cert) if tls_cert else None)
+            self._channel = grpc.secure_channel(server, creds, options=opts)
+        else:
+            self._channel = grpc.insecure_channel(server, options=opts)
+        token = _token_of(token, token_file)
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
         self._stub = pb_grpc.RnnServeStub(self._channel)
         self._timeout = timeout
         self._meta = {}
 
     def _call(self, method, request):
         try:
-            return method(request, timeout=self._timeout)
+            return method(request, timeout=self._timeout, metadata=self._metadata)
         except grpc.RpcError as e:
             raise RnnServeError(e.code(), e.details()) from None
 
@@ -64,6 +96,13 @@ class Client:
 
     def list_models(self):
         return self._call(self._stub.ListModels, pb.ListModelsRequest()).models
+
+    def load_model(self, name):
+        """Loads (or reloads) a model of the server's repository; returns its status."""
+        return self._call(self._stub.LoadModel, pb.LoadModelRequest(name=name)).status
+
+    def unload_model(self, name):
+        self._call(self._stub.UnloadModel, pb.UnloadModelRequest(name=name))
 
     def _inputs(self, model, inputs, version):
         meta = self._meta.get((model, version)) or self.metadata(model, version)
@@ -119,7 +158,8 @@ class Client:
                 r.inputs[name].CopyFrom(_to_tensor(c, integer))
                 yield r
 
-        for resp in self._stub.StreamPredict(requests(), timeout=self._timeout):
+        for resp in self._stub.StreamPredict(requests(), timeout=self._timeout,
+                                             metadata=self._metadata):
             if resp.error_code:
                 code = next(c for c in grpc.StatusCode if c.value[0] == resp.error_code)
                 raise RnnServeError(code, resp.error_message)

@@ -56,9 +56,12 @@ grpc::Status KServeService::ServerReady(grpc::ServerContext*, const inference::S
   return grpc::Status::OK;
 }
 
-grpc::Status KServeService::ModelReady(grpc::ServerContext*,
+grpc::Status KServeService::ModelReady(grpc::ServerContext* context,
                                        const inference::ModelReadyRequest* request,
                                        inference::ModelReadyResponse* response) {
+  if (grpc::Status a = auth::Authorize(authorizer_, *context, auth::Access::kInference); !a.ok()) {
+    return a;
+  }
   auto servable = Find(*repository_, request->name(), request->version());
   if (!servable.ok() && servable.status().code() != absl::StatusCode::kNotFound) {
     return ToGrpc(servable.status());
@@ -67,9 +70,12 @@ grpc::Status KServeService::ModelReady(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status KServeService::ServerMetadata(grpc::ServerContext*,
+grpc::Status KServeService::ServerMetadata(grpc::ServerContext* context,
                                            const inference::ServerMetadataRequest*,
                                            inference::ServerMetadataResponse* response) {
+  if (grpc::Status a = auth::Authorize(authorizer_, *context, auth::Access::kInference); !a.ok()) {
+    return a;
+  }
   response->set_name(options_.server_name);
   response->set_version(options_.server_version);
   response->add_extensions("model_configuration");
@@ -78,9 +84,12 @@ grpc::Status KServeService::ServerMetadata(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status KServeService::ModelMetadata(grpc::ServerContext*,
+grpc::Status KServeService::ModelMetadata(grpc::ServerContext* context,
                                           const inference::ModelMetadataRequest* request,
                                           inference::ModelMetadataResponse* response) {
+  if (grpc::Status a = auth::Authorize(authorizer_, *context, auth::Access::kInference); !a.ok()) {
+    return a;
+  }
   auto servable = Find(*repository_, request->name(), request->version());
   if (!servable.ok()) return ToGrpc(servable.status());
   const Servable& model = **servable;
@@ -156,6 +165,9 @@ absl::Status KServeService::Infer(grpc::ServerContext* context,
 grpc::Status KServeService::ModelInfer(grpc::ServerContext* context,
                                        const inference::ModelInferRequest* request,
                                        inference::ModelInferResponse* response) {
+  if (grpc::Status a = auth::Authorize(authorizer_, *context, auth::Access::kInference); !a.ok()) {
+    return a;
+  }
   return ToGrpc(Infer(context, *request, response));
 }
 
@@ -163,6 +175,9 @@ grpc::Status KServeService::ModelStreamInfer(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<inference::ModelStreamInferResponse, inference::ModelInferRequest>*
         stream) {
+  if (grpc::Status a = auth::Authorize(authorizer_, *context, auth::Access::kInference); !a.ok()) {
+    return a;
+  }
   inference::ModelInferRequest request;
   while (stream->Read(&request)) {
     inference::ModelStreamInferResponse response;
@@ -180,18 +195,24 @@ grpc::Status KServeService::ModelStreamInfer(
   return grpc::Status::OK;
 }
 
-grpc::Status KServeService::ModelConfig(grpc::ServerContext*,
+grpc::Status KServeService::ModelConfig(grpc::ServerContext* context,
                                         const inference::ModelConfigRequest* request,
                                         inference::ModelConfigResponse* response) {
+  if (grpc::Status a = auth::Authorize(authorizer_, *context, auth::Access::kInference); !a.ok()) {
+    return a;
+  }
   auto servable = Find(*repository_, request->name(), request->version());
   if (!servable.ok()) return ToGrpc(servable.status());
   *response->mutable_config() = TritonConfig(**servable);
   return grpc::Status::OK;
 }
 
-grpc::Status KServeService::ModelStatistics(grpc::ServerContext*,
+grpc::Status KServeService::ModelStatistics(grpc::ServerContext* context,
                                             const inference::ModelStatisticsRequest* request,
                                             inference::ModelStatisticsResponse* response) {
+  if (grpc::Status a = auth::Authorize(authorizer_, *context, auth::Access::kInference); !a.ok()) {
+    return a;
+  }
   if (!request->name().empty()) {
     auto servable = Find(*repository_, request->name(), request->version());
     if (!servable.ok()) return ToGrpc(servable.status());

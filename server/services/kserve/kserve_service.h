@@ -24,6 +24,7 @@
 #include <string>
 
 #include "inference/grpc_service.grpc.pb.h"
+#include "server/auth/token_auth.h"
 #include "server/model_repository.h"
 #include "server/services/kserve/sequence.h"
 #include "server/services/kserve/statistics.h"
@@ -36,6 +37,9 @@ struct KServeServiceOptions {
   // Runs sequence requests; not owned, must outlive the service. Null: sequence requests
   // fail with UNIMPLEMENTED and ServerMetadata does not list the "sequence" extension.
   SequenceHandler* sequences = nullptr;
+  // Bearer tokens (auth/token_auth.h); not owned. Null: every call is open. ServerLive and
+  // ServerReady stay open either way: they are probes.
+  const auth::TokenAuthorizer* authorizer = nullptr;
 };
 
 class KServeService final : public inference::GRPCInferenceService::Service {
@@ -72,6 +76,7 @@ class KServeService final : public inference::GRPCInferenceService::Service {
 
   const ModelRepository* const repository_;
   const KServeServiceOptions options_;
+  const auth::TokenAuthorizer* const authorizer_ = options_.authorizer;
   InferStatisticsRecorder statistics_;
 };
 

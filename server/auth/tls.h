@@ -1,0 +1,29 @@
+#pragma once
+
+// TLS on the gRPC port, from PEM files.
+
+#include <memory>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/statusor.h"
+
+namespace rnnserve::server::auth {
+
+struct TlsOptions {
+  std::string cert_file;       // the server's certificate chain; empty: plaintext
+  std::string key_file;        // its private key; needed with cert_file
+  std::string client_ca_file;  // non-empty: mutual TLS, clients need a certificate it signed
+};
+
+// Plaintext credentials when cert_file is empty; else TLS, and mutual TLS with a client CA.
+// INVALID_ARGUMENT naming the flag of a file that is missing, unreadable or empty, or of a
+// half-given pair.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
+    const TlsOptions& options);
+
+// A file's bytes; INVALID_ARGUMENT naming `what` when it cannot be read or is empty.
+absl::StatusOr<std::string> ReadPemFile(const std::string& path, const std::string& what);
+
+}  // namespace rnnserve::server::auth
