@@ -24,8 +24,14 @@ int64_t NumElements(const Shape& shape) {
 }
 
 std::string ShapeString(const Shape& shape) {
+  // A shape from a client may have any rank: past 16 axes only the count is shown.
+  constexpr size_t kMaxShown = 16;
   std::string out = "[";
   for (size_t i = 0; i < shape.size(); ++i) {
+    if (i == kMaxShown) {
+      absl::StrAppend(&out, ",... (", shape.size(), " axes)");
+      break;
+    }
     if (i > 0) out.push_back(',');
     if (shape[i] < 0) {
       out.push_back('?');

@@ -55,6 +55,16 @@ void AddFlags(CLI::App& app, ServerFlags* f) {
                  "PERMISSION_DENIED there")
       ->type_name("FILE");
   app.add_flag("!--no-reflection", f->reflection, "turn gRPC server reflection off");
+  app.add_option("--drain-seconds", f->drain_seconds,
+                 "on SIGTERM, health answers NOT_SERVING for this long while requests are still "
+                 "served, then calls in flight and streams get as long again to finish")
+      ->check(CLI::Range(0, 3600))
+      ->capture_default_str();
+  app.add_option("--max-sequences-per-client", f->max_sequences_per_client,
+                 "live stateful sequences one client (a stream, a token, or an address without "
+                 "tokens) may hold per model; the model's own limit bounds them all")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--log-level", f->log_level, "least severe message logged")
       ->check(CLI::IsMember({"debug", "info", "warning", "error"}))
       ->capture_default_str();

@@ -26,6 +26,11 @@ struct ServerFlags {
   std::string auth_token_file;
   std::string admin_token_file;
   bool reflection = true;  // --no-reflection turns gRPC server reflection off
+  // On SIGTERM: seconds health answers NOT_SERVING before the listener closes, and then the
+  // most that calls in flight and streams get to finish.
+  int drain_seconds = 5;
+  // Live stateful sequences one client (stream, token or connection) may hold per model.
+  int max_sequences_per_client = 256;
   std::string log_level = "info";
   int64_t max_message_bytes = 64 << 20;
   int repository_poll_seconds = 0;  // 0: load once at start

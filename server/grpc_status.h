@@ -7,14 +7,18 @@
 
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
+#include "server/client_text.h"
 #include "server/servable.h"
 
 namespace rnnserve::server {
 
-// absl::Status -> grpc::Status; the codes share their numbering.
+// absl::Status -> grpc::Status; the codes share their numbering. The message is cut to what a
+// client can receive (client_text.h).
 inline grpc::Status ToGrpc(const absl::Status& s) {
   if (s.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+  return grpc::Status(
+      static_cast<grpc::StatusCode>(s.code()),
+      BoundedErrorMessage(std::string_view(s.message().data(), s.message().size())));
 }
 
 // The client's deadline (if it set one) as the request's RunOptions.

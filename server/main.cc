@@ -71,17 +71,21 @@ absl::StatusOr<std::unique_ptr<prometheus::Exposer>> StartMetrics(const ServerFl
 }
 
 // Stateful sequences, counted in rnnserve_sequences_active of their model version.
-absl::StatusOr<std::unique_ptr<SequenceManager>> CreateSequences(metrics::ServerMetrics& m) {
-  return SequenceManager::Create({.observer = [&m](const Servable* servable, bool started) {
-    if (servable == nullptr) return;
-    metrics::ModelMetrics* mm = m.Find(servable->name(), servable->version());
-    if (mm == nullptr) return;
-    if (started) {
-      mm->SequenceStarted();
-    } else {
-      mm->SequenceEnded();
-    }
-  }});
+absl::StatusOr<std::unique_ptr<SequenceManager>> CreateSequences(metrics::ServerMetrics& m,
+                                                                 int max_per_client) {
+  return SequenceManager::Create({.observer =
+                                      [&m](const Servable* servable, bool started) {
+                                        if (servable == nullptr) return;
+                                        metrics::ModelMetrics* mm =
+                                            m.Find(servable->name(), servable->version());
+                                        if (mm == nullptr) return;
+                                        if (started) {
+                                          mm->SequenceStarted();
+                                        } else {
+                                          mm->SequenceEnded();
+                                        }
+                                      },
+                                  .max_per_owner = max_per_client});
 }
 
 // Removes gRPC server reflection. Linking grpc++_reflection registers its plugin with every
@@ -164,7 +168,7 @@ int Main(int argc, char** argv) {
   LogInfo(
       absl::StrCat((*repository)->ready_models(), " model(s) ready from ", flags.model_repository));
   (*repository)->StartPolling(flags.repository_poll_seconds);
-  auto sequences = CreateSequences(process_metrics);
+  auto sequences = CreateSequences(process_metrics, flags.max_sequences_per_client);
   if (!sequences.ok()) {
     LogError(sequences.status().message());
     return 1;
@@ -208,9 +212,14 @@ int Main(int argc, char** argv) {
 
   int sig = 0;
   sigwait(&signals, &sig);
-  LogInfo(absl::StrCat("signal ", sig, ": draining and shutting down"));
+  LogInfo(absl::StrCat("signal ", sig, ": draining for ", flags.drain_seconds,
+                       " s, then shutting down"));
+  // Health answers NOT_SERVING at once while requests are still served, so that load balancers
+  // take this server out before the listener closes; then calls in flight and open streams get
+  // as long again to finish.
   (*health)->Shutdown();
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  absl::SleepFor(absl::Seconds(flags.drain_seconds));
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(flags.drain_seconds));
   server->Wait();
   LogInfo("stopped");
   return 0;

@@ -1,5 +1,7 @@
 #include "server/model_repository.h"
 
+#include "server/client_text.h"
+
 #include <algorithm>
 #include <filesystem>
 
@@ -64,13 +66,19 @@ std::string Fingerprint(const fs::path& path) {
   return absl::StrJoin(parts, ";");
 }
 
-std::vector<std::string> ModelDirs(const std::string& root) {
+// The model directories of `root`; with `warn`, a line for each directory whose name is not a
+// valid model name (it is skipped).
+std::vector<std::string> ModelDirs(const std::string& root, bool warn) {
   std::vector<std::string> names;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(root, ec)) {
-    if (entry.is_directory() && entry.path().filename().string()[0] != '.') {
-      names.push_back(entry.path().filename().string());
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_directory() || name[0] == '.') continue;
+    if (auto s = ValidateModelName(name); !s.ok()) {
+      if (warn) LogWarning(absl::StrCat("skipping directory: ", s.message()));
+      continue;
     }
+    names.push_back(name);
   }
   std::sort(names.begin(), names.end());
   return names;
@@ -85,7 +93,7 @@ absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Open(
     return absl::NotFoundError(absl::StrCat("model repository ", root, " is not a directory"));
   }
   std::unique_ptr<ModelRepository> repo(new ModelRepository(root, options));
-  for (const std::string& name : ModelDirs(root)) repo->Load(name).IgnoreError();
+  for (const std::string& name : ModelDirs(root, /*warn=*/true)) repo->Load(name).IgnoreError();
   return repo;
 }
 
@@ -104,6 +112,7 @@ ModelRepository::~ModelRepository() {
 }
 
 absl::StatusOr<ModelState> ModelRepository::Load(const std::string& name) {
+  if (auto s = ValidateModelName(name); !s.ok()) return s;
   absl::MutexLock serial(&load_mu_);
   const fs::path dir = fs::path(root_) / name;
   std::error_code ec;
@@ -183,6 +192,7 @@ absl::StatusOr<ModelState> ModelRepository::Load(const std::string& name) {
 }
 
 absl::Status ModelRepository::Unload(const std::string& name) {
+  if (auto s = ValidateModelName(name); !s.ok()) return s;
   absl::MutexLock serial(&load_mu_);
   absl::MutexLock lock(&mu_);
   auto it = models_.find(name);
@@ -198,7 +208,7 @@ absl::Status ModelRepository::Unload(const std::string& name) {
 }
 
 void ModelRepository::Poll() {
-  const std::vector<std::string> present = ModelDirs(root_);
+  const std::vector<std::string> present = ModelDirs(root_, /*warn=*/false);
   std::vector<std::string> gone;
   {
     absl::MutexLock lock(&mu_);
@@ -232,6 +242,7 @@ ModelState ModelRepository::StateOf(const std::string& name, const Entry& e) con
 
 absl::StatusOr<std::shared_ptr<const Servable>> ModelRepository::Get(const std::string& name,
                                                                      int64_t version) const {
+  if (auto s = ValidateModelName(name); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
   auto it = models_.find(name);
   if (it == models_.end()) {

@@ -4,14 +4,19 @@
 // states of every recurrent layer after its last chunk, so the next chunk continues from them.
 //
 // BEHAVIOUR
-//  - Begin(start=true) creates (or resets) a sequence with zero state; a chunk without start for
-//    a sequence that is not live is refused (INVALID_ARGUMENT).
+//  - A chunk with start creates a sequence with zero state, owned by the chunk's `owner` (the
+//    stream it came on, or the client's token or connection). A start for a live sequence of
+//    the same owner restarts it; of another owner it is ALREADY_EXISTS. A chunk without start
+//    for a sequence that is not live is refused (INVALID_ARGUMENT); for one of another owner
+//    it is PERMISSION_DENIED, and the sequence is untouched.
 //  - A sequence is held by one chunk at a time: Acquire() hands its state out, Release() stores
 //    the new state (or drops the sequence when the chunk ended it or failed). A second chunk
 //    while one is in flight gets ABORTED.
 //  - A sequence idle for longer than its model's max_idle is dropped; the next chunk for it is
 //    refused.
-//  - At most max_sequences live sequences per model; one more gets RESOURCE_EXHAUSTED.
+//  - At most max_sequences live sequences per model, and at most Options::max_per_owner of them
+//    per owner (so that one client cannot take every place); one more gets RESOURCE_EXHAUSTED
+//    naming the limit. EndOwnedBy() ends an owner's sequences (its stream ended).
 //  - The version a sequence started on serves all of its chunks (the servable is pinned).
 // Time comes from Options::now, so tests pin idle expiry without sleeping.
 
@@ -43,6 +48,8 @@ class SequenceManager {
     // version it runs on (for the rnnserve_sequences_active gauge). Called under the lock: keep
     // it cheap. May be empty.
     std::function<void(const Servable* servable, bool started)> observer;
+    // Live sequences one owner may hold per model; 0: only the model's max_sequences bounds.
+    int max_per_owner = 0;
   };
   // A model's limits (config.pbtxt sequence_batching; Limits() fills the defaults).
   struct Limits {
@@ -56,9 +63,13 @@ class SequenceManager {
     LayerStates states;                        // empty at start: zeros
     int64_t steps = 0;                         // time steps the earlier chunks carried
   };
-  // Takes the sequence for one chunk. `servable` is used when the chunk starts the sequence.
+  // Takes the sequence for one chunk. `servable` is used when the chunk starts the sequence;
+  // `owner` identifies who may send its chunks (BEHAVIOUR).
   absl::StatusOr<Lease> Acquire(const std::string& model, uint64_t id, bool start,
-                                std::shared_ptr<const Servable> servable, const Limits& limits);
+                                std::shared_ptr<const Servable> servable, const Limits& limits,
+                                const std::string& owner = "");
+  // Ends every sequence `owner` holds that no chunk holds now; returns how many.
+  int EndOwnedBy(const std::string& owner);
   // Gives the sequence back after its chunk: keeps `states` unless `end` (or `failed`), and
   // adds `steps_added` (the chunk's steps) to the sequence's count.
   void Release(const std::string& model, uint64_t id, LayerStates states, bool end, bool failed,
@@ -82,11 +93,17 @@ class SequenceManager {
     absl::Time last_used;
     absl::Duration max_idle;
     bool busy = false;  // a chunk holds it
+    std::string owner;
   };
   const Options options_;
   mutable absl::Mutex mu_;
   std::map<std::pair<std::string, uint64_t>, Sequence> sequences_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int> per_model_ ABSL_GUARDED_BY(mu_);  // live sequences by model
+  // Live sequences by (model, owner).
+  std::map<std::pair<std::string, std::string>, int> per_owner_ ABSL_GUARDED_BY(mu_);
+  // Drops `it`, keeping the counts.
+  void EraseLocked(std::map<std::pair<std::string, uint64_t>, Sequence>::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 };
 
 // A model's limits from its config.pbtxt sequence_batching block (defaults where unset).

@@ -46,8 +46,9 @@ class RnnServeService final : public v1::RnnServe::Service {
 
  private:
   // One chunk of a stateful sequence.
-  absl::Status StreamChunk(const grpc::ServerContext& context, const v1::StreamPredictRequest& req,
-                           v1::StreamPredictResponse* resp);
+  // One chunk of a stateful sequence owned by `owner` (the stream).
+  absl::Status StreamChunk(const grpc::ServerContext& context, const std::string& owner,
+                           const v1::StreamPredictRequest& req, v1::StreamPredictResponse* resp);
 
   ModelRepository* const repository_;
   SequenceManager* const sequences_;

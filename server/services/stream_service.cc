@@ -2,6 +2,7 @@
 // recurrent states kept on the server between chunks (server/sequence_manager.h).
 
 #include <algorithm>
+#include <atomic>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -13,6 +14,7 @@
 
 namespace rnnserve::server {
 absl::Status RnnServeService::StreamChunk(const grpc::ServerContext& context,
+                                          const std::string& owner,
                                           const v1::StreamPredictRequest& req,
                                           v1::StreamPredictResponse* resp) {
   const std::string& name = req.model_spec().name();
@@ -25,7 +27,7 @@ absl::Status RnnServeService::StreamChunk(const grpc::ServerContext& context,
   }
   const SequenceManager::Limits limits =
       fresh ? SequenceLimitsOf(*fresh) : SequenceManager::Limits{};
-  auto lease = sequences_->Acquire(name, req.sequence_id(), req.start(), fresh, limits);
+  auto lease = sequences_->Acquire(name, req.sequence_id(), req.start(), fresh, limits, owner);
   if (!lease.ok()) return lease.status();
   const Servable& model = *lease->servable;
 
@@ -72,11 +74,14 @@ grpc::Status RnnServeService::StreamPredict(
   if (grpc::Status a = auth::Authorize(authorizer_, *context, auth::Access::kInference); !a.ok()) {
     return a;
   }
+  // The sequences this stream starts belong to it, and end when it ends.
+  static std::atomic<uint64_t> streams{0};
+  const std::string owner = absl::StrCat("stream:", streams.fetch_add(1));
   v1::StreamPredictRequest req;
   while (stream->Read(&req)) {
     v1::StreamPredictResponse resp;
     resp.set_sequence_id(req.sequence_id());
-    if (const absl::Status s = StreamChunk(*context, req, &resp); !s.ok()) {
+    if (const absl::Status s = StreamChunk(*context, owner, req, &resp); !s.ok()) {
       resp.Clear();
       resp.set_sequence_id(req.sequence_id());
       resp.set_error_code(static_cast<int>(s.code()));
@@ -84,6 +89,7 @@ grpc::Status RnnServeService::StreamPredict(
     }
     if (!stream->Write(resp)) break;
   }
+  sequences_->EndOwnedBy(owner);
   return grpc::Status::OK;
 }
 

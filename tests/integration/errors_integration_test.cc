@@ -281,6 +281,27 @@ std::map<std::string, std::function<grpc::Status(Stub*)>> Cases() {
     v1::UnloadModelResponse resp;
     return s->UnloadModel(&ctx, r, &resp);
   };
+  c["E35"] = [](Stub* s) {
+    grpc::ClientContext ctx;
+    v1::LoadModelRequest r;
+    r.set_name(std::string("waveform_lstm\0x", 15));
+    v1::LoadModelResponse resp;
+    return s->LoadModel(&ctx, r, &resp);
+  };
+  c["E36"] = [](Stub* s) {
+    auto r = Good();
+    r.mutable_model_spec()->set_name(std::string(10240, 'm'));
+    return Predict(s, r);
+  };
+  c["E37"] = [](Stub* s) {
+    auto r = Good();
+    v1::Tensor& t = (*r.mutable_inputs())["waveform"];
+    t.clear_shape();
+    for (int i = 0; i < 10000; ++i) t.add_shape(1);
+    t.clear_float_val();
+    t.add_float_val(0.5f);
+    return Predict(s, r);
+  };
   c["E34"] = [](Stub* s) {
     grpc::ClientContext ctx;
     v1::ModelMetadataRequest r;

@@ -9,6 +9,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/time/clock.h"
+#include "client/client.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "tests/integration/server_process.h"
@@ -72,6 +74,31 @@ TEST(HealthIntegrationTest, WatchHearsNotServingWhenTheServerStops) {
   EXPECT_EQ(heard,
             std::vector<HealthCheckResponse::ServingStatus>{HealthCheckResponse::NOT_SERVING});
   EXPECT_TRUE(finished.ok()) << finished.error_message();
+}
+
+// On SIGTERM, health answers NOT_SERVING for --drain-seconds while requests are still served,
+// so that a load balancer takes the server out before its listener closes.
+TEST(HealthIntegrationTest, SigtermDrainsWithNotServingWhileStillServing) {
+  auto server = ServerProcess::Start(SourcePath("models/examples"), {"--drain-seconds", "3"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = HealthStub(**server);
+  client::RnnServeClient c({.server = (*server)->address()});
+  const client::NpyArray input = LoadNpy("tests/fixtures/example/input.npy");
+  const absl::Time signalled = absl::Now();
+  (*server)->Terminate();
+  HealthCheckResponse::ServingStatus status = HealthCheckResponse::SERVING;
+  while (status == HealthCheckResponse::SERVING && absl::Now() - signalled < absl::Seconds(2)) {
+    grpc::ClientContext ctx;
+    HealthCheckResponse response;
+    ASSERT_TRUE(stub->Check(&ctx, HealthCheckRequest(), &response).ok());
+    status = response.status();
+  }
+  EXPECT_EQ(status, HealthCheckResponse::NOT_SERVING);
+  auto during = c.Predict("waveform_lstm", {{"", input}}, {});
+  EXPECT_TRUE(during.ok()) << during.status();  // still served while draining
+  EXPECT_LT(absl::Now() - signalled, absl::Seconds(3));
+  EXPECT_EQ((*server)->Stop(), 0);
+  EXPECT_GE(absl::Now() - signalled, absl::Seconds(3));
 }
 
 TEST(HealthIntegrationTest, CliHealthExitsZeroOnlyWhenServing) {

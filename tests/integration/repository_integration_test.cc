@@ -134,9 +134,9 @@ TEST_F(RepositoryTest, UnloadThenLoadAgain) {
   {
     grpc::ClientContext ctx;
     v1::LoadModelRequest req;
-    req.set_name("../etc");
+    req.set_name("../etc");  // not a model name: refused before any lookup
     v1::LoadModelResponse resp;
-    EXPECT_EQ(stub->LoadModel(&ctx, req, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+    EXPECT_EQ(stub->LoadModel(&ctx, req, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   }
 }
 

@@ -204,6 +204,33 @@ TEST_F(SecureServerTest, KServeCallsNeedATokenAndItsProbesDoNot) {
   }
 }
 
+// A KServe sequence belongs to the token that started it.
+TEST_F(SecureServerTest, KServeSequenceOfAnotherTokenCannotBeContinuedOrRestarted) {
+  auto stub = inference::GRPCInferenceService::NewStub(
+      grpc::CreateChannel(server()->address(), client::ChannelCredentials(Options(""))));
+  const client::NpyArray x = LoadNpy("tests/fixtures/example/input.npy");
+  const auto call = [&](const std::string& token, bool start, bool end) {
+    inference::ModelInferRequest req;
+    req.set_model_name("waveform_lstm");
+    auto* in = req.add_inputs();
+    in->set_name("waveform");
+    in->set_datatype("FP32");
+    for (int64_t d : {1, 20, 2}) in->add_shape(d);
+    for (int i = 0; i < 40; ++i) in->mutable_contents()->add_fp32_contents(x.values[i]);
+    (*req.mutable_parameters())["sequence_id"].set_int64_param(4242);
+    (*req.mutable_parameters())["sequence_start"].set_bool_param(start);
+    (*req.mutable_parameters())["sequence_end"].set_bool_param(end);
+    auto ctx = client::NewContext(Options(token));
+    inference::ModelInferResponse resp;
+    return stub->ModelInfer(ctx.get(), req, &resp).error_code();
+  };
+  // Two valid inference tokens: two clients.
+  ASSERT_EQ(call(kInferenceToken, true, false), grpc::StatusCode::OK);
+  EXPECT_EQ(call("first-unused-token", false, false), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(call("first-unused-token", true, false), grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_EQ(call(kInferenceToken, false, true), grpc::StatusCode::OK);
+}
+
 TEST_F(SecureServerTest, HealthAnswersWithoutAToken) {
   auto channel = grpc::CreateChannel(server()->address(), client::ChannelCredentials(Options("")));
   auto stub = grpc::health::v1::Health::NewStub(channel);

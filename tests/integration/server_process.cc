@@ -33,9 +33,18 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
     const std::string& repo, const std::vector<std::string>& extra,
     const client::ClientOptions& probe_options) {
   const int port = FreeLoopbackPort();
-  std::vector<std::string> args = {RNNSERVE_BIN, "--model-repository", repo,
-                                   "--port",     std::to_string(port), "--metrics-port",
-                                   "0",          "--log-level",        "warning"};
+  // No drain on SIGTERM unless a test asks for one (a later --drain-seconds wins).
+  std::vector<std::string> args = {RNNSERVE_BIN,
+                                   "--model-repository",
+                                   repo,
+                                   "--port",
+                                   std::to_string(port),
+                                   "--metrics-port",
+                                   "0",
+                                   "--log-level",
+                                   "warning",
+                                   "--drain-seconds",
+                                   "0"};
   args.insert(args.end(), extra.begin(), extra.end());
   const pid_t pid = fork();
   if (pid < 0) return absl::InternalError("fork failed");
@@ -76,9 +85,14 @@ bool ServerProcess::Alive() {
   return true;
 }
 
+void ServerProcess::Terminate() {
+  if (pid_ > 0 && !terminated_) kill(pid_, SIGTERM);
+  terminated_ = true;
+}
+
 int ServerProcess::Stop() {
   if (pid_ <= 0) return -1;
-  kill(pid_, SIGTERM);
+  Terminate();
   int status = 0;
   for (int i = 0; i < 300; ++i) {
     if (waitpid(pid_, &status, WNOHANG) == pid_) break;

@@ -32,10 +32,13 @@ class ServerProcess {
   bool Alive();
   // Sends SIGTERM and waits; returns the exit code (or 128 + signal).
   int Stop();
+  // Sends SIGTERM and returns at once (Stop() then waits for the exit).
+  void Terminate();
 
  private:
   ServerProcess(pid_t pid, int port) : pid_(pid), port_(port) {}
   pid_t pid_;
+  bool terminated_ = false;  // SIGTERM sent: Stop() only waits (a second one forces the exit)
   const int port_;
 };
 

@@ -89,3 +89,70 @@ TEST_F(SequenceManagerTest, FailedChunkDropsTheSequence) {
 
 }  // namespace
 }  // namespace rnnserve::server
+
+namespace rnnserve::server {
+namespace {
+
+// Sequences belong to who started them: a stream, or a client's token or connection.
+class SequenceOwnershipTest : public SequenceManagerTest {};
+
+TEST_F(SequenceOwnershipTest, StartForAnotherOwnersLiveSequenceIsAlreadyExistsAndChangesNothing) {
+  ASSERT_TRUE(manager_->Acquire("m", 7, true, nullptr, limits_, "alice").ok());
+  manager_->Release("m", 7, State(3.5f), false, false, 4);
+  auto hijack = manager_->Acquire("m", 7, true, nullptr, limits_, "mallory");
+  EXPECT_EQ(hijack.status().code(), absl::StatusCode::kAlreadyExists) << hijack.status();
+  auto next = manager_->Acquire("m", 7, false, nullptr, limits_, "alice");
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(next->states.at("lstm")[0].f32()[0], 3.5f);  // alice's state, not reset
+  EXPECT_EQ(next->steps, 4);
+}
+
+TEST_F(SequenceOwnershipTest, ChunkForAnotherOwnersSequenceIsPermissionDenied) {
+  ASSERT_TRUE(manager_->Acquire("m", 7, true, nullptr, limits_, "alice").ok());
+  manager_->Release("m", 7, State(1.0f), false, false);
+  auto other = manager_->Acquire("m", 7, false, nullptr, limits_, "mallory");
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kPermissionDenied) << other.status();
+  // Not even an end from another owner drops it.
+  EXPECT_TRUE(manager_->Acquire("m", 7, false, nullptr, limits_, "alice").ok());
+}
+
+TEST_F(SequenceOwnershipTest, TheOwnerMayRestartItsOwnSequence) {
+  ASSERT_TRUE(manager_->Acquire("m", 7, true, nullptr, limits_, "alice").ok());
+  manager_->Release("m", 7, State(1.0f), false, false, 3);
+  auto again = manager_->Acquire("m", 7, true, nullptr, limits_, "alice");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(again->states.empty());
+  EXPECT_EQ(again->steps, 0);
+}
+
+TEST_F(SequenceOwnershipTest, OneOwnerCannotTakeEveryPlace) {
+  auto m = SequenceManager::Create({.now = [this] { return now_; }, .max_per_owner = 2});
+  ASSERT_TRUE(m.ok());
+  const SequenceManager::Limits roomy{.max_idle = absl::Seconds(10), .max_sequences = 4};
+  for (uint64_t id : {1, 2}) {
+    ASSERT_TRUE((*m)->Acquire("m", id, true, nullptr, roomy, "greedy").ok());
+    (*m)->Release("m", id, State(0), false, false);
+  }
+  auto third = (*m)->Acquire("m", 3, true, nullptr, roomy, "greedy");
+  EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(third.status().message().find("--max-sequences-per-client"), std::string::npos);
+  // Another client still starts sequences, and the greedy one again once one of its ended.
+  EXPECT_TRUE((*m)->Acquire("m", 3, true, nullptr, roomy, "polite").ok());
+  (*m)->Release("m", 1, {}, /*end=*/true, false);
+  EXPECT_TRUE((*m)->Acquire("m", 4, true, nullptr, roomy, "greedy").ok());
+}
+
+TEST_F(SequenceOwnershipTest, EndOwnedByEndsThatOwnersSequencesOnly) {
+  for (uint64_t id : {1, 2}) {
+    ASSERT_TRUE(manager_->Acquire("m", id, true, nullptr, limits_, id == 1 ? "s1" : "s2").ok());
+    manager_->Release("m", id, State(0), false, false);
+  }
+  EXPECT_EQ(manager_->EndOwnedBy("s1"), 1);
+  EXPECT_EQ(manager_->live(), 1);
+  EXPECT_EQ(manager_->Acquire("m", 1, false, nullptr, limits_, "s1").status().code(),
+            absl::StatusCode::kInvalidArgument);  // gone
+  EXPECT_TRUE(manager_->Acquire("m", 2, false, nullptr, limits_, "s2").ok());
+}
+
+}  // namespace
+}  // namespace rnnserve::server

@@ -17,3 +17,5 @@ target_link_libraries(servable_test PRIVATE rnnserve_server_lib rnnserve_batchin
 
 rnnserve_test(token_auth_test unit ${CMAKE_CURRENT_LIST_DIR}/token_auth_test.cc)
 target_link_libraries(token_auth_test PRIVATE rnnserve_server_lib)
+rnnserve_test(client_text_test unit ${CMAKE_CURRENT_LIST_DIR}/client_text_test.cc)
+target_link_libraries(client_text_test PRIVATE rnnserve_server_lib)

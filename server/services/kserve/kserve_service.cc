@@ -63,7 +63,10 @@ grpc::Status KServeService::ModelReady(grpc::ServerContext* context,
     return a;
   }
   auto servable = Find(*repository_, request->name(), request->version());
-  if (!servable.ok() && servable.status().code() != absl::StatusCode::kNotFound) {
+  // Unknown, or known but failed to load (UNAVAILABLE): not ready, which is an answer, not an
+  // error (tritonclient's is_model_ready raises on errors).
+  if (!servable.ok() && servable.status().code() != absl::StatusCode::kNotFound &&
+      servable.status().code() != absl::StatusCode::kUnavailable) {
     return ToGrpc(servable.status());
   }
   response->set_ready(servable.ok());
@@ -122,6 +125,9 @@ absl::Status KServeService::Infer(grpc::ServerContext* context,
 
   auto decoded = DecodeInfer(request, model);
   if (!decoded.ok()) return finish(decoded.status());
+  if (decoded->sequence.has_value() && context != nullptr) {
+    decoded->sequence->owner = auth::ClientIdentity(*context);
+  }
   if (context != nullptr && context->deadline() != std::chrono::system_clock::time_point::max()) {
     decoded->options.deadline =
         std::min(decoded->options.deadline, absl::FromChrono(context->deadline()));

@@ -25,6 +25,8 @@ struct SequenceIdentity {
   std::string string_id;
   bool start = false;  // the first chunk: state starts from zero
   bool end = false;    // the last chunk: state is released after it
+  // Who sent it (auth::ClientIdentity): only the owner of a live sequence may continue it.
+  std::string owner;
   std::string ToString() const;
 };
 
