@@ -27,6 +27,10 @@ struct DynamicBatcherOptions {
   // true: a free instance waits as FORMING in batch_former.h says (full, a preferred size, or
   // the head's max_queue_delay_us), as Triton's and TF Serving's batchers do.
   bool wait_when_idle = false;
+  // Work-conserving only: when Schedule finds an instance free, the caller's thread runs the
+  // batch itself instead of waking the instance's worker (saves two thread hand-offs at low
+  // load). The caller then blocks in Schedule until the batch has run.
+  bool run_on_caller_when_idle = false;
   // With wait_when_idle: how long the request at the head of the queue waits for others to
   // join before its batch is formed anyway. 0: a batch is formed from whatever is queued when
   // an instance is free. Must be >= 0.

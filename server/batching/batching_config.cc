@@ -46,6 +46,8 @@ absl::StatusOr<DynamicBatcherOptions> BatcherOptionsFromConfig(const v1::ModelCo
   if (!delay.ok()) return delay.status();
   o.max_queue_delay_us = *delay;
   o.wait_when_idle = db.wait_for_delay_when_idle();
+  // The servable's callers block until their answer anyway: they may as well run it.
+  o.run_on_caller_when_idle = !o.wait_when_idle;
   o.max_queue_size = db.max_queue_size();
   auto timeout =
       ToInt64(db.default_timeout_microseconds(), "default_timeout_microseconds", o.model_name);

@@ -43,7 +43,9 @@ DynamicBatcher::DynamicBatcher(const DynamicBatcherOptions& options,
       instances_(std::move(instances)),
       clock_(clock),
       former_(options),
-      live_workers_(static_cast<int>(instances_.size())) {}
+      live_workers_(static_cast<int>(instances_.size())),
+      claimed_(instances_.size(), 0),
+      retired_(instances_.size(), 0) {}
 
 DynamicBatcher::~DynamicBatcher() {
   std::vector<std::shared_ptr<QueuedRequest>> left;
@@ -62,19 +64,69 @@ DynamicBatcher::~DynamicBatcher() {
 }
 
 absl::Status DynamicBatcher::Schedule(std::unique_ptr<BatchRequest>* request) {
-  absl::MutexLock lock(&mu_);
-  if (live_workers_ == 0) return retired_status_;
-  if (draining_) {
-    return absl::UnavailableError(
-        absl::StrCat("model '", options_.model_name, "' is shutting down; retry elsewhere"));
-  }
-  const absl::Status s = former_.Add(request, clock_->Now());
-  if (s.ok()) {
+  int instance = -1;
+  std::vector<std::shared_ptr<QueuedRequest>> expired;
+  std::optional<FormedBatch> batch;
+  {
+    absl::MutexLock lock(&mu_);
+    if (live_workers_ == 0) return retired_status_;
+    if (draining_) {
+      return absl::UnavailableError(
+          absl::StrCat("model '", options_.model_name, "' is shutting down; retry elsewhere"));
+    }
+    const absl::Status s = former_.Add(request, clock_->Now());
+    if (!s.ok()) {
+      if (absl::IsResourceExhausted(s)) ++counters_.requests_rejected;
+      return s;
+    }
     ++version_;
-  } else if (absl::IsResourceExhausted(s)) {
-    ++counters_.requests_rejected;
+    if (options_.run_on_caller_when_idle && !options_.wait_when_idle) {
+      for (size_t i = 0; i < claimed_.size(); ++i) {
+        if (!claimed_[i] && !retired_[i]) {
+          instance = static_cast<int>(i);
+          break;
+        }
+      }
+      if (instance >= 0) {
+        const absl::Time now = clock_->Now();
+        expired = former_.TakeExpired(now);
+        if (expired.empty()) batch = former_.TakeBatch(now, /*flush=*/false);
+        if (expired.empty() && !batch.has_value()) {
+          instance = -1;
+        } else {
+          claimed_[instance] = 1;
+          ++running_batches_;
+        }
+      }
+    }
   }
-  return s;
+  if (instance >= 0) RunClaimed(instance, std::move(expired), batch);
+  return absl::OkStatus();
+}
+
+bool DynamicBatcher::RunClaimed(int instance, std::vector<std::shared_ptr<QueuedRequest>> expired,
+                                const std::optional<FormedBatch>& batch) {
+  int64_t failed = 0;
+  for (const auto& r : expired) {
+    failed += r->Fail(absl::DeadlineExceededError(
+                  absl::StrCat("model '", options_.model_name, "': the deadline passed after ",
+                               absl::FormatDuration(r->deadline() - r->arrival()),
+                               " in the queue; the request did not run")))
+                  ? 1
+                  : 0;
+  }
+  const absl::Status fault = batch.has_value() ? Execute(instance, *batch) : absl::OkStatus();
+  const bool retire = !fault.ok() && !ProbePasses(instance, fault);
+  {
+    absl::MutexLock lock(&mu_);
+    counters_.requests_expired += failed;
+    --running_batches_;
+    claimed_[instance] = 0;
+    if (retire) retired_[instance] = 1;
+    ++version_;  // the instance is free (or gone): a worker may look at the queue again
+  }
+  if (retire) Retire(instance, fault);
+  return !retire;
 }
 
 void DynamicBatcher::Drain() {
@@ -116,39 +168,24 @@ void DynamicBatcher::Work(int instance) {
     {
       absl::MutexLock lock(&mu_);
       for (;;) {
-        if (stopping_) return;
-        const absl::Time now = clock_->Now();
-        expired = former_.TakeExpired(now);
-        if (expired.empty()) batch = former_.TakeBatch(now, draining_);
-        if (!expired.empty() || batch.has_value()) {
-          ++running_batches_;  // Drain waits until these requests have finished
-          ++version_;
-          break;
+        // An instance a caller of Schedule retired after a fault has no worker any more.
+        if (stopping_ || retired_[instance]) return;
+        if (!claimed_[instance]) {  // else a caller of Schedule runs a batch on it
+          const absl::Time now = clock_->Now();
+          expired = former_.TakeExpired(now);
+          if (expired.empty()) batch = former_.TakeBatch(now, draining_);
+          if (!expired.empty() || batch.has_value()) {
+            claimed_[instance] = 1;
+            ++running_batches_;  // Drain waits until these requests have finished
+            ++version_;
+            break;
+          }
         }
         const News news{this, version_};
         clock_->AwaitWithDeadline(&mu_, absl::Condition(&news), former_.NextEventTime());
       }
     }
-    int64_t failed = 0;
-    for (const auto& r : expired) {
-      failed += r->Fail(absl::DeadlineExceededError(
-                    absl::StrCat("model '", options_.model_name, "': the deadline passed after ",
-                                 absl::FormatDuration(r->deadline() - r->arrival()),
-                                 " in the queue; the request did not run")))
-                    ? 1
-                    : 0;
-    }
-    const absl::Status fault = batch.has_value() ? Execute(instance, *batch) : absl::OkStatus();
-    const bool retire = !fault.ok() && !ProbePasses(instance, fault);
-    {
-      absl::MutexLock lock(&mu_);
-      counters_.requests_expired += failed;
-      --running_batches_;
-    }
-    if (retire) {
-      Retire(instance, fault);
-      return;
-    }
+    if (!RunClaimed(instance, std::move(expired), batch)) return;
   }
 }
 

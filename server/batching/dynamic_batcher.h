@@ -85,6 +85,9 @@ class DynamicBatcher {
 
   // Queues *request and takes it on success; on failure *request stays with the caller and
   // `done` is not called. Errors: those of BatchFormer::Add, and UNAVAILABLE after Drain().
+  // With run_on_caller_when_idle, when an instance is free the batch (this request and any
+  // queued with it) runs on the calling thread before Schedule returns, and `done` is called
+  // there: no hand-off to a worker and back.
   absl::Status Schedule(std::unique_ptr<BatchRequest>* request);
 
   // Stops taking requests (UNAVAILABLE), runs what is queued without waiting for the delay,
@@ -103,6 +106,10 @@ class DynamicBatcher {
   DynamicBatcher(const DynamicBatcherOptions& options,
                  std::vector<engine::CompiledModel*> instances, const Clock* clock);
   void Work(int instance);
+  // Fails `expired`, runs `batch` (if any) on `instance`, which the caller has claimed, and
+  // gives the instance back. Returns false when the instance failed its probe and left.
+  bool RunClaimed(int instance, std::vector<std::shared_ptr<QueuedRequest>> expired,
+                  const std::optional<FormedBatch>& batch);
   // Runs the batch; returns the first engine fault of its engine calls, or OK.
   absl::Status Execute(int instance, const FormedBatch& batch);
   // After an engine fault: whether the probe (if one is set) still passes on `instance`.
@@ -125,6 +132,10 @@ class DynamicBatcher {
   bool draining_ ABSL_GUARDED_BY(mu_) = false;  // refuse new requests, flush the queue
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;  // workers exit after their current batch
   int running_batches_ ABSL_GUARDED_BY(mu_) = 0;
+  // Per instance: a batch runs on it (by its worker, or by a caller of Schedule); it left
+  // rotation after a fault.
+  std::vector<char> claimed_ ABSL_GUARDED_BY(mu_);
+  std::vector<char> retired_ ABSL_GUARDED_BY(mu_);
   int live_workers_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status retired_status_ ABSL_GUARDED_BY(mu_);  // Schedule's answer once none is live
   BatcherCounters counters_ ABSL_GUARDED_BY(mu_);

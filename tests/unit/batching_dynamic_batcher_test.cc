@@ -555,6 +555,56 @@ TEST_F(DynamicBatcherTest, WorkConservingHigherPriorityQueuedBehindABusyInstance
   EXPECT_EQ(engine().seen()[2].first_steps, (std::vector<float>{200}));
 }
 
+// With run_on_caller_when_idle (what servables use), a caller that finds an instance free runs
+// the batch on its own thread: the answer is there when Schedule returns.
+TEST_F(DynamicBatcherTest, CallerRunsTheBatchItselfWhenAnInstanceIsFree) {
+  DynamicBatcherOptions o = WorkConserving();
+  o.run_on_caller_when_idle = true;
+  Start(o);
+  const RequestSpec spec{.id = 100};
+  auto a = Schedule(spec);
+  EXPECT_TRUE(a->done.HasBeenNotified());  // no hand-off: it ran inside Schedule
+  EXPECT_TRUE(IsOwnAnswer(*a, spec));
+  EXPECT_EQ(engine().calls(), 1);
+}
+
+TEST_F(DynamicBatcherTest, CallerQueuesWhenEveryInstanceIsBusyAndTheWorkerRunsItAfter) {
+  DynamicBatcherOptions o = WorkConserving();
+  o.run_on_caller_when_idle = true;
+  Start(o);
+  engine().Gate();
+  std::shared_ptr<Answer> first;
+  std::thread caller([&] { first = Schedule({.id = 100}); });  // runs, and blocks, inside
+  engine().AwaitCalls(1);
+  auto second = Schedule({.id = 200});
+  auto third = Schedule({.id = 300});
+  EXPECT_FALSE(second->done.HasBeenNotified());  // queued: the only instance is busy
+  engine().Open();
+  caller.join();
+  second->done.WaitForNotification();
+  third->done.WaitForNotification();
+  EXPECT_TRUE(IsOwnAnswer(*first, {.id = 100}));
+  EXPECT_TRUE(IsOwnAnswer(*second, {.id = 200}));
+  EXPECT_TRUE(IsOwnAnswer(*third, {.id = 300}));
+  ASSERT_EQ(engine().calls(), 2);
+  EXPECT_EQ(engine().seen()[1].first_steps, (std::vector<float>{200, 300}));
+}
+
+TEST_F(DynamicBatcherTest, CallerThatFaultsTheLastInstanceRetiresItAndLaterRequestsAreUnavailable) {
+  DynamicBatcherOptions o = WorkConserving();
+  o.run_on_caller_when_idle = true;
+  Start(o);
+  batcher_->SetInstanceProbe(
+      [](int, const absl::Status&) { return absl::UnavailableError("device lost"); });
+  engine().FailInternal(-1);
+  auto a = Schedule({.id = 100});
+  ASSERT_TRUE(a->done.HasBeenNotified());
+  EXPECT_EQ(a->result.status().code(), absl::StatusCode::kInternal);
+  std::shared_ptr<Answer> late;
+  auto r = MakeRequest({.id = 200}, &late);
+  EXPECT_EQ(batcher_->Schedule(&r).code(), absl::StatusCode::kUnavailable);
+}
+
 TEST(DynamicBatcherCreateTest, BadOptionsAreInvalidArgumentNamingTheField) {
   FakeEngine engine;
   DynamicBatcherOptions o = Options();
