@@ -34,18 +34,21 @@ def running_server(binary, repo, timeout_s=60, extra=()):
         [binary, "--model-repository", repo, "--port", str(port), "--metrics-port", "0",
          "--log-level", "warning", *extra])
     try:
-        deadline
-  = time.monotonic() + timeout_s while True : if proc
-                                                  .poll() is not None
-      : raise
-        RuntimeError(f "rnnserve exited during start-up with {proc.returncode}")
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s
-      : if s.connect_ex(("127.0.0.1", port)) ==
-    0 : break if time.monotonic() >
-        deadline : raise RuntimeError(f
-                                      "rnnserve did not listen on port {port} within {timeout_s} s")
-                       time.sleep(0.05) yield f "127.0.0.1:{port}" finally : proc.terminate() try
-      : proc.wait(timeout=20)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"rnnserve exited during start-up with {proc.returncode}")
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"rnnserve did not listen on port {port} within {timeout_s} s")
+            time.sleep(0.05)
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
