@@ -16,4 +16,6 @@ rnnserve_test(servable_test unit ${CMAKE_CURRENT_LIST_DIR}/servable_test.cc)
 target_link_libraries(servable_test PRIVATE rnnserve_server_lib rnnserve_batching_test_support)
 
 rnnserve_test(token_auth_test unit ${CMAKE_CURRENT_LIST_DIR}/token_auth_test.cc)
-target_link_libraries(token_auth_test PRIVATE rnnserve_server_lib)
+target_link_libraries(token_auth_test PRIVATE rnnserve_auth)
+rnnserve_test(tls_test unit ${CMAKE_CURRENT_LIST_DIR}/tls_test.cc)
+target_link_libraries(tls_test PRIVATE rnnserve_auth)
