@@ -18,8 +18,9 @@ struct TlsOptions {
 };
 
 // Plaintext credentials when cert_file is empty; else TLS, and mutual TLS with a client CA.
-// INVALID_ARGUMENT naming the flag of a file that is missing, unreadable or empty, or of a
-// half-given pair.
+// INVALID_ARGUMENT naming the flag of a file that is missing, unreadable or empty, that holds no
+// PEM certificate (--tls-cert, --tls-client-ca) or no unencrypted PEM private key (--tls-key),
+// of a key that is not the certificate's, or of a half-given pair.
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
     const TlsOptions& options);
 

@@ -1,5 +1,8 @@
 #include "server/auth/token_auth.h"
 
+#include <openssl/crypto.h>
+#include <openssl/sha.h>
+
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -13,13 +16,6 @@ namespace rnnserve::server::auth {
 namespace {
 
 constexpr char kUnauthenticated[] = "authentication required: send a valid bearer token";
-
-// Whether `given` is one of `tokens`; every token is compared, whatever matched.
-bool AnyEquals(const std::vector<std::string>& tokens, std::string_view given) {
-  bool found = false;
-  for (const std::string& t : tokens) found |= ConstantTimeEquals(t, given);
-  return found;
-}
 
 }  // namespace
 
@@ -37,18 +33,6 @@ std::string ClientIdentity(const grpc::ServerContext& context) {
   return absl::StrCat("peer:", port == std::string::npos || port < peer.find(':') + 1
                                    ? peer
                                    : peer.substr(0, port));
-}
-
-bool ConstantTimeEquals(std::string_view secret, std::string_view given) {
-  // Every byte of the secret is looked at once; `given` is read modulo its length so that a
-  // shorter or longer one takes the same time.
-  unsigned diff = secret.size() ^ given.size();
-  const size_t n = given.empty() ? 1 : given.size();
-  for (size_t i = 0; i < secret.size(); ++i) {
-    const unsigned char g = given.empty() ? 0 : static_cast<unsigned char>(given[i % n]);
-    diff |= static_cast<unsigned char>(secret[i]) ^ g;
-  }
-  return diff == 0;
 }
 
 absl::StatusOr<std::vector<std::string>> ReadTokenFile(const std::string& path) {
@@ -83,9 +67,29 @@ absl::StatusOr<std::unique_ptr<TokenAuthorizer>> TokenAuthorizer::Create(
   return std::make_unique<TokenAuthorizer>(std::move(inference), std::move(admin));
 }
 
-TokenAuthorizer::TokenAuthorizer(std::vector<std::string> inference_tokens,
-                                 std::vector<std::string> admin_tokens)
-    : inference_(std::move(inference_tokens)), admin_(std::move(admin_tokens)) {}
+TokenAuthorizer::TokenAuthorizer(const std::vector<std::string>& inference_tokens,
+                                 const std::vector<std::string>& admin_tokens)
+    : inference_(HashAll(inference_tokens)), admin_(HashAll(admin_tokens)) {}
+
+TokenAuthorizer::Digest TokenAuthorizer::Hash(std::string_view token) {
+  Digest d;
+  SHA256(reinterpret_cast<const unsigned char*>(token.data()), token.size(), d.data());
+  return d;
+}
+
+std::vector<TokenAuthorizer::Digest> TokenAuthorizer::HashAll(
+    const std::vector<std::string>& tokens) {
+  std::vector<Digest> digests;
+  digests.reserve(tokens.size());
+  for (const std::string& t : tokens) digests.push_back(Hash(t));
+  return digests;
+}
+
+bool TokenAuthorizer::AnyEquals(const std::vector<Digest>& digests, const Digest& digest) {
+  bool found = false;
+  for (const Digest& d : digests) found |= CRYPTO_memcmp(d.data(), digest.data(), d.size()) == 0;
+  return found;
+}
 
 grpc::Status TokenAuthorizer::Check(std::string_view header, Access access) const {
   std::string_view token;
@@ -94,8 +98,9 @@ grpc::Status TokenAuthorizer::Check(std::string_view header, Access access) cons
     const absl::string_view t = absl::StripAsciiWhitespace(h.substr(7));
     token = std::string_view(t.data(), t.size());
   }
-  const bool admin = !token.empty() && AnyEquals(admin_, token);
-  const bool inference = !token.empty() && AnyEquals(inference_, token);
+  const Digest digest = Hash(token);
+  const bool admin = !token.empty() && AnyEquals(admin_, digest);
+  const bool inference = !token.empty() && AnyEquals(inference_, digest);
   if (access == Access::kAdmin && !admin_.empty()) {
     if (admin) return grpc::Status::OK;
     if (inference) {

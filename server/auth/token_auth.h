@@ -9,10 +9,12 @@
 //   admin tokens (--admin-token-file): with any, the RPCs that change what is served (LoadModel,
 //     UnloadModel) need one of them; an inference token there is PERMISSION_DENIED. Without an
 //     admin file those RPCs take what inference takes.
-// A missing or unknown token is UNAUTHENTICATED with one message whatever the reason. Tokens
-// are compared in time that depends only on the configured tokens' lengths, never logged, and
-// never quoted in errors.
+// A missing or unknown token is UNAUTHENTICATED with one message whatever the reason. Only the
+// tokens' SHA-256 digests are kept; a call's token is hashed and compared with every digest in
+// constant time, so neither its content nor its length shows in how long the check takes.
+// Tokens are never logged and never quoted in errors.
 
+#include <array>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -40,7 +42,9 @@ absl::StatusOr<std::vector<std::string>> ReadTokenFile(const std::string& path);
 class TokenAuthorizer {
  public:
   static absl::StatusOr<std::unique_ptr<TokenAuthorizer>> Create(const TokenAuthOptions& options);
-  TokenAuthorizer(std::vector<std::string> inference_tokens, std::vector<std::string> admin_tokens);
+  // Keeps the tokens' digests only.
+  TokenAuthorizer(const std::vector<std::string>& inference_tokens,
+                  const std::vector<std::string>& admin_tokens);
 
   // OK, UNAUTHENTICATED or PERMISSION_DENIED for a call with `authorization` metadata
   // `header` (empty when the call has none).
@@ -52,8 +56,14 @@ class TokenAuthorizer {
   bool enabled() const { return !inference_.empty() || !admin_.empty(); }
 
  private:
-  const std::vector<std::string> inference_;
-  const std::vector<std::string> admin_;
+  using Digest = std::array<unsigned char, 32>;  // SHA-256
+  static Digest Hash(std::string_view token);
+  static std::vector<Digest> HashAll(const std::vector<std::string>& tokens);
+  // Whether `digest` is one of `digests`; every one is compared, whatever matched.
+  static bool AnyEquals(const std::vector<Digest>& digests, const Digest& digest);
+
+  const std::vector<Digest> inference_;
+  const std::vector<Digest> admin_;
 };
 
 // Check() on a possibly null authorizer: null lets every call through.
@@ -66,8 +76,5 @@ inline grpc::Status Authorize(const TokenAuthorizer* authorizer, const grpc::Ser
 // token when it sends one (as a hash: the token itself is not kept), else the address it calls
 // from (ServerContext::peer() without the port, so that a new connection is the same client).
 std::string ClientIdentity(const grpc::ServerContext& context);
-
-// Equal strings, in time that depends on `secret`'s length only.
-bool ConstantTimeEquals(std::string_view secret, std::string_view given);
 
 }  // namespace rnnserve::server::auth

@@ -27,8 +27,9 @@ target_link_libraries(errors_integration_test PRIVATE rnnserve_server_process)
 add_test(NAME PythonClient.PredictEvaluateStreamMatchKeras
   COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/python_client_test.py ${PROJECT_SOURCE_DIR}
           $<TARGET_FILE:rnnserve>)
+# pip builds client/python in place: one test at a time builds it.
 set_tests_properties(PythonClient.PredictEvaluateStreamMatchKeras PROPERTIES
-  LABELS integration SKIP_RETURN_CODE 77 TIMEOUT 120)
+  LABELS integration SKIP_RETURN_CODE 77 TIMEOUT 120 RESOURCE_LOCK rnnserve_client_python_build)
 
 rnnserve_test(onnx_serving_test integration ${CMAKE_CURRENT_LIST_DIR}/onnx_serving_test.cc)
 target_link_libraries(onnx_serving_test PRIVATE rnnserve_server_process)

@@ -3,11 +3,14 @@
 // set-up: a CA, a server certificate for 127.0.0.1, a client certificate it signed, and one
 // signed by another CA.
 
+#include <google/protobuf/descriptor.h>
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <string>
 #include <vector>
 
@@ -16,6 +19,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "inference/grpc_service.grpc.pb.h"
+#include "rnnserve/v1/rnnserve.grpc.pb.h"
 #include "tests/integration/server_process.h"
 #include "tests/support/fixtures.h"
 
@@ -231,6 +235,51 @@ TEST_F(SecureServerTest, KServeSequenceOfAnotherTokenCannotBeContinuedOrRestarte
   EXPECT_EQ(call(kInferenceToken, false, true), grpc::StatusCode::OK);
 }
 
+// Every method of both APIs, called by name with an empty message, so that a method added
+// later without a token check fails here: without a token each is UNAUTHENTICATED but the
+// KServe probes; with an inference token only LoadModel and UnloadModel are PERMISSION_DENIED.
+TEST_F(SecureServerTest, EveryMethodOfBothApisButTheProbesNeedsATokenAndOnlyAdminOnesAnAdminToken) {
+  const auto call = [&](const std::string& method, const std::string& token) {
+    client::ClientOptions o = Options(token);
+    auto channel = grpc::CreateChannel(server()->address(), client::ChannelCredentials(o));
+    grpc::GenericStub stub(channel);
+    auto ctx = client::NewContext(o);
+    grpc::Slice empty("");
+    const grpc::ByteBuffer request(&empty, 1);
+    grpc::ByteBuffer response;
+    std::promise<grpc::Status> done;
+    stub.UnaryCall(ctx.get(), method, grpc::StubOptions(), &request, &response,
+                   [&done](grpc::Status s) { done.set_value(std::move(s)); });
+    return done.get_future().get().error_code();
+  };
+  int methods = 0;
+  for (const std::string service :
+       {v1::RnnServe::service_full_name(), inference::GRPCInferenceService::service_full_name()}) {
+    const auto* d = google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(service);
+    ASSERT_NE(d, nullptr) << service;
+    for (int i = 0; i < d->method_count(); ++i, ++methods) {
+      const std::string name = d->method(i)->name();
+      const std::string method = absl::StrCat("/", service, "/", name);
+      const bool probe = name == "ServerLive" || name == "ServerReady";
+      const bool admin = name == "LoadModel" || name == "UnloadModel";
+      const grpc::StatusCode without = call(method, "");
+      if (probe) {
+        EXPECT_NE(without, grpc::UNAUTHENTICATED) << method;
+      } else {
+        EXPECT_EQ(without, grpc::UNAUTHENTICATED) << method;
+      }
+      const grpc::StatusCode with_inference = call(method, kInferenceToken);
+      if (admin) {
+        EXPECT_EQ(with_inference, grpc::PERMISSION_DENIED) << method;
+      } else {
+        EXPECT_NE(with_inference, grpc::UNAUTHENTICATED) << method;
+        EXPECT_NE(with_inference, grpc::PERMISSION_DENIED) << method;
+      }
+    }
+  }
+  EXPECT_GE(methods, 18);
+}
+
 TEST_F(SecureServerTest, HealthAnswersWithoutAToken) {
   auto channel = grpc::CreateChannel(server()->address(), client::ChannelCredentials(Options("")));
   auto stub = grpc::health::v1::Health::NewStub(channel);
@@ -281,6 +330,25 @@ TEST(ServerStartTest, MetricsListenOnTheirOwnAddress) {
   };
   EXPECT_TRUE(open("127.0.0.2"));
   EXPECT_FALSE(open("127.0.0.1"));
+}
+
+TEST(ServerStartTest, GrpcListensOnItsOwnAddressAndNotOnLoopbacksOthers) {
+  // ServerProcess probes 127.0.0.1, so this server is started and probed by a script: it waits
+  // until 127.0.0.2:<port> accepts, then checks 127.0.0.1:<port> does not.
+  const int port = FreeLoopbackPort();
+  const std::string p = std::to_string(port);
+  std::string out;
+  const int rc = RunCommand(
+      {"/bin/bash", "-c",
+       absl::StrCat(RNNSERVE_BIN, " --model-repository ", SourcePath("models/examples"),
+                    " --address 127.0.0.2 --port ", p, " --metrics-port 0 & pid=$!; up=1; ",
+                    "for i in $(seq 300); do if (: <>/dev/tcp/127.0.0.2/", p,
+                    ") 2>/dev/null; then up=0; break; fi; sleep 0.1; done; ",
+                    "(: <>/dev/tcp/127.0.0.1/", p, ") 2>/dev/null; other=$?; ",
+                    "kill $pid; wait $pid; echo up=$up other=$other; ",
+                    "[ $up = 0 ] && [ $other != 0 ]")},
+      &out);
+  EXPECT_EQ(rc, 0) << out;
 }
 
 }  // namespace

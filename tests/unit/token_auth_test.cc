@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <string>
 
 #include "gtest/gtest.h"
 
@@ -57,13 +58,16 @@ TEST(TokenAuthTest, RefusalsSayTheSameWhateverWasWrongAndNeverQuoteTheToken) {
   EXPECT_EQ(wrong.error_message().find("secret"), std::string::npos);
 }
 
-TEST(TokenAuthTest, ConstantTimeEqualsComparesWholeStrings) {
-  EXPECT_TRUE(ConstantTimeEquals("abc", "abc"));
-  EXPECT_FALSE(ConstantTimeEquals("abc", "abd"));
-  EXPECT_FALSE(ConstantTimeEquals("abc", "ab"));
-  EXPECT_FALSE(ConstantTimeEquals("abc", "abcabc"));  // read modulo its length: still unequal
-  EXPECT_FALSE(ConstantTimeEquals("abc", ""));
-  EXPECT_TRUE(ConstantTimeEquals("", ""));
+TEST(TokenAuthTest, OnlyTheWholeTokenMatchesNotAPrefixAnExtensionOrACaseVariant) {
+  const TokenAuthorizer a({"abc", "abcdef"}, {});
+  EXPECT_EQ(Code(a, "Bearer abc", Access::kInference), grpc::OK);
+  EXPECT_EQ(Code(a, "Bearer abcdef", Access::kInference), grpc::OK);
+  EXPECT_EQ(Code(a, "Bearer ab", Access::kInference), grpc::UNAUTHENTICATED);
+  EXPECT_EQ(Code(a, "Bearer abcd", Access::kInference), grpc::UNAUTHENTICATED);
+  EXPECT_EQ(Code(a, "Bearer abcabc", Access::kInference), grpc::UNAUTHENTICATED);
+  EXPECT_EQ(Code(a, "Bearer ABC", Access::kInference), grpc::UNAUTHENTICATED);
+  EXPECT_EQ(Code(a, std::string("Bearer abc\0", 11), Access::kInference), grpc::UNAUTHENTICATED);
+  EXPECT_EQ(Code(a, "Bearer ", Access::kInference), grpc::UNAUTHENTICATED);
 }
 
 TEST(TokenAuthTest, TokenFileTakesOneTokenALineAndRefusesAnEmptyOrMissingFile) {
