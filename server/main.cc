@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "server/flags.h"
 #include "server/inspect.h"
+#include "server/limits/server_limits.h"
 #include "server/log.h"
 #include "server/metrics/endpoint.h"
 #include "server/metrics/grpc_interceptor.h"
@@ -67,8 +68,9 @@ absl::StatusOr<std::unique_ptr<prometheus::Exposer>> StartMetrics(const ServerFl
 }
 
 // Stateful sequences, counted in rnnserve_sequences_active of their model version.
-absl::StatusOr<std::unique_ptr<SequenceManager>> CreateSequences(metrics::ServerMetrics& m) {
-  return SequenceManager::Create({.observer = [&m](const Servable* servable, bool started) {
+absl::StatusOr<std::unique_ptr<SequenceManager>> CreateSequences(const ServerFlags& flags,
+                                                                 metrics::ServerMetrics& m) {
+  SequenceManager::Options options{.observer = [&m](const Servable* servable, bool started) {
     if (servable == nullptr) return;
     metrics::ModelMetrics* mm = m.Find(servable->name(), servable->version());
     if (mm == nullptr) return;
@@ -77,7 +79,9 @@ absl::StatusOr<std::unique_ptr<SequenceManager>> CreateSequences(metrics::Server
     } else {
       mm->SequenceEnded();
     }
-  }});
+  }};
+  options.max_sequences_per_client = flags.max_sequences_per_client;
+  return SequenceManager::Create(std::move(options));
 }
 
 // The listening port and the limits of the gRPC server, from the flags.
@@ -135,12 +139,20 @@ int Main(int argc, char** argv) {
   LogInfo(
       absl::StrCat((*repository)->ready_models(), " model(s) ready from ", flags.model_repository));
   (*repository)->StartPolling(flags.repository_poll_seconds);
-  auto sequences = CreateSequences(process_metrics);
+  auto sequences = CreateSequences(flags, process_metrics);
   if (!sequences.ok()) {
     LogError(sequences.status().message());
     return 1;
   }
-  RnnServeService service(repository->get(), sequences->get());
+  // Bounded resources (server/limits/server_limits.h).
+  auto server_limits = limits::CreateServerLimits(flags);
+  if (!server_limits.ok()) {
+    LogError(server_limits.status().message());
+    return 1;
+  }
+  RnnServeService service(
+      repository->get(), sequences->get(),
+      {.requests = server_limits->requests(), .streams = server_limits->streams.get()});
   // Health checking on the synchronous API (health_service.h says why not gRPC's default).
   grpc::EnableDefaultHealthCheckService(false);
   auto health = HealthService::Create();
@@ -152,11 +164,13 @@ int Main(int argc, char** argv) {
   grpc::ServerBuilder builder;
   int bound_port = 0;
   ConfigureBuilder(flags, &builder, &bound_port);
+  limits::LimitThreads(flags, &builder);
   builder.RegisterService(&service);
   // KServe v2 / Open Inference Protocol on the same port.
   ManagedSequences kserve_sequences(sequences->get());
-  kserve::KServeService kserve_service(
-      repository->get(), {.server_version = RNNSERVE_VERSION, .sequences = &kserve_sequences});
+  kserve::KServeService kserve_service(repository->get(), {.server_version = RNNSERVE_VERSION,
+                                                           .sequences = &kserve_sequences,
+                                                           .limits = server_limits->requests()});
   builder.RegisterService(&kserve_service);
   builder.RegisterService(health->get());
   builder.experimental().SetInterceptorCreators(metrics::NewInterceptorFactories(&process_metrics));

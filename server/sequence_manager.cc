@@ -7,12 +7,16 @@ namespace rnnserve::server {
 
 absl::StatusOr<std::unique_ptr<SequenceManager>> SequenceManager::Create(Options options) {
   if (!options.now) return absl::InvalidArgumentError("SequenceManager needs a clock");
+  if (options.max_sequences_per_client <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_sequences_per_client must be positive; was ", options.max_sequences_per_client));
+  }
   return std::unique_ptr<SequenceManager>(new SequenceManager(std::move(options)));
 }
 
 absl::StatusOr<SequenceManager::Lease> SequenceManager::Acquire(
     const std::string& model, uint64_t id, bool start, std::shared_ptr<const Servable> servable,
-    const Limits& limits) {
+    const Limits& limits, const Caller& caller) {
   if (limits.max_idle <= absl::ZeroDuration() || limits.max_sequences <= 0) {
     return absl::InternalError("sequence limits must be positive");
   }
@@ -20,27 +24,44 @@ absl::StatusOr<SequenceManager::Lease> SequenceManager::Acquire(
   ExpireLocked();
   const auto key = std::make_pair(model, id);
   auto it = sequences_.find(key);
+  if (it != sequences_.end() && it->second.owner != caller.owner) {
+    // Said the same way whether or not a chunk is in flight: nothing about another owner's
+    // sequence leaks.
+    return absl::PermissionDeniedError(
+        absl::StrCat("sequence ", id, " of model '", model,
+                     "' belongs to another stream or client; use an id of your own"));
+  }
   if (it != sequences_.end() && it->second.busy) {
     return absl::AbortedError(
         absl::StrCat("sequence ", id, " of model '", model, "' has a chunk in flight"));
   }
   if (start) {
-    if (it == sequences_.end()) {
-      if (per_model_[model] >= limits.max_sequences) {
-        return absl::ResourceExhaustedError(
-            absl::StrCat("model '", model, "' has ", limits.max_sequences,
-                         " live sequences, its limit; end some or retry later"));
-      }
-      it = sequences_.emplace(key, Sequence{}).first;
-      ++per_model_[model];
-    } else {
-      Notify(it->second.servable.get(), false);  // restarted: the old run ends
+    if (it != sequences_.end()) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("sequence ", id, " of model '", model,
+                       "' is live: end it (end=true) before starting it again"));
     }
+    if (per_model_[model] >= limits.max_sequences) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("model '", model, "' has ", limits.max_sequences,
+                       " live sequences, its limit (config.pbtxt sequence_batching "
+                       "max_sequences); end some or retry later"));
+    }
+    int& mine = per_client_[std::make_pair(model, caller.client)];
+    if (mine >= options_.max_sequences_per_client) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "this client holds ", mine, " live sequences of model '", model,
+          "', the per-client limit (--max-sequences-per-client=", options_.max_sequences_per_client,
+          "); end some or retry later"));
+    }
+    ++mine;
+    ++per_model_[model];
+    it = sequences_.emplace(key, Sequence{}).first;
     Notify(servable.get(), true);
     it->second.max_idle = limits.max_idle;
     it->second.servable = std::move(servable);
-    it->second.states.clear();
-    it->second.steps = 0;
+    it->second.owner = caller.owner;
+    it->second.client = caller.client;
   } else if (it == sequences_.end()) {
     return absl::InvalidArgumentError(
         absl::StrCat("sequence ", id, " of model '", model,
@@ -57,9 +78,7 @@ void SequenceManager::Release(const std::string& model, uint64_t id, LayerStates
   auto it = sequences_.find(std::make_pair(model, id));
   if (it == sequences_.end()) return;
   if (end || failed) {
-    Notify(it->second.servable.get(), false);
-    sequences_.erase(it);
-    --per_model_[model];
+    EraseLocked(it);
     return;
   }
   it->second.states = std::move(states);
@@ -83,15 +102,37 @@ int SequenceManager::ExpireLocked() {
   int dropped = 0;
   for (auto it = sequences_.begin(); it != sequences_.end();) {
     if (!it->second.busy && now - it->second.last_used > it->second.max_idle) {
-      --per_model_[it->first.first];
-      Notify(it->second.servable.get(), false);
-      it = sequences_.erase(it);
+      EraseLocked(it++);
       ++dropped;
     } else {
       ++it;
     }
   }
   return dropped;
+}
+
+int SequenceManager::EndOwner(const std::string& owner) {
+  absl::MutexLock lock(&mu_);
+  int ended = 0;
+  for (auto it = sequences_.begin(); it != sequences_.end();) {
+    if (!it->second.busy && it->second.owner == owner) {
+      EraseLocked(it++);
+      ++ended;
+    } else {
+      ++it;
+    }
+  }
+  return ended;
+}
+
+void SequenceManager::EraseLocked(std::map<Key, Sequence>::iterator it) {
+  Notify(it->second.servable.get(), false);
+  --per_model_[it->first.first];
+  const auto client = std::make_pair(it->first.first, it->second.client);
+  if (auto c = per_client_.find(client); c != per_client_.end() && --c->second <= 0) {
+    per_client_.erase(c);
+  }
+  sequences_.erase(it);
 }
 
 SequenceManager::Limits SequenceLimitsOf(const Servable& servable) {

@@ -8,15 +8,24 @@
 // gRPC; the request's deadline is what stops queued work (RunOptions::deadline).
 
 #include "rnnserve/v1/rnnserve.grpc.pb.h"
+#include "server/limits/admission.h"
+#include "server/limits/stream_limits.h"
 #include "server/model_repository.h"
 #include "server/sequence_manager.h"
 
 namespace rnnserve::server {
 
+// The process's limits the service applies (server/limits/); null members: no limit. Not owned.
+struct RnnServeLimits {
+  limits::RequestLimits requests;           // Predict and StreamPredict chunks
+  limits::StreamLimits* streams = nullptr;  // StreamPredict streams
+};
+
 class RnnServeService final : public v1::RnnServe::Service {
  public:
-  RnnServeService(ModelRepository* repository, SequenceManager* sequences)
-      : repository_(repository), sequences_(sequences) {}
+  RnnServeService(ModelRepository* repository, SequenceManager* sequences,
+                  RnnServeLimits limits = {})
+      : repository_(repository), sequences_(sequences), limits_(limits) {}
 
   grpc::Status Predict(grpc::ServerContext* context, const v1::PredictRequest* request,
                        v1::PredictResponse* response) override;
@@ -43,10 +52,11 @@ class RnnServeService final : public v1::RnnServe::Service {
  private:
   // One chunk of a stateful sequence.
   absl::Status StreamChunk(const grpc::ServerContext& context, const v1::StreamPredictRequest& req,
-                           v1::StreamPredictResponse* resp);
+                           const SequenceManager::Caller& caller, v1::StreamPredictResponse* resp);
 
   ModelRepository* const repository_;
   SequenceManager* const sequences_;
+  const RnnServeLimits limits_;
 };
 
 }  // namespace rnnserve::server

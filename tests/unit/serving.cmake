@@ -14,3 +14,6 @@ target_link_libraries(model_check_test PRIVATE rnnserve_server_lib)
 
 rnnserve_test(servable_test unit ${CMAKE_CURRENT_LIST_DIR}/servable_test.cc)
 target_link_libraries(servable_test PRIVATE rnnserve_server_lib rnnserve_batching_test_support)
+
+rnnserve_test(limits_test unit ${CMAKE_CURRENT_LIST_DIR}/limits_test.cc)
+target_link_libraries(limits_test PRIVATE rnnserve_server_lib)

@@ -24,6 +24,7 @@
 #include <string>
 
 #include "inference/grpc_service.grpc.pb.h"
+#include "server/limits/admission.h"
 #include "server/model_repository.h"
 #include "server/services/kserve/sequence.h"
 #include "server/services/kserve/statistics.h"
@@ -36,6 +37,8 @@ struct KServeServiceOptions {
   // Runs sequence requests; not owned, must outlive the service. Null: sequence requests
   // fail with UNIMPLEMENTED and ServerMetadata does not list the "sequence" extension.
   SequenceHandler* sequences = nullptr;
+  // Request bytes in flight and per-model concurrency (server/limits/); null members: none.
+  limits::RequestLimits limits;
 };
 
 class KServeService final : public inference::GRPCInferenceService::Service {
