@@ -19,7 +19,8 @@ void AddLimitFlags(CLI::App& app, ServerFlags* f) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--max-streams", f->max_streams,
-                 "StreamPredict streams open at once; one more is RESOURCE_EXHAUSTED")
+                 "streaming calls (StreamPredict, ModelStreamInfer) open at once; one more is "
+                 "RESOURCE_EXHAUSTED")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   app.add_option("--stream-idle-seconds", f->stream_idle_seconds,

@@ -168,9 +168,11 @@ int Main(int argc, char** argv) {
   builder.RegisterService(&service);
   // KServe v2 / Open Inference Protocol on the same port.
   ManagedSequences kserve_sequences(sequences->get());
-  kserve::KServeService kserve_service(repository->get(), {.server_version = RNNSERVE_VERSION,
-                                                           .sequences = &kserve_sequences,
-                                                           .limits = server_limits->requests()});
+  kserve::KServeService kserve_service(repository->get(),
+                                       {.server_version = RNNSERVE_VERSION,
+                                        .sequences = &kserve_sequences,
+                                        .limits = server_limits->requests(),
+                                        .streams = server_limits->streams.get()});
   builder.RegisterService(&kserve_service);
   builder.RegisterService(health->get());
   builder.experimental().SetInterceptorCreators(metrics::NewInterceptorFactories(&process_metrics));

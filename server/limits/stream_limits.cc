@@ -48,10 +48,10 @@ void StreamLimits::ReaperLoop() {
 absl::StatusOr<StreamLimits::Ticket> StreamLimits::Open(grpc::ServerContext* context) {
   absl::MutexLock lock(&mu_);
   if (static_cast<int>(streams_.size()) >= options_.max_streams) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("the server has ", streams_.size(),
-                     " StreamPredict streams open, its limit (--max-streams=", options_.max_streams,
-                     "); close one or retry later"));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the server has ", streams_.size(),
+        " streams open (StreamPredict and ModelStreamInfer), its limit (--max-streams=",
+        options_.max_streams, "); close one or retry later"));
   }
   const uint64_t id = next_id_++;
   streams_[id] = StreamState{.context = context, .idle_since = options_.now()};
@@ -114,6 +114,11 @@ StreamLimits::Ticket& StreamLimits::Ticket::operator=(Ticket&& other) noexcept {
     id_ = other.id_;
   }
   return *this;
+}
+
+absl::StatusOr<StreamLimits::Ticket> OpenIn(StreamLimits* limits, grpc::ServerContext* context) {
+  if (limits == nullptr) return StreamLimits::Ticket();
+  return limits->Open(context);
 }
 
 }  // namespace rnnserve::server::limits

@@ -1,6 +1,7 @@
 #pragma once
 
-// Bounds on StreamPredict streams: at most max_streams open at once (--max-streams; one more
+// Bounds on streaming calls (StreamPredict and KServe ModelStreamInfer, counted together): at
+// most max_streams open at once (--max-streams; one more
 // is refused with RESOURCE_EXHAUSTED naming the cap), and a stream that has carried no
 // message for idle_seconds (--stream-idle-seconds) is closed by the server (its client sees
 // CANCELLED; its sequences end with it). On the synchronous gRPC API every open stream holds
@@ -86,5 +87,8 @@ class StreamLimits {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread reaper_;
 };
+
+// `limits`' Open when it is set, otherwise an empty Ticket (no limit).
+absl::StatusOr<StreamLimits::Ticket> OpenIn(StreamLimits* limits, grpc::ServerContext* context);
 
 }  // namespace rnnserve::server::limits

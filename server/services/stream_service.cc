@@ -82,12 +82,9 @@ absl::Status RnnServeService::StreamChunk(const grpc::ServerContext& context,
 grpc::Status RnnServeService::StreamPredict(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::StreamPredictResponse, v1::StreamPredictRequest>* stream) {
-  limits::StreamLimits::Ticket ticket;
-  if (limits_.streams != nullptr) {
-    auto opened = limits_.streams->Open(context);
-    if (!opened.ok()) return ToGrpc(opened.status());
-    ticket = *std::move(opened);
-  }
+  auto opened = limits::OpenIn(limits_.streams, context);
+  if (!opened.ok()) return ToGrpc(opened.status());
+  limits::StreamLimits::Ticket ticket = *std::move(opened);
   // The sequences this stream starts belong to it (no other stream can send their chunks) and
   // end with it; the per-client quota counts them against the caller.
   static std::atomic<uint64_t> next_stream{1};

@@ -232,9 +232,16 @@ TEST_F(StreamLimitsTest, StreamOverTheCapIsResourceExhaustedNamingIt) {
   EXPECT_FALSE(extra.stream->Read(&resp));
   const grpc::Status s = extra.stream->Finish();
   EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
-  EXPECT_NE(s.error_message().find("StreamPredict streams open, its limit (--max-streams=4)"),
+  EXPECT_NE(s.error_message().find(
+                "streams open (StreamPredict and ModelStreamInfer), its limit (--max-streams=4)"),
             std::string::npos)
       << s.error_message();
+  // KServe's streaming calls count against the same cap.
+  auto kserve = inference::GRPCInferenceService::NewStub(NewConnection(server()->address()));
+  grpc::ClientContext kctx;
+  auto kstream = kserve->ModelStreamInfer(&kctx);
+  kstream->WritesDone();
+  EXPECT_EQ(kstream->Finish().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   for (auto& o : open) EXPECT_TRUE(o->Close().ok());
 }
 

@@ -171,8 +171,12 @@ grpc::Status KServeService::ModelStreamInfer(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<inference::ModelStreamInferResponse, inference::ModelInferRequest>*
         stream) {
+  auto opened = limits::OpenIn(options_.streams, context);
+  if (!opened.ok()) return ToGrpc(opened.status());
+  limits::StreamLimits::Ticket ticket = *std::move(opened);
   inference::ModelInferRequest request;
   while (stream->Read(&request)) {
+    ticket.Busy(true);
     inference::ModelStreamInferResponse response;
     const absl::Status s = Infer(context, request, response.mutable_infer_response());
     if (!s.ok()) {
@@ -183,7 +187,9 @@ grpc::Status KServeService::ModelStreamInfer(
       response.set_error_message(
           absl::StrCat(absl::StatusCodeToString(s.code()), ": ", s.message()));
     }
-    if (!stream->Write(response)) break;
+    const bool written = stream->Write(response);
+    ticket.Busy(false);
+    if (!written) break;
   }
   return grpc::Status::OK;
 }

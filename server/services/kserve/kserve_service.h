@@ -25,6 +25,7 @@
 
 #include "inference/grpc_service.grpc.pb.h"
 #include "server/limits/admission.h"
+#include "server/limits/stream_limits.h"
 #include "server/model_repository.h"
 #include "server/services/kserve/sequence.h"
 #include "server/services/kserve/statistics.h"
@@ -39,6 +40,8 @@ struct KServeServiceOptions {
   SequenceHandler* sequences = nullptr;
   // Request bytes in flight and per-model concurrency (server/limits/); null members: none.
   limits::RequestLimits limits;
+  // ModelStreamInfer streams count against --max-streams and close when idle; null: no limit.
+  limits::StreamLimits* streams = nullptr;
 };
 
 class KServeService final : public inference::GRPCInferenceService::Service {
