@@ -161,6 +161,10 @@ TEST_F(RequestLimitsTest, ConcurrentLargeRequestsAreRefusedOverBudgetWhileSmallO
   // buffers; without the budget every waiting request also holds its decoded copy.
   EXPECT_LT(rss_peak - rss_before, 100 * 1024)
       << "RSS " << rss_before << " -> " << rss_peak << " kB";
+  RecordProperty("rss_before_kb", static_cast<int>(rss_before));
+  RecordProperty("rss_peak_kb", static_cast<int>(rss_peak.load()));
+  RecordProperty("large_ok", large.ok.load());
+  RecordProperty("large_refused", large.exhausted.load());
   EXPECT_TRUE(Predict(10).ok());
 }
 
@@ -271,6 +275,8 @@ TEST_F(StreamLimitsTest, ThreadCountStaysBoundedWithAThousandStreamsAttempted) {
   EXPECT_EQ(ok + exhausted, 1000);
   // gRPC's threads are capped at 24 (--grpc-max-threads), whatever the clients do.
   EXPECT_LE(most, before + 24) << "threads: " << before << " before, " << most << " at most";
+  RecordProperty("threads_before", before);
+  RecordProperty("threads_most", most);
   EXPECT_EQ(Send(OpenStream(stub_.get()).stream.get(), Chunk(300, true, true)), 0);
 }
 
