@@ -7,6 +7,39 @@
 namespace rnnserve::server {
 namespace {
 
+// Bounded resources: docs/security.md "Bounded resources" says what each protects.
+void AddLimitFlags(CLI::App& app, ServerFlags* f) {
+  app.add_option("--max-inflight-bytes", f->max_inflight_bytes,
+                 "request bytes (serialized and decoded) all requests in flight may hold; one "
+                 "more is RESOURCE_EXHAUSTED (default 1 GiB)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 50));
+  app.add_option("--max-concurrent-per-model", f->max_concurrent_per_model,
+                 "requests running at once on a model without dynamic batching; one more is "
+                 "RESOURCE_EXHAUSTED (0: 8 per instance)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--max-streams", f->max_streams,
+                 "streaming calls (StreamPredict, ModelStreamInfer) open at once; one more is "
+                 "RESOURCE_EXHAUSTED")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--stream-idle-seconds", f->stream_idle_seconds,
+                 "close a StreamPredict stream that carried no message this long; its sequences "
+                 "end (0: never)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--grpc-max-threads", f->grpc_max_threads,
+                 "gRPC server threads at most, pollers included (> --max-streams); a call that "
+                 "finds none free is RESOURCE_EXHAUSTED")
+      ->check(CLI::Range(2, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--max-sequences-per-client", f->max_sequences_per_client,
+                 "live stateful sequences of one model one client (token, else connection) may "
+                 "hold; the model's max_sequences caps all clients together")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+}
+
 void AddFlags(CLI::App& app, ServerFlags* f) {
   // A flag given twice takes its last value (scripts append overrides to a base command line).
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
@@ -60,11 +93,6 @@ void AddFlags(CLI::App& app, ServerFlags* f) {
                  "served, then calls in flight and streams get as long again to finish")
       ->check(CLI::Range(0, 3600))
       ->capture_default_str();
-  app.add_option("--max-sequences-per-client", f->max_sequences_per_client,
-                 "live stateful sequences one client (a stream, a token, or an address without "
-                 "tokens) may hold per model; the model's own limit bounds them all")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
   app.add_option("--log-level", f->log_level, "least severe message logged")
       ->check(CLI::IsMember({"debug", "info", "warning", "error"}))
       ->capture_default_str();
@@ -90,6 +118,7 @@ void AddFlags(CLI::App& app, ServerFlags* f) {
                  "that makes the parser hang or crash fails its own load only (0: off)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  AddLimitFlags(app, f);
 }
 
 }  // namespace
@@ -118,6 +147,11 @@ absl::StatusOr<ServerFlags> ParseServerFlags(int argc, char** argv, bool* help) 
     return absl::InvalidArgumentError(absl::StrCat("--grpc-min-pollers (", flags.grpc_min_pollers,
                                                    ") must not exceed --grpc-max-pollers (",
                                                    flags.grpc_max_pollers, ")"));
+  }
+  if (flags.grpc_max_threads <= flags.max_streams) {
+    return absl::InvalidArgumentError(absl::StrCat("--grpc-max-threads (", flags.grpc_max_threads,
+                                                   ") must exceed --max-streams (",
+                                                   flags.max_streams, ")"));
   }
   return flags;
 }

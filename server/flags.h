@@ -29,8 +29,6 @@ struct ServerFlags {
   // On SIGTERM: seconds health answers NOT_SERVING before the listener closes, and then the
   // most that calls in flight and streams get to finish.
   int drain_seconds = 5;
-  // Live stateful sequences one client (stream, token or connection) may hold per model.
-  int max_sequences_per_client = 256;
   std::string log_level = "info";
   int64_t max_message_bytes = 64 << 20;
   int repository_poll_seconds = 0;  // 0: load once at start
@@ -43,6 +41,14 @@ struct ServerFlags {
   int grpc_max_pollers = 64;
   // Each model file is first parsed in a child process that may take this long (0: off).
   int model_check_seconds = 120;
+  // Bounded resources (docs/security.md "Bounded resources"); over a limit is
+  // RESOURCE_EXHAUSTED naming it.
+  int64_t max_inflight_bytes = int64_t{1} << 30;  // request bytes held at once, all requests
+  int max_concurrent_per_model = 0;               // without dynamic batching; 0: 8 per instance
+  int max_streams = 256;                          // StreamPredict streams open at once
+  int stream_idle_seconds = 300;       // a stream without a message this long is closed; 0: never
+  int grpc_max_threads = 512;          // gRPC server threads, pollers included (> max_streams)
+  int max_sequences_per_client = 128;  // live sequences of one model per client
 };
 
 // Parses argv; unknown flags and bad values are INVALID_ARGUMENT naming the flag and the value.

@@ -19,6 +19,7 @@
 #include "server/auth/token_auth.h"
 #include "server/flags.h"
 #include "server/inspect.h"
+#include "server/limits/server_limits.h"
 #include "server/log.h"
 #include "server/metrics/endpoint.h"
 #include "server/metrics/grpc_interceptor.h"
@@ -71,21 +72,20 @@ absl::StatusOr<std::unique_ptr<prometheus::Exposer>> StartMetrics(const ServerFl
 }
 
 // Stateful sequences, counted in rnnserve_sequences_active of their model version.
-absl::StatusOr<std::unique_ptr<SequenceManager>> CreateSequences(metrics::ServerMetrics& m,
-                                                                 int max_per_client) {
-  return SequenceManager::Create({.observer =
-                                      [&m](const Servable* servable, bool started) {
-                                        if (servable == nullptr) return;
-                                        metrics::ModelMetrics* mm =
-                                            m.Find(servable->name(), servable->version());
-                                        if (mm == nullptr) return;
-                                        if (started) {
-                                          mm->SequenceStarted();
-                                        } else {
-                                          mm->SequenceEnded();
-                                        }
-                                      },
-                                  .max_per_owner = max_per_client});
+absl::StatusOr<std::unique_ptr<SequenceManager>> CreateSequences(const ServerFlags& flags,
+                                                                 metrics::ServerMetrics& m) {
+  SequenceManager::Options options{.observer = [&m](const Servable* servable, bool started) {
+    if (servable == nullptr) return;
+    metrics::ModelMetrics* mm = m.Find(servable->name(), servable->version());
+    if (mm == nullptr) return;
+    if (started) {
+      mm->SequenceStarted();
+    } else {
+      mm->SequenceEnded();
+    }
+  }};
+  options.max_sequences_per_client = flags.max_sequences_per_client;
+  return SequenceManager::Create(std::move(options));
 }
 
 // Removes gRPC server reflection. Linking grpc++_reflection registers its plugin with every
@@ -168,12 +168,20 @@ int Main(int argc, char** argv) {
   LogInfo(
       absl::StrCat((*repository)->ready_models(), " model(s) ready from ", flags.model_repository));
   (*repository)->StartPolling(flags.repository_poll_seconds);
-  auto sequences = CreateSequences(process_metrics, flags.max_sequences_per_client);
+  auto sequences = CreateSequences(flags, process_metrics);
   if (!sequences.ok()) {
     LogError(sequences.status().message());
     return 1;
   }
-  RnnServeService service(repository->get(), sequences->get(), authorizer->get());
+  // Bounded resources (server/limits/server_limits.h).
+  auto server_limits = limits::CreateServerLimits(flags);
+  if (!server_limits.ok()) {
+    LogError(server_limits.status().message());
+    return 1;
+  }
+  RnnServeService service(
+      repository->get(), sequences->get(), authorizer->get(),
+      {.requests = server_limits->requests(), .streams = server_limits->streams.get()});
   // Health checking on the synchronous API (health_service.h says why not gRPC's default).
   grpc::EnableDefaultHealthCheckService(false);
   auto health = HealthService::Create();
@@ -186,12 +194,16 @@ int Main(int argc, char** argv) {
   if (!flags.reflection) builder.SetOption(std::make_unique<WithoutReflection>());
   int bound_port = 0;
   ConfigureBuilder(flags, *credentials, &builder, &bound_port);
+  limits::LimitThreads(flags, &builder);
   builder.RegisterService(&service);
   // KServe v2 / Open Inference Protocol on the same port.
   ManagedSequences kserve_sequences(sequences->get());
-  kserve::KServeService kserve_service(repository->get(), {.server_version = RNNSERVE_VERSION,
-                                                           .sequences = &kserve_sequences,
-                                                           .authorizer = authorizer->get()});
+  kserve::KServeService kserve_service(repository->get(),
+                                       {.server_version = RNNSERVE_VERSION,
+                                        .sequences = &kserve_sequences,
+                                        .authorizer = authorizer->get(),
+                                        .limits = server_limits->requests(),
+                                        .streams = server_limits->streams.get()});
   builder.RegisterService(&kserve_service);
   builder.RegisterService(health->get());
   builder.experimental().SetInterceptorCreators(metrics::NewInterceptorFactories(&process_metrics));

@@ -7,12 +7,16 @@ namespace rnnserve::server {
 
 absl::StatusOr<std::unique_ptr<SequenceManager>> SequenceManager::Create(Options options) {
   if (!options.now) return absl::InvalidArgumentError("SequenceManager needs a clock");
+  if (options.max_sequences_per_client <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_sequences_per_client must be positive; was ", options.max_sequences_per_client));
+  }
   return std::unique_ptr<SequenceManager>(new SequenceManager(std::move(options)));
 }
 
 absl::StatusOr<SequenceManager::Lease> SequenceManager::Acquire(
     const std::string& model, uint64_t id, bool start, std::shared_ptr<const Servable> servable,
-    const Limits& limits, const std::string& owner) {
+    const Limits& limits, const Caller& caller) {
   if (limits.max_idle <= absl::ZeroDuration() || limits.max_sequences <= 0) {
     return absl::InternalError("sequence limits must be positive");
   }
@@ -20,45 +24,44 @@ absl::StatusOr<SequenceManager::Lease> SequenceManager::Acquire(
   ExpireLocked();
   const auto key = std::make_pair(model, id);
   auto it = sequences_.find(key);
-  if (it != sequences_.end() && it->second.owner != owner) {
-    // Another client's sequence: neither restarted nor continued, and left as it is.
-    if (start) {
-      return absl::AlreadyExistsError(absl::StrCat("sequence ", id, " of model '", model,
-                                                   "' is live and belongs to another client; "
-                                                   "choose another sequence id"));
-    }
+  if (it != sequences_.end() && it->second.owner != caller.owner) {
+    // Said the same way whether or not a chunk is in flight: nothing about another owner's
+    // sequence leaks.
     return absl::PermissionDeniedError(
-        absl::StrCat("sequence ", id, " of model '", model, "' belongs to another client"));
+        absl::StrCat("sequence ", id, " of model '", model,
+                     "' belongs to another stream or client; use an id of your own"));
   }
   if (it != sequences_.end() && it->second.busy) {
     return absl::AbortedError(
         absl::StrCat("sequence ", id, " of model '", model, "' has a chunk in flight"));
   }
   if (start) {
-    if (it == sequences_.end()) {
-      if (per_model_[model] >= limits.max_sequences) {
-        return absl::ResourceExhaustedError(
-            absl::StrCat("model '", model, "' has ", limits.max_sequences,
-                         " live sequences, its limit; end some or retry later"));
-      }
-      int& mine = per_owner_[{model, owner}];
-      if (options_.max_per_owner > 0 && mine >= options_.max_per_owner) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            "this client holds ", mine, " live sequences of model '", model,
-            "', the limit for one client (--max-sequences-per-client); end some first"));
-      }
-      it = sequences_.emplace(key, Sequence{}).first;
-      it->second.owner = owner;
-      ++per_model_[model];
-      ++mine;
-    } else {
-      Notify(it->second.servable.get(), false);  // restarted by its owner: the old run ends
+    if (it != sequences_.end()) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("sequence ", id, " of model '", model,
+                       "' is live: end it (end=true) before starting it again"));
     }
+    if (per_model_[model] >= limits.max_sequences) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("model '", model, "' has ", limits.max_sequences,
+                       " live sequences, its limit (config.pbtxt sequence_batching "
+                       "max_sequences); end some or retry later"));
+    }
+    int& mine = per_client_[std::make_pair(model, caller.client)];
+    if (mine >= options_.max_sequences_per_client) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "this client holds ", mine, " live sequences of model '", model,
+          "', the per-client limit (--max-sequences-per-client=", options_.max_sequences_per_client,
+          "); end some or retry later"));
+    }
+    ++mine;
+    ++per_model_[model];
+    it = sequences_.emplace(key, Sequence{}).first;
     Notify(servable.get(), true);
     it->second.max_idle = limits.max_idle;
     it->second.servable = std::move(servable);
-    it->second.states.clear();
-    it->second.steps = 0;
+    it->second.owner = caller.owner;
+    it->second.client = caller.client;
   } else if (it == sequences_.end()) {
     return absl::InvalidArgumentError(
         absl::StrCat("sequence ", id, " of model '", model,
@@ -67,15 +70,6 @@ absl::StatusOr<SequenceManager::Lease> SequenceManager::Acquire(
   it->second.busy = true;
   it->second.last_used = options_.now();
   return Lease{it->second.servable, it->second.states, it->second.steps};
-}
-
-void SequenceManager::EraseLocked(
-    std::map<std::pair<std::string, uint64_t>, Sequence>::iterator it) {
-  --per_model_[it->first.first];
-  const auto owner_key = std::make_pair(it->first.first, it->second.owner);
-  if (--per_owner_[owner_key] <= 0) per_owner_.erase(owner_key);
-  Notify(it->second.servable.get(), false);
-  sequences_.erase(it);
 }
 
 void SequenceManager::Release(const std::string& model, uint64_t id, LayerStates states, bool end,
@@ -93,20 +87,6 @@ void SequenceManager::Release(const std::string& model, uint64_t id, LayerStates
   it->second.last_used = options_.now();
 }
 
-int SequenceManager::EndOwnedBy(const std::string& owner) {
-  absl::MutexLock lock(&mu_);
-  int ended = 0;
-  for (auto it = sequences_.begin(); it != sequences_.end();) {
-    auto next = std::next(it);
-    if (it->second.owner == owner && !it->second.busy) {
-      EraseLocked(it);
-      ++ended;
-    }
-    it = next;
-  }
-  return ended;
-}
-
 int SequenceManager::live() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int>(sequences_.size());
@@ -121,14 +101,38 @@ int SequenceManager::ExpireLocked() {
   const absl::Time now = options_.now();
   int dropped = 0;
   for (auto it = sequences_.begin(); it != sequences_.end();) {
-    auto next = std::next(it);
     if (!it->second.busy && now - it->second.last_used > it->second.max_idle) {
-      EraseLocked(it);
+      EraseLocked(it++);
       ++dropped;
+    } else {
+      ++it;
     }
-    it = next;
   }
   return dropped;
+}
+
+int SequenceManager::EndOwner(const std::string& owner) {
+  absl::MutexLock lock(&mu_);
+  int ended = 0;
+  for (auto it = sequences_.begin(); it != sequences_.end();) {
+    if (!it->second.busy && it->second.owner == owner) {
+      EraseLocked(it++);
+      ++ended;
+    } else {
+      ++it;
+    }
+  }
+  return ended;
+}
+
+void SequenceManager::EraseLocked(std::map<Key, Sequence>::iterator it) {
+  Notify(it->second.servable.get(), false);
+  --per_model_[it->first.first];
+  const auto client = std::make_pair(it->first.first, it->second.client);
+  if (auto c = per_client_.find(client); c != per_client_.end() && --c->second <= 0) {
+    per_client_.erase(c);
+  }
+  sequences_.erase(it);
 }
 
 SequenceManager::Limits SequenceLimitsOf(const Servable& servable) {

@@ -4,19 +4,20 @@
 // states of every recurrent layer after its last chunk, so the next chunk continues from them.
 //
 // BEHAVIOUR
-//  - A chunk with start creates a sequence with zero state, owned by the chunk's `owner` (the
-//    stream it came on, or the client's token or connection). A start for a live sequence of
-//    the same owner restarts it; of another owner it is ALREADY_EXISTS. A chunk without start
-//    for a sequence that is not live is refused (INVALID_ARGUMENT); for one of another owner
-//    it is PERMISSION_DENIED, and the sequence is untouched.
+//  - A chunk with start creates a sequence with zero state; a start for an id that is live is
+//    ALREADY_EXISTS (end it first); a chunk without start for a sequence that is not live is
+//    refused (INVALID_ARGUMENT).
+//  - Each sequence belongs to the Caller::owner that started it (a StreamPredict stream, or a
+//    KServe caller identity): a chunk from another owner is PERMISSION_DENIED and changes
+//    nothing. EndOwner() ends every sequence of an owner (its stream closed).
 //  - A sequence is held by one chunk at a time: Acquire() hands its state out, Release() stores
 //    the new state (or drops the sequence when the chunk ended it or failed). A second chunk
 //    while one is in flight gets ABORTED.
 //  - A sequence idle for longer than its model's max_idle is dropped; the next chunk for it is
 //    refused.
-//  - At most max_sequences live sequences per model, and at most Options::max_per_owner of them
-//    per owner (so that one client cannot take every place); one more gets RESOURCE_EXHAUSTED
-//    naming the limit. EndOwnedBy() ends an owner's sequences (its stream ended).
+//  - At most Limits::max_sequences live sequences per model, and at most
+//    Options::max_sequences_per_client of them started by one Caller::client (so one client
+//    cannot take every slot of a model); one more gets RESOURCE_EXHAUSTED naming the limit.
 //  - The version a sequence started on serves all of its chunks (the servable is pinned).
 // Time comes from Options::now, so tests pin idle expiry without sleeping.
 
@@ -48,8 +49,16 @@ class SequenceManager {
     // version it runs on (for the rnnserve_sequences_active gauge). Called under the lock: keep
     // it cheap. May be empty.
     std::function<void(const Servable* servable, bool started)> observer;
-    // Live sequences one owner may hold per model; 0: only the model's max_sequences bounds.
-    int max_per_owner = 0;
+    // Live sequences of one model one Caller::client may hold (--max-sequences-per-client);
+    // must be positive. The model's own max_sequences still caps all clients together.
+    int max_sequences_per_client = 128;
+  };
+  // Who sends a chunk. `owner` is what a sequence belongs to (a stream, or a caller identity);
+  // `client` is what the per-client quota counts (the caller identity: a hash of its token, or
+  // its peer address). Neither is ever a token itself.
+  struct Caller {
+    std::string owner;
+    std::string client;
   };
   // A model's limits (config.pbtxt sequence_batching; Limits() fills the defaults).
   struct Limits {
@@ -63,17 +72,18 @@ class SequenceManager {
     LayerStates states;                        // empty at start: zeros
     int64_t steps = 0;                         // time steps the earlier chunks carried
   };
-  // Takes the sequence for one chunk. `servable` is used when the chunk starts the sequence;
-  // `owner` identifies who may send its chunks (BEHAVIOUR).
+  // Takes the sequence for one chunk. `servable` is used when the chunk starts the sequence.
   absl::StatusOr<Lease> Acquire(const std::string& model, uint64_t id, bool start,
                                 std::shared_ptr<const Servable> servable, const Limits& limits,
-                                const std::string& owner = "");
-  // Ends every sequence `owner` holds that no chunk holds now; returns how many.
-  int EndOwnedBy(const std::string& owner);
+                                const Caller& caller);
   // Gives the sequence back after its chunk: keeps `states` unless `end` (or `failed`), and
   // adds `steps_added` (the chunk's steps) to the sequence's count.
   void Release(const std::string& model, uint64_t id, LayerStates states, bool end, bool failed,
                int64_t steps_added = 0);
+
+  // Ends every sequence `owner` holds that no chunk holds now (a closed stream); returns how
+  // many.
+  int EndOwner(const std::string& owner);
 
   int live() const;
   // Drops sequences idle past max_idle; returns how many.
@@ -92,18 +102,20 @@ class SequenceManager {
     int64_t steps = 0;  // time steps of the chunks so far
     absl::Time last_used;
     absl::Duration max_idle;
-    bool busy = false;  // a chunk holds it
-    std::string owner;
+    bool busy = false;   // a chunk holds it
+    std::string owner;   // Caller::owner that started it
+    std::string client;  // Caller::client that started it (its quota slot)
   };
+  using Key = std::pair<std::string, uint64_t>;  // model, sequence id
+  // Drops a sequence and its counts.
+  void EraseLocked(std::map<Key, Sequence>::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const Options options_;
   mutable absl::Mutex mu_;
-  std::map<std::pair<std::string, uint64_t>, Sequence> sequences_ ABSL_GUARDED_BY(mu_);
+  std::map<Key, Sequence> sequences_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int> per_model_ ABSL_GUARDED_BY(mu_);  // live sequences by model
-  // Live sequences by (model, owner).
-  std::map<std::pair<std::string, std::string>, int> per_owner_ ABSL_GUARDED_BY(mu_);
-  // Drops `it`, keeping the counts.
-  void EraseLocked(std::map<std::pair<std::string, uint64_t>, Sequence>::iterator it)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Live sequences by (model, client); an entry is erased when it reaches zero.
+  std::map<std::pair<std::string, std::string>, int> per_client_ ABSL_GUARDED_BY(mu_);
 };
 
 // A model's limits from its config.pbtxt sequence_batching block (defaults where unset).

@@ -4,7 +4,6 @@
 #include <openssl/sha.h>
 
 #include <fstream>
-#include <functional>
 #include <sstream>
 
 #include "absl/strings/ascii.h"
@@ -18,22 +17,6 @@ namespace {
 constexpr char kUnauthenticated[] = "authentication required: send a valid bearer token";
 
 }  // namespace
-
-std::string ClientIdentity(const grpc::ServerContext& context) {
-  const auto& metadata = context.client_metadata();
-  const auto it = metadata.find("authorization");
-  if (it != metadata.end()) {
-    const std::string header(it->second.data(), it->second.size());
-    return absl::StrCat("token:", absl::Hex(std::hash<std::string>{}(header)));
-  }
-  // The peer's address without its port: a client that opens a new connection (a new port) is
-  // still the same client.
-  const std::string peer = context.peer();  // "ipv4:127.0.0.1:5555", "ipv6:[::1]:5555"
-  const size_t port = peer.rfind(':');
-  return absl::StrCat("peer:", port == std::string::npos || port < peer.find(':') + 1
-                                   ? peer
-                                   : peer.substr(0, port));
-}
 
 absl::StatusOr<std::vector<std::string>> ReadTokenFile(const std::string& path) {
   std::ifstream in(path);

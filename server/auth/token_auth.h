@@ -72,9 +72,4 @@ inline grpc::Status Authorize(const TokenAuthorizer* authorizer, const grpc::Ser
   return authorizer == nullptr ? grpc::Status::OK : authorizer->Check(context, access);
 }
 
-// Who a call comes from, for binding server-held state (stateful sequences) to it: its bearer
-// token when it sends one (as a hash: the token itself is not kept), else the address it calls
-// from (ServerContext::peer() without the port, so that a new connection is the same client).
-std::string ClientIdentity(const grpc::ServerContext& context);
-
 }  // namespace rnnserve::server::auth

@@ -21,8 +21,9 @@ absl::Status ManagedSequences::Run(const Servable& servable,
                           ? sequence.id
                           : (std::hash<std::string>{}(sequence.string_id) | (uint64_t{1} << 63));
   const SequenceManager::Limits limits = SequenceLimitsOf(servable);
+  const SequenceManager::Caller caller{.owner = sequence.caller, .client = sequence.caller};
   auto lease = manager_->Acquire(servable.name(), id, sequence.start, servable.shared_from_this(),
-                                 limits, sequence.owner);
+                                 limits, caller);
   if (!lease.ok()) return lease.status();
   int64_t chunk_steps = 0;
   if (auto s = CheckStreamWindow(*lease->servable, batch, lease->steps, &chunk_steps); !s.ok()) {

@@ -29,9 +29,14 @@ grpc::Status RnnServeService::Predict(grpc::ServerContext* context,
   auto servable = repository_->Get(request->model_spec().name(), request->model_spec().version());
   if (!servable.ok()) return ToGrpc(servable.status());
   const Servable& model = **servable;
+  // Held until the response is built: the request's bytes and its place on the model.
+  auto admission =
+      limits::Admit(limits_.requests, model, static_cast<int64_t>(request->ByteSizeLong()));
+  if (!admission.ok()) return ToGrpc(admission.status());
   if (auto s = ValidateOutputFilter(*request, model); !s.ok()) return ToGrpc(s);
   auto batch = ValidatePredict(*request, model);
   if (!batch.ok()) return ToGrpc(batch.status());
+  if (auto s = admission->AddBatch(*batch); !s.ok()) return ToGrpc(s);
   std::vector<engine::Tensor> outputs;
   LayerStates final_states;
   if (request->return_states()) batch->final_states = &final_states;

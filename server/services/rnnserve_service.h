@@ -9,18 +9,27 @@
 
 #include "rnnserve/v1/rnnserve.grpc.pb.h"
 #include "server/auth/token_auth.h"
+#include "server/limits/admission.h"
+#include "server/limits/stream_limits.h"
 #include "server/model_repository.h"
 #include "server/sequence_manager.h"
 
 namespace rnnserve::server {
 
+// The process's limits the service applies (server/limits/); null members: no limit. Not owned.
+struct RnnServeLimits {
+  limits::RequestLimits requests;           // Predict and StreamPredict chunks
+  limits::StreamLimits* streams = nullptr;  // StreamPredict streams
+};
+
 class RnnServeService final : public v1::RnnServe::Service {
  public:
   // `authorizer` (auth/token_auth.h; null: every call is open) checks each call's bearer token:
-  // LoadModel and UnloadModel need admin access, the others inference access.
+  // LoadModel and UnloadModel need admin access, the others inference access. `limits`: the
+  // process's bounds on requests and streams (server/limits/).
   RnnServeService(ModelRepository* repository, SequenceManager* sequences,
-                  const auth::TokenAuthorizer* authorizer = nullptr)
-      : repository_(repository), sequences_(sequences), authorizer_(authorizer) {}
+                  const auth::TokenAuthorizer* authorizer = nullptr, RnnServeLimits limits = {})
+      : repository_(repository), sequences_(sequences), authorizer_(authorizer), limits_(limits) {}
 
   grpc::Status Predict(grpc::ServerContext* context, const v1::PredictRequest* request,
                        v1::PredictResponse* response) override;
@@ -46,13 +55,13 @@ class RnnServeService final : public v1::RnnServe::Service {
 
  private:
   // One chunk of a stateful sequence.
-  // One chunk of a stateful sequence owned by `owner` (the stream).
-  absl::Status StreamChunk(const grpc::ServerContext& context, const std::string& owner,
-                           const v1::StreamPredictRequest& req, v1::StreamPredictResponse* resp);
+  absl::Status StreamChunk(const grpc::ServerContext& context, const v1::StreamPredictRequest& req,
+                           const SequenceManager::Caller& caller, v1::StreamPredictResponse* resp);
 
   ModelRepository* const repository_;
   SequenceManager* const sequences_;
   const auth::TokenAuthorizer* const authorizer_;
+  const RnnServeLimits limits_;
 };
 
 }  // namespace rnnserve::server

@@ -7,6 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/grpc_status.h"
+#include "server/limits/caller_identity.h"
+#include "server/log.h"
 #include "server/request_validation.h"
 #include "server/services/rnnserve_service.h"
 #include "server/stream_window.h"
@@ -14,8 +16,8 @@
 
 namespace rnnserve::server {
 absl::Status RnnServeService::StreamChunk(const grpc::ServerContext& context,
-                                          const std::string& owner,
                                           const v1::StreamPredictRequest& req,
+                                          const SequenceManager::Caller& caller,
                                           v1::StreamPredictResponse* resp) {
   const std::string& name = req.model_spec().name();
   std::shared_ptr<const Servable> fresh;
@@ -27,9 +29,15 @@ absl::Status RnnServeService::StreamChunk(const grpc::ServerContext& context,
   }
   const SequenceManager::Limits limits =
       fresh ? SequenceLimitsOf(*fresh) : SequenceManager::Limits{};
-  auto lease = sequences_->Acquire(name, req.sequence_id(), req.start(), fresh, limits, owner);
+  auto lease = sequences_->Acquire(name, req.sequence_id(), req.start(), fresh, limits, caller);
   if (!lease.ok()) return lease.status();
   const Servable& model = *lease->servable;
+  auto admission = limits::Admit(limits_.requests, model, static_cast<int64_t>(req.ByteSizeLong()));
+  if (!admission.ok()) {
+    // Refused before it ran: the sequence is as it was (or, for a start, not begun).
+    sequences_->Release(name, req.sequence_id(), std::move(lease->states), false, req.start());
+    return admission.status();
+  }
 
   v1::PredictRequest predict;
   *predict.mutable_inputs() = req.inputs();
@@ -42,6 +50,9 @@ absl::Status RnnServeService::StreamChunk(const grpc::ServerContext& context,
     batch = absl::InvalidArgumentError(
         absl::StrCat("stream chunks carry one sequence ([1, T, ...]); got a batch of ",
                      batch->inputs[0].dim(0)));
+  }
+  if (batch.ok()) {
+    if (absl::Status a = admission->AddBatch(*batch); !a.ok()) batch = a;
   }
   if (!batch.ok()) {
     // A malformed chunk changes nothing: the sequence keeps its state for a corrected retry.
@@ -74,22 +85,34 @@ grpc::Status RnnServeService::StreamPredict(
   if (grpc::Status a = auth::Authorize(authorizer_, *context, auth::Access::kInference); !a.ok()) {
     return a;
   }
-  // The sequences this stream starts belong to it, and end when it ends.
-  static std::atomic<uint64_t> streams{0};
-  const std::string owner = absl::StrCat("stream:", streams.fetch_add(1));
+  auto opened = limits::OpenIn(limits_.streams, context);
+  if (!opened.ok()) return ToGrpc(opened.status());
+  limits::StreamLimits::Ticket ticket = *std::move(opened);
+  // The sequences this stream starts belong to it (no other stream can send their chunks) and
+  // end with it; the per-client quota counts them against the caller.
+  static std::atomic<uint64_t> next_stream{1};
+  const SequenceManager::Caller caller{
+      .owner = absl::StrCat("stream-", next_stream.fetch_add(1, std::memory_order_relaxed)),
+      .client = limits::CallerIdentity(*context)};
   v1::StreamPredictRequest req;
   while (stream->Read(&req)) {
+    ticket.Busy(true);
     v1::StreamPredictResponse resp;
     resp.set_sequence_id(req.sequence_id());
-    if (const absl::Status s = StreamChunk(*context, owner, req, &resp); !s.ok()) {
+    if (const absl::Status s = StreamChunk(*context, req, caller, &resp); !s.ok()) {
       resp.Clear();
       resp.set_sequence_id(req.sequence_id());
       resp.set_error_code(static_cast<int>(s.code()));
       resp.set_error_message(std::string(s.message()));
     }
-    if (!stream->Write(resp)) break;
+    const bool written = stream->Write(resp);
+    ticket.Busy(false);
+    if (!written) break;
   }
-  sequences_->EndOwnedBy(owner);
+  sequences_->EndOwner(caller.owner);
+  if (ticket.reaped()) {
+    LogDebug(absl::StrCat(caller.owner, " closed: idle for --stream-idle-seconds"));
+  }
   return grpc::Status::OK;
 }
 

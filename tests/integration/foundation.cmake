@@ -33,3 +33,7 @@ set_tests_properties(PythonClient.PredictEvaluateStreamMatchKeras PROPERTIES
 
 rnnserve_test(onnx_serving_test integration ${CMAKE_CURRENT_LIST_DIR}/onnx_serving_test.cc)
 target_link_libraries(onnx_serving_test PRIVATE rnnserve_server_process)
+
+rnnserve_test(limits_integration_test integration
+  ${CMAKE_CURRENT_LIST_DIR}/limits_integration_test.cc)
+target_link_libraries(limits_integration_test PRIVATE rnnserve_server_process rnnserve_kserve_proto)

@@ -336,6 +336,13 @@ TEST_F(KServeTest, SequenceChunksCarryServerHeldStateAndEqualKeras) {
   const client::NpyArray x = LoadNpy("tests/fixtures/example/input.npy");
   const client::NpyArray want = LoadNpy("tests/fixtures/example/expected.npy");
   ModelInferResponse resp;
+  // One channel for the whole sequence: without a token a sequence belongs to the connection
+  // that started it (docs/security.md).
+  auto stub = Stub();
+  auto infer = [&](const ModelInferRequest& req) {
+    grpc::ClientContext ctx;
+    return stub->ModelInfer(&ctx, req, &resp);
+  };
   for (int half = 0; half < 2; ++half) {
     ModelInferRequest req;
     req.set_model_name("waveform_lstm");
@@ -351,7 +358,7 @@ TEST_F(KServeTest, SequenceChunksCarryServerHeldStateAndEqualKeras) {
     (*req.mutable_parameters())["sequence_id"].set_int64_param(42);
     (*req.mutable_parameters())["sequence_start"].set_bool_param(half == 0);
     (*req.mutable_parameters())["sequence_end"].set_bool_param(half == 1);
-    const grpc::Status s = Infer(req, &resp);
+    const grpc::Status s = infer(req);
     ASSERT_TRUE(s.ok()) << s.error_message();
   }
   std::vector<float> got(3);
@@ -360,7 +367,7 @@ TEST_F(KServeTest, SequenceChunksCarryServerHeldStateAndEqualKeras) {
   // The sequence ended: a further chunk without start is refused.
   ModelInferRequest more = FixtureRequest(/*raw=*/true);
   (*more.mutable_parameters())["sequence_id"].set_int64_param(42);
-  EXPECT_EQ(Infer(more, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(infer(more).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }
 
 TEST_F(KServeTest, SequenceStartWithoutIdIsInvalidArgument) {

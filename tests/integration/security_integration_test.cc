@@ -231,7 +231,7 @@ TEST_F(SecureServerTest, KServeSequenceOfAnotherTokenCannotBeContinuedOrRestarte
   // Two valid inference tokens: two clients.
   ASSERT_EQ(call(kInferenceToken, true, false), grpc::StatusCode::OK);
   EXPECT_EQ(call("first-unused-token", false, false), grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_EQ(call("first-unused-token", true, false), grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_EQ(call("first-unused-token", true, false), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_EQ(call(kInferenceToken, false, true), grpc::StatusCode::OK);
 }
 

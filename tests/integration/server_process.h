@@ -29,6 +29,7 @@ class ServerProcess {
 
   std::string address() const;
   int port() const { return port_; }
+  pid_t pid() const { return pid_; }
   bool Alive();
   // Sends SIGTERM and waits; returns the exit code (or 128 + signal).
   int Stop();

@@ -104,42 +104,5 @@ TEST_F(StreamTest, ChunkErrorsAreReportedAndTheStreamGoesOn) {
   EXPECT_TRUE(stream->Finish().ok());
 }
 
-// A sequence belongs to the stream that started it: another stream can neither restart nor
-// continue it, and it ends when its stream ends.
-TEST_F(StreamTest, SequenceBelongsToItsStreamAndEndsWithIt) {
-  const client::NpyArray x = LoadNpy("tests/fixtures/example/input.npy");
-  grpc::ClientContext owner_ctx, other_ctx;
-  auto owner = stub_->StreamPredict(&owner_ctx);
-  auto other = stub_->StreamPredict(&other_ctx);
-  auto r = Send(owner.get(), "waveform_lstm", 50, true, false, Steps(x, 0, 0, 4));
-  ASSERT_EQ(r.error_code(), 0) << r.error_message();
-  r = Send(other.get(), "waveform_lstm", 50, true, false, Steps(x, 1, 0, 4));
-  EXPECT_EQ(r.error_code(), static_cast<int>(grpc::StatusCode::ALREADY_EXISTS))
-      << r.error_message();
-  r = Send(other.get(), "waveform_lstm", 50, false, false, Steps(x, 1, 4, 8));
-  EXPECT_EQ(r.error_code(), static_cast<int>(grpc::StatusCode::PERMISSION_DENIED))
-      << r.error_message();
-  // The owner's sequence went on from its own state: its whole sequence equals Keras's.
-  r = Send(owner.get(), "waveform_lstm", 50, false, true, Steps(x, 0, 4, 40));
-  ASSERT_EQ(r.error_code(), 0) << r.error_message();
-  const client::NpyArray want = LoadNpy("tests/fixtures/example/expected.npy");
-  const client::NpyArray got = client::ToArray(r.outputs().at("probabilities"));
-  for (int c = 0; c < 3; ++c) {
-    EXPECT_NEAR(got.values[c], want.values[c], 1e-5 + 1e-5 * std::fabs(want.values[c]));
-  }
-  // A sequence left open ends with its stream: another stream finds it gone and may reuse it.
-  r = Send(owner.get(), "waveform_lstm", 51, true, false, Steps(x, 0, 0, 4));
-  ASSERT_EQ(r.error_code(), 0) << r.error_message();
-  owner->WritesDone();
-  ASSERT_TRUE(owner->Finish().ok());
-  r = Send(other.get(), "waveform_lstm", 51, false, false, Steps(x, 0, 4, 8));
-  EXPECT_EQ(r.error_code(), static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT))
-      << r.error_message();
-  r = Send(other.get(), "waveform_lstm", 51, true, true, Steps(x, 0, 0, 4));
-  EXPECT_EQ(r.error_code(), 0) << r.error_message();
-  other->WritesDone();
-  EXPECT_TRUE(other->Finish().ok());
-}
-
 }  // namespace
 }  // namespace rnnserve::testing

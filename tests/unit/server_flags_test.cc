@@ -155,5 +155,32 @@ TEST(ServerFlagsTest, UnknownFlagIsNamed) {
   EXPECT_THAT(flags.status().message(), HasSubstr("--grpc-pollers"));
 }
 
+TEST(ServerFlagsTest, ResourceLimitsHaveTheirDocumentedDefaults) {
+  auto flags = Parse({});
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_EQ(flags->max_inflight_bytes, int64_t{1} << 30);
+  EXPECT_EQ(flags->max_concurrent_per_model, 0);
+  EXPECT_EQ(flags->max_streams, 256);
+  EXPECT_EQ(flags->stream_idle_seconds, 300);
+  EXPECT_EQ(flags->grpc_max_threads, 512);
+  EXPECT_EQ(flags->max_sequences_per_client, 128);
+}
+
+TEST(ServerFlagsTest, GrpcMaxThreadsMustExceedMaxStreams) {
+  auto flags = Parse({"--max-streams=64", "--grpc-max-threads=64"});
+  ASSERT_FALSE(flags.ok());
+  EXPECT_THAT(flags.status().message(),
+              AllOf(HasSubstr("--grpc-max-threads (64)"), HasSubstr("--max-streams (64)")));
+  EXPECT_TRUE(Parse({"--max-streams=64", "--grpc-max-threads=65"}).ok());
+}
+
+TEST(ServerFlagsTest, ResourceLimitsRejectNonPositiveValues) {
+  for (const char* bad :
+       {"--max-inflight-bytes=0", "--max-streams=0", "--max-sequences-per-client=0",
+        "--max-concurrent-per-model=-1", "--stream-idle-seconds=-1"}) {
+    EXPECT_FALSE(Parse({bad}).ok()) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace rnnserve::server

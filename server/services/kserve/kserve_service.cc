@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/grpc_status.h"
+#include "server/limits/caller_identity.h"
 #include "server/log.h"
 #include "server/services/kserve/datatype.h"
 #include "server/services/kserve/infer_codec.h"
@@ -123,11 +124,13 @@ absl::Status KServeService::Infer(grpc::ServerContext* context,
     return s;
   };
 
+  // Held until the response is built: the request's bytes and its place on the model.
+  auto admission =
+      limits::Admit(options_.limits, model, static_cast<int64_t>(request.ByteSizeLong()));
+  if (!admission.ok()) return finish(admission.status());
   auto decoded = DecodeInfer(request, model);
   if (!decoded.ok()) return finish(decoded.status());
-  if (decoded->sequence.has_value() && context != nullptr) {
-    decoded->sequence->owner = auth::ClientIdentity(*context);
-  }
+  if (auto s = admission->AddBatch(decoded->batch); !s.ok()) return finish(s);
   if (context != nullptr && context->deadline() != std::chrono::system_clock::time_point::max()) {
     decoded->options.deadline =
         std::min(decoded->options.deadline, absl::FromChrono(context->deadline()));
@@ -145,6 +148,8 @@ absl::Status KServeService::Infer(grpc::ServerContext* context,
           "state) are not served on the KServe endpoint yet; use rnnserve.v1 StreamPredict, "
           "or send whole sequences without sequence_id")));
     }
+    // The sequence is bound to who started it: its token's hash, or its peer.
+    if (context != nullptr) decoded->sequence->caller = limits::CallerIdentity(*context);
     run = options_.sequences->Run(model, *decoded->sequence, decoded->batch, &outputs,
                                   decoded->options);
   } else {
@@ -184,8 +189,12 @@ grpc::Status KServeService::ModelStreamInfer(
   if (grpc::Status a = auth::Authorize(authorizer_, *context, auth::Access::kInference); !a.ok()) {
     return a;
   }
+  auto opened = limits::OpenIn(options_.streams, context);
+  if (!opened.ok()) return ToGrpc(opened.status());
+  limits::StreamLimits::Ticket ticket = *std::move(opened);
   inference::ModelInferRequest request;
   while (stream->Read(&request)) {
+    ticket.Busy(true);
     inference::ModelStreamInferResponse response;
     const absl::Status s = Infer(context, request, response.mutable_infer_response());
     if (!s.ok()) {
@@ -196,7 +205,9 @@ grpc::Status KServeService::ModelStreamInfer(
       response.set_error_message(
           absl::StrCat(absl::StatusCodeToString(s.code()), ": ", s.message()));
     }
-    if (!stream->Write(response)) break;
+    const bool written = stream->Write(response);
+    ticket.Busy(false);
+    if (!written) break;
   }
   return grpc::Status::OK;
 }

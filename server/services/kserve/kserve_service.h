@@ -25,6 +25,8 @@
 
 #include "inference/grpc_service.grpc.pb.h"
 #include "server/auth/token_auth.h"
+#include "server/limits/admission.h"
+#include "server/limits/stream_limits.h"
 #include "server/model_repository.h"
 #include "server/services/kserve/sequence.h"
 #include "server/services/kserve/statistics.h"
@@ -40,6 +42,10 @@ struct KServeServiceOptions {
   // Bearer tokens (auth/token_auth.h); not owned. Null: every call is open. ServerLive and
   // ServerReady stay open either way: they are probes.
   const auth::TokenAuthorizer* authorizer = nullptr;
+  // Request bytes in flight and per-model concurrency (server/limits/); null members: none.
+  limits::RequestLimits limits;
+  // ModelStreamInfer streams count against --max-streams and close when idle; null: no limit.
+  limits::StreamLimits* streams = nullptr;
 };
 
 class KServeService final : public inference::GRPCInferenceService::Service {

@@ -25,8 +25,9 @@ struct SequenceIdentity {
   std::string string_id;
   bool start = false;  // the first chunk: state starts from zero
   bool end = false;    // the last chunk: state is released after it
-  // Who sent it (auth::ClientIdentity): only the owner of a live sequence may continue it.
-  std::string owner;
+  // Who sent it (server/limits/caller_identity.h), set by the service, not parsed: a sequence
+  // belongs to the caller that started it.
+  std::string caller;
   std::string ToString() const;
 };
 

@@ -1,0 +1,29 @@
+#include "server/limits/server_limits.h"
+
+#include <grpcpp/resource_quota.h>
+
+namespace rnnserve::server::limits {
+
+absl::StatusOr<ServerLimits> CreateServerLimits(const ServerFlags& flags) {
+  ServerLimits limits;
+  auto bytes = ByteBudget::Create({.max_inflight_bytes = flags.max_inflight_bytes});
+  if (!bytes.ok()) return bytes.status();
+  limits.bytes = *std::move(bytes);
+  auto concurrency =
+      ModelConcurrency::Create({.max_concurrent_per_model = flags.max_concurrent_per_model});
+  if (!concurrency.ok()) return concurrency.status();
+  limits.concurrency = *std::move(concurrency);
+  auto streams = StreamLimits::Create(
+      {.max_streams = flags.max_streams, .idle_seconds = flags.stream_idle_seconds});
+  if (!streams.ok()) return streams.status();
+  limits.streams = *std::move(streams);
+  return limits;
+}
+
+void LimitThreads(const ServerFlags& flags, grpc::ServerBuilder* builder) {
+  grpc::ResourceQuota quota("rnnserve");
+  quota.SetMaxThreads(flags.grpc_max_threads);
+  builder->SetResourceQuota(quota);
+}
+
+}  // namespace rnnserve::server::limits

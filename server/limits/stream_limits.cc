@@ -1,0 +1,124 @@
+#include "server/limits/stream_limits.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace rnnserve::server::limits {
+
+absl::StatusOr<std::unique_ptr<StreamLimits>> StreamLimits::Create(Options options) {
+  if (options.max_streams <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_streams must be positive; was ", options.max_streams));
+  }
+  if (options.idle_seconds < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("idle_seconds must not be negative; was ", options.idle_seconds));
+  }
+  if (!options.now) return absl::InvalidArgumentError("StreamLimits needs a clock");
+  std::unique_ptr<StreamLimits> limits(new StreamLimits(std::move(options)));
+  if (limits->options_.reaper_thread && limits->options_.idle_seconds > 0) {
+    limits->reaper_ = std::thread([l = limits.get()] { l->ReaperLoop(); });
+  }
+  return limits;
+}
+
+StreamLimits::~StreamLimits() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (reaper_.joinable()) reaper_.join();
+}
+
+void StreamLimits::ReaperLoop() {
+  const absl::Duration period =
+      std::min(absl::Seconds(options_.idle_seconds) / 4, absl::Seconds(1));
+  absl::MutexLock lock(&mu_);
+  while (!stopping_) {
+    mu_.AwaitWithTimeout(absl::Condition(&stopping_), period);
+    if (stopping_) break;
+    mu_.Unlock();
+    Reap();
+    mu_.Lock();
+  }
+}
+
+absl::StatusOr<StreamLimits::Ticket> StreamLimits::Open(grpc::ServerContext* context) {
+  absl::MutexLock lock(&mu_);
+  if (static_cast<int>(streams_.size()) >= options_.max_streams) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the server has ", streams_.size(),
+        " streams open (StreamPredict and ModelStreamInfer), its limit (--max-streams=",
+        options_.max_streams, "); close one or retry later"));
+  }
+  const uint64_t id = next_id_++;
+  streams_[id] = StreamState{.context = context, .idle_since = options_.now()};
+  return Ticket(this, id);
+}
+
+int StreamLimits::Reap() {
+  if (options_.idle_seconds <= 0) return 0;
+  const absl::Time now = options_.now();
+  const absl::Duration idle = absl::Seconds(options_.idle_seconds);
+  absl::MutexLock lock(&mu_);
+  int reaped = 0;
+  for (auto& [id, s] : streams_) {
+    if (s.busy || s.reaped || now - s.idle_since <= idle) continue;
+    s.reaped = true;
+    // The context lives while its stream is in streams_: the Ticket's Close takes mu_.
+    if (s.context != nullptr) s.context->TryCancel();
+    ++reaped;
+  }
+  return reaped;
+}
+
+int StreamLimits::open() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(streams_.size());
+}
+
+void StreamLimits::Ticket::Busy(bool busy) {
+  if (owner_ == nullptr) return;
+  absl::MutexLock lock(&owner_->mu_);
+  auto it = owner_->streams_.find(id_);
+  if (it == owner_->streams_.end()) return;
+  it->second.busy = busy;
+  if (!busy) it->second.idle_since = owner_->options_.now();
+}
+
+bool StreamLimits::Ticket::reaped() const {
+  if (owner_ == nullptr) return false;
+  absl::MutexLock lock(&owner_->mu_);
+  auto it = owner_->streams_.find(id_);
+  return it != owner_->streams_.end() && it->second.reaped;
+}
+
+void StreamLimits::Ticket::Close() {
+  if (owner_ == nullptr) return;
+  {
+    absl::MutexLock lock(&owner_->mu_);
+    owner_->streams_.erase(id_);
+  }
+  owner_ = nullptr;
+}
+
+StreamLimits::Ticket::Ticket(Ticket&& other) noexcept
+    : owner_(std::exchange(other.owner_, nullptr)), id_(other.id_) {}
+
+StreamLimits::Ticket& StreamLimits::Ticket::operator=(Ticket&& other) noexcept {
+  if (this != &other) {
+    Close();
+    owner_ = std::exchange(other.owner_, nullptr);
+    id_ = other.id_;
+  }
+  return *this;
+}
+
+absl::StatusOr<StreamLimits::Ticket> OpenIn(StreamLimits* limits, grpc::ServerContext* context) {
+  if (limits == nullptr) return StreamLimits::Ticket();
+  return limits->Open(context);
+}
+
+}  // namespace rnnserve::server::limits

@@ -1,0 +1,94 @@
+#pragma once
+
+// Bounds on streaming calls (StreamPredict and KServe ModelStreamInfer, counted together): at
+// most max_streams open at once (--max-streams; one more
+// is refused with RESOURCE_EXHAUSTED naming the cap), and a stream that has carried no
+// message for idle_seconds (--stream-idle-seconds) is closed by the server (its client sees
+// CANCELLED; its sequences end with it). On the synchronous gRPC API every open stream holds
+// a server thread while it waits for its next message, so these two are what keep idle
+// clients from holding every thread.
+//
+// A stream is open from Open() until its Ticket is destroyed. A background thread checks the
+// open streams every min(idle / 4, 1 s) and cancels (grpc::ServerContext::TryCancel) those
+// idle too long; Reap() does the same at once (tests). Thread-safe.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <thread>
+
+#include <grpcpp/server_context.h>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+
+namespace rnnserve::server::limits {
+
+class StreamLimits {
+ public:
+  struct Options {
+    int max_streams = 256;       // must be positive
+    int64_t idle_seconds = 300;  // 0: streams are never closed for idleness; not negative
+    std::function<absl::Time()> now = [] { return absl::Now(); };
+    bool reaper_thread = true;  // false: only Reap() closes idle streams (tests)
+  };
+  static absl::StatusOr<std::unique_ptr<StreamLimits>> Create(Options options);
+  ~StreamLimits();
+
+  // One open stream; closes it (for the count) when destroyed. Movable, not copyable.
+  class Ticket {
+   public:
+    Ticket() = default;
+    Ticket(Ticket&& other) noexcept;
+    Ticket& operator=(Ticket&& other) noexcept;
+    Ticket(const Ticket&) = delete;
+    Ticket& operator=(const Ticket&) = delete;
+    ~Ticket() { Close(); }
+    // The stream is working on a message (busy: never idle) or waits for the next one (idle
+    // from now).
+    void Busy(bool busy);
+    // True when it was closed for being idle (its Read then fails).
+    bool reaped() const;
+    // Unique among this process's streams.
+    uint64_t id() const { return id_; }
+    void Close();
+
+   private:
+    friend class StreamLimits;
+    Ticket(StreamLimits* owner, uint64_t id) : owner_(owner), id_(id) {}
+    StreamLimits* owner_ = nullptr;
+    uint64_t id_ = 0;
+  };
+
+  // Opens a stream of `context` (TryCancel'ed when idle too long; may be null in tests).
+  absl::StatusOr<Ticket> Open(grpc::ServerContext* context);
+  // Cancels the streams idle past idle_seconds now; returns how many.
+  int Reap();
+  int open() const;
+
+ private:
+  explicit StreamLimits(Options options) : options_(std::move(options)) {}
+  void ReaperLoop();
+
+  struct StreamState {
+    grpc::ServerContext* context = nullptr;
+    absl::Time idle_since;
+    bool busy = false;
+    bool reaped = false;
+  };
+  const Options options_;
+  mutable absl::Mutex mu_;
+  std::map<uint64_t, StreamState> streams_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread reaper_;
+};
+
+// `limits`' Open when it is set, otherwise an empty Ticket (no limit).
+absl::StatusOr<StreamLimits::Ticket> OpenIn(StreamLimits* limits, grpc::ServerContext* context);
+
+}  // namespace rnnserve::server::limits
