@@ -6,7 +6,11 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <random>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -15,19 +19,22 @@
 namespace rnnserve::engine::cpu {
 namespace {
 
+// What the kernel set needs, read from the kernel's own list of CPU flags (/proc/cpuinfo): a
+// reference apart from the CPUID calls the dispatcher makes.
 bool Supports(CpuKernelSet set) {
-  __builtin_cpu_init();
-  switch (set) {
-    case CpuKernelSet::kAvx512:
-      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-             __builtin_cpu_supports("fma");
-    case CpuKernelSet::kAvx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    case CpuKernelSet::kPlain:
-      return true;
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line) && line.rfind("flags", 0) != 0) {
   }
-  return false;
+  std::istringstream words(line);
+  std::set<std::string> flags{std::istream_iterator<std::string>(words), {}};
+  std::vector<std::string> needs;
+  if (set == CpuKernelSet::kAvx512) needs = {"avx512f", "avx512vl", "avx512bw", "avx512dq", "fma"};
+  if (set == CpuKernelSet::kAvx2) needs = {"avx2", "fma"};
+  for (const std::string& f : needs) {
+    if (!flags.count(f)) return false;
+  }
+  return true;
 }
 
 TEST(CpuKernelsTest, BestSetIsTheWidestTheCpuHas) {
