@@ -146,7 +146,7 @@ def bad_requests(pb, cfg):
     two_inputs.inputs["extra"].CopyFrom(two_inputs.inputs["waveform"])
     out = [
         ("unknown model", "Predict", predict(name="no_such_model")),
-        ("unknown version", "Predict", predict(version=9)),
+        ("unknown version", "Predict", predict(version=999999999)),
         ("no inputs", "Predict", pb.PredictRequest(model_spec=pb.ModelSpec(name=MODEL))),
         ("int32 values", "Predict", predict(dtype=cfg.TYPE_INT32, values=[])),
         ("wrong rank", "Predict", predict(shape=(10, 2))),
