@@ -50,7 +50,7 @@ logs=$(podman logs "$name" 2>&1)
 echo "stop: exit $code after $took s"
 [ "$code" = 0 ] || { echo "FAIL: exit code $code"; tail -20 <<<"$logs"; exit 1; }
 [ "$took" -lt "$grace_s" ] || { echo "FAIL: stop took $took s (grace $grace_s s)"; exit 1; }
-grep -q "draining and shutting down" <<<"$logs" && grep -q "stopped" <<<"$logs" || {
+grep -q "signal 15: draining" <<<"$logs" && grep -q "stopped" <<<"$logs" || {
   echo "FAIL: the log does not show the drain:"; tail -20 <<<"$logs"; exit 1
 }
 echo "PASS"
