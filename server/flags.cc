@@ -104,6 +104,9 @@ void AddFlags(CLI::App& app, ServerFlags* f) {
                  "LoadModel/UnloadModel always work)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_flag("--allow-symlinks-outside-repository", f->allow_symlinks_outside_repository,
+               "serve model directories and files that are symbolic links to places outside "
+               "--model-repository (refused by default)");
   app.add_option("--grpc-min-pollers", f->grpc_min_pollers,
                  "gRPC server threads kept waiting for calls")
       ->check(CLI::Range(1, 4096))

@@ -32,6 +32,8 @@ struct ServerFlags {
   std::string log_level = "info";
   int64_t max_message_bytes = 64 << 20;
   int repository_poll_seconds = 0;  // 0: load once at start
+  // Serve model files and directories that resolve (symlinks) outside --model-repository.
+  bool allow_symlinks_outside_repository = false;
   // gRPC's synchronous server runs each call on a thread that polls for the next one. At most
   // grpc_max_pollers threads poll at once: a thread that finishes a call while that many poll
   // exits, and a new one is started when fewer than grpc_min_pollers poll. gRPC's defaults

@@ -1,11 +1,14 @@
 #include "server/log.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <mutex>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "google/protobuf/stubs/logging.h"
 
 namespace rnnserve::server {
 namespace {
@@ -54,5 +57,60 @@ void Log(LogLevel level, absl::string_view message) {
                message.data());
   std::fflush(stderr);
 }
+
+bool RepeatLimiter::Allow(absl::string_view key, absl::string_view message, int64_t* held_back,
+                          absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  *held_back = 0;
+  auto it = keys_.find(key);
+  if (it == keys_.end()) {
+    if (keys_.size() >= max_keys_) keys_.clear();
+    keys_.emplace(std::string(key), State{std::string(message), now + first_, first_, 0});
+    return true;
+  }
+  State& s = it->second;
+  if (s.message != message) {
+    *held_back = s.held_back;
+    s = State{std::string(message), now + first_, first_, 0};
+    return true;
+  }
+  if (now < s.next) {
+    ++s.held_back;
+    return false;
+  }
+  *held_back = s.held_back;
+  s.held_back = 0;
+  s.interval = std::min(s.interval * 2, max_);
+  s.next = now + s.interval;
+  return true;
+}
+
+void RepeatLimiter::Forget(absl::string_view key) {
+  absl::MutexLock lock(&mu_);
+  if (auto it = keys_.find(key); it != keys_.end()) keys_.erase(it);
+}
+
+std::string HeldBackSuffix(int64_t held_back) {
+  if (held_back <= 0) return "";
+  return absl::StrCat(" (", held_back, " similar line", held_back == 1 ? "" : "s", " held back)");
+}
+
+namespace {
+
+void ProtobufLogLine(google::protobuf::LogLevel level, const char* file, int line,
+                     const std::string& message) {
+  static RepeatLimiter* const limiter =
+      new RepeatLimiter(absl::Seconds(10), absl::Minutes(10), /*max_keys=*/256);
+  int64_t held_back = 0;
+  if (!limiter->Allow(message, message, &held_back)) return;
+  Log(level >= google::protobuf::LOGLEVEL_ERROR ? LogLevel::kWarning : LogLevel::kInfo,
+      absl::StrCat("protobuf: ", message, HeldBackSuffix(held_back)));
+  (void)file;
+  (void)line;
+}
+
+}  // namespace
+
+void RouteProtobufLog() { google::protobuf::SetLogHandler(&ProtobufLogLine); }
 
 }  // namespace rnnserve::server

@@ -10,6 +10,8 @@
 #include <csignal>
 #include <cstdio>
 #include <string_view>
+#include <thread>
+#include <vector>
 
 #include "absl/debugging/failure_signal_handler.h"
 #include "absl/debugging/symbolize.h"
@@ -139,6 +141,8 @@ int Main(int argc, char** argv) {
     return 2;
   }
   EnableModelFileCheck("/proc/self/exe", absl::Seconds(flags.model_check_seconds));
+  // A request with invalid UTF-8 makes protobuf log a line; at most one per 10 s gets out.
+  RouteProtobufLog();
   // absl's Mutex deadlock detection is a debugging aid, on by default where absl was built
   // without NDEBUG (Debian's packages): it updates a global lock graph on every Mutex
   // acquire and destroy, gRPC's included. The sanitizer presets and the tests keep it.
@@ -159,15 +163,15 @@ int Main(int argc, char** argv) {
     LogError(exposer.status().message());
     return 1;
   }
-  auto repository =
-      ModelRepository::Open(flags.model_repository, {.servable = {.metrics = &process_metrics}});
+  // Created empty: the port listens first and the models load after (LoadAll below), so that
+  // health and KServe readiness can say "not ready yet" while a large repository loads.
+  auto repository = ModelRepository::Create(
+      flags.model_repository, {.servable = {.metrics = &process_metrics},
+                               .allow_outside_root = flags.allow_symlinks_outside_repository});
   if (!repository.ok()) {
     LogError(repository.status().message());
     return 1;
   }
-  LogInfo(
-      absl::StrCat((*repository)->ready_models(), " model(s) ready from ", flags.model_repository));
-  (*repository)->StartPolling(flags.repository_poll_seconds);
   auto sequences = CreateSequences(flags, process_metrics);
   if (!sequences.ok()) {
     LogError(sequences.status().message());
@@ -212,27 +216,43 @@ int Main(int argc, char** argv) {
     LogError(absl::StrCat("cannot listen on ", flags.address, ":", flags.port));
     return 1;
   }
-  for (const char* name :
-       {v1::RnnServe::service_full_name(), inference::GRPCInferenceService::service_full_name()}) {
-    (*health)->SetServingStatus(name, true);
-  }
-  (*health)->SetServingStatus(true);
+  const std::vector<std::string> services = {v1::RnnServe::service_full_name(),
+                                             inference::GRPCInferenceService::service_full_name()};
+  // Known and NOT_SERVING until the initial loads finish (the whole server "" too).
+  for (const std::string& name : services) (*health)->SetServingStatus(name, false);
   LogInfo(absl::StrCat("rnnserve listening on ", flags.address, ":", bound_port, " (gRPC",
                        flags.tls_cert.empty() ? "" : " over TLS",
                        flags.tls_client_ca.empty() ? "" : ", client certificates required",
-                       (*authorizer)->enabled() ? ", bearer tokens required" : "", ")"));
+                       (*authorizer)->enabled() ? ", bearer tokens required" : "",
+                       "); loading the models"));
+  // The initial loads, on a thread of their own. Requests for a model that has loaded are
+  // served at once; readiness turns true when all have been tried.
+  std::thread loader([&] {
+    ModelRepository& repo = **repository;
+    repo.LoadAll();
+    repo.StartPolling(flags.repository_poll_seconds);
+    LogInfo(absl::StrCat(repo.ready_models(), " model(s) ready from ", flags.model_repository));
+    (*health)->SetServingStatus(true);
+  });
 
   int sig = 0;
   sigwait(&signals, &sig);
-  LogInfo(absl::StrCat("signal ", sig, ": draining for ", flags.drain_seconds,
-                       " s, then shutting down"));
+  const bool loading = !(*repository)->loaded_all();
+  const int drain_seconds = loading ? 0 : flags.drain_seconds;
+  LogInfo(absl::StrCat("signal ", sig,
+                       loading ? ": stopping the initial loads" : absl::StrCat(": draining for ", drain_seconds, " s"),
+                       ", then shutting down"));
+  // Loads stop after the model in progress; a model file check in progress is killed.
+  (*repository)->Stop();
+  CancelModelFileChecks();
   // Health answers NOT_SERVING at once while requests are still served, so that load balancers
   // take this server out before the listener closes; then calls in flight and open streams get
-  // as long again to finish.
+  // as long again to finish. A server still loading was never ready: no drain.
   (*health)->Shutdown();
-  absl::SleepFor(absl::Seconds(flags.drain_seconds));
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(flags.drain_seconds));
+  absl::SleepFor(absl::Seconds(drain_seconds));
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(drain_seconds));
   server->Wait();
+  loader.join();
   LogInfo("stopped");
   return 0;
 }

@@ -1,12 +1,14 @@
 #include "server/model_check.h"
 
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <vector>
@@ -27,6 +29,7 @@ struct CheckSettings {
   absl::Mutex mu;
   std::string binary;
   absl::Duration limit = absl::ZeroDuration();
+  std::atomic<bool> cancelled{false};
 };
 
 CheckSettings& Settings() {
@@ -43,7 +46,13 @@ void EnableModelFileCheck(std::string binary, absl::Duration limit) {
   s.limit = limit;
 }
 
+void CancelModelFileChecks() { Settings().cancelled = true; }
+
 absl::Status CheckModelFile(const std::string& file, const models::LoadOptions& options) {
+  auto cancelled = [&file] {
+    return absl::CancelledError(absl::StrCat(file, ": not loaded: the server is shutting down"));
+  };
+  if (Settings().cancelled) return cancelled();
   std::string binary;
   absl::Duration limit;
   {
@@ -88,6 +97,11 @@ absl::Status CheckModelFile(const std::string& file, const models::LoadOptions& 
     const pid_t done = waitpid(pid, &status, WNOHANG);
     if (done == pid) break;
     if (done < 0) return absl::InternalError(absl::StrCat(file, ": lost the model file check"));
+    if (Settings().cancelled) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return cancelled();
+    }
     if (absl::Now() >= deadline) {
       kill(pid, SIGKILL);
       waitpid(pid, &status, 0);
@@ -106,6 +120,9 @@ absl::Status CheckModelFile(const std::string& file, const models::LoadOptions& 
 }
 
 int RunModelCheck(int argc, char** argv) {
+  // The child ends with the server, however the server ends (a check of a file that hangs the
+  // parser would otherwise outlive it).
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
   std::string file;
   models::LoadOptions options;
   CLI::App app(

@@ -25,6 +25,10 @@ void EnableModelFileCheck(std::string binary, absl::Duration limit);
 // it ran past the limit (it is killed); INTERNAL when it died of a signal or could not start.
 absl::Status CheckModelFile(const std::string& file, const models::LoadOptions& options);
 
+// From now on every check in progress is ended (its child killed) and every new one fails at
+// once, CANCELLED: the server is shutting down. For SIGTERM during loading.
+void CancelModelFileChecks();
+
 // The child's side: argv from `--check-model` on (argv[0] is "--check-model"). Returns the
 // exit code: 0 parsed (or --help), 1 rejected (the error on stderr), 2 bad arguments.
 int RunModelCheck(int argc, char** argv);

@@ -1,13 +1,17 @@
 #include "server/model_repository.h"
 
-#include "server/client_text.h"
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <filesystem>
 
+#include "server/client_text.h"
+#include "server/model_check.h"
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "server/log.h"
 #include "server/metrics/server_metrics.h"
@@ -46,24 +50,44 @@ std::vector<int64_t> SelectVersions(const std::vector<int64_t>& available,
   return std::vector<int64_t>(available.end() - n, available.end());
 }
 
-// Size and modification time of every file under `dir` (or of `dir` itself if it is a file).
+// The identity of one file: name, size, modification and status-change times (ns), inode.
+// The status-change time moves on every write and cannot be set back, so a rewrite that keeps
+// the size and restores the modification time still changes the identity.
+std::string FileIdentity(const fs::path& p, const std::string& shown) {
+  struct stat st;
+  if (::stat(p.c_str(), &st) != 0) return absl::StrCat(shown, ":missing");
+  return absl::StrCat(shown, ":", st.st_size, ":", st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec,
+                      ":", st.st_ctim.tv_sec, ".", st.st_ctim.tv_nsec, ":", st.st_ino);
+}
+
+// The identities of every file under `path` (or of `path` itself if it is a file).
 std::string Fingerprint(const fs::path& path) {
   std::error_code ec;
   std::vector<std::string> parts;
-  auto add = [&](const fs::path& p) {
-    const auto size = fs::file_size(p, ec);
-    const auto time = fs::last_write_time(p, ec).time_since_epoch().count();
-    parts.push_back(absl::StrCat(p.filename().string(), ":", ec ? 0 : size, ":", time));
-  };
   if (fs::is_regular_file(path, ec)) {
-    add(path);
+    parts.push_back(FileIdentity(path, path.filename().string()));
   } else {
     for (const auto& entry : fs::recursive_directory_iterator(path, ec)) {
-      if (entry.is_regular_file()) add(entry.path());
+      if (entry.is_regular_file()) {
+        parts.push_back(FileIdentity(entry.path(), entry.path().lexically_relative(path).string()));
+      }
     }
   }
   std::sort(parts.begin(), parts.end());
   return absl::StrJoin(parts, ";");
+}
+
+// Whether `p` (symlinks resolved) is `root` or lies under it; `root` is canonical.
+bool Inside(const fs::path& root, const fs::path& p) {
+  std::error_code ec;
+  const fs::path resolved = fs::weakly_canonical(p, ec);
+  if (ec) return false;
+  auto r = root.begin();
+  auto q = resolved.begin();
+  for (; r != root.end(); ++r, ++q) {
+    if (q == resolved.end() || *q != *r) return false;
+  }
+  return true;
 }
 
 // The model directories of `root`; with `warn`, a line for each directory whose name is not a
@@ -86,15 +110,83 @@ std::vector<std::string> ModelDirs(const std::string& root, bool warn) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Open(
+ModelRepository::ModelRepository(std::string root, RepositoryOptions options)
+    : root_(std::move(root)),
+      canonical_root_([this] {
+        std::error_code ec;
+        const fs::path c = fs::canonical(root_, ec);
+        return ec ? root_ : c.string();
+      }()),
+      options_(std::move(options)),
+      failure_log_(absl::Minutes(1), absl::Hours(1)) {}
+
+absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Create(
     const std::string& root, const RepositoryOptions& options) {
   std::error_code ec;
   if (!fs::is_directory(root, ec)) {
     return absl::NotFoundError(absl::StrCat("model repository ", root, " is not a directory"));
   }
-  std::unique_ptr<ModelRepository> repo(new ModelRepository(root, options));
-  for (const std::string& name : ModelDirs(root, /*warn=*/true)) repo->Load(name).IgnoreError();
+  return std::unique_ptr<ModelRepository>(new ModelRepository(root, options));
+}
+
+absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Open(
+    const std::string& root, const RepositoryOptions& options) {
+  auto repo = Create(root, options);
+  if (repo.ok()) (*repo)->LoadAll();
   return repo;
+}
+
+void ModelRepository::LoadAll() {
+  for (const std::string& name : ModelDirs(root_, /*warn=*/true)) {
+    if (stop_.HasBeenNotified()) break;
+    LoadModel(name, /*retry_failed=*/false).IgnoreError();
+  }
+  if (!loaded_all_.HasBeenNotified()) loaded_all_.Notify();
+}
+
+void ModelRepository::Stop() {
+  if (!stop_.HasBeenNotified()) stop_.Notify();
+}
+
+std::string ModelRepository::RelativePath(absl::string_view text) const {
+  std::vector<std::pair<std::string, std::string>> cut;
+  for (const std::string& r : {canonical_root_, root_}) {
+    if (r.empty() || r == "/") continue;
+    cut.emplace_back(r.back() == '/' ? r : r + "/", "");
+  }
+  return absl::StrReplaceAll(text, cut);
+}
+
+void ModelRepository::LogLoadFailure(const std::string& name, const std::string& line) {
+  int64_t held_back = 0;
+  if (failure_log_.Allow(name, line, &held_back)) LogError(line + HeldBackSuffix(held_back));
+}
+
+absl::Status ModelRepository::CheckConfined(const std::string& name,
+                                            const std::vector<int64_t>& versions) const {
+  if (options_.allow_outside_root) return absl::OkStatus();
+  const fs::path root(canonical_root_);
+  const fs::path dir = fs::path(root_) / name;
+  std::vector<fs::path> paths = {dir, dir / "config.pbtxt"};
+  std::error_code ec;
+  for (int64_t v : versions) {
+    const fs::path vdir = dir / std::to_string(v);
+    paths.push_back(vdir);
+    for (auto it = fs::recursive_directory_iterator(vdir, ec);
+         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      paths.push_back(it->path());
+    }
+  }
+  for (const fs::path& p : paths) {
+    if (!fs::exists(fs::symlink_status(p, ec))) continue;
+    if (!Inside(root, p)) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          RelativePath(p.string()),
+          " resolves outside the model repository (a symbolic link); not loaded. "
+          "--allow-symlinks-outside-repository serves such links"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 void ModelRepository::ModelLoadFailed(const std::string& name, int64_t version) const {
@@ -107,19 +199,22 @@ void ModelRepository::ModelUnloaded(const std::string& name, int64_t version) co
 }
 
 ModelRepository::~ModelRepository() {
-  stop_.Notify();
+  Stop();
   if (poller_.joinable()) poller_.join();
 }
 
 absl::StatusOr<ModelState> ModelRepository::Load(const std::string& name) {
+  return LoadModel(name, /*retry_failed=*/true);
+}
+
+absl::StatusOr<ModelState> ModelRepository::LoadModel(const std::string& name, bool retry_failed) {
   if (auto s = ValidateModelName(name); !s.ok()) return s;
   absl::MutexLock serial(&load_mu_);
   const fs::path dir = fs::path(root_) / name;
   std::error_code ec;
-  if (name.empty() || name.find('/') != std::string::npos || name[0] == '.' ||
-      !fs::is_directory(dir, ec)) {
+  if (!fs::is_directory(dir, ec)) {
     return absl::NotFoundError(
-        absl::StrCat("no model directory '", name, "' in the repository ", root_));
+        absl::StrCat("no model directory '", name, "' in the model repository"));
   }
   Entry old;
   {
@@ -129,15 +224,29 @@ absl::StatusOr<ModelState> ModelRepository::Load(const std::string& name) {
   }
   Entry next;
   next.config_fingerprint = Fingerprint(dir / "config.pbtxt");
-  auto config = ReadModelConfig(dir.string());
-  if (!config.ok()) {
-    next.reason = std::string(config.status().message());
-  } else {
+  const bool config_changed = next.config_fingerprint != old.config_fingerprint;
+  if (!retry_failed && !config_changed && old.config_failed) {
+    // The config that failed has not changed: nothing to try again, nothing to log again.
+    return absl::FailedPreconditionError(
+        absl::StrCat("model '", name, "' failed to load: ", old.reason));
+  }
+  absl::StatusOr<v1::ModelConfig> config = ReadModelConfig(dir.string());
+  next.config_failed = !config.ok();
+  bool tried = !config.ok();  // something was parsed or checked that failed, or loaded
+  std::vector<int64_t> versions;
+  if (config.ok()) {
     config->set_name(name);
-    const bool config_changed = next.config_fingerprint != old.config_fingerprint;
-    const std::vector<int64_t> versions =
-        SelectVersions(VersionDirs(dir), config->version_policy());
-    if (versions.empty()) next.reason = absl::StrCat(dir.string(), ": no version to load");
+    versions = SelectVersions(VersionDirs(dir), config->version_policy());
+    if (absl::Status confined = CheckConfined(name, versions); !confined.ok()) config = confined;
+  }
+  if (!config.ok()) {
+    tried = true;
+    next.reason = RelativePath(config.status().message());
+  } else {
+    if (versions.empty()) {
+      next.reason = absl::StrCat(name, ": no version to load");
+      tried = true;
+    }
     for (int64_t v : versions) {
       Version version;
       version.fingerprint = Fingerprint(dir / std::to_string(v));
@@ -147,34 +256,52 @@ absl::StatusOr<ModelState> ModelRepository::Load(const std::string& name) {
         next.versions[v] = kept->second;
         continue;
       }
+      if (auto failed = old.failed.find(v); !retry_failed && !config_changed &&
+                                            failed != old.failed.end() &&
+                                            failed->second == version.fingerprint) {
+        // Failed before and the files did not change: not parsed again.
+        next.failed[v] = version.fingerprint;
+        if (next.reason.empty()) next.reason = old.reason;
+        continue;
+      }
+      tried = true;
       const absl::Time start = absl::Now();
       // A version that loads reports itself to the metrics (ServableOptions::metrics).
       auto servable = Servable::Load(dir.string(), v, *config, options_.servable);
       if (!servable.ok()) {
-        next.reason = std::string(servable.status().message());
-        LogError(absl::StrCat("model ", name, " v", v, " failed to load: ", next.reason));
+        next.reason = RelativePath(servable.status().message());
+        next.failed[v] = version.fingerprint;
+        LogLoadFailure(name, absl::StrCat("model ", name, " v", v, " failed to load: ", next.reason));
         // metrics: a version that serves now keeps rnnserve_model_loaded 1 until it is dropped.
         if (!old.versions.contains(v)) ModelLoadFailed(name, v);
         continue;
       }
-      LogInfo(absl::StrCat("model ", name, " v", v, " loaded from ", (*servable)->source_file(),
-                           " in ", absl::FormatDuration(absl::Now() - start)));
+      LogInfo(absl::StrCat("model ", name, " v", v, " loaded from ",
+                           RelativePath((*servable)->source_file()), " in ",
+                           absl::FormatDuration(absl::Now() - start)));
       version.servable = std::move(*servable);
       next.versions[v] = std::move(version);
     }
   }
+  if (!next.versions.empty() && next.failed.empty()) failure_log_.Forget(name);
   if (next.versions.empty() && !old.versions.empty()) {
     // Nothing new loads: keep serving what served, and say why the load failed.
-    LogError(absl::StrCat("model ", name, " keeps its loaded versions: ", next.reason));
+    if (tried && next.failed.empty()) {  // a version's failure was logged as it happened
+      LogLoadFailure(name,
+                     absl::StrCat("model ", name, " keeps its loaded versions: ", next.reason));
+    }
     absl::MutexLock lock(&mu_);
-    models_[name].reason = next.reason;
+    Entry& e = models_[name];
+    e.reason = next.reason;
+    e.failed = next.failed;
     return absl::FailedPreconditionError(
         absl::StrCat("model '", name, "' did not reload: ", next.reason));
   }
-  if (next.versions.empty())
-    LogError(absl::StrCat("model ", name, " is unavailable: ", next.reason));
+  if (next.versions.empty() && tried && next.failed.empty()) {
+    LogLoadFailure(name, absl::StrCat("model ", name, " is unavailable: ", next.reason));
+  }
   ModelState state = StateOf(name, next);
-  {  // metrics: rnnserve_model_loaded 0 for a config that fails and for versions dropped
+  {  // metrics: rnnserve_model_loaded 0 for a config that fails; versions dropped leave the page
     if (!config.ok()) ModelLoadFailed(name, 0);
     for (const auto& [v, version] : old.versions) {
       if (!next.versions.contains(v)) ModelUnloaded(name, v);
@@ -199,15 +326,18 @@ absl::Status ModelRepository::Unload(const std::string& name) {
   if (it == models_.end()) {
     return absl::NotFoundError(absl::StrCat("model '", name, "' is not loaded"));
   }
-  for (const auto& [v, version] : it->second.versions) {
-    ModelUnloaded(name, v);  // metrics: model_loaded 0
-  }
+  // metrics: the model's series leave the page, failed versions' included
+  for (const auto& [v, version] : it->second.versions) ModelUnloaded(name, v);
+  for (const auto& [v, fingerprint] : it->second.failed) ModelUnloaded(name, v);
+  if (it->second.config_failed) ModelUnloaded(name, 0);
   models_.erase(it);
+  failure_log_.Forget(name);
   LogInfo(absl::StrCat("model ", name, " unloaded"));
   return absl::OkStatus();
 }
 
 void ModelRepository::Poll() {
+  if (stop_.HasBeenNotified()) return;
   const std::vector<std::string> present = ModelDirs(root_, /*warn=*/false);
   std::vector<std::string> gone;
   {
@@ -218,7 +348,10 @@ void ModelRepository::Poll() {
   }
   for (const std::string& name : gone) Unload(name).IgnoreError();
   // Load() keeps unchanged versions, so this reloads only what changed on disk.
-  for (const std::string& name : present) Load(name).IgnoreError();
+  for (const std::string& name : present) {
+    if (stop_.HasBeenNotified()) return;
+    LoadModel(name, /*retry_failed=*/false).IgnoreError();
+  }
 }
 
 void ModelRepository::StartPolling(int seconds) {

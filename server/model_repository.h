@@ -10,6 +10,16 @@
 // while it runs. Load() builds the new versions outside the lock and swaps them in at once, so a
 // reload under load fails no request: new requests get the new version, running ones finish on
 // the old, which is destroyed when its last request lets go. Loads are serialised.
+//
+// Confinement: a model directory, config.pbtxt, version directory or file under it that
+// resolves (symlinks followed) outside the root is refused, unless allow_outside_root. Reasons
+// and source files name paths relative to the root (RelativePath), never absolute ones.
+//
+// Failures are remembered: a version (or config.pbtxt) that failed is tried again by Poll()
+// only once its files change (name, size, modification and status-change times, inode of
+// each: the status-change time moves on every write, whatever the modification time says), so
+// a file that hangs or crashes the parser costs one check, not one per poll. LoadModel
+// (Load()) always tries again. Failure lines are logged with a backoff per model.
 
 #include <cstdint>
 #include <map>
@@ -22,6 +32,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "absl/strings/string_view.h"
+#include "server/log.h"
 #include "server/servable.h"
 
 namespace rnnserve::server {
@@ -39,14 +51,27 @@ struct RepositoryOptions {
   // rnnserve_model_loaded 0 for versions that fail to load or are unloaded. Null metrics:
   // nothing is recorded.
   ServableOptions servable;
+  // Serve model files and directories that resolve outside the root (symlinks followed).
+  bool allow_outside_root = false;
 };
 
 class ModelRepository {
  public:
-  // Fails only when `root` is not a readable directory.
+  // Fails only when `root` is not a readable directory. Loads every model (LoadAll()).
   static absl::StatusOr<std::unique_ptr<ModelRepository>> Open(
       const std::string& root, const RepositoryOptions& options = {});
+  // Open() without loading: the server listens first and loads then (LoadAll()).
+  static absl::StatusOr<std::unique_ptr<ModelRepository>> Create(
+      const std::string& root, const RepositoryOptions& options = {});
   ~ModelRepository();
+
+  // Loads every model of the root, one after another; returns early once Stop() is called.
+  // loaded_all() is true afterwards, also when models failed.
+  void LoadAll();
+  bool loaded_all() const { return loaded_all_.HasBeenNotified(); }
+  // Ends polling, and LoadAll()/Poll() after the model they are loading (a model file check in
+  // progress is cut short by CancelModelFileChecks, model_check.h).
+  void Stop();
 
   // version 0: the newest loaded version. NOT_FOUND names what is loaded.
   absl::StatusOr<std::shared_ptr<const Servable>> Get(const std::string& name,
@@ -54,10 +79,12 @@ class ModelRepository {
   std::vector<ModelState> List() const;
   int ready_models() const;
   const std::string& root() const { return root_; }
+  // `text` with the root's path taken out of every path in it: "<model>/<version>/<file>".
+  std::string RelativePath(absl::string_view text) const;
 
-  // (Re)loads <root>/<name>: versions whose files did not change are kept as they are.
-  // NOT_FOUND when the directory is missing; the load's error when no version loads (the
-  // versions serving before keep serving then).
+  // (Re)loads <root>/<name>: versions whose files did not change are kept as they are, and
+  // failed ones are tried again. NOT_FOUND when the directory is missing; the load's error when
+  // no version loads (the versions serving before keep serving then).
   absl::StatusOr<ModelState> Load(const std::string& name);
   // Stops serving `name`; requests holding a version finish on it.
   absl::Status Unload(const std::string& name);
@@ -69,22 +96,34 @@ class ModelRepository {
  private:
   struct Version {
     std::shared_ptr<const Servable> servable;
-    std::string fingerprint;  // files' sizes and times: a change means reload
+    std::string fingerprint;  // files' identities: a change means reload
   };
   struct Entry {
     std::map<int64_t, Version> versions;
     std::string config_fingerprint;
+    bool config_failed = false;
+    std::map<int64_t, std::string> failed;  // version -> fingerprint of the files that failed
     std::string reason;
   };
-  ModelRepository(std::string root, RepositoryOptions options)
-      : root_(std::move(root)), options_(std::move(options)) {}
+  ModelRepository(std::string root, RepositoryOptions options);
+  // Load(); with retry_failed false (polls), what failed before and did not change is not
+  // tried again.
+  absl::StatusOr<ModelState> LoadModel(const std::string& name, bool retry_failed)
+      ABSL_LOCKS_EXCLUDED(load_mu_, mu_);
+  // OK when every path of the model's selected files stays inside the root (or may leave it).
+  absl::Status CheckConfined(const std::string& name, const std::vector<int64_t>& versions) const;
+  // A model's load failure, logged with a backoff (repeats of one reason are spaced out).
+  void LogLoadFailure(const std::string& name, const std::string& line);
   ModelState StateOf(const std::string& name, const Entry& e) const;
   // rnnserve_model_loaded 0 (when options_ name metrics).
   void ModelLoadFailed(const std::string& name, int64_t version) const;
   void ModelUnloaded(const std::string& name, int64_t version) const;
 
   const std::string root_;
+  const std::string canonical_root_;  // symlinks resolved
   const RepositoryOptions options_;
+  absl::Notification loaded_all_;
+  RepeatLimiter failure_log_;
   absl::Mutex load_mu_;  // serialises Load/Unload/Poll; never held with mu_ by readers
   mutable absl::Mutex mu_;
   std::map<std::string, Entry> models_ ABSL_GUARDED_BY(mu_);

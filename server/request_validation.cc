@@ -39,6 +39,18 @@ absl::Status CheckShape(const engine::Tensor& t, const TensorSignature& sig) {
   return absl::OkStatus();
 }
 
+// INVALID_ARGUMENT naming the first NaN or infinity of an FP32 tensor.
+absl::Status CheckFinite(const engine::Tensor& t, absl::string_view what) {
+  if (t.dtype() != engine::DType::kFloat32) return absl::OkStatus();
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    if (!std::isfinite(t.f32()[i])) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": value ", i, " is ", t.f32()[i], "; this model accepts finite values only"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<engine::Batch> ValidatePredict(const v1::PredictRequest& request,
@@ -88,20 +100,18 @@ absl::StatusOr<engine::Batch> ValidatePredict(const v1::PredictRequest& request,
     }
     B = tensor->dim(0);
     if (tensor->rank() >= 2) T = std::max(T, tensor->dim(1));
-    if (sig.reject_non_finite && tensor->dtype() == engine::DType::kFloat32) {
-      for (int64_t i = 0; i < tensor->num_elements(); ++i) {
-        if (!std::isfinite(tensor->f32()[i])) {
-          return absl::InvalidArgumentError(
-              absl::StrCat(what, ": value ", i, " is ", tensor->f32()[i],
-                           "; this model accepts finite values only"));
-        }
-      }
+    if (sig.reject_non_finite) {
+      if (absl::Status f = CheckFinite(*tensor, what); !f.ok()) return f;
     }
     batch.inputs.push_back(std::move(*tensor));
   }
   // The engines' rule (engine/lengths.h): B lengths, each in [0, T]; 0 is an empty sequence.
   if (auto st = engine::CheckLengths(request.lengths(), B, T); !st.ok()) return st;
   batch.lengths.assign(request.lengths().begin(), request.lengths().end());
+  // A model that accepts finite inputs only (reject_non_finite on any input) takes finite
+  // initial states only: a NaN state is as poisonous as a NaN input.
+  bool finite_only = false;
+  for (const TensorSignature& sig : sigs) finite_only |= sig.reject_non_finite;
   for (const auto& [layer, states] : request.initial_states()) {
     if (!servable.HasRecurrentLayer(layer)) {
       return absl::InvalidArgumentError(
@@ -116,6 +126,12 @@ absl::StatusOr<engine::Batch> ValidatePredict(const v1::PredictRequest& request,
         return absl::InvalidArgumentError(absl::StrCat("initial_states '", layer, "'[", i,
                                                        "]: shape ", engine::ShapeString(t->shape()),
                                                        " given, expected FP32 [", B, ", units]"));
+      }
+      if (finite_only) {
+        if (absl::Status f = CheckFinite(*t, absl::StrCat("initial_states '", layer, "'[", i, "]"));
+            !f.ok()) {
+          return f;
+        }
       }
       out.push_back(std::move(*t));
     }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <iterator>
+#include <set>
+#include <utility>
 #include <sstream>
 
 #include "prometheus/family.h"
@@ -84,6 +86,46 @@ T& Cached(std::atomic<T*>& slot, Make make) {
 }
 
 }  // namespace
+
+// The registry's families without the series of hidden (unloaded) model versions.
+class HiddenSeriesFilter final : public prometheus::Collectable {
+ public:
+  explicit HiddenSeriesFilter(std::shared_ptr<prometheus::Registry> registry)
+      : registry_(std::move(registry)) {}
+
+  void Hide(const std::string& model, const std::string& version) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    hidden_.emplace(model, version);
+  }
+  void Show(const std::string& model, const std::string& version) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    hidden_.erase({model, version});
+  }
+
+  std::vector<prometheus::MetricFamily> Collect() const override ABSL_LOCKS_EXCLUDED(mu_) {
+    std::vector<prometheus::MetricFamily> families = registry_->Collect();
+    absl::MutexLock lock(&mu_);
+    if (hidden_.empty()) return families;
+    for (prometheus::MetricFamily& f : families) {
+      std::erase_if(f.metric, [this](const prometheus::ClientMetric& m) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        const std::string* model = nullptr;
+        const std::string* version = nullptr;
+        for (const prometheus::ClientMetric::Label& l : m.label) {
+          if (l.name == "model") model = &l.value;
+          if (l.name == "version") version = &l.value;
+        }
+        return model != nullptr && version != nullptr && hidden_.contains({*model, *version});
+      });
+    }
+    std::erase_if(families, [](const prometheus::MetricFamily& f) { return f.metric.empty(); });
+    return families;
+  }
+
+ private:
+  const std::shared_ptr<prometheus::Registry> registry_;
+  mutable absl::Mutex mu_;
+  std::set<std::pair<std::string, std::string>> hidden_ ABSL_GUARDED_BY(mu_);
+};
 
 ModelMetrics::ModelMetrics(const Families* f, std::string model, std::string version, bool serving)
     : families_(f),
@@ -186,7 +228,9 @@ Histogram& ModelMetrics::ComputeDuration(const std::string& engine) {
 }
 
 ServerMetrics::ServerMetrics()
-    : registry_(std::make_shared<prometheus::Registry>()), process_(NewProcessCollector()) {
+    : registry_(std::make_shared<prometheus::Registry>()),
+      process_(NewProcessCollector()),
+      visible_(std::make_shared<HiddenSeriesFilter>(registry_)) {
   prometheus::Registry& r = *registry_;
   auto counter = [&r](const char* name, const char* help) -> prometheus::Family<Counter>& {
     return prometheus::BuildCounter().Name(name).Help(help).Register(r);
@@ -233,6 +277,10 @@ ServerMetrics::ServerMetrics()
 
 ServerMetrics::~ServerMetrics() = default;
 
+std::vector<std::shared_ptr<prometheus::Collectable>> ServerMetrics::collectables() const {
+  return {visible_, process_};
+}
+
 std::string ServerMetrics::ExpositionText() const {
   std::vector<prometheus::MetricFamily> families;
   for (const auto& c : collectables()) {
@@ -277,23 +325,25 @@ ModelMetrics& ServerMetrics::ModelLoaded(const ModelLoadInfo& info) {
     m->RequestCounter(method, absl::StatusCode::kOk);
   }
   families_->model_loaded.Add(ModelLabels(info.name, version)).Set(1);
+  visible_->Show(info.name, version);
   return *m;
 }
 
 void ServerMetrics::ModelLoadFailed(const std::string& name, int64_t version) {
-  families_->model_loaded.Add(ModelLabels(name, version > 0 ? std::to_string(version) : "")).Set(0);
+  const std::string v = version > 0 ? std::to_string(version) : "";
+  families_->model_loaded.Add(ModelLabels(name, v)).Set(0);
+  visible_->Show(name, v);
 }
 
 void ServerMetrics::ModelUnloaded(const std::string& name, int64_t version) {
   {
     absl::MutexLock lock(&mu_);
     auto it = models_.find(name);
-    if (it == models_.end()) return;
-    auto v = it->second.find(version);
-    if (v == it->second.end()) return;
-    v->second.loaded = false;
+    if (it != models_.end()) {
+      if (auto v = it->second.find(version); v != it->second.end()) v->second.loaded = false;
+    }
   }
-  families_->model_loaded.Add(ModelLabels(name, std::to_string(version))).Set(0);
+  visible_->Hide(name, version > 0 ? std::to_string(version) : "");
 }
 
 ModelMetrics* ServerMetrics::Find(absl::string_view name, int64_t version) const {

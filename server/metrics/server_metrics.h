@@ -21,8 +21,13 @@
 //   rnnserve_model_memory_bytes{model,version,engine}           gauge, weights + scratch
 //   process_cpu_seconds_total, process_resident_memory_bytes, ... (see process_metrics.h)
 //
-// Every series of a model version exists, at zero, from the moment ModelLoaded() returns. A
-// family is on the page once it has a series (prometheus-cpp leaves out empty families).
+// Every series of a model version exists, at zero, from the moment ModelLoaded() returns, and
+// leaves the page when the version is unloaded (ModelUnloaded: UnloadModel, a removed model
+// directory, a version its policy no longer selects), as Triton's do. The series themselves are
+// kept, hidden, since a request still running on the old version may record into them; loading
+// the version again shows them again. So the page holds what is loaded and what failed, and
+// `rnnserve_model_loaded == 0` means a failed load, not a replaced version. A family is on the
+// page once it has a visible series (prometheus-cpp leaves out empty families).
 // Labels are bounded: `model` and `version` come from the repository, never from a request
 // (a request for an unknown model is counted with model="" and version=""); `method` is a
 // gRPC method name of our services; `code` a gRPC status code name; `engine` an engine name.
@@ -140,6 +145,8 @@ class ModelMetrics {
   std::array<std::atomic<prometheus::Histogram*>, kCachedEngines.size()> compute_{};
 };
 
+class HiddenSeriesFilter;
+
 class ServerMetrics {
  public:
   ServerMetrics();
@@ -149,9 +156,7 @@ class ServerMetrics {
 
   // What /metrics serves: rnnserve's families (a prometheus::Registry) and the process
   // collector. Register each with a prometheus::Exposer (endpoint.h does).
-  std::vector<std::shared_ptr<prometheus::Collectable>> collectables() const {
-    return {registry_, process_};
-  }
+  std::vector<std::shared_ptr<prometheus::Collectable>> collectables() const;
   // Those collectables in the text exposition format, as a scrape sees them (without the
   // exposer's own exposer_* families); for logs and tests.
   std::string ExpositionText() const;
@@ -162,8 +167,9 @@ class ServerMetrics {
   // A version failed to load (version 0: the model's config failed before any version):
   // rnnserve_model_loaded 0.
   void ModelLoadFailed(const std::string& name, int64_t version) ABSL_LOCKS_EXCLUDED(mu_);
-  // A version was unloaded: rnnserve_model_loaded 0, and Find() no longer returns it. Its
-  // counters stay (counters never go back).
+  // A version was unloaded, or a model whose load failed was removed (version 0: its config):
+  // Find() no longer returns it and its series leave the page (kept hidden until it loads or
+  // fails again).
   void ModelUnloaded(const std::string& name, int64_t version) ABSL_LOCKS_EXCLUDED(mu_);
 
   // The recorder of a loaded version; version 0: the newest loaded. nullptr when not loaded.
@@ -174,6 +180,8 @@ class ServerMetrics {
  private:
   const std::shared_ptr<prometheus::Registry> registry_;
   const std::shared_ptr<prometheus::Collectable> process_;
+  // registry_ without the series of unloaded versions.
+  const std::shared_ptr<HiddenSeriesFilter> visible_;
   std::unique_ptr<Families> families_;
   std::unique_ptr<ModelMetrics> unmatched_;
   mutable absl::Mutex mu_;

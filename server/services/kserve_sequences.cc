@@ -10,7 +10,8 @@ namespace rnnserve::server {
 absl::Status ManagedSequences::Run(const Servable& servable,
                                    const kserve::SequenceIdentity& sequence,
                                    const engine::Batch& batch, std::vector<engine::Tensor>* outputs,
-                                   const RunOptions& options) {
+                                   const RunOptions& options,
+                                   std::shared_ptr<const Servable>* ran_on) {
   if (!servable.streamable().ok()) return servable.streamable();
   if (batch.inputs.empty() || batch.inputs[0].dim(0) != 1) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -25,6 +26,7 @@ absl::Status ManagedSequences::Run(const Servable& servable,
   auto lease = manager_->Acquire(servable.name(), id, sequence.start, servable.shared_from_this(),
                                  limits, caller);
   if (!lease.ok()) return lease.status();
+  *ran_on = lease->servable;
   int64_t chunk_steps = 0;
   if (auto s = CheckStreamWindow(*lease->servable, batch, lease->steps, &chunk_steps); !s.ok()) {
     // The sequence stays as it was, for a corrected retry.

@@ -14,7 +14,7 @@ class ManagedSequences final : public kserve::SequenceHandler {
   explicit ManagedSequences(SequenceManager* manager) : manager_(manager) {}
   absl::Status Run(const Servable& servable, const kserve::SequenceIdentity& sequence,
                    const engine::Batch& batch, std::vector<engine::Tensor>* outputs,
-                   const RunOptions& options) override;
+                   const RunOptions& options, std::shared_ptr<const Servable>* ran_on) override;
 
  private:
   SequenceManager* const manager_;

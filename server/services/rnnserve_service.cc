@@ -79,7 +79,7 @@ grpc::Status RnnServeService::ModelMetadata(grpc::ServerContext* context,
     }
   }
   response->set_platform(model.platform());
-  response->set_source_file(model.source_file());
+  response->set_source_file(repository_->RelativePath(model.source_file()));
   response->set_masking(model.masking());
   response->set_streamable(model.streamable().ok());
   response->set_streamable_reason(std::string(model.streamable().message()));

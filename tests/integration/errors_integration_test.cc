@@ -5,9 +5,11 @@
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <sstream>
 
@@ -196,6 +198,13 @@ std::map<std::string, std::function<grpc::Status(Stub*)>> Cases() {
   c["E17"] = [](Stub* s) {
     auto r = Good("strict");
     (*r.mutable_inputs())["waveform"].set_float_val(3, std::nanf(""));
+    return Predict(s, r);
+  };
+  c["E38"] = [](Stub* s) {
+    auto r = Good("strict");
+    v1::LayerStates& states = (*r.mutable_initial_states())["lstm_1"];
+    for (int i = 0; i < 2; ++i) *states.add_states() = Floats({2, 32}, 0.0f);
+    states.mutable_states(1)->set_float_val(5, std::numeric_limits<float>::infinity());
     return Predict(s, r);
   };
   c["E18"] = [](Stub* s) {

@@ -1,7 +1,8 @@
 add_library(rnnserve_server_process STATIC ${CMAKE_CURRENT_LIST_DIR}/server_process.cc)
 target_compile_definitions(rnnserve_server_process PUBLIC
   RNNSERVE_BIN="$<TARGET_FILE:rnnserve>" RNNSERVE_CLI_BIN="$<TARGET_FILE:rnnserve-cli>")
-target_link_libraries(rnnserve_server_process PUBLIC rnnserve_client GTest::gtest)
+target_link_libraries(rnnserve_server_process PUBLIC rnnserve_client rnnserve_health_proto
+  GTest::gtest)
 add_dependencies(rnnserve_server_process rnnserve rnnserve-cli)
 
 rnnserve_test(predict_integration_test integration
@@ -14,7 +15,8 @@ target_link_libraries(evaluate_integration_test PRIVATE rnnserve_server_process)
 
 rnnserve_test(repository_integration_test integration
   ${CMAKE_CURRENT_LIST_DIR}/repository_integration_test.cc)
-target_link_libraries(repository_integration_test PRIVATE rnnserve_server_process)
+target_link_libraries(repository_integration_test PRIVATE rnnserve_server_process
+  rnnserve_kserve_proto)
 
 rnnserve_test(stream_integration_test integration
   ${CMAKE_CURRENT_LIST_DIR}/stream_integration_test.cc)

@@ -79,7 +79,10 @@ repo = os.path.join(ROOT, "models/examples")
 secure = ["--tls-cert", p("server.pem"), "--tls-key", p("server.key"), "--tls-client-ca",
           p("ca.pem"), "--auth-token-file", p("tokens.txt")]
 passed = 0
-with server_process.running_server(SERVER, repo, extra=secure) as address:
+creds = grpc.ssl_channel_credentials(open(p("ca.pem"), "rb").read(),
+                                     open(p("client.key"), "rb").read(),
+                                     open(p("client.pem"), "rb").read())
+with server_process.running_server(SERVER, repo, extra=secure, credentials=creds) as address:
     kw = dict(tls_ca=p("ca.pem"), tls_cert=p("client.pem"), tls_key=p("client.key"))
     c = Client(address, timeout=10, token_file=p("token_file.txt"), **kw)
     got = c.predict("waveform_lstm", x)["probabilities"]
@@ -100,9 +103,6 @@ with server_process.running_server(SERVER, repo, extra=secure) as address:
         assert e.code.name == "UNAVAILABLE", e
     passed += 1
 
-    creds = grpc.ssl_channel_credentials(open(p("ca.pem"), "rb").read(),
-                                         open(p("client.key"), "rb").read(),
-                                         open(p("client.pem"), "rb").read())
     assert reflection_code(grpc.secure_channel(address, creds)) == "OK"
     passed += 1
 

@@ -1,6 +1,7 @@
 #include "tests/integration/server_process.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -13,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/client.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 
 namespace rnnserve::testing {
 
@@ -31,7 +33,31 @@ int FreeLoopbackPort() {
 
 absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
     const std::string& repo, const std::vector<std::string>& extra,
-    const client::ClientOptions& probe_options) {
+    const client::ClientOptions& probe_options, const std::string& log_file) {
+  auto server = Launch(repo, extra, probe_options, log_file);
+  if (!server.ok()) return server;
+  for (int i = 0; i < 1200; ++i) {
+    if (!(*server)->Alive()) return absl::InternalError("rnnserve exited while loading");
+    if ((*server)->Serving(probe_options)) return server;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return absl::DeadlineExceededError("rnnserve did not become ready within 60 s");
+}
+
+bool ServerProcess::Serving(const client::ClientOptions& probe) const {
+  auto stub = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel(address(), client::ChannelCredentials(probe)));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+  grpc::health::v1::HealthCheckRequest req;
+  grpc::health::v1::HealthCheckResponse resp;
+  return stub->Check(&ctx, req, &resp).ok() &&
+         resp.status() == grpc::health::v1::HealthCheckResponse::SERVING;
+}
+
+absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Launch(
+    const std::string& repo, const std::vector<std::string>& extra,
+    const client::ClientOptions& probe_options, const std::string& log_file) {
   const int port = FreeLoopbackPort();
   // No drain on SIGTERM unless a test asks for one (a later --drain-seconds wins).
   std::vector<std::string> args = {RNNSERVE_BIN,
@@ -49,6 +75,10 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
   const pid_t pid = fork();
   if (pid < 0) return absl::InternalError("fork failed");
   if (pid == 0) {
+    if (!log_file.empty()) {
+      const int fd = open(log_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (fd < 0 || dup2(fd, STDERR_FILENO) < 0) _exit(126);
+    }
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);

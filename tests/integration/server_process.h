@@ -21,10 +21,18 @@ int FreeLoopbackPort();
 class ServerProcess {
  public:
   // Runs `rnnserve --model-repository <repo> --port <free> --metrics-port 0 <extra...>` and waits
-  // (up to 60 s) until it answers ListModels to a client with `probe`'s TLS and token.
+  // (up to 60 s) until it is ready: gRPC health of the whole server SERVING (its initial loads
+  // are done) to a client with `probe`'s TLS.
+  // `log_file`: where the server's stderr goes (empty: the test's stderr).
   static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(
       const std::string& repo, const std::vector<std::string>& extra = {},
-      const client::ClientOptions& probe = {});
+      const client::ClientOptions& probe = {}, const std::string& log_file = "");
+  // Start() that returns as soon as the server answers ListModels, loaded or not.
+  static absl::StatusOr<std::unique_ptr<ServerProcess>> Launch(
+      const std::string& repo, const std::vector<std::string>& extra = {},
+      const client::ClientOptions& probe = {}, const std::string& log_file = "");
+  // The server's gRPC health ("" : the whole server) is SERVING.
+  bool Serving(const client::ClientOptions& probe = {}) const;
   ~ServerProcess();
 
   std::string address() const;

@@ -25,10 +25,31 @@ def free_port():
         return s.getsockname()[1]
 
 
+# grpc.health.v1.Health/Check of the whole server: an empty request, and the response
+# {status: SERVING} is field 1 = 1.
+HEALTH_CHECK = "/grpc.health.v1.Health/Check"
+SERVING = b"\x08\x01"
+
+
+def serving(address, credentials=None):
+    """Whether the server's gRPC health is SERVING (its initial loads are done)."""
+    import grpc
+    channel = (grpc.secure_channel(address, credentials) if credentials is not None
+               else grpc.insecure_channel(address))
+    with channel:
+        check = channel.unary_unary(HEALTH_CHECK, request_serializer=lambda b: b,
+                                    response_deserializer=lambda b: b)
+        try:
+            return check(b"", timeout=1) == SERVING
+        except grpc.RpcError:
+            return False
+
+
 @contextlib.contextmanager
-def running_server(binary, repo, timeout_s=60, extra=()):
-    """Yields "127.0.0.1:<port>" once the server accepts connections; stops it with SIGTERM.
-    `extra`: more rnnserve flags."""
+def running_server(binary, repo, timeout_s=60, extra=(), credentials=None):
+    """Yields "127.0.0.1:<port>" once the server is ready (health SERVING over `credentials`,
+    grpc.ChannelCredentials for a TLS server); stops it with SIGTERM. `extra`: more rnnserve
+    flags."""
     port = free_port()
     proc = subprocess.Popen(
         [binary, "--model-repository", repo, "--port", str(port), "--metrics-port", "0",
@@ -44,7 +65,14 @@ def running_server(binary, repo, timeout_s=60, extra=()):
             if time.monotonic() > deadline:
                 raise RuntimeError(f"rnnserve did not listen on port {port} within {timeout_s} s")
             time.sleep(0.05)
-        yield f"127.0.0.1:{port}"
+        address = f"127.0.0.1:{port}"
+        while not serving(address, credentials):
+            if proc.poll() is not None:
+                raise RuntimeError(f"rnnserve exited while loading with {proc.returncode}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"rnnserve was not ready within {timeout_s} s")
+            time.sleep(0.05)
+        yield address
     finally:
         proc.terminate()
         try:

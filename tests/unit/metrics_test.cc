@@ -132,7 +132,28 @@ TEST(ServerMetricsTest, FindVersionZeroIsTheNewestLoadedAndUnknownIsNull) {
   EXPECT_EQ(m.Find("b", 0), nullptr);
   m.ModelUnloaded("a", 2);
   EXPECT_EQ(m.Find("a", 0), &v1);
-  ExpectLines(m.ExpositionText(), {"rnnserve_model_loaded{model=\"a\",version=\"2\"} 0\n"});
+}
+
+TEST(ServerMetricsTest, UnloadedVersionLeavesThePageAndComesBackWhenLoadedAgain) {
+  ServerMetrics m;
+  m.ModelLoaded(Info("a", 1));
+  ModelMetrics& v2 = m.ModelLoaded(Info("a", 2));
+  v2.RequestStarted();
+  v2.RequestFinished("Predict", absl::StatusCode::kOk, absl::Milliseconds(1));
+  m.ModelUnloaded("a", 2);
+  const std::string page = m.ExpositionText();
+  EXPECT_FALSE(absl::StrContains(page, "version=\"2\"")) << page;
+  ExpectLines(page, {"rnnserve_model_loaded{model=\"a\",version=\"1\"} 1\n"});
+  // A request still running on the unloaded version records safely, unseen.
+  v2.RecordBatch({.engine = "cpu", .batch_size = 1, .real_timesteps = 3, .computed_timesteps = 3});
+  EXPECT_FALSE(absl::StrContains(m.ExpositionText(), "version=\"2\""));
+  m.ModelUnloaded("a", 1);
+  EXPECT_FALSE(absl::StrContains(m.ExpositionText(), "model=\"a\"")) << m.ExpositionText();
+  // Loaded again: its series are back, counters where they were.
+  m.ModelLoaded(Info("a", 2));
+  ExpectLines(m.ExpositionText(),
+              {"rnnserve_model_loaded{model=\"a\",version=\"2\"} 1\n",
+               "rnnserve_requests_total{code=\"OK\",method=\"Predict\",model=\"a\",version=\"2\"} 1\n"});
 }
 
 TEST(ServerMetricsTest, FailedLoadExportsModelLoadedZero) {
@@ -143,6 +164,9 @@ TEST(ServerMetricsTest, FailedLoadExportsModelLoadedZero) {
                                       "rnnserve_model_loaded{model=\"broken\",version=\"\"} 0\n",
                                       "rnnserve_model_loaded{model=\"broken2\",version=\"4\"} 0\n",
                                   });
+  // The broken model's directory is removed: its series go.
+  m.ModelUnloaded("broken", 0);
+  EXPECT_FALSE(absl::StrContains(m.ExpositionText(), "model=\"broken\""));
 }
 
 TEST(ServerMetricsTest, RequestsAreCountedByMethodAndCodeAndLeaveInflight) {

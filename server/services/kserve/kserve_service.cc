@@ -51,7 +51,8 @@ grpc::Status KServeService::ServerLive(grpc::ServerContext*, const inference::Se
 
 grpc::Status KServeService::ServerReady(grpc::ServerContext*, const inference::ServerReadyRequest*,
                                         inference::ServerReadyResponse* response) {
-  bool ready = true;
+  // Not ready while the initial loads run, nor while a model is unavailable.
+  bool ready = repository_->loaded_all();
   for (const ModelState& state : repository_->List()) ready &= state.state == "READY";
   response->set_ready(ready);
   return grpc::Status::OK;
@@ -115,12 +116,14 @@ absl::Status KServeService::Infer(grpc::ServerContext* context,
   auto servable = Find(*repository_, request.model_name(), request.model_version());
   if (!servable.ok()) return servable.status();
   const Servable& model = **servable;
+  // The version that runs: `model`, or the one a sequence started on (it keeps it).
+  std::shared_ptr<const Servable> ran_on = *servable;
   InferSample sample;
   auto finish = [&](absl::Status s) {
     sample.ok = s.ok();
     sample.end = absl::Now();
     sample.total = sample.end - start;
-    statistics_.Record(model.name(), model.version(), sample);
+    statistics_.Record(ran_on->name(), ran_on->version(), sample);
     return s;
   };
 
@@ -151,7 +154,7 @@ absl::Status KServeService::Infer(grpc::ServerContext* context,
     // The sequence is bound to who started it: its token's hash, or its peer.
     if (context != nullptr) decoded->sequence->caller = limits::CallerIdentity(*context);
     run = options_.sequences->Run(model, *decoded->sequence, decoded->batch, &outputs,
-                                  decoded->options);
+                                  decoded->options, &ran_on);
   } else {
     run = model.Run(decoded->batch, &outputs, decoded->options);
   }
@@ -160,14 +163,14 @@ absl::Status KServeService::Infer(grpc::ServerContext* context,
   if (!run.ok()) {
     if (run.code() != absl::StatusCode::kInvalidArgument &&
         run.code() != absl::StatusCode::kDeadlineExceeded) {
-      LogError(absl::StrCat("model ", model.name(), " v", model.version(), ": ", run.message()));
+      LogError(absl::StrCat("model ", ran_on->name(), " v", ran_on->version(), ": ", run.message()));
     }
     return finish(run);
   }
-  response->set_model_name(model.name());
-  response->set_model_version(std::to_string(model.version()));
+  response->set_model_name(ran_on->name());
+  response->set_model_version(std::to_string(ran_on->version()));
   response->set_id(request.id());
-  EncodeInfer(model, *decoded, outputs, response);
+  EncodeInfer(*ran_on, *decoded, outputs, response);
   sample.output = absl::Now() - ran_at;
   sample.batch_size = decoded->batch.inputs.empty() ? 0 : decoded->batch.inputs[0].dim(0);
   return finish(absl::OkStatus());

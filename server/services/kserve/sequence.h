@@ -43,9 +43,14 @@ absl::StatusOr<std::optional<SequenceIdentity>> ParseSequence(const InferParamet
 class SequenceHandler {
  public:
   virtual ~SequenceHandler() = default;
+  // `servable`: the model version the request resolved to, which a start binds the sequence
+  // to. A sequence runs every chunk on the version it started on, also after a newer version
+  // loads; *ran_on is set to that version (the response reports it) whenever the sequence was
+  // found, whether or not the chunk then ran.
   virtual absl::Status Run(const Servable& servable, const SequenceIdentity& sequence,
                            const engine::Batch& batch, std::vector<engine::Tensor>* outputs,
-                           const RunOptions& options) = 0;
+                           const RunOptions& options,
+                           std::shared_ptr<const Servable>* ran_on) = 0;
 };
 
 }  // namespace rnnserve::server::kserve
