@@ -27,24 +27,43 @@ class ErrorCollector : public google::protobuf::io::ErrorCollector {
 
 }  // namespace
 
+namespace {
+
+absl::StatusOr<v1::ModelConfig> ParseText(const std::string& text, const std::string& where) {
+  v1::ModelConfig config;
+  google::protobuf::TextFormat::Parser parser;
+  ErrorCollector errors;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(text, &config)) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", errors.errors()));
+  }
+  return config;
+}
+
+}  // namespace
+
+absl::StatusOr<v1::ModelConfig> ParseModelConfig(const std::string& text,
+                                                 const std::string& where) {
+  auto config = ParseText(text, where);
+  if (!config.ok()) return config;
+  if (auto s = ValidateModelConfig(*config, where); !s.ok()) return s;
+  return config;
+}
+
 absl::StatusOr<v1::ModelConfig> ReadModelConfig(const std::string& model_dir) {
   const std::filesystem::path dir(model_dir);
   const std::filesystem::path path = dir / "config.pbtxt";
-  v1::ModelConfig config;
+  absl::StatusOr<v1::ModelConfig> config = v1::ModelConfig();
   std::error_code ec;
   if (std::filesystem::exists(path, ec)) {
     std::ifstream in(path);
     std::stringstream text;
     text << in.rdbuf();
-    google::protobuf::TextFormat::Parser parser;
-    ErrorCollector errors;
-    parser.RecordErrorsTo(&errors);
-    if (!parser.ParseFromString(text.str(), &config)) {
-      return absl::InvalidArgumentError(absl::StrCat(path.string(), ": ", errors.errors()));
-    }
+    config = ParseText(text.str(), path.string());
+    if (!config.ok()) return config;
   }
-  if (config.name().empty()) config.set_name(dir.filename().string());
-  if (auto s = ValidateModelConfig(config, path.string()); !s.ok()) return s;
+  if (config->name().empty()) config->set_name(dir.filename().string());
+  if (auto s = ValidateModelConfig(*config, path.string()); !s.ok()) return s;
   return config;
 }
 

@@ -23,11 +23,3 @@ add_library(rnnserve_onnx STATIC
 target_compile_options(rnnserve_onnx PRIVATE ${RNNSERVE_WARNINGS})
 target_link_libraries(rnnserve_onnx PUBLIC rnnserve_engine rnnserve_onnx_proto absl::status
   absl::statusor absl::strings)
-
-# libFuzzer target, built only by tests/fuzz/run_onnx_fuzz.sh (clang, -DRNNSERVE_FUZZ_ONNX=ON).
-option(RNNSERVE_FUZZ_ONNX "Build the ONNX importer's libFuzzer target" OFF)
-if(RNNSERVE_FUZZ_ONNX)
-  add_executable(onnx_fuzz ${PROJECT_SOURCE_DIR}/tests/fuzz/onnx_fuzz.cc)
-  target_compile_options(onnx_fuzz PRIVATE -fsanitize=fuzzer)
-  target_link_libraries(onnx_fuzz PRIVATE rnnserve_onnx -fsanitize=fuzzer)
-endif()
