@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The fuzzing campaign: builds the asan preset (clang, ASan+UBSan, the libFuzzer targets of
+# tests/fuzz/CMakeLists.txt) and runs each target for SECONDS on a scratch copy of its committed
+# corpus, then prints one line per target: executions, crashes, hangs.
+#
+#   tests/fuzz/run_fuzz.sh [seconds per target, default 120] [target ...]
+#   MINIMIZE=1 tests/fuzz/run_fuzz.sh ...   also merges what each run found back into a minimal
+#                                           tests/fuzz/corpus/<target>/ (libFuzzer -merge=1)
+#
+# Needs clang (Debian: clang) and the -dev packages of the build. New inputs go to
+# build/asan/fuzz/corpus/<target>/, crashes and hangs to build/asan/fuzz/artifacts/, logs to
+# build/asan/fuzz/<target>.log. Exit status 1 if any target crashed or hung.
+#
+# The Keras .h5 and .keras targets run in fork mode and go on past timeouts: Debian's libhdf5
+# 1.10 can loop forever on a corrupt global heap (H5HG_read), which the loader cannot interrupt
+# (the server parses each file in a child with a time limit for that reason, model_check.h).
+# Those inputs are saved as artifacts/timeout-* and counted as hangs of libhdf5, apart.
+# Allocations libhdf5 attempts from corrupt sizes return NULL (allocator_may_return_null), as
+# glibc's malloc does in production.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+seconds="${1:-120}"
+shift || true
+all=(predict_request_fuzz kserve_request_fuzz model_config_fuzz onnx_fuzz keras_config_fuzz
+     keras_h5_fuzz keras_zip_fuzz)
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
+
+cmake --preset asan >/dev/null
+cmake --build build/asan -j"$(nproc)" --target "${targets[@]}"
+work=build/asan/fuzz
+mkdir -p "$work/artifacts"
+export ASAN_OPTIONS="allocator_may_return_null=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+export LSAN_OPTIONS="suppressions=$PWD/tests/fuzz/keras_lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+status=0
+printf '%-22s %12s %8s %8s %14s\n' target executions crashes hangs libhdf5_hangs
+for t in "${targets[@]}"; do
+  bin=$(find build/asan/tests/fuzz -maxdepth 1 -name "$t" -type f)
+  corpus="$work/corpus/$t"
+  mkdir -p "$corpus"
+  cp -n tests/fuzz/corpus/"$t"/* "$corpus"/ 2>/dev/null || true
+  mode=()
+  case "$t" in keras_h5_fuzz | keras_zip_fuzz) mode=(-fork=1 -ignore_timeouts=1) ;; esac
+  rm -f "$work/artifacts/$t-"*
+  "$bin" "$corpus" "${mode[@]}" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 \
+    -malloc_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
+    -artifact_prefix="$work/artifacts/$t-" >"$work/$t.log" 2>&1 || true
+  # Executions: libFuzzer's final stats, or the last "#N" status line in fork mode.
+  runs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$work/$t.log" | awk '{s += $2} END {print s + 0}')
+  if [ "$runs" = 0 ]; then
+    runs=$(grep -o '^#[0-9]*' "$work/$t.log" | tail -1 | tr -d '#')
+  fi
+  crashes=$(find "$work/artifacts" -name "$t-crash-*" -o -name "$t-leak-*" -o -name "$t-oom-*" | wc -l)
+  hangs=$(find "$work/artifacts" -name "$t-timeout-*" | wc -l)
+  hdf5=0
+  if [ ${#mode[@]} -gt 0 ]; then hdf5=$hangs; hangs=0; fi
+  # A target that stopped on an error without writing an artifact is a failure too.
+  if grep -q 'ERROR: \(AddressSanitizer\|LeakSanitizer\|UndefinedBehaviorSanitizer\|libFuzzer\)' "$work/$t.log" && [ "$crashes" = 0 ] && [ ${#mode[@]} = 0 ]; then
+    crashes=1
+  fi
+  printf '%-22s %12s %8s %8s %14s\n' "$t" "${runs:-0}" "$crashes" "$hangs" "$hdf5"
+  [ "$crashes" = 0 ] && [ "$hangs" = 0 ] || status=1
+  if [ "${MINIMIZE:-0}" = 1 ]; then
+    merged="$work/merged/$t"
+    rm -rf "$merged" && mkdir -p "$merged"
+    "$bin" -merge=1 "${mode[@]/-fork=1/}" -timeout=20 -max_len=65536 "$merged" \
+      tests/fuzz/corpus/"$t" "$corpus" >"$work/$t.merge.log" 2>&1 || true
+    rm -f tests/fuzz/corpus/"$t"/* && cp "$merged"/* tests/fuzz/corpus/"$t"/
+  fi
+done
+exit $status
