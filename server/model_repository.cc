@@ -151,7 +151,8 @@ void ModelRepository::Stop() {
 std::string ModelRepository::RelativePath(absl::string_view text) const {
   std::vector<std::pair<std::string, std::string>> cut;
   for (const std::string& r : {canonical_root_, root_}) {
-    if (r.empty() || r == "/") continue;
+    // "." is left alone: "./" also occurs inside "../".
+    if (r.empty() || r == "/" || r == "." || r == "./") continue;
     cut.emplace_back(r.back() == '/' ? r : r + "/", "");
   }
   return absl::StrReplaceAll(text, cut);
