@@ -25,11 +25,12 @@ absl::StatusOr<int64_t> CountElements(const engine::Shape& shape, const std::str
       return absl::InvalidArgumentError(
           absl::StrCat(what, ": negative dimension in shape ", engine::ShapeString(shape)));
     }
-    n *= d;
-    if (n > kMaxElements) {
+    // Checked before multiplying: a product past int64 would be undefined, not just large.
+    if (d != 0 && n > kMaxElements / d) {
       return absl::InvalidArgumentError(absl::StrCat(what, ": shape ", engine::ShapeString(shape),
                                                      " exceeds ", kMaxElements, " elements"));
     }
+    n *= d;
   }
   return n;
 }

@@ -61,9 +61,10 @@ GatheredBatch GatherRows(absl::Span<const BatchRow> rows,
     }
     out.batch.inputs.push_back(std::move(batch));
   }
-  for (const auto& [layer, states] : first.initial_states) {
+  for (const auto& entry : first.initial_states) {
+    const std::string& layer = entry.first;  // a plain reference: lambdas capture it
     std::vector<engine::Tensor>& stacked = out.batch.initial_states[layer];
-    for (size_t k = 0; k < states.size(); ++k) {
+    for (size_t k = 0; k < entry.second.size(); ++k) {
       stacked.push_back(StackRows(rows, [&](const QueuedRequest& r) -> const engine::Tensor& {
         return r.inputs().initial_states.at(layer)[k];
       }));

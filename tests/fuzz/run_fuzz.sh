@@ -6,6 +6,8 @@
 #   tests/fuzz/run_fuzz.sh [seconds per target, default 120] [target ...]
 #   MINIMIZE=1 tests/fuzz/run_fuzz.sh ...   also merges what each run found back into a minimal
 #                                           tests/fuzz/corpus/<target>/ (libFuzzer -merge=1)
+#   NO_BUILD=1 tests/fuzz/run_fuzz.sh ...    runs what build/asan holds (two runs side by side
+#                                           on different targets, say)
 #
 # Needs clang (Debian: clang) and the -dev packages of the build. New inputs go to
 # build/asan/fuzz/corpus/<target>/, crashes and hangs to build/asan/fuzz/artifacts/, logs to
@@ -26,8 +28,10 @@ all=(predict_request_fuzz kserve_request_fuzz model_config_fuzz onnx_fuzz keras_
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 
-cmake --preset asan >/dev/null
-cmake --build build/asan -j"$(nproc)" --target "${targets[@]}"
+if [ "${NO_BUILD:-0}" != 1 ]; then
+  cmake --preset asan >/dev/null
+  cmake --build build/asan -j"$(nproc)" --target "${targets[@]}"
+fi
 work=build/asan/fuzz
 mkdir -p "$work/artifacts"
 export ASAN_OPTIONS="allocator_may_return_null=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
