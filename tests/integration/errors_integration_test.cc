@@ -290,6 +290,15 @@ std::map<std::string, std::function<grpc::Status(Stub*)>> Cases() {
     v1::UnloadModelResponse resp;
     return s->UnloadModel(&ctx, r, &resp);
   };
+  c["E39"] = [](Stub* s) {
+    auto r = Good();
+    v1::Tensor& t = (*r.mutable_inputs())["waveform"];
+    t.clear_shape();
+    t.add_shape(63);
+    t.add_shape(int64_t{8863084066665136127});
+    t.add_shape(2);
+    return Predict(s, r);
+  };
   c["E35"] = [](Stub* s) {
     grpc::ClientContext ctx;
     v1::LoadModelRequest r;
