@@ -240,7 +240,8 @@ int Main(int argc, char** argv) {
   const bool loading = !(*repository)->loaded_all();
   const int drain_seconds = loading ? 0 : flags.drain_seconds;
   LogInfo(absl::StrCat("signal ", sig,
-                       loading ? ": stopping the initial loads" : absl::StrCat(": draining for ", drain_seconds, " s"),
+                       loading ? ": stopping the initial loads"
+                               : absl::StrCat(": draining for ", drain_seconds, " s"),
                        ", then shutting down"));
   // Loads stop after the model in progress; a model file check in progress is killed.
   (*repository)->Stop();

@@ -1,9 +1,9 @@
 #include "server/model_check.h"
 
 #include <fcntl.h>
-#include <sys/prctl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 

@@ -15,8 +15,7 @@ absl::StatusOr<v1::ModelConfig> ReadModelConfig(const std::string& model_dir);
 
 // Parses and validates config.pbtxt text; `where` names it in errors. The name is left as the
 // text gives it (empty if it gives none).
-absl::StatusOr<v1::ModelConfig> ParseModelConfig(const std::string& text,
-                                                 const std::string& where);
+absl::StatusOr<v1::ModelConfig> ParseModelConfig(const std::string& text, const std::string& where);
 
 // Checks values that the schema alone cannot: non-negative sizes, known platforms, names.
 absl::Status ValidateModelConfig(const v1::ModelConfig& config, const std::string& where);

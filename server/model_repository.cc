@@ -56,8 +56,8 @@ std::vector<int64_t> SelectVersions(const std::vector<int64_t>& available,
 std::string FileIdentity(const fs::path& p, const std::string& shown) {
   struct stat st;
   if (::stat(p.c_str(), &st) != 0) return absl::StrCat(shown, ":missing");
-  return absl::StrCat(shown, ":", st.st_size, ":", st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec,
-                      ":", st.st_ctim.tv_sec, ".", st.st_ctim.tv_nsec, ":", st.st_ino);
+  return absl::StrCat(shown, ":", st.st_size, ":", st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec, ":",
+                      st.st_ctim.tv_sec, ".", st.st_ctim.tv_nsec, ":", st.st_ino);
 }
 
 // The identities of every file under `path` (or of `path` itself if it is a file).
@@ -181,10 +181,10 @@ absl::Status ModelRepository::CheckConfined(const std::string& name,
   for (const fs::path& p : paths) {
     if (!fs::exists(fs::symlink_status(p, ec))) continue;
     if (!Inside(root, p)) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          RelativePath(p.string()),
-          " resolves outside the model repository (a symbolic link); not loaded. "
-          "--allow-symlinks-outside-repository serves such links"));
+      return absl::PermissionDeniedError(
+          absl::StrCat(RelativePath(p.string()),
+                       " resolves outside the model repository (a symbolic link); not loaded. "
+                       "--allow-symlinks-outside-repository serves such links"));
     }
   }
   return absl::OkStatus();
@@ -272,7 +272,8 @@ absl::StatusOr<ModelState> ModelRepository::LoadModel(const std::string& name, b
       if (!servable.ok()) {
         next.reason = RelativePath(servable.status().message());
         next.failed[v] = version.fingerprint;
-        LogLoadFailure(name, absl::StrCat("model ", name, " v", v, " failed to load: ", next.reason));
+        LogLoadFailure(name,
+                       absl::StrCat("model ", name, " v", v, " failed to load: ", next.reason));
         // metrics: a version that serves now keeps rnnserve_model_loaded 1 until it is dropped.
         if (!old.versions.contains(v)) ModelLoadFailed(name, v);
         continue;

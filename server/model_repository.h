@@ -30,9 +30,9 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include "absl/strings/string_view.h"
 #include "server/log.h"
 #include "server/servable.h"
 

@@ -44,8 +44,8 @@ absl::Status CheckFinite(const engine::Tensor& t, absl::string_view what) {
   if (t.dtype() != engine::DType::kFloat32) return absl::OkStatus();
   for (int64_t i = 0; i < t.num_elements(); ++i) {
     if (!std::isfinite(t.f32()[i])) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, ": value ", i, " is ", t.f32()[i], "; this model accepts finite values only"));
+      return absl::InvalidArgumentError(absl::StrCat(what, ": value ", i, " is ", t.f32()[i],
+                                                     "; this model accepts finite values only"));
     }
   }
   return absl::OkStatus();

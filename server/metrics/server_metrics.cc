@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <iterator>
 #include <set>
-#include <utility>
 #include <sstream>
+#include <utility>
 
 #include "prometheus/family.h"
 #include "prometheus/text_serializer.h"
@@ -107,15 +107,16 @@ class HiddenSeriesFilter final : public prometheus::Collectable {
     absl::MutexLock lock(&mu_);
     if (hidden_.empty()) return families;
     for (prometheus::MetricFamily& f : families) {
-      std::erase_if(f.metric, [this](const prometheus::ClientMetric& m) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        const std::string* model = nullptr;
-        const std::string* version = nullptr;
-        for (const prometheus::ClientMetric::Label& l : m.label) {
-          if (l.name == "model") model = &l.value;
-          if (l.name == "version") version = &l.value;
-        }
-        return model != nullptr && version != nullptr && hidden_.contains({*model, *version});
-      });
+      std::erase_if(
+          f.metric, [this](const prometheus::ClientMetric& m) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+            const std::string* model = nullptr;
+            const std::string* version = nullptr;
+            for (const prometheus::ClientMetric::Label& l : m.label) {
+              if (l.name == "model") model = &l.value;
+              if (l.name == "version") version = &l.value;
+            }
+            return model != nullptr && version != nullptr && hidden_.contains({*model, *version});
+          });
     }
     std::erase_if(families, [](const prometheus::MetricFamily& f) { return f.metric.empty(); });
     return families;

@@ -17,8 +17,8 @@ FuzzServer::FuzzServer() {
   kserve_sequences = std::make_unique<server::ManagedSequences>(sequences.get());
   service = std::make_unique<server::RnnServeService>(repository.get(), sequences.get());
   kserve = std::make_unique<server::kserve::KServeService>(
-      repository.get(), server::kserve::KServeServiceOptions{
-                            .server_version = "fuzz", .sequences = kserve_sequences.get()});
+      repository.get(), server::kserve::KServeServiceOptions{.server_version = "fuzz",
+                                                             .sequences = kserve_sequences.get()});
 }
 
 FuzzServer& Server() {

@@ -8,7 +8,11 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "server/model_repository.h"
 #include "server/sequence_manager.h"
@@ -33,5 +37,19 @@ FuzzServer& Server();
 // The example model's name: requests whose selector asks for it get it, so mutations reach
 // past the model lookup.
 inline constexpr char kModel[] = "waveform_lstm";
+
+// A request target's input: byte 0 picks the call (low two bits) and whether the model name is
+// forced to kModel (bit 2); the rest is the request as it comes off the wire.
+struct RequestInput {
+  int call = 0;
+  bool force_model = false;
+  std::string wire;
+};
+inline std::optional<RequestInput> SplitInput(const uint8_t* data, size_t size) {
+  if (size < 1) return std::nullopt;
+  return RequestInput{.call = data[0] % 4,
+                      .force_model = (data[0] & 0x4) != 0,
+                      .wire = std::string(reinterpret_cast<const char*>(data) + 1, size - 1)};
+}
 
 }  // namespace rnnserve::fuzz

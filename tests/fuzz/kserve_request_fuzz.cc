@@ -11,13 +11,13 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace rnnserve;
-  if (size < 1) return 0;
+  const std::optional<fuzz::RequestInput> in = fuzz::SplitInput(data, size);
+  if (!in) return 0;
   fuzz::FuzzServer& s = fuzz::Server();
-  const uint8_t selector = data[0];
-  const std::string wire(reinterpret_cast<const char*>(data) + 1, size - 1);
-  const bool force_model = (selector & 0x4) != 0;
+  const std::string& wire = in->wire;
+  const bool force_model = in->force_model;
   grpc::ServerContext context;
-  switch (selector % 4) {
+  switch (in->call) {
     case 0:
     case 1: {
       inference::ModelInferRequest request;

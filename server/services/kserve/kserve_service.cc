@@ -163,7 +163,8 @@ absl::Status KServeService::Infer(grpc::ServerContext* context,
   if (!run.ok()) {
     if (run.code() != absl::StatusCode::kInvalidArgument &&
         run.code() != absl::StatusCode::kDeadlineExceeded) {
-      LogError(absl::StrCat("model ", ran_on->name(), " v", ran_on->version(), ": ", run.message()));
+      LogError(
+          absl::StrCat("model ", ran_on->name(), " v", ran_on->version(), ": ", run.message()));
     }
     return finish(run);
   }

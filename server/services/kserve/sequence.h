@@ -49,8 +49,7 @@ class SequenceHandler {
   // found, whether or not the chunk then ran.
   virtual absl::Status Run(const Servable& servable, const SequenceIdentity& sequence,
                            const engine::Batch& batch, std::vector<engine::Tensor>* outputs,
-                           const RunOptions& options,
-                           std::shared_ptr<const Servable>* ran_on) = 0;
+                           const RunOptions& options, std::shared_ptr<const Servable>* ran_on) = 0;
 };
 
 }  // namespace rnnserve::server::kserve
