@@ -9,8 +9,11 @@
 //   - the layer stack on device buffers: with the algorithm the engine chose, eagerly, replayed
 //     from one CUDA graph of the stack, and as the engine runs it (a graph per layer for batches
 //     up to 64); then eagerly once per algorithm cuDNN accepts;
-//   - CompiledModel::Run end to end (host input in, host output out; host clock).
-// RESULTS gets one line a case: name key=value ...; out.npy the engine's output [B, T, dirs*H].
+//   - CompiledModel::Run end to end (host input in, host output out; host clock), with the
+//     input in pageable memory and in the engine's page-locked host tensor, beside the PCIe
+//     floor of that input and output at the pinned bandwidth measured first.
+// RESULTS gets a line "pcie h2d_gbps=.. d2h_gbps=..", then one line a case: name key=value ...;
+// out.npy the engine's output [B, T, dirs*H].
 
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
@@ -19,6 +22,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -116,7 +120,38 @@ float TimeIt(cudaStream_t stream, Fn fn) {
   return ok ? Median(ms) : -1.0f;
 }
 
-absl::Status RunCase(const Case& c, std::ostream& results) {
+// Pinned host memory to the device and back, bytes per second: the PCIe floor of host IO.
+struct Link {
+  double h2d_bytes_per_s = 0, d2h_bytes_per_s = 0;
+};
+
+absl::StatusOr<Link> MeasureLink() {
+  constexpr size_t kBytes = size_t{256} << 20;
+  void* host = nullptr;
+  RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaHostAlloc(&host, kBytes, 0), "cudaHostAlloc"));
+  std::unique_ptr<void, cudaError_t (*)(void*)> free_host(host, cudaFreeHost);
+  std::memset(host, 1, kBytes);
+  DeviceBuffer dev;
+  RNNSERVE_RETURN_IF_ERROR(dev.Reserve(kBytes));
+  cudaStream_t stream = nullptr;
+  RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaStreamCreate(&stream), "cudaStreamCreate"));
+  auto seconds = [&](bool h2d) {
+    return TimeIt(
+               stream,
+               [&]() {
+                 return CudaOk(
+                     cudaMemcpyAsync(h2d ? dev.get() : host, h2d ? host : dev.get(), kBytes,
+                                     h2d ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, stream),
+                     "cudaMemcpyAsync");
+               }) /
+           1e3;
+  };
+  Link link{kBytes / seconds(true), kBytes / seconds(false)};
+  cudaStreamDestroy(stream);
+  return link;
+}
+
+absl::Status RunCase(const Case& c, const Link& link, std::ostream& results) {
   auto sd = client::ReadNpz(c.weights);
   if (!sd.ok()) return sd.status();
   auto xa = client::ReadNpy(c.x);
@@ -226,17 +261,33 @@ absl::Status RunCase(const Case& c, std::ostream& results) {
   // 2. CompiledModel::Run end to end: host input in, host output out.
   auto compiled = engine::cuda::CompileForGpu(model, {.math_mode = math}, 0);
   if (!compiled.ok()) return compiled.status();
-  engine::Batch batch;
-  batch.inputs.push_back(engine::Tensor::Float({c.B, c.T, c.I}, xf));
-  std::vector<engine::Tensor> out;
-  std::vector<float> run_ms;
-  for (int i = 0; i < kWarmup + kReps / 2; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    RNNSERVE_RETURN_IF_ERROR((*compiled)->Run(batch, &out));
-    const auto t1 = std::chrono::steady_clock::now();
-    if (i >= kWarmup) run_ms.push_back(std::chrono::duration<float, std::milli>(t1 - t0).count());
-  }
-  line << " run_ms=" << Median(run_ms) << " memory_bytes=" << (*compiled)->memory_bytes();
+  // Twice: the input in pageable memory (a lone request's decoded tensor), then in the
+  // engine's host tensor (page-locked; how batch assembly builds a batch). Each call's outputs
+  // are released before the next, as a response's are once it is encoded.
+  auto time_run = [&](const engine::Batch& batch) -> absl::StatusOr<float> {
+    std::vector<float> run_ms;
+    for (int i = 0; i < kWarmup + kReps / 2; ++i) {
+      std::vector<engine::Tensor> out;
+      const auto t0 = std::chrono::steady_clock::now();
+      RNNSERVE_RETURN_IF_ERROR((*compiled)->Run(batch, &out));
+      const auto t1 = std::chrono::steady_clock::now();
+      if (i >= kWarmup) run_ms.push_back(std::chrono::duration<float, std::milli>(t1 - t0).count());
+    }
+    return Median(run_ms);
+  };
+  engine::Batch pageable, pinned;
+  pageable.inputs.push_back(engine::Tensor::Float({c.B, c.T, c.I}, xf));
+  pinned.inputs.push_back((*compiled)->NewHostTensor(engine::DType::kFloat32, {c.B, c.T, c.I}));
+  std::copy(xf.begin(), xf.end(), pinned.inputs[0].f32());
+  auto run_ms = time_run(pageable);
+  if (!run_ms.ok()) return run_ms.status();
+  auto run_pinned_ms = time_run(pinned);
+  if (!run_pinned_ms.ok()) return run_pinned_ms.status();
+  // What PCIe alone needs for this batch's input and output at the measured pinned bandwidth.
+  const double io_floor_ms =
+      (x_n * 4.0 / link.h2d_bytes_per_s + y_n * 4.0 / link.d2h_bytes_per_s) * 1e3;
+  line << " run_ms=" << *run_ms << " run_pinned_ms=" << *run_pinned_ms
+       << " io_floor_ms=" << io_floor_ms << " memory_bytes=" << (*compiled)->memory_bytes();
   results << line.str() << "\n";
   std::cout << line.str() << std::endl;
   return absl::OkStatus();
@@ -262,6 +313,13 @@ int main(int argc, char** argv) {
   }
   std::ifstream manifest(manifest_path);
   std::ofstream results(results_path);
+  const auto link = rnnserve::bench::MeasureLink();
+  if (!link.ok()) {
+    std::cerr << link.status() << "\n";
+    return 1;
+  }
+  results << "pcie h2d_gbps=" << link->h2d_bytes_per_s / 1e9
+          << " d2h_gbps=" << link->d2h_bytes_per_s / 1e9 << "\n";
   std::string text;
   int failures = 0;
   while (std::getline(manifest, text)) {
@@ -274,7 +332,7 @@ int main(int argc, char** argv) {
       std::cerr << "bad manifest line: " << text << "\n";
       return 2;
     }
-    if (auto s = rnnserve::bench::RunCase(c, results); !s.ok()) {
+    if (auto s = rnnserve::bench::RunCase(c, *link, results); !s.ok()) {
       ++failures;
       results << c.name << " error=\"" << s.message() << "\"\n";
       std::cout << c.name << " error: " << s << std::endl;

@@ -150,8 +150,9 @@ def main():
     out = ["| case | mode | PyTorch eager ms | PyTorch graph ms | ours eager ms (algo) |"
            " ours graph ms | ours as the engine runs it ms (algo) | eager speedup | graph speedup |"
            " engine vs PyTorch's best |"
-           " per algorithm ms (eager) | Run() with host IO ms | max rel diff vs PyTorch |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           " per algorithm ms (eager) | Run() with host IO ms, pageable / pinned input |"
+           " compute + PCIe floor ms | pinned Run() / floor | max rel diff vs PyTorch |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for case, shape, mode, res in rows:
         o = ours.get(case, {})
         f = lambda k: float(o[k]) if k in o else None  # noqa: E731
@@ -169,15 +170,22 @@ def main():
             a, b = np.load(out_npy), ys[case]
             diff = f"{np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30):.1e}"
         err = res.get("torch_error") or o.get("error") or ""
+        floor = oen + f("io_floor_ms") if oen and f("io_floor_ms") else None
+        io_ratio = f"{f('run_pinned_ms') / floor:.2f}x" if floor and f("run_pinned_ms") else "n/a"
         out.append(f"| {case.rsplit('_', 1)[0]} | {mode} | {fmt(te)} | {fmt(tg)} | "
                    f"{fmt(oe)} ({o.get('auto_algo', '?')}) | {fmt(og)} | "
                    f"{fmt(f('engine_ms'))} ({o.get('engine_algo', '?')}) | "
                    f"{sp_e} | {sp_g} | {sp_b} | "
-                   f"{per_algo} | {fmt(f('run_ms'))} | {diff}{' ' + err if err else ''} |")
+                   f"{per_algo} | {fmt(f('run_ms'))} / {fmt(f('run_pinned_ms'))} | "
+                   f"{fmt(floor)} | {io_ratio} | {diff}{' ' + err if err else ''} |")
     dev = torch.cuda.get_device_name(0)
+    link = ours.get("pcie", {})
     header = [f"device: {dev}; torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}"
               f" (PyTorch's); {REPS} timed runs after {WARMUP} warm-up, CUDA events, median;"
-              f" wall {time.time() - t0:.0f} s", ""]
+              f" wall {time.time() - t0:.0f} s",
+              f"PCIe, pinned 256 MiB copies: host to device {link.get('h2d_gbps', '?')} GB/s,"
+              f" device to host {link.get('d2h_gbps', '?')} GB/s. The floor of a case is the"
+              " engine's compute plus its input and output at those rates.", ""]
     Path(args.out).write_text("\n".join(header + out) + "\n")
     print("\n".join(header + out))
     return proc.returncode

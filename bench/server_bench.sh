@@ -11,6 +11,8 @@
 #        LEVELS         concurrency levels of the sweeps (default "1 2 4 8 16 32 64 128 256")
 #        INTERVAL_MS    perf_analyzer measurement window (default 1500)
 #        LATENCY_RUNS   repeats of the concurrency-1 latency run (default 3)
+#        SERVER_CPUS, CLIENT_CPUS  taskset CPU lists that keep the server and perf_analyzer on
+#                       cores of their own (default: both anywhere)
 # Models (bench/server_models/): tiny_lstm (H=32, 8 features, T=10 sent) and lstm256 (H=256,
 # 16 features, T=50 sent), each as <model> (max_batch_size 1) and <model>_batched (dynamic
 # batching, max_batch_size 64). The server's /metrics is saved around each mixed-length run,
@@ -37,19 +39,33 @@ free_port() {
 }
 PORT=$(free_port)
 METRICS_PORT=$(free_port)
-"$RNNSERVE" --model-repository "$MODEL_REPO" --port "$PORT" \
-  --metrics-port "$METRICS_PORT" --log-level warning &
+SERVER_PIN=(); CLIENT_PIN=()
+[ -n "${SERVER_CPUS:-}" ] && SERVER_PIN=(taskset -c "$SERVER_CPUS")
+[ -n "${CLIENT_CPUS:-}" ] && CLIENT_PIN=(taskset -c "$CLIENT_CPUS")
+# The GPU repository's model files link into the CPU one: both are this checkout's. The
+# sweeps reach 256 requests in flight on a model without batching, past the default cap of 8
+# an instance (what a client gets then is RESOURCE_EXHAUSTED, not a measurement).
+"${SERVER_PIN[@]}" "$RNNSERVE" --model-repository "$MODEL_REPO" --port "$PORT" \
+  --metrics-port "$METRICS_PORT" --log-level warning --allow-symlinks-outside-repository \
+  --max-concurrent-per-model=512 &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null || true' EXIT
 for _ in $(seq 200); do
   (exec 3<>/dev/tcp/127.0.0.1/$PORT) 2>/dev/null && break
   sleep 0.05
 done
+# The server listens before its models load: wait until each model directory has loaded.
+want=$(find "$MODEL_REPO" -mindepth 2 -maxdepth 2 -name config.pbtxt | wc -l)
+for _ in $(seq 600); do
+  loaded=$(python3 -c "import urllib.request as u; print(sum(1 for l in u.urlopen('http://127.0.0.1:$METRICS_PORT/metrics').read().decode().splitlines() if l.startswith('rnnserve_model_loaded{') and l.endswith(' 1')))" 2>/dev/null || echo 0)
+  [ "$loaded" -ge "$want" ] && break
+  sleep 0.2
+done
 
 pa() {  # pa NAME ARGS...: one perf_analyzer run, CSV to $OUT/NAME.csv
   local name=$1; shift
   echo "== $name: $*"
-  "$PA" -u "127.0.0.1:$PORT" -i grpc --measurement-interval "$INTERVAL_MS" \
+  "${CLIENT_PIN[@]}" "$PA" -u "127.0.0.1:$PORT" -i grpc --measurement-interval "$INTERVAL_MS" \
     --stability-percentage 999 --max-trials 3 -f "$OUT/$name.csv" "$@" \
     > "$OUT/$name.log" 2>&1 || { tail -5 "$OUT/$name.log"; return 1; }
   tail -3 "$OUT/$name.csv" | sed 's/^/   /'
@@ -68,7 +84,7 @@ scrape() {  # scrape FILE: the server's Prometheus text
   echo "gpu: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null |
     head -1 || echo none)"
   echo "models: $MODEL_REPO"
-  echo "perf_analyzer: $PA"
+  echo "perf_analyzer: $PA${CLIENT_CPUS:+ on CPUs $CLIENT_CPUS}${SERVER_CPUS:+, rnnserve on CPUs $SERVER_CPUS}"
   echo "rnnserve: $(git -C "$ROOT" rev-parse --short HEAD)"
   echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 } > "$OUT/machine.txt"

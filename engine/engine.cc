@@ -1,5 +1,7 @@
 #include "engine/engine.h"
 
+#include <utility>
+
 #include "engine/cpu/cpu_engine.h"
 #include "engine/cuda/cuda_factory.h"
 
@@ -16,5 +18,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
 }
 
 bool CudaAvailable(std::string* why_not) { return cuda::VisibleGpus(why_not) > 0; }
+
+Tensor CompiledModel::NewHostTensor(DType dtype, Shape shape) const {
+  return dtype == DType::kInt64 ? Tensor::Int64(std::move(shape)) : Tensor::Float(std::move(shape));
+}
 
 }  // namespace rnnserve::engine

@@ -43,6 +43,54 @@ std::string ShapeString(const Shape& shape) {
   return out;
 }
 
+Tensor::Tensor(const Tensor& other) : dtype_(other.dtype_), shape_(other.shape_) {
+  if (!other.wrapped_) {
+    f32_ = other.f32_;
+    i64_ = other.i64_;
+  } else if (dtype_ == DType::kFloat32) {
+    f32_.assign(other.f32(), other.f32() + other.num_elements());
+  } else {
+    i64_.assign(other.i64(), other.i64() + other.num_elements());
+  }
+}
+
+Tensor& Tensor::operator=(const Tensor& other) {
+  if (this != &other) *this = Tensor(other);
+  return *this;
+}
+
+Tensor::Tensor(Tensor&& other) noexcept
+    : dtype_(other.dtype_),
+      shape_(std::move(other.shape_)),
+      f32_(std::move(other.f32_)),
+      i64_(std::move(other.i64_)),
+      wrapped_(std::exchange(other.wrapped_, nullptr)),
+      owner_(std::move(other.owner_)) {
+  other.shape_.clear();
+}
+
+Tensor& Tensor::operator=(Tensor&& other) noexcept {
+  if (this != &other) {
+    dtype_ = other.dtype_;
+    shape_ = std::move(other.shape_);
+    f32_ = std::move(other.f32_);
+    i64_ = std::move(other.i64_);
+    wrapped_ = std::exchange(other.wrapped_, nullptr);
+    owner_ = std::move(other.owner_);
+    other.shape_.clear();
+  }
+  return *this;
+}
+
+Tensor Tensor::Wrap(DType dtype, Shape shape, void* data, std::shared_ptr<void> owner) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.wrapped_ = data;
+  t.owner_ = std::move(owner);
+  return t;
+}
+
 Tensor Tensor::Float(Shape shape) {
   Tensor t;
   t.dtype_ = DType::kFloat32;

@@ -22,7 +22,7 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN
 export TSAN_OPTIONS="second_deadlock_stack=1${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
 summary="build/$preset/sanitizer-summary.txt"
 status=0
-(cd "build/$preset" && ctest -L 'unit|conformance|integration' -j"$(nproc)" --timeout 1200 \
+(cd "build/$preset" && ctest -L 'unit|conformance|integration' -j"$(nproc)" --timeout 1200 --output-on-failure \
   --output-log ctest.log >ctest.out 2>&1) || status=1
 {
   echo "preset: $preset   commit: $(git rev-parse --short HEAD)   machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"

@@ -21,6 +21,7 @@
 #include "engine/cuda/dev_value.h"
 #include "engine/cuda/device_layers.h"
 #include "engine/cuda/fused_recurrent.h"
+#include "engine/cuda/pinned_pool.h"
 #include "engine/engine.h"
 
 namespace rnnserve::engine::cuda {
@@ -52,17 +53,27 @@ class CudaCompiledModel final : public CompiledModel {
   std::string engine_name() const override { return "cuda"; }
   std::vector<LayerPlacement> placements() const override;
   int64_t memory_bytes() const override;
+  // Page-locked and zeroed (pageable when the host cannot pin more).
+  Tensor NewHostTensor(DType dtype, Shape shape) const override;
   int64_t host_copies_in_last_run() const { return host_copies_in_last_run_; }
+  const PinnedPool& pinned_pool() const { return *pinned_; }
 
  private:
   absl::Status PlanLayer(const Layer& layer, LayerPlan* plan);
   absl::Status Upload(const float* src, int64_t n, DeviceBuffer* dst);
-  absl::Status ToDevice(DevValue* v) { return cuda::ToDevice(v, stream_); }
+  // A host value to the device; from the pinned staging area when it is in pageable memory
+  // (one asynchronous DMA, no stream synchronisation first).
+  absl::Status ToDevice(DevValue* v);
+  // Enqueues a small host-to-device copy through the staging area.
+  absl::Status CopyToDevice(void* dst, const void* src, size_t bytes, const char* what);
   absl::Status ToHost(DevValue* v) {
     if (!v->host_valid) ++host_copies_;
     return cuda::ToHost(v, stream_);
   }
   absl::Status RunLayer(size_t index, const Batch& batch);
+  // Enqueues the copy of each device-only model output into a pinned tensor of the pool (one
+  // DMA each, no page faults), then waits once for the stream.
+  absl::Status DownloadOutputs();
 
   // Recurrent layers (cuda_model_recurrent.cc). On cuDNN (use_cudnn) or on the fused kernel.
   // Initial states from the layer's state inputs or batch.initial_states; final states into
@@ -106,6 +117,12 @@ class CudaCompiledModel final : public CompiledModel {
   DeviceBuffer step_mask_dev_;    // [B, T] uint8, its step mask when it has one
   // Slots for the layers run on the host (RunCpuLayer); empty between layers.
   std::vector<cpu::Value> host_values_;
+  // Inputs and outputs in page-locked memory. Free blocks kept: the largest batch's inputs and
+  // outputs twice over (a response may still be encoding while the next batch runs).
+  static constexpr size_t kMaxCachedPinnedBytes = size_t{1} << 30;
+  std::shared_ptr<PinnedPool> pinned_ = PinnedPool::Create(kMaxCachedPinnedBytes);
+  PinnedStaging staging_;
+  bool stream_idle_ = true;  // the last Run waited for its copies (it returned OK)
   int64_t host_copies_ = 0;  // device-to-host copies of the running batch
   int64_t host_copies_in_last_run_ = 0;
 };

@@ -179,6 +179,11 @@ absl::Status CudaCompiledModel::Run(const Batch& batch, std::vector<Tensor>* out
         absl::StrCat("expected ", model_.inputs.size(), " inputs, got ", batch.inputs.size()));
   }
   RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaSetDevice(device_), "cudaSetDevice"));
+  if (!stream_idle_) {  // a failed Run may have left copies from the staging area in flight
+    RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"));
+  }
+  stream_idle_ = false;
+  staging_.Reset();
   for (DevValue& v : values_) {
     v.host_valid = v.dev_valid = false;
     v.input = nullptr;
@@ -205,8 +210,8 @@ absl::Status CudaCompiledModel::Run(const Batch& batch, std::vector<Tensor>* out
   }
   host_copies_in_last_run_ = host_copies_;
   outputs->clear();
-  for (int id : model_.output_values) RNNSERVE_RETURN_IF_ERROR(ToHost(&values_[id]));
-  RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"));
+  RNNSERVE_RETURN_IF_ERROR(DownloadOutputs());
+  stream_idle_ = true;
   for (size_t i = 0; i < model_.output_values.size(); ++i) {
     DevValue& v = values_[model_.output_values[i]];
     if (v.input != nullptr) {
@@ -223,10 +228,71 @@ absl::Status CudaCompiledModel::Run(const Batch& batch, std::vector<Tensor>* out
   return absl::OkStatus();
 }
 
+absl::Status CudaCompiledModel::ToDevice(DevValue* v) {
+  if (v->dev_valid || !v->host_valid || v->host_tensor().wrapped() ||
+      static_cast<size_t>(v->bytes()) > PinnedStaging::kMaxBytes) {
+    return cuda::ToDevice(v, stream_);  // pinned already, large, or nothing to do
+  }
+  RNNSERVE_RETURN_IF_ERROR(v->dev.Reserve(std::max<int64_t>(v->bytes(), 1)));
+  const Tensor& h = v->host_tensor();
+  RNNSERVE_RETURN_IF_ERROR(CopyToDevice(v->dev.get(),
+                                        v->dtype == DType::kFloat32
+                                            ? static_cast<const void*>(h.f32())
+                                            : static_cast<const void*>(h.i64()),
+                                        v->bytes(), "cudaMemcpyAsync (host to device)"));
+  v->dev_valid = true;
+  return absl::OkStatus();
+}
+
+absl::Status CudaCompiledModel::CopyToDevice(void* dst, const void* src, size_t bytes,
+                                             const char* what) {
+  if (bytes == 0) return absl::OkStatus();
+  const void* staged = staging_.Stage(src, bytes);
+  return CudaOk(cudaMemcpyAsync(dst, staged != nullptr ? staged : src, bytes,
+                                cudaMemcpyHostToDevice, stream_),
+                what);
+}
+
+absl::Status CudaCompiledModel::DownloadOutputs() {
+  for (int id : model_.output_values) {
+    DevValue& v = values_[id];
+    if (v.host_valid) continue;
+    if (!v.dev_valid) return absl::InternalError("an output is neither on the host nor the device");
+    auto pinned = pinned_->NewTensor(v.dtype, v.shape);
+    if (!pinned.ok()) {  // the host cannot pin more: a pageable copy
+      RNNSERVE_RETURN_IF_ERROR(ToHost(&v));
+      continue;
+    }
+    void* dst = v.dtype == DType::kFloat32 ? static_cast<void*>(pinned->f32())
+                                           : static_cast<void*>(pinned->i64());
+    RNNSERVE_RETURN_IF_ERROR(
+        CudaOk(cudaMemcpyAsync(dst, v.dev.get(), v.bytes(), cudaMemcpyDeviceToHost, stream_),
+               "cudaMemcpyAsync (output to host)"));
+    v.input = nullptr;
+    v.host = *std::move(pinned);
+    v.host_valid = true;
+  }
+  return CudaOk(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+}
+
+Tensor CudaCompiledModel::NewHostTensor(DType dtype, Shape shape) const {
+  auto pinned = pinned_->NewTensor(dtype, shape);
+  if (!pinned.ok()) return CompiledModel::NewHostTensor(dtype, std::move(shape));
+  void* data = dtype == DType::kFloat32 ? static_cast<void*>(pinned->f32())
+                                        : static_cast<void*>(pinned->i64());
+  std::memset(data, 0, NumElements(pinned->shape()) * (dtype == DType::kFloat32 ? 4 : 8));
+  return *std::move(pinned);
+}
+
 absl::Status CudaCompiledModel::RunLayer(size_t index, const Batch& batch) {
   const Layer& layer = model_.layers[index];
   LayerPlan& plan = plans_[index];
   if (plan.device_layer) {
+    for (int id : layer.inputs) {  // float operands from the host go through the staging area
+      if (id >= 0 && values_[id].dtype == DType::kFloat32 && values_[id].host_valid) {
+        RNNSERVE_RETURN_IF_ERROR(ToDevice(&values_[id]));
+      }
+    }
     auto done = RunDeviceLayer(layer, stream_, cublas_, plan.device, values_);
     if (!done.ok()) return done.status();
     if (*done) return absl::OkStatus();

@@ -62,10 +62,8 @@ absl::Status CudaCompiledModel::RunRecurrentGpu(const Layer& layer, const Recurr
   std::vector<int32_t> lengths = in.lengths;
   if (lengths.empty()) lengths.assign(B, T);
   RNNSERVE_RETURN_IF_ERROR(lengths_dev_.Reserve(B * sizeof(int32_t)));
-  RNNSERVE_RETURN_IF_ERROR(
-      CudaOk(cudaMemcpyAsync(lengths_dev_.get(), lengths.data(), B * sizeof(int32_t),
-                             cudaMemcpyHostToDevice, stream_),
-             "cudaMemcpyAsync (lengths)"));
+  RNNSERVE_RETURN_IF_ERROR(CopyToDevice(lengths_dev_.get(), lengths.data(), B * sizeof(int32_t),
+                                        "cudaMemcpyAsync (lengths)"));
   auto has_initial = UploadInitialStates(layer, spec, plan, batch, B);
   if (!has_initial.ok()) return has_initial.status();
 
@@ -91,10 +89,8 @@ absl::Status CudaCompiledModel::RunRecurrentGpu(const Layer& layer, const Recurr
     const uint8_t* mask = nullptr;
     if (!in.step_mask.empty()) {
       RNNSERVE_RETURN_IF_ERROR(step_mask_dev_.Reserve(in.step_mask.size()));
-      RNNSERVE_RETURN_IF_ERROR(
-          CudaOk(cudaMemcpyAsync(step_mask_dev_.get(), in.step_mask.data(), in.step_mask.size(),
-                                 cudaMemcpyHostToDevice, stream_),
-                 "cudaMemcpyAsync (step mask)"));
+      RNNSERVE_RETURN_IF_ERROR(CopyToDevice(step_mask_dev_.get(), in.step_mask.data(),
+                                            in.step_mask.size(), "cudaMemcpyAsync (step mask)"));
       mask = step_mask_dev_.as<uint8_t>();
     }
     RNNSERVE_RETURN_IF_ERROR(plan.fused->Forward(io, mask));
@@ -152,14 +148,18 @@ absl::StatusOr<bool> CudaCompiledModel::UploadInitialStates(const Layer& layer,
                                                      " is ", ShapeString(shape), ", expected [", B,
                                                      ",", size, "]"));
     }
-    if (value != nullptr) RNNSERVE_RETURN_IF_ERROR(ToDevice(value));
     float* dst = (is_c ? plan.c0.as<float>() : plan.h0.as<float>()) +
                  static_cast<int64_t>(i / per_dir) * B * size;
-    RNNSERVE_RETURN_IF_ERROR(CudaOk(
-        cudaMemcpyAsync(
-            dst, value != nullptr ? value->dev.get() : (*given)[i].f32(), sizeof(float) * B * size,
-            value != nullptr ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice, stream_),
-        "cudaMemcpyAsync (initial state)"));
+    const size_t bytes = sizeof(float) * B * size;
+    if (value == nullptr) {  // the batch's own states, on the host
+      RNNSERVE_RETURN_IF_ERROR(
+          CopyToDevice(dst, (*given)[i].f32(), bytes, "cudaMemcpyAsync (initial state)"));
+      continue;
+    }
+    RNNSERVE_RETURN_IF_ERROR(ToDevice(value));
+    RNNSERVE_RETURN_IF_ERROR(
+        CudaOk(cudaMemcpyAsync(dst, value->dev.get(), bytes, cudaMemcpyDeviceToDevice, stream_),
+               "cudaMemcpyAsync (initial state)"));
   }
   return n_init > 0;
 }

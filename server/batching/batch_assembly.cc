@@ -11,12 +11,12 @@ namespace {
 // Row `rows[b].row` of each row's tensor, stacked: [rows, ...]. `pick` finds the tensor of a
 // request; the requests agree on its shape past the batch axis.
 template <typename Pick>
-engine::Tensor StackRows(absl::Span<const BatchRow> rows, Pick pick) {
+engine::Tensor StackRows(absl::Span<const BatchRow> rows, const engine::CompiledModel& model,
+                         Pick pick) {
   const engine::Tensor& first = pick(*rows[0].request);
   engine::Shape shape = first.shape();
   shape[0] = static_cast<int64_t>(rows.size());
-  engine::Tensor out = first.dtype() == engine::DType::kInt64 ? engine::Tensor::Int64(shape)
-                                                              : engine::Tensor::Float(shape);
+  engine::Tensor out = model.NewHostTensor(first.dtype(), shape);
   const int64_t row = first.num_elements() / first.dim(0);
   for (size_t b = 0; b < rows.size(); ++b) {
     CopyElements(pick(*rows[b].request), rows[b].row * row, &out, static_cast<int64_t>(b) * row,
@@ -27,8 +27,8 @@ engine::Tensor StackRows(absl::Span<const BatchRow> rows, Pick pick) {
 
 }  // namespace
 
-GatheredBatch GatherRows(absl::Span<const BatchRow> rows,
-                         const std::vector<bool>& input_time_axis) {
+GatheredBatch GatherRows(absl::Span<const BatchRow> rows, const std::vector<bool>& input_time_axis,
+                         const engine::CompiledModel& model) {
   GatheredBatch out;
   const auto n = static_cast<int64_t>(rows.size());
   const engine::Batch& first = rows[0].request->inputs();
@@ -49,9 +49,7 @@ GatheredBatch GatherRows(absl::Span<const BatchRow> rows,
         shape[1] = std::max(shape[1], t);
       }
     }
-    engine::Tensor batch = first.inputs[i].dtype() == engine::DType::kInt64
-                               ? engine::Tensor::Int64(shape)
-                               : engine::Tensor::Float(shape);
+    engine::Tensor batch = model.NewHostTensor(first.inputs[i].dtype(), shape);
     const int64_t dst_row = n == 0 ? 0 : batch.num_elements() / n;
     for (int64_t b = 0; b < n; ++b) {
       const engine::Tensor& src = rows[b].request->inputs().inputs[i];
@@ -65,9 +63,10 @@ GatheredBatch GatherRows(absl::Span<const BatchRow> rows,
     const std::string& layer = entry.first;  // a plain reference: lambdas capture it
     std::vector<engine::Tensor>& stacked = out.batch.initial_states[layer];
     for (size_t k = 0; k < entry.second.size(); ++k) {
-      stacked.push_back(StackRows(rows, [&](const QueuedRequest& r) -> const engine::Tensor& {
-        return r.inputs().initial_states.at(layer)[k];
-      }));
+      stacked.push_back(
+          StackRows(rows, model, [&](const QueuedRequest& r) -> const engine::Tensor& {
+            return r.inputs().initial_states.at(layer)[k];
+          }));
     }
   }
   for (const BatchRow& r : rows) out.wants_final_states |= r.request->wants_final_states();

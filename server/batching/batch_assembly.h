@@ -29,8 +29,10 @@ struct GatheredBatch {
 };
 
 // The rows, in order, as one engine batch. The rows' requests can share a batch
-// (QueuedRequest::CanShareBatchWith).
-GatheredBatch GatherRows(absl::Span<const BatchRow> rows, const std::vector<bool>& input_time_axis);
+// (QueuedRequest::CanShareBatchWith). The batch's tensors come from `model`'s NewHostTensor
+// (page-locked on the GPU engine).
+GatheredBatch GatherRows(absl::Span<const BatchRow> rows, const std::vector<bool>& input_time_axis,
+                         const engine::CompiledModel& model);
 
 struct Delivered {
   int64_t completed = 0;  // requests answered by this delivery

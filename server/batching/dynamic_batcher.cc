@@ -265,7 +265,7 @@ void DynamicBatcher::SetInstanceProbe(InstancePool::Probe probe) {
 
 absl::Status DynamicBatcher::RunRows(int instance, absl::Span<const BatchRow> rows,
                                      RowOutcome* outcome) {
-  GatheredBatch gathered = GatherRows(rows, options_.input_time_axis);
+  GatheredBatch gathered = GatherRows(rows, options_.input_time_axis, *instances_[instance]);
   std::map<std::string, std::vector<engine::Tensor>> final_states;
   if (gathered.wants_final_states) gathered.batch.final_states = &final_states;
   std::vector<engine::Tensor> outputs;
