@@ -8,10 +8,11 @@
 # cuBLAS (the CUDA install or PyTorch's wheels), Python 3 with numpy and PyTorch.
 #
 # usage: bench/gpu_device_run.sh [OUT_DIR ($OUT or build/gpu-device-run)]
-# env:   STAGES  which parts to run, in order (default "tests server peers")
+# env:   STAGES  which parts to run, in order (default "tests server peers"; "path" times a
+#                small request's engine call layer by layer, bench/gpu_request_path.cc)
 #        DEVBUILD  the packed build (default .devbuild-gpu)
 # Writes OUT_DIR/gpu-tests.log, OUT_DIR/gpu-peers.md (+ .log), OUT_DIR/server-bench.tar.gz
-# (+ server-bench.log) and OUT_DIR/summary.txt.
+# (+ server-bench.log), OUT_DIR/request-path-*.txt and OUT_DIR/summary.txt.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT_DIR=${1:-${OUT:-$ROOT/build/gpu-device-run}}
@@ -38,7 +39,7 @@ run_tests() {
   local log=$OUT_DIR/gpu-tests.log
   : > "$log"
   for t in gpu_availability_test gpu_conformance_test gpu_engine_test example_model_test gpu_layers_test \
-    gpu_fused_lstm_test gpu_torch_test gpu_multi_gpu_test; do
+    gpu_host_io_test gpu_fused_lstm_test gpu_torch_test gpu_multi_gpu_test; do
     echo "=== $t" >> "$log"
     local start=$SECONDS
     (cd "$ROOT" && timeout 240 "$BIN/$t" --gtest_color=no) >> "$log" 2>&1
@@ -52,12 +53,23 @@ run_tests() {
 
 run_server() {
   local dir=$OUT_DIR/server-bench
-  LEVELS=${LEVELS:-1 2 4 8 16 32 64 128 256} INTERVAL_MS=${INTERVAL_MS:-1000} \
+  # perf_analyzer on cores of its own: the last quarter of the machine's.
+  local n; n=$(nproc)
+  SERVER_CPUS=${SERVER_CPUS:-0-$((n - n / 4 - 1))} CLIENT_CPUS=${CLIENT_CPUS:-$((n - n / 4))-$((n - 1))} \
+    LEVELS=${LEVELS:-1 2 4 8 16 32 64 128 256} INTERVAL_MS=${INTERVAL_MS:-1000} \
     PERF_ANALYZER=$BIN/perf_analyzer RNNSERVE=$BIN/rnnserve \
     MODEL_REPO=$ROOT/bench/server_models_gpu \
     timeout 330 bash "$ROOT/bench/server_bench.sh" "$DEVBUILD" "$dir" > "$OUT_DIR/server-bench.log" 2>&1
   echo "server bench: exit $?" >> "$SUMMARY"
   tar -C "$OUT_DIR" -czf "$OUT_DIR/server-bench.tar.gz" server-bench && rm -rf "$dir"
+}
+
+run_path() {
+  for m in tiny_lstm lstm256; do
+    (cd "$ROOT" && timeout 120 "$BIN/gpu_request_path" "bench/server_models/$m/1/model.h5" \
+      --steps "$([ $m = tiny_lstm ] && echo 10 || echo 50)") > "$OUT_DIR/request-path-$m.txt" 2>&1
+    echo "request path $m: exit $?" >> "$SUMMARY"
+  done
 }
 
 run_peers() {

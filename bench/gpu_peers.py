@@ -29,6 +29,7 @@ WARMUP, REPS = 20, 60
 
 # name, cell, H, layers, bidirectional, B, T  (I = H)
 SHAPES = [
+    ("lstm_b1_t10_h32", "lstm", 32, 1, 0, 1, 10),  # bench/server_models' tiny model's LSTM
     ("lstm_b1_t100_h256", "lstm", 256, 1, 0, 1, 100),
     ("lstm_b1_t100_h512", "lstm", 512, 1, 0, 1, 100),
     ("lstm_b1_t100_h1024", "lstm", 1024, 1, 0, 1, 100),

@@ -1,6 +1,7 @@
 #include "engine/cuda/fused_lstm.h"
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -74,7 +75,41 @@ absl::StatusOr<std::unique_ptr<FusedLstm>> FusedLstm::Create(const RecurrentSpec
   RNNSERVE_RETURN_IF_ERROR(upload(d.R, &f->R_));
   RNNSERVE_RETURN_IF_ERROR(upload(bias, &f->bias_));
   RNNSERVE_RETURN_IF_ERROR(f->FindCluster());
+  RNNSERVE_RETURN_IF_ERROR(f->PrepareSmall(d, smem_optin));
   return f;
+}
+
+absl::Status FusedLstm::PrepareSmall(const RecurrentDirection& d, int smem_optin) {
+  // The most steps (up to 16) whose input projections fit beside the weights.
+  int chunk = 16;
+  while (chunk > 1 &&
+         FusedLstmSmallSmemBytes(kMaxBatch, I_, H_, chunk) > static_cast<size_t>(smem_optin)) {
+    chunk /= 2;
+  }
+  const size_t smem = FusedLstmSmallSmemBytes(kMaxBatch, I_, H_, chunk);
+  if (H_ > kSmallMaxHidden || smem > static_cast<size_t>(smem_optin)) return absl::OkStatus();
+  if (ConfigureFusedLstmSmallKernel(smem) != cudaSuccess) {
+    cudaGetLastError();  // not offered; the error is not sticky
+    return absl::OkStatus();
+  }
+  const int G = 4 * H_;
+  std::vector<float> wt(static_cast<size_t>(I_) * G), rt(static_cast<size_t>(H_) * G);
+  for (int r = 0; r < G; ++r) {
+    for (int k = 0; k < I_; ++k)
+      wt[static_cast<size_t>(k) * G + r] = d.W[static_cast<size_t>(r) * I_ + k];
+    for (int k = 0; k < H_; ++k)
+      rt[static_cast<size_t>(k) * G + r] = d.R[static_cast<size_t>(r) * H_ + k];
+  }
+  for (auto [v, dst] : {std::pair{&wt, &Wt_}, std::pair{&rt, &Rt_}}) {
+    RNNSERVE_RETURN_IF_ERROR(dst->Reserve(std::max<size_t>(v->size(), 1) * sizeof(float)));
+    RNNSERVE_RETURN_IF_ERROR(
+        CudaOk(cudaMemcpy(dst->get(), v->data(), v->size() * sizeof(float), cudaMemcpyHostToDevice),
+               "cudaMemcpy (fused LSTM weights)"));
+  }
+  small_ = true;
+  small_smem_ = smem;
+  small_chunk_ = chunk;
+  return absl::OkStatus();
 }
 
 absl::Status FusedLstm::FindCluster() {
@@ -113,6 +148,13 @@ absl::Status FusedLstm::Forward(const RecurrentIO& io, Kernel kernel) {
     return absl::InvalidArgumentError(
         absl::StrCat("fused LSTM takes batches of at most ", kMaxBatch, "; got ", io.B));
   }
+  if (kernel == Kernel::kOneBlock) {
+    if (!small_) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("fused LSTM: no one-block kernel for I=", I_, ", H=", H_));
+    }
+    return Launch(io, 0);
+  }
   if (kernel == Kernel::kCluster) {
     if (!has_cluster()) {
       return absl::FailedPreconditionError(
@@ -127,15 +169,17 @@ absl::Status FusedLstm::Forward(const RecurrentIO& io, Kernel kernel) {
 
 absl::StatusOr<int> FusedLstm::ChooseGrid(const RecurrentIO& io) {
   if (auto it = grid_by_batch_.find(io.B); it != grid_by_batch_.end()) return it->second;
-  int best = grids_.front();
+  std::vector<int> candidates = grids_;
+  if (small_) candidates.push_back(0);
+  int best = candidates.front();
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaStreamIsCapturing(stream_, &capturing), "capture status"));
-  if (grids_.size() > 1 && capturing == cudaStreamCaptureStatusNone) {
+  if (candidates.size() > 1 && capturing == cudaStreamCaptureStatusNone) {
     cudaEvent_t start, stop;
     RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaEventCreate(&start), "cudaEventCreate"));
     RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaEventCreate(&stop), "cudaEventCreate"));
     float best_ms = 1e30f;
-    for (int blocks : grids_) {
+    for (int blocks : candidates) {
       RNNSERVE_RETURN_IF_ERROR(Launch(io, blocks));  // warm-up
       float ms_min = 1e30f;
       for (int rep = 0; rep < 3; ++rep) {
@@ -185,6 +229,17 @@ FusedLstmArgs FusedLstm::Args(const RecurrentIO& io) const {
 }
 
 absl::Status FusedLstm::Launch(const RecurrentIO& io, int blocks) {
+  if (blocks == 0) {
+    FusedLstmSmallArgs p{.a = Args(io),
+                         .x = io.x,
+                         .Wt = Wt_.as<float>(),
+                         .Rt = Rt_.as<float>(),
+                         .bias = bias_.as<float>(),
+                         .I = I_,
+                         .chunk = small_chunk_};
+    return CudaOk(LaunchFusedLstmSmallKernel(p, small_smem_, stream_),
+                  "kernel launch (fused LSTM, one block)");
+  }
   RNNSERVE_RETURN_IF_ERROR(hbuf_.Reserve(2 * int64_t{io.B} * H_ * sizeof(float)));
   RNNSERVE_RETURN_IF_ERROR(Project(io));
   FusedLstmArgs a = Args(io);
@@ -202,7 +257,7 @@ absl::Status FusedLstm::LaunchCluster(const RecurrentIO& io) {
 
 int64_t FusedLstm::memory_bytes() const {
   return static_cast<int64_t>(W_.bytes() + R_.bytes() + bias_.bytes() + xproj_.bytes() +
-                              hbuf_.bytes());
+                              hbuf_.bytes() + Wt_.bytes() + Rt_.bytes());
 }
 
 }  // namespace rnnserve::engine::cuda

@@ -15,9 +15,14 @@
 //     and exchanges h(t) through distributed shared memory, so that a step costs a cluster
 //     barrier instead of a grid barrier and a round trip through L2. It exists only where the
 //     device can run the cluster (cudaOccupancyMaxActiveClusters), else only the grid kernel.
-// Both kernels compute the same sums in the same FP32 arithmetic; they differ only in the
-// order of the lane partial sums of each dot product (FMA rounding). The caller chooses between
-// them by timing (CudnnRecurrent: kFusedAlgo, kFusedClusterAlgo).
+//   - or, for small H (up to kSmallMaxHidden, where the weights fit in one block's shared
+//     memory), one block that runs the whole layer, input projection included, with two block
+//     barriers a step (fused_lstm_small_kernel.cu): at B = 1, T = 10, H = 32 the grid kernel's
+//     per-step grid barrier and L2 round trip cost more than the step's work.
+// The kernels compute the same sums in the same FP32 arithmetic; they differ only in the order
+// of the partial sums of each dot product (FMA rounding). The caller chooses between the
+// cluster kernel and the others by timing (CudnnRecurrent: kFusedAlgo, kFusedClusterAlgo); the
+// grid sizes and the one-block kernel are timed against each other here, per batch size.
 // Steps past a sequence's length are not computed: its h and c stay, its outputs are zero.
 
 #include <cublas_v2.h>
@@ -39,6 +44,7 @@ namespace rnnserve::engine::cuda {
 class FusedLstm {
  public:
   static constexpr int kMaxBatch = 8;
+  static constexpr int kSmallMaxHidden = 128;
   static_assert(kMaxBatch <= kClusterMaxBatch);
 
   // UNIMPLEMENTED when the layer or the device does not fit (the caller keeps cuDNN).
@@ -48,12 +54,14 @@ class FusedLstm {
   FusedLstm(const FusedLstm&) = delete;
   FusedLstm& operator=(const FusedLstm&) = delete;
 
-  enum class Kernel { kGrid, kCluster };
+  // kGrid: the grid kernel or the one-block kernel, whichever is faster for the batch size.
+  enum class Kernel { kGrid, kCluster, kOneBlock };
 
   // io as for CudnnRecurrent::Forward, with io.B <= kMaxBatch; enqueues, never synchronises.
-  // kCluster needs has_cluster().
+  // kCluster needs has_cluster(), kOneBlock has_one_block().
   absl::Status Forward(const RecurrentIO& io, Kernel kernel = Kernel::kGrid);
   bool has_cluster() const { return cluster_ > 0; }
+  bool has_one_block() const { return small_; }
   // Stops offering the cluster kernel (after it failed on this device).
   void DropCluster() { cluster_ = 0; }
   int64_t memory_bytes() const;
@@ -68,7 +76,10 @@ class FusedLstm {
   absl::Status FindCluster();
   absl::Status Project(const RecurrentIO& io);
   FusedLstmArgs Args(const RecurrentIO& io) const;
+  // blocks == 0: the one-block kernel.
   absl::Status Launch(const RecurrentIO& io, int blocks);
+  // Offers the one-block kernel where H and the shared memory allow.
+  absl::Status PrepareSmall(const RecurrentDirection& d, int smem_optin);
   absl::Status LaunchCluster(const RecurrentIO& io);
   absl::StatusOr<int> ChooseGrid(const RecurrentIO& io);
 
@@ -82,13 +93,18 @@ class FusedLstm {
   const cudaStream_t stream_;
   int cluster_ = 0;  // blocks of the cluster kernel; 0 when it is not offered
   size_t cluster_smem_ = 0;
-  std::map<int, int> grid_by_batch_;
+  bool small_ = false;  // the one-block kernel is offered
+  size_t small_smem_ = 0;
+  int small_chunk_ = 1;               // steps of input projection computed at once
+  std::map<int, int> grid_by_batch_;  // 0: the one-block kernel
   cublasHandle_t cublas_ = nullptr;
   DeviceBuffer W_;      // [4H, I]
   DeviceBuffer R_;      // [4H, H]
   DeviceBuffer bias_;   // [4H] bW + bR
   DeviceBuffer xproj_;  // [B, T, 4H]
   DeviceBuffer hbuf_;   // [2, B, H] h exchange between steps
+  DeviceBuffer Wt_;     // [I, 4H] W transposed, for the one-block kernel
+  DeviceBuffer Rt_;     // [H, 4H] R transposed, for the one-block kernel
 };
 
 }  // namespace rnnserve::engine::cuda

@@ -54,4 +54,25 @@ cudaError_t MaxActiveFusedLstmClusters(int H, int cluster, size_t smem, int* clu
 cudaError_t LaunchFusedLstmClusterKernel(const FusedLstmArgs& args, int cluster, size_t smem,
                                          cudaStream_t stream);
 
+// The one-block kernel for small H: the whole layer in one block with no grid barrier and no
+// separate input projection. W^T [I][4H], R^T [H][4H] and the bias live in shared memory for
+// all steps, h and c too; bias + x(t) . W[r] of `chunk` steps at a time is computed by all
+// threads ahead of those steps, then each step adds h(t-1) . R[r] (FP32 FMAs) and costs two
+// block barriers. Uses x (not FusedLstmArgs' xproj); hbuf and U are unused.
+struct FusedLstmSmallArgs {
+  FusedLstmArgs a;
+  const float* x = nullptr;     // [B, T, I]
+  const float* Wt = nullptr;    // [I, 4H]
+  const float* Rt = nullptr;    // [H, 4H]
+  const float* bias = nullptr;  // [4H]
+  int I = 0;
+  int chunk = 1;  // steps whose input projection is computed at once
+};
+// Shared memory of the one-block kernel for batches up to B, in bytes; its threads.
+size_t FusedLstmSmallSmemBytes(int B, int I, int H, int chunk);
+int FusedLstmSmallThreads(int B, int H);
+cudaError_t ConfigureFusedLstmSmallKernel(size_t smem);
+cudaError_t LaunchFusedLstmSmallKernel(const FusedLstmSmallArgs& args, size_t smem,
+                                       cudaStream_t stream);
+
 }  // namespace rnnserve::engine::cuda

@@ -45,7 +45,8 @@ void StreamLimits::ReaperLoop() {
   }
 }
 
-absl::StatusOr<StreamLimits::Ticket> StreamLimits::Open(grpc::ServerContext* context) {
+absl::StatusOr<StreamLimits::Ticket> StreamLimits::Open(grpc::ServerContext* context,
+                                                        std::function<void()> before_cancel) {
   absl::MutexLock lock(&mu_);
   if (static_cast<int>(streams_.size()) >= options_.max_streams) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -54,7 +55,8 @@ absl::StatusOr<StreamLimits::Ticket> StreamLimits::Open(grpc::ServerContext* con
         options_.max_streams, "); close one or retry later"));
   }
   const uint64_t id = next_id_++;
-  streams_[id] = StreamState{.context = context, .idle_since = options_.now()};
+  streams_[id] = StreamState{
+      .context = context, .before_cancel = std::move(before_cancel), .idle_since = options_.now()};
   return Ticket(this, id);
 }
 
@@ -67,6 +69,7 @@ int StreamLimits::Reap() {
   for (auto& [id, s] : streams_) {
     if (s.busy || s.reaped || now - s.idle_since <= idle) continue;
     s.reaped = true;
+    if (s.before_cancel) s.before_cancel();
     // The context lives while its stream is in streams_: the Ticket's Close takes mu_.
     if (s.context != nullptr) s.context->TryCancel();
     ++reaped;
@@ -116,9 +119,10 @@ StreamLimits::Ticket& StreamLimits::Ticket::operator=(Ticket&& other) noexcept {
   return *this;
 }
 
-absl::StatusOr<StreamLimits::Ticket> OpenIn(StreamLimits* limits, grpc::ServerContext* context) {
+absl::StatusOr<StreamLimits::Ticket> OpenIn(StreamLimits* limits, grpc::ServerContext* context,
+                                            std::function<void()> before_cancel) {
   if (limits == nullptr) return StreamLimits::Ticket();
-  return limits->Open(context);
+  return limits->Open(context, std::move(before_cancel));
 }
 
 }  // namespace rnnserve::server::limits

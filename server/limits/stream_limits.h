@@ -65,7 +65,11 @@ class StreamLimits {
   };
 
   // Opens a stream of `context` (TryCancel'ed when idle too long; may be null in tests).
-  absl::StatusOr<Ticket> Open(grpc::ServerContext* context);
+  // `before_cancel`, when set, runs just before an idle stream is cancelled (under this
+  // object's lock: it must not call back into it), so what the stream holds (its sequences) is
+  // released before its client sees CANCELLED and can, say, start the sequence again.
+  absl::StatusOr<Ticket> Open(grpc::ServerContext* context,
+                              std::function<void()> before_cancel = nullptr);
   // Cancels the streams idle past idle_seconds now; returns how many.
   int Reap();
   int open() const;
@@ -76,6 +80,7 @@ class StreamLimits {
 
   struct StreamState {
     grpc::ServerContext* context = nullptr;
+    std::function<void()> before_cancel;
     absl::Time idle_since;
     bool busy = false;
     bool reaped = false;
@@ -89,6 +94,7 @@ class StreamLimits {
 };
 
 // `limits`' Open when it is set, otherwise an empty Ticket (no limit).
-absl::StatusOr<StreamLimits::Ticket> OpenIn(StreamLimits* limits, grpc::ServerContext* context);
+absl::StatusOr<StreamLimits::Ticket> OpenIn(StreamLimits* limits, grpc::ServerContext* context,
+                                            std::function<void()> before_cancel = nullptr);
 
 }  // namespace rnnserve::server::limits

@@ -85,15 +85,17 @@ grpc::Status RnnServeService::StreamPredict(
   if (grpc::Status a = auth::Authorize(authorizer_, *context, auth::Access::kInference); !a.ok()) {
     return a;
   }
-  auto opened = limits::OpenIn(limits_.streams, context);
-  if (!opened.ok()) return ToGrpc(opened.status());
-  limits::StreamLimits::Ticket ticket = *std::move(opened);
   // The sequences this stream starts belong to it (no other stream can send their chunks) and
   // end with it; the per-client quota counts them against the caller.
   static std::atomic<uint64_t> next_stream{1};
   const SequenceManager::Caller caller{
       .owner = absl::StrCat("stream-", next_stream.fetch_add(1, std::memory_order_relaxed)),
       .client = limits::CallerIdentity(*context)};
+  // Closed for idleness, the stream's sequences end before its client sees CANCELLED.
+  auto opened = limits::OpenIn(limits_.streams, context,
+                               [this, owner = caller.owner] { sequences_->EndOwner(owner); });
+  if (!opened.ok()) return ToGrpc(opened.status());
+  limits::StreamLimits::Ticket ticket = *std::move(opened);
   v1::StreamPredictRequest req;
   while (stream->Read(&req)) {
     ticket.Busy(true);

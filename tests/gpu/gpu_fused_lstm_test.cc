@@ -1,11 +1,12 @@
-// The exact-FP32 fused LSTM (engine/cuda/fused_lstm.h), its grid kernel and its
-// thread-block-cluster kernel, pinned against PyTorch's answers, and each cuDNN algorithm the
-// layer accepts likewise, whichever the engine would pick by timing.
+// The exact-FP32 fused LSTM (engine/cuda/fused_lstm.h), its grid kernel, its one-block kernel
+// and its thread-block-cluster kernel, pinned against PyTorch's answers, and each cuDNN algorithm
+// the layer accepts likewise, whichever the engine would pick by timing.
 
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
 #include <algorithm>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,13 @@ client::NpyArray FirstSequences(client::NpyArray a, int axis, int batch) {
   return a;
 }
 
+using Forward = std::function<absl::Status(const engine::cuda::RecurrentIO&)>;
+
+// Runs `forward` (the fixture's single LSTM layer) on the first `batch` sequences (all when 0),
+// three times; compares y, h_n, c_n each time.
+void CheckForward(const std::string& dir, const engine::RecurrentSpec& spec, int batch,
+                  cudaStream_t stream, const Forward& forward);
+
 // Runs the fixture's single LSTM layer with `algo` pinned on its first `batch` sequences (all
 // when 0); compares y, h_n, c_n.
 void CheckAlgorithm(const std::string& fixture, cudnnRNNAlgo_t algo, bool required, int batch = 0) {
@@ -55,6 +63,15 @@ void CheckAlgorithm(const std::string& fixture, cudnnRNNAlgo_t algo, bool requir
       if (required) FAIL() << s;
       GTEST_SKIP() << s;
     }
+    CheckForward(dir, spec, batch, stream, [&](const auto& io) { return (*rnn)->Forward(io); });
+  }
+  cudnnDestroy(handle);
+  cudaStreamDestroy(stream);
+}
+
+void CheckForward(const std::string& dir, const engine::RecurrentSpec& spec, int batch,
+                  cudaStream_t stream, const Forward& forward) {
+  {
     const int B = batch > 0 ? batch : static_cast<int>(LoadNpy(dir + "lengths.npy").shape[0]);
     const auto x = FirstSequences(LoadNpy(dir + "input_0.npy"), 0, B);
     const auto len = FirstSequences(LoadNpy(dir + "lengths.npy"), 0, B);
@@ -80,7 +97,7 @@ void CheckAlgorithm(const std::string& fixture, cudnnRNNAlgo_t algo, bool requir
                                  .hy = dh.as<float>(),
                                  .cy = dc.as<float>()};
     for (int run = 0; run < 3; ++run) {  // eager, eager again, then a captured graph
-      const absl::Status s = (*rnn)->Forward(io);
+      const absl::Status s = forward(io);
       ASSERT_TRUE(s.ok()) << s;
       ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
       engine::Tensor y = engine::Tensor::Float({B, T, H}), h = engine::Tensor::Float({1, B, H}),
@@ -96,8 +113,6 @@ void CheckAlgorithm(const std::string& fixture, cudnnRNNAlgo_t algo, bool requir
           << "c_n, B=" << B << ", run " << run;
     }
   }
-  cudnnDestroy(handle);
-  cudaStreamDestroy(stream);
 }
 
 TEST_P(PinnedAlgorithmTest, FusedExactFp32MatchesPyTorch) {
@@ -143,6 +158,31 @@ INSTANTIATE_TEST_SUITE_P(Torch, ClusterKernelTest,
                          ::testing::Values("TorchLstmWideHidden", "TorchLstmClusterH256",
                                            "TorchLstmClusterH512"),
                          [](const auto& info) { return info.param; });
+
+// The one-block kernel (small H) at each batch size of a fixture with mixed lengths, pinned
+// (the engine times it against the grid kernel per batch size).
+TEST(OneBlockKernelTest, EveryBatchSizeMatchesPyTorch) {
+  RNNSERVE_SKIP_WITHOUT_GPU();
+  const std::string dir = "tests/fixtures/torch/TorchLstmPackedMixedLengths/";
+  auto model = TorchFixtureModel(dir);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const auto& spec = std::get<engine::RecurrentSpec>(model->layers[0].spec);
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  {
+    auto fused = engine::cuda::FusedLstm::Create(spec, stream);
+    ASSERT_TRUE(fused.ok()) << fused.status();
+    ASSERT_TRUE((*fused)->has_one_block()) << "H=" << spec.hidden_size;
+    const int n = static_cast<int>(LoadNpy(dir + "lengths.npy").shape[0]);
+    for (int batch = 1; batch <= n; ++batch) {
+      SCOPED_TRACE(::testing::Message() << "B=" << batch);
+      CheckForward(dir, spec, batch, stream, [&](const auto& io) {
+        return (*fused)->Forward(io, engine::cuda::FusedLstm::Kernel::kOneBlock);
+      });
+    }
+  }
+  cudaStreamDestroy(stream);
+}
 
 }  // namespace
 }  // namespace rnnserve::testing

@@ -128,6 +128,24 @@ TEST_F(StreamLimitsTest, IdleStreamIsReapedAfterTheTimeoutNotBeforeNorWhileBusy)
   EXPECT_EQ(limits->Reap(), 0);
 }
 
+TEST_F(StreamLimitsTest, ReapedStreamReleasesWhatItHoldsOnceBeforeItIsCancelled) {
+  auto limits = Make(4, 10);
+  int released_idle = 0, released_busy = 0;
+  auto idle = limits->Open(nullptr, [&] { ++released_idle; });
+  auto busy = limits->Open(nullptr, [&] { ++released_busy; });
+  ASSERT_TRUE(idle.ok() && busy.ok());
+  busy->Busy(true);
+  now_ += absl::Seconds(11);
+  EXPECT_EQ(limits->Reap(), 1);
+  EXPECT_EQ(limits->Reap(), 0);  // reaped once
+  EXPECT_EQ(released_idle, 1);
+  EXPECT_EQ(released_busy, 0);
+  idle->Close();  // closing normally runs nothing more: the stream's owner ends its own
+  busy->Close();
+  EXPECT_EQ(released_idle, 1);
+  EXPECT_EQ(released_busy, 0);
+}
+
 TEST_F(StreamLimitsTest, ZeroIdleSecondsNeverCloses) {
   auto limits = Make(4, 0);
   auto s = limits->Open(nullptr);

@@ -1,0 +1,179 @@
+// Where a small request's GPU engine call goes: CompiledModel::Run of a real model file for one
+// small batch, timed on the host clock (the server's "compute infer" is this plus its own
+// bookkeeping), beside the same model cut after each layer (so each layer's share is the
+// difference), and the CUDA primitives a Run is made of, each with the stream synchronisation a
+// Run ends with.
+//
+//   gpu_request_path MODEL_FILE [--batch B] [--steps T] [--reps N]
+//
+// Prints one line a measurement: name median_us p90_us.
+
+#include <cuda_runtime_api.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/cuda/cuda_model.h"
+#include "engine/cuda/cuda_util.h"
+#include "engine/engine.h"
+#include "models/model_loader.h"
+
+namespace rnnserve::bench {
+namespace {
+
+using engine::cuda::CudaOk;
+
+struct Timing {
+  double median_us = 0, p90_us = 0;
+};
+
+// Runs fn `reps` times after reps/10 warm-up calls; fn returns false on error.
+Timing Time(int reps, const std::function<bool()>& fn) {
+  for (int i = 0; i < std::max(reps / 10, 10); ++i) {
+    if (!fn()) return {-1, -1};
+  }
+  std::vector<double> us;
+  us.reserve(reps);
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (!fn()) return {-1, -1};
+    us.push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(us.begin(), us.end());
+  return {us[us.size() / 2], us[us.size() * 9 / 10]};
+}
+
+void Print(const std::string& name, Timing t) {
+  std::printf("%-44s %9.1f %9.1f\n", name.c_str(), t.median_us, t.p90_us);
+}
+
+// The model's first `k` layers, the last one's first output as the model's output.
+engine::Model Prefix(const engine::Model& m, size_t k) {
+  engine::Model p = m;
+  p.layers.resize(k);
+  p.output_values = {p.layers.back().outputs[0]};
+  p.outputs.resize(1);
+  p.outputs[0].name = p.layers.back().name;
+  return p;
+}
+
+int Main(const std::string& path, int B, int T, int reps) {
+  auto model = models::LoadModelFile(path);
+  if (!model.ok()) {
+    std::cerr << model.status() << "\n";
+    return 1;
+  }
+  auto cuda = engine::Engine::Create({.kind = engine::EngineKind::kCuda});
+  if (!cuda.ok()) {
+    std::cerr << cuda.status() << "\n";
+    return 1;
+  }
+  std::printf("# %s, B=%d T=%d, %d timed calls; median and p90 in microseconds\n", path.c_str(), B,
+              T, reps);
+  std::printf("%-44s %9s %9s\n", "what", "median_us", "p90_us");
+  auto input_of = [&](const engine::CompiledModel& c, bool pinned) {
+    engine::Batch batch;
+    for (const engine::ValueInfo& in : model->inputs) {
+      engine::Shape shape = in.shape;
+      shape[0] = B;
+      if (shape.size() >= 2 && shape[1] < 0) shape[1] = T;
+      for (int64_t& d : shape) d = d < 0 ? 1 : d;
+      engine::Tensor t = pinned
+                             ? c.NewHostTensor(in.dtype, shape)
+                             : (in.dtype == engine::DType::kInt64 ? engine::Tensor::Int64(shape)
+                                                                  : engine::Tensor::Float(shape));
+      if (in.dtype == engine::DType::kFloat32) {
+        for (int64_t i = 0; i < t.num_elements(); ++i)
+          t.f32()[i] = 0.01f * static_cast<float>(i % 97);
+      }
+      batch.inputs.push_back(std::move(t));
+    }
+    return batch;
+  };
+  for (size_t k = 1; k <= model->layers.size(); ++k) {
+    const bool whole = k == model->layers.size();
+    auto compiled = (*cuda)->Compile(whole ? *model : Prefix(*model, k), {});
+    if (!compiled.ok()) {
+      std::cerr << "layers 1.." << k << ": " << compiled.status() << "\n";
+      continue;
+    }
+    for (bool pinned : {false, true}) {
+      if (!whole && pinned) continue;
+      const engine::Batch batch = input_of(**compiled, pinned);
+      std::vector<engine::Tensor> out;
+      const std::string name =
+          whole ? std::string("Run(), whole model, ") + (pinned ? "pinned input" : "pageable input")
+                : "Run(), through layer " + std::to_string(k) + " (" + model->layers[k - 1].name +
+                      ")";
+      Print(name, Time(reps, [&] { return (*compiled)->Run(batch, &out).ok(); }));
+    }
+  }
+  // The primitives, each followed by the stream synchronisation a Run ends with.
+  cudaStream_t stream = nullptr;
+  if (!CudaOk(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream").ok()) return 1;
+  void *host = nullptr, *dev = nullptr;
+  cudaHostAlloc(&host, 1 << 20, 0);
+  cudaMalloc(&dev, 1 << 20);
+  std::vector<char> pageable(1 << 20);
+  const size_t in_bytes = static_cast<size_t>(B) * T * 8 * sizeof(float);
+  auto sync = [&] { return cudaStreamSynchronize(stream) == cudaSuccess; };
+  Print("cudaStreamSynchronize, idle stream", Time(reps, sync));
+  Print("cudaSetDevice", Time(reps, [&] { return cudaSetDevice(0) == cudaSuccess; }));
+  Print("memset launch + sync",
+        Time(reps, [&] { return cudaMemsetAsync(dev, 0, 256, stream) == cudaSuccess && sync(); }));
+  Print("H2D " + std::to_string(in_bytes) + " B pinned + sync", Time(reps, [&] {
+          return cudaMemcpyAsync(dev, host, in_bytes, cudaMemcpyHostToDevice, stream) ==
+                     cudaSuccess &&
+                 sync();
+        }));
+  Print("H2D " + std::to_string(in_bytes) + " B pageable + sync", Time(reps, [&] {
+          return cudaMemcpyAsync(dev, pageable.data(), in_bytes, cudaMemcpyHostToDevice, stream) ==
+                     cudaSuccess &&
+                 sync();
+        }));
+  Print("D2H 16 B pinned + sync", Time(reps, [&] {
+          return cudaMemcpyAsync(host, dev, 16, cudaMemcpyDeviceToHost, stream) == cudaSuccess &&
+                 sync();
+        }));
+  Print("4 memset launches + sync", Time(reps, [&] {
+          for (int i = 0; i < 4; ++i) cudaMemsetAsync(dev, 0, 256, stream);
+          return sync();
+        }));
+  cudaFree(dev);
+  cudaFreeHost(host);
+  cudaStreamDestroy(stream);
+  return 0;
+}
+
+}  // namespace
+}  // namespace rnnserve::bench
+
+int main(int argc, char** argv) {
+  std::string path;
+  int batch = 1, steps = 10, reps = 2000;
+  CLI::App app(
+      "Times a small request's GPU engine call, layer by layer, beside the CUDA "
+      "primitives it is made of",
+      "gpu_request_path");
+  app.add_option("MODEL_FILE", path, "a model file (.h5, .keras, .onnx)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  app.add_option("--batch", batch, "sequences in the batch")->capture_default_str();
+  app.add_option("--steps", steps, "time steps of a dynamic time axis")->capture_default_str();
+  app.add_option("--reps", reps, "timed calls per measurement")->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  return rnnserve::bench::Main(path, batch, steps, reps);
+}
