@@ -1,8 +1,9 @@
 // Where a small request's GPU engine call goes: CompiledModel::Run of a real model file for one
 // small batch, timed on the host clock (the server's "compute infer" is this plus its own
 // bookkeeping), beside the same model cut after each layer (so each layer's share is the
-// difference), and the CUDA primitives a Run is made of, each with the stream synchronisation a
-// Run ends with.
+// difference), the whole model called as the server calls it (after a pause, and on a new
+// thread each time), and the CUDA primitives a Run is made of, each with the stream
+// synchronisation a Run ends with.
 //
 //   gpu_request_path MODEL_FILE [--batch B] [--steps T] [--reps N]
 //
@@ -19,6 +20,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/cuda/cuda_model.h"
@@ -50,6 +52,12 @@ Timing Time(int reps, const std::function<bool()>& fn) {
   }
   std::sort(us.begin(), us.end());
   return {us[us.size() / 2], us[us.size() * 9 / 10]};
+}
+
+Timing Median(std::vector<double>* us) {
+  if (us->empty()) return {-1, -1};
+  std::sort(us->begin(), us->end());
+  return {(*us)[us->size() / 2], (*us)[us->size() * 9 / 10]};
 }
 
 void Print(const std::string& name, Timing t) {
@@ -99,6 +107,7 @@ int Main(const std::string& path, int B, int T, int reps) {
     }
     return batch;
   };
+  std::vector<double> idle_run_us;
   for (size_t k = 1; k <= model->layers.size(); ++k) {
     const bool whole = k == model->layers.size();
     auto compiled = (*cuda)->Compile(whole ? *model : Prefix(*model, k), {});
@@ -115,6 +124,31 @@ int Main(const std::string& path, int B, int T, int reps) {
                 : "Run(), through layer " + std::to_string(k) + " (" + model->layers[k - 1].name +
                       ")";
       Print(name, Time(reps, [&] { return (*compiled)->Run(batch, &out).ok(); }));
+      if (!whole || pinned) continue;
+      // As the server calls it: after a pause (a client's round trip), and from a thread of a
+      // pool that takes turns (gRPC's handler threads).
+      Print("Run(), whole model, after 250 us idle", Time(reps / 4, [&] {
+              std::this_thread::sleep_for(std::chrono::microseconds(250));
+              const auto t0 = std::chrono::steady_clock::now();
+              const bool ok = (*compiled)->Run(batch, &out).ok();
+              idle_run_us.push_back(
+                  std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                      .count());
+              return ok;
+            }));
+      Print("  of which Run() itself", Median(&idle_run_us));
+      std::vector<double> threaded_us;
+      for (int round = 0; round < reps / 8; ++round) {
+        std::thread t([&] {
+          const auto t0 = std::chrono::steady_clock::now();
+          (*compiled)->Run(batch, &out).IgnoreError();
+          threaded_us.push_back(
+              std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                  .count());
+        });
+        t.join();
+      }
+      Print("Run(), whole model, each call on a new thread", Median(&threaded_us));
     }
   }
   // The primitives, each followed by the stream synchronisation a Run ends with.
