@@ -4,7 +4,8 @@
 # serving bench/server_models (tiny_lstm: batching off; tiny_lstm_batched: on).
 #
 # usage: bench/server_batching_c1.sh [BUILD_DIR (build/release)] [ROUNDS (7)]
-# env:   PERF_ANALYZER, RNNSERVE as for bench/server_bench.sh; WINDOW_MS (1500, three windows a run)
+# env:   PERF_ANALYZER, RNNSERVE as for bench/server_bench.sh; RNNSERVE_CLI (BUILD_DIR/client/
+#        rnnserve-cli, for the readiness check); WINDOW_MS (1500, three windows a run)
 # Prints each round and the medians: throughput ratio on/off and p50 on - off.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,7 +22,12 @@ PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
   --log-level warning --drain-seconds 0 &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null || true' EXIT
-for _ in $(seq 200); do (exec 3<>/dev/tcp/127.0.0.1/$PORT) 2>/dev/null && break; sleep 0.05; done
+# The server listens before its models load; it reports SERVING once they have.
+CLI=${RNNSERVE_CLI:-$BUILD/client/rnnserve-cli}
+for _ in $(seq 600); do
+  "$CLI" health --server "127.0.0.1:$PORT" --timeout-ms 500 >/dev/null 2>&1 && break
+  sleep 0.1
+done
 OUT=$(mktemp -d)
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores; rnnserve $(git -C "$ROOT" rev-parse --short HEAD)"
 echo "round,model,seq_per_s,p50_us,p99_us"
