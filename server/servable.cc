@@ -69,7 +69,7 @@ absl::Status Servable::RunOn(int instance, const engine::Batch& batch,
     return absl::InvalidArgumentError(absl::StrCat("model '", name(), "' has ", instances_.size(),
                                                    " instances; asked for ", instance));
   }
-  if (batcher_ != nullptr) {
+  if (batcher_ != nullptr || cellular_ != nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
         "model '", name(), "' batches dynamically: its batcher's workers own the instances"));
   }
@@ -79,8 +79,10 @@ absl::Status Servable::RunOn(int instance, const engine::Batch& batch,
   return s;
 }
 
-absl::Status Servable::RunBatched(const engine::Batch& batch, std::vector<engine::Tensor>* outputs,
-                                  const RunOptions& options) const {
+absl::Status Servable::RunBatched(
+    const engine::Batch& batch, std::vector<engine::Tensor>* outputs, const RunOptions& options,
+    const std::function<absl::Status(std::unique_ptr<batching::BatchRequest>*)>& schedule,
+    bool queue_metrics) const {
   using Result = absl::StatusOr<std::vector<engine::Tensor>>;
   std::promise<Result> promise;
   std::future<Result> answer = promise.get_future();
@@ -92,13 +94,14 @@ absl::Status Servable::RunBatched(const engine::Batch& batch, std::vector<engine
   // The batcher's observer reports the queue wait of requests whose rows start; a request that
   // leaves the queue without starting (deadline, unloading) is reported here.
   const absl::Time queued = absl::Now();
-  recorder_.Queued();
-  if (absl::Status s = batcher_->Schedule(&request); !s.ok()) {
-    recorder_.LeftQueue(absl::Now() - queued);
+  if (queue_metrics) recorder_.Queued();
+  if (absl::Status s = schedule(&request); !s.ok()) {
+    if (queue_metrics) recorder_.LeftQueue(absl::Now() - queued);
     return s;
   }
   Result result = answer.get();
-  if (absl::IsDeadlineExceeded(result.status()) || absl::IsUnavailable(result.status())) {
+  if (queue_metrics &&
+      (absl::IsDeadlineExceeded(result.status()) || absl::IsUnavailable(result.status()))) {
     recorder_.LeftQueue(absl::Now() - queued);
   }
   if (!result.ok()) return result.status();
@@ -108,7 +111,18 @@ absl::Status Servable::RunBatched(const engine::Batch& batch, std::vector<engine
 
 absl::Status Servable::Run(const engine::Batch& batch, std::vector<engine::Tensor>* outputs,
                            const RunOptions& options) const {
-  if (batcher_ != nullptr) return RunBatched(batch, outputs, options);
+  if (cellular_ != nullptr) {
+    return RunBatched(
+        batch, outputs, options,
+        [this](std::unique_ptr<batching::BatchRequest>* r) { return cellular_->Schedule(r); },
+        /*queue_metrics=*/false);
+  }
+  if (batcher_ != nullptr) {
+    return RunBatched(
+        batch, outputs, options,
+        [this](std::unique_ptr<batching::BatchRequest>* r) { return batcher_->Schedule(r); },
+        /*queue_metrics=*/true);
+  }
   if (absl::Now() > options.deadline) {
     return absl::DeadlineExceededError("deadline passed before the request ran");
   }

@@ -29,6 +29,7 @@
 #include "engine/ir.h"
 #include "models/training_config.h"
 #include "rnnserve/v1/model_config.pb.h"
+#include "server/batching/cellular_scheduler.h"
 #include "server/batching/dynamic_batcher.h"
 #include "server/batching/instance_pool.h"
 #include "server/metrics/server_metrics.h"
@@ -125,6 +126,13 @@ class Servable : public std::enable_shared_from_this<Servable> {
   // The model's dynamic batcher (counters and an observer for metrics); null without dynamic
   // batching.
   batching::DynamicBatcher* batcher() const { return batcher_.get(); }
+  // The model's step-level scheduler; null unless config.pbtxt asks for cellular_batching and
+  // the model can run that way.
+  batching::CellularScheduler* cellular() const { return cellular_.get(); }
+  // "cellular", "dynamic" or "none"; and, when cellular_batching was asked for and the model
+  // cannot run that way, why (it then batches requests dynamically).
+  const std::string& scheduler() const { return scheduler_; }
+  const std::string& scheduler_reason() const { return scheduler_reason_; }
 
  private:
   Servable(int64_t version, v1::ModelConfig config, ServableOptions options)
@@ -151,14 +159,24 @@ class Servable : public std::enable_shared_from_this<Servable> {
   absl::Status WarmUpGpuInstances();
   static constexpr int64_t kWarmUpSteps = 100;
   absl::Status StartBatcher();
+  // Starts the step-level scheduler. FAILED_PRECONDITION, saying why, for a model that cannot
+  // run that way (not causal, an input without a time axis, per-step outputs under ONNX
+  // masking, max_batch_size 0); INVALID_ARGUMENT for bad settings.
+  absl::Status StartCellular();
+  // Which outputs are per-step and the recurrent states' shapes, from two probes.
+  absl::StatusOr<batching::ChunkShape> ProbeChunkShape();
   // Reports the load to options_.metrics and attaches the recorder; the last step of a load.
   void ReportLoaded(absl::Duration load_duration);
   // After an engine fault on `instance`: runs the load-time probe on it and logs the outcome.
   absl::Status ProbeAfterFault(int instance, const absl::Status& fault) const;
   absl::Status RunOnInstance(const engine::Batch& batch, std::vector<engine::Tensor>* out,
                              absl::Time deadline = absl::InfiniteFuture()) const;
-  absl::Status RunBatched(const engine::Batch& batch, std::vector<engine::Tensor>* outputs,
-                          const RunOptions& options) const;
+  // Queues the batch with `schedule` (the dynamic batcher's or the cellular scheduler's) and
+  // waits for its answer.
+  absl::Status RunBatched(
+      const engine::Batch& batch, std::vector<engine::Tensor>* outputs, const RunOptions& options,
+      const std::function<absl::Status(std::unique_ptr<batching::BatchRequest>*)>& schedule,
+      bool queue_metrics) const;
 
   const int64_t version_;
   const v1::ModelConfig config_;  // as given
@@ -178,6 +196,9 @@ class Servable : public std::enable_shared_from_this<Servable> {
   // Declared after instances_ and recorder_, so it stops (and joins its workers, which use
   // both) before they are destroyed.
   std::unique_ptr<batching::DynamicBatcher> batcher_;
+  std::unique_ptr<batching::CellularScheduler> cellular_;  // like batcher_; at most one is set
+  std::string scheduler_ = "none";
+  std::string scheduler_reason_;
 
   // The instances no caller holds, for Run without a batcher; drops faulted instances.
   std::unique_ptr<batching::InstancePool> pool_;

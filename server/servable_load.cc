@@ -330,7 +330,17 @@ absl::Status Servable::CheckBatchAxis() {
 }
 
 absl::Status Servable::StartBatcher() {
-  if (!batching::WantsDynamicBatching(config_)) {
+  v1::ModelConfig batching = config_;
+  if (config_.has_cellular_batching()) {
+    const absl::Status cellular = StartCellular();
+    if (cellular.ok() || !absl::IsFailedPrecondition(cellular)) return cellular;
+    // A model that cannot batch step by step batches whole requests, and says why.
+    scheduler_reason_ = std::string(cellular.message());
+    LogWarning(absl::StrCat("model ", name(), " v", version_, ": ", scheduler_reason_,
+                            "; requests are batched whole (dynamic batching)"));
+    batching.mutable_dynamic_batching();
+  }
+  if (!batching::WantsDynamicBatching(batching)) {
     if (config_.has_dynamic_batching()) {
       LogWarning(absl::StrCat("model ", name(), " v", version_,
                               ": dynamic_batching needs max_batch_size > 0; requests run alone"));
@@ -344,7 +354,7 @@ absl::Status Servable::StartBatcher() {
     return axes;
   };
   auto options =
-      batching::BatcherOptionsFromConfig(config_, time_axes(inputs_), time_axes(outputs_));
+      batching::BatcherOptionsFromConfig(batching, time_axes(inputs_), time_axes(outputs_));
   if (!options.ok()) return options.status();
   std::vector<engine::CompiledModel*> instances;
   for (const auto& i : instances_) instances.push_back(i.get());
@@ -354,6 +364,7 @@ absl::Status Servable::StartBatcher() {
   batcher_->SetInstanceProbe(
       [this](int instance, const absl::Status& fault) { return ProbeAfterFault(instance, fault); });
   batcher_->SetObserver([this](const batching::BatchStats& stats) { recorder_.Observe(stats); });
+  scheduler_ = "dynamic";
   LogInfo(absl::StrCat("model ", name(), " v", version_, ": dynamic batching up to ",
                        options->max_batch_size, " sequences, ", options->max_queue_delay_us,
                        " us queue delay, ", instances_.size(), " instance worker(s)"));

@@ -29,4 +29,20 @@ void ServingRecorder::Observe(const batching::BatchStats& stats) const {
                          .compute = stats.compute});
 }
 
+void ServingRecorder::ObserveChunk(const batching::ChunkStats& stats, int64_t active_slots) const {
+  if (metrics_ == nullptr) return;
+  metrics_->SetActiveSlots(active_slots);
+  Observe({.instance = stats.instance,
+           .sequences = stats.active,
+           .real_steps = stats.real_steps,
+           .computed_steps = stats.active * stats.steps,
+           .compute = stats.compute,
+           .status = stats.status});
+  if (!stats.status.ok()) return;
+  metrics_->RecordChunk({.active = stats.active,
+                         .capacity = stats.capacity,
+                         .steps = stats.steps,
+                         .first_step_latencies = stats.first_step_latencies});
+}
+
 }  // namespace rnnserve::server

@@ -20,6 +20,7 @@
 
 #include "absl/time/time.h"
 #include "server/batching/batch_request.h"
+#include "server/batching/cellular_scheduler.h"
 #include "server/metrics/server_metrics.h"
 
 namespace rnnserve::server {
@@ -37,6 +38,11 @@ class ServingRecorder {
   // One engine call: the waits of the requests that started in it (queue depth -1 each), and,
   // when it succeeded, its batch size, timesteps and compute time on its instance's engine.
   void Observe(const batching::BatchStats& stats) const;
+  // One chunk of step-level batching: an engine call (batch size, timesteps, compute time),
+  // the chunk's own series, and `active_slots`, the slots in use on every instance now.
+  // Requests of step-level batching do not pass through Queued()/LeftQueue(): their wait is
+  // the time to their first step.
+  void ObserveChunk(const batching::ChunkStats& stats, int64_t active_slots) const;
 
  private:
   metrics::ModelMetrics* metrics_ = nullptr;  // set once by Attach

@@ -28,6 +28,10 @@ struct Families {
   prometheus::Family<prometheus::Gauge>& model_loaded;
   prometheus::Family<prometheus::Gauge>& load_duration;
   prometheus::Family<prometheus::Gauge>& memory;
+  prometheus::Family<prometheus::Gauge>& cellular_active;
+  prometheus::Family<prometheus::Histogram>& cellular_chunk_steps;
+  prometheus::Family<prometheus::Histogram>& cellular_utilization;
+  prometheus::Family<prometheus::Histogram>& first_step;
 };
 
 namespace {
@@ -168,6 +172,50 @@ void ModelMetrics::RecordBatch(const BatchStats& stats) {
   ComputeDuration(stats.engine).Observe(absl::ToDoubleSeconds(stats.compute));
 }
 
+ModelMetrics::~ModelMetrics() = default;
+
+struct ModelMetrics::CellularSeries {
+  prometheus::Gauge* active;
+  prometheus::Histogram* chunk_steps;
+  prometheus::Histogram* utilization;
+  prometheus::Histogram* first_step;
+};
+
+const ModelMetrics::CellularSeries* ModelMetrics::Cellular() {
+  if (const CellularSeries* s = cellular_ready_.load(std::memory_order_acquire)) return s;
+  absl::MutexLock lock(&cellular_mu_);
+  if (cellular_ == nullptr) {
+    static const auto* const utilization =
+        new Histogram::BucketBoundaries{0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0};
+    const Labels labels = ModelLabels(model_, version_);
+    cellular_.reset(new CellularSeries{
+        .active = &families_->cellular_active.Add(labels),
+        .chunk_steps = &families_->cellular_chunk_steps.Add(labels, BatchSizeBuckets()),
+        .utilization = &families_->cellular_utilization.Add(labels, *utilization),
+        .first_step = &families_->first_step.Add(labels, LatencyBuckets())});
+    cellular_ready_.store(cellular_.get(), std::memory_order_release);
+  }
+  return cellular_.get();
+}
+
+void ModelMetrics::RecordChunk(const ChunkStats& stats) {
+  if (batch_size_ == nullptr) return;
+  const CellularSeries* s = Cellular();
+  s->chunk_steps->Observe(static_cast<double>(stats.steps));
+  if (stats.capacity > 0) {
+    s->utilization->Observe(static_cast<double>(stats.active) /
+                            static_cast<double>(stats.capacity));
+  }
+  for (absl::Duration d : stats.first_step_latencies) {
+    s->first_step->Observe(absl::ToDoubleSeconds(d));
+  }
+}
+
+void ModelMetrics::SetActiveSlots(int64_t active) {
+  if (batch_size_ == nullptr) return;
+  Cellular()->active->Set(static_cast<double>(active));
+}
+
 void ModelMetrics::SequenceStarted() {
   if (sequences_active_ != nullptr) sequences_active_->Increment();
 }
@@ -272,6 +320,16 @@ ServerMetrics::ServerMetrics()
       .memory = gauge("rnnserve_model_memory_bytes",
                       "Bytes of weights and scratch the version's instances hold, by engine "
                       "(engine=\"cuda\": GPU memory)."),
+      .cellular_active = gauge("rnnserve_cellular_active_slots",
+                               "Step-level batching: sequences in slots, all instances."),
+      .cellular_chunk_steps = histogram("rnnserve_cellular_chunk_steps",
+                                        "Step-level batching: steps one engine call advanced."),
+      .cellular_utilization =
+          histogram("rnnserve_cellular_slot_utilization",
+                    "Step-level batching: sequences a chunk advanced / slots of the instance."),
+      .first_step = histogram("rnnserve_time_to_first_step_seconds",
+                              "Step-level batching: from queued to a sequence's first chunk "
+                              "done, in seconds."),
   });
   unmatched_ = std::make_unique<ModelMetrics>(families_.get(), "", "", false);
 }

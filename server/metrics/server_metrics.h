@@ -78,6 +78,15 @@ struct BatchStats {
   absl::Duration compute;          // wall time of CompiledModel::Run
 };
 
+// What one chunk of step-level (cellular) batching did.
+struct ChunkStats {
+  int64_t active = 0;    // slots the chunk advanced (in use on the instance, after it ran)
+  int64_t capacity = 0;  // slots of the instance
+  int64_t steps = 0;     // steps the chunk advanced them by
+  // Per sequence that ran its first steps in this chunk: from queued to the end of the chunk.
+  std::vector<absl::Duration> first_step_latencies;
+};
+
 // A loaded model version, as the repository reports it.
 struct ModelLoadInfo {
   std::string name;
@@ -94,6 +103,7 @@ class ModelMetrics {
   // `serving`: false for the recorder of unmatched requests, which has request series only
   // (no queue, batch or gauge series under model="").
   ModelMetrics(const Families* families, std::string model, std::string version, bool serving);
+  ~ModelMetrics();
 
   void QueueEntered();
   void QueueLeft(absl::Duration waited);
@@ -101,6 +111,10 @@ class ModelMetrics {
   void RecordBatch(const BatchStats& stats);
   void SequenceStarted();
   void SequenceEnded();
+  // Step-level batching: one chunk (rnnserve_cellular_* series, made on first use), and the
+  // slots in use across the model's instances.
+  void RecordChunk(const ChunkStats& stats);
+  void SetActiveSlots(int64_t active);
 
   // For the gRPC interceptor: one RequestStarted() per RequestFinished().
   void RequestStarted();
@@ -125,6 +139,8 @@ class ModelMetrics {
   prometheus::Counter& RequestCounter(absl::string_view method, absl::StatusCode code);
   prometheus::Histogram& RequestDuration(absl::string_view method);
   prometheus::Histogram& ComputeDuration(const std::string& engine);
+  struct CellularSeries;
+  const CellularSeries* Cellular();
 
   const Families* const families_;
   const std::string model_;
@@ -143,6 +159,10 @@ class ModelMetrics {
   // Per kCachedEngines entry, like methods_; other engine names take a family lookup.
   static constexpr std::array<absl::string_view, 2> kCachedEngines = {"cpu", "cuda"};
   std::array<std::atomic<prometheus::Histogram*>, kCachedEngines.size()> compute_{};
+  // Made by the first RecordChunk or SetActiveSlots (only cellular models have the series).
+  absl::Mutex cellular_mu_;
+  std::unique_ptr<CellularSeries> cellular_ ABSL_GUARDED_BY(cellular_mu_);
+  std::atomic<const CellularSeries*> cellular_ready_{nullptr};
 };
 
 class HiddenSeriesFilter;

@@ -19,3 +19,6 @@ target_link_libraries(batching_policy_test PRIVATE rnnserve_batching)
 rnnserve_test(batching_instance_pool_test unit
   ${CMAKE_CURRENT_LIST_DIR}/batching_instance_pool_test.cc)
 target_link_libraries(batching_instance_pool_test PRIVATE rnnserve_batching)
+
+rnnserve_test(batching_cellular_test unit ${CMAKE_CURRENT_LIST_DIR}/batching_cellular_test.cc)
+target_link_libraries(batching_cellular_test PRIVATE rnnserve_batching_test_support)

@@ -1,0 +1,265 @@
+#include "server/batching/cellular_chunk.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace rnnserve::server::batching {
+namespace {
+
+size_t ElementBytes(engine::DType dtype) {
+  return dtype == engine::DType::kInt64 ? sizeof(int64_t) : sizeof(float);
+}
+
+char* Bytes(engine::Tensor& t) {
+  return t.dtype() == engine::DType::kInt64 ? reinterpret_cast<char*>(t.i64())
+                                            : reinterpret_cast<char*>(t.f32());
+}
+
+const char* Bytes(const engine::Tensor& t) {
+  return t.dtype() == engine::DType::kInt64 ? reinterpret_cast<const char*>(t.i64())
+                                            : reinterpret_cast<const char*>(t.f32());
+}
+
+engine::Tensor Zeros(engine::DType dtype, engine::Shape shape) {
+  return dtype == engine::DType::kInt64 ? engine::Tensor::Int64(std::move(shape))
+                                        : engine::Tensor::Float(std::move(shape));
+}
+
+// Elements of one step of a [B, T, ...] tensor (the axes after the time axis).
+int64_t StepElements(const engine::Shape& shape) {
+  int64_t n = 1;
+  for (size_t d = 2; d < shape.size(); ++d) n *= shape[d];
+  return n;
+}
+
+// Rows [begin, begin + n) of axis 1 of row `row` of a [B, T, ...] tensor, as [n, ...].
+engine::Tensor Steps(const engine::Tensor& t, int64_t row, int64_t begin, int64_t n) {
+  engine::Shape shape(t.shape().begin() + 1, t.shape().end());
+  shape[0] = n;
+  engine::Tensor out = Zeros(t.dtype(), shape);
+  const int64_t step = StepElements(t.shape());
+  const size_t bytes = ElementBytes(t.dtype());
+  std::memcpy(Bytes(out), Bytes(t) + ((row * t.dim(1) + begin) * step) * bytes,
+              static_cast<size_t>(n * step) * bytes);
+  return out;
+}
+
+// Row `row` of a [B, ...] tensor, as [1, ...].
+engine::Tensor Row(const engine::Tensor& t, int64_t row) {
+  engine::Shape shape = t.shape();
+  shape[0] = 1;
+  engine::Tensor out = Zeros(t.dtype(), shape);
+  const size_t bytes = static_cast<size_t>(out.num_elements()) * ElementBytes(t.dtype());
+  std::memcpy(Bytes(out), Bytes(t) + row * bytes, bytes);
+  return out;
+}
+
+// Copies the [1, ...] tensor `src` into row `row` of `dst`.
+void PutRow(const engine::Tensor& src, int64_t row, engine::Tensor& dst) {
+  const size_t bytes = static_cast<size_t>(src.num_elements()) * ElementBytes(src.dtype());
+  std::memcpy(Bytes(dst) + row * bytes, Bytes(src), bytes);
+}
+
+// The state a slot starts from: its request's initial state for the layer when it gives one,
+// else zeros.
+engine::Tensor StartState(const Slot& slot, const std::string& layer, size_t index,
+                          const engine::Shape& row_shape) {
+  const auto& given = slot.request->batch().initial_states;
+  if (auto it = given.find(layer); it != given.end() && index < it->second.size()) {
+    return Row(it->second[index], slot.row);
+  }
+  engine::Shape shape = {1};
+  shape.insert(shape.end(), row_shape.begin(), row_shape.end());
+  return engine::Tensor::Float(shape);
+}
+
+}  // namespace
+
+CellularRequest::CellularRequest(std::unique_ptr<BatchRequest> request, absl::Time enqueued)
+    : request_(std::move(request)),
+      enqueued_(enqueued),
+      rows_(request_->batch.inputs[0].dim(0)),
+      steps_(request_->batch.inputs[0].rank() >= 2 ? request_->batch.inputs[0].dim(1) : 0),
+      unfinished_(rows_) {}
+
+int64_t CellularRequest::length(int64_t row) const {
+  const auto& lengths = request_->batch.lengths;
+  return lengths.empty() ? steps_ : lengths[static_cast<size_t>(row)];
+}
+
+void CellularRequest::Finish(int64_t row, const ChunkShape& shape,
+                             const std::vector<engine::Tensor>& step_rows,
+                             const std::vector<engine::Tensor>& last_rows,
+                             const LayerStates& states) {
+  absl::MutexLock lock(&mu_);
+  if (answered_) return;
+  if (outputs_.empty()) {
+    for (size_t o = 0; o < shape.output_time_axis.size(); ++o) {
+      engine::Shape out = shape.output_time_axis[o] ? step_rows[o].shape() : last_rows[o].shape();
+      out[0] = rows_;
+      if (shape.output_time_axis[o]) out.insert(out.begin() + 1, steps_);
+      outputs_.push_back(
+          Zeros(shape.output_time_axis[o] ? step_rows[o].dtype() : last_rows[o].dtype(), out));
+    }
+  }
+  for (size_t o = 0; o < outputs_.size(); ++o) {
+    engine::Tensor& dst = outputs_[o];
+    if (!shape.output_time_axis[o]) {
+      PutRow(last_rows[o], row, dst);
+      continue;
+    }
+    // [L, ...] computed, then the last step repeated to T (zeros for an empty sequence).
+    const engine::Tensor& steps = step_rows[o];
+    const size_t step_bytes =
+        static_cast<size_t>(StepElements(dst.shape())) * ElementBytes(dst.dtype());
+    char* base = Bytes(dst) + row * steps_ * step_bytes;
+    const int64_t computed = std::min(steps.dim(0), steps_);
+    std::memcpy(base, Bytes(steps), static_cast<size_t>(computed) * step_bytes);
+    for (int64_t t = computed; t < steps_ && computed > 0; ++t) {
+      std::memcpy(base + t * step_bytes, base + (computed - 1) * step_bytes, step_bytes);
+    }
+  }
+  if (request_->batch.final_states != nullptr) {
+    for (const auto& [layer, rows] : states) {
+      auto& out = final_states_[layer];
+      for (size_t i = 0; i < rows.size(); ++i) {
+        if (out.size() <= i) {
+          engine::Shape s = rows[i].shape();
+          s[0] = rows_;
+          out.push_back(engine::Tensor::Float(s));
+        }
+        PutRow(rows[i], row, out[i]);
+      }
+    }
+  }
+  if (--unfinished_ == 0) AnswerLocked();
+}
+
+void CellularRequest::Fail(const absl::Status& status) {
+  absl::MutexLock lock(&mu_);
+  if (answered_) return;
+  answered_ = true;
+  failed_.store(true, std::memory_order_release);
+  request_->done(status);
+}
+
+void CellularRequest::AnswerLocked() {
+  answered_ = true;
+  if (request_->batch.final_states != nullptr) {
+    *request_->batch.final_states = std::move(final_states_);
+  }
+  request_->done(std::move(outputs_));
+}
+
+engine::Batch GatherChunk(const std::vector<Slot*>& slots, const ChunkShape& shape,
+                          int64_t chunk_steps, const engine::CompiledModel& instance,
+                          int64_t* steps) {
+  int64_t k = 1;  // an empty sequence still runs once, for its last output and states
+  for (const Slot* s : slots) k = std::max(k, std::min(chunk_steps, s->remaining()));
+  *steps = k;
+  const int64_t A = static_cast<int64_t>(slots.size());
+  engine::Batch batch;
+  const engine::Batch& first = slots[0]->request->batch();
+  for (size_t i = 0; i < shape.input_time_axis.size(); ++i) {
+    const engine::Tensor& like = first.inputs[i];
+    engine::Shape chunk = like.shape();
+    chunk[0] = A;
+    chunk[1] = k;
+    engine::Tensor t = instance.NewHostTensor(like.dtype(), chunk);
+    const size_t step_bytes = static_cast<size_t>(StepElements(chunk)) * ElementBytes(like.dtype());
+    for (int64_t j = 0; j < A; ++j) {
+      const Slot& s = *slots[j];
+      const engine::Tensor& src = s.request->batch().inputs[i];
+      const int64_t n = std::min(k, s.remaining());
+      std::memcpy(Bytes(t) + j * k * step_bytes,
+                  Bytes(src) + (s.row * src.dim(1) + s.done) * step_bytes,
+                  static_cast<size_t>(n) * step_bytes);
+    }
+    batch.inputs.push_back(std::move(t));
+  }
+  for (const Slot* s : slots) {
+    batch.lengths.push_back(static_cast<int32_t>(std::min(k, s->remaining())));
+  }
+  for (const auto& [layer, rows] : shape.state_rows) {
+    for (size_t i = 0; i < rows.size(); ++i) {
+      engine::Shape stacked = {A};
+      stacked.insert(stacked.end(), rows[i].begin(), rows[i].end());
+      engine::Tensor t = engine::Tensor::Float(stacked);
+      for (int64_t j = 0; j < A; ++j) {
+        const Slot& s = *slots[j];
+        auto it = s.states.find(layer);
+        if (it != s.states.end() && i < it->second.size()) {
+          PutRow(it->second[i], j, t);
+        } else {
+          PutRow(StartState(s, layer, i, rows[i]), j, t);
+        }
+      }
+      batch.initial_states[layer].push_back(std::move(t));
+    }
+  }
+  return batch;
+}
+
+absl::Status ScatterChunk(const std::vector<Slot*>& slots, const ChunkShape& shape, int64_t steps,
+                          const std::vector<engine::Tensor>& outputs, LayerStates& final_states) {
+  const int64_t A = static_cast<int64_t>(slots.size());
+  if (outputs.size() != shape.output_time_axis.size()) {
+    return absl::InternalError(absl::StrCat("the engine returned ", outputs.size(),
+                                            " outputs; the model has ",
+                                            shape.output_time_axis.size()));
+  }
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    const engine::Tensor& t = outputs[o];
+    const bool per_step = shape.output_time_axis[o];
+    if (t.rank() < (per_step ? 2 : 1) || t.dim(0) != A || (per_step && t.dim(1) != steps)) {
+      return absl::InternalError(absl::StrCat("output ", o, " of a chunk of ", A, " rows and ",
+                                              steps, " steps has shape ",
+                                              engine::ShapeString(t.shape())));
+    }
+  }
+  for (int64_t j = 0; j < A; ++j) {
+    Slot& s = *slots[j];
+    const int64_t n = std::min(steps, s.remaining());
+    if (s.step_pieces.empty()) s.step_pieces.resize(outputs.size());
+    s.last_rows.resize(outputs.size());
+    for (size_t o = 0; o < outputs.size(); ++o) {
+      if (shape.output_time_axis[o]) {
+        s.step_pieces[o].push_back(Steps(outputs[o], j, 0, n));
+      } else if (n == s.remaining()) {
+        s.last_rows[o] = Row(outputs[o], j);
+      }
+    }
+    for (const auto& [layer, states] : final_states) {
+      auto& mine = s.states[layer];
+      mine.resize(states.size());
+      for (size_t i = 0; i < states.size(); ++i) mine[i] = Row(states[i], j);
+    }
+    s.done += n;
+    s.started = true;
+  }
+  return absl::OkStatus();
+}
+
+void FinishSlot(Slot& slot, const ChunkShape& shape) {
+  std::vector<engine::Tensor> step_rows(shape.output_time_axis.size());
+  for (size_t o = 0; o < step_rows.size(); ++o) {
+    if (!shape.output_time_axis[o]) continue;
+    const auto& pieces = slot.step_pieces[o];
+    engine::Shape s = pieces[0].shape();
+    s[0] = 0;
+    for (const engine::Tensor& p : pieces) s[0] += p.dim(0);
+    engine::Tensor all = Zeros(pieces[0].dtype(), s);
+    size_t at = 0;
+    for (const engine::Tensor& p : pieces) {
+      const size_t bytes = static_cast<size_t>(p.num_elements()) * ElementBytes(p.dtype());
+      std::memcpy(Bytes(all) + at, Bytes(p), bytes);
+      at += bytes;
+    }
+    step_rows[o] = std::move(all);
+  }
+  slot.request->Finish(slot.row, shape, step_rows, slot.last_rows, slot.states);
+}
+
+}  // namespace rnnserve::server::batching

@@ -1,0 +1,113 @@
+#pragma once
+
+// The data side of step-level (cellular) batching: one request's sequences as slots, and the
+// gather/scatter between slots and the engine call that advances them by a chunk of steps.
+//
+// A slot holds one sequence of a request: where it is (steps run so far out of its length),
+// its recurrent states after those steps (one row per state tensor), and the rows of its
+// per-step outputs computed so far. A chunk is one engine call over the active slots: each
+// slot's next steps of input, stacked row by row and zero-padded to the chunk's steps, with
+// each row's own length, the slots' states as initial states, and the final states asked for.
+// What comes back is cut back into the slots. A slot that reached its length is finished: its
+// rows go into its request's outputs, and the request is answered when its last slot finishes.
+//
+// Past a sequence's length a per-step output repeats the output of its last step (Keras's
+// masking: a masked step carries the state and repeats the last output), or is zero for an
+// empty sequence; CellularSchedulerOptions::per_step_fill says which models this holds for.
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "engine/engine.h"
+#include "server/batching/batch_request.h"
+
+namespace rnnserve::server::batching {
+
+using LayerStates = std::map<std::string, std::vector<engine::Tensor>>;
+
+// What a chunk needs to know about the model.
+struct ChunkShape {
+  // One per model input: whether axis 1 is the time axis (every input of a cellular model
+  // has one).
+  std::vector<bool> input_time_axis;
+  // One per model output: whether axis 1 is the time axis (a per-step output).
+  std::vector<bool> output_time_axis;
+  // Per recurrent layer, the shape of each state row (batch axis left out): what a slot
+  // starts from when its request gives no initial state (zeros).
+  std::map<std::string, std::vector<engine::Shape>> state_rows;
+};
+
+// A request split into its sequences; shared by its slots, which may run on different
+// instances' workers.
+class CellularRequest {
+ public:
+  CellularRequest(std::unique_ptr<BatchRequest> request, absl::Time enqueued);
+
+  const engine::Batch& batch() const { return request_->batch; }
+  absl::Time deadline() const { return request_->deadline; }
+  absl::Time enqueued() const { return enqueued_; }
+  int64_t rows() const { return rows_; }
+  int64_t steps() const { return steps_; }  // T of the request's inputs
+  // The steps sequence `row` runs: its length, or T.
+  int64_t length(int64_t row) const;
+
+  // A finished slot's rows. The last one (or the first failure) answers the request.
+  void Finish(int64_t row, const ChunkShape& shape, const std::vector<engine::Tensor>& step_rows,
+              const std::vector<engine::Tensor>& last_rows, const LayerStates& states);
+  void Fail(const absl::Status& status);
+  // Answered already with an error: its other sequences need not run.
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
+
+ private:
+  void AnswerLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const std::unique_ptr<BatchRequest> request_;
+  const absl::Time enqueued_;
+  const int64_t rows_;
+  const int64_t steps_;
+  std::atomic<bool> failed_{false};
+  absl::Mutex mu_;
+  int64_t unfinished_ ABSL_GUARDED_BY(mu_);
+  bool answered_ ABSL_GUARDED_BY(mu_) = false;
+  // Allocated by the first finished slot: one per model output, [B, T, ...] or [B, ...].
+  std::vector<engine::Tensor> outputs_ ABSL_GUARDED_BY(mu_);
+  LayerStates final_states_ ABSL_GUARDED_BY(mu_);  // [B, ...] per state, when asked for
+};
+
+// One sequence in (or waiting for) a slot.
+struct Slot {
+  std::shared_ptr<CellularRequest> request;
+  int64_t row = 0;
+  int64_t done = 0;    // steps run so far
+  int64_t length = 0;  // steps to run
+  LayerStates states;  // each [1, ...]; empty before the first chunk
+  // Per output: per-step outputs' rows so far, each [done, ...] (only time-axis outputs), and
+  // the last chunk's row [1, ...] (the rest).
+  std::vector<std::vector<engine::Tensor>> step_pieces;
+  std::vector<engine::Tensor> last_rows;
+  bool started = false;  // has run a chunk
+  int64_t remaining() const { return length - done; }
+};
+
+// The engine call that advances `slots` by min(chunk_steps, longest remaining) steps: inputs
+// (in `instance`'s preferred host memory), lengths and initial states. Sets *steps.
+engine::Batch GatherChunk(const std::vector<Slot*>& slots, const ChunkShape& shape,
+                          int64_t chunk_steps, const engine::CompiledModel& instance,
+                          int64_t* steps);
+
+// Cuts the chunk's outputs and final states back into the slots (each advances by its own
+// steps of the chunk). INTERNAL when the engine's outputs do not have the chunk's rows.
+absl::Status ScatterChunk(const std::vector<Slot*>& slots, const ChunkShape& shape, int64_t steps,
+                          const std::vector<engine::Tensor>& outputs, LayerStates& final_states);
+
+// Answers the slot's share of its request (its rows of every output and final state).
+void FinishSlot(Slot& slot, const ChunkShape& shape);
+
+}  // namespace rnnserve::server::batching

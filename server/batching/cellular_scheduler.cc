@@ -1,0 +1,221 @@
+#include "server/batching/cellular_scheduler.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace rnnserve::server::batching {
+namespace {
+
+absl::Status Expired() {
+  return absl::DeadlineExceededError("deadline passed before the sequence finished");
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CellularScheduler>> CellularScheduler::Create(
+    const CellularSchedulerOptions& options, std::vector<engine::CompiledModel*> instances,
+    const Clock* clock) {
+  const std::string what = absl::StrCat("model ", options.model_name, ": cellular_batching.");
+  if (options.max_active_sequences <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, "max_active_sequences must be positive; was ", options.max_active_sequences));
+  }
+  if (options.chunk_steps <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, "chunk_steps must be positive; was ", options.chunk_steps));
+  }
+  if (options.max_queue_size < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, "max_queue_size must be >= 0; was ", options.max_queue_size));
+  }
+  if (instances.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " needs at least one instance"));
+  }
+  const auto& axes = options.shape.input_time_axis;
+  if (axes.empty() || !std::all_of(axes.begin(), axes.end(), [](bool b) { return b; })) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " every input needs a time axis ([B, T, ...])"));
+  }
+  std::unique_ptr<CellularScheduler> s(new CellularScheduler(options, std::move(instances), clock));
+  for (size_t i = 0; i < s->instances_.size(); ++i) {
+    s->workers_.emplace_back([p = s.get(), i] { p->Work(static_cast<int>(i)); });
+  }
+  return s;
+}
+
+CellularScheduler::CellularScheduler(const CellularSchedulerOptions& options,
+                                     std::vector<engine::CompiledModel*> instances,
+                                     const Clock* clock)
+    : options_(options), instances_(std::move(instances)), clock_(clock) {}
+
+CellularScheduler::~CellularScheduler() {
+  std::deque<std::unique_ptr<Slot>> queued;
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    queued.swap(queue_);
+  }
+  const absl::Status gone =
+      absl::UnavailableError(absl::StrCat("model ", options_.model_name, " is unloading"));
+  for (auto& slot : queued) slot->request->Fail(gone);
+  for (std::thread& w : workers_) w.join();
+}
+
+absl::Status CellularScheduler::Schedule(std::unique_ptr<BatchRequest>* request) {
+  const engine::Batch& batch = (*request)->batch;
+  if (batch.inputs.empty() || batch.inputs[0].rank() < 2 || batch.inputs[0].dim(0) < 1) {
+    return absl::InvalidArgumentError("a request needs at least one [B, T, ...] sequence");
+  }
+  const absl::Time now = clock_->Now();
+  if (now > (*request)->deadline) {
+    return absl::DeadlineExceededError("deadline passed before the request was queued");
+  }
+  const int64_t rows = batch.inputs[0].dim(0);
+  absl::MutexLock lock(&mu_);
+  if (draining_ || stopping_) {
+    return absl::UnavailableError(absl::StrCat("model ", options_.model_name, " is unloading"));
+  }
+  if (options_.max_queue_size > 0 &&
+      static_cast<int64_t>(queue_.size()) + rows > options_.max_queue_size) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("model ", options_.model_name, ": ", queue_.size(),
+                     " sequences wait for a slot; cellular_batching.max_queue_size is ",
+                     options_.max_queue_size));
+  }
+  auto shared = std::make_shared<CellularRequest>(std::move(*request), now);
+  for (int64_t r = 0; r < rows; ++r) {
+    auto slot = std::make_unique<Slot>();
+    slot->request = shared;
+    slot->row = r;
+    slot->length = shared->length(r);
+    queue_.push_back(std::move(slot));
+  }
+  return absl::OkStatus();
+}
+
+void CellularScheduler::Drain() {
+  absl::MutexLock lock(&mu_);
+  draining_ = true;
+  mu_.Await(absl::Condition(
+      +[](CellularScheduler* s)
+           ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) { return s->queue_.empty() && s->active_ == 0; },
+      this));
+}
+
+int64_t CellularScheduler::queued() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(queue_.size());
+}
+
+int64_t CellularScheduler::active() const {
+  absl::MutexLock lock(&mu_);
+  return active_;
+}
+
+void CellularScheduler::Admit(std::vector<std::unique_ptr<Slot>>& active,
+                              std::vector<std::unique_ptr<Slot>>& expired) {
+  const absl::Time now = clock_->Now();
+  while (!queue_.empty() && static_cast<int>(active.size()) < options_.max_active_sequences) {
+    std::unique_ptr<Slot> slot = std::move(queue_.front());
+    queue_.pop_front();
+    if (now > slot->request->deadline() || slot->request->failed()) {
+      expired.push_back(std::move(slot));
+      continue;
+    }
+    active.push_back(std::move(slot));
+    ++active_;
+  }
+}
+
+void CellularScheduler::Work(int instance) {
+  std::vector<std::unique_ptr<Slot>> active;
+  while (true) {
+    std::vector<std::unique_ptr<Slot>> expired;
+    {
+      absl::MutexLock lock(&mu_);
+      if (active.empty()) {
+        auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return stopping_ || !queue_.empty();
+        };
+        clock_->AwaitWithDeadline(&mu_, absl::Condition(&ready), absl::InfiniteFuture());
+      }
+      if (stopping_) {
+        active_ -= static_cast<int64_t>(active.size());
+        break;
+      }
+      Admit(active, expired);
+    }
+    for (auto& slot : expired) slot->request->Fail(Expired());
+    if (!active.empty()) RunChunk(instance, active);
+  }
+  const absl::Status gone =
+      absl::UnavailableError(absl::StrCat("model ", options_.model_name, " is unloading"));
+  for (auto& slot : active) slot->request->Fail(gone);
+}
+
+void CellularScheduler::RunChunk(int instance, std::vector<std::unique_ptr<Slot>>& active) {
+  // Sequences whose request's deadline passed (or whose request already failed) leave first.
+  const absl::Time now = clock_->Now();
+  std::vector<std::unique_ptr<Slot>> kept;
+  int64_t left = 0;
+  for (auto& slot : active) {
+    if (now > slot->request->deadline() || slot->request->failed()) {
+      slot->request->Fail(Expired());  // nothing when its request failed already
+      ++left;
+    } else {
+      kept.push_back(std::move(slot));
+    }
+  }
+  active.swap(kept);
+  ChunkStats stats{.instance = instance,
+                   .active = static_cast<int64_t>(active.size()),
+                   .capacity = options_.max_active_sequences};
+  if (!active.empty()) {
+    std::vector<Slot*> slots;
+    for (auto& s : active) slots.push_back(s.get());
+    std::vector<bool> first(slots.size());
+    for (size_t j = 0; j < slots.size(); ++j) first[j] = !slots[j]->started;
+    int64_t steps = 0;
+    engine::Batch batch =
+        GatherChunk(slots, options_.shape, options_.chunk_steps, *instances_[instance], &steps);
+    for (int32_t n : batch.lengths) stats.real_steps += n;
+    LayerStates final_states;
+    batch.final_states = &final_states;
+    std::vector<engine::Tensor> outputs;
+    const absl::Time started = clock_->Now();
+    stats.status = instances_[instance]->Run(batch, &outputs);
+    const absl::Time ended = clock_->Now();
+    stats.compute = ended - started;
+    stats.steps = steps;
+    if (stats.status.ok()) {
+      stats.status = ScatterChunk(slots, options_.shape, steps, outputs, final_states);
+    }
+    std::vector<std::unique_ptr<Slot>> running;
+    for (size_t j = 0; j < active.size(); ++j) {
+      Slot& s = *active[j];
+      if (!stats.status.ok()) {
+        s.request->Fail(stats.status);
+        ++left;
+        continue;
+      }
+      if (first[j]) stats.first_step_latencies.push_back(ended - s.request->enqueued());
+      if (s.remaining() == 0) {
+        FinishSlot(s, options_.shape);
+        ++stats.finished;
+        ++left;
+      } else {
+        running.push_back(std::move(active[j]));
+      }
+    }
+    active.swap(running);
+  }
+  // The observer runs before the slots are given back, so Drain() returns after it.
+  if (observer_ && stats.active > 0) observer_(stats);
+  if (left > 0) {
+    absl::MutexLock lock(&mu_);
+    active_ -= left;
+  }
+}
+
+}  // namespace rnnserve::server::batching

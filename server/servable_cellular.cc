@@ -1,0 +1,113 @@
+// Servable's step-level (cellular) batching: whether the model can run that way, what a chunk
+// needs to know about it, and starting the scheduler (server/batching/cellular_scheduler.h).
+
+#include "absl/strings/str_cat.h"
+#include "server/log.h"
+#include "server/model_probe.h"
+#include "server/servable.h"
+
+namespace rnnserve::server {
+namespace {
+
+constexpr int kDefaultChunkSteps = 8;
+
+// The signature with every time axis free, so probes may choose T (a model trained on
+// fixed windows runs chunks shorter than its window).
+std::vector<TensorSignature> FreeTimeAxes(std::vector<TensorSignature> inputs) {
+  for (TensorSignature& s : inputs) {
+    if (s.shape.size() >= 2) s.shape[1] = -1;
+  }
+  return inputs;
+}
+
+}  // namespace
+
+absl::StatusOr<batching::ChunkShape> Servable::ProbeChunkShape() {
+  batching::ChunkShape shape;
+  for (const TensorSignature& s : inputs_) shape.input_time_axis.push_back(s.shape.size() >= 2);
+  const std::vector<TensorSignature> free = FreeTimeAxes(inputs_);
+  std::vector<engine::Tensor> two, three;
+  engine::Batch probe = ProbeBatch(free, 1, 2);
+  batching::LayerStates states;
+  probe.final_states = &states;
+  if (auto s = RunProbe(probe, &two); !s.ok()) return s;
+  if (auto s = RunProbe(ProbeBatch(free, 1, 3), &three); !s.ok()) return s;
+  // A per-step output follows the input's time axis: T=2 and T=3 give 2 and 3 steps.
+  for (size_t o = 0; o < two.size() && o < three.size(); ++o) {
+    shape.output_time_axis.push_back(two[o].rank() >= 2 && two[o].dim(1) == 2 &&
+                                     three[o].rank() >= 2 && three[o].dim(1) == 3);
+  }
+  for (const auto& [layer, tensors] : states) {
+    for (const engine::Tensor& t : tensors) {
+      shape.state_rows[layer].emplace_back(t.shape().begin() + 1, t.shape().end());
+    }
+  }
+  return shape;
+}
+
+absl::Status Servable::StartCellular() {
+  const v1::ModelCellularBatching& c = config_.cellular_batching();
+  const std::string model = absl::StrCat("model ", name(), ": ");
+  if (config_.has_dynamic_batching()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        model, "config.pbtxt asks for both dynamic_batching and cellular_batching; keep one"));
+  }
+  if (max_batch_size() <= 0) {
+    return absl::FailedPreconditionError(
+        "cellular batching needs max_batch_size > 0 (a batch axis to stack sequences on)");
+  }
+  if (!streamable_.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cellular batching needs a causal model: ", streamable_.message()));
+  }
+  for (const TensorSignature& s : inputs_) {
+    if (s.shape.size() < 2) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cellular batching needs a time axis on every input; '", s.name, "' has none"));
+    }
+  }
+  auto shape = ProbeChunkShape();
+  if (!shape.ok()) return shape.status();
+  for (size_t o = 0; o < shape->output_time_axis.size() && o < outputs_.size(); ++o) {
+    if (shape->output_time_axis[o] && masking_ != "keras") {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cellular batching of per-step outputs needs Keras masking (a masked step repeats "
+          "the last output); output '",
+          outputs_[o].name, "' is per-step under ", masking_, " masking"));
+    }
+  }
+  batching::CellularSchedulerOptions options{
+      .model_name = name(),
+      .max_active_sequences =
+          c.max_active_sequences() > 0 ? c.max_active_sequences() : max_batch_size(),
+      .chunk_steps = c.chunk_steps() > 0 ? c.chunk_steps() : kDefaultChunkSteps,
+      .max_queue_size = c.max_queue_size(),
+      .shape = *std::move(shape)};
+  if (c.max_active_sequences() < 0 || c.chunk_steps() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(model,
+                     "cellular_batching.max_active_sequences and chunk_steps must be >= 0 (0: the "
+                     "default); were ",
+                     c.max_active_sequences(), " and ", c.chunk_steps()));
+  }
+  if (options.max_active_sequences > max_batch_size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        model, "cellular_batching.max_active_sequences (", options.max_active_sequences,
+        ") must not exceed max_batch_size (", max_batch_size(), ")"));
+  }
+  std::vector<engine::CompiledModel*> instances;
+  for (const auto& i : instances_) instances.push_back(i.get());
+  auto scheduler = batching::CellularScheduler::Create(options, std::move(instances));
+  if (!scheduler.ok()) return scheduler.status();
+  cellular_ = *std::move(scheduler);
+  cellular_->SetObserver([this](const batching::ChunkStats& stats) {
+    recorder_.ObserveChunk(stats, cellular_->active());
+  });
+  scheduler_ = "cellular";
+  LogInfo(absl::StrCat("model ", name(), " v", version_, ": cellular batching, ",
+                       options.max_active_sequences, " slots per instance, chunks of up to ",
+                       options.chunk_steps, " steps, ", instances_.size(), " instance(s)"));
+  return absl::OkStatus();
+}
+
+}  // namespace rnnserve::server
