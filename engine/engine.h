@@ -50,6 +50,12 @@ struct Batch {
   // initial_states: the state after each sequence's last valid step (what a stateful sequence
   // carries into its next chunk).
   std::map<std::string, std::vector<Tensor>>* final_states = nullptr;
+  // The initial states continue sequences that ran before (a stateful chunk, a step-level
+  // batching chunk): under Keras masking, a masked step before a sequence's first valid step of
+  // this batch repeats the last output, the initial h, as it would have in the whole sequence.
+  // false: the batch starts its sequences, and such steps output zeros (Keras's rule at a
+  // sequence's start, even with initial states given).
+  bool continues = false;
 };
 
 // Where a layer runs, and why (for metadata and the log).

@@ -18,6 +18,7 @@ engine::Tensor SliceRows(const engine::Tensor& t, int64_t begin, int64_t end) {
 
 engine::Batch SliceBatch(const engine::Batch& batch, int64_t begin, int64_t end) {
   engine::Batch out;
+  out.continues = batch.continues;
   for (const engine::Tensor& t : batch.inputs) out.inputs.push_back(SliceRows(t, begin, end));
   if (!batch.lengths.empty()) {
     out.lengths.assign(batch.lengths.begin() + begin, batch.lengths.begin() + end);

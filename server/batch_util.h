@@ -10,7 +10,8 @@
 
 namespace rnnserve::server {
 
-// Rows [begin, end) of every input, their lengths and initial states (final_states is not set).
+// Rows [begin, end) of every input, their lengths and initial states, and `continues`
+// (final_states is not set).
 engine::Batch SliceBatch(const engine::Batch& batch, int64_t begin, int64_t end);
 
 // Rows [begin, end) of one tensor.

@@ -100,7 +100,7 @@ absl::Status CpuCompiledModel::RunRecurrent(size_t index, const RecurrentSpec& r
   }
   std::vector<Tensor> results, finals;
   if (auto s = kernels_[index]->Run(x, lengths, in.step_mask, initial, &results,
-                                    batch.final_states ? &finals : nullptr);
+                                    batch.final_states ? &finals : nullptr, batch.continues);
       !s.ok()) {
     return s;
   }

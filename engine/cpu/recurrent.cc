@@ -218,7 +218,8 @@ Tensor MergeDirections(MergeMode merge, const Tensor& a, const Tensor& b, int Hp
 absl::Status RecurrentKernel::Run(const Tensor& x, absl::Span<const int32_t> lengths,
                                   absl::Span<const uint8_t> step_mask,
                                   absl::Span<const Tensor> initial_states,
-                                  std::vector<Tensor>* outputs, std::vector<Tensor>* final_states) {
+                                  std::vector<Tensor>* outputs, std::vector<Tensor>* final_states,
+                                  bool continues) {
   if (x.dtype() != DType::kFloat32 || x.rank() != 3 || x.dim(2) != spec_.input_size) {
     return absl::InvalidArgumentError(
         absl::StrCat("layer '", name_, "': input ", DTypeName(x.dtype()), " ",
@@ -268,7 +269,8 @@ absl::Status RecurrentKernel::Run(const Tensor& x, absl::Span<const int32_t> len
     const float* c0 =
         (initial_states.empty() || !lstm) ? nullptr : initial_states[d * per_dir_states + 1].f32();
     RunDirection(d, x, lengths, step_mask.empty() ? nullptr : step_mask.data(), h0, c0,
-                 seq ? dir_seq[d].f32() : nullptr, h_fin[d].f32(), lstm ? c_fin[d].f32() : nullptr);
+                 seq ? dir_seq[d].f32() : nullptr, h_fin[d].f32(), lstm ? c_fin[d].f32() : nullptr,
+                 continues);
   }
 
   // The layer's main output: per direction the sequence or the final h, then merged.

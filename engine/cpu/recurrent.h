@@ -53,7 +53,8 @@ class RecurrentKernel {
   // final states whatever return_state says.
   absl::Status Run(const Tensor& x, absl::Span<const int32_t> lengths,
                    absl::Span<const uint8_t> step_mask, absl::Span<const Tensor> initial_states,
-                   std::vector<Tensor>* outputs, std::vector<Tensor>* final_states = nullptr);
+                   std::vector<Tensor>* outputs, std::vector<Tensor>* final_states = nullptr,
+                   bool continues = false);
 
   int num_outputs() const;
   // Outputs that are sequences when return_sequences is set (1, or 2 with merge mode none).
@@ -75,7 +76,7 @@ class RecurrentKernel {
   // Runs direction `d`; writes its sequence output [B, T, H'] (if not null) and final states.
   void RunDirection(int d, const Tensor& x, absl::Span<const int32_t> lengths,
                     const uint8_t* step_mask, const float* h0, const float* c0, float* seq_out,
-                    float* h_out, float* c_out);
+                    float* h_out, float* c_out, bool continues);
 
   const RecurrentSpec spec_;
   const std::string name_;

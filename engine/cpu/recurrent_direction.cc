@@ -157,7 +157,7 @@ void MainPhase(const DirectionRun& r, const SliceStep& t) {
 
 void RecurrentKernel::RunDirection(int d, const Tensor& x, absl::Span<const int32_t> lengths,
                                    const uint8_t* step_mask, const float* h0, const float* c0,
-                                   float* seq_out, float* h_out, float* c_out) {
+                                   float* seq_out, float* h_out, float* c_out, bool continues) {
   const RecurrentDirection& dir = spec_.directions[d];
   const Packed& pk = packed_[d];
   Scratch& s = *scratch_;
@@ -188,6 +188,7 @@ void RecurrentKernel::RunDirection(int d, const Tensor& x, absl::Span<const int3
       .Hp = Hp,
       .G = G,
       .zero_masked = spec_.masking == MaskSemantics::kKeras && spec_.zero_output_for_mask,
+      .continues = continues,
       .clip = spec_.clip,
       .peep = dir.peephole.empty() ? nullptr : dir.peephole.data(),
   };

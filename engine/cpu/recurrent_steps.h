@@ -26,6 +26,7 @@ struct DirectionRun {
   int64_t T;
   int H, Hp, G;       // hidden units, output units (H or proj), gates
   bool zero_masked;   // Keras zero_output_for_mask
+  bool continues;     // Batch::continues: before the first valid step, repeat h, not zeros
   float clip;         // 0: none
   const float* peep;  // LSTM peepholes [3H] (i, f, o), or null
 
@@ -45,8 +46,9 @@ struct DirectionRun {
   void emit(int64_t k, int64_t st, const float* h, int a, int m, bool was_masked) const {
     if (!seq_out) return;
     float* dst = seq_out + (s.order[k] * T + out_pos(k, st)) * Hp + a;
-    // Keras: a masked step repeats the last output, which is zero before the first valid step.
-    if (was_masked && (zero_masked || st < s.first_valid[k])) {
+    // Keras: a masked step repeats the last output, which is zero before the first valid step
+    // of a sequence (and the initial h before the first valid step of a continuing batch).
+    if (was_masked && (zero_masked || (!continues && st < s.first_valid[k]))) {
       std::fill_n(dst, m, 0.0f);
     } else {
       std::copy_n(h, m, dst);

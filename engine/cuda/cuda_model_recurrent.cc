@@ -29,7 +29,8 @@ absl::Status CudaCompiledModel::RunRecurrentCpu(const Layer& layer, LayerPlan& p
   }
   std::vector<Tensor> results, finals;
   RNNSERVE_RETURN_IF_ERROR(plan.cpu_rnn->Run(in.host_tensor(), lengths, in.step_mask, initial,
-                                             &results, batch.final_states ? &finals : nullptr));
+                                             &results, batch.final_states ? &finals : nullptr,
+                                             batch.continues));
   if (batch.final_states) (*batch.final_states)[layer.name] = std::move(finals);
   const bool seq = std::get<RecurrentSpec>(layer.spec).return_sequences;
   for (size_t i = 0; i < layer.outputs.size() && i < results.size(); ++i) {
@@ -82,7 +83,8 @@ absl::Status CudaCompiledModel::RunRecurrentGpu(const Layer& layer, const Recurr
                  .c0 = *has_initial && lstm ? plan.c0.as<float>() : nullptr,
                  .y = *y,
                  .hy = plan.hy.as<float>(),
-                 .cy = lstm ? plan.cy.as<float>() : nullptr};
+                 .cy = lstm ? plan.cy.as<float>() : nullptr,
+                 .continues = batch.continues};
   if (use_cudnn) {
     RNNSERVE_RETURN_IF_ERROR(plan.rnn->Forward(io));
   } else {

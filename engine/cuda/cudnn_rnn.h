@@ -73,7 +73,8 @@ struct RecurrentIO {
   const float* c0 = nullptr;             // [dirs, B, H] or null (zeros); LSTM only
   float* y = nullptr;                    // [B, T, dirs*H'], or null when the sequence is not wanted
   float* hy = nullptr;                   // [dirs, B, H'] final output per direction (required)
-  float* cy = nullptr;  // [dirs, B, H] final cell state per direction; LSTM, may be null
+  float* cy = nullptr;     // [dirs, B, H] final cell state per direction; LSTM, may be null
+  bool continues = false;  // engine::Batch::continues (Keras step masks: repeat h0, not zeros)
 };
 
 // Copies a batch's lengths, states, output pointers and sizes into a fused kernel's arguments

@@ -152,6 +152,7 @@ absl::Status FusedRecurrent::Forward(const RecurrentIO& io, const uint8_t* step_
   a.xproj = xproj_.as<float>();
   SetBatchArgs(io, &a);
   a.step_mask = step_mask_dev;
+  a.continues = io.continues;
   return CudaOk(LaunchFusedRecurrentKernel(a, threads_, smem_, stream_),
                 "fused recurrent kernel launch");
 }

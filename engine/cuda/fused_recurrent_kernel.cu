@@ -56,7 +56,8 @@ __global__ void __launch_bounds__(1024) FusedRecurrentKernel(FusedRecurrentArgs 
   const int64_t ystride = static_cast<int64_t>(a.dirs) * Hp;
   const int64_t xstride = static_cast<int64_t>(a.dirs) * GH;
   const bool gru_rb = a.cell == FusedCell::kGru && !a.reset_after;
-  bool seen_valid = false;  // a valid step has run: masked steps repeat h, not zeros
+  // A valid step has run (or the batch continues its sequences): masked steps repeat h.
+  bool seen_valid = a.continues;
   auto emit = [&](int pos, bool zero) {
     if (a.y == nullptr) return;
     float* dst = a.y + (static_cast<int64_t>(b) * T + pos) * ystride + static_cast<int64_t>(d) * Hp;

@@ -35,7 +35,8 @@ struct FusedRecurrentArgs {
   float clip = 0.0f;          // > 0: gate pre-activations clipped to [-clip, clip]
   bool keras = true;          // masking semantics: Keras (else ONNX)
   bool zero_output_for_mask = false;
-  bool rt_in_smem = false;            // RT of the block's direction is staged in shared memory
+  bool continues = false;   // masked steps before the first valid one repeat h0 (not zeros)
+  bool rt_in_smem = false;  // RT of the block's direction is staged in shared memory
   DeviceActivation f[2], g[2], h[2];  // per direction (ONNX f, g, h)
   bool reverse[2] = {false, false};
   bool outputs_in_processing_order[2] = {false, false};

@@ -70,6 +70,7 @@ GatheredBatch GatherRows(absl::Span<const BatchRow> rows, const std::vector<bool
     }
   }
   for (const BatchRow& r : rows) out.wants_final_states |= r.request->wants_final_states();
+  out.batch.continues = first.continues;
   if (lengths_needed && out.padded_steps > 0) {
     out.batch.lengths.reserve(rows.size());
     for (const BatchRow& r : rows) out.batch.lengths.push_back(r.request->row_length(r.row));

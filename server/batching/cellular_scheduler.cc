@@ -157,61 +157,79 @@ void CellularScheduler::Work(int instance) {
 void CellularScheduler::RunChunk(int instance, std::vector<std::unique_ptr<Slot>>& active) {
   // Sequences whose request's deadline passed (or whose request already failed) leave first.
   const absl::Time now = clock_->Now();
-  std::vector<std::unique_ptr<Slot>> kept;
+  // Under Keras masking a sequence that starts from states its request gives outputs zeros on
+  // masked steps before its first valid one, where a continuing sequence repeats its h: the
+  // two kinds run as separate engine calls (engine::Batch::continues).
+  std::vector<std::unique_ptr<Slot>> groups[2];  // [0]: continuing or from zeros; [1]: given
   int64_t left = 0;
   for (auto& slot : active) {
     if (now > slot->request->deadline() || slot->request->failed()) {
       slot->request->Fail(Expired());  // nothing when its request failed already
       ++left;
     } else {
-      kept.push_back(std::move(slot));
+      const engine::Batch& b = slot->request->batch();
+      const bool given = !slot->started && !b.continues && !b.initial_states.empty();
+      groups[given ? 1 : 0].push_back(std::move(slot));
     }
   }
-  active.swap(kept);
+  if (left > 0) {
+    absl::MutexLock lock(&mu_);
+    active_ -= left;
+  }
+  active.clear();
+  for (int g = 0; g < 2; ++g) {
+    if (groups[g].empty()) continue;
+    Advance(instance, groups[g], /*continues=*/g == 0);
+    for (auto& slot : groups[g]) active.push_back(std::move(slot));
+  }
+}
+
+void CellularScheduler::Advance(int instance, std::vector<std::unique_ptr<Slot>>& active,
+                                bool continues) {
   ChunkStats stats{.instance = instance,
                    .active = static_cast<int64_t>(active.size()),
                    .capacity = options_.max_active_sequences};
-  if (!active.empty()) {
-    std::vector<Slot*> slots;
-    for (auto& s : active) slots.push_back(s.get());
-    std::vector<bool> first(slots.size());
-    for (size_t j = 0; j < slots.size(); ++j) first[j] = !slots[j]->started;
-    int64_t steps = 0;
-    engine::Batch batch =
-        GatherChunk(slots, options_.shape, options_.chunk_steps, *instances_[instance], &steps);
-    for (int32_t n : batch.lengths) stats.real_steps += n;
-    LayerStates final_states;
-    batch.final_states = &final_states;
-    std::vector<engine::Tensor> outputs;
-    const absl::Time started = clock_->Now();
-    stats.status = instances_[instance]->Run(batch, &outputs);
-    const absl::Time ended = clock_->Now();
-    stats.compute = ended - started;
-    stats.steps = steps;
-    if (stats.status.ok()) {
-      stats.status = ScatterChunk(slots, options_.shape, steps, outputs, final_states);
-    }
-    std::vector<std::unique_ptr<Slot>> running;
-    for (size_t j = 0; j < active.size(); ++j) {
-      Slot& s = *active[j];
-      if (!stats.status.ok()) {
-        s.request->Fail(stats.status);
-        ++left;
-        continue;
-      }
-      if (first[j]) stats.first_step_latencies.push_back(ended - s.request->enqueued());
-      if (s.remaining() == 0) {
-        FinishSlot(s, options_.shape);
-        ++stats.finished;
-        ++left;
-      } else {
-        running.push_back(std::move(active[j]));
-      }
-    }
-    active.swap(running);
+  std::vector<Slot*> slots;
+  for (auto& s : active) slots.push_back(s.get());
+  std::vector<bool> first(slots.size());
+  for (size_t j = 0; j < slots.size(); ++j) first[j] = !slots[j]->started;
+  int64_t steps = 0;
+  engine::Batch batch =
+      GatherChunk(slots, options_.shape, options_.chunk_steps, *instances_[instance], &steps);
+  batch.continues = continues;
+  for (int32_t n : batch.lengths) stats.real_steps += n;
+  LayerStates final_states;
+  batch.final_states = &final_states;
+  std::vector<engine::Tensor> outputs;
+  const absl::Time started = clock_->Now();
+  stats.status = instances_[instance]->Run(batch, &outputs);
+  const absl::Time ended = clock_->Now();
+  stats.compute = ended - started;
+  stats.steps = steps;
+  if (stats.status.ok()) {
+    stats.status = ScatterChunk(slots, options_.shape, steps, outputs, final_states);
   }
+  std::vector<std::unique_ptr<Slot>> running;
+  int64_t left = 0;
+  for (size_t j = 0; j < active.size(); ++j) {
+    Slot& s = *active[j];
+    if (!stats.status.ok()) {
+      s.request->Fail(stats.status);
+      ++left;
+      continue;
+    }
+    if (first[j]) stats.first_step_latencies.push_back(ended - s.request->enqueued());
+    if (s.remaining() == 0) {
+      FinishSlot(s, options_.shape);
+      ++stats.finished;
+      ++left;
+    } else {
+      running.push_back(std::move(active[j]));
+    }
+  }
+  active.swap(running);
   // The observer runs before the slots are given back, so Drain() returns after it.
-  if (observer_ && stats.active > 0) observer_(stats);
+  if (observer_) observer_(stats);
   if (left > 0) {
     absl::MutexLock lock(&mu_);
     active_ -= left;

@@ -117,8 +117,10 @@ class CellularScheduler {
   // Fills free slots of `active` from the queue; moves the expired to `expired`.
   void Admit(std::vector<std::unique_ptr<Slot>>& active,
              std::vector<std::unique_ptr<Slot>>& expired) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // One engine call over `active`; removes (and answers) the finished and the failed.
+  // Drops the expired, then advances the rest (one or two engine calls: Advance).
   void RunChunk(int instance, std::vector<std::unique_ptr<Slot>>& active);
+  // One engine call over `active`; removes (and answers) the finished and the failed.
+  void Advance(int instance, std::vector<std::unique_ptr<Slot>>& active, bool continues);
 
   const CellularSchedulerOptions options_;
   const std::vector<engine::CompiledModel*> instances_;

@@ -46,9 +46,11 @@ class QueuedRequest {
   bool wants_final_states() const { return request_->batch.final_states != nullptr; }
   // Whether rows of this request and `other` can share one engine batch: their inputs agree
   // on every axis but the batch axis and the padded time axis, and they give initial states
-  // for the same layers, of the same shapes.
+  // for the same layers, of the same shapes, and both continue sequences or both start them
+  // (engine::Batch::continues).
   bool CanShareBatchWith(const QueuedRequest& other) const {
-    return row_shapes_ == other.row_shapes_ && state_shapes_ == other.state_shapes_;
+    return row_shapes_ == other.row_shapes_ && state_shapes_ == other.state_shapes_ &&
+           request_->batch.continues == other.request_->batch.continues;
   }
 
   // Queue side: rows not yet in any batch, ascending. Owned by the batcher's queue, which

@@ -35,6 +35,7 @@ absl::Status ManagedSequences::Run(const Servable& servable,
   }
   engine::Batch chunk = batch;
   chunk.initial_states = std::move(lease->states);
+  chunk.continues = !sequence.start;
   LayerStates final_states;
   chunk.final_states = &final_states;
   const absl::Status s = lease->servable->Run(chunk, outputs, options);

@@ -60,6 +60,7 @@ absl::Status RnnServeService::StreamChunk(const grpc::ServerContext& context,
     return batch.status();
   }
   batch->initial_states = std::move(lease->states);
+  batch->continues = !req.start();
   LayerStates final_states;
   batch->final_states = &final_states;
   const RunOptions options = RunOptionsFor(context);

@@ -1,3 +1,8 @@
 rnnserve_test(batching_integration_test integration
   ${CMAKE_CURRENT_LIST_DIR}/batching_integration_test.cc)
 target_link_libraries(batching_integration_test PRIVATE rnnserve_server_process)
+
+rnnserve_test(cellular_integration_test integration
+  ${CMAKE_CURRENT_LIST_DIR}/cellular_integration_test.cc)
+target_link_libraries(cellular_integration_test PRIVATE rnnserve_server_process
+  rnnserve_kserve_proto)

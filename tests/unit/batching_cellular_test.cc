@@ -148,7 +148,7 @@ TEST(CellularSchedulerTest, DeadlineDropsASequenceFromItsSlot) {
   const auto seen = engine.seen();
   ASSERT_EQ(seen.size(), 3u);  // the late one's first chunk, then the other one's two
   EXPECT_EQ(seen[1].first_steps, (std::vector<float>{200}));
-  EXPECT_EQ(seen[2].first_steps, (std::vector<float>{200}));
+  EXPECT_EQ(seen[2].first_steps, (std::vector<float>{Value(200, 0, 2)}));  // from step 2 on
 }
 
 TEST(CellularSchedulerTest, EngineFaultFailsTheChunksRequestsAndLaterOnesRun) {
