@@ -95,10 +95,11 @@ void LoadInitialStates(int64_t B, int H, int Hp, bool lstm, const float* h0, con
 
 // Positions of the sequence output [B, T, H'] no valid step wrote. Only a forward Keras layer
 // has positions after its last step; Keras repeats the last output (h_out) there. Every other
-// unwritten position precedes the first processed step (or is ONNX padding) and is zero.
+// unwritten position precedes the first processed step (or is ONNX padding) and is zero. A
+// continuing batch (Batch::continues) repeats the initial h past a length of 0.
 void FillUnwrittenOutputs(const RecurrentSpec& spec, const RecurrentDirection& dir,
                           absl::Span<const int32_t> lengths, int64_t T, int Hp, const float* h_out,
-                          float* seq_out) {
+                          float* seq_out, bool continues) {
   const bool repeat =
       spec.masking == MaskSemantics::kKeras && !spec.zero_output_for_mask && !dir.reverse;
   for (int64_t b = 0; b < static_cast<int64_t>(lengths.size()); ++b) {
@@ -108,7 +109,7 @@ void FillUnwrittenOutputs(const RecurrentSpec& spec, const RecurrentDirection& d
     if (dir.outputs_in_processing_order) from = 0, to = T - len;
     for (int64_t p = from; p < to; ++p) {
       float* dst = seq_out + (b * T + p) * Hp;
-      if (repeat && len > 0) {
+      if (repeat && (len > 0 || continues)) {
         std::copy_n(h_out + b * Hp, Hp, dst);
       } else {
         std::fill_n(dst, Hp, 0.0f);
@@ -244,7 +245,7 @@ void RecurrentKernel::RunDirection(int d, const Tensor& x, absl::Span<const int3
   }
 
   StoreFinalStates(B, H, Hp, lstm, s, h_out, c_out);
-  if (seq_out) FillUnwrittenOutputs(spec_, dir, lengths, T, Hp, h_out, seq_out);
+  if (seq_out) FillUnwrittenOutputs(spec_, dir, lengths, T, Hp, h_out, seq_out, continues);
 }
 
 }  // namespace rnnserve::engine::cpu

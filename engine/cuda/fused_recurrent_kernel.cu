@@ -145,7 +145,7 @@ __global__ void __launch_bounds__(1024) FusedRecurrentKernel(FusedRecurrentArgs 
     for (int u = threadIdx.x; u < H; u += blockDim.x) a.cy[state * H + u] = c[u];
   }
   if (a.y != nullptr && len < T) {
-    const bool repeat = a.keras && !a.zero_output_for_mask && !reverse && len > 0;
+    const bool repeat = a.keras && !a.zero_output_for_mask && !reverse && (len > 0 || a.continues);
     const int from = in_order ? 0 : len, to = in_order ? T - len : T;
     for (int p = from; p < to; ++p) emit(p, !repeat);
   }
