@@ -34,6 +34,8 @@ std::string CellularRepository() {
                 repo / "waveform_cellular" / "1" / "model.h5");
   std::ofstream(repo / "waveform_cellular" / "config.pbtxt")
       << "name: \"waveform_cellular\"\nplatform: \"keras_h5\"\nmax_batch_size: 8\n"
+         "input { name: \"waveform\" data_type: TYPE_FP32 dims: [ -1, 2 ] }\n"
+         "output { name: \"probabilities\" data_type: TYPE_FP32 dims: [ 3 ] }\n"
          "instance_group { kind: KIND_CPU count: 1 }\n"
          "cellular_batching { max_active_sequences: 8 chunk_steps: 4 }\n";
   return repo.string();
