@@ -47,11 +47,11 @@ def lengths_for(mix, n, rng):
     return np.where(short, rng.integers(10, 51, size=n), rng.integers(300, 501, size=n))
 
 
-def make_repo(model_dir, slots, chunk_steps, threads):
+def make_repo(model_dir, slots, chunk_steps, threads, kind):
     repo = tempfile.mkdtemp(prefix="cellular-bench-")
     model_file = os.path.abspath(os.path.join(model_dir, "1", "model.h5"))
     common = ['platform: "keras_h5"', f"max_batch_size: {slots}",
-              "instance_group { kind: KIND_CPU count: 1 }",
+              f"instance_group {{ kind: {kind} count: 1 }}",
               f"optimization {{ cpu_threads: {threads} }}"]
     modes = {"dynamic": "dynamic_batching { }",
              "cellular": f"cellular_batching {{ max_active_sequences: {slots} "
@@ -106,7 +106,7 @@ async def closed_loop(stub, inputs, model, lengths, clients, seconds):
     return done / (time.perf_counter() - start)
 
 
-async def open_loop(stub, inputs, model, lengths, rate, seconds, rng):
+async def open_loop(stub, inputs, model, lengths, rate, seconds, rng, raw=False):
     """Poisson arrivals at `rate` sequences/s for `seconds`; latencies of the completed."""
     gaps = rng.exponential(1.0 / rate, size=int(rate * seconds * 1.5) + 10)
     latencies, errors, tasks = [], [0], []
@@ -133,9 +133,51 @@ async def open_loop(stub, inputs, model, lengths, rate, seconds, rng):
         i += 1
     await asyncio.gather(*tasks)
     elapsed = time.perf_counter() - start
+    if raw:
+        return {"latencies": latencies, "sent": i, "errors": errors[0], "elapsed": elapsed}
     lat = np.array(latencies) * 1e3
     return {"offered": rate, "sent": i, "completed": len(latencies), "errors": errors[0],
             "throughput": len(latencies) / elapsed,
+            "p50_ms": float(np.percentile(lat, 50)) if len(lat) else None,
+            "p99_ms": float(np.percentile(lat, 99)) if len(lat) else None}
+
+
+def _worker(job):
+    """One load process: ("closed", ...) or ("open", ...) against `address`."""
+    address, what, model, lengths, value, seconds, features, seed = job
+
+    async def go():
+        opts = [("grpc.max_send_message_length", 64 << 20),
+                ("grpc.max_receive_message_length", 64 << 20)]
+        channel = grpc.aio.insecure_channel(address, options=opts)
+        stub = pb_grpc.RnnServeStub(channel)
+        inputs = Inputs(features)
+        if what == "closed":
+            r = await closed_loop(stub, inputs, model, lengths, value, seconds)
+        else:
+            r = await open_loop(stub, inputs, model, lengths, value, seconds,
+                                np.random.default_rng(seed), raw=True)
+        await channel.close()
+        return r
+
+    return asyncio.run(go())
+
+
+def spread(address, procs, what, model, lengths, value, seconds, features, seed):
+    """Runs the load in `procs` processes (value split between them) and merges the results."""
+    import multiprocessing
+    share = value / procs if what == "open" else max(1, int(round(value / procs)))
+    jobs = [(address, what, model, lengths[i::procs], share, seconds, features, seed + i)
+            for i in range(procs)]
+    with multiprocessing.get_context("spawn").Pool(procs) as pool:
+        parts = pool.map(_worker, jobs)
+    if what == "closed":
+        return sum(parts)
+    lat = np.concatenate([np.array(p["latencies"]) for p in parts]) * 1e3
+    completed = sum(len(p["latencies"]) for p in parts)
+    elapsed = max(p["elapsed"] for p in parts)
+    return {"offered": value, "sent": sum(p["sent"] for p in parts), "completed": completed,
+            "errors": sum(p["errors"] for p in parts), "throughput": completed / elapsed,
             "p50_ms": float(np.percentile(lat, 50)) if len(lat) else None,
             "p99_ms": float(np.percentile(lat, 99)) if len(lat) else None}
 
@@ -151,7 +193,12 @@ async def run(args, address):
         lengths = lengths_for(mix, 20000, rng)
         for m in ("dynamic", "cellular"):  # warm both up
             await closed_loop(stub, inputs, f"m_{m}", lengths, 8, 2)
-        capacity = await closed_loop(stub, inputs, "m_dynamic", lengths, 32, args.seconds)
+        if args.procs > 1:
+            capacity = spread(address, args.procs, "closed", "m_dynamic", lengths,
+                              args.clients, args.seconds, args.features, 0)
+        else:
+            capacity = await closed_loop(stub, inputs, "m_dynamic", lengths, args.clients,
+                                         args.seconds)
         single = []
         for _ in range(5):
             t0 = time.perf_counter()
@@ -161,8 +208,12 @@ async def run(args, address):
         rows = {"dynamic": [], "cellular": []}
         for load in args.loads:
             for m in ("dynamic", "cellular"):
-                r = await open_loop(stub, inputs, f"m_{m}", lengths, load * capacity,
-                                    args.seconds, np.random.default_rng(int(load * 100)))
+                if args.procs > 1:
+                    r = spread(address, args.procs, "open", f"m_{m}", lengths, load * capacity,
+                               args.seconds, args.features, int(load * 100))
+                else:
+                    r = await open_loop(stub, inputs, f"m_{m}", lengths, load * capacity,
+                                        args.seconds, np.random.default_rng(int(load * 100)))
                 r["load"] = load
                 rows[m].append(r)
                 print(f"{mix} {m:8s} load {load:.2f}: {r['throughput']:.1f} seq/s "
@@ -182,10 +233,12 @@ def best_under_slo(rows, slo):
 def report(args, results):
     lines = [f"# Cellular vs request-level batching, {results['machine']}", "",
              f"model: {args.model_dir}, chunk_steps {args.chunk_steps}, slots {args.slots}, "
-             f"cpu_threads {args.threads}, {args.seconds} s per point", ""]
+             f"cpu_threads {args.threads}, {args.kind}, {args.seconds} s per point, "
+             f"{args.procs} load process(es)", ""]
     for mix, m in results["mixes"].items():
         lines += [f"## Lengths: {mix}", "",
-                  f"request-level capacity (32 clients, closed loop): {m['capacity']:.1f} seq/s; "
+                  f"request-level capacity ({args.clients} clients, closed loop): "
+                  f"{m['capacity']:.1f} seq/s; "
                   f"unloaded 500-step latency {m['unloaded_500_ms']:.1f} ms, SLO "
                   f"{m['slo_ms']:.1f} ms", "",
                   "| load | dynamic seq/s | dynamic p50 ms | dynamic p99 ms | cellular seq/s | "
@@ -237,6 +290,9 @@ def main():
     p.add_argument("--slots", type=int, default=64)
     p.add_argument("--chunk-steps", type=int, default=8)
     p.add_argument("--threads", type=int, default=1, help="cpu_threads of each model")
+    p.add_argument("--kind", default="KIND_CPU", help="instance_group kind (KIND_GPU on a GPU)")
+    p.add_argument("--clients", type=int, default=32, help="closed-loop clients for capacity")
+    p.add_argument("--procs", type=int, default=1, help="load generator processes")
     p.add_argument("--seconds", type=float, default=20)
     p.add_argument("--loads", type=float, nargs="+", default=[0.5, 0.7, 0.9, 1.1, 1.3])
     p.add_argument("--mixes", nargs="+", default=["uniform", "longtail"])
@@ -244,12 +300,13 @@ def main():
     p.add_argument("--extra", nargs="*", default=[], help="more rnnserve flags")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    repo = make_repo(args.model_dir, args.slots, args.chunk_steps, args.threads)
+    repo = make_repo(args.model_dir, args.slots, args.chunk_steps, args.threads, args.kind)
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")),
                platform.processor())
     try:
         with running_server(args.rnnserve, repo, timeout_s=120,
-                            extra=["--max-concurrent-per-model", "100000", *args.extra]) as address:
+                            extra=["--max-concurrent-per-model", "100000",
+                                   "--allow-symlinks-outside-repository", *args.extra]) as address:
             results = asyncio.run(run(args, address))
     finally:
         shutil.rmtree(repo, ignore_errors=True)
