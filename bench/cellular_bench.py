@@ -109,15 +109,17 @@ async def closed_loop(stub, inputs, model, lengths, clients, seconds):
 async def open_loop(stub, inputs, model, lengths, rate, seconds, rng, raw=False):
     """Poisson arrivals at `rate` sequences/s for `seconds`; latencies of the completed."""
     gaps = rng.exponential(1.0 / rate, size=int(rate * seconds * 1.5) + 10)
-    latencies, errors, tasks = [], [0], []
+    latencies, errors, tasks, error_kinds = [], [0], [], set()
 
     async def one(i):
         t0 = time.perf_counter()
         try:
             await stub.Predict(inputs.get(model, lengths[i % len(lengths)]))
             latencies.append(time.perf_counter() - t0)
-        except grpc.aio.AioRpcError:
+        except grpc.aio.AioRpcError as e:
             errors[0] += 1
+            if len(error_kinds) < 3:
+                error_kinds.add(f"{e.code().name}: {e.details()[:120]}")
 
     start = time.perf_counter()
     next_at = start
@@ -134,9 +136,11 @@ async def open_loop(stub, inputs, model, lengths, rate, seconds, rng, raw=False)
     await asyncio.gather(*tasks)
     elapsed = time.perf_counter() - start
     if raw:
-        return {"latencies": latencies, "sent": i, "errors": errors[0], "elapsed": elapsed}
+        return {"latencies": latencies, "sent": i, "errors": errors[0], "elapsed": elapsed,
+                "error_kinds": sorted(error_kinds)}
     lat = np.array(latencies) * 1e3
     return {"offered": rate, "sent": i, "completed": len(latencies), "errors": errors[0],
+            "error_kinds": sorted(error_kinds),
             "throughput": len(latencies) / elapsed,
             "p50_ms": float(np.percentile(lat, 50)) if len(lat) else None,
             "p99_ms": float(np.percentile(lat, 99)) if len(lat) else None}
@@ -178,6 +182,7 @@ def spread(address, procs, what, model, lengths, value, seconds, features, seed)
     elapsed = max(p["elapsed"] for p in parts)
     return {"offered": value, "sent": sum(p["sent"] for p in parts), "completed": completed,
             "errors": sum(p["errors"] for p in parts), "throughput": completed / elapsed,
+            "error_kinds": sorted({k for p in parts for k in p["error_kinds"]}),
             "p50_ms": float(np.percentile(lat, 50)) if len(lat) else None,
             "p99_ms": float(np.percentile(lat, 99)) if len(lat) else None}
 
@@ -217,7 +222,8 @@ async def run(args, address):
                 r["load"] = load
                 rows[m].append(r)
                 print(f"{mix} {m:8s} load {load:.2f}: {r['throughput']:.1f} seq/s "
-                      f"p50 {r['p50_ms']:.1f} ms p99 {r['p99_ms']:.1f} ms errors {r['errors']}",
+                      f"p50 {r['p50_ms']:.1f} ms p99 {r['p99_ms']:.1f} ms errors {r['errors']} "
+                      f"{r['error_kinds']}",
                       flush=True)
         results["mixes"][mix] = {"capacity": capacity, "unloaded_500_ms": unloaded_500_ms,
                                  "slo_ms": 2 * unloaded_500_ms, "rows": rows}

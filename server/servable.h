@@ -165,6 +165,8 @@ class Servable : public std::enable_shared_from_this<Servable> {
   absl::Status StartCellular();
   // Which outputs are per-step and the recurrent states' shapes, from two probes.
   absl::StatusOr<batching::ChunkShape> ProbeChunkShape();
+  // GPU instances run a chunk of every batch size once, so they choose their algorithms at load.
+  absl::Status WarmUpCellularGpu(const batching::CellularSchedulerOptions& options);
   // Reports the load to options_.metrics and attaches the recorder; the last step of a load.
   void ReportLoaded(absl::Duration load_duration);
   // After an engine fault on `instance`: runs the load-time probe on it and logs the outcome.

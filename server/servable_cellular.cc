@@ -9,7 +9,11 @@
 namespace rnnserve::server {
 namespace {
 
-constexpr int kDefaultChunkSteps = 8;
+// Steps per chunk when config.pbtxt leaves chunk_steps 0. A CPU chunk's hand-off costs a few
+// microseconds, so short chunks cost little; a GPU chunk's (launches, copies of inputs, outputs
+// and states, the synchronisation) costs about as much as tens of steps of a small model.
+constexpr int kDefaultCpuChunkSteps = 8;
+constexpr int kDefaultGpuChunkSteps = 32;
 
 // The signature with every time axis free, so probes may choose T (a model trained on
 // fixed windows runs chunks shorter than its window).
@@ -45,6 +49,37 @@ absl::StatusOr<batching::ChunkShape> Servable::ProbeChunkShape() {
   return shape;
 }
 
+absl::Status Servable::WarmUpCellularGpu(const batching::CellularSchedulerOptions& options) {
+  // Chunks run every batch size up to the slots, at chunk_steps steps, from given states: each
+  // is timed here once (the GPU engine chooses its algorithms per batch size and step bucket),
+  // not by the first requests.
+  const std::vector<TensorSignature> free = FreeTimeAxes(inputs_);
+  for (size_t i = 0; i < instances_.size(); ++i) {
+    if (instances_[i]->engine_name() != "cuda") continue;
+    for (int B = 1; B <= options.max_active_sequences; ++B) {
+      engine::Batch chunk = ProbeBatch(free, B, options.chunk_steps);
+      for (const auto& [layer, rows] : options.shape.state_rows) {
+        for (const engine::Shape& row : rows) {
+          engine::Shape shape = {B};
+          shape.insert(shape.end(), row.begin(), row.end());
+          chunk.initial_states[layer].push_back(engine::Tensor::Float(shape));
+        }
+      }
+      chunk.continues = true;
+      batching::LayerStates states;
+      chunk.final_states = &states;
+      std::vector<engine::Tensor> out;
+      if (auto st = instances_[i]->Run(chunk, &out); !st.ok()) {
+        return absl::Status(st.code(),
+                            absl::StrCat(source_file_, ": warm-up chunk of ", B, "x",
+                                         options.chunk_steps, " failed: ", st.message()));
+      }
+    }
+    instance_info_[i].layers = instances_[i]->placements();
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Servable::StartCellular() {
   const v1::ModelCellularBatching& c = config_.cellular_batching();
   const std::string model = absl::StrCat("model ", name(), ": ");
@@ -76,12 +111,16 @@ absl::Status Servable::StartCellular() {
           outputs_[o].name, "' is per-step under ", masking_, " masking"));
     }
   }
+  bool gpu = false;
+  for (const auto& i : instances_) gpu |= i->engine_name() == "cuda";
+  const int default_chunk = gpu ? kDefaultGpuChunkSteps : kDefaultCpuChunkSteps;
   batching::CellularSchedulerOptions options{
       .model_name = name(),
       .max_active_sequences =
           c.max_active_sequences() > 0 ? c.max_active_sequences() : max_batch_size(),
-      .chunk_steps = c.chunk_steps() > 0 ? c.chunk_steps() : kDefaultChunkSteps,
+      .chunk_steps = c.chunk_steps() > 0 ? c.chunk_steps() : default_chunk,
       .max_queue_size = c.max_queue_size(),
+      .fixed_chunk_steps = gpu,
       .shape = *std::move(shape)};
   if (c.max_active_sequences() < 0 || c.chunk_steps() < 0) {
     return absl::InvalidArgumentError(
@@ -95,6 +134,7 @@ absl::Status Servable::StartCellular() {
         model, "cellular_batching.max_active_sequences (", options.max_active_sequences,
         ") must not exceed max_batch_size (", max_batch_size(), ")"));
   }
+  if (auto st = WarmUpCellularGpu(options); !st.ok()) return st;
   std::vector<engine::CompiledModel*> instances;
   for (const auto& i : instances_) instances.push_back(i.get());
   auto scheduler = batching::CellularScheduler::Create(options, std::move(instances));

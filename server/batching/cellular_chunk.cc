@@ -154,9 +154,9 @@ void CellularRequest::AnswerLocked() {
 }
 
 engine::Batch GatherChunk(const std::vector<Slot*>& slots, const ChunkShape& shape,
-                          int64_t chunk_steps, const engine::CompiledModel& instance,
+                          int64_t chunk_steps, bool fixed, const engine::CompiledModel& instance,
                           int64_t* steps) {
-  int64_t k = 1;  // an empty sequence still runs once, for its last output and states
+  int64_t k = fixed ? chunk_steps : 1;  // an empty sequence still runs once, for its states
   for (const Slot* s : slots) k = std::max(k, std::min(chunk_steps, s->remaining()));
   *steps = k;
   const int64_t A = static_cast<int64_t>(slots.size());

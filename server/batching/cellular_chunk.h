@@ -98,8 +98,9 @@ struct Slot {
 
 // The engine call that advances `slots` by min(chunk_steps, longest remaining) steps: inputs
 // (in `instance`'s preferred host memory), lengths and initial states. Sets *steps.
+// With `fixed`, the chunk always has chunk_steps steps.
 engine::Batch GatherChunk(const std::vector<Slot*>& slots, const ChunkShape& shape,
-                          int64_t chunk_steps, const engine::CompiledModel& instance,
+                          int64_t chunk_steps, bool fixed, const engine::CompiledModel& instance,
                           int64_t* steps);
 
 // Cuts the chunk's outputs and final states back into the slots (each advances by its own

@@ -194,8 +194,8 @@ void CellularScheduler::Advance(int instance, std::vector<std::unique_ptr<Slot>>
   std::vector<bool> first(slots.size());
   for (size_t j = 0; j < slots.size(); ++j) first[j] = !slots[j]->started;
   int64_t steps = 0;
-  engine::Batch batch =
-      GatherChunk(slots, options_.shape, options_.chunk_steps, *instances_[instance], &steps);
+  engine::Batch batch = GatherChunk(slots, options_.shape, options_.chunk_steps,
+                                    options_.fixed_chunk_steps, *instances_[instance], &steps);
   batch.continues = continues;
   for (int32_t n : batch.lengths) stats.real_steps += n;
   LayerStates final_states;

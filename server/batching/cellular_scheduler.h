@@ -67,6 +67,11 @@ struct CellularSchedulerOptions {
   // Sequences waiting for a slot beyond which Schedule answers RESOURCE_EXHAUSTED. 0:
   // unbounded. Must be >= 0.
   int64_t max_queue_size = 0;
+  // Every chunk runs chunk_steps steps, even when every active sequence has fewer left (the
+  // rows' lengths mask the rest). For engines that choose their algorithms per step count (the
+  // GPU's), so that a batch size always meets the same shape; otherwise a chunk runs only as
+  // many steps as its longest remaining sequence.
+  bool fixed_chunk_steps = false;
   // The model's time axes and recurrent state shapes. input_time_axis must be all true.
   ChunkShape shape = {};
 };
