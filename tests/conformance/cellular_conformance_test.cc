@@ -26,6 +26,7 @@
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/gpu/gpu_tolerances.h"
 #include "tests/support/fixtures.h"
+#include "tests/support/keras_corpus.h"
 
 namespace rnnserve::testing {
 namespace {
@@ -33,26 +34,9 @@ namespace {
 using Json = nlohmann::json;
 using engine::EngineKind;
 
-constexpr char kCorpus[] = "tests/fixtures/keras";
+constexpr const char* kCorpus = testing::kKerasCorpus;
 
-const Json& Manifest() {
-  static const Json manifest = [] {
-    std::ifstream in(SourcePath(std::string(kCorpus) + "/cases.json"));
-    std::stringstream text;
-    text << in.rdbuf();
-    return Json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  }();
-  return manifest;
-}
-
-std::vector<std::string> CaseNames() {
-  std::vector<std::string> names;
-  const Json& m = Manifest();
-  if (m.is_object() && m.contains("cases")) {
-    for (const auto& [name, _] : m["cases"].items()) names.push_back(name);
-  }
-  return names;
-}
+const Json& Manifest() { return testing::KerasCorpusManifest(); }
 
 absl::StatusOr<engine::Model> LoadCase(const std::string& name) {
   const Json& c = Manifest()["cases"][name];
@@ -136,7 +120,7 @@ TEST_P(CellularConformance, RowsArrivingApartMatchKeras) {
 
 std::vector<Case> Cases(EngineKind kind) {
   std::vector<Case> cases;
-  for (const std::string& n : CaseNames()) cases.emplace_back(kind, n);
+  for (const std::string& n : testing::KerasCaseNames()) cases.emplace_back(kind, n);
   return cases;
 }
 

@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "models/model_loader.h"
 #include "tests/support/fixtures.h"
+#include "tests/support/keras_corpus.h"
 
 namespace rnnserve {
 namespace {
@@ -23,26 +24,9 @@ using testing::AllClose;
 using testing::LoadNpy;
 using testing::SourcePath;
 
-constexpr char kCorpus[] = "tests/fixtures/keras";
+constexpr const char* kCorpus = testing::kKerasCorpus;
 
-const Json& Manifest() {
-  static const Json manifest = [] {
-    std::ifstream in(SourcePath(std::string(kCorpus) + "/cases.json"));
-    std::stringstream text;
-    text << in.rdbuf();
-    return Json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  }();
-  return manifest;
-}
-
-std::vector<std::string> CaseNames() {
-  std::vector<std::string> names;
-  const Json& m = Manifest();
-  if (m.is_object() && m.contains("cases")) {
-    for (const auto& [name, _] : m["cases"].items()) names.push_back(name);
-  }
-  return names;
-}
+const Json& Manifest() { return testing::KerasCorpusManifest(); }
 
 engine::Tensor InputTensor(const client::NpyArray& a) {
   return a.is_integer() ? testing::ToInt64Tensor(a) : testing::ToFloatTensor(a);
@@ -84,13 +68,13 @@ TEST_P(KerasConformance, MatchesKeras) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Corpus, KerasConformance, ::testing::ValuesIn(CaseNames()),
+INSTANTIATE_TEST_SUITE_P(Corpus, KerasConformance, ::testing::ValuesIn(testing::KerasCaseNames()),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });
 
 TEST(KerasCorpus, HasAtLeastThirtyCasesFromBothKerasLines) {
-  const std::vector<std::string> names = CaseNames();
+  const std::vector<std::string> names = testing::KerasCaseNames();
   EXPECT_GE(names.size(), 30u);
   int keras2 = 0, keras3 = 0;
   for (const std::string& n : names) {
