@@ -155,6 +155,7 @@ bool IsClassifier(const engine::Model& m, size_t k, const client::NpyArray& want
 struct Errors {
   double fw = 0, fw_abs = 0;      // vs the framework: scaled, absolute
   double fp32 = 0, fp32_abs = 0;  // vs our FP32: scaled, absolute
+  double fw_l2 = 0;               // vs the framework: ||got - want|| / ||want|| (GPU's metric)
   int rows = 0, top_vs_fw = 0, top_vs_fp32 = 0, top_clear = 0;
   std::string worst;  // the case with the largest scaled error vs the framework
 };
@@ -172,15 +173,19 @@ double Compare(const std::string& name, CpuWeights mode, bool classifier, const 
   const int64_t n = got.num_elements();
   EXPECT_EQ(n, static_cast<int64_t>(want.values.size()));
   if (n != static_cast<int64_t>(want.values.size())) return 0;
-  double scale = 1.0, fw = 0, vs32 = 0;
+  double scale = 1.0, fw = 0, vs32 = 0, err2 = 0, want2 = 0;
   for (int64_t i = 0; i < n; ++i) scale = std::max(scale, std::abs(want.values[i]));
   for (int64_t i = 0; i < n; ++i) {
-    fw = std::max(fw, std::abs(got.f32()[i] - want.values[i]));
+    const double d = got.f32()[i] - want.values[i];
+    err2 += d * d;
+    want2 += want.values[i] * want.values[i];
+    fw = std::max(fw, std::abs(d));
     vs32 = std::max(vs32, static_cast<double>(std::abs(got.f32()[i] - fp32.f32()[i])));
   }
   e->fw_abs = std::max(e->fw_abs, fw);
   e->fp32_abs = std::max(e->fp32_abs, vs32);
   e->fp32 = std::max(e->fp32, vs32 / scale);
+  if (want2 > 0) e->fw_l2 = std::max(e->fw_l2, std::sqrt(err2 / want2));
   if (fw / scale > e->fw) {
     e->fw = fw / scale;
     e->worst = name;
@@ -311,11 +316,11 @@ class SummaryPrinter : public ::testing::Environment {
   void TearDown() override {
     for (const auto& [mode, e] : Summary()) {
       std::printf(
-          "SUMMARY %s: vs framework max scaled %.2e (worst %s), max abs %.2e; vs FP32 max scaled "
-          "%.2e, max abs %.2e; classifier rows %d, top class changed vs framework %d (%d with a "
-          "lead over 2x the bound), vs FP32 %d\n",
-          ModeName(mode), e.fw, e.worst.c_str(), e.fw_abs, e.fp32, e.fp32_abs, e.rows, e.top_vs_fw,
-          e.top_clear, e.top_vs_fp32);
+          "SUMMARY %s: vs framework max scaled %.2e (worst %s), max abs %.2e, max relative L2 "
+          "%.2e; vs FP32 max scaled %.2e, max abs %.2e; classifier rows %d, top class changed "
+          "vs framework %d (%d with a lead over 2x the bound), vs FP32 %d\n",
+          ModeName(mode), e.fw, e.worst.c_str(), e.fw_abs, e.fw_l2, e.fp32, e.fp32_abs, e.rows,
+          e.top_vs_fw, e.top_clear, e.top_vs_fp32);
     }
   }
 };
