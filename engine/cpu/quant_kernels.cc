@@ -228,12 +228,17 @@ __attribute__((target(RNNSERVE_AVX512 ",avx512vnni"))) void Int8DotAvx512(
     }
     const int32_t za = dq.a_zero[r];
     const float sa = dq.a_scale[r];
-    float tmp[kPanel];
     const F16 f0 = sa * ws0 * __builtin_convertvector(acc[0][r][0] - za * cs0, F16);
     const F16 f1 = sa * ws1 * __builtin_convertvector(acc[0][r][1] - za * cs1, F16);
-    std::memcpy(tmp, &f0, sizeof(f0));
-    std::memcpy(tmp + 16, &f1, sizeof(f1));
-    StoreRow(tmp, c + r * ldc, cols);
+    if (cols == kPanel) {
+      *reinterpret_cast<F16*>(c + r * ldc) = f0;
+      *reinterpret_cast<F16*>(c + r * ldc + 16) = f1;
+    } else {
+      float tmp[kPanel];
+      std::memcpy(tmp, &f0, sizeof(f0));
+      std::memcpy(tmp + 16, &f1, sizeof(f1));
+      StoreRow(tmp, c + r * ldc, cols);
+    }
   }
 }
 
