@@ -9,7 +9,7 @@
 Paired rounds: each round times our FP32, BF16 and INT8, onnxruntime FP32 and onnxruntime
 INT8 back to back, so a change in the shared machine's speed hits all of them; a time is the
 median of the rounds' medians, a speed-up the median of the rounds' speed-ups. Each output is
-compared with onnxruntime's FP32 output (max |diff|). Driven by bench/cpu_quant_peers.sh.
+compared with onnxruntime's FP32 output (max abs diff). Driven by bench/cpu_quant_peers.sh.
 Needs numpy, onnx and onnxruntime (pip); CI does not run it.
 """
 import argparse
@@ -102,11 +102,11 @@ def write_results(path, args, rows, load_before, load_after):
         f.write(f"- {args.rounds} paired rounds (our FP32, BF16, INT8, onnxruntime FP32, INT8 back "
                 f"to back), each a median of {args.reps} runs after 3 warm-ups; a time is the "
                 f"median of the rounds, a speed-up the median of the rounds' speed-ups. LSTM, "
-                f"return_sequences, T=100. max|diff|: largest difference from onnxruntime's FP32 "
+                f"return_sequences, T=100. max abs diff: largest difference from onnxruntime's FP32 "
                 f"output.\n\n")
         f.write("| B | T | I | H | ours FP32 ms | ours BF16 ms | ours INT8 ms | ort FP32 ms | "
                 f"ort INT8 ms | BF16 x our FP32 (target {BF16_TARGET}) | INT8 x ort INT8 (target "
-                f"{INT8_TARGET}) | INT8 x our FP32 | FP32 x ort FP32 | max|diff| BF16 | INT8 | "
+                f"{INT8_TARGET}) | INT8 x our FP32 | FP32 x ort FP32 | max abs diff BF16 | INT8 | "
                 "ort INT8 |\n")
         f.write("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
         for r in rows:
@@ -126,7 +126,9 @@ def main():
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--results", default="")
     p.add_argument("--command", default="bench/cpu_quant_peers.sh")
+    p.add_argument("--shapes", default="", help="e.g. 8x512: only these BxH of SHAPES")
     args = p.parse_args()
+    only = set(args.shapes.split(",")) if args.shapes else None
     rng = np.random.default_rng(3)
     load_before = os.getloadavg()
     rows = []
@@ -134,6 +136,8 @@ def main():
           f"bf16/fp32 int8/ort8 int8/fp32 fp32/ort32")
     with tempfile.TemporaryDirectory() as tmp:
         for B, T, I, H in SHAPES:
+            if only and f"{B}x{H}" not in only:
+                continue
             r = bench_shape(args.binary, B, T, I, H, args, tmp, rng)
             rows.append(r)
             m = r["ms"]
