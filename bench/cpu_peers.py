@@ -59,8 +59,8 @@ def blocks(a, order, H):
     return np.concatenate([a[i * H:(i + 1) * H] for i in order], axis=0)
 
 
-def ort_runner(cell, c, threads):
-    import onnxruntime as ort
+def onnx_model(cell, c):
+    """The case as one ONNX LSTM/GRU node, X [T, B, I] -> Y [T, 1, B, H]."""
     from onnx import TensorProto, helper
     B, T, I = c["x"].shape
     H = c["R"].shape[1]
@@ -77,14 +77,23 @@ def ort_runner(cell, c, threads):
     graph = helper.make_graph([node], "peer", [
         helper.make_tensor_value_info("X", TensorProto.FLOAT, [T, B, I])],
         [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=9)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=9)
+
+
+def ort_session_runner(model_bytes, c, threads):
+    """Runs an ONNX model made by onnx_model (or a quantised copy of it) on the case's input."""
+    import onnxruntime as ort
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
-    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(model_bytes, so, providers=["CPUExecutionProvider"])
     xt = np.ascontiguousarray(np.transpose(c["x"], (1, 0, 2)))
     run = lambda: sess.run(None, {"X": xt})[0]
     out = lambda: np.transpose(run()[:, 0], (1, 0, 2))  # [T, 1, B, H] -> [B, T, H]
     return run, out
+
+
+def ort_runner(cell, c, threads):
+    return ort_session_runner(onnx_model(cell, c).SerializeToString(), c, threads)
 
 
 def keras_runner(cell, c):
@@ -108,7 +117,7 @@ def keras_runner(cell, c):
     return run, run
 
 
-def ours(binary, cell, path, reps, threads, dump=None):
+def ours(binary, cell, path, reps, threads, dump=None, weights="fp32"):
     """Median wall ms, CPU ms per run (from two runs of different lengths, so loading the case
     and packing the weights cancel out), and bytes per compiled instance."""
     import resource
@@ -119,7 +128,7 @@ def ours(binary, cell, path, reps, threads, dump=None):
             env["RNNSERVE_BENCH_DUMP"] = dump
         c0 = cpu_seconds(resource.RUSAGE_CHILDREN)
         out = subprocess.run([binary, "--case", path, "--cell", cell, "--reps", str(n),
-                              "--threads", str(threads)], check=True, capture_output=True,
+                              "--threads", str(threads), "--weights", weights], check=True, capture_output=True,
                              text=True, env=env).stdout
         cpu.append(cpu_seconds(resource.RUSAGE_CHILDREN) - c0)
         results.append(dict(kv.split("=") for kv in out.split()))

@@ -1,6 +1,7 @@
 // Times one recurrent layer on the CPU engine, for bench/cpu_peers.sh.
 //
 //   cpu_rnn_bench --case FILE.npz --cell lstm|gru [--reps N] [--threads N]
+//                 [--weights fp32|bf16|int8]
 //   cpu_rnn_bench --bandwidth [--threads N]
 //   cpu_rnn_bench --gemm
 //
@@ -95,7 +96,7 @@ int Gemm() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string file, cell = "lstm";
+  std::string file, cell = "lstm", weights = "fp32";
   int reps = 20, threads = 0;
   bool bandwidth = false, gemm = false;
   CLI::App app("Times one recurrent layer on the CPU engine (bench/cpu_peers.sh drives it)",
@@ -110,6 +111,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--threads", threads, "CPU threads (0: the engine's default; --bandwidth: 2)")
       ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--weights", weights, "how the recurrent weights are stored (cpu_weights)")
+      ->check(CLI::IsMember({"fp32", "bf16", "int8"}))
       ->capture_default_str();
   app.add_flag("--bandwidth", bandwidth, "print the read bandwidth over a 1 GiB buffer instead");
   app.add_flag("--gemm", gemm,
@@ -153,7 +157,11 @@ int main(int argc, char** argv) {
   m.num_values = 2;
   auto engine = e::Engine::Create({});
   const int batch = static_cast<int>(x.shape[0]);
-  auto compiled = (*engine)->Compile(m, {.num_threads = threads, .max_batch_size = batch});
+  const e::CpuWeights mode = weights == "bf16"   ? e::CpuWeights::kBf16
+                             : weights == "int8" ? e::CpuWeights::kInt8
+                                                 : e::CpuWeights::kFp32;
+  auto compiled =
+      (*engine)->Compile(m, {.num_threads = threads, .cpu_weights = mode, .max_batch_size = batch});
   if (!compiled.ok()) {
     std::fprintf(stderr, "%s\n", std::string(compiled.status().message()).c_str());
     return 1;

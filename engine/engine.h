@@ -22,6 +22,12 @@ enum class EngineKind { kCpu, kCuda };
 
 enum class MathMode { kFp32, kTf32, kFp16, kBf16 };
 
+// How the CPU engine stores the weights of recurrent layers (W, R and, where present, GRU's
+// R_n and LSTM's projection P): FP32, bfloat16 or per-channel int8, with FP32 state and FP32
+// accumulation (engine/cpu/quant_gemm.h; accuracy bounds in docs/precision.md). The GPU engine
+// ignores it (its math_mode is the GPU's setting).
+enum class CpuWeights { kFp32, kBf16, kInt8 };
+
 struct EngineOptions {
   EngineKind kind = EngineKind::kCpu;
   int device = 0;  // GPU ordinal for kCuda
@@ -31,6 +37,7 @@ struct CompileOptions {
   // Threads the CPU engine may use inside one Run; 0 means every core.
   int num_threads = 0;
   MathMode math_mode = MathMode::kFp32;
+  CpuWeights cpu_weights = CpuWeights::kFp32;
   // Largest batch a Run takes (scratch is sized for it); 0 means 64, grown on demand.
   int max_batch_size = 0;
 };

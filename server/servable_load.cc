@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "engine/cpu/panel_gemm.h"
+#include "engine/cpu/quant_gemm.h"
 #include "models/model_loader.h"
 #include "server/batch_util.h"
 #include "server/batching/batching_config.h"
@@ -219,6 +220,7 @@ absl::Status Servable::CreateInstances() {
         options.num_threads =
             batching::CpuThreadsPerInstance(cores, total, config_.optimization().cpu_threads());
         options.math_mode = engine::MathMode::kFp32;
+        options.cpu_weights = static_cast<engine::CpuWeights>(config_.optimization().cpu_weights());
         auto eng = MakeEngine({.kind = engine::EngineKind::kCpu});
         if (!eng.ok()) return eng.status();
         auto c = (*eng)->Compile(model_, options);
@@ -231,9 +233,11 @@ absl::Status Servable::CreateInstances() {
         info.reason = g.kind() == v1::ModelInstanceGroup::KIND_CPU
                           ? "instance_group asks for KIND_CPU"
                           : absl::StrCat("KIND_AUTO without a usable GPU: ", why_not_gpu_here);
-        // Which of the CPU engine's kernel sets runs (engine/cpu/panel_gemm.h).
+        // Which of the CPU engine's kernel sets runs (engine/cpu/panel_gemm.h), and how it
+        // stores and multiplies the recurrent weights (engine/cpu/quant_gemm.h).
         absl::StrAppend(&info.reason, "; CPU kernels: ",
-                        engine::cpu::CpuKernelSetName(*engine::cpu::ActiveCpuKernelSet()));
+                        engine::cpu::CpuKernelSetName(*engine::cpu::ActiveCpuKernelSet()),
+                        "; CPU weights: ", engine::cpu::CpuWeightsPath(options.cpu_weights));
       }
       info.engine = compiled->engine_name();
       info.layers = compiled->placements();

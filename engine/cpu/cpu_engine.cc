@@ -12,6 +12,7 @@
 #include "engine/cpu/host_layer.h"
 #include "engine/cpu/layers.h"
 #include "engine/cpu/norm_layers.h"
+#include "engine/cpu/quant_gemm.h"
 #include "engine/cpu/recurrent.h"
 #include "engine/lengths.h"
 #include "engine/plan/layer_plans.h"
@@ -128,8 +129,11 @@ absl::Status CpuCompiledModel::RunLayer(size_t index, const Batch& batch,
 
 std::vector<LayerPlacement> CpuCompiledModel::placements() const {
   std::vector<LayerPlacement> out;
-  for (const Layer& layer : model_.layers) {
-    out.push_back({layer.name, "cpu", "CPU engine (Eigen)"});
+  for (size_t i = 0; i < model_.layers.size(); ++i) {
+    std::string reason = "CPU engine (Eigen)";
+    // A recurrent layer's weights may be stored in reduced precision (quant_gemm.h).
+    if (kernels_[i]) absl::StrAppend(&reason, "; weights ", CpuWeightsPath(kernels_[i]->weights()));
+    out.push_back({model_.layers[i].name, "cpu", std::move(reason)});
   }
   return out;
 }
@@ -215,7 +219,8 @@ class CpuEngine final : public Engine {
                                       rnn->output_size() * std::max(1, options.max_batch_size);
         RecurrentOptions ro{
             .num_threads = macs_per_step >= kMinParallelMacs ? threads : 1,
-            .max_batch_size = options.max_batch_size > 0 ? options.max_batch_size : 64};
+            .max_batch_size = options.max_batch_size > 0 ? options.max_batch_size : 64,
+            .weights = options.cpu_weights};
         auto kernel = RecurrentKernel::Create(*rnn, layer.name, ro);
         if (!kernel.ok()) return kernel.status();
         if (static_cast<int>(layer.outputs.size()) > (*kernel)->num_outputs()) {

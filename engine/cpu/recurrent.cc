@@ -31,10 +31,12 @@ void Grow(std::vector<T, A>* v, size_t n) {
 
 }  // namespace
 
-RecurrentKernel::RecurrentKernel(const RecurrentSpec& spec, std::string name, int num_threads)
+RecurrentKernel::RecurrentKernel(const RecurrentSpec& spec, std::string name, int num_threads,
+                                 CpuWeights weights)
     : spec_(spec),
       name_(std::move(name)),
       num_threads_(std::max(1, num_threads)),
+      weights_(weights),
       scratch_(std::make_unique<Scratch>()) {}
 
 RecurrentKernel::~RecurrentKernel() = default;
@@ -71,7 +73,7 @@ absl::StatusOr<std::unique_ptr<RecurrentKernel>> RecurrentKernel::Create(
     }
   }
   const int threads = std::min(std::max(1, options.num_threads), spec.hidden_size);
-  std::unique_ptr<RecurrentKernel> k(new RecurrentKernel(spec, name, threads));
+  std::unique_ptr<RecurrentKernel> k(new RecurrentKernel(spec, name, threads, options.weights));
   k->Pack();
   k->Reserve(
       std::max(1, options.max_batch_size),
@@ -108,16 +110,17 @@ void RecurrentKernel::Pack() {
       if (gru && spec_.reset_after) {
         sl.bRn.assign(dir.bR.begin() + 2 * H + u0, dir.bR.begin() + 2 * H + u0 + nu);
       }
-      sl.W = PackPanels(w.data(), I, G * nu, I);
+      const CpuWeights mode = weights_;
+      sl.W = PackedWeights::Pack(w.data(), I, G * nu, I, mode);
       if (gru && !spec_.reset_after) {
-        sl.R = PackPanels(r.data(), Hp, 2 * nu, Hp);
-        sl.Rn = PackPanels(r.data() + static_cast<size_t>(2) * nu * Hp, Hp, nu, Hp);
+        sl.R = PackedWeights::Pack(r.data(), Hp, 2 * nu, Hp, mode);
+        sl.Rn = PackedWeights::Pack(r.data() + static_cast<size_t>(2) * nu * Hp, Hp, nu, Hp, mode);
       } else {
-        sl.R = PackPanels(r.data(), Hp, G * nu, Hp);
+        sl.R = PackedWeights::Pack(r.data(), Hp, G * nu, Hp, mode);
       }
       if (spec_.proj_size > 0) {
         const int p0 = proj_begin_[t], np = proj_begin_[t + 1] - p0;
-        sl.P = PackPanels(dir.P.data() + static_cast<size_t>(p0) * H, H, np, H);
+        sl.P = PackedWeights::Pack(dir.P.data() + static_cast<size_t>(p0) * H, H, np, H, mode);
       }
     }
   }
@@ -135,6 +138,7 @@ void RecurrentKernel::Reserve(int64_t batch, int64_t rows) {
   }
   s.gates.resize(num_threads_);
   s.xproj.resize(num_threads_);
+  s.gemm.resize(num_threads_);
   for (int t = 0; t < num_threads_; ++t) {
     const int nu = unit_begin_[t + 1] - unit_begin_[t];
     Grow(&s.gates[t], batch * G * nu);
@@ -157,14 +161,14 @@ int RecurrentKernel::num_outputs() const {
 }
 
 int64_t RecurrentKernel::memory_bytes() const {
-  int64_t floats = 0;
+  int64_t floats = 0, bytes = 0;
   for (const RecurrentDirection& d : spec_.directions) {
     floats += d.peephole.size();  // read from the spec; every other weight is packed
   }
   for (const Packed& p : packed_) {
     for (const Packed::Slice& sl : p.slices) {
-      floats +=
-          sl.W.size() + sl.R.size() + sl.Rn.size() + sl.P.size() + sl.bias.size() + sl.bRn.size();
+      bytes += sl.W.bytes() + sl.R.bytes() + sl.Rn.bytes() + sl.P.bytes();
+      floats += sl.bias.size() + sl.bRn.size();
     }
   }
   const Scratch& s = *scratch_;
@@ -172,7 +176,11 @@ int64_t RecurrentKernel::memory_bytes() const {
             s.shared.capacity();
   for (const auto& g : s.gates) floats += g.capacity();
   for (const auto& x : s.xproj) floats += x.capacity();
-  return static_cast<int64_t>(sizeof(float)) * floats +
+  for (const GemmScratch& g : s.gemm) {
+    bytes += g.a.capacity() + g.a_scale.capacity() * sizeof(float) +
+             g.a_zero.capacity() * sizeof(int32_t);
+  }
+  return bytes + static_cast<int64_t>(sizeof(float)) * floats +
          static_cast<int64_t>(
              s.order.capacity() * sizeof(int) + s.len.capacity() * sizeof(int32_t) +
              s.offset.capacity() * sizeof(int64_t) + s.active.capacity() * sizeof(int) +

@@ -26,6 +26,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "engine/engine.h"
 #include "engine/ir.h"
 #include "engine/tensor.h"
 
@@ -38,6 +39,8 @@ struct RecurrentOptions {
   int max_batch_size = 64;
   // Steps the input-projection scratch is sized for at Create (it grows for longer batches).
   int max_steps = 0;
+  // How W, R (and GRU R_n, LSTM P) are stored and multiplied (quant_gemm.h).
+  CpuWeights weights = CpuWeights::kFp32;
 };
 
 class RecurrentKernel {
@@ -61,13 +64,14 @@ class RecurrentKernel {
   int num_sequence_outputs() const;
   int64_t memory_bytes() const;
   int num_threads() const { return num_threads_; }
+  CpuWeights weights() const { return weights_; }
 
   // Layouts internal to engine/cpu (recurrent_internal.h), named here for its step functions.
   struct Packed;   // weights in the kernel's layout, per direction
   struct Scratch;  // per-run buffers, reused
 
  private:
-  RecurrentKernel(const RecurrentSpec& spec, std::string name, int num_threads);
+  RecurrentKernel(const RecurrentSpec& spec, std::string name, int num_threads, CpuWeights weights);
   ~RecurrentKernel();
   friend struct std::default_delete<RecurrentKernel>;
 
@@ -81,6 +85,7 @@ class RecurrentKernel {
   const RecurrentSpec spec_;
   const std::string name_;
   const int num_threads_;
+  const CpuWeights weights_;
   std::vector<int> unit_begin_;  // [threads + 1] hidden-unit slice of each thread
   std::vector<int> proj_begin_;  // [threads + 1] projection-unit slice of each thread
   std::vector<Packed> packed_;   // [directions]

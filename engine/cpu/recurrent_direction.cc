@@ -223,6 +223,7 @@ void RecurrentKernel::RunDirection(int d, const Tensor& x, absl::Span<const int3
         .n = phase == 0 ? 0 : s.active[st],
         .hp = s.h[st & 1].data(),
         .hn = s.h[(st + 1) & 1].data(),
+        .gemm = &s.gemm[tid],
     };
     if (phase == 0) return ProjectInputs(t, xin, rows, I, G);
     switch (kinds[(phase - 1) % per_step]) {

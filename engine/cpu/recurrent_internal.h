@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/cpu/panel_gemm.h"
+#include "engine/cpu/quant_gemm.h"
 #include "engine/cpu/recurrent.h"
 
 namespace rnnserve::engine::cpu {
@@ -17,12 +18,12 @@ using CMapRow = Eigen::Map<const RowMat>;
 
 struct RecurrentKernel::Packed {
   // One thread's share: the weights of its units u0 .. u0+nu, gate-major (column q*nu + j is
-  // gate q of unit u0 + j), as panels for PanelGemm.
+  // gate q of unit u0 + j), packed in the layer's weight precision (quant_gemm.h).
   struct Slice {
-    AlignedFloats W;   // panels of [G*nu, I]
-    AlignedFloats R;   // panels of [G*nu, H'] (GRU reset_after=false: [2*nu, H], r, z)
-    AlignedFloats Rn;  // GRU reset_after=false: panels of the n rows [nu, H]
-    AlignedFloats P;   // LSTM projection: panels of P's rows p0 .. p0+np, [np, H]
+    PackedWeights W;   // [G*nu, I]
+    PackedWeights R;   // [G*nu, H'] (GRU reset_after=false: [2*nu, H], r, z)
+    PackedWeights Rn;  // GRU reset_after=false: the n rows [nu, H]
+    PackedWeights P;   // LSTM projection: P's rows p0 .. p0+np, [np, H]
     // Folded biases [G*nu]: bW + bR, except GRU reset_after's n gate, whose bR sits inside
     // r * (R h + bR_n).
     std::vector<float> bias;
@@ -39,6 +40,7 @@ struct RecurrentKernel::Scratch {
   AlignedFloats c;       // [B, H] LSTM cell state, length-sorted
   AlignedFloats shared;  // [B, H] LSTM output before projection, or GRU r * h
   std::vector<AlignedFloats> gates;  // [threads][B, G*nu] this thread's gate slice
+  std::vector<GemmScratch> gemm;     // [threads] BF16 / INT8: each slice's converted A
   // Row bookkeeping for the current direction, in length-sorted order.
   std::vector<int> order;            // [B] batch index of sorted row k
   std::vector<int32_t> len;          // [B] length of sorted row k

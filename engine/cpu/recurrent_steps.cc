@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "engine/cpu/activation.h"
-#include "engine/cpu/panel_gemm.h"
+#include "engine/cpu/quant_gemm.h"
 
 namespace rnnserve::engine::cpu {
 namespace {
@@ -70,7 +70,7 @@ void ProjectInputs(const SliceStep& t, const float* xin, int64_t rows, int64_t I
   const int Gn = G * t.nu;
   if (t.nu == 0 || rows == 0) return;
   float* xproj = t.xproj;
-  PanelGemm(xin, I, rows, static_cast<int>(I), t.sl.W.data(), Gn, xproj, Gn);
+  t.sl.W.Gemm(xin, I, rows, xproj, Gn, false, t.gemm);
   for (int64_t row = 0; row < rows; ++row) {
     Arr(xproj + row * Gn, Gn) += CArr(t.sl.bias.data(), Gn);
   }
@@ -78,9 +78,8 @@ void ProjectInputs(const SliceStep& t, const float* xin, int64_t rows, int64_t I
 
 void RecurrentMatmul(const DirectionRun& r, const SliceStep& t) {
   if (t.nu == 0) return;
-  const int Gn = r.G * t.nu;
-  const bool gru_rb = r.spec.cell == CellType::kGru && !r.spec.reset_after;
-  PanelGemm(t.hp, r.Hp, t.n, r.Hp, t.sl.R.data(), gru_rb ? 2 * t.nu : Gn, t.gates, Gn, t.st & 1);
+  // GRU reset_after=false: R holds the r and z columns only.
+  t.sl.R.Gemm(t.hp, r.Hp, t.n, t.gates, r.G * t.nu, t.st & 1, t.gemm);
 }
 
 void LstmStep(const DirectionRun& r, const SliceStep& t) {
@@ -165,7 +164,7 @@ void GruNewStateStep(const DirectionRun& r, const SliceStep& t) {
   const int nu = t.nu, u0 = t.u0, Hp = r.Hp, Gn = r.G * nu;
   if (nu > 0) {
     // [n, nu] n-gate columns = (r * h) [n, H] . R_n slice^T.
-    PanelGemm(r.s.shared.data(), r.H, t.n, r.H, t.sl.Rn.data(), nu, t.gates + 2 * nu, Gn);
+    t.sl.Rn.Gemm(r.s.shared.data(), r.H, t.n, t.gates + 2 * nu, Gn, false, t.gemm);
   }
   ForEachLiveRow(r, t, [&](int64_t k, float* g) {
     const float* hk = t.hp + k * Hp + u0;
@@ -195,7 +194,7 @@ void ProjectionStep(const DirectionRun& r, const SliceStep& t) {
   const int p0 = t.p0, np = t.np, Hp = r.Hp;
   if (np == 0) return;
   // [n, np] projected units = (o * h(c)) [n, H] . P_slice^T.
-  PanelGemm(r.s.shared.data(), r.H, t.n, r.H, t.sl.P.data(), np, t.hn + p0, Hp);
+  t.sl.P.Gemm(r.s.shared.data(), r.H, t.n, t.hn + p0, Hp, false, t.gemm);
   for (int64_t k = 0; k < t.n; ++k) {
     const bool skip = r.masked(k, t.st);
     if (skip) std::copy_n(t.hp + k * Hp + p0, np, t.hn + k * Hp + p0);

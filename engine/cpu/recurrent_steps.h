@@ -59,14 +59,15 @@ struct DirectionRun {
 // One thread's slice at one step.
 struct SliceStep {
   const RecurrentKernel::Packed::Slice& sl;
-  int u0, nu;       // hidden units [u0, u0 + nu)
-  int p0, np;       // projected units [p0, p0 + np)
-  float* gates;     // [n, G*nu] this slice, gate-major
-  float* xproj;     // [rows, G*nu] input projection of this slice, biases folded in
-  int64_t st;       // the step
-  int n;            // rows still running
-  const float* hp;  // [n, H'] state before the step
-  float* hn;        // [n, H'] state after the step
+  int u0, nu;         // hidden units [u0, u0 + nu)
+  int p0, np;         // projected units [p0, p0 + np)
+  float* gates;       // [n, G*nu] this slice, gate-major
+  float* xproj;       // [rows, G*nu] input projection of this slice, biases folded in
+  int64_t st;         // the step
+  int n;              // rows still running
+  const float* hp;    // [n, H'] state before the step
+  float* hn;          // [n, H'] state after the step
+  GemmScratch* gemm;  // this slice's scratch for its weights' conversions of A
 
   // Row k's input projection at step st.
   const float* xp(const DirectionRun& r, int64_t k) const {

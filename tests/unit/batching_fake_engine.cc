@@ -80,11 +80,12 @@ class FakeEngineFactory::Engine final : public engine::Engine {
  public:
   explicit Engine(FakeEngineFactory* owner) : owner_(owner) {}
   absl::StatusOr<std::unique_ptr<engine::CompiledModel>> Compile(
-      const engine::Model&, const engine::CompileOptions&) const override {
+      const engine::Model&, const engine::CompileOptions& options) const override {
     auto instance = std::make_unique<FakeEngine>();
     if (owner_->setup_) owner_->setup_(*instance);
     absl::MutexLock lock(&owner_->mu_);
     owner_->instances_.push_back(instance.get());
+    owner_->options_.push_back(options);
     return instance;
   }
   std::string name() const override { return "fake"; }
@@ -103,6 +104,11 @@ FakeEngineFactory::Factory() {
 int FakeEngineFactory::instances() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int>(instances_.size());
+}
+
+engine::CompileOptions FakeEngineFactory::options(int i) const {
+  absl::MutexLock lock(&mu_);
+  return options_.at(static_cast<size_t>(i));
 }
 
 FakeEngine& FakeEngineFactory::instance(int i) const {

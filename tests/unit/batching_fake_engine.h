@@ -79,6 +79,8 @@ class FakeEngineFactory {
 
   int instances() const;
   FakeEngine& instance(int i) const;
+  // The options instance i was compiled with.
+  engine::CompileOptions options(int i) const;
 
   // The model FakeEngine computes: input "x" FP32 [-1, -1, 2]; outputs "echo" and "summary".
   static engine::Model Model();
@@ -88,6 +90,7 @@ class FakeEngineFactory {
   const std::function<void(FakeEngine&)> setup_;
   mutable absl::Mutex mu_;
   std::vector<FakeEngine*> instances_ ABSL_GUARDED_BY(mu_);
+  std::vector<engine::CompileOptions> options_ ABSL_GUARDED_BY(mu_);  // [instances]
 };
 
 }  // namespace rnnserve::testing

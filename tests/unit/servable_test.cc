@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -78,6 +79,21 @@ TEST_F(ServableTest, SignatureComesFromTheModelAndTheLoadProbes) {
   ASSERT_EQ((*servable)->instances().size(), 1u);
   EXPECT_EQ((*servable)->instances()[0].engine, "fake");
   EXPECT_EQ((*servable)->batcher(), nullptr);
+}
+
+TEST_F(ServableTest, CpuWeightsReachTheCpuEngineAndTheMetadataNamesThem) {
+  for (const auto& [name, mode, path] : {std::tuple{"FP32", engine::CpuWeights::kFp32, "fp32"},
+                                         std::tuple{"BF16", engine::CpuWeights::kBf16, "bf16 ("},
+                                         std::tuple{"INT8", engine::CpuWeights::kInt8, "int8 ("}}) {
+    SCOPED_TRACE(name);
+    auto servable = Load(absl::StrCat(kUnbatched, " optimization { cpu_weights: ", name, " }"));
+    ASSERT_TRUE(servable.ok()) << servable.status();
+    const int last = engines_.instances() - 1;
+    EXPECT_EQ(engines_.options(last).cpu_weights, mode);
+    EXPECT_TRUE(
+        absl::StrContains((*servable)->instances()[0].reason, absl::StrCat("CPU weights: ", path)))
+        << (*servable)->instances()[0].reason;
+  }
 }
 
 TEST_F(ServableTest, UnbatchedRunAnswersEachRowWithItsOwnLength) {

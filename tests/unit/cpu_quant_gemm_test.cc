@@ -1,0 +1,180 @@
+// The BF16 and INT8 weight GEMMs (engine/cpu/quant_gemm.h) of the kernel set that runs, against
+// double-precision dot products of the numbers the documented scheme stores: weights rounded
+// to bfloat16 (and, where vdpbf16ps runs, A too), or the int8 weights and uint8 inputs
+// with their scales, quantised here independently of the engine's packing. ctest runs this
+// binary once per forced kernel set (RNNSERVE_CPU_KERNELS, tests/unit/cpu.cmake).
+
+#include "engine/cpu/quant_gemm.h"
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace rnnserve::engine::cpu {
+namespace {
+
+bool CpuFlag(const std::string& flag) {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line) && line.rfind("flags", 0) != 0) {
+  }
+  return (line + " ").find(" " + flag + " ") != std::string::npos;
+}
+
+// Whether the avx512 set runs with `flag` present: the native BF16 / VNNI kernels.
+bool NativeKernels(const std::string& flag) {
+  const auto set = ActiveCpuKernelSet();
+  return set.ok() && *set == CpuKernelSet::kAvx512 && CpuFlag(flag);
+}
+
+float RoundBf16(float x) { return static_cast<float>(Eigen::bfloat16(x)); }
+
+std::vector<float> Random(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+// C from the packed weights, both panel orders, with one scratch reused across shapes.
+std::vector<float> GemmOf(const std::vector<float>& a, const std::vector<float>& b, int m, int n,
+                          int k, CpuWeights mode, bool backwards, GemmScratch* scratch) {
+  const PackedWeights w = PackedWeights::Pack(b.data(), k, n, k, mode);
+  std::vector<float> c(static_cast<size_t>(m) * n, NAN);
+  w.Gemm(a.data(), k, m, c.data(), n, backwards, scratch);
+  return c;
+}
+
+constexpr int kRows[] = {1, 2, 3, 4, 5, 11, 12, 13, 25, 130};
+constexpr int kCols[] = {1, 31, 32, 33, 100};
+constexpr int kDepth[] = {1, 2, 3, 5, 7, 64, 129};
+
+TEST(CpuQuantGemmTest, WeightPathMatchesTheCpu) {
+  EXPECT_EQ(CpuWeightsPath(CpuWeights::kFp32), "fp32");
+  EXPECT_EQ(CpuWeightsPath(CpuWeights::kBf16), NativeKernels("avx512_bf16")
+                                                   ? "bf16 (avx512_bf16 vdpbf16ps)"
+                                                   : "bf16 (widened to fp32)");
+  EXPECT_EQ(CpuWeightsPath(CpuWeights::kInt8), NativeKernels("avx512_vnni")
+                                                   ? "int8 (avx512_vnni vpdpbusd)"
+                                                   : "int8 (int32 multiply-add)");
+}
+
+TEST(CpuQuantGemmTest, Bf16EqualsDotProductsOfRoundedOperandsOnEveryTileShape) {
+  const bool round_a = NativeKernels("avx512_bf16");
+  GemmScratch scratch;
+  for (int m : kRows) {
+    for (int n : kCols) {
+      for (int k : kDepth) {
+        const std::vector<float> a = Random(size_t(m) * k, 1), b = Random(size_t(n) * k, 2);
+        for (bool backwards : {false, true}) {
+          const auto c = GemmOf(a, b, m, n, k, CpuWeights::kBf16, backwards, &scratch);
+          for (int i = 0; i < m; ++i) {
+            for (int j = 0; j < n; ++j) {
+              double want = 0, mag = 0;
+              for (int l = 0; l < k; ++l) {
+                const double x = round_a ? RoundBf16(a[i * k + l]) : a[i * k + l];
+                const double p = x * RoundBf16(b[j * k + l]);
+                want += p;
+                mag += std::abs(p);
+              }
+              ASSERT_NEAR(c[i * n + j], want, 1e-5 * mag + 1e-7)
+                  << "m=" << m << " n=" << n << " k=" << k << " at " << i << "," << j;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// The scheme of quant_gemm.h, written out: per-row int8 weights with scale max|b| / 127, per-row
+// uint8 inputs over [min(a, 0), max(a, 0)].
+struct Quantised {
+  std::vector<int> q;
+  std::vector<double> scale, zero;
+};
+
+Quantised QuantiseWeights(const std::vector<float>& b, int n, int k) {
+  Quantised out{std::vector<int>(b.size()), std::vector<double>(n), std::vector<double>(n, 0)};
+  for (int j = 0; j < n; ++j) {
+    float amax = 0;
+    for (int l = 0; l < k; ++l) amax = std::max(amax, std::abs(b[j * k + l]));
+    const float s = amax > 0 ? amax / 127.0f : 1.0f;
+    out.scale[j] = s;
+    for (int l = 0; l < k; ++l)
+      out.q[j * k + l] = static_cast<int>(std::nearbyint(b[j * k + l] / s));
+  }
+  return out;
+}
+
+Quantised QuantiseInputs(const std::vector<float>& a, int m, int k) {
+  Quantised out{std::vector<int>(a.size()), std::vector<double>(m), std::vector<double>(m)};
+  for (int i = 0; i < m; ++i) {
+    float lo = 0, hi = 0;
+    for (int l = 0; l < k; ++l) {
+      lo = std::min(lo, a[i * k + l]);
+      hi = std::max(hi, a[i * k + l]);
+    }
+    const float s = hi > lo ? (hi - lo) / 255.0f : 1.0f;
+    const float z = std::nearbyint(-lo * (1.0f / s));
+    out.scale[i] = s;
+    out.zero[i] = z;
+    for (int l = 0; l < k; ++l) {
+      const float v = std::nearbyint(a[i * k + l] * (1.0f / s)) + z;
+      out.q[i * k + l] = static_cast<int>(std::clamp(v, 0.0f, 255.0f));
+    }
+  }
+  return out;
+}
+
+TEST(CpuQuantGemmTest, Int8EqualsDequantisedIntegerDotProductsOnEveryTileShape) {
+  GemmScratch scratch;
+  for (int m : kRows) {
+    for (int n : kCols) {
+      for (int k : kDepth) {
+        const std::vector<float> a = Random(size_t(m) * k, 3), b = Random(size_t(n) * k, 4);
+        const Quantised qa = QuantiseInputs(a, m, k), qb = QuantiseWeights(b, n, k);
+        for (bool backwards : {false, true}) {
+          const auto c = GemmOf(a, b, m, n, k, CpuWeights::kInt8, backwards, &scratch);
+          for (int i = 0; i < m; ++i) {
+            for (int j = 0; j < n; ++j) {
+              double dot = 0;
+              for (int l = 0; l < k; ++l) dot += (qa.q[i * k + l] - qa.zero[i]) * qb.q[j * k + l];
+              const double want = qa.scale[i] * qb.scale[j] * dot;
+              ASSERT_NEAR(c[i * n + j], want, 1e-5 * std::abs(want) + 1e-7)
+                  << "m=" << m << " n=" << n << " k=" << k << " at " << i << "," << j;
+              // And within the quantisation's own error of the FP32 product.
+              double exact = 0, mag = 0;
+              for (int l = 0; l < k; ++l) {
+                exact += double(a[i * k + l]) * b[j * k + l];
+                mag += std::abs(a[i * k + l]) + std::abs(b[j * k + l]);
+              }
+              ASSERT_NEAR(c[i * n + j], exact, (qa.scale[i] + qb.scale[j]) * mag + 1e-6);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(CpuQuantGemmTest, ReducedWeightsTakeTheirShareOfTheBytes) {
+  const std::vector<float> b = Random(size_t(1024) * 512, 5);
+  const int64_t fp32 = PackedWeights::Pack(b.data(), 512, 1024, 512, CpuWeights::kFp32).bytes();
+  const int64_t bf16 = PackedWeights::Pack(b.data(), 512, 1024, 512, CpuWeights::kBf16).bytes();
+  const int64_t int8 = PackedWeights::Pack(b.data(), 512, 1024, 512, CpuWeights::kInt8).bytes();
+  EXPECT_EQ(fp32, 1024 * 512 * 4);
+  EXPECT_EQ(bf16, fp32 / 2);
+  EXPECT_EQ(int8, fp32 / 4 + 1024 * 8);  // + a scale and a column sum per output
+}
+
+}  // namespace
+}  // namespace rnnserve::engine::cpu
