@@ -92,6 +92,18 @@ for sys in /usr/lib/x86_64-linux-gnu/libabsl_*.so.20220623; do
   base="$(basename "$sys")"
   if [[ ! -e "$libdir/$base" ]]; then
     echo "tsan_abseil.sh: $base is installed but was not built" >&2
+    rm -rf "$libdir"
+    exit 1
+  fi
+  # Every strong symbol the installed library exports is exported here too (only weak template
+  # instantiations, which each user carries itself, may differ with the inlining TSan changes).
+  missing="$(comm -23 \
+    <(nm -D --defined-only "$sys" | awk '$2 != "W" && $2 != "V" {print $3}' | sort -u) \
+    <(nm -D --defined-only "$libdir/$base" | awk '{print $3}' | sort -u))"
+  if [[ -n "$missing" ]]; then
+    echo "tsan_abseil.sh: $base lacks symbols the installed one exports:" >&2
+    echo "$missing" >&2
+    rm -rf "$libdir"
     exit 1
   fi
 done
