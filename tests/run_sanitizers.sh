@@ -43,7 +43,7 @@ export ASAN_OPTIONS="detect_stack_use_after_return=1:strict_string_checks=1${ASA
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 # Every process writes its TSan reports to $reports/tsan.<pid> as well as failing with exit
 # code 66: the server's stderr goes to log files the tests own, so the files are what we scan.
-export TSAN_OPTIONS="second_deadlock_stack=1:halt_on_error=0:history_size=4:suppressions=$PWD/tests/tsan.supp:log_path=$reports/tsan${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
+export TSAN_OPTIONS="second_deadlock_stack=1:halt_on_error=0:history_size=4:print_suppressions=1:suppressions=$PWD/tests/tsan.supp:log_path=$reports/tsan${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
 summary="build/$preset/sanitizer-summary.txt"
 status=0
 (cd "build/$preset" && ctest -L 'unit|conformance|integration' -j"$(nproc)" --timeout 1200 --output-on-failure \
@@ -55,9 +55,12 @@ status=0
     "build/$preset/ctest.out" || true
   echo "sanitizer reports in the test logs:"
   grep -hE 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:|WARNING: ThreadSanitizer' \
-    "build/$preset/ctest.log" "$reports"/* 2>/dev/null | sort | uniq -c || echo "  none"
+    "build/$preset/ctest.log" "$reports"/* 2>/dev/null | sed 's/ (pid=[0-9]*)//' | sort | uniq -c \
+    || echo "  none"
   if [[ "$preset" == tsan ]]; then
-    echo "TSan report files (one per process that reported): $(find "$reports" -type f | wc -l)"
+    echo "processes that reported: $(grep -l 'WARNING: ThreadSanitizer' "$reports"/* 2>/dev/null | wc -l)"
+    echo "reports by whose code made each access (tests/tsan_reports.py):"
+    python3 tests/tsan_reports.py $(grep -l 'WARNING: ThreadSanitizer' "$reports"/* 2>/dev/null) | sed 's/^/  /'
     echo "suppressions used:"
     grep -h -A1000 'ThreadSanitizer: Matched' "$reports"/* 2>/dev/null | grep -E '^[0-9]+ ' \
       | awk '{n[$2]+=$1} END {for (s in n) print "  " n[s] " " s}' | sort -k2 || true
