@@ -13,8 +13,10 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "engine/cpu/quant_kernels.h"
 #include "gtest/gtest.h"
 
 namespace rnnserve::engine::cpu {
@@ -158,6 +160,112 @@ TEST(CpuQuantGemmTest, Int8EqualsDequantisedIntegerDotProductsOnEveryTileShape) 
                 mag += std::abs(a[i * k + l]) + std::abs(b[j * k + l]);
               }
               ASSERT_NEAR(c[i * n + j], exact, (qa.scale[i] + qb.scale[j]) * mag + 1e-6);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Every micro-kernel this CPU can run, called directly on one panel in the documented layout,
+// so that the kernels the dispatcher does not pick here (AVX-512 without BF16 or VNNI, as on
+// CPUs that lack them) are checked too.
+std::vector<std::pair<CpuKernelSet, bool>> RunnableKernels() {
+  std::vector<std::pair<CpuKernelSet, bool>> out = {{CpuKernelSet::kPlain, false}};
+  if (CpuFlag("avx2") && CpuFlag("fma")) out.push_back({CpuKernelSet::kAvx2, false});
+  if (CpuFlag("avx512f") && CpuFlag("avx512vl") && CpuFlag("avx512bw") && CpuFlag("avx512dq")) {
+    out.push_back({CpuKernelSet::kAvx512, false});
+    out.push_back({CpuKernelSet::kAvx512, true});  // skipped per mode where the flag is absent
+  }
+  return out;
+}
+
+TEST(CpuQuantGemmTest, EveryBf16KernelEqualsDotProductsOnOnePanel) {
+  for (const auto& [set, native] : RunnableKernels()) {
+    if (native && !CpuFlag("avx512_bf16")) continue;
+    const Bf16Table& table = Bf16TableFor(set, native);
+    for (int k : {1, 2, 7, 64}) {
+      const int k2 = (k + 1) / 2;
+      const std::vector<float> a = Random(size_t(13) * k, 6), b = Random(size_t(kPanel) * k, 7);
+      std::vector<uint16_t> panel(size_t(k2) * kPanel * 2, 0), pairs(size_t(13) * k2 * 2, 0);
+      auto bits = [](float x) { return Eigen::numext::bit_cast<uint16_t>(Eigen::bfloat16(x)); };
+      for (int j = 0; j < kPanel; ++j) {
+        for (int l = 0; l < k; ++l)
+          panel[(l / 2) * kPanel * 2 + j * 2 + l % 2] = bits(b[j * k + l]);
+      }
+      for (int i = 0; i < 13; ++i) {
+        for (int l = 0; l < k; ++l) pairs[i * k2 * 2 + l] = bits(a[i * k + l]);
+      }
+      for (int rows = 1; rows <= table.max_rows; ++rows) {
+        for (int cols : {kPanel, 5}) {
+          std::vector<float> c(size_t(rows) * kPanel, NAN);
+          if (table.pairs_a) {
+            table.by_rows[rows](pairs.data(), k2, panel.data(), k, c.data(), kPanel, cols);
+          } else {
+            table.by_rows[rows](a.data(), k, panel.data(), k, c.data(), kPanel, cols);
+          }
+          for (int i = 0; i < rows; ++i) {
+            for (int j = 0; j < cols; ++j) {
+              double want = 0, mag = 0;
+              for (int l = 0; l < k; ++l) {
+                const double x = table.pairs_a ? RoundBf16(a[i * k + l]) : a[i * k + l];
+                want += x * RoundBf16(b[j * k + l]);
+                mag += std::abs(x * RoundBf16(b[j * k + l]));
+              }
+              ASSERT_NEAR(c[i * kPanel + j], want, 1e-5 * mag + 1e-7)
+                  << CpuKernelSetName(set) << (native ? " native" : "") << " rows=" << rows
+                  << " k=" << k << " at " << i << "," << j;
+            }
+            if (cols < kPanel) {
+              EXPECT_TRUE(std::isnan(c[i * kPanel + cols])) << "wrote past cols";
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(CpuQuantGemmTest, EveryInt8KernelEqualsIntegerDotProductsOnOnePanel) {
+  std::mt19937 rng(8);
+  for (const auto& [set, native] : RunnableKernels()) {
+    if (native && !CpuFlag("avx512_vnni")) continue;
+    const Int8Table& table = Int8TableFor(set, native);
+    for (int k4 : {1, 3, 16}) {
+      std::vector<int8_t> panel(size_t(k4) * kPanel * 4);
+      std::vector<uint8_t> a(size_t(13) * k4 * 4);
+      for (int8_t& w : panel) w = static_cast<int8_t>(int(rng() % 255) - 127);
+      for (uint8_t& x : a) x = static_cast<uint8_t>(rng() % 256);
+      std::vector<float> a_scale(13), w_scale(kPanel);
+      std::vector<int32_t> a_zero(13), w_colsum(kPanel, 0);
+      for (int i = 0; i < 13; ++i) {
+        a_scale[i] = 0.01f * (i + 1);
+        a_zero[i] = 7 * i;
+      }
+      for (int j = 0; j < kPanel; ++j) {
+        w_scale[j] = 0.003f * (j + 1);
+        for (int l = 0; l < 4 * k4; ++l) w_colsum[j] += panel[(l / 4) * kPanel * 4 + j * 4 + l % 4];
+      }
+      for (int rows = 1; rows <= table.max_rows; ++rows) {
+        for (int cols : {kPanel, 5}) {
+          std::vector<float> c(size_t(rows) * kPanel, NAN);
+          const Int8Dequant dq{a_scale.data(), a_zero.data(), w_scale.data(), w_colsum.data()};
+          table.by_rows[rows](a.data(), 4 * k4, panel.data(), k4, dq, c.data(), kPanel, cols);
+          for (int i = 0; i < rows; ++i) {
+            for (int j = 0; j < cols; ++j) {
+              int64_t dot = 0;
+              for (int l = 0; l < 4 * k4; ++l) {
+                dot += (int64_t{a[i * 4 * k4 + l]} - a_zero[i]) *
+                       panel[(l / 4) * kPanel * 4 + j * 4 + l % 4];
+              }
+              const double want = double(a_scale[i]) * w_scale[j] * double(dot);
+              ASSERT_NEAR(c[i * kPanel + j], want, 1e-5 * std::abs(want) + 1e-6)
+                  << CpuKernelSetName(set) << (native ? " native" : "") << " rows=" << rows
+                  << " k4=" << k4 << " at " << i << "," << j;
+            }
+            if (cols < kPanel) {
+              EXPECT_TRUE(std::isnan(c[i * kPanel + cols])) << "wrote past cols";
             }
           }
         }
