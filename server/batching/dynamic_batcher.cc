@@ -43,9 +43,9 @@ DynamicBatcher::DynamicBatcher(const DynamicBatcherOptions& options,
       instances_(std::move(instances)),
       clock_(clock),
       former_(options),
-      live_workers_(static_cast<int>(instances_.size())),
       claimed_(instances_.size(), 0),
-      retired_(instances_.size(), 0) {}
+      retired_(instances_.size(), 0),
+      live_workers_(static_cast<int>(instances_.size())) {}
 
 DynamicBatcher::~DynamicBatcher() {
   std::vector<std::shared_ptr<QueuedRequest>> left;

@@ -48,7 +48,10 @@ TEST(HealthIntegrationTest, ServerAndItsServicesAreServing) {
 }
 
 TEST(HealthIntegrationTest, WatchHearsNotServingWhenTheServerStops) {
-  auto server = ServerProcess::Start(SourcePath("models/examples"));
+  // With a drain, as servers run by default (--drain-seconds=5). Without one the server cancels
+  // every call the moment the watchers have returned, and gRPC sends a watcher's OK only after
+  // Watch returns: on a slow machine (under ThreadSanitizer) the client got CANCELLED.
+  auto server = ServerProcess::Start(SourcePath("models/examples"), {"--drain-seconds=1"});
   ASSERT_TRUE(server.ok()) << server.status();
   auto stub = HealthStub(**server);
   auto ctx = std::make_unique<grpc::ClientContext>();
