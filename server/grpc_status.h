@@ -21,9 +21,11 @@ inline grpc::Status ToGrpc(const absl::Status& s) {
       BoundedErrorMessage(std::string_view(s.message().data(), s.message().size())));
 }
 
-// The client's deadline (if it set one) as the request's RunOptions.
+// The client's deadline (if it set one) and its cancellation as the request's RunOptions. The
+// context outlives the call that runs the request.
 inline RunOptions RunOptionsFor(const grpc::ServerContext& context) {
   RunOptions options;
+  options.cancelled = [&context] { return context.IsCancelled(); };
   if (context.deadline() != std::chrono::system_clock::time_point::max()) {
     options.deadline = absl::FromChrono(context.deadline());
   }

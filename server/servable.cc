@@ -90,6 +90,7 @@ absl::Status Servable::RunBatched(
   request->batch = batch;
   request->deadline = options.deadline;
   request->priority = options.priority;
+  request->cancelled = options.cancelled;
   request->done = [&promise](Result result) { promise.set_value(std::move(result)); };
   // The batcher's observer reports the queue wait of requests whose rows start; a request that
   // leaves the queue without starting (deadline, unloading) is reported here.

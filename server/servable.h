@@ -52,6 +52,10 @@ struct RunOptions {
   // served first, then 2, up to priority_levels (larger values are INVALID_ARGUMENT). Without
   // dynamic batching requests are not queued and priority plays no part.
   int priority = 0;
+  // Whether the client has cancelled the call; null: it cannot. Step-level batching checks it
+  // between chunks and drops the request's sequences from their slots (CANCELLED); the other
+  // schedulers do not poll it.
+  std::function<bool()> cancelled;
 };
 
 struct InstanceInfo {

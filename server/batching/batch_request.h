@@ -26,6 +26,9 @@ struct BatchRequest {
   absl::Time deadline = absl::InfiniteFuture();
   // 0: the model's default level. Otherwise 1 (served first) .. the model's priority_levels.
   int priority = 0;
+  // Whether the caller gave up (its client cancelled); null: never. Step-level batching checks
+  // it between chunks; the dynamic batcher does not.
+  std::function<bool()> cancelled;
   // Called exactly once, outside the scheduler's locks, with one tensor per model output
   // holding exactly this request's B rows in order (time axes cropped back to this request's
   // T), or with why not.

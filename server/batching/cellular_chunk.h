@@ -64,6 +64,8 @@ class CellularRequest {
   void Fail(const absl::Status& status);
   // Answered already with an error: its other sequences need not run.
   bool failed() const { return failed_.load(std::memory_order_acquire); }
+  // The caller gave up (BatchRequest::cancelled).
+  bool cancelled() const { return request_->cancelled && request_->cancelled(); }
 
  private:
   void AnswerLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

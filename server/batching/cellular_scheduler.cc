@@ -11,6 +11,14 @@ absl::Status Expired() {
   return absl::DeadlineExceededError("deadline passed before the sequence finished");
 }
 
+// Why a sequence leaves before its end, or OK when it stays: its request failed already, its
+// deadline passed, or its client cancelled.
+absl::Status Leaves(const CellularRequest& r, absl::Time now) {
+  if (r.failed() || now > r.deadline()) return Expired();  // a failed request keeps its answer
+  if (r.cancelled()) return absl::CancelledError("the client cancelled the call");
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CellularScheduler>> CellularScheduler::Create(
@@ -119,7 +127,7 @@ void CellularScheduler::Admit(std::vector<std::unique_ptr<Slot>>& active,
   while (!queue_.empty() && static_cast<int>(active.size()) < options_.max_active_sequences) {
     std::unique_ptr<Slot> slot = std::move(queue_.front());
     queue_.pop_front();
-    if (now > slot->request->deadline() || slot->request->failed()) {
+    if (!Leaves(*slot->request, now).ok()) {
       expired.push_back(std::move(slot));
       continue;
     }
@@ -146,7 +154,7 @@ void CellularScheduler::Work(int instance) {
       }
       Admit(active, expired);
     }
-    for (auto& slot : expired) slot->request->Fail(Expired());
+    for (auto& slot : expired) slot->request->Fail(Leaves(*slot->request, clock_->Now()));
     if (!active.empty()) RunChunk(instance, active);
   }
   const absl::Status gone =
@@ -163,8 +171,8 @@ void CellularScheduler::RunChunk(int instance, std::vector<std::unique_ptr<Slot>
   std::vector<std::unique_ptr<Slot>> groups[2];  // [0]: continuing or from zeros; [1]: given
   int64_t left = 0;
   for (auto& slot : active) {
-    if (now > slot->request->deadline() || slot->request->failed()) {
-      slot->request->Fail(Expired());  // nothing when its request failed already
+    if (absl::Status why = Leaves(*slot->request, now); !why.ok()) {
+      slot->request->Fail(why);  // nothing when its request failed already
       ++left;
     } else {
       const engine::Batch& b = slot->request->batch();

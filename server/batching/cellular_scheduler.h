@@ -9,7 +9,8 @@
 //   - admit: queued sequences take free slots, first come first served; a sequence whose
 //     deadline has passed before it got a slot fails with DEADLINE_EXCEEDED, costing nothing;
 //   - drop: an active sequence whose request's deadline has passed leaves its slot with
-//     DEADLINE_EXCEEDED (its request fails; its other sequences are dropped as they come up);
+//     DEADLINE_EXCEEDED, one whose client cancelled with CANCELLED (BatchRequest::cancelled);
+//     its request fails, and its other sequences are dropped as they come up;
 //   - advance: one engine call runs every active slot by min(chunk_steps, longest remaining)
 //     steps, each slot by its own remaining steps at most (per-row lengths), starting from the
 //     states its slot holds (cellular_chunk.h);

@@ -3,6 +3,7 @@
 
 #include "server/batching/cellular_scheduler.h"
 
+#include <atomic>
 #include <memory>
 #include <vector>
 
@@ -149,6 +150,29 @@ TEST(CellularSchedulerTest, DeadlineDropsASequenceFromItsSlot) {
   ASSERT_EQ(seen.size(), 3u);  // the late one's first chunk, then the other one's two
   EXPECT_EQ(seen[1].first_steps, (std::vector<float>{200}));
   EXPECT_EQ(seen[2].first_steps, (std::vector<float>{Value(200, 0, 2)}));  // from step 2 on
+}
+
+TEST(CellularSchedulerTest, CancelledCallLeavesItsSlotAtTheNextChunk) {
+  FakeEngine engine;
+  engine.Gate();
+  auto s = CellularScheduler::Create(Options(8, 2), {&engine});
+  ASSERT_TRUE(s.ok());
+  std::atomic<bool> cancelled{false};
+  std::shared_ptr<Answer> gone;
+  auto request = MakeRequest({.id = 100, .steps = 10}, &gone);
+  request->cancelled = [&cancelled] { return cancelled.load(); };
+  ASSERT_TRUE((*s)->Schedule(&request).ok());
+  engine.AwaitCalls(1);  // its first chunk runs; then its client cancels
+  auto stays = Submit(**s, {.id = 200, .steps = 4});
+  cancelled = true;
+  engine.Open();
+  gone->done.WaitForNotification();
+  stays->done.WaitForNotification();
+  EXPECT_EQ(gone->result.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_TRUE(stays->result.ok());
+  const auto seen = engine.seen();
+  ASSERT_EQ(seen.size(), 3u);  // the cancelled one's first chunk, then the other one's two
+  EXPECT_EQ(seen[1].first_steps, (std::vector<float>{200}));
 }
 
 TEST(CellularSchedulerTest, EngineFaultFailsTheChunksRequestsAndLaterOnesRun) {
