@@ -3,6 +3,9 @@
 #include "engine/cpu/panel_gemm.h"
 
 #include <Eigen/Core>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include <thread>
 #include <type_traits>
 #include <utility>
@@ -22,8 +25,9 @@ namespace {
 
 class CpuCompiledModel final : public CompiledModel {
  public:
-  CpuCompiledModel(const Model& model, std::vector<std::unique_ptr<RecurrentKernel>> kernels)
-      : model_(model), kernels_(std::move(kernels)) {}
+  CpuCompiledModel(const Model& model, std::vector<std::unique_ptr<RecurrentKernel>> kernels,
+                   int threads)
+      : model_(model), kernels_(std::move(kernels)), threads_(threads) {}
 
   absl::Status Run(const Batch& batch, std::vector<Tensor>* outputs) override;
   std::string engine_name() const override { return "cpu"; }
@@ -38,9 +42,16 @@ class CpuCompiledModel final : public CompiledModel {
   const Model model_;
   // One kernel per layer; null for layers without one.
   const std::vector<std::unique_ptr<RecurrentKernel>> kernels_;
+  // Threads of Eigen's GEMMs in Run. Set on the running thread (OpenMP's per-thread
+  // nthreads-var, which Eigen reads while its own global is unset), never process-wide: models
+  // with different cpu_threads run side by side.
+  const int threads_;
 };
 
 absl::Status CpuCompiledModel::Run(const Batch& batch, std::vector<Tensor>* outputs) {
+#ifdef _OPENMP
+  omp_set_num_threads(threads_);
+#endif
   if (batch.inputs.size() != model_.inputs.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("expected ", model_.inputs.size(), " inputs, got ", batch.inputs.size()));
@@ -199,7 +210,6 @@ class CpuEngine final : public Engine {
     const int threads = options.num_threads > 0
                             ? options.num_threads
                             : static_cast<int>(std::thread::hardware_concurrency());
-    Eigen::setNbThreads(threads);
     std::vector<std::unique_ptr<RecurrentKernel>> kernels(model.layers.size());
     for (size_t i = 0; i < model.layers.size(); ++i) {
       const Layer& layer = model.layers[i];
@@ -231,7 +241,7 @@ class CpuEngine final : public Engine {
         kernels[i] = std::move(*kernel);
       }
     }
-    return std::unique_ptr<CompiledModel>(new CpuCompiledModel(model, std::move(kernels)));
+    return std::unique_ptr<CompiledModel>(new CpuCompiledModel(model, std::move(kernels), threads));
   }
   std::string name() const override { return "cpu"; }
 };
