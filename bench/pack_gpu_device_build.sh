@@ -54,5 +54,10 @@ if [ "${SOURCES:-0}" = 1 ]; then
   git -C "$ROOT" status --short | grep -q . && echo "+ uncommitted changes" >> "$DEST/src/COMMIT"
   du -sh "$DEST/src" "$DEST/shared"
 fi
+# The commit the binaries were built from, for the run's summary (the GPU machine's copy of the
+# tree may have no .git, or an older one).
+{ git -C "$ROOT" rev-parse --short HEAD
+  git -C "$ROOT" status --short --untracked-files=no | grep -q . && echo "+ uncommitted changes"
+} > "$DEST/COMMIT" || true
 du -sh "$DEST/bin" "$DEST/lib"
 ls "$DEST/lib"
