@@ -30,7 +30,7 @@ SUMMARY=$OUT_DIR/summary.txt
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
   # The packed binaries' commit (pack_gpu_device_build.sh), else the tree's.
-  echo "commit: $(tr '\n' ' ' < "$DEVBUILD/COMMIT" 2>/dev/null ||
+  echo "commit: $(tr '\n' ' ' 2>/dev/null < "$DEVBUILD/COMMIT" ||
     git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || cat "$ROOT/COMMIT" 2>/dev/null)"
   nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
   echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores"
