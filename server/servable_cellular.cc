@@ -83,9 +83,22 @@ absl::Status Servable::WarmUpCellularGpu(const batching::CellularSchedulerOption
 absl::Status Servable::StartCellular() {
   const v1::ModelCellularBatching& c = config_.cellular_batching();
   const std::string model = absl::StrCat("model ", name(), ": ");
+  // Settings first, then what the model allows.
   if (config_.has_dynamic_batching()) {
     return absl::InvalidArgumentError(absl::StrCat(
         model, "config.pbtxt asks for both dynamic_batching and cellular_batching; keep one"));
+  }
+  if (c.max_active_sequences() < 0 || c.chunk_steps() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(model,
+                     "cellular_batching.max_active_sequences and chunk_steps must be >= 0 (0: the "
+                     "default); were ",
+                     c.max_active_sequences(), " and ", c.chunk_steps()));
+  }
+  if (max_batch_size() > 0 && c.max_active_sequences() > max_batch_size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(model, "cellular_batching.max_active_sequences (", c.max_active_sequences(),
+                     ") must not exceed max_batch_size (", max_batch_size(), ")"));
   }
   if (max_batch_size() <= 0) {
     return absl::FailedPreconditionError(
@@ -122,18 +135,6 @@ absl::Status Servable::StartCellular() {
       .max_queue_size = c.max_queue_size(),
       .fixed_chunk_steps = gpu,
       .shape = *std::move(shape)};
-  if (c.max_active_sequences() < 0 || c.chunk_steps() < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(model,
-                     "cellular_batching.max_active_sequences and chunk_steps must be >= 0 (0: the "
-                     "default); were ",
-                     c.max_active_sequences(), " and ", c.chunk_steps()));
-  }
-  if (options.max_active_sequences > max_batch_size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        model, "cellular_batching.max_active_sequences (", options.max_active_sequences,
-        ") must not exceed max_batch_size (", max_batch_size(), ")"));
-  }
   if (auto st = WarmUpCellularGpu(options); !st.ok()) return st;
   std::vector<engine::CompiledModel*> instances;
   for (const auto& i : instances_) instances.push_back(i.get());

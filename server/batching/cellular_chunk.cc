@@ -1,26 +1,11 @@
 #include "server/batching/cellular_chunk.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
 
 namespace rnnserve::server::batching {
 namespace {
-
-size_t ElementBytes(engine::DType dtype) {
-  return dtype == engine::DType::kInt64 ? sizeof(int64_t) : sizeof(float);
-}
-
-char* Bytes(engine::Tensor& t) {
-  return t.dtype() == engine::DType::kInt64 ? reinterpret_cast<char*>(t.i64())
-                                            : reinterpret_cast<char*>(t.f32());
-}
-
-const char* Bytes(const engine::Tensor& t) {
-  return t.dtype() == engine::DType::kInt64 ? reinterpret_cast<const char*>(t.i64())
-                                            : reinterpret_cast<const char*>(t.f32());
-}
 
 engine::Tensor Zeros(engine::DType dtype, engine::Shape shape) {
   return dtype == engine::DType::kInt64 ? engine::Tensor::Int64(std::move(shape))
@@ -34,15 +19,13 @@ int64_t StepElements(const engine::Shape& shape) {
   return n;
 }
 
-// Rows [begin, begin + n) of axis 1 of row `row` of a [B, T, ...] tensor, as [n, ...].
-engine::Tensor Steps(const engine::Tensor& t, int64_t row, int64_t begin, int64_t n) {
+// Steps [0, n) of row `row` of a [B, T, ...] tensor, as [n, ...].
+engine::Tensor Steps(const engine::Tensor& t, int64_t row, int64_t n) {
   engine::Shape shape(t.shape().begin() + 1, t.shape().end());
   shape[0] = n;
   engine::Tensor out = Zeros(t.dtype(), shape);
   const int64_t step = StepElements(t.shape());
-  const size_t bytes = ElementBytes(t.dtype());
-  std::memcpy(Bytes(out), Bytes(t) + ((row * t.dim(1) + begin) * step) * bytes,
-              static_cast<size_t>(n * step) * bytes);
+  CopyElements(t, row * t.dim(1) * step, &out, 0, n * step);
   return out;
 }
 
@@ -51,15 +34,13 @@ engine::Tensor Row(const engine::Tensor& t, int64_t row) {
   engine::Shape shape = t.shape();
   shape[0] = 1;
   engine::Tensor out = Zeros(t.dtype(), shape);
-  const size_t bytes = static_cast<size_t>(out.num_elements()) * ElementBytes(t.dtype());
-  std::memcpy(Bytes(out), Bytes(t) + row * bytes, bytes);
+  CopyElements(t, row * out.num_elements(), &out, 0, out.num_elements());
   return out;
 }
 
 // Copies the [1, ...] tensor `src` into row `row` of `dst`.
 void PutRow(const engine::Tensor& src, int64_t row, engine::Tensor& dst) {
-  const size_t bytes = static_cast<size_t>(src.num_elements()) * ElementBytes(src.dtype());
-  std::memcpy(Bytes(dst) + row * bytes, Bytes(src), bytes);
+  CopyElements(src, 0, &dst, row * src.num_elements(), src.num_elements());
 }
 
 // The state a slot starts from: its request's initial state for the layer when it gives one,
@@ -89,40 +70,42 @@ int64_t CellularRequest::length(int64_t row) const {
   return lengths.empty() ? steps_ : lengths[static_cast<size_t>(row)];
 }
 
-void CellularRequest::Finish(int64_t row, const ChunkShape& shape,
-                             const std::vector<engine::Tensor>& step_rows,
-                             const std::vector<engine::Tensor>& last_rows,
-                             const LayerStates& states) {
+void CellularRequest::Finish(const Slot& slot, const ChunkShape& shape) {
   absl::MutexLock lock(&mu_);
   if (answered_) return;
+  const int64_t row = slot.row;
   if (outputs_.empty()) {
     for (size_t o = 0; o < shape.output_time_axis.size(); ++o) {
-      engine::Shape out = shape.output_time_axis[o] ? step_rows[o].shape() : last_rows[o].shape();
+      const bool per_step = shape.output_time_axis[o];
+      const engine::Tensor& like = per_step ? slot.step_pieces[o][0] : slot.last_rows[o];
+      engine::Shape out = like.shape();
       out[0] = rows_;
-      if (shape.output_time_axis[o]) out.insert(out.begin() + 1, steps_);
-      outputs_.push_back(
-          Zeros(shape.output_time_axis[o] ? step_rows[o].dtype() : last_rows[o].dtype(), out));
+      if (per_step) out.insert(out.begin() + 1, steps_);
+      outputs_.push_back(Zeros(like.dtype(), out));
     }
   }
   for (size_t o = 0; o < outputs_.size(); ++o) {
     engine::Tensor& dst = outputs_[o];
     if (!shape.output_time_axis[o]) {
-      PutRow(last_rows[o], row, dst);
+      PutRow(slot.last_rows[o], row, dst);
       continue;
     }
-    // [L, ...] computed, then the last step repeated to T (zeros for an empty sequence).
-    const engine::Tensor& steps = step_rows[o];
-    const size_t step_bytes =
-        static_cast<size_t>(StepElements(dst.shape())) * ElementBytes(dst.dtype());
-    char* base = Bytes(dst) + row * steps_ * step_bytes;
-    const int64_t computed = std::min(steps.dim(0), steps_);
-    std::memcpy(base, Bytes(steps), static_cast<size_t>(computed) * step_bytes);
-    for (int64_t t = computed; t < steps_ && computed > 0; ++t) {
-      std::memcpy(base + t * step_bytes, base + (computed - 1) * step_bytes, step_bytes);
+    // The computed steps chunk by chunk, then the last one repeated to T (zeros for an empty
+    // sequence).
+    const int64_t step = StepElements(dst.shape());
+    const int64_t base = row * steps_ * step;
+    int64_t t = 0;
+    for (const engine::Tensor& piece : slot.step_pieces[o]) {
+      const int64_t n = std::min(piece.dim(0), steps_ - t);
+      CopyElements(piece, 0, &dst, base + t * step, n * step);
+      t += n;
+    }
+    for (const int64_t last = t - 1; t < steps_ && last >= 0; ++t) {
+      CopyElements(dst, base + last * step, &dst, base + t * step, step);
     }
   }
   if (request_->batch.final_states != nullptr) {
-    for (const auto& [layer, rows] : states) {
+    for (const auto& [layer, rows] : slot.states) {
       auto& out = final_states_[layer];
       for (size_t i = 0; i < rows.size(); ++i) {
         if (out.size() <= i) {
@@ -168,14 +151,12 @@ engine::Batch GatherChunk(const std::vector<Slot*>& slots, const ChunkShape& sha
     chunk[0] = A;
     chunk[1] = k;
     engine::Tensor t = instance.NewHostTensor(like.dtype(), chunk);
-    const size_t step_bytes = static_cast<size_t>(StepElements(chunk)) * ElementBytes(like.dtype());
+    const int64_t step = StepElements(chunk);
     for (int64_t j = 0; j < A; ++j) {
       const Slot& s = *slots[j];
       const engine::Tensor& src = s.request->batch().inputs[i];
       const int64_t n = std::min(k, s.remaining());
-      std::memcpy(Bytes(t) + j * k * step_bytes,
-                  Bytes(src) + (s.row * src.dim(1) + s.done) * step_bytes,
-                  static_cast<size_t>(n) * step_bytes);
+      CopyElements(src, (s.row * src.dim(1) + s.done) * step, &t, j * k * step, n * step);
     }
     batch.inputs.push_back(std::move(t));
   }
@@ -226,7 +207,7 @@ absl::Status ScatterChunk(const std::vector<Slot*>& slots, const ChunkShape& sha
     s.last_rows.resize(outputs.size());
     for (size_t o = 0; o < outputs.size(); ++o) {
       if (shape.output_time_axis[o]) {
-        s.step_pieces[o].push_back(Steps(outputs[o], j, 0, n));
+        s.step_pieces[o].push_back(Steps(outputs[o], j, n));
       } else if (n == s.remaining()) {
         s.last_rows[o] = Row(outputs[o], j);
       }
@@ -240,26 +221,6 @@ absl::Status ScatterChunk(const std::vector<Slot*>& slots, const ChunkShape& sha
     s.started = true;
   }
   return absl::OkStatus();
-}
-
-void FinishSlot(Slot& slot, const ChunkShape& shape) {
-  std::vector<engine::Tensor> step_rows(shape.output_time_axis.size());
-  for (size_t o = 0; o < step_rows.size(); ++o) {
-    if (!shape.output_time_axis[o]) continue;
-    const auto& pieces = slot.step_pieces[o];
-    engine::Shape s = pieces[0].shape();
-    s[0] = 0;
-    for (const engine::Tensor& p : pieces) s[0] += p.dim(0);
-    engine::Tensor all = Zeros(pieces[0].dtype(), s);
-    size_t at = 0;
-    for (const engine::Tensor& p : pieces) {
-      const size_t bytes = static_cast<size_t>(p.num_elements()) * ElementBytes(p.dtype());
-      std::memcpy(Bytes(all) + at, Bytes(p), bytes);
-      at += bytes;
-    }
-    step_rows[o] = std::move(all);
-  }
-  slot.request->Finish(slot.row, shape, step_rows, slot.last_rows, slot.states);
 }
 
 }  // namespace rnnserve::server::batching

@@ -27,6 +27,7 @@
 #include "absl/time/time.h"
 #include "engine/engine.h"
 #include "server/batching/batch_request.h"
+#include "server/batching/queued_request.h"
 
 namespace rnnserve::server::batching {
 
@@ -44,6 +45,8 @@ struct ChunkShape {
   std::map<std::string, std::vector<engine::Shape>> state_rows;
 };
 
+struct Slot;
+
 // A request split into its sequences; shared by its slots, which may run on different
 // instances' workers.
 class CellularRequest {
@@ -53,14 +56,12 @@ class CellularRequest {
   const engine::Batch& batch() const { return request_->batch; }
   absl::Time deadline() const { return request_->deadline; }
   absl::Time enqueued() const { return enqueued_; }
-  int64_t rows() const { return rows_; }
-  int64_t steps() const { return steps_; }  // T of the request's inputs
   // The steps sequence `row` runs: its length, or T.
   int64_t length(int64_t row) const;
 
-  // A finished slot's rows. The last one (or the first failure) answers the request.
-  void Finish(int64_t row, const ChunkShape& shape, const std::vector<engine::Tensor>& step_rows,
-              const std::vector<engine::Tensor>& last_rows, const LayerStates& states);
+  // Writes a finished slot's rows of every output and final state into the answer. The last
+  // one (or the first failure) answers the request.
+  void Finish(const Slot& slot, const ChunkShape& shape);
   void Fail(const absl::Status& status);
   // Answered already with an error: its other sequences need not run.
   bool failed() const { return failed_.load(std::memory_order_acquire); }
@@ -109,8 +110,5 @@ engine::Batch GatherChunk(const std::vector<Slot*>& slots, const ChunkShape& sha
 // steps of the chunk). INTERNAL when the engine's outputs do not have the chunk's rows.
 absl::Status ScatterChunk(const std::vector<Slot*>& slots, const ChunkShape& shape, int64_t steps,
                           const std::vector<engine::Tensor>& outputs, LayerStates& final_states);
-
-// Answers the slot's share of its request (its rows of every output and final state).
-void FinishSlot(Slot& slot, const ChunkShape& shape);
 
 }  // namespace rnnserve::server::batching

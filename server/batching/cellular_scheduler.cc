@@ -228,7 +228,7 @@ void CellularScheduler::Advance(int instance, std::vector<std::unique_ptr<Slot>>
     }
     if (first[j]) stats.first_step_latencies.push_back(ended - s.request->enqueued());
     if (s.remaining() == 0) {
-      FinishSlot(s, options_.shape);
+      s.request->Finish(s, options_.shape);
       ++stats.finished;
       ++left;
     } else {

@@ -50,7 +50,8 @@ class CellularServingTest : public ServerSuite<> {
   client::RnnServeClient Client() {
     return client::RnnServeClient({.server = server()->address()});
   }
-  static bool Close(const client::NpyArray& got, const client::NpyArray& want) {
+  static ::testing::AssertionResult Close(const client::NpyArray& got,
+                                          const client::NpyArray& want) {
     return AllClose(
         engine::Tensor::Float(got.shape, std::vector<float>(got.values.begin(), got.values.end())),
         want);
@@ -101,15 +102,8 @@ TEST_F(CellularServingTest, ManyClientsJoiningTheRunningBatchEachGetKerasNumbers
           {1, C},
           std::vector<double>(want.values.begin() + row * C, want.values.begin() + (row + 1) * C)};
       const client::NpyArray got = client::ToArray(resp->outputs().at("probabilities"));
-      if (got.shape != expected.shape) {
-        failures[i] = "wrong shape";
-        return;
-      }
-      for (int64_t c = 0; c < C; ++c) {
-        if (std::fabs(got.values[c] - expected.values[c]) >
-            1e-6 + 1e-5 * std::fabs(expected.values[c])) {
-          failures[i] = "differs from Keras";
-        }
+      if (const ::testing::AssertionResult close = Close(got, expected); !close) {
+        failures[i] = close.message();
       }
     });
   }
