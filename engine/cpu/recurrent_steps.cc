@@ -5,44 +5,14 @@
 
 #include <algorithm>
 
-#include "engine/cpu/activation.h"
+#include "engine/cpu/gate_kernels.h"
 #include "engine/cpu/quant_gemm.h"
 
 namespace rnnserve::engine::cpu {
 namespace {
 
-using Arr = Eigen::Map<Eigen::ArrayXf>;
-using CArr = Eigen::Map<const Eigen::ArrayXf>;
-
-// Vectorised, in place over n values. sigmoid and tanh keep within a few ulp of std::exp and
-// std::tanh (Eigen's packet exp and tanh), far inside the 1e-5 relative the engine promises.
-void ApplyActivation(const Activation& a, float* x, int n) {
-  Arr v(x, n);
-  switch (a.kind) {
-    case ActivationKind::kLinear:
-      return;
-    case ActivationKind::kSigmoid:
-      v = (1.0f + (-v).exp()).inverse();
-      return;
-    case ActivationKind::kTanh:
-      v = v.tanh();
-      return;
-    case ActivationKind::kRelu:
-      v = v.max(0.0f);
-      return;
-    case ActivationKind::kHardSigmoid:
-      v = (a.alpha * v + a.beta).max(0.0f).min(1.0f);
-      return;
-    default:
-      for (int i = 0; i < n; ++i) x[i] = Activate(a, x[i]);
-  }
-}
-
-void ClipInPlace(float* x, int n, float clip) {
-  if (clip <= 0.0f) return;
-  Arr v(x, n);
-  v = v.max(-clip).min(clip);
-}
+// The gate pass runs on the kernel set the CPU was found to have (gate_kernels.h).
+const GateKernels& K() { return ActiveGateKernels(); }
 
 // A masked step inside the length: the slice keeps its state and emits it as a masked output.
 void CarryMaskedRow(const DirectionRun& r, const SliceStep& t, int64_t k) {
@@ -71,9 +41,7 @@ void ProjectInputs(const SliceStep& t, const float* xin, int64_t rows, int64_t I
   if (t.nu == 0 || rows == 0) return;
   float* xproj = t.xproj;
   t.sl.W.Gemm(xin, I, rows, xproj, Gn, false, t.gemm);
-  for (int64_t row = 0; row < rows; ++row) {
-    Arr(xproj + row * Gn, Gn) += CArr(t.sl.bias.data(), Gn);
-  }
+  for (int64_t row = 0; row < rows; ++row) K().add(xproj + row * Gn, t.sl.bias.data(), Gn);
 }
 
 void RecurrentMatmul(const DirectionRun& r, const SliceStep& t) {
@@ -96,30 +64,30 @@ void LstmStep(const DirectionRun& r, const SliceStep& t) {
     const float* xp = t.xp(r, k);
     float* c = r.s.c.data() + k * H + u0;
     float *zi = g, *zf = g + nu, *zc = g + 2 * nu, *zo = g + 3 * nu;
-    for (int q = 0; q < 4; ++q) Arr(g + q * nu, nu) += CArr(xp + q * nu, nu);
+    const GateKernels& k_ = K();
+    k_.add(g, xp, 4 * nu);
     if (peep) {
-      CArr C(c, nu);
-      Arr(zi, nu) += CArr(peep + u0, nu) * C;
-      Arr(zf, nu) += CArr(peep + H + u0, nu) * C;
+      k_.add_mul(zi, peep + u0, c, nu);
+      k_.add_mul(zf, peep + H + u0, c, nu);
     }
-    ClipInPlace(g, peep ? 3 * nu : 4 * nu, r.clip);  // zo waits for its peephole
-    ApplyActivation(r.dir.f, zi, nu);
+    k_.clip(g, peep ? 3 * nu : 4 * nu, r.clip);  // zo waits for its peephole
+    k_.activate(r.dir.f, zi, nu);
     if (r.spec.input_forget) {
-      Arr(zf, nu) = 1.0f - Arr(zi, nu);
+      k_.one_minus(zf, zi, nu);
     } else {
-      ApplyActivation(r.dir.f, zf, nu);
+      k_.activate(r.dir.f, zf, nu);
     }
-    ApplyActivation(r.dir.g, zc, nu);
-    Arr(c, nu) = Arr(zf, nu) * Arr(c, nu) + Arr(zi, nu) * Arr(zc, nu);
+    k_.activate(r.dir.g, zc, nu);
+    k_.lstm_cell(c, zi, zf, zc, nu);
     if (peep) {
-      Arr(zo, nu) += CArr(peep + 2 * H + u0, nu) * Arr(c, nu);
-      ClipInPlace(zo, nu, r.clip);
+      k_.add_mul(zo, peep + 2 * H + u0, c, nu);
+      k_.clip(zo, nu, r.clip);
     }
-    ApplyActivation(r.dir.f, zo, nu);
+    k_.activate(r.dir.f, zo, nu);
     std::copy_n(c, nu, zc);  // zc now holds h(c)
-    ApplyActivation(r.dir.h, zc, nu);
+    k_.activate(r.dir.h, zc, nu);
     float* hout = projected ? r.s.shared.data() + k * H + u0 : t.hn + k * Hp + u0;
-    Arr(hout, nu) = Arr(zo, nu) * Arr(zc, nu);
+    k_.mul(hout, zo, zc, nu);
     if (!projected) r.emit(k, t.st, hout, u0, nu, false);
   }
 }
@@ -130,15 +98,14 @@ void GruResetAfterStep(const DirectionRun& r, const SliceStep& t) {
     const float* xp = t.xp(r, k);
     const float* hk = t.hp + k * Hp + u0;
     float *rg = g, *z = g + nu, *nn = g + 2 * nu;
-    Arr(rg, nu) += CArr(xp, nu);
-    Arr(z, nu) += CArr(xp + nu, nu);
-    ClipInPlace(g, 2 * nu, r.clip);
-    ApplyActivation(r.dir.f, g, 2 * nu);
-    Arr(nn, nu) = CArr(xp + 2 * nu, nu) + Arr(rg, nu) * (Arr(nn, nu) + CArr(t.sl.bRn.data(), nu));
-    ClipInPlace(nn, nu, r.clip);
-    ApplyActivation(r.dir.g, nn, nu);
-    CArr hprev(hk, nu);
-    Arr(t.hn + k * Hp + u0, nu) = (1.0f - Arr(z, nu)) * Arr(nn, nu) + Arr(z, nu) * hprev;
+    const GateKernels& k_ = K();
+    k_.add(rg, xp, 2 * nu);  // r and z
+    k_.clip(g, 2 * nu, r.clip);
+    k_.activate(r.dir.f, g, 2 * nu);
+    k_.gru_candidate(nn, xp + 2 * nu, rg, t.sl.bRn.data(), nu);
+    k_.clip(nn, nu, r.clip);
+    k_.activate(r.dir.g, nn, nu);
+    k_.gru_blend(t.hn + k * Hp + u0, z, nn, hk, nu);
     r.emit(k, t.st, t.hn + k * Hp + u0, u0, nu, false);
   });
 }
@@ -151,12 +118,12 @@ void GruResetBeforeGatesStep(const DirectionRun& r, const SliceStep& t) {
     float* g = t.gates + k * r.G * nu;
     const float* xp = t.xp(r, k);
     const float* hk = t.hp + k * r.Hp + u0;
-    float *rg = g, *z = g + nu;
-    Arr(rg, nu) += CArr(xp, nu);
-    Arr(z, nu) += CArr(xp + nu, nu);
-    ClipInPlace(g, 2 * nu, r.clip);
-    ApplyActivation(r.dir.f, g, 2 * nu);
-    Arr(r.s.shared.data() + k * r.H + u0, nu) = Arr(rg, nu) * CArr(hk, nu);
+    float* rg = g;  // then z
+    const GateKernels& k_ = K();
+    k_.add(rg, xp, 2 * nu);  // r and z
+    k_.clip(g, 2 * nu, r.clip);
+    k_.activate(r.dir.f, g, 2 * nu);
+    k_.mul(r.s.shared.data() + k * r.H + u0, rg, hk, nu);
   }
 }
 
@@ -171,10 +138,11 @@ void GruNewStateStep(const DirectionRun& r, const SliceStep& t) {
     float* hk_new = t.hn + k * Hp + u0;
     const float* xp = t.xp(r, k);
     float *z = g + nu, *nn = g + 2 * nu;
-    Arr(nn, nu) += CArr(xp + 2 * nu, nu);
-    ClipInPlace(nn, nu, r.clip);
-    ApplyActivation(r.dir.g, nn, nu);
-    Arr(hk_new, nu) = (1.0f - Arr(z, nu)) * Arr(nn, nu) + Arr(z, nu) * CArr(hk, nu);
+    const GateKernels& k_ = K();
+    k_.add(nn, xp + 2 * nu, nu);
+    k_.clip(nn, nu, r.clip);
+    k_.activate(r.dir.g, nn, nu);
+    k_.gru_blend(hk_new, z, nn, hk, nu);
     r.emit(k, t.st, hk_new, u0, nu, false);
   });
 }
@@ -182,9 +150,10 @@ void GruNewStateStep(const DirectionRun& r, const SliceStep& t) {
 void SimpleRnnStep(const DirectionRun& r, const SliceStep& t) {
   const int nu = t.nu, u0 = t.u0, Hp = r.Hp;
   ForEachLiveRow(r, t, [&](int64_t k, float* g) {
-    Arr(g, nu) += CArr(t.xp(r, k), nu);
-    ClipInPlace(g, nu, r.clip);
-    ApplyActivation(r.dir.f, g, nu);
+    const GateKernels& k_ = K();
+    k_.add(g, t.xp(r, k), nu);
+    k_.clip(g, nu, r.clip);
+    k_.activate(r.dir.f, g, nu);
     std::copy_n(g, nu, t.hn + k * Hp + u0);
     r.emit(k, t.st, t.hn + k * Hp + u0, u0, nu, false);
   });

@@ -1,9 +1,13 @@
-// The CPU engine's kernel sets (engine/cpu/panel_gemm.h): which one runs, and that the panel
-// GEMM of the one that runs equals plain dot products. ctest runs this binary once per set
+// The CPU engine's kernel sets (engine/cpu/panel_gemm.h, gate_kernels.h): which one runs, that
+// the panel GEMM of the one that runs equals plain dot products, and that every set's gate pass
+// equals the scalar formulas (std::exp, std::tanh) the sets are approximations of. ctest runs this binary once per set
 // (RNNSERVE_CPU_KERNELS=avx512|avx2|plain, tests/unit/cpu.cmake) beside the default run.
 
 #include "engine/cpu/panel_gemm.h"
 
+#include "engine/cpu/gate_kernels.h"
+
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -97,6 +101,104 @@ TEST(CpuKernelsTest, PanelGemmEqualsDotProductsOnEveryTileShape) {
       }
     }
   }
+}
+
+// Inputs over the whole range a gate sees: saturated, near zero (tanh's |x| < 4e-4 branch), the
+// exp clamps, and every length tail (n mod 16).
+std::vector<float> GateInputs(int n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> wide(-12.0f, 12.0f), narrow(-1e-3f, 1e-3f);
+  std::vector<float> x(n);
+  for (int i = 0; i < n; ++i) x[i] = (i % 5 == 0) ? narrow(rng) : wide(rng);
+  if (n > 2) {
+    x[0] = -100.0f;
+    x[1] = 100.0f;
+  }
+  return x;
+}
+
+TEST(CpuKernelsTest, EveryGateKernelSetEqualsTheScalarFormulas) {
+  std::mt19937 rng(11);
+  for (CpuKernelSet set : {CpuKernelSet::kAvx512, CpuKernelSet::kAvx2, CpuKernelSet::kPlain}) {
+    if (!Supports(set)) continue;
+    SCOPED_TRACE(CpuKernelSetName(set));
+    const GateKernels& k = GateKernelsFor(set);
+    for (int n : {1, 3, 4, 7, 8, 15, 16, 17, 33, 100}) {
+      SCOPED_TRACE(n);
+      const std::vector<float> x = GateInputs(n, rng), y = GateInputs(n, rng),
+                               z = GateInputs(n, rng), w = GateInputs(n, rng);
+      // Within a few float ulp of the result, or of the largest term where terms cancel.
+      auto near = [](float got, double want, double scale = 0) {
+        return std::fabs(got - want) <= 4e-7 + 4e-7 * std::max(std::fabs(want), scale);
+      };
+      struct Case {
+        ActivationKind kind;
+        double (*f)(double);
+      };
+      for (const Case& c : {Case{ActivationKind::kSigmoid, [](double v) { return 1 / (1 + std::exp(-v)); }},
+                            Case{ActivationKind::kTanh, [](double v) { return std::tanh(v); }},
+                            Case{ActivationKind::kRelu, [](double v) { return v > 0 ? v : 0.0; }},
+                            Case{ActivationKind::kSoftsign, [](double v) { return v / (1 + std::fabs(v)); }}}) {
+        std::vector<float> got = x;
+        Activation a;
+        a.kind = c.kind;
+        k.activate(a, got.data(), n);
+        for (int i = 0; i < n; ++i) {
+          ASSERT_TRUE(near(got[i], c.f(x[i])))
+              << "activation " << int(c.kind) << " of " << x[i] << ": " << got[i] << " vs " << c.f(x[i]);
+        }
+      }
+      Activation hard;
+      hard.kind = ActivationKind::kHardSigmoid;
+      hard.alpha = 0.2f;
+      hard.beta = 0.5f;
+      std::vector<float> got = x;
+      k.activate(hard, got.data(), n);
+      for (int i = 0; i < n; ++i) {
+        ASSERT_TRUE(near(got[i], std::clamp(0.2 * x[i] + 0.5, 0.0, 1.0))) << x[i];
+      }
+      got = x;
+      k.clip(got.data(), n, 3.0f);
+      for (int i = 0; i < n; ++i) ASSERT_EQ(got[i], std::clamp(x[i], -3.0f, 3.0f));
+      got = x;
+      k.clip(got.data(), n, 0.0f);  // no clip
+      ASSERT_EQ(got, x);
+      // The element-wise updates, each against its formula in double.
+      got = x;
+      k.add(got.data(), y.data(), n);
+      for (int i = 0; i < n; ++i) ASSERT_TRUE(near(got[i], double(x[i]) + y[i]));
+      got = x;
+      k.add_mul(got.data(), y.data(), z.data(), n);
+      for (int i = 0; i < n; ++i) ASSERT_TRUE(near(got[i], x[i] + double(y[i]) * z[i], std::fabs(x[i]) + std::fabs(y[i] * z[i])));
+      k.mul(got.data(), y.data(), z.data(), n);
+      for (int i = 0; i < n; ++i) ASSERT_TRUE(near(got[i], double(y[i]) * z[i]));
+      k.one_minus(got.data(), y.data(), n);
+      for (int i = 0; i < n; ++i) ASSERT_TRUE(near(got[i], 1.0 - y[i]));
+      got = x;  // c
+      k.lstm_cell(got.data(), y.data(), z.data(), w.data(), n);
+      for (int i = 0; i < n; ++i) {
+        ASSERT_TRUE(near(got[i], double(z[i]) * x[i] + double(y[i]) * w[i],
+                         std::fabs(z[i] * x[i]) + std::fabs(y[i] * w[i])));
+      }
+      got = w;  // out aliases h
+      k.gru_blend(got.data(), x.data(), y.data(), got.data(), n);
+      for (int i = 0; i < n; ++i) {
+        ASSERT_TRUE(near(got[i], (1.0 - x[i]) * y[i] + double(x[i]) * w[i],
+                         std::fabs((1.0 - x[i]) * y[i]) + std::fabs(x[i] * w[i])));
+      }
+      got = x;  // cand
+      k.gru_candidate(got.data(), y.data(), z.data(), w.data(), n);
+      for (int i = 0; i < n; ++i) {
+        ASSERT_TRUE(near(got[i], y[i] + double(z[i]) * (double(x[i]) + w[i]),
+                         std::fabs(y[i]) + std::fabs(z[i]) * (std::fabs(x[i]) + std::fabs(w[i]))));
+      }
+    }
+  }
+}
+
+TEST(CpuKernelsTest, ActiveGateKernelsAreTheActiveSets) {
+  const auto active = ActiveCpuKernelSet();
+  if (!active.ok()) GTEST_SKIP() << active.status();
+  EXPECT_EQ(&ActiveGateKernels(), &GateKernelsFor(*active));
 }
 
 }  // namespace
