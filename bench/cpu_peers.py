@@ -176,6 +176,7 @@ def main():
     p.add_argument("--results", default="")
     p.add_argument("--command", default="bench/cpu_peers.sh")
     p.add_argument("--only", default="", help="e.g. lstm: only shapes of that cell")
+    p.add_argument("--build", default="", help="how the binary was built, for the results")
     args = p.parse_args()
 
     import onnxruntime
@@ -243,6 +244,8 @@ def main():
         f.write(f"# CPU engine vs onnxruntime and TensorFlow/Keras — {datetime.date.today()}\n\n")
         f.write(f"- Machine: {cpu}, {os.cpu_count()} cores, {args.threads} threads per system\n")
         f.write(f"- Command: `{args.command}`\n")
+        if args.build:
+            f.write(f"- Build: {args.build}\n")
         f.write(f"- Peers: onnxruntime {onnxruntime.__version__} (intra_op_num_threads="
                 f"{args.threads}), TensorFlow {tf.__version__} with Keras layers "
                 f"(tf.function, intra-op threads {args.threads})\n")

@@ -9,5 +9,9 @@ cd "$(dirname "$0")/.."
 cmake --preset release > /dev/null
 cmake --build build/release --target cpu_rnn_bench -j2 > /dev/null
 export TF_CPP_MIN_LOG_LEVEL=3
+arch=$(sed -n 's/^RNNSERVE_CPU_ARCH:STRING=//p' build/release/CMakeCache.txt)
+kernels=${RNNSERVE_CPU_KERNELS:-the best this CPU has}
 python3 bench/cpu_peers.py --binary build/release/bench/cpu_rnn_bench \
-  --results "bench/results/cpu-$(date -u +%F).md" --command "bench/cpu_peers.sh $*" "$@"
+  --results "${CPU_PEERS_RESULTS:-bench/results/cpu-$(date -u +%F).md}" \
+  --command "bench/cpu_peers.sh $*" \
+  --build "-march=${arch} (RNNSERVE_CPU_ARCH), CPU kernel set: ${kernels} (RNNSERVE_CPU_KERNELS)" "$@"
