@@ -2,7 +2,8 @@
 # Server benchmarks: perf_analyzer against the real rnnserve over the KServe v2 gRPC protocol,
 # on this machine: the CPU engine (bench/server_models), or the GPU engine with
 # MODEL_REPO=bench/server_models_gpu. Writes one CSV per run under OUT_DIR and a summary with
-# bench/server_report.py.
+# bench/server_report.py, with the server's CPU time per request of each run (user + system
+# time of its process over the requests it answered, server_cpu.txt).
 #
 # usage: bench/server_bench.sh [BUILD_DIR (build/release)] [OUT_DIR (build/bench-server)]
 # env:   PERF_ANALYZER  the perf_analyzer binary (default: PATH, then /opt/perf_analyzer/bin)
@@ -62,14 +63,27 @@ for _ in $(seq 600); do
   sleep 0.2
 done
 
+server_cpu_ticks() {  # the server process's user + system time so far, in clock ticks
+  awk '{print $14 + $15}' "/proc/$SERVER/stat"
+}
+server_requests() {  # KServe inference requests the server has answered so far (any code)
+  python3 -c "import urllib.request as u; print(int(sum(float(l.rsplit(' ', 1)[1]) for l in u.urlopen('http://127.0.0.1:$METRICS_PORT/metrics').read().decode().splitlines() if l.startswith('rnnserve_requests_total{') and 'method=\"ModelInfer\"' in l)))"
+}
+
 pa() {  # pa NAME ARGS...: one perf_analyzer run, CSV to $OUT/NAME.csv
   local name=$1; shift
   echo "== $name: $*"
+  local ticks0 reqs0
+  ticks0=$(server_cpu_ticks); reqs0=$(server_requests)
   "${CLIENT_PIN[@]}" "$PA" -u "127.0.0.1:$PORT" -i grpc --measurement-interval "$INTERVAL_MS" \
     --stability-percentage 999 --max-trials 3 -f "$OUT/$name.csv" "$@" \
     > "$OUT/$name.log" 2>&1 || { tail -5 "$OUT/$name.log"; return 1; }
   tail -3 "$OUT/$name.csv" | sed 's/^/   /'
   echo "$name $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/loadavg.txt"
+  # Server CPU time per request over the whole run (perf_analyzer's warm-up and trials): the
+  # cost a request puts on the server, whatever the number of cores.
+  echo "$name $(( $(server_cpu_ticks) - ticks0 )) $(( $(server_requests) - reqs0 )) $(getconf CLK_TCK)" \
+    >> "$OUT/server_cpu.txt"
 }
 
 scrape() {  # scrape FILE: the server's Prometheus text
@@ -90,6 +104,7 @@ scrape() {  # scrape FILE: the server's Prometheus text
 } > "$OUT/machine.txt"
 
 : > "$OUT/loadavg.txt"
+: > "$OUT/server_cpu.txt"
 # 1. Tiny model, T=10, concurrency 1: latency, repeated.
 for r in $(seq "$LATENCY_RUNS"); do
   pa latency_c1_r$r -m tiny_lstm --shape x:10,8 --concurrency-range 1 --measurement-interval 4000

@@ -57,6 +57,18 @@ def load_averages(run_dir):
     return out
 
 
+def server_cpu(run_dir):
+    """Server CPU µs per request of each run (server_cpu.txt: name, ticks, requests, ticks/s)."""
+    out = {}
+    path = os.path.join(run_dir, "server_cpu.txt")
+    if os.path.exists(path):
+        for line in open(path):
+            parts = line.split()
+            if len(parts) == 4 and int(parts[2]) > 0:
+                out[parts[0]] = int(parts[1]) / int(parts[3]) * 1e6 / int(parts[2])
+    return out
+
+
 def counter(path, name, model):
     """The value of counter `name` for model `model` in a Prometheus text file (0 if absent)."""
     pattern = re.compile(rf'^{name}\{{model="{re.escape(model)}",version="[^"]*"\}} (\S+)$')
@@ -85,6 +97,8 @@ def steps(run_dir, name, model):
 def main():
     run_dir, md_path, png_path = sys.argv[1:4]
     load = load_averages(run_dir)
+    cpu = server_cpu(run_dir)
+    cpu_cell = lambda name: f"{cpu[name]:.0f}" if name in cpu else "–"
     lines = []
 
     latency = [(name[:-4], row(run_dir, name[:-4])) for name in sorted(os.listdir(run_dir))
@@ -92,12 +106,13 @@ def main():
     if latency:
         lines += ["### Tiny model (LSTM H=32, T=10, 8 features), concurrency 1", "",
                   "| run | load avg (1 min) | seq/s | p50 µs | p90 µs | p99 µs "
-                  "| server compute infer µs (avg) |",
-                  "|---|---:|---:|---:|---:|---:|---:|"]
+                  "| server compute infer µs (avg) | server CPU µs/request |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
         for name, r in latency:
             lines.append(f"| {name} | {load.get(name, '?')} | {num(r, 'Inferences/Second'):.0f} "
                          f"| {num(r, 'p50 latency'):.0f} | {num(r, 'p90 latency'):.0f} "
-                         f"| {num(r, 'p99 latency'):.0f} | {num(r, 'Server Compute Infer'):.0f} |")
+                         f"| {num(r, 'p99 latency'):.0f} | {num(r, 'Server Compute Infer'):.0f} "
+                         f"| {cpu_cell(name)} |")
         lines.append("")
 
     series = {}
@@ -108,8 +123,8 @@ def main():
         lines += [f"### Concurrency sweep, {title}: batching off (max_batch_size 1) and on "
                   "(max_batch_size 64, dynamic_batching)", "",
                   "| concurrency | off seq/s | off p50 µs | off p99 µs | on seq/s | on p50 µs "
-                  "| on p99 µs | on / off | load avg (off, on) |",
-                  "|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+                  "| on p99 µs | on / off | server CPU µs/request (off, on) | load avg (off, on) |",
+                  "|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
         series[prefix] = {"off": ([], [], []), "on": ([], [], [])}
         for c in cs:
             off, on = row(run_dir, f"{prefix}off_c{c}"), row(run_dir, f"{prefix}on_c{c}")
@@ -126,6 +141,7 @@ def main():
             ratio = (num(on, "Inferences/Second") / num(off, "Inferences/Second")
                      if on and off else float("nan"))
             cells.append(f"{ratio:.2f}x")
+            cells.append(f"{cpu_cell(f'{prefix}off_c{c}')}, {cpu_cell(f'{prefix}on_c{c}')}")
             cells.append(f"{load.get(f'{prefix}off_c{c}', '?')}, "
                          f"{load.get(f'{prefix}on_c{c}', '?')}")
             lines.append("| " + " | ".join(cells) + " |")

@@ -236,13 +236,17 @@ void RecurrentKernel::RunDirection(int d, const Tensor& x, absl::Span<const int3
     }
   };
 
-#pragma omp parallel num_threads(threads) if (threads > 1)
-  {
+  if (threads > 1) {
+#pragma omp parallel num_threads(threads)
+    {
 #ifdef _OPENMP
-    runner.Work(omp_get_thread_num(), task);
+      runner.Work(omp_get_thread_num(), task);
 #else
-    runner.Work(0, task);
+      runner.Work(0, task);
 #endif
+    }
+  } else {
+    runner.Work(0, task);  // no parallel region: entering one costs an allocation per call
   }
 
   StoreFinalStates(B, H, Hp, lstm, s, h_out, c_out);

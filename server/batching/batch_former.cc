@@ -15,10 +15,12 @@ BatchFormer::BatchFormer(DynamicBatcherOptions options)
       default_timeout_(options_.default_timeout_us > 0
                            ? absl::Microseconds(options_.default_timeout_us)
                            : absl::InfiniteDuration()),
-      queue_(std::max(1, options_.priority_levels)) {}
+      queue_(std::max(1, options_.priority_levels)),
+      model_label_(absl::StrCat("model '", options_.model_name, "'")),
+      lengths_label_(absl::StrCat(model_label_, ": lengths")) {}
 
 absl::Status BatchFormer::Check(const BatchRequest& r) const {
-  const std::string model = absl::StrCat("model '", options_.model_name, "'");
+  const std::string& model = model_label_;  // for error messages
   if (r.batch.inputs.size() != options_.input_time_axis.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat(model, " takes ", options_.input_time_axis.size(),
@@ -52,7 +54,7 @@ absl::Status BatchFormer::Check(const BatchRequest& r) const {
     }
   }
   if (auto st =
-          engine::CheckLengths(r.batch.lengths, rows, steps, absl::StrCat(model, ": lengths"));
+          engine::CheckLengths(r.batch.lengths, rows, steps, lengths_label_);
       !st.ok()) {
     return st;
   }

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -82,6 +83,9 @@ class BatchFormer {
 
   RequestQueue queue_;
   uint64_t next_sequence_number_ = 0;
+  // "model 'name'" and "model 'name': lengths", made once for the checks' error messages.
+  const std::string model_label_;
+  const std::string lengths_label_;
 };
 
 }  // namespace rnnserve::server::batching

@@ -79,7 +79,6 @@ absl::Status DynamicBatcher::Schedule(std::unique_ptr<BatchRequest>* request) {
       if (absl::IsResourceExhausted(s)) ++counters_.requests_rejected;
       return s;
     }
-    ++version_;
     if (options_.run_on_caller_when_idle && !options_.wait_when_idle) {
       for (size_t i = 0; i < claimed_.size(); ++i) {
         if (!claimed_[i] && !retired_[i]) {
@@ -99,6 +98,9 @@ absl::Status DynamicBatcher::Schedule(std::unique_ptr<BatchRequest>* request) {
         }
       }
     }
+    // Workers look at the queue again only when it holds something for them: a caller that
+    // takes its own request to a free instance wakes no one (a wasted thread wake-up a request).
+    if (instance < 0 || former_.queued_requests() > 0) ++version_;
   }
   if (instance >= 0) RunClaimed(instance, std::move(expired), batch);
   return absl::OkStatus();
@@ -123,7 +125,9 @@ bool DynamicBatcher::RunClaimed(int instance, std::vector<std::shared_ptr<Queued
     --running_batches_;
     claimed_[instance] = 0;
     if (retire) retired_[instance] = 1;
-    ++version_;  // the instance is free (or gone): a worker may look at the queue again
+    // The instance is free (or gone): its worker looks at the queue again if there is anything
+    // in it.
+    if (retire || former_.queued_requests() > 0) ++version_;
   }
   if (retire) Retire(instance, fault);
   return !retire;
@@ -177,7 +181,7 @@ void DynamicBatcher::Work(int instance) {
           if (!expired.empty() || batch.has_value()) {
             claimed_[instance] = 1;
             ++running_batches_;  // Drain waits until these requests have finished
-            ++version_;
+            if (former_.queued_requests() > 0) ++version_;  // more for other workers
             break;
           }
         }
