@@ -60,6 +60,11 @@ run() {  # run LABEL BIN ROUND: one perf_analyzer run on a fresh server; appends
     (exec 3<>/dev/tcp/127.0.0.1/"$port") 2>/dev/null && break
     sleep 0.05
   done
+  # The server listens before its models load: wait until the model has.
+  for _ in $(seq 600); do
+    python3 -c "import sys, urllib.request as u; sys.exit(0 if any(l.startswith('rnnserve_model_loaded{model=\"$MODEL\"') and l.endswith(' 1') for l in u.urlopen('http://127.0.0.1:$metrics_port/metrics').read().decode().splitlines()) else 1)" 2>/dev/null && break
+    sleep 0.2
+  done
   local csv="$OUT/${label}_r${round}.csv" cpu0 req0 cpu1 req1
   cpu0=$(cpu_seconds "$SERVER")
   req0=$(requests "$metrics_port")
