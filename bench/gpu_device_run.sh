@@ -11,6 +11,8 @@
 # env:   STAGES  which parts to run, in order (default "tests server peers"; "path" times a
 #                small request's engine call layer by layer, bench/gpu_request_path.cc)
 #        DEVBUILD  the packed build (default .devbuild-gpu)
+#        "paired" compares DEVBUILD/bin/rnnserve-before with DEVBUILD/bin/rnnserve
+#        (bench/server_paired_bench.sh; PAIRED_CASES "model:concurrency ...", PAIRED_ROUNDS)
 # Writes OUT_DIR/gpu-tests.log, OUT_DIR/gpu-peers.md (+ .log), OUT_DIR/server-bench.tar.gz
 # (+ server-bench.log), OUT_DIR/request-path-*.txt and OUT_DIR/summary.txt.
 set -uo pipefail
@@ -64,6 +66,20 @@ run_server() {
     timeout 330 bash "$ROOT/bench/server_bench.sh" "$DEVBUILD" "$dir" > "$OUT_DIR/server-bench.log" 2>&1
   echo "server bench: exit $?" >> "$SUMMARY"
   tar -C "$OUT_DIR" -czf "$OUT_DIR/server-bench.tar.gz" server-bench && rm -rf "$dir"
+}
+
+run_paired() {  # A/B of the server binaries: $BIN/rnnserve-before against $BIN/rnnserve
+  [ -x "$BIN/rnnserve-before" ] || { echo "paired: no $BIN/rnnserve-before" >> "$SUMMARY"; return; }
+  local n; n=$(nproc)
+  for cfg in ${PAIRED_CASES:-tiny_lstm_batched:64 tiny_lstm_batched:256 tiny_lstm:64}; do
+    local model=${cfg%%:*} c=${cfg##*:}
+    SERVER_CPUS=0-$((n - n / 4 - 1)) CLIENT_CPUS=$((n - n / 4))-$((n - 1)) \
+      ROUNDS=${PAIRED_ROUNDS:-3} MODEL=$model CONCURRENCY=$c INTERVAL_MS=1000 \
+      MODEL_REPO=$ROOT/bench/server_models_gpu PERF_ANALYZER=$BIN/perf_analyzer \
+      timeout 200 bash "$ROOT/bench/server_paired_bench.sh" "$BIN/rnnserve-before" "$BIN/rnnserve" \
+      "$OUT_DIR/paired-$model-c$c" > "$OUT_DIR/paired-$model-c$c.log" 2>&1
+    echo "paired $model c=$c: exit $?; $(grep '^server CPU' "$OUT_DIR/paired-$model-c$c.log")" >> "$SUMMARY"
+  done
 }
 
 run_path() {

@@ -13,6 +13,9 @@
 #        CONCURRENCY  perf_analyzer concurrency (default 64)
 #        INTERVAL_MS  perf_analyzer measurement window (default 2000; 3 windows per run)
 #        PERF_ANALYZER  the perf_analyzer binary (default: PATH, then /opt/perf_analyzer/bin)
+#        MODEL_REPO   the model repository (default bench/server_models; bench/server_models_gpu
+#                     for the GPU engine)
+#        SERVER_CPUS, CLIENT_CPUS  taskset CPU lists for the server and perf_analyzer
 # Prints one line per run and the summary of bench/server_paired_report.py.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -24,6 +27,10 @@ MODEL=${MODEL:-tiny_lstm}
 SHAPE=${SHAPE:-x:10,8}
 CONCURRENCY=${CONCURRENCY:-64}
 INTERVAL_MS=${INTERVAL_MS:-2000}
+MODEL_REPO=${MODEL_REPO:-$ROOT/bench/server_models}
+SERVER_PIN=(); CLIENT_PIN=()
+[ -n "${SERVER_CPUS:-}" ] && SERVER_PIN=(taskset -c "$SERVER_CPUS")
+[ -n "${CLIENT_CPUS:-}" ] && CLIENT_PIN=(taskset -c "$CLIENT_CPUS")
 PA=${PERF_ANALYZER:-$(command -v perf_analyzer || echo /opt/perf_analyzer/bin/perf_analyzer)}
 [ -x "$PA" ] || { echo "perf_analyzer not found (docs/kserve.md says how to install it)"; exit 1; }
 CUDART=$(python3 -c 'import nvidia.cuda_runtime as m; print(list(m.__path__)[0] + "/lib")' \
@@ -53,8 +60,9 @@ run() {  # run LABEL BIN ROUND: one perf_analyzer run on a fresh server; appends
   local label=$1 bin=$2 round=$3 port metrics_port
   port=$(free_port)
   metrics_port=$(free_port)
-  "$bin" --model-repository "$ROOT/bench/server_models" --port "$port" \
-    --metrics-port "$metrics_port" --log-level warning &
+  "${SERVER_PIN[@]}" "$bin" --model-repository "$MODEL_REPO" --port "$port" \
+    --metrics-port "$metrics_port" --log-level warning --allow-symlinks-outside-repository \
+    --max-concurrent-per-model=512 &
   SERVER=$!
   for _ in $(seq 400); do
     (exec 3<>/dev/tcp/127.0.0.1/"$port") 2>/dev/null && break
@@ -68,7 +76,7 @@ run() {  # run LABEL BIN ROUND: one perf_analyzer run on a fresh server; appends
   local csv="$OUT/${label}_r${round}.csv" cpu0 req0 cpu1 req1
   cpu0=$(cpu_seconds "$SERVER")
   req0=$(requests "$metrics_port")
-  "$PA" -u "127.0.0.1:$port" -i grpc -m "$MODEL" --shape "$SHAPE" \
+  "${CLIENT_PIN[@]}" "$PA" -u "127.0.0.1:$port" -i grpc -m "$MODEL" --shape "$SHAPE" \
     --concurrency-range "$CONCURRENCY" --measurement-interval "$INTERVAL_MS" \
     --stability-percentage 999 --max-trials 3 -f "$csv" > "$OUT/${label}_r${round}.log" 2>&1 ||
     { tail -5 "$OUT/${label}_r${round}.log"; return 1; }
@@ -90,7 +98,8 @@ run() {  # run LABEL BIN ROUND: one perf_analyzer run on a fresh server; appends
   echo "cpu: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores"
   echo "A: $A"
   echo "B: $B"
-  echo "model: $MODEL --shape $SHAPE, concurrency $CONCURRENCY, window ${INTERVAL_MS} ms x 3"
+  echo "model: $MODEL --shape $SHAPE ($MODEL_REPO), concurrency $CONCURRENCY, window ${INTERVAL_MS} ms x 3"
+  echo "pinning: server ${SERVER_CPUS:-anywhere}, perf_analyzer ${CLIENT_CPUS:-anywhere}"
   echo "perf_analyzer: $PA"
 } | tee "$OUT/machine.txt"
 echo "round,binary,inferences_per_second,server_cpu_us_per_request,load1" > "$OUT/runs.csv"
