@@ -55,17 +55,17 @@ run_tests() {
   done
 }
 
-run_server() {
-  local dir=$OUT_DIR/server-bench
+run_server() {  # SERVER_MODEL_REPO: another repository (default bench/server_models_gpu)
+  local dir=$OUT_DIR/server-bench${SERVER_TAG:+-$SERVER_TAG}
   # perf_analyzer on cores of its own: the last quarter of the machine's.
   local n; n=$(nproc)
   SERVER_CPUS=${SERVER_CPUS:-0-$((n - n / 4 - 1))} CLIENT_CPUS=${CLIENT_CPUS:-$((n - n / 4))-$((n - 1))} \
     LEVELS=${LEVELS:-1 2 4 8 16 32 64 128 256} INTERVAL_MS=${INTERVAL_MS:-1000} \
     PERF_ANALYZER=$BIN/perf_analyzer RNNSERVE=$BIN/rnnserve \
-    MODEL_REPO=$ROOT/bench/server_models_gpu \
-    timeout 330 bash "$ROOT/bench/server_bench.sh" "$DEVBUILD" "$dir" > "$OUT_DIR/server-bench.log" 2>&1
+    MODEL_REPO=${SERVER_MODEL_REPO:-$ROOT/bench/server_models_gpu} \
+    timeout 330 bash "$ROOT/bench/server_bench.sh" "$DEVBUILD" "$dir" > "$dir.log" 2>&1
   echo "server bench: exit $?" >> "$SUMMARY"
-  tar -C "$OUT_DIR" -czf "$OUT_DIR/server-bench.tar.gz" server-bench && rm -rf "$dir"
+  tar -C "$OUT_DIR" -czf "$dir.tar.gz" "$(basename "$dir")" && rm -rf "$dir"
 }
 
 run_paired() {  # A/B of the server binaries: $BIN/rnnserve-before against $BIN/rnnserve
