@@ -4,17 +4,10 @@
 #include <cstring>
 
 #include "engine/cpu/activation.h"
+#include "engine/cpu/vector_types.h"
 
 namespace rnnserve::engine::cpu {
 namespace {
-
-// Vectors of 16, 8 and 4 floats (AVX-512, AVX2, SSE widths) and their int32 twins.
-typedef float F16 __attribute__((vector_size(64), aligned(4)));
-typedef int32_t I16 __attribute__((vector_size(64), aligned(4)));
-typedef float F8 __attribute__((vector_size(32), aligned(4)));
-typedef int32_t I8 __attribute__((vector_size(32), aligned(4)));
-typedef float F4 __attribute__((vector_size(16), aligned(4)));
-typedef int32_t I4 __attribute__((vector_size(16), aligned(4)));
 
 // Everything below is inlined into the per-set entry points at the end of the file, and so
 // compiled with that set's target attributes (a function without a target inlines into one
@@ -186,16 +179,14 @@ RNNSERVE_INLINE void ClipImpl(float* x, int n, float clip) {
                                     OneMinus, LstmCell, GruBlend, GruCandidate};                 \
   }
 
-#define RNNSERVE_AVX512 "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma"
-RNNSERVE_GATE_KERNELS(avx512, F16, I16, true, __attribute__((target(RNNSERVE_AVX512))))
-RNNSERVE_GATE_KERNELS(avx2, F8, I8, true, __attribute__((target("avx2,fma"))))
+RNNSERVE_GATE_KERNELS(avx512, F16, I16, true, __attribute__((target(RNNSERVE_TARGET_AVX512))))
+RNNSERVE_GATE_KERNELS(avx2, F8, I8, true, __attribute__((target(RNNSERVE_TARGET_AVX2))))
 #ifdef __FMA__
 RNNSERVE_GATE_KERNELS(plain, F4, I4, true, )
 #else
 RNNSERVE_GATE_KERNELS(plain, F4, I4, false, )
 #endif
 #undef RNNSERVE_GATE_KERNELS
-#undef RNNSERVE_AVX512
 
 }  // namespace
 

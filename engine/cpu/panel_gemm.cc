@@ -6,22 +6,18 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
+#include "engine/cpu/vector_types.h"
 
 namespace rnnserve::engine::cpu {
 namespace {
-
-// Vectors of 16, 8 and 4 floats (the register widths of AVX-512, AVX2 and SSE); unaligned loads
-// and stores (aligned(4)). Each kernel set uses its machine's own width: a wider generic
-// vector is lowered through the stack.
-typedef float V16 __attribute__((vector_size(64), aligned(4)));
-typedef float V8 __attribute__((vector_size(32), aligned(4)));
-typedef float V4 __attribute__((vector_size(16), aligned(4)));
 
 constexpr int64_t kRowBlock = 120;  // most rows of A kept hot while the panels stream
 
 using KernelFn = void (*)(const float*, int64_t, const float*, int, float*, int64_t, int);
 
-// The micro-kernel: MR rows x 32 columns of C, a row being kPanel / lanes vectors of type V;
+// The micro-kernel: MR rows x 32 columns of C, a row being kPanel / lanes vectors of type V
+// (vector_types.h: each kernel set uses its machine's own width, as a wider generic vector
+// would be lowered through the stack);
 // KS independent partial sums over k (to hide the FMA latency when MR is small), added at the
 // end. Defined once per kernel set, each with its own target attribute, so that one binary
 // built for a baseline ISA carries all of them.
@@ -76,12 +72,11 @@ using KernelFn = void (*)(const float*, int64_t, const float*, int, float*, int6
   }
 
 // AVX-512: 32 zmm registers hold up to 12 rows x 2 vectors of accumulators.
-RNNSERVE_PANEL_KERNEL(KernelAvx512, V16,
-                      __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma"))))
+RNNSERVE_PANEL_KERNEL(KernelAvx512, F16, __attribute__((target(RNNSERVE_TARGET_AVX512))))
 // AVX2: a row is 4 ymm accumulators, and there are 16 ymm registers in all.
-RNNSERVE_PANEL_KERNEL(KernelAvx2, V8, __attribute__((target("avx2,fma"))))
+RNNSERVE_PANEL_KERNEL(KernelAvx2, F8, __attribute__((target(RNNSERVE_TARGET_AVX2))))
 // The build's baseline (SSE2 on plain x86-64): a row is 8 xmm accumulators.
-RNNSERVE_PANEL_KERNEL(KernelPlain, V4, )
+RNNSERVE_PANEL_KERNEL(KernelPlain, F4, )
 #undef RNNSERVE_PANEL_KERNEL
 
 struct KernelTable {

@@ -9,16 +9,10 @@
 
 #include <cstring>
 
+#include "engine/cpu/vector_types.h"
+
 namespace rnnserve::engine::cpu {
 namespace {
-
-// Float and int32 vectors of 16, 8 and 4 lanes (AVX-512, AVX2, SSE), unaligned (aligned(4)).
-typedef float F16 __attribute__((vector_size(64), aligned(4)));
-typedef float F8 __attribute__((vector_size(32), aligned(4)));
-typedef float F4 __attribute__((vector_size(16), aligned(4)));
-typedef int32_t I16 __attribute__((vector_size(64), aligned(4)));
-typedef int32_t I8 __attribute__((vector_size(32), aligned(4)));
-typedef int32_t I4 __attribute__((vector_size(16), aligned(4)));
 
 // Writes `cols` (<= 32) floats of a tile row.
 inline void StoreRow(const float* row, float* out, int cols) {
@@ -124,13 +118,13 @@ inline void StoreRow(const float* row, float* out, int cols) {
     }                                                                                         \
   }
 
-#define RNNSERVE_AVX512 "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma"
+#define RNNSERVE_AVX512 RNNSERVE_TARGET_AVX512
 
 RNNSERVE_BF16_WIDEN_KERNEL(Bf16WidenAvx512, F16, I16, __attribute__((target(RNNSERVE_AVX512))))
-RNNSERVE_BF16_WIDEN_KERNEL(Bf16WidenAvx2, F8, I8, __attribute__((target("avx2,fma"))))
+RNNSERVE_BF16_WIDEN_KERNEL(Bf16WidenAvx2, F8, I8, __attribute__((target(RNNSERVE_TARGET_AVX2))))
 RNNSERVE_BF16_WIDEN_KERNEL(Bf16WidenPlain, F4, I4, )
 RNNSERVE_INT8_PLAIN_KERNEL(Int8Avx512, I16, __attribute__((target(RNNSERVE_AVX512))))
-RNNSERVE_INT8_PLAIN_KERNEL(Int8Avx2, I8, __attribute__((target("avx2,fma"))))
+RNNSERVE_INT8_PLAIN_KERNEL(Int8Avx2, I8, __attribute__((target(RNNSERVE_TARGET_AVX2))))
 RNNSERVE_INT8_PLAIN_KERNEL(Int8Plain, I4, )
 #undef RNNSERVE_BF16_WIDEN_KERNEL
 #undef RNNSERVE_INT8_PLAIN_KERNEL
