@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "engine/cpu/panel_gemm.h"
 #include "gtest/gtest.h"
 #include "server/metrics/server_metrics.h"
 #include "server/servable.h"
@@ -94,6 +95,18 @@ TEST_F(ServableTest, CpuWeightsReachTheCpuEngineAndTheMetadataNamesThem) {
         absl::StrContains((*servable)->instances()[0].reason, absl::StrCat("CPU weights: ", path)))
         << (*servable)->instances()[0].reason;
   }
+}
+
+// The kernel set the CPU engine picked at run time (CPUID, or RNNSERVE_CPU_KERNELS) is in the
+// metadata and the load log.
+TEST_F(ServableTest, MetadataNamesTheCpuKernelSetThatRuns) {
+  const auto set = engine::cpu::ActiveCpuKernelSet();
+  ASSERT_TRUE(set.ok()) << set.status();
+  auto servable = Load(kUnbatched);
+  ASSERT_TRUE(servable.ok()) << servable.status();
+  EXPECT_TRUE(absl::StrContains((*servable)->instances()[0].reason,
+                                absl::StrCat("CPU kernels: ", engine::cpu::CpuKernelSetName(*set))))
+      << (*servable)->instances()[0].reason;
 }
 
 TEST_F(ServableTest, UnbatchedRunAnswersEachRowWithItsOwnLength) {
