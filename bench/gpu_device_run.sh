@@ -11,6 +11,7 @@
 # env:   STAGES  which parts to run, in order (default "tests server peers"; "path" times a
 #                small request's engine call layer by layer, bench/gpu_request_path.cc)
 #        DEVBUILD  the packed build (default .devbuild-gpu)
+#        "profile" runs perf on the server under load (pack with PERF=/usr/bin/perf);
 #        "paired" compares DEVBUILD/bin/rnnserve-before with DEVBUILD/bin/rnnserve
 #        (bench/server_paired_bench.sh; PAIRED_CASES "model:concurrency ...", PAIRED_ROUNDS)
 # Writes OUT_DIR/gpu-tests.log, OUT_DIR/gpu-peers.md (+ .log), OUT_DIR/server-bench.tar.gz
@@ -80,6 +81,47 @@ run_paired() {  # A/B of the server binaries: $BIN/rnnserve-before against $BIN/
       "$OUT_DIR/paired-$model-c$c" > "$OUT_DIR/paired-$model-c$c.log" 2>&1
     echo "paired $model c=$c: exit $?; $(grep '^server CPU' "$OUT_DIR/paired-$model-c$c.log")" >> "$SUMMARY"
   done
+}
+
+run_profile() {  # where the server's CPU goes under load: perf, per-thread CPU, context switches
+  [ -x "$BIN/perf" ] || { echo "profile: no $BIN/perf (pack with PERF=...)" >> "$SUMMARY"; return; }
+  local n; n=$(nproc)
+  local port=18731 metrics_port=18732 c=${PROFILE_CONCURRENCY:-64}
+  local server_pin=() client_pin=()  # perf_analyzer on the last quarter of the cores
+  if [ "$n" -ge 8 ]; then
+    server_pin=(taskset -c "0-$((n - n / 4 - 1))"); client_pin=(taskset -c "$((n - n / 4))-$((n - 1))")
+  fi
+  "${server_pin[@]}" "$BIN/rnnserve" \
+    --model-repository "${PROFILE_REPO:-$ROOT/bench/server_models_gpu}" \
+    --port $port --metrics-port $metrics_port --log-level warning \
+    --allow-symlinks-outside-repository --max-concurrent-per-model=512 &
+  local pid=$!
+  for _ in $(seq 600); do
+    python3 -c "import sys, urllib.request as u; sys.exit(0 if sum(l.startswith('rnnserve_model_loaded{') and l.endswith(' 1') for l in u.urlopen('http://127.0.0.1:$metrics_port/metrics').read().decode().splitlines()) >= 4 else 1)" 2>/dev/null && break
+    sleep 0.2
+  done
+  for model in ${PROFILE_MODELS:-tiny_lstm_batched tiny_lstm}; do
+    local p=$OUT_DIR/profile-$model-c$c
+    "${client_pin[@]}" "$BIN/perf_analyzer" -u 127.0.0.1:$port -i grpc -m "$model" \
+      --shape x:10,8 --concurrency-range "$c" --measurement-interval 9000 \
+      --stability-percentage 999 --max-trials 1 > "$p-perf_analyzer.log" 2>&1 &
+    local client=$!
+    sleep 3
+    "$BIN/perf" record -F 999 -g -p $pid -o "$p.data" -- sleep 4 > "$p-record.log" 2>&1
+    "$BIN/perf" stat -e task-clock,context-switches,cpu-migrations -p $pid -- sleep 2 \
+      > "$p-stat.txt" 2>&1
+    top -H -b -d 2 -n 2 -p $pid 2>/dev/null | awk '/^top -/{n++} n==2' | head -45 > "$p-threads.txt"
+    wait $client
+    "$BIN/perf" report -i "$p.data" --stdio --no-children -g none --sort dso,sym --percent-limit 0.3 \
+      > "$p-symbols.txt" 2>&1
+    "$BIN/perf" report -i "$p.data" --stdio --no-children -g none --sort dso --percent-limit 0.1 \
+      > "$p-dso.txt" 2>&1
+    "$BIN/perf" report -i "$p.data" --stdio --no-children -g none --sort comm --percent-limit 0.1 \
+      > "$p-threads-perf.txt" 2>&1
+    rm -f "$p.data"
+    echo "profile $model c=$c: $(grep -m1 Throughput "$p-perf_analyzer.log")" >> "$SUMMARY"
+  done
+  kill $pid; wait $pid 2>/dev/null
 }
 
 run_path() {

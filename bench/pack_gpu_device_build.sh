@@ -12,6 +12,8 @@
 #
 # usage: bench/pack_gpu_device_build.sh [BUILD_DIR (build/release)] [DEST (.devbuild-gpu)]
 # env:   PERF_ANALYZER  the perf_analyzer binary (default: PATH, then /opt/perf_analyzer/bin)
+#        PERF           a perf binary (linux-perf) to pack as well, for gpu_device_run.sh's
+#                       profile stage; rnnserve then keeps its symbol table
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-$ROOT/build/release}
@@ -28,9 +30,14 @@ done
 CUDART=$(python3 -c 'import nvidia.cuda_runtime as m; print(list(m.__path__)[0] + "/lib")' \
   2>/dev/null || true)
 export LD_LIBRARY_PATH=${CUDART:+$CUDART:}${LD_LIBRARY_PATH:-}
+[ -n "${PERF:-}" ] && bins+=("$PERF")
 for b in "${bins[@]}"; do
   [ -x "$b" ] || { echo "missing: $b"; exit 1; }
-  strip --strip-unneeded -o "$DEST/bin/$(basename "$b")" "$b"
+  if [ -n "${PERF:-}" ] && [ "$(basename "$b")" = rnnserve ]; then
+    cp "$b" "$DEST/bin/rnnserve"  # symbols, for perf report
+  else
+    strip --strip-unneeded -o "$DEST/bin/$(basename "$b")" "$b"
+  fi
   ldd "$b" | awk '/=> \//{print $3}' | while read -r lib; do
     case "$(basename "$lib")" in
       libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libresolv.so*) continue ;;
