@@ -94,17 +94,17 @@ run_profile() {  # where the server's CPU goes under load: perf, per-thread CPU,
   "${server_pin[@]}" "$BIN/rnnserve" \
     --model-repository "${PROFILE_REPO:-$ROOT/bench/server_models_gpu}" \
     --port $port --metrics-port $metrics_port --log-level warning \
-    --allow-symlinks-outside-repository --max-concurrent-per-model=512 &
+    --allow-symlinks-outside-repository --max-concurrent-per-model=512 ${PROFILE_SERVER_ARGS:-} &
   local pid=$!
   for _ in $(seq 600); do
     python3 -c "import sys, urllib.request as u; sys.exit(0 if sum(l.startswith('rnnserve_model_loaded{') and l.endswith(' 1') for l in u.urlopen('http://127.0.0.1:$metrics_port/metrics').read().decode().splitlines()) >= 4 else 1)" 2>/dev/null && break
     sleep 0.2
   done
   for model in ${PROFILE_MODELS:-tiny_lstm_batched tiny_lstm}; do
-    local p=$OUT_DIR/profile-$model-c$c
+    local p=$OUT_DIR/profile${PROFILE_TAG:+-$PROFILE_TAG}-$model-c$c
     "${client_pin[@]}" "$BIN/perf_analyzer" -u 127.0.0.1:$port -i grpc -m "$model" \
-      --shape x:10,8 --concurrency-range "$c" --measurement-interval 9000 \
-      --stability-percentage 999 --max-trials 1 > "$p-perf_analyzer.log" 2>&1 &
+      --shape x:10,8 --concurrency-range "$c" --measurement-interval 3000 \
+      --stability-percentage 999 --max-trials 3 > "$p-perf_analyzer.log" 2>&1 &
     local client=$!
     sleep 3
     "$BIN/perf" record -F 999 -g -p $pid -o "$p.data" -- sleep 4 > "$p-record.log" 2>&1

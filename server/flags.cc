@@ -116,6 +116,11 @@ void AddFlags(CLI::App& app, ServerFlags* f) {
                  "after its call (>= --grpc-min-pollers)")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
+  app.add_option("--grpc-completion-queues", f->grpc_completion_queues,
+                 "completion queues the gRPC server spreads calls over, each with its share of "
+                 "the pollers (0: one per core, at most 16)")
+      ->check(CLI::Range(0, 256))
+      ->capture_default_str();
   app.add_option("--model-check-seconds", f->model_check_seconds,
                  "parse each model file first in a child process that may take this long; a file "
                  "that makes the parser hang or crash fails its own load only (0: off)")

@@ -6,6 +6,7 @@
 #include <grpcpp/impl/server_builder_plugin.h>
 
 #include <pthread.h>
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -105,10 +106,17 @@ void ConfigureBuilder(const ServerFlags& flags,
                       const std::shared_ptr<grpc::ServerCredentials>& credentials,
                       grpc::ServerBuilder* builder, int* bound_port) {
   builder->AddListeningPort(absl::StrCat(flags.address, ":", flags.port), credentials, bound_port);
-  builder->SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS,
-                               flags.grpc_min_pollers);
-  builder->SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS,
-                               flags.grpc_max_pollers);
+  // Pollers are per completion queue in gRPC: the flags' totals are split between the queues.
+  const int queues =
+      flags.grpc_completion_queues > 0
+          ? flags.grpc_completion_queues
+          : std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 16);
+  const int min_pollers = std::max(1, (flags.grpc_min_pollers + queues - 1) / queues);
+  builder->SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::NUM_CQS, queues);
+  builder->SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, min_pollers);
+  builder->SetSyncServerOption(
+      grpc::ServerBuilder::SyncServerOption::MAX_POLLERS,
+      std::max(min_pollers, (flags.grpc_max_pollers + queues - 1) / queues));
   builder->SetMaxReceiveMessageSize(static_cast<int>(flags.max_message_bytes));
   builder->SetMaxSendMessageSize(static_cast<int>(flags.max_message_bytes));
 }
