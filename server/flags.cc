@@ -118,8 +118,8 @@ void AddFlags(CLI::App& app, ServerFlags* f) {
       ->capture_default_str();
   app.add_option("--grpc-completion-queues", f->grpc_completion_queues,
                  "completion queues the gRPC server spreads calls over, each with its share of "
-                 "the pollers (0: one per core, at most 16)")
-      ->check(CLI::Range(0, 256))
+                 "the pollers")
+      ->check(CLI::Range(1, 256))
       ->capture_default_str();
   app.add_option("--model-check-seconds", f->model_check_seconds,
                  "parse each model file first in a child process that may take this long; a file "

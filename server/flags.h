@@ -42,9 +42,9 @@ struct ServerFlags {
   int grpc_min_pollers = 4;
   int grpc_max_pollers = 64;
   // Completion queues the synchronous server spreads calls over, each with its own pollers (the
-  // pollers above are split between them): one queue makes every poller wait on the same queue,
-  // so a call wakes threads that find nothing. 0: one a core, at most 16.
-  int grpc_completion_queues = 0;
+  // pollers above are split between them). One, gRPC's default: on a 16-core H200 host one queue
+  // per core served 0.82-0.94x the requests/s of one queue (bench/results/server-gpu-h200-2026-11-26.md).
+  int grpc_completion_queues = 1;
   // Each model file is first parsed in a child process that may take this long (0: off).
   int model_check_seconds = 120;
   // Bounded resources (docs/security.md "Bounded resources"); over a limit is

@@ -107,10 +107,7 @@ void ConfigureBuilder(const ServerFlags& flags,
                       grpc::ServerBuilder* builder, int* bound_port) {
   builder->AddListeningPort(absl::StrCat(flags.address, ":", flags.port), credentials, bound_port);
   // Pollers are per completion queue in gRPC: the flags' totals are split between the queues.
-  const int queues =
-      flags.grpc_completion_queues > 0
-          ? flags.grpc_completion_queues
-          : std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 16);
+  const int queues = std::max(1, flags.grpc_completion_queues);
   const int min_pollers = std::max(1, (flags.grpc_min_pollers + queues - 1) / queues);
   builder->SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::NUM_CQS, queues);
   builder->SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, min_pollers);
