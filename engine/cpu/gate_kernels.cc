@@ -26,8 +26,8 @@ RNNSERVE_INLINE V Max(V a, V b) {
 // Cephes' exp (as Eigen's pexp_float): x = m ln2 + r, |r| <= ln2 / 2, a degree-6 polynomial for
 // exp(r) and 2^m built in the exponent bits. Clamped so 2^m stays a normal float.
 template <typename V, typename VI>
-RNNSERVE_INLINE V Exp(V x) {
-  x = Min(Max(x, V{} - 87.3f), V{} + 88.0f);
+RNNSERVE_INLINE V Exp(V in) {
+  V x = Min(Max(in, V{} - 87.3f), V{} + 88.0f);
   const float kRound = 12582912.0f;  // 1.5 * 2^23: adding and subtracting it rounds to integer
   const V m = (x * 1.44269504088896341f + kRound) - kRound;
   V r = m * -0.693359375f + x;
@@ -41,7 +41,8 @@ RNNSERVE_INLINE V Exp(V x) {
   y = y * r3 + y1;
   y = y * r2 + y2;
   const VI bits = (__builtin_convertvector(m, VI) + 127) << 23;
-  return y * (V)bits;  // a same-size vector cast keeps the bits
+  const V out = y * (V)bits;  // a same-size vector cast keeps the bits
+  return in != in ? in : out;  // NaN stays NaN, as in std::exp and Eigen
 }
 
 template <typename V, typename VI>
@@ -67,7 +68,8 @@ RNNSERVE_INLINE V Tanh(V a) {
   q = x2 * q + 2.26843463243900e-03f;
   q = x2 * q + 4.89352518554385e-03f;
   const V ax = a < 0.0f ? -a : a;
-  return ax < 0.0004f ? a : p / q;
+  // |x| < 4e-4: x itself (also where x is NaN, which the clamp above would have lost).
+  return (ax < 0.0004f) | (a != a) ? a : p / q;
 }
 
 // Unaligned loads and stores through memcpy: a vector type passed as a template argument loses

@@ -195,6 +195,23 @@ TEST(CpuKernelsTest, EveryGateKernelSetEqualsTheScalarFormulas) {
   }
 }
 
+// A NaN input (a client's bad data) stays NaN through every activation, as it does in Keras.
+TEST(CpuKernelsTest, GateActivationsKeepNaN) {
+  for (CpuKernelSet set : {CpuKernelSet::kAvx512, CpuKernelSet::kAvx2, CpuKernelSet::kPlain}) {
+    if (!Supports(set)) continue;
+    SCOPED_TRACE(CpuKernelSetName(set));
+    for (ActivationKind kind : {ActivationKind::kSigmoid, ActivationKind::kTanh}) {
+      std::vector<float> x(19, 0.5f);
+      x[3] = x[18] = std::nanf("");
+      Activation a;
+      a.kind = kind;
+      GateKernelsFor(set).activate(a, x.data(), static_cast<int>(x.size()));
+      EXPECT_TRUE(std::isnan(x[3]) && std::isnan(x[18])) << int(kind);
+      EXPECT_FALSE(std::isnan(x[4])) << int(kind);
+    }
+  }
+}
+
 TEST(CpuKernelsTest, ActiveGateKernelsAreTheActiveSets) {
   const auto active = ActiveCpuKernelSet();
   if (!active.ok()) GTEST_SKIP() << active.status();
