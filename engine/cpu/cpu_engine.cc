@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/conv_pool.h"
+#include "engine/cpu/flush_denormals.h"
 #include "engine/cpu/host_layer.h"
 #include "engine/cpu/layers.h"
 #include "engine/cpu/norm_layers.h"
@@ -49,6 +50,7 @@ class CpuCompiledModel final : public CompiledModel {
 };
 
 absl::Status CpuCompiledModel::Run(const Batch& batch, std::vector<Tensor>* outputs) {
+  const ScopedFlushDenormals flush;  // as TensorFlow computes; no subnormal slow path
 #ifdef _OPENMP
   omp_set_num_threads(threads_);
 #endif

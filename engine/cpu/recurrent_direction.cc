@@ -10,6 +10,7 @@
 #include <omp.h>
 #endif
 
+#include "engine/cpu/flush_denormals.h"
 #include "engine/cpu/phase_runner.h"
 #include "engine/cpu/recurrent.h"
 #include "engine/cpu/recurrent_internal.h"
@@ -239,6 +240,7 @@ void RecurrentKernel::RunDirection(int d, const Tensor& x, absl::Span<const int3
   if (threads > 1) {
 #pragma omp parallel num_threads(threads)
     {
+      const ScopedFlushDenormals flush;  // OpenMP's threads, as the caller's (cpu_engine.cc)
 #ifdef _OPENMP
       runner.Work(omp_get_thread_num(), task);
 #else

@@ -124,6 +124,45 @@ TEST(CpuEngine, InitialStatesForAnUnknownLayerAreRejected) {
   EXPECT_NE(s.message().find("lstm_9"), std::string::npos) << s;
 }
 
+// A result below FLT_MIN is flushed to zero, as TensorFlow's CPU kernels compute (they run with
+// FTZ/DAZ): here a linear SimpleRNN step of 1e-20 * 1e-20, on the calling thread and on the
+// engine's other threads, and the caller's own floating-point mode is left as it was.
+TEST(CpuEngine, SubnormalResultsAreFlushedToZeroAsInTensorFlow) {
+  for (int hidden : {1, 64}) {  // one thread; the units split across threads
+    SCOPED_TRACE(hidden);
+    engine::RecurrentSpec spec;
+    spec.cell = engine::CellType::kSimpleRnn;
+    spec.input_size = 1;
+    spec.hidden_size = hidden;
+    spec.return_sequences = true;
+    engine::RecurrentDirection dir;
+    dir.f = engine::Activation::Of(engine::ActivationKind::kLinear);
+    dir.W.assign(hidden, 1e-20f);
+    dir.R.assign(static_cast<size_t>(hidden) * hidden, 0.0f);
+    dir.bW.assign(hidden, 0.0f);
+    dir.bR.assign(hidden, 0.0f);
+    spec.directions.push_back(dir);
+    engine::Model m;
+    m.name = "subnormal";
+    m.inputs.push_back({"x", engine::DType::kFloat32, {-1, -1, 1}});
+    m.layers.push_back({"rnn", "SimpleRNN", spec, {0}, {1}});
+    m.outputs.push_back({"y", engine::DType::kFloat32, {}});
+    m.output_values = {1};
+    m.num_values = 2;
+    auto compiled = Compile(m);
+    ASSERT_NE(compiled, nullptr);
+    engine::Batch batch;
+    batch.inputs.push_back(Tensor::Float({2, 3, 1}, {1e-20f, 1e-20f, 1e-20f, 1.0f, 1.0f, 1.0f}));
+    std::vector<Tensor> out;
+    ASSERT_TRUE(compiled->Run(batch, &out).ok());
+    ASSERT_EQ(out[0].num_elements(), 2 * 3 * hidden);
+    for (int64_t i = 0; i < 3 * hidden; ++i) EXPECT_EQ(out[0].f32()[i], 0.0f) << i;  // 1e-40
+    for (int64_t i = 3 * hidden; i < 6 * hidden; ++i) EXPECT_EQ(out[0].f32()[i], 1e-20f) << i;
+    volatile float tiny = 1e-20f;
+    EXPECT_GT(tiny * tiny, 0.0f) << "the caller's thread still computes subnormals";
+  }
+}
+
 TEST(CpuEngine, UnsupportedLayerFailsAtCompileWithNameAndClass) {
   engine::Model m;
   m.name = "unsupported";
