@@ -11,6 +11,7 @@
 # env:   STAGES  which parts to run, in order (default "tests server peers"; "path" times a
 #                small request's engine call layer by layer, bench/gpu_request_path.cc)
 #        DEVBUILD  the packed build (default .devbuild-gpu)
+#        "cpucheck" times the CPU engine (LSTM H=256, c=1) under each kernel set;
 #        "profile" runs perf on the server under load (pack with PERF=/usr/bin/perf);
 #        "paired" compares DEVBUILD/bin/rnnserve-before with DEVBUILD/bin/rnnserve
 #        (bench/server_paired_bench.sh; PAIRED_CASES "model:concurrency ...", PAIRED_ROUNDS)
@@ -122,6 +123,23 @@ run_profile() {  # where the server's CPU goes under load: perf, per-thread CPU,
     echo "profile $model c=$c: $(grep -m1 Throughput "$p-perf_analyzer.log")" >> "$SUMMARY"
   done
   kill $pid; wait $pid 2>/dev/null
+}
+
+run_cpucheck() {  # the CPU engine on this host: LSTM H=256 T=50 through the server, per kernel set
+  local n; n=$(nproc)
+  for set in "" avx2 plain; do
+    RNNSERVE_CPU_KERNELS=$set taskset -c "0-$((n - n / 4 - 1))" "$BIN/rnnserve" \
+      --model-repository "$ROOT/bench/server_models" --port 18901 --metrics-port 18902 \
+      --log-level info > "$OUT_DIR/cpucheck-${set:-best}.log" 2>&1 &
+    local pid=$!
+    sleep 6
+    taskset -c "$((n - n / 4))-$((n - 1))" "$BIN/perf_analyzer" -u 127.0.0.1:18901 -i grpc -m lstm256 \
+      --shape x:50,16 --concurrency-range 1 --measurement-interval 1500 --max-trials 3 \
+      -f "$OUT_DIR/cpucheck-${set:-best}.csv" > /dev/null 2>&1
+    echo "cpucheck ${set:-best}: compute infer, p50 µs $(tail -1 "$OUT_DIR/cpucheck-${set:-best}.csv" | cut -d, -f7,10);" \
+      "$(grep -m1 'lstm256 v1 instance' "$OUT_DIR/cpucheck-${set:-best}.log" | grep -o 'CPU kernels: [a-z0-9]*')" >> "$SUMMARY"
+    kill $pid; wait $pid 2>/dev/null
+  done
 }
 
 run_path() {
