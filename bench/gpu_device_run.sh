@@ -41,6 +41,16 @@ SUMMARY=$OUT_DIR/summary.txt
   echo "torch: $(python3 -c 'import torch; print(torch.__version__, torch.backends.cudnn.version())' 2>&1)"
 } > "$SUMMARY"
 
+# perf_analyzer on cores of its own, the last quarter of the machine's (on 8 cores or more), and
+# the server on the rest.
+NCPU=$(nproc)
+SERVER_CPU_LIST=""; CLIENT_CPU_LIST=""; SERVER_PIN=(); CLIENT_PIN=()
+if [ "$NCPU" -ge 8 ]; then
+  SERVER_CPU_LIST=0-$((NCPU - NCPU / 4 - 1)); CLIENT_CPU_LIST=$((NCPU - NCPU / 4))-$((NCPU - 1))
+  SERVER_PIN=(taskset -c "$SERVER_CPU_LIST"); CLIENT_PIN=(taskset -c "$CLIENT_CPU_LIST")
+fi
+source "$ROOT/bench/server_common.sh"
+
 run_tests() {
   local log=$OUT_DIR/gpu-tests.log
   : > "$log"
@@ -59,9 +69,7 @@ run_tests() {
 
 run_server() {  # SERVER_MODEL_REPO: another repository (default bench/server_models_gpu)
   local dir=$OUT_DIR/server-bench${SERVER_TAG:+-$SERVER_TAG}
-  # perf_analyzer on cores of its own: the last quarter of the machine's.
-  local n; n=$(nproc)
-  SERVER_CPUS=${SERVER_CPUS:-0-$((n - n / 4 - 1))} CLIENT_CPUS=${CLIENT_CPUS:-$((n - n / 4))-$((n - 1))} \
+  SERVER_CPUS=${SERVER_CPUS:-$SERVER_CPU_LIST} CLIENT_CPUS=${CLIENT_CPUS:-$CLIENT_CPU_LIST} \
     LEVELS=${LEVELS:-1 2 4 8 16 32 64 128 256} INTERVAL_MS=${INTERVAL_MS:-1000} \
     PERF_ANALYZER=$BIN/perf_analyzer RNNSERVE=$BIN/rnnserve \
     MODEL_REPO=${SERVER_MODEL_REPO:-$ROOT/bench/server_models_gpu} \
@@ -72,10 +80,9 @@ run_server() {  # SERVER_MODEL_REPO: another repository (default bench/server_mo
 
 run_paired() {  # A/B of the server binaries: $BIN/rnnserve-before against $BIN/rnnserve
   [ -x "$BIN/rnnserve-before" ] || { echo "paired: no $BIN/rnnserve-before" >> "$SUMMARY"; return; }
-  local n; n=$(nproc)
   for cfg in ${PAIRED_CASES:-tiny_lstm_batched:64 tiny_lstm_batched:256 tiny_lstm:64}; do
     local model=${cfg%%:*} c=${cfg##*:}
-    SERVER_CPUS=0-$((n - n / 4 - 1)) CLIENT_CPUS=$((n - n / 4))-$((n - 1)) \
+    SERVER_CPUS=$SERVER_CPU_LIST CLIENT_CPUS=$CLIENT_CPU_LIST \
       ROUNDS=${PAIRED_ROUNDS:-3} MODEL=$model CONCURRENCY=$c INTERVAL_MS=1000 \
       MODEL_REPO=$ROOT/bench/server_models_gpu PERF_ANALYZER=$BIN/perf_analyzer \
       timeout 200 bash "$ROOT/bench/server_paired_bench.sh" "$BIN/rnnserve-before" "$BIN/rnnserve" \
@@ -86,24 +93,16 @@ run_paired() {  # A/B of the server binaries: $BIN/rnnserve-before against $BIN/
 
 run_profile() {  # where the server's CPU goes under load: perf, per-thread CPU, context switches
   [ -x "$BIN/perf" ] || { echo "profile: no $BIN/perf (pack with PERF=...)" >> "$SUMMARY"; return; }
-  local n; n=$(nproc)
   local port=18731 metrics_port=18732 c=${PROFILE_CONCURRENCY:-64}
-  local server_pin=() client_pin=()  # perf_analyzer on the last quarter of the cores
-  if [ "$n" -ge 8 ]; then
-    server_pin=(taskset -c "0-$((n - n / 4 - 1))"); client_pin=(taskset -c "$((n - n / 4))-$((n - 1))")
-  fi
-  "${server_pin[@]}" "$BIN/rnnserve" \
-    --model-repository "${PROFILE_REPO:-$ROOT/bench/server_models_gpu}" \
+  local repo=${PROFILE_REPO:-$ROOT/bench/server_models_gpu}
+  "${SERVER_PIN[@]}" "$BIN/rnnserve" --model-repository "$repo" \
     --port $port --metrics-port $metrics_port --log-level warning \
     --allow-symlinks-outside-repository --max-concurrent-per-model=512 ${PROFILE_SERVER_ARGS:-} &
   local pid=$!
-  for _ in $(seq 600); do
-    python3 -c "import sys, urllib.request as u; sys.exit(0 if sum(l.startswith('rnnserve_model_loaded{') and l.endswith(' 1') for l in u.urlopen('http://127.0.0.1:$metrics_port/metrics').read().decode().splitlines()) >= 4 else 1)" 2>/dev/null && break
-    sleep 0.2
-  done
+  wait_for_server $port $metrics_port "$(find "$repo" -mindepth 2 -maxdepth 2 -name config.pbtxt | wc -l)"
   for model in ${PROFILE_MODELS:-tiny_lstm_batched tiny_lstm}; do
     local p=$OUT_DIR/profile${PROFILE_TAG:+-$PROFILE_TAG}-$model-c$c
-    "${client_pin[@]}" "$BIN/perf_analyzer" -u 127.0.0.1:$port -i grpc -m "$model" \
+    "${CLIENT_PIN[@]}" "$BIN/perf_analyzer" -u 127.0.0.1:$port -i grpc -m "$model" \
       --shape x:10,8 --concurrency-range "$c" --measurement-interval 3000 \
       --stability-percentage 999 --max-trials 3 > "$p-perf_analyzer.log" 2>&1 &
     local client=$!
@@ -126,15 +125,15 @@ run_profile() {  # where the server's CPU goes under load: perf, per-thread CPU,
 }
 
 run_cpucheck() {  # the CPU engine on this host: LSTM H=256 T=50 through the server, per kernel set
-  local n; n=$(nproc)
   for set in "" avx2 plain; do
-    RNNSERVE_CPU_KERNELS=$set taskset -c "0-$((n - n / 4 - 1))" "$BIN/rnnserve" \
+    RNNSERVE_CPU_KERNELS=$set "${SERVER_PIN[@]}" "$BIN/rnnserve" \
       --model-repository "$ROOT/bench/server_models" --port 18901 --metrics-port 18902 \
       --log-level info > "$OUT_DIR/cpucheck-${set:-best}.log" 2>&1 &
     local pid=$!
-    sleep 6
-    taskset -c "$((n - n / 4))-$((n - 1))" "$BIN/perf_analyzer" -u 127.0.0.1:18901 -i grpc -m lstm256 \
-      --shape x:50,16 --concurrency-range 1 --measurement-interval 1500 --max-trials 3 \
+    wait_for_server 18901 18902 lstm256
+    "${CLIENT_PIN[@]}" "$BIN/perf_analyzer" -u 127.0.0.1:18901 -i grpc -m lstm256 \
+      --shape x:50,16 --concurrency-range 1 --measurement-interval 1500 \
+      --stability-percentage 999 --max-trials 3 \
       -f "$OUT_DIR/cpucheck-${set:-best}.csv" > /dev/null 2>&1
     echo "cpucheck ${set:-best}: compute infer, p50 µs $(tail -1 "$OUT_DIR/cpucheck-${set:-best}.csv" | cut -d, -f7,10);" \
       "$(grep -m1 'lstm256 v1 instance' "$OUT_DIR/cpucheck-${set:-best}.log" | grep -o 'CPU kernels: [a-z0-9]*')" >> "$SUMMARY"

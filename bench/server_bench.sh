@@ -3,7 +3,8 @@
 # on this machine: the CPU engine (bench/server_models), or the GPU engine with
 # MODEL_REPO=bench/server_models_gpu. Writes one CSV per run under OUT_DIR and a summary with
 # bench/server_report.py, with the server's CPU time per request of each run (user + system
-# time of its process over the requests it answered, server_cpu.txt).
+# time of its process over the requests it answered: server_cpu.txt, a line a run with the
+# name, the CPU seconds and the request count before and after).
 #
 # usage: bench/server_bench.sh [BUILD_DIR (build/release)] [OUT_DIR (build/bench-server)]
 # env:   PERF_ANALYZER  the perf_analyzer binary (default: PATH, then /opt/perf_analyzer/bin)
@@ -51,30 +52,15 @@ SERVER_PIN=(); CLIENT_PIN=()
   --max-concurrent-per-model=512 &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null || true' EXIT
-for _ in $(seq 200); do
-  (exec 3<>/dev/tcp/127.0.0.1/$PORT) 2>/dev/null && break
-  sleep 0.05
-done
-# The server listens before its models load: wait until each model directory has loaded.
-want=$(find "$MODEL_REPO" -mindepth 2 -maxdepth 2 -name config.pbtxt | wc -l)
-for _ in $(seq 600); do
-  loaded=$(python3 -c "import urllib.request as u; print(sum(1 for l in u.urlopen('http://127.0.0.1:$METRICS_PORT/metrics').read().decode().splitlines() if l.startswith('rnnserve_model_loaded{') and l.endswith(' 1')))" 2>/dev/null || echo 0)
-  [ "$loaded" -ge "$want" ] && break
-  sleep 0.2
-done
-
-server_cpu_ticks() {  # the server process's user + system time so far, in clock ticks
-  awk '{print $14 + $15}' "/proc/$SERVER/stat"
-}
-server_requests() {  # KServe inference requests the server has answered so far (any code)
-  python3 -c "import urllib.request as u; print(int(sum(float(l.rsplit(' ', 1)[1]) for l in u.urlopen('http://127.0.0.1:$METRICS_PORT/metrics').read().decode().splitlines() if l.startswith('rnnserve_requests_total{') and 'method=\"ModelInfer\"' in l)))"
-}
+source "$ROOT/bench/server_common.sh"
+wait_for_server "$PORT" "$METRICS_PORT" \
+  "$(find "$MODEL_REPO" -mindepth 2 -maxdepth 2 -name config.pbtxt | wc -l)"
 
 pa() {  # pa NAME ARGS...: one perf_analyzer run, CSV to $OUT/NAME.csv
   local name=$1; shift
   echo "== $name: $*"
-  local ticks0 reqs0
-  ticks0=$(server_cpu_ticks); reqs0=$(server_requests)
+  local cpu0 reqs0
+  cpu0=$(server_cpu_seconds "$SERVER"); reqs0=$(server_requests "$METRICS_PORT")
   "${CLIENT_PIN[@]}" "$PA" -u "127.0.0.1:$PORT" -i grpc --measurement-interval "$INTERVAL_MS" \
     --stability-percentage 999 --max-trials 3 -f "$OUT/$name.csv" "$@" \
     > "$OUT/$name.log" 2>&1 || { tail -5 "$OUT/$name.log"; return 1; }
@@ -82,7 +68,7 @@ pa() {  # pa NAME ARGS...: one perf_analyzer run, CSV to $OUT/NAME.csv
   echo "$name $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/loadavg.txt"
   # Server CPU time per request over the whole run (perf_analyzer's warm-up and trials): the
   # cost a request puts on the server, whatever the number of cores.
-  echo "$name $(( $(server_cpu_ticks) - ticks0 )) $(( $(server_requests) - reqs0 )) $(getconf CLK_TCK)" \
+  echo "$name $cpu0 $(server_cpu_seconds "$SERVER") $reqs0 $(server_requests "$METRICS_PORT")" \
     >> "$OUT/server_cpu.txt"
 }
 

@@ -43,17 +43,7 @@ free_port() {
 }
 
 SERVER=""
-cpu_seconds() {  # cpu_seconds PID: user + system CPU seconds of the process
-  awk -v hz="$(getconf CLK_TCK)" '{sub(/.*\) /, ""); print ($12 + $13) / hz}' "/proc/$1/stat"
-}
-requests() {  # requests METRICS_PORT: ModelInfer calls the server counted
-  python3 - "$1" <<'PY'
-import sys, urllib.request
-text = urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics").read().decode()
-print(sum(float(l.rsplit(" ", 1)[1]) for l in text.splitlines()
-          if l.startswith("rnnserve_requests_total{") and 'method="ModelInfer"' in l))
-PY
-}
+source "$ROOT/bench/server_common.sh"
 trap '[ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null; wait 2>/dev/null || true' EXIT
 
 run() {  # run LABEL BIN ROUND: one perf_analyzer run on a fresh server; appends to runs.csv
@@ -64,24 +54,16 @@ run() {  # run LABEL BIN ROUND: one perf_analyzer run on a fresh server; appends
     --metrics-port "$metrics_port" --log-level warning --allow-symlinks-outside-repository \
     --max-concurrent-per-model=512 &
   SERVER=$!
-  for _ in $(seq 400); do
-    (exec 3<>/dev/tcp/127.0.0.1/"$port") 2>/dev/null && break
-    sleep 0.05
-  done
-  # The server listens before its models load: wait until the model has.
-  for _ in $(seq 600); do
-    python3 -c "import sys, urllib.request as u; sys.exit(0 if any(l.startswith('rnnserve_model_loaded{model=\"$MODEL\"') and l.endswith(' 1') for l in u.urlopen('http://127.0.0.1:$metrics_port/metrics').read().decode().splitlines()) else 1)" 2>/dev/null && break
-    sleep 0.2
-  done
+  wait_for_server "$port" "$metrics_port" "$MODEL"
   local csv="$OUT/${label}_r${round}.csv" cpu0 req0 cpu1 req1
-  cpu0=$(cpu_seconds "$SERVER")
-  req0=$(requests "$metrics_port")
+  cpu0=$(server_cpu_seconds "$SERVER")
+  req0=$(server_requests "$metrics_port")
   "${CLIENT_PIN[@]}" "$PA" -u "127.0.0.1:$port" -i grpc -m "$MODEL" --shape "$SHAPE" \
     --concurrency-range "$CONCURRENCY" --measurement-interval "$INTERVAL_MS" \
     --stability-percentage 999 --max-trials 3 -f "$csv" > "$OUT/${label}_r${round}.log" 2>&1 ||
     { tail -5 "$OUT/${label}_r${round}.log"; return 1; }
-  cpu1=$(cpu_seconds "$SERVER")
-  req1=$(requests "$metrics_port")
+  cpu1=$(server_cpu_seconds "$SERVER")
+  req1=$(server_requests "$metrics_port")
   kill "$SERVER"
   wait "$SERVER" 2>/dev/null || true
   SERVER=""

@@ -58,14 +58,19 @@ def load_averages(run_dir):
 
 
 def server_cpu(run_dir):
-    """Server CPU µs per request of each run (server_cpu.txt: name, ticks, requests, ticks/s)."""
+    """Server CPU µs per request of each run. server_cpu.txt has a line a run: the name, then
+    CPU seconds and request count before and after it (runs of 2026-11-26 wrote the name, CPU
+    ticks, requests and ticks a second)."""
     out = {}
     path = os.path.join(run_dir, "server_cpu.txt")
     if os.path.exists(path):
         for line in open(path):
-            parts = line.split()
-            if len(parts) == 4 and int(parts[2]) > 0:
-                out[parts[0]] = int(parts[1]) / int(parts[3]) * 1e6 / int(parts[2])
+            name, *v = line.split()
+            v = [float(x) for x in v]
+            if len(v) == 4 and v[3] > v[2]:
+                out[name] = (v[1] - v[0]) * 1e6 / (v[3] - v[2])
+            elif len(v) == 3 and v[1] > 0:
+                out[name] = v[0] / v[2] * 1e6 / v[1]
     return out
 
 

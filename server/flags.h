@@ -43,7 +43,8 @@ struct ServerFlags {
   int grpc_max_pollers = 64;
   // Completion queues the synchronous server spreads calls over, each with its own pollers (the
   // pollers above are split between them). One, gRPC's default: on a 16-core H200 host one queue
-  // per core served 0.82-0.94x the requests/s of one queue (bench/results/server-gpu-h200-2026-11-26.md).
+  // per core served 0.82-0.94x the requests/s of one queue
+  // (bench/results/server-gpu-h200-2026-11-26-profile.md).
   int grpc_completion_queues = 1;
   // Each model file is first parsed in a child process that may take this long (0: off).
   int model_check_seconds = 120;

@@ -16,7 +16,9 @@ namespace rnnserve::engine::cpu {
 class ScopedFlushDenormals {
  public:
 #if defined(__x86_64__) || defined(__i386__)
-  ScopedFlushDenormals() : saved_(_mm_getcsr()) { _mm_setcsr(saved_ | kFlushToZero | kDenormalsAreZero); }
+  ScopedFlushDenormals() : saved_(_mm_getcsr()) {
+    _mm_setcsr(saved_ | kFlushToZero | kDenormalsAreZero);
+  }
   ~ScopedFlushDenormals() { _mm_setcsr(saved_); }
 #else
   ScopedFlushDenormals() = default;

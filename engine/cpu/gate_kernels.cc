@@ -41,7 +41,7 @@ RNNSERVE_INLINE V Exp(V in) {
   y = y * r3 + y1;
   y = y * r2 + y2;
   const VI bits = (__builtin_convertvector(m, VI) + 127) << 23;
-  const V out = y * (V)bits;  // a same-size vector cast keeps the bits
+  const V out = y * (V)bits;   // a same-size vector cast keeps the bits
   return in != in ? in : out;  // NaN stays NaN, as in std::exp and Eigen
 }
 
@@ -52,7 +52,7 @@ RNNSERVE_INLINE V Sigmoid(V x) {
 
 // Eigen's generic_fast_tanh_float: an odd degree-13 over even degree-6 rational function on
 // x clamped to +-c (c where the approximation reaches 1), x itself for |x| < 4e-4.
-template <typename V, typename VI, bool kFma>
+template <typename V, bool kFma>
 RNNSERVE_INLINE V Tanh(V a) {
   const float c = kFma ? 7.99881172180175781f : 7.90531110763549805f;
   const V x = Min(Max(a, V{} - c), V{} + c);
@@ -111,19 +111,21 @@ RNNSERVE_INLINE void ActivateImpl(const Activation& a, float* x, int n) {
     case ActivationKind::kLinear:
       return;
     case ActivationKind::kSigmoid:
-      Map<V>(x, n, [](V v) __attribute__((always_inline)) { return Sigmoid<V, VI>(v); }, x);
+      Map<V>(
+          x, n, [](V v) __attribute__((always_inline)) { return Sigmoid<V, VI>(v); }, x);
       return;
     case ActivationKind::kTanh:
-      Map<V>(x, n, [](V v) __attribute__((always_inline)) { return Tanh<V, VI, kFma>(v); }, x);
+      Map<V>(
+          x, n, [](V v) __attribute__((always_inline)) { return Tanh<V, kFma>(v); }, x);
       return;
     case ActivationKind::kRelu:
-      Map<V>(x, n, [](V v) __attribute__((always_inline)) { return Max(v, V{}); }, x);
+      Map<V>(
+          x, n, [](V v) __attribute__((always_inline)) { return Max(v, V{}); }, x);
       return;
     case ActivationKind::kHardSigmoid: {
       const float alpha = a.alpha, beta = a.beta;
       Map<V>(
-          x, n,
-          [alpha, beta](V v) __attribute__((always_inline)) {
+          x, n, [ alpha, beta ](V v) __attribute__((always_inline)) {
             return Min(Max(v * alpha + beta, V{}), V{} + 1.0f);
           },
           x);
@@ -137,48 +139,57 @@ RNNSERVE_INLINE void ActivateImpl(const Activation& a, float* x, int n) {
 template <typename V>
 RNNSERVE_INLINE void ClipImpl(float* x, int n, float clip) {
   if (clip <= 0.0f) return;
-  Map<V>(x, n, [clip](V v) __attribute__((always_inline)) { return Min(Max(v, V{} - clip), V{} + clip); }, x);
+  Map<V>(
+      x,
+      n, [clip](V v) __attribute__((always_inline)) { return Min(Max(v, V{} - clip), V{} + clip); },
+      x);
 }
 
 // One set's entry points: each inlines the templates above under the set's target attributes.
-#define RNNSERVE_GATE_KERNELS(NS, V, VI, FMA, ATTRIBUTES)                                        \
-  namespace NS {                                                                                 \
-  ATTRIBUTES void Activate(const Activation& a, float* x, int n) {                               \
-    ActivateImpl<V, VI, FMA>(a, x, n);                                                           \
-  }                                                                                              \
-  ATTRIBUTES void Clip(float* x, int n, float clip) { ClipImpl<V>(x, n, clip); }                 \
-  ATTRIBUTES void Add(float* x, const float* y, int n) {                                         \
-    Map<V>(x, n, [](V a, V b) __attribute__((always_inline)) { return a + b; }, x, y);           \
-  }                                                                                              \
-  ATTRIBUTES void AddMul(float* x, const float* a, const float* b, int n) {                      \
-    Map<V>(x, n, [](V s, V p, V q) __attribute__((always_inline)) { return s + p * q; }, x, a,   \
-           b);                                                                                   \
-  }                                                                                              \
-  ATTRIBUTES void Mul(float* out, const float* a, const float* b, int n) {                       \
-    Map<V>(out, n, [](V p, V q) __attribute__((always_inline)) { return p * q; }, a, b);         \
-  }                                                                                              \
-  ATTRIBUTES void OneMinus(float* out, const float* a, int n) {                                  \
-    Map<V>(out, n, [](V p) __attribute__((always_inline)) { return 1.0f - p; }, a);              \
-  }                                                                                              \
-  ATTRIBUTES void LstmCell(float* c, const float* i, const float* f, const float* g, int n) {    \
-    Map<V>(c, n, [](V cv, V iv, V fv, V gv) __attribute__((always_inline)) {                     \
-      return fv * cv + iv * gv;                                                                  \
-    }, c, i, f, g);                                                                              \
-  }                                                                                              \
-  ATTRIBUTES void GruBlend(float* out, const float* z, const float* cand, const float* h,        \
-                           int n) {                                                              \
-    Map<V>(out, n, [](V zv, V cv, V hv) __attribute__((always_inline)) {                         \
-      return (1.0f - zv) * cv + zv * hv;                                                         \
-    }, z, cand, h);                                                                              \
-  }                                                                                              \
-  ATTRIBUTES void GruCandidate(float* cand, const float* x, const float* r, const float* b,      \
-                               int n) {                                                          \
-    Map<V>(cand, n, [](V cv, V xv, V rv, V bv) __attribute__((always_inline)) {                  \
-      return xv + rv * (cv + bv);                                                                \
-    }, cand, x, r, b);                                                                           \
-  }                                                                                              \
-  constexpr GateKernels kKernels = {Activate, Clip,     Add,      AddMul,      Mul,              \
-                                    OneMinus, LstmCell, GruBlend, GruCandidate};                 \
+#define RNNSERVE_GATE_KERNELS(NS, V, VI, FMA, ATTRIBUTES)                                          \
+  namespace NS {                                                                                   \
+  ATTRIBUTES void Activate(const Activation& a, float* x, int n) {                                 \
+    ActivateImpl<V, VI, FMA>(a, x, n);                                                             \
+  }                                                                                                \
+  ATTRIBUTES void Clip(float* x, int n, float clip) { ClipImpl<V>(x, n, clip); }                   \
+  ATTRIBUTES void Add(float* x, const float* y, int n) {                                           \
+    Map<V>(                                                                                        \
+        x, n, [](V a, V b) __attribute__((always_inline)) { return a + b; }, x, y);                \
+  }                                                                                                \
+  ATTRIBUTES void AddMul(float* x, const float* a, const float* b, int n) {                        \
+    Map<V>(                                                                                        \
+        x, n, [](V s, V p, V q) __attribute__((always_inline)) { return s + p * q; }, x, a, b);    \
+  }                                                                                                \
+  ATTRIBUTES void Mul(float* out, const float* a, const float* b, int n) {                         \
+    Map<V>(                                                                                        \
+        out, n, [](V p, V q) __attribute__((always_inline)) { return p * q; }, a, b);              \
+  }                                                                                                \
+  ATTRIBUTES void OneMinus(float* out, const float* a, int n) {                                    \
+    Map<V>(                                                                                        \
+        out, n, [](V p) __attribute__((always_inline)) { return 1.0f - p; }, a);                   \
+  }                                                                                                \
+  ATTRIBUTES void LstmCell(float* c, const float* i, const float* f, const float* g, int n) {      \
+    Map<V>(                                                                                        \
+        c, n,                                                                                      \
+        [](V cv, V iv, V fv, V gv) __attribute__((always_inline)) { return fv * cv + iv * gv; },   \
+        c, i, f, g);                                                                               \
+  }                                                                                                \
+  ATTRIBUTES void GruBlend(float* out, const float* z, const float* cand, const float* h, int n) { \
+    Map<V>(                                                                                        \
+        out, n, [](V zv, V cv, V hv) __attribute__((always_inline)) {                              \
+          return (1.0f - zv) * cv + zv * hv;                                                       \
+        },                                                                                         \
+        z, cand, h);                                                                               \
+  }                                                                                                \
+  ATTRIBUTES void GruCandidate(float* cand, const float* x, const float* r, const float* b,        \
+                               int n) {                                                            \
+    Map<V>(                                                                                        \
+        cand, n,                                                                                   \
+        [](V cv, V xv, V rv, V bv) __attribute__((always_inline)) { return xv + rv * (cv + bv); }, \
+        cand, x, r, b);                                                                            \
+  }                                                                                                \
+  constexpr GateKernels kKernels = {Activate, Clip,     Add,      AddMul,      Mul,                \
+                                    OneMinus, LstmCell, GruBlend, GruCandidate};                   \
   }
 
 RNNSERVE_GATE_KERNELS(avx512, F16, I16, true, __attribute__((target(RNNSERVE_TARGET_AVX512))))
@@ -205,7 +216,7 @@ const GateKernels& GateKernelsFor(CpuKernelSet set) {
 }
 
 const GateKernels& ActiveGateKernels() {
-  static const GateKernels& kernels = [] () -> const GateKernels& {
+  static const GateKernels& kernels = []() -> const GateKernels& {
     const auto set = ActiveCpuKernelSet();
     return GateKernelsFor(set.ok() ? *set : CpuKernelSet::kPlain);
   }();

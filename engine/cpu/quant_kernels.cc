@@ -118,12 +118,11 @@ inline void StoreRow(const float* row, float* out, int cols) {
     }                                                                                         \
   }
 
-#define RNNSERVE_AVX512 RNNSERVE_TARGET_AVX512
-
-RNNSERVE_BF16_WIDEN_KERNEL(Bf16WidenAvx512, F16, I16, __attribute__((target(RNNSERVE_AVX512))))
+RNNSERVE_BF16_WIDEN_KERNEL(Bf16WidenAvx512, F16, I16,
+                           __attribute__((target(RNNSERVE_TARGET_AVX512))))
 RNNSERVE_BF16_WIDEN_KERNEL(Bf16WidenAvx2, F8, I8, __attribute__((target(RNNSERVE_TARGET_AVX2))))
 RNNSERVE_BF16_WIDEN_KERNEL(Bf16WidenPlain, F4, I4, )
-RNNSERVE_INT8_PLAIN_KERNEL(Int8Avx512, I16, __attribute__((target(RNNSERVE_AVX512))))
+RNNSERVE_INT8_PLAIN_KERNEL(Int8Avx512, I16, __attribute__((target(RNNSERVE_TARGET_AVX512))))
 RNNSERVE_INT8_PLAIN_KERNEL(Int8Avx2, I8, __attribute__((target(RNNSERVE_TARGET_AVX2))))
 RNNSERVE_INT8_PLAIN_KERNEL(Int8Plain, I4, )
 #undef RNNSERVE_BF16_WIDEN_KERNEL
@@ -132,7 +131,7 @@ RNNSERVE_INT8_PLAIN_KERNEL(Int8Plain, I4, )
 // AVX-512 BF16: vdpbf16ps adds a[2p] * w[2p] + a[2p+1] * w[2p+1] to each FP32 lane; A's pair
 // is one 32-bit word, broadcast. Two zmm hold a panel's 32 columns of one pair.
 template <int MR, int KS>
-__attribute__((target(RNNSERVE_AVX512 ",avx512bf16"))) void Bf16DotAvx512(
+__attribute__((target(RNNSERVE_TARGET_AVX512 ",avx512bf16"))) void Bf16DotAvx512(
     const void* av, int64_t lda, const uint16_t* panel, int k, float* c, int64_t ldc, int cols) {
   const uint32_t* a = static_cast<const uint32_t*>(av);
   __m512 acc[KS][MR][2];
@@ -181,7 +180,7 @@ __attribute__((target(RNNSERVE_AVX512 ",avx512bf16"))) void Bf16DotAvx512(
 // AVX-512 VNNI: vpdpbusd adds the four products uint8 a[4q+i] * int8 w[4q+i] to each int32
 // lane (no saturation); A's quad is one 32-bit word, broadcast.
 template <int MR, int KS>
-__attribute__((target(RNNSERVE_AVX512 ",avx512vnni"))) void Int8DotAvx512(
+__attribute__((target(RNNSERVE_TARGET_AVX512 ",avx512vnni"))) void Int8DotAvx512(
     const uint8_t* a, int64_t lda, const int8_t* panel, int k4, const Int8Dequant& dq, float* c,
     int64_t ldc, int cols) {
   // Accumulators as int32 vectors and the builtin behind _mm512_dpbusd_epi32: through the

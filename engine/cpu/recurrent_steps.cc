@@ -1,5 +1,6 @@
 // The per-step work of each recurrent cell kind on one thread's unit slice (see
-// recurrent_steps.h). Gate slices are gate-major: column q*nu + j is gate q of unit u0 + j.
+// recurrent_steps.h). Gate slices are gate-major: column q*nu + j is gate q of unit u0 + j. The
+// element-wise work runs on the kernel set the CPU was found to have (gate_kernels.h).
 
 #include "engine/cpu/recurrent_steps.h"
 
@@ -10,9 +11,6 @@
 
 namespace rnnserve::engine::cpu {
 namespace {
-
-// The gate pass runs on the kernel set the CPU was found to have (gate_kernels.h).
-const GateKernels& K() { return ActiveGateKernels(); }
 
 // A masked step inside the length: the slice keeps its state and emits it as a masked output.
 void CarryMaskedRow(const DirectionRun& r, const SliceStep& t, int64_t k) {
@@ -41,7 +39,8 @@ void ProjectInputs(const SliceStep& t, const float* xin, int64_t rows, int64_t I
   if (t.nu == 0 || rows == 0) return;
   float* xproj = t.xproj;
   t.sl.W.Gemm(xin, I, rows, xproj, Gn, false, t.gemm);
-  for (int64_t row = 0; row < rows; ++row) K().add(xproj + row * Gn, t.sl.bias.data(), Gn);
+  const GateKernels& gk = ActiveGateKernels();
+  for (int64_t row = 0; row < rows; ++row) gk.add(xproj + row * Gn, t.sl.bias.data(), Gn);
 }
 
 void RecurrentMatmul(const DirectionRun& r, const SliceStep& t) {
@@ -51,6 +50,7 @@ void RecurrentMatmul(const DirectionRun& r, const SliceStep& t) {
 }
 
 void LstmStep(const DirectionRun& r, const SliceStep& t) {
+  const GateKernels& gk = ActiveGateKernels();
   const int nu = t.nu, u0 = t.u0, H = r.H, Hp = r.Hp;
   const float* peep = r.peep;
   const bool projected = r.spec.proj_size > 0;
@@ -64,53 +64,53 @@ void LstmStep(const DirectionRun& r, const SliceStep& t) {
     const float* xp = t.xp(r, k);
     float* c = r.s.c.data() + k * H + u0;
     float *zi = g, *zf = g + nu, *zc = g + 2 * nu, *zo = g + 3 * nu;
-    const GateKernels& k_ = K();
-    k_.add(g, xp, 4 * nu);
+    gk.add(g, xp, 4 * nu);
     if (peep) {
-      k_.add_mul(zi, peep + u0, c, nu);
-      k_.add_mul(zf, peep + H + u0, c, nu);
+      gk.add_mul(zi, peep + u0, c, nu);
+      gk.add_mul(zf, peep + H + u0, c, nu);
     }
-    k_.clip(g, peep ? 3 * nu : 4 * nu, r.clip);  // zo waits for its peephole
-    k_.activate(r.dir.f, zi, nu);
+    gk.clip(g, peep ? 3 * nu : 4 * nu, r.clip);  // zo waits for its peephole
+    gk.activate(r.dir.f, zi, nu);
     if (r.spec.input_forget) {
-      k_.one_minus(zf, zi, nu);
+      gk.one_minus(zf, zi, nu);
     } else {
-      k_.activate(r.dir.f, zf, nu);
+      gk.activate(r.dir.f, zf, nu);
     }
-    k_.activate(r.dir.g, zc, nu);
-    k_.lstm_cell(c, zi, zf, zc, nu);
+    gk.activate(r.dir.g, zc, nu);
+    gk.lstm_cell(c, zi, zf, zc, nu);
     if (peep) {
-      k_.add_mul(zo, peep + 2 * H + u0, c, nu);
-      k_.clip(zo, nu, r.clip);
+      gk.add_mul(zo, peep + 2 * H + u0, c, nu);
+      gk.clip(zo, nu, r.clip);
     }
-    k_.activate(r.dir.f, zo, nu);
+    gk.activate(r.dir.f, zo, nu);
     std::copy_n(c, nu, zc);  // zc now holds h(c)
-    k_.activate(r.dir.h, zc, nu);
+    gk.activate(r.dir.h, zc, nu);
     float* hout = projected ? r.s.shared.data() + k * H + u0 : t.hn + k * Hp + u0;
-    k_.mul(hout, zo, zc, nu);
+    gk.mul(hout, zo, zc, nu);
     if (!projected) r.emit(k, t.st, hout, u0, nu, false);
   }
 }
 
 void GruResetAfterStep(const DirectionRun& r, const SliceStep& t) {
+  const GateKernels& gk = ActiveGateKernels();
   const int nu = t.nu, u0 = t.u0, Hp = r.Hp;
   ForEachLiveRow(r, t, [&](int64_t k, float* g) {
     const float* xp = t.xp(r, k);
     const float* hk = t.hp + k * Hp + u0;
     float *rg = g, *z = g + nu, *nn = g + 2 * nu;
-    const GateKernels& k_ = K();
-    k_.add(rg, xp, 2 * nu);  // r and z
-    k_.clip(g, 2 * nu, r.clip);
-    k_.activate(r.dir.f, g, 2 * nu);
-    k_.gru_candidate(nn, xp + 2 * nu, rg, t.sl.bRn.data(), nu);
-    k_.clip(nn, nu, r.clip);
-    k_.activate(r.dir.g, nn, nu);
-    k_.gru_blend(t.hn + k * Hp + u0, z, nn, hk, nu);
+    gk.add(rg, xp, 2 * nu);  // r and z
+    gk.clip(g, 2 * nu, r.clip);
+    gk.activate(r.dir.f, g, 2 * nu);
+    gk.gru_candidate(nn, xp + 2 * nu, rg, t.sl.bRn.data(), nu);
+    gk.clip(nn, nu, r.clip);
+    gk.activate(r.dir.g, nn, nu);
+    gk.gru_blend(t.hn + k * Hp + u0, z, nn, hk, nu);
     r.emit(k, t.st, t.hn + k * Hp + u0, u0, nu, false);
   });
 }
 
 void GruResetBeforeGatesStep(const DirectionRun& r, const SliceStep& t) {
+  const GateKernels& gk = ActiveGateKernels();
   // r and z; r * h goes to the shared buffer for the n gate's matmul. Masked rows are carried
   // by GruNewStateStep (their r * h is computed and never read).
   const int nu = t.nu, u0 = t.u0;
@@ -118,16 +118,16 @@ void GruResetBeforeGatesStep(const DirectionRun& r, const SliceStep& t) {
     float* g = t.gates + k * r.G * nu;
     const float* xp = t.xp(r, k);
     const float* hk = t.hp + k * r.Hp + u0;
-    float* rg = g;  // then z
-    const GateKernels& k_ = K();
-    k_.add(rg, xp, 2 * nu);  // r and z
-    k_.clip(g, 2 * nu, r.clip);
-    k_.activate(r.dir.f, g, 2 * nu);
-    k_.mul(r.s.shared.data() + k * r.H + u0, rg, hk, nu);
+    float* rg = g;           // then z
+    gk.add(rg, xp, 2 * nu);  // r and z
+    gk.clip(g, 2 * nu, r.clip);
+    gk.activate(r.dir.f, g, 2 * nu);
+    gk.mul(r.s.shared.data() + k * r.H + u0, rg, hk, nu);
   }
 }
 
 void GruNewStateStep(const DirectionRun& r, const SliceStep& t) {
+  const GateKernels& gk = ActiveGateKernels();
   const int nu = t.nu, u0 = t.u0, Hp = r.Hp, Gn = r.G * nu;
   if (nu > 0) {
     // [n, nu] n-gate columns = (r * h) [n, H] . R_n slice^T.
@@ -138,22 +138,21 @@ void GruNewStateStep(const DirectionRun& r, const SliceStep& t) {
     float* hk_new = t.hn + k * Hp + u0;
     const float* xp = t.xp(r, k);
     float *z = g + nu, *nn = g + 2 * nu;
-    const GateKernels& k_ = K();
-    k_.add(nn, xp + 2 * nu, nu);
-    k_.clip(nn, nu, r.clip);
-    k_.activate(r.dir.g, nn, nu);
-    k_.gru_blend(hk_new, z, nn, hk, nu);
+    gk.add(nn, xp + 2 * nu, nu);
+    gk.clip(nn, nu, r.clip);
+    gk.activate(r.dir.g, nn, nu);
+    gk.gru_blend(hk_new, z, nn, hk, nu);
     r.emit(k, t.st, hk_new, u0, nu, false);
   });
 }
 
 void SimpleRnnStep(const DirectionRun& r, const SliceStep& t) {
+  const GateKernels& gk = ActiveGateKernels();
   const int nu = t.nu, u0 = t.u0, Hp = r.Hp;
   ForEachLiveRow(r, t, [&](int64_t k, float* g) {
-    const GateKernels& k_ = K();
-    k_.add(g, t.xp(r, k), nu);
-    k_.clip(g, nu, r.clip);
-    k_.activate(r.dir.f, g, nu);
+    gk.add(g, t.xp(r, k), nu);
+    gk.clip(g, nu, r.clip);
+    gk.activate(r.dir.f, g, nu);
     std::copy_n(g, nu, t.hn + k * Hp + u0);
     r.emit(k, t.st, t.hn + k * Hp + u0, u0, nu, false);
   });

@@ -53,9 +53,7 @@ absl::Status BatchFormer::Check(const BatchRequest& r) const {
       }
     }
   }
-  if (auto st =
-          engine::CheckLengths(r.batch.lengths, rows, steps, lengths_label_);
-      !st.ok()) {
+  if (auto st = engine::CheckLengths(r.batch.lengths, rows, steps, lengths_label_); !st.ok()) {
     return st;
   }
   if (r.priority < 0 || r.priority > options_.priority_levels) {

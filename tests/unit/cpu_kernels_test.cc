@@ -1,7 +1,8 @@
 // The CPU engine's kernel sets (engine/cpu/panel_gemm.h, gate_kernels.h): which one runs, that
 // the panel GEMM of the one that runs equals plain dot products, and that every set's gate pass
-// equals the scalar formulas (std::exp, std::tanh) the sets are approximations of. ctest runs this binary once per set
-// (RNNSERVE_CPU_KERNELS=avx512|avx2|plain, tests/unit/cpu.cmake) beside the default run.
+// equals the scalar formulas (std::exp, std::tanh) the sets are approximations of. ctest runs this
+// binary once per set (RNNSERVE_CPU_KERNELS=avx512|avx2|plain, tests/unit/cpu.cmake) beside the
+// default run.
 
 #include "engine/cpu/panel_gemm.h"
 
@@ -134,17 +135,18 @@ TEST(CpuKernelsTest, EveryGateKernelSetEqualsTheScalarFormulas) {
         ActivationKind kind;
         double (*f)(double);
       };
-      for (const Case& c : {Case{ActivationKind::kSigmoid, [](double v) { return 1 / (1 + std::exp(-v)); }},
-                            Case{ActivationKind::kTanh, [](double v) { return std::tanh(v); }},
-                            Case{ActivationKind::kRelu, [](double v) { return v > 0 ? v : 0.0; }},
-                            Case{ActivationKind::kSoftsign, [](double v) { return v / (1 + std::fabs(v)); }}}) {
+      for (const Case& c :
+           {Case{ActivationKind::kSigmoid, [](double v) { return 1 / (1 + std::exp(-v)); }},
+            Case{ActivationKind::kTanh, [](double v) { return std::tanh(v); }},
+            Case{ActivationKind::kRelu, [](double v) { return v > 0 ? v : 0.0; }},
+            Case{ActivationKind::kSoftsign, [](double v) { return v / (1 + std::fabs(v)); }}}) {
         std::vector<float> got = x;
         Activation a;
         a.kind = c.kind;
         k.activate(a, got.data(), n);
         for (int i = 0; i < n; ++i) {
-          ASSERT_TRUE(near(got[i], c.f(x[i])))
-              << "activation " << int(c.kind) << " of " << x[i] << ": " << got[i] << " vs " << c.f(x[i]);
+          ASSERT_TRUE(near(got[i], c.f(x[i]))) << "activation " << int(c.kind) << " of " << x[i]
+                                               << ": " << got[i] << " vs " << c.f(x[i]);
         }
       }
       Activation hard;
@@ -168,7 +170,9 @@ TEST(CpuKernelsTest, EveryGateKernelSetEqualsTheScalarFormulas) {
       for (int i = 0; i < n; ++i) ASSERT_TRUE(near(got[i], double(x[i]) + y[i]));
       got = x;
       k.add_mul(got.data(), y.data(), z.data(), n);
-      for (int i = 0; i < n; ++i) ASSERT_TRUE(near(got[i], x[i] + double(y[i]) * z[i], std::fabs(x[i]) + std::fabs(y[i] * z[i])));
+      for (int i = 0; i < n; ++i)
+        ASSERT_TRUE(
+            near(got[i], x[i] + double(y[i]) * z[i], std::fabs(x[i]) + std::fabs(y[i] * z[i])));
       k.mul(got.data(), y.data(), z.data(), n);
       for (int i = 0; i < n; ++i) ASSERT_TRUE(near(got[i], double(y[i]) * z[i]));
       k.one_minus(got.data(), y.data(), n);
