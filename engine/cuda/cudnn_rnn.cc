@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/cudnn_rnn_util.h"
-#include "engine/cuda/fused_lstm.h"
+#include "engine/cuda/fused_rnn.h"
 #include "engine/cuda/kernels.h"
 
 namespace rnnserve::engine::cuda {
@@ -129,9 +129,9 @@ absl::Status CudnnRecurrent::Init() {
       }
     }
   }
-  // Exact FP32 has its own persistent kernel for small batches (fused_lstm.h).
+  // Exact FP32 has its own persistent kernel for small batches (fused_rnn.h).
   if (math_ == MathMode::kFp32) {
-    if (auto f = FusedLstm::Create(spec_, stream_); f.ok()) fused_ = std::move(*f);
+    if (auto f = FusedRnn::Create(spec_, stream_); f.ok()) fused_ = std::move(*f);
   }
   for (cudnnRNNDataDescriptor_t* d : {&x_desc_, &y_desc_, &x_seq_desc_, &y_seq_desc_}) {
     RNNSERVE_RETURN_IF_ERROR(
@@ -271,8 +271,8 @@ absl::Status CudnnRecurrent::SetShape(const RecurrentIO& io) {
 absl::Status CudnnRecurrent::Launch(cudnnRNNAlgo_t algo, const RecurrentIO& io) {
   // An algorithm dropped after failing for another batch size runs as the standard one.
   if (!Available(algo)) algo = CUDNN_RNN_ALGO_STANDARD;
-  if (algo == kFusedAlgo) return fused_->Forward(io, FusedLstm::Kernel::kGrid);
-  if (algo == kFusedClusterAlgo) return fused_->Forward(io, FusedLstm::Kernel::kCluster);
+  if (algo == kFusedAlgo) return fused_->Forward(io, FusedRnn::Kernel::kGrid);
+  if (algo == kFusedClusterAlgo) return fused_->Forward(io, FusedRnn::Kernel::kCluster);
   const bool seq_major = SeqMajor(algo);
   if (algo == kStandardSeqMajorAlgo) algo = CUDNN_RNN_ALGO_STANDARD;
   auto described = DescriptorFor(algo, io.B);

@@ -14,10 +14,11 @@
 //   everywhere else they are zero (ONNX, Keras's Bidirectional, the backward direction).
 // - The workspace is allocated on first use for a shape and reused; it only grows.
 // - The algorithm (standard, persistent static, persistent static small-H, persistent dynamic;
-//   in FP32 and TF32 also standard on sequence-major copies; our fused exact FP32 LSTM, grid or
-//   cluster kernel, for batches up to FusedLstm::kMaxBatch) is chosen per batch size on first
-//   sight of that size by timing each one cuDNN accepts; an algorithm that returns an error is
-//   dropped. ForceAlgorithm pins one (benchmarks).
+//   in FP32 and TF32 also standard on sequence-major copies; our fused exact FP32 LSTM or GRU
+//   (reset_after), grid or cluster kernel, for one forward direction without projection and
+//   batches up to FusedRnn::kMaxBatch) is chosen per batch size on first sight of that size by
+//   timing each one cuDNN accepts; an algorithm that returns an error is dropped.
+//   ForceAlgorithm pins one (benchmarks).
 //   Exact FP32 uses the standard algorithm only (the persistent kernels are not exact); a
 //   persistent algorithm cuDNN refuses for a batch (e.g. padded lengths) falls back to standard.
 //   Persistent dynamic is compiled by cuDNN (cudnnBuildRNNDynamic, NVRTC) once per batch size,
@@ -50,12 +51,12 @@
 
 namespace rnnserve::engine::cuda {
 
-class FusedLstm;
+class FusedRnn;
 
-// Not a cuDNN algorithm: FusedLstm, our exact-FP32 persistent LSTM for small batches, chosen
-// (by timing, like cuDNN's algorithms) for exact-FP32 layers it can run.
+// Not a cuDNN algorithm: FusedRnn, our exact-FP32 persistent LSTM / GRU for small batches,
+// chosen (by timing, like cuDNN's algorithms) for exact-FP32 layers it can run.
 inline constexpr cudnnRNNAlgo_t kFusedAlgo = static_cast<cudnnRNNAlgo_t>(100);
-// FusedLstm's thread-block-cluster kernel, where it has one for the layer's width and the
+// FusedRnn's thread-block-cluster kernel, where it has one for the layer's width and the
 // device runs it; chosen by timing like the others.
 inline constexpr cudnnRNNAlgo_t kFusedClusterAlgo = static_cast<cudnnRNNAlgo_t>(101);
 // cuDNN's standard algorithm on sequence-major copies of x and y (FP32 and TF32; half
@@ -78,7 +79,7 @@ struct RecurrentIO {
 };
 
 // Copies a batch's lengths, states, output pointers and sizes into a fused kernel's arguments
-// (FusedLstmArgs, FusedRecurrentArgs).
+// (FusedRnnArgs, FusedRecurrentArgs).
 template <typename KernelArgs>
 void SetBatchArgs(const RecurrentIO& io, KernelArgs* a) {
   a->lengths = io.lengths_dev;
@@ -158,7 +159,7 @@ class CudnnRecurrent {
   const int I_, H_, Hp_;
   const cudnnDataType_t dtype_;  // FLOAT, HALF or BFLOAT16
 
-  std::unique_ptr<FusedLstm> fused_;  // exact FP32, small batches; null when it does not fit
+  std::unique_ptr<FusedRnn> fused_;  // exact FP32, small batches; null when it does not fit
 
   // One RNN descriptor per algorithm cuDNN accepted; all share one weight layout.
   std::map<cudnnRNNAlgo_t, cudnnRNNDescriptor_t> descs_;

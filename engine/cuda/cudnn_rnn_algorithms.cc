@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/cudnn_rnn.h"
 #include "engine/cuda/cudnn_rnn_util.h"
-#include "engine/cuda/fused_lstm.h"
+#include "engine/cuda/fused_rnn.h"
 
 namespace rnnserve::engine::cuda {
 
@@ -25,7 +25,7 @@ absl::StatusOr<cudnnRNNAlgo_t> CudnnRecurrent::ChooseAlgorithm(const RecurrentIO
     if (algo != CUDNN_RNN_ALGO_PERSIST_DYNAMIC || full) candidates.push_back(algo);
   }
   if (Available(kStandardSeqMajorAlgo)) candidates.push_back(kStandardSeqMajorAlgo);
-  if (fused_ && io.B <= FusedLstm::kMaxBatch) {
+  if (fused_ && io.B <= FusedRnn::kMaxBatch) {
     candidates.push_back(kFusedAlgo);
     if (fused_->has_cluster()) candidates.push_back(kFusedClusterAlgo);
   }

@@ -1,15 +1,14 @@
-// The one-block kernel of FusedLstm for small H (fused_lstm_kernel.h). Plain FP32: FMAs and
+// The one-block LSTM kernel of FusedRnn for small H (fused_rnn_kernel.h). Plain FP32: FMAs and
 // precise expf / tanhf, as the CPU engine computes them.
 
 #include <algorithm>
 
-#include "engine/cuda/fused_lstm_kernel.h"
+#include "engine/cuda/fused_rnn_cell.cuh"
+#include "engine/cuda/fused_rnn_kernel.h"
 #include "engine/cuda/launch.cuh"
 
 namespace rnnserve::engine::cuda {
 namespace {
-
-__device__ __forceinline__ float SmallSigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 // dst[0..n) = src[0..n) by the whole block, four loads issued before their stores.
 __device__ __forceinline__ void CopyToShared(float4* dst, const float4* src, int n) {
@@ -32,7 +31,7 @@ __device__ __forceinline__ void CopyToShared(float4* dst, const float4* src, int
 // columns of Ws and Rs, so the threads of a warp read consecutive words.
 __global__ void FusedLstmSmallKernel(FusedLstmSmallArgs p) {
   extern __shared__ float smem[];
-  const FusedLstmArgs& a = p.a;
+  const FusedRnnArgs& a = p.a;
   const int H = a.H, I = p.I, B = a.B, G = 4 * a.H;
   float* Ws = smem;
   float* Rs = Ws + I * G;
@@ -85,10 +84,10 @@ __global__ void FusedLstmSmallKernel(FusedLstmSmallArgs p) {
         float h = hs[i];
         if (running) {
           const float* g = gs + b * G;
-          const float ig = SmallSigmoid(g[j]);
-          const float fg = SmallSigmoid(g[H + j]);
+          const float ig = FusedSigmoid(g[j]);
+          const float fg = FusedSigmoid(g[H + j]);
           const float cg = tanhf(g[2 * H + j]);
-          const float og = SmallSigmoid(g[3 * H + j]);
+          const float og = FusedSigmoid(g[3 * H + j]);
           const float c = fg * cs[i] + ig * cg;
           cs[i] = c;
           h = og * tanhf(c);

@@ -41,12 +41,17 @@ CASES = {
     "TorchLstmWideHidden": ("lstm", 64, 128, 0, 1, False, [30, 17, 30], 30),
     "TorchGruWideHidden": ("gru", 32, 128, 0, 1, True, [25, 25, 9], 25),
 }
-# The widths of the fused LSTM's thread-block-cluster kernel (engine/cuda/fused_lstm.h), eight
-# sequences of mixed lengths (tests take the first 1..8); seeded apart from CASES so that adding
-# one here leaves those unchanged.
+# The widths of the fused LSTM's and GRU's thread-block-cluster kernel (engine/cuda/fused_rnn.h),
+# eight sequences of mixed lengths (tests take the first 1..8); seeded apart from CASES (and the
+# GRU apart from the LSTM) so that adding one here leaves those unchanged.
 CLUSTER_CASES = {
     "TorchLstmClusterH256": ("lstm", 64, 256, 0, 1, False, [40, 7, 1, 40, 23, 40, 16, 31], 40),
     "TorchLstmClusterH512": ("lstm", 32, 512, 0, 1, False, [40, 9, 40, 1, 28, 40, 13, 35], 40),
+}
+GRU_CLUSTER_CASES = {
+    "TorchGruClusterH128": ("gru", 16, 128, 0, 1, False, [30, 30, 4, 17, 1, 30, 22, 9], 30),
+    "TorchGruClusterH256": ("gru", 48, 256, 0, 1, False, [40, 11, 40, 1, 26, 40, 5, 33], 40),
+    "TorchGruClusterH512": ("gru", 32, 512, 0, 1, False, [40, 6, 1, 40, 19, 40, 37, 12], 40),
 }
 CELL_CODE = {"lstm": 0, "gru": 1, "rnn_tanh": 2, "rnn_relu": 3}
 
@@ -107,6 +112,8 @@ def main():
     seeded = [(name, spec, 1000 + i) for i, (name, spec) in enumerate(sorted(CASES.items()))]
     seeded += [(name, spec, 2000 + i)
                for i, (name, spec) in enumerate(sorted(CLUSTER_CASES.items()))]
+    seeded += [(name, spec, 3000 + i)
+               for i, (name, spec) in enumerate(sorted(GRU_CLUSTER_CASES.items()))]
     for name, spec, seed in seeded:
         if not args.only or name in args.only:
             make(name, spec, Path(args.out), seed)

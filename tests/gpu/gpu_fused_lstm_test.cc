@@ -1,6 +1,6 @@
-// The exact-FP32 fused LSTM (engine/cuda/fused_lstm.h), its grid kernel, its one-block kernel
-// and its thread-block-cluster kernel, pinned against PyTorch's answers, and each cuDNN algorithm
-// the layer accepts likewise, whichever the engine would pick by timing.
+// The exact-FP32 fused LSTM and GRU (engine/cuda/fused_rnn.h), their grid kernel, the LSTM's
+// one-block kernel and their thread-block-cluster kernel, pinned against PyTorch's answers, and
+// each cuDNN algorithm the layer accepts likewise, whichever the engine would pick by timing.
 
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "engine/cuda/cudnn_rnn.h"
-#include "engine/cuda/fused_lstm.h"
+#include "engine/cuda/fused_rnn.h"
 #include "gtest/gtest.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/gpu/torch_state_dict.h"
@@ -36,37 +36,45 @@ client::NpyArray FirstSequences(client::NpyArray a, int axis, int batch) {
   return a;
 }
 
+// A stream and a cuDNN handle on it, destroyed after what a test built on them.
+struct StreamAndHandle {
+  cudaStream_t stream = nullptr;
+  cudnnHandle_t handle = nullptr;
+  StreamAndHandle() {
+    if (cudaStreamCreate(&stream) != cudaSuccess) stream = nullptr;
+    if (stream && cudnnCreate(&handle) == CUDNN_STATUS_SUCCESS) cudnnSetStream(handle, stream);
+  }
+  ~StreamAndHandle() {
+    if (handle) cudnnDestroy(handle);
+    if (stream) cudaStreamDestroy(stream);
+  }
+  bool ok() const { return stream != nullptr && handle != nullptr; }
+};
+
 using Forward = std::function<absl::Status(const engine::cuda::RecurrentIO&)>;
 
-// Runs `forward` (the fixture's single LSTM layer) on the first `batch` sequences (all when 0),
-// three times; compares y, h_n, c_n each time.
+// Runs `forward` (the fixture's single LSTM or GRU layer) on the first `batch` sequences (all
+// when 0), three times; compares y, h_n and the LSTM's c_n each time.
 void CheckForward(const std::string& dir, const engine::RecurrentSpec& spec, int batch,
                   cudaStream_t stream, const Forward& forward);
 
-// Runs the fixture's single LSTM layer with `algo` pinned on its first `batch` sequences (all
-// when 0); compares y, h_n, c_n.
+// Runs the fixture's single LSTM or GRU layer with `algo` pinned on its first `batch` sequences
+// (all when 0); compares y, h_n and the LSTM's c_n.
 void CheckAlgorithm(const std::string& fixture, cudnnRNNAlgo_t algo, bool required, int batch = 0) {
   const std::string dir = "tests/fixtures/torch/" + fixture + "/";
   auto model = TorchFixtureModel(dir);
   if (!model.ok()) GTEST_SKIP() << "no fixture " << dir << ": " << model.status();
   ASSERT_EQ(model->layers.size(), 1u);
   const auto& spec = std::get<engine::RecurrentSpec>(model->layers[0].spec);
-  cudaStream_t stream;
-  cudnnHandle_t handle;
-  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
-  ASSERT_EQ(cudnnCreate(&handle), CUDNN_STATUS_SUCCESS);
-  cudnnSetStream(handle, stream);
-  {
-    auto rnn = CudnnRecurrent::Create(spec, "lstm", engine::MathMode::kFp32, handle, stream);
-    ASSERT_TRUE(rnn.ok()) << rnn.status();
-    if (auto s = (*rnn)->ForceAlgorithm(algo); !s.ok()) {
-      if (required) FAIL() << s;
-      GTEST_SKIP() << s;
-    }
-    CheckForward(dir, spec, batch, stream, [&](const auto& io) { return (*rnn)->Forward(io); });
+  StreamAndHandle sh;
+  ASSERT_TRUE(sh.ok());
+  auto rnn = CudnnRecurrent::Create(spec, "rnn", engine::MathMode::kFp32, sh.handle, sh.stream);
+  ASSERT_TRUE(rnn.ok()) << rnn.status();
+  if (auto s = (*rnn)->ForceAlgorithm(algo); !s.ok()) {
+    if (required) FAIL() << s;
+    GTEST_SKIP() << s;
   }
-  cudnnDestroy(handle);
-  cudaStreamDestroy(stream);
+  CheckForward(dir, spec, batch, sh.stream, [&](const auto& io) { return (*rnn)->Forward(io); });
 }
 
 void CheckForward(const std::string& dir, const engine::RecurrentSpec& spec, int batch,
@@ -76,6 +84,7 @@ void CheckForward(const std::string& dir, const engine::RecurrentSpec& spec, int
     const auto x = FirstSequences(LoadNpy(dir + "input_0.npy"), 0, B);
     const auto len = FirstSequences(LoadNpy(dir + "lengths.npy"), 0, B);
     const int T = x.shape[1], H = spec.hidden_size;
+    const bool lstm = spec.cell == engine::CellType::kLstm;
     std::vector<float> xf(x.values.begin(), x.values.end());
     std::vector<int32_t> lengths(len.values.begin(), len.values.end());
     DeviceBuffer dx, dy, dh, dc, dl;
@@ -95,7 +104,7 @@ void CheckForward(const std::string& dir, const engine::RecurrentSpec& spec, int
                                  .x = dx.as<float>(),
                                  .y = dy.as<float>(),
                                  .hy = dh.as<float>(),
-                                 .cy = dc.as<float>()};
+                                 .cy = lstm ? dc.as<float>() : nullptr};
     for (int run = 0; run < 3; ++run) {  // eager, eager again, then a captured graph
       const absl::Status s = forward(io);
       ASSERT_TRUE(s.ok()) << s;
@@ -109,8 +118,10 @@ void CheckForward(const std::string& dir, const engine::RecurrentSpec& spec, int
           << "y, B=" << B << ", run " << run;
       EXPECT_TRUE(AllClose(h, FirstSequences(LoadNpy(dir + "expected_1.npy"), 1, B), kFp32Exact))
           << "h_n, B=" << B << ", run " << run;
-      EXPECT_TRUE(AllClose(c, FirstSequences(LoadNpy(dir + "expected_2.npy"), 1, B), kFp32Exact))
-          << "c_n, B=" << B << ", run " << run;
+      if (lstm) {
+        EXPECT_TRUE(AllClose(c, FirstSequences(LoadNpy(dir + "expected_2.npy"), 1, B), kFp32Exact))
+            << "c_n, B=" << B << ", run " << run;
+      }
     }
   }
 }
@@ -132,12 +143,14 @@ TEST_P(PinnedAlgorithmTest, CudnnStandardOnSequenceMajorCopiesMatchesPyTorch) {
 
 INSTANTIATE_TEST_SUITE_P(Torch, PinnedAlgorithmTest,
                          ::testing::Values("TorchLstmPackedMixedLengths", "TorchLstmWideHidden",
-                                           "TorchLstmClusterH256", "TorchLstmClusterH512"),
+                                           "TorchLstmClusterH256", "TorchLstmClusterH512",
+                                           "TorchGruClusterH128", "TorchGruClusterH256",
+                                           "TorchGruClusterH512"),
                          [](const auto& info) { return info.param; });
 
 // The cluster kernel at each batch size it takes (the first 1..8 of the fixture's sequences,
 // whose lengths are mixed). Its widths (128, 256, 512) must get it on any device that launches
-// clusters (Hopper and later).
+// clusters (Hopper and later), for the LSTM and the GRU.
 class ClusterKernelTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ClusterKernelTest, EveryBatchSizeMatchesPyTorch) {
@@ -147,7 +160,7 @@ TEST_P(ClusterKernelTest, EveryBatchSizeMatchesPyTorch) {
   ASSERT_EQ(cudaDeviceGetAttribute(&clusters, cudaDevAttrClusterLaunch, device), cudaSuccess);
   const int n =
       static_cast<int>(LoadNpy("tests/fixtures/torch/" + GetParam() + "/lengths.npy").shape[0]);
-  for (int batch = 1; batch <= std::min(n, engine::cuda::FusedLstm::kMaxBatch); ++batch) {
+  for (int batch = 1; batch <= std::min(n, engine::cuda::FusedRnn::kMaxBatch); ++batch) {
     SCOPED_TRACE(::testing::Message() << "B=" << batch);
     CheckAlgorithm(GetParam(), engine::cuda::kFusedClusterAlgo, /*required=*/clusters != 0, batch);
     if (::testing::Test::HasFatalFailure() || ::testing::Test::IsSkipped()) return;
@@ -156,8 +169,62 @@ TEST_P(ClusterKernelTest, EveryBatchSizeMatchesPyTorch) {
 
 INSTANTIATE_TEST_SUITE_P(Torch, ClusterKernelTest,
                          ::testing::Values("TorchLstmWideHidden", "TorchLstmClusterH256",
-                                           "TorchLstmClusterH512"),
+                                           "TorchLstmClusterH512", "TorchGruClusterH128",
+                                           "TorchGruClusterH256", "TorchGruClusterH512"),
                          [](const auto& info) { return info.param; });
+
+// The grid kernel of the GRU (reset_after, n's recurrent bias inside r * (...)) at each batch
+// size, pinned: the fallback for widths without a cluster kernel.
+class GridKernelTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GridKernelTest, EveryBatchSizeMatchesPyTorch) {
+  RNNSERVE_SKIP_WITHOUT_GPU();
+  const int n =
+      static_cast<int>(LoadNpy("tests/fixtures/torch/" + GetParam() + "/lengths.npy").shape[0]);
+  for (int batch = 1; batch <= std::min(n, engine::cuda::FusedRnn::kMaxBatch); ++batch) {
+    SCOPED_TRACE(::testing::Message() << "B=" << batch);
+    CheckAlgorithm(GetParam(), engine::cuda::kFusedAlgo, /*required=*/true, batch);
+    if (::testing::Test::HasFatalFailure() || ::testing::Test::IsSkipped()) return;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Torch, GridKernelTest,
+                         ::testing::Values("TorchGruClusterH128", "TorchGruClusterH512"),
+                         [](const auto& info) { return info.param; });
+
+// An exact-FP32 GRU (reset_after) of one forward direction is offered the fused kernels, so
+// the engine times them against cuDNN's; the one-block kernel is the LSTM's alone.
+TEST(FusedGruTest, ChooserOffersFusedAlgorithms) {
+  RNNSERVE_SKIP_WITHOUT_GPU();
+  const std::string dir = "tests/fixtures/torch/TorchGruClusterH512/";
+  auto model = TorchFixtureModel(dir);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const auto& spec = std::get<engine::RecurrentSpec>(model->layers[0].spec);
+  ASSERT_EQ(spec.cell, engine::CellType::kGru);
+  int device = 0, clusters = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&clusters, cudaDevAttrClusterLaunch, device), cudaSuccess);
+  StreamAndHandle sh;
+  ASSERT_TRUE(sh.ok());
+  auto rnn = CudnnRecurrent::Create(spec, "gru", engine::MathMode::kFp32, sh.handle, sh.stream);
+  ASSERT_TRUE(rnn.ok()) << rnn.status();
+  const auto algos = (*rnn)->algorithms();
+  auto offered = [&](cudnnRNNAlgo_t a) {
+    return std::find(algos.begin(), algos.end(), a) != algos.end();
+  };
+  EXPECT_TRUE(offered(engine::cuda::kFusedAlgo));
+  if (clusters != 0) {
+    EXPECT_TRUE(offered(engine::cuda::kFusedClusterAlgo));
+  }
+  auto fused = engine::cuda::FusedRnn::Create(spec, sh.stream);
+  ASSERT_TRUE(fused.ok()) << fused.status();
+  EXPECT_FALSE((*fused)->has_one_block());
+  // reset_after=False is not a fused cell.
+  engine::RecurrentSpec before = spec;
+  before.reset_after = false;
+  EXPECT_EQ(engine::cuda::FusedRnn::Create(before, sh.stream).status().code(),
+            absl::StatusCode::kUnimplemented);
+}
 
 // The one-block kernel (small H) at each batch size of a fixture with mixed lengths, pinned
 // (the engine times it against the grid kernel per batch size).
@@ -170,14 +237,14 @@ TEST(OneBlockKernelTest, EveryBatchSizeMatchesPyTorch) {
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
   {
-    auto fused = engine::cuda::FusedLstm::Create(spec, stream);
+    auto fused = engine::cuda::FusedRnn::Create(spec, stream);
     ASSERT_TRUE(fused.ok()) << fused.status();
     ASSERT_TRUE((*fused)->has_one_block()) << "H=" << spec.hidden_size;
     const int n = static_cast<int>(LoadNpy(dir + "lengths.npy").shape[0]);
     for (int batch = 1; batch <= n; ++batch) {
       SCOPED_TRACE(::testing::Message() << "B=" << batch);
       CheckForward(dir, spec, batch, stream, [&](const auto& io) {
-        return (*fused)->Forward(io, engine::cuda::FusedLstm::Kernel::kOneBlock);
+        return (*fused)->Forward(io, engine::cuda::FusedRnn::Kernel::kOneBlock);
       });
     }
   }

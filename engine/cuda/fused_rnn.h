@@ -1,29 +1,33 @@
 #pragma once
 
-// An exact-FP32 persistent LSTM for the launch-bound case (small batches, one direction, no
-// projection, sigmoid/tanh/tanh): cuDNN's persistent kernels are not exact FP32 and its
-// standard algorithm launches kernels at every step, so exact FP32 at B = 1 pays ~10 us a step
-// in launches. This runs all steps in one cooperative kernel instead:
+// An exact-FP32 persistent LSTM and GRU (reset_after, as cuDNN and PyTorch compute it) for the
+// launch-bound case (small batches, one forward direction, no projection, sigmoid/tanh(/tanh)):
+// cuDNN's persistent kernels are not exact FP32 and its standard algorithm launches kernels at
+// every step, so exact FP32 at B = 1 pays ~10 us a step in launches. This runs all steps in
+// one kernel instead:
 //   - the input projection of every step is one cuBLAS SGEMM (FP32, no tensor cores) plus the
-//     folded biases: xproj [B, T, 4H], gates i,f,g,o;
+//     folded biases: xproj [B, T, G*H], gates i,f,g,o (LSTM) or r,z,n (GRU), bW + bR of each
+//     gate except the GRU's n, whose bR (bRn) stays inside r * (R_n . h + bRn);
 //   - the recurrent part is one cooperative launch of `blocks` blocks; block k owns hidden
-//     units [k*U, (k+1)*U) and keeps their 4U rows of R [4H, H] in shared memory for all steps;
-//     each step reads h(t-1) [B, H] from a double buffer in global memory, computes its gates
-//     with FP32 FMAs and precise expf/tanhf, and ends with one grid-wide barrier;
+//     units [k*U, (k+1)*U) and keeps their G*U rows of R [G*H, H] in shared memory for all
+//     steps; each step reads h(t-1) [B, H] from a double buffer in global memory, computes its
+//     gates with FP32 FMAs and precise expf/tanhf, and ends with one grid-wide barrier;
 //   - or, for the widths it is compiled for (H = 128, 256, 512), one thread-block cluster
-//     (fused_lstm_cluster_kernel.cu) that keeps R in its blocks' shared memory and registers
+//     (fused_rnn_cluster_kernel.cu) that keeps R in its blocks' shared memory and registers
 //     and exchanges h(t) through distributed shared memory, so that a step costs a cluster
 //     barrier instead of a grid barrier and a round trip through L2. It exists only where the
 //     device can run the cluster (cudaOccupancyMaxActiveClusters), else only the grid kernel.
-//   - or, for small H (up to kSmallMaxHidden, where the weights fit in one block's shared
-//     memory), one block that runs the whole layer, input projection included, with two block
-//     barriers a step (fused_lstm_small_kernel.cu): at B = 1, T = 10, H = 32 the grid kernel's
-//     per-step grid barrier and L2 round trip cost more than the step's work.
+//   - or, for an LSTM of small H (up to kSmallMaxHidden, where the weights fit in one block's
+//     shared memory), one block that runs the whole layer, input projection included, with two
+//     block barriers a step (fused_lstm_small_kernel.cu): at B = 1, T = 10, H = 32 the grid
+//     kernel's per-step grid barrier and L2 round trip cost more than the step's work.
 // The kernels compute the same sums in the same FP32 arithmetic; they differ only in the order
 // of the partial sums of each dot product (FMA rounding). The caller chooses between the
 // cluster kernel and the others by timing (CudnnRecurrent: kFusedAlgo, kFusedClusterAlgo); the
 // grid sizes and the one-block kernel are timed against each other here, per batch size.
-// Steps past a sequence's length are not computed: its h and c stay, its outputs are zero.
+// Steps past a sequence's length are not computed: its h (and c) stay, its outputs are zero.
+// GRU reset_after=False (r applied before the n gate's matmul, a second exchange a step) is not
+// run here: cuDNN has no such mode, and FusedRecurrent (fused_recurrent.h) runs it.
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -36,28 +40,31 @@
 #include "absl/status/statusor.h"
 #include "engine/cuda/cuda_util.h"
 #include "engine/cuda/cudnn_rnn.h"
-#include "engine/cuda/fused_lstm_kernel.h"
+#include "engine/cuda/fused_rnn_kernel.h"
 #include "engine/ir.h"
 
 namespace rnnserve::engine::cuda {
 
-class FusedLstm {
+class FusedRnn {
  public:
   static constexpr int kMaxBatch = 8;
   static constexpr int kSmallMaxHidden = 128;
   static_assert(kMaxBatch <= kClusterMaxBatch);
 
-  // UNIMPLEMENTED when the layer or the device does not fit (the caller keeps cuDNN).
-  static absl::StatusOr<std::unique_ptr<FusedLstm>> Create(const RecurrentSpec& spec,
-                                                           cudaStream_t stream);
-  ~FusedLstm();
-  FusedLstm(const FusedLstm&) = delete;
-  FusedLstm& operator=(const FusedLstm&) = delete;
+  // UNIMPLEMENTED when the layer or the device does not fit (the caller keeps cuDNN): another
+  // cell, activations other than sigmoid/tanh, clip, peepholes, input_forget, a projection,
+  // two directions or a reversed one, GRU reset_after=False.
+  static absl::StatusOr<std::unique_ptr<FusedRnn>> Create(const RecurrentSpec& spec,
+                                                          cudaStream_t stream);
+  ~FusedRnn();
+  FusedRnn(const FusedRnn&) = delete;
+  FusedRnn& operator=(const FusedRnn&) = delete;
 
   // kGrid: the grid kernel or the one-block kernel, whichever is faster for the batch size.
   enum class Kernel { kGrid, kCluster, kOneBlock };
 
-  // io as for CudnnRecurrent::Forward, with io.B <= kMaxBatch; enqueues, never synchronises.
+  // io as for CudnnRecurrent::Forward (c0 and cy: LSTM only), with io.B <= kMaxBatch;
+  // enqueues, never synchronises (except while timing the grid sizes for a new batch size).
   // kCluster needs has_cluster(), kOneBlock has_one_block().
   absl::Status Forward(const RecurrentIO& io, Kernel kernel = Kernel::kGrid);
   bool has_cluster() const { return cluster_ > 0; }
@@ -70,19 +77,30 @@ class FusedLstm {
   std::vector<const void*> buffers() const { return {xproj_.get(), hbuf_.get()}; }
 
  private:
-  FusedLstm(int I, int H, std::vector<int> grids, size_t smem, cudaStream_t stream)
-      : I_(I), H_(H), grids_(std::move(grids)), smem_(smem), stream_(stream) {}
+  FusedRnn(FusedRnnCell cell, int I, int H, std::vector<int> grids, size_t smem,
+           cudaStream_t stream)
+      : cell_(cell),
+        G_(FusedRnnGates(cell)),
+        I_(I),
+        H_(H),
+        grids_(std::move(grids)),
+        smem_(smem),
+        stream_(stream) {}
+  // "fused LSTM" or "fused GRU", for messages.
+  const char* name() const;
   // The cluster size that the device runs for H (0: none), and its shared memory per block.
   absl::Status FindCluster();
   absl::Status Project(const RecurrentIO& io);
-  FusedLstmArgs Args(const RecurrentIO& io) const;
+  FusedRnnArgs Args(const RecurrentIO& io) const;
   // blocks == 0: the one-block kernel.
   absl::Status Launch(const RecurrentIO& io, int blocks);
-  // Offers the one-block kernel where H and the shared memory allow.
+  // Offers the one-block kernel where the cell (LSTM), H and the shared memory allow.
   absl::Status PrepareSmall(const RecurrentDirection& d, int smem_optin);
   absl::Status LaunchCluster(const RecurrentIO& io);
   absl::StatusOr<int> ChooseGrid(const RecurrentIO& io);
 
+  const FusedRnnCell cell_;
+  const int G_;  // gates a unit: 4 (LSTM), 3 (GRU)
   const int I_, H_;
   // Grid sizes that split H evenly and fit on the device at once, largest first. Fewer blocks
   // make the per-step barrier cheaper and each block's share of the work larger; the fastest
@@ -98,10 +116,11 @@ class FusedLstm {
   int small_chunk_ = 1;               // steps of input projection computed at once
   std::map<int, int> grid_by_batch_;  // 0: the one-block kernel
   cublasHandle_t cublas_ = nullptr;
-  DeviceBuffer W_;      // [4H, I]
-  DeviceBuffer R_;      // [4H, H]
-  DeviceBuffer bias_;   // [4H] bW + bR
-  DeviceBuffer xproj_;  // [B, T, 4H]
+  DeviceBuffer W_;      // [G*H, I]
+  DeviceBuffer R_;      // [G*H, H]
+  DeviceBuffer bias_;   // [G*H] bW + bR (GRU: bW alone for the n gate)
+  DeviceBuffer bRn_;    // [H] GRU: the n gate's bR
+  DeviceBuffer xproj_;  // [B, T, G*H]
   DeviceBuffer hbuf_;   // [2, B, H] h exchange between steps
   DeviceBuffer Wt_;     // [I, 4H] W transposed, for the one-block kernel
   DeviceBuffer Rt_;     // [H, 4H] R transposed, for the one-block kernel

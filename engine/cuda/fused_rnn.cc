@@ -1,11 +1,11 @@
-#include "engine/cuda/fused_lstm.h"
+#include "engine/cuda/fused_rnn.h"
 
 #include <algorithm>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "engine/cuda/fused_lstm_kernel.h"
+#include "engine/cuda/fused_rnn_kernel.h"
 #include "engine/cuda/kernels.h"
 
 namespace rnnserve::engine::cuda {
@@ -13,14 +13,33 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// Why FusedRnn cannot run the layer, or OK.
+absl::Status Supports(const RecurrentSpec& spec) {
+  if ((spec.cell != CellType::kLstm && spec.cell != CellType::kGru) ||
+      (spec.cell == CellType::kGru && !spec.reset_after)) {
+    return absl::UnimplementedError("fused RNN: LSTM or GRU reset_after only");
+  }
+  if (spec.directions.size() != 1 || spec.directions[0].reverse || spec.proj_size > 0) {
+    return absl::UnimplementedError("fused RNN: one forward direction without projection only");
+  }
+  const RecurrentDirection& d = spec.directions[0];
+  const bool lstm = spec.cell == CellType::kLstm;
+  if (d.f.kind != ActivationKind::kSigmoid || d.g.kind != ActivationKind::kTanh ||
+      (lstm && d.h.kind != ActivationKind::kTanh) || spec.clip != 0.0f || spec.input_forget ||
+      !d.peephole.empty()) {
+    return absl::UnimplementedError(
+        "fused RNN: sigmoid/tanh activations without clip, peepholes or input_forget only");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<FusedLstm>> FusedLstm::Create(const RecurrentSpec& spec,
-                                                             cudaStream_t stream) {
-  if (spec.cell != CellType::kLstm || spec.directions.size() != 1 || spec.proj_size > 0 ||
-      spec.directions[0].reverse) {
-    return absl::UnimplementedError("fused LSTM: one forward direction without projection only");
-  }
+absl::StatusOr<std::unique_ptr<FusedRnn>> FusedRnn::Create(const RecurrentSpec& spec,
+                                                           cudaStream_t stream) {
+  RNNSERVE_RETURN_IF_ERROR(Supports(spec));
+  const FusedRnnCell cell = spec.cell == CellType::kLstm ? FusedRnnCell::kLstm : FusedRnnCell::kGru;
+  const int G = FusedRnnGates(cell);
   const int H = spec.hidden_size, I = spec.input_size;
   int device = 0, sms = 0, smem_optin = 0;
   RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaGetDevice(&device), "cudaGetDevice"));
@@ -32,7 +51,7 @@ absl::StatusOr<std::unique_ptr<FusedLstm>> FusedLstm::Create(const RecurrentSpec
   int coop = 0;
   RNNSERVE_RETURN_IF_ERROR(CudaOk(
       cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, device), "cooperative launch"));
-  if (!coop) return absl::UnimplementedError("fused LSTM: no cooperative launch on this device");
+  if (!coop) return absl::UnimplementedError("fused RNN: no cooperative launch on this device");
   // Grid sizes (at most one block per SM) that split H evenly: the largest, and about a half
   // and a quarter of it.
   std::vector<int> grids;
@@ -42,44 +61,56 @@ absl::StatusOr<std::unique_ptr<FusedLstm>> FusedLstm::Create(const RecurrentSpec
     if (blocks >= 1 && (grids.empty() || blocks < grids.back())) grids.push_back(blocks);
   }
   // Shared memory is sized for the smallest grid (the most rows per block).
-  size_t smem = FusedLstmSmemBytes(kMaxBatch, H, H / grids.back());
+  size_t smem = FusedRnnSmemBytes(cell, kMaxBatch, H, H / grids.back());
   while (smem > static_cast<size_t>(smem_optin) && grids.size() > 1) {
     grids.pop_back();
-    smem = FusedLstmSmemBytes(kMaxBatch, H, H / grids.back());
+    smem = FusedRnnSmemBytes(cell, kMaxBatch, H, H / grids.back());
   }
   if (smem > static_cast<size_t>(smem_optin)) {
     return absl::UnimplementedError(
-        absl::StrCat("fused LSTM: H=", H, " needs ", smem, " bytes of shared memory per block"));
+        absl::StrCat("fused RNN: H=", H, " needs ", smem, " bytes of shared memory per block"));
   }
-  RNNSERVE_RETURN_IF_ERROR(CudaOk(ConfigureFusedLstmKernel(smem), "cudaFuncSetAttribute"));
+  RNNSERVE_RETURN_IF_ERROR(CudaOk(ConfigureFusedRnnKernel(cell, smem), "cudaFuncSetAttribute"));
   int per_sm = 0;
-  RNNSERVE_RETURN_IF_ERROR(CudaOk(MaxFusedLstmBlocksPerSm(kThreads, smem, &per_sm), "occupancy"));
+  RNNSERVE_RETURN_IF_ERROR(
+      CudaOk(MaxFusedRnnBlocksPerSm(cell, kThreads, smem, &per_sm), "occupancy"));
   if (per_sm * sms < grids.front()) {
-    return absl::UnimplementedError("fused LSTM: the grid does not fit on the device at once");
+    return absl::UnimplementedError("fused RNN: the grid does not fit on the device at once");
   }
-  std::unique_ptr<FusedLstm> f(new FusedLstm(I, H, std::move(grids), smem, stream));
+  std::unique_ptr<FusedRnn> f(new FusedRnn(cell, I, H, std::move(grids), smem, stream));
   RNNSERVE_RETURN_IF_ERROR(CublasOk(cublasCreate(&f->cublas_), "cublasCreate"));
   RNNSERVE_RETURN_IF_ERROR(CublasOk(cublasSetStream(f->cublas_, stream), "cublasSetStream"));
   RNNSERVE_RETURN_IF_ERROR(
       CublasOk(cublasSetMathMode(f->cublas_, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode"));
   const RecurrentDirection& d = spec.directions[0];
-  std::vector<float> bias(4 * H);
-  for (int i = 0; i < 4 * H; ++i) bias[i] = d.bW[i] + d.bR[i];
+  // bW + bR of every gate but the GRU's n: its bR stays apart, inside r * (...).
+  const int folded = cell == FusedRnnCell::kGru ? 2 * H : G * H;
+  std::vector<float> bias(d.bW.begin(), d.bW.begin() + G * H);
+  for (int i = 0; i < folded; ++i) bias[i] += d.bR[i];
   auto upload = [&](const std::vector<float>& v, DeviceBuffer* dst) -> absl::Status {
     RNNSERVE_RETURN_IF_ERROR(dst->Reserve(v.size() * sizeof(float)));
     return CudaOk(
         cudaMemcpy(dst->get(), v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice),
-        "cudaMemcpy (fused LSTM weights)");
+        "cudaMemcpy (fused RNN weights)");
   };
   RNNSERVE_RETURN_IF_ERROR(upload(d.W, &f->W_));
   RNNSERVE_RETURN_IF_ERROR(upload(d.R, &f->R_));
   RNNSERVE_RETURN_IF_ERROR(upload(bias, &f->bias_));
+  if (cell == FusedRnnCell::kGru) {
+    RNNSERVE_RETURN_IF_ERROR(
+        upload(std::vector<float>(d.bR.begin() + 2 * H, d.bR.begin() + 3 * H), &f->bRn_));
+  }
   RNNSERVE_RETURN_IF_ERROR(f->FindCluster());
   RNNSERVE_RETURN_IF_ERROR(f->PrepareSmall(d, smem_optin));
   return f;
 }
 
-absl::Status FusedLstm::PrepareSmall(const RecurrentDirection& d, int smem_optin) {
+const char* FusedRnn::name() const {
+  return cell_ == FusedRnnCell::kLstm ? "fused LSTM" : "fused GRU";
+}
+
+absl::Status FusedRnn::PrepareSmall(const RecurrentDirection& d, int smem_optin) {
+  if (cell_ != FusedRnnCell::kLstm) return absl::OkStatus();
   // The most steps (up to 16) whose input projections fit beside the weights.
   int chunk = 16;
   while (chunk > 1 &&
@@ -112,7 +143,7 @@ absl::Status FusedLstm::PrepareSmall(const RecurrentDirection& d, int smem_optin
   return absl::OkStatus();
 }
 
-absl::Status FusedLstm::FindCluster() {
+absl::Status FusedRnn::FindCluster() {
   int device = 0, smem_optin = 0, cluster_launch = 0;
   RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaGetDevice(&device), "cudaGetDevice"));
   RNNSERVE_RETURN_IF_ERROR(
@@ -121,12 +152,12 @@ absl::Status FusedLstm::FindCluster() {
   RNNSERVE_RETURN_IF_ERROR(CudaOk(
       cudaDeviceGetAttribute(&cluster_launch, cudaDevAttrClusterLaunch, device), "cluster launch"));
   if (!cluster_launch) return absl::OkStatus();
-  for (int cluster : FusedLstmClusterSizes(H_)) {
-    const size_t smem = FusedLstmClusterSmemBytes(kMaxBatch, H_, cluster);
+  for (int cluster : FusedRnnClusterSizes(cell_, H_)) {
+    const size_t smem = FusedRnnClusterSmemBytes(cell_, kMaxBatch, H_, cluster);
     if (smem > static_cast<size_t>(smem_optin)) continue;
     int clusters = 0;
-    if (ConfigureFusedLstmClusterKernel(H_, cluster, smem) != cudaSuccess ||
-        MaxActiveFusedLstmClusters(H_, cluster, smem, &clusters) != cudaSuccess) {
+    if (ConfigureFusedRnnClusterKernel(cell_, H_, cluster, smem) != cudaSuccess ||
+        MaxActiveFusedRnnClusters(cell_, H_, cluster, smem, &clusters) != cudaSuccess) {
       cudaGetLastError();  // this size does not run here; the error is not sticky
       continue;
     }
@@ -139,26 +170,26 @@ absl::Status FusedLstm::FindCluster() {
   return absl::OkStatus();
 }
 
-FusedLstm::~FusedLstm() {
+FusedRnn::~FusedRnn() {
   if (cublas_) cublasDestroy(cublas_);
 }
 
-absl::Status FusedLstm::Forward(const RecurrentIO& io, Kernel kernel) {
+absl::Status FusedRnn::Forward(const RecurrentIO& io, Kernel kernel) {
   if (io.B > kMaxBatch) {
     return absl::InvalidArgumentError(
-        absl::StrCat("fused LSTM takes batches of at most ", kMaxBatch, "; got ", io.B));
+        absl::StrCat(name(), " takes batches of at most ", kMaxBatch, "; got ", io.B));
   }
   if (kernel == Kernel::kOneBlock) {
     if (!small_) {
       return absl::FailedPreconditionError(
-          absl::StrCat("fused LSTM: no one-block kernel for I=", I_, ", H=", H_));
+          absl::StrCat(name(), ": no one-block kernel for I=", I_, ", H=", H_));
     }
     return Launch(io, 0);
   }
   if (kernel == Kernel::kCluster) {
     if (!has_cluster()) {
       return absl::FailedPreconditionError(
-          absl::StrCat("fused LSTM: no thread-block cluster kernel for H=", H_, " on this device"));
+          absl::StrCat(name(), ": no thread-block cluster kernel for H=", H_, " on this device"));
     }
     return LaunchCluster(io);
   }
@@ -167,7 +198,7 @@ absl::Status FusedLstm::Forward(const RecurrentIO& io, Kernel kernel) {
   return Launch(io, *blocks);
 }
 
-absl::StatusOr<int> FusedLstm::ChooseGrid(const RecurrentIO& io) {
+absl::StatusOr<int> FusedRnn::ChooseGrid(const RecurrentIO& io) {
   if (auto it = grid_by_batch_.find(io.B); it != grid_by_batch_.end()) return it->second;
   std::vector<int> candidates = grids_;
   if (small_) candidates.push_back(0);
@@ -203,32 +234,34 @@ absl::StatusOr<int> FusedLstm::ChooseGrid(const RecurrentIO& io) {
   return best;
 }
 
-absl::Status FusedLstm::Project(const RecurrentIO& io) {
+absl::Status FusedRnn::Project(const RecurrentIO& io) {
   const int64_t rows = int64_t{io.B} * io.T;
-  RNNSERVE_RETURN_IF_ERROR(xproj_.Reserve(rows * 4 * H_ * sizeof(float)));
-  // xproj [rows, 4H] = x [rows, I] . W^T, W [4H, I] row-major: column-major
-  // xproj^T [4H, rows] = W [4H, I] (W^T read transposed) . x^T [I, rows].
+  RNNSERVE_RETURN_IF_ERROR(xproj_.Reserve(rows * G_ * H_ * sizeof(float)));
+  // xproj [rows, G*H] = x [rows, I] . W^T, W [G*H, I] row-major: column-major
+  // xproj^T [G*H, rows] = W [G*H, I] (W^T read transposed) . x^T [I, rows].
   const float one = 1.0f, zero = 0.0f;
   RNNSERVE_RETURN_IF_ERROR(
-      CublasOk(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, 4 * H_, static_cast<int>(rows), I_,
-                           &one, W_.as<float>(), I_, io.x, I_, &zero, xproj_.as<float>(), 4 * H_),
-               "cublasSgemm (fused LSTM input projection)"));
-  return CudaOk(LaunchBiasActivation(xproj_.as<float>(), bias_.as<float>(), rows, 4 * H_,
+      CublasOk(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, G_ * H_, static_cast<int>(rows), I_,
+                           &one, W_.as<float>(), I_, io.x, I_, &zero, xproj_.as<float>(), G_ * H_),
+               "cublasSgemm (fused RNN input projection)"));
+  return CudaOk(LaunchBiasActivation(xproj_.as<float>(), bias_.as<float>(), rows, G_ * H_,
                                      DeviceActivation{}, stream_),
                 "bias kernel");
 }
 
-FusedLstmArgs FusedLstm::Args(const RecurrentIO& io) const {
-  FusedLstmArgs a;
+FusedRnnArgs FusedRnn::Args(const RecurrentIO& io) const {
+  FusedRnnArgs a;
+  a.cell = cell_;
   a.xproj = xproj_.as<float>();
   a.R = R_.as<float>();
+  a.bRn = cell_ == FusedRnnCell::kGru ? bRn_.as<float>() : nullptr;
   SetBatchArgs(io, &a);
   a.H = H_;
   a.steps = *std::max_element(io.lengths.begin(), io.lengths.end());
   return a;
 }
 
-absl::Status FusedLstm::Launch(const RecurrentIO& io, int blocks) {
+absl::Status FusedRnn::Launch(const RecurrentIO& io, int blocks) {
   if (blocks == 0) {
     FusedLstmSmallArgs p{.a = Args(io),
                          .x = io.x,
@@ -242,22 +275,22 @@ absl::Status FusedLstm::Launch(const RecurrentIO& io, int blocks) {
   }
   RNNSERVE_RETURN_IF_ERROR(hbuf_.Reserve(2 * int64_t{io.B} * H_ * sizeof(float)));
   RNNSERVE_RETURN_IF_ERROR(Project(io));
-  FusedLstmArgs a = Args(io);
+  FusedRnnArgs a = Args(io);
   a.hbuf = hbuf_.as<float>();
   a.U = H_ / blocks;
-  return CudaOk(LaunchFusedLstmKernel(a, blocks, kThreads, smem_, stream_),
-                "cudaLaunchCooperativeKernel (fused LSTM)");
+  return CudaOk(LaunchFusedRnnKernel(a, blocks, kThreads, smem_, stream_),
+                absl::StrCat("cudaLaunchCooperativeKernel (", name(), ")").c_str());
 }
 
-absl::Status FusedLstm::LaunchCluster(const RecurrentIO& io) {
+absl::Status FusedRnn::LaunchCluster(const RecurrentIO& io) {
   RNNSERVE_RETURN_IF_ERROR(Project(io));
-  return CudaOk(LaunchFusedLstmClusterKernel(Args(io), cluster_, cluster_smem_, stream_),
-                "cudaLaunchKernelEx (fused LSTM cluster)");
+  return CudaOk(LaunchFusedRnnClusterKernel(Args(io), cluster_, cluster_smem_, stream_),
+                absl::StrCat("cudaLaunchKernelEx (", name(), " cluster)").c_str());
 }
 
-int64_t FusedLstm::memory_bytes() const {
-  return static_cast<int64_t>(W_.bytes() + R_.bytes() + bias_.bytes() + xproj_.bytes() +
-                              hbuf_.bytes() + Wt_.bytes() + Rt_.bytes());
+int64_t FusedRnn::memory_bytes() const {
+  return static_cast<int64_t>(W_.bytes() + R_.bytes() + bias_.bytes() + bRn_.bytes() +
+                              xproj_.bytes() + hbuf_.bytes() + Wt_.bytes() + Rt_.bytes());
 }
 
 }  // namespace rnnserve::engine::cuda

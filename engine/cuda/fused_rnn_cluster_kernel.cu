@@ -1,30 +1,30 @@
-// The thread-block-cluster recurrent kernel of FusedLstm (fused_lstm.h). Plain FP32: FMAs and
-// precise expf / tanhf, as the cooperative kernel and the CPU engine compute them.
+// The thread-block-cluster recurrent kernel of FusedRnn (fused_rnn.h), LSTM or GRU. Plain FP32:
+// FMAs and precise expf / tanhf, as the cooperative kernel and the CPU engine compute them.
 //
-// One cluster of kC blocks of kClusterThreads threads; block k (its rank in the cluster) owns
-// hidden units [k*U, (k+1)*U), U = H / kC, and the 4U rows of R [4H, H] of their gates. Warp w
-// owns the block's local rows [w*kRowsPerWarp, (w+1)*kRowsPerWarp) (local row g*U + u is R's
-// row g*H + k*U + u); lane l holds columns 128*c + 4*l .. +3 of each of them. The first
-// kRegRows of a warp's rows live in registers for all steps, the rest in shared memory.
+// One cluster of kC blocks of 4G warps (G gates: 16 warps for the LSTM, 12 for the GRU); block
+// k (its rank in the cluster) owns hidden units [k*U, (k+1)*U), U = H / kC, and the G*U rows of
+// R [G*H, H] of their gates, U / 4 rows a warp. Warp w owns the block's local rows
+// [w*kRowsPerWarp, (w+1)*kRowsPerWarp) (local row g*U + u is R's row g*H + k*U + u); lane l
+// holds columns 128*c + 4*l .. +3 of each of them. The first kRegRows of a warp's rows live in
+// registers for all steps, the rest in shared memory.
 // Each step:
 //   1. every warp computes its rows . h(t-1)[b] for each sequence b from h(t-1) in its own
 //      block's shared memory, then reduces across lanes with a reduce-scatter;
-//   2. one thread per (b, u) of the block applies the cell (c and h stay in its registers);
-//      its input projection for the next step is loaded one step ahead;
+//   2. one thread per (b, u) of the block applies the cell (h, the LSTM's c and the GRU's bRn
+//      stay in its registers); its input projection for the next step is loaded one step ahead;
 //   3. the block's new h slice is stored into every block's shared memory (distributed shared
 //      memory), in the buffer of the next step's parity, and the cluster synchronises.
 
 #include <cooperative_groups.h>
 
-#include "engine/cuda/fused_lstm_kernel.h"
+#include "engine/cuda/fused_rnn_cell.cuh"
+#include "engine/cuda/fused_rnn_kernel.h"
 #include "engine/cuda/launch.cuh"
 
 namespace rnnserve::engine::cuda {
 namespace {
 
 namespace cg = cooperative_groups;
-
-__device__ __forceinline__ float Sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 __device__ __forceinline__ float Dot4(float4 r, float4 h, float acc) {
   acc = fmaf(r.x, h.x, acc);
@@ -67,11 +67,13 @@ __device__ __forceinline__ int RowOfLane(int lane) {
   return row;
 }
 
-template <int kH, int kC, int kRegRows>
+template <FusedRnnCell kCell, int kH, int kC, int kRegRows>
 struct ClusterShape {
+  static constexpr int kGates = kFusedGates<kCell>;
   static constexpr int kU = kH / kC;
-  static constexpr int kRows = 4 * kU;
-  static constexpr int kWarps = kClusterThreads / 32;
+  static constexpr int kRows = kGates * kU;
+  static constexpr int kWarps = 4 * kGates;  // so that a warp has U / 4 rows, whatever the cell
+  static constexpr int kThreads = 32 * kWarps;
   static constexpr int kRowsPerWarp = kRows / kWarps;
   static constexpr int kSmemRows = kRowsPerWarp - kRegRows;  // per warp
   static constexpr int kChunks = kH / 128;                   // float4 per lane per row
@@ -79,7 +81,7 @@ struct ClusterShape {
   static_assert(kRowsPerWarp >= 1 && kRowsPerWarp <= 32 &&
                 (kRowsPerWarp & (kRowsPerWarp - 1)) == 0);
   static_assert(kRegRows >= 1 && kRegRows <= kRowsPerWarp);
-  static_assert(kClusterMaxBatch * kU <= kClusterThreads);
+  static_assert(kClusterMaxBatch * kU <= kThreads);
 
   // Shared memory, floats: Rs [kWarps][kSmemRows][kH], hs [2][B][kH], gs [B][kRows],
   // hstage [B][kU].
@@ -90,17 +92,18 @@ struct ClusterShape {
   }
 };
 
-template <int kH, int kC, int kRegRows>
-__global__ void __launch_bounds__(kClusterThreads, 1) FusedLstmClusterKernel(FusedLstmArgs a) {
+template <FusedRnnCell kCell, int kH, int kC, int kRegRows>
+__global__ void __launch_bounds__((ClusterShape<kCell, kH, kC, kRegRows>::kThreads), 1)
+    FusedRnnClusterKernel(FusedRnnArgs a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   // Thread-block clusters need sm_90+. Builds for Ampere and Ada (sm_80..89) keep an empty body:
-  // FusedLstm::FindCluster chooses this kernel only on a device with cudaDevAttrClusterLaunch.
+  // FusedRnn::FindCluster chooses this kernel only on a device with cudaDevAttrClusterLaunch.
   (void)a;
   __trap();
 #else
-  using S = ClusterShape<kH, kC, kRegRows>;
-  constexpr int kU = S::kU, kRows = S::kRows, kRpw = S::kRowsPerWarp, kChunks = S::kChunks;
-  constexpr int kSmemRows = S::kSmemRows;
+  using S = ClusterShape<kCell, kH, kC, kRegRows>;
+  constexpr int kG = S::kGates, kU = S::kU, kRows = S::kRows, kRpw = S::kRowsPerWarp;
+  constexpr int kChunks = S::kChunks, kSmemRows = S::kSmemRows;
   cg::cluster_group cluster = cg::this_cluster();
   extern __shared__ float4 smem4[];
   float* smem = reinterpret_cast<float*>(smem4);
@@ -142,15 +145,16 @@ __global__ void __launch_bounds__(kClusterThreads, 1) FusedLstmClusterKernel(Fus
   const bool has_cell = cell < B * kU;
   const int cb = has_cell ? cell / kU : 0, cu = cell % kU, cj = j0 + cu;
   int len = 0;
-  float c = 0.0f, h = 0.0f;
-  float xin[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // gates i,f,g,o of the input projection, this step
-  const float* xp = a.xproj + static_cast<int64_t>(cb) * a.T * 4 * kH + cj;  // [T, 4H] of b
+  float c = 0.0f, h = 0.0f, bRn = 0.0f;
+  float xin[kG] = {};  // the gates' input projection, this step
+  const float* xp = a.xproj + static_cast<int64_t>(cb) * a.T * kG * kH + cj;  // [T, G*H] of b
   if (has_cell) {
     len = a.lengths[cb];
     c = a.c0 ? a.c0[cb * kH + cj] : 0.0f;
     h = a.h0 ? a.h0[cb * kH + cj] : 0.0f;
+    if constexpr (kCell == FusedRnnCell::kGru) bRn = a.bRn[cj];
 #pragma unroll
-    for (int g = 0; g < 4; ++g) xin[g] = xp[g * kH];
+    for (int g = 0; g < kG; ++g) xin[g] = xp[g * kH];
   }
   cluster.sync();  // every block runs and holds R and h(-1) before any remote store
 
@@ -185,16 +189,13 @@ __global__ void __launch_bounds__(kClusterThreads, 1) FusedLstmClusterKernel(Fus
     __syncthreads();
     if (has_cell) {
       if (s < len) {
-        const float* g = gs + cb * kRows;
-        const float ig = Sigmoid(xin[0] + g[cu]);
-        const float fg = Sigmoid(xin[1] + g[kU + cu]);
-        const float cg_ = tanhf(xin[2] + g[2 * kU + cu]);
-        const float og = Sigmoid(xin[3] + g[3 * kU + cu]);
-        c = fg * c + ig * cg_;
-        h = og * tanhf(c);
+        float g[kG];
+#pragma unroll
+        for (int q = 0; q < kG; ++q) g[q] = gs[cb * kRows + q * kU + cu];
+        h = FusedCellStep<kCell>(xin, g, h, c, bRn);
         if (s + 1 < len) {
 #pragma unroll
-          for (int q = 0; q < 4; ++q) xin[q] = xp[(s + 1) * 4 * kH + q * kH];
+          for (int q = 0; q < kG; ++q) xin[q] = xp[(s + 1) * kG * kH + q * kH];
         }
       }
       hstage[cell] = h;
@@ -222,44 +223,53 @@ __global__ void __launch_bounds__(kClusterThreads, 1) FusedLstmClusterKernel(Fus
 
 // The shapes compiled: registers hold what shared memory (~227 KiB a block) cannot.
 struct Variant {
-  int H, cluster;
-  void (*kernel)(FusedLstmArgs);
+  FusedRnnCell cell;
+  int H, cluster, threads;
+  void (*kernel)(FusedRnnArgs);
   size_t (*smem_bytes)(int B);
 };
 
-template <int kH, int kC, int kRegRows>
+template <FusedRnnCell kCell, int kH, int kC, int kRegRows>
 constexpr Variant MakeVariant() {
-  return {kH, kC, FusedLstmClusterKernel<kH, kC, kRegRows>,
-          [](int B) { return ClusterShape<kH, kC, kRegRows>::SmemBytes(B); }};
+  using S = ClusterShape<kCell, kH, kC, kRegRows>;
+  return {kCell, kH, kC, S::kThreads, FusedRnnClusterKernel<kCell, kH, kC, kRegRows>, [](int B) {
+            return S::SmemBytes(B);
+          }};
 }
 
-// H=512 over 16 blocks: 128 rows a block, 3 of each warp's 8 in registers (48 floats a
-// thread), 5 in shared memory (160 KiB). H=256 over 16 blocks: all 4 rows of a warp in
-// registers. H=256 over 8 (the portable size): 4 of 8 in registers. H=128 over 8: all in
-// registers.
+constexpr FusedRnnCell kLstm = FusedRnnCell::kLstm, kGru = FusedRnnCell::kGru;
+
+// LSTM (512 threads, at most 128 registers a thread). H=512 over 16 blocks: 128 rows a
+// block, 3 of each warp's 8 in registers (48 floats a thread), 5 in shared memory (160 KiB).
+// H=256 over 16 blocks: all 4 rows of a warp in registers. H=256 over 8 (the portable size):
+// 4 of 8 in registers. H=128 over 8: all in registers.
+// GRU (384 threads, at most 168 registers a thread): the same rows a warp, more of them in
+// registers. H=512 over 16: 96 rows a block, 5 of each warp's 8 in registers (80 floats), 3
+// in shared memory (72 KiB). H=256 over 16 and H=128 over 8: all 4 in registers. H=256 over
+// 8: 8 of 8 in registers (64 floats).
 constexpr Variant kVariants[] = {
-    MakeVariant<512, 16, 3>(),
-    MakeVariant<256, 16, 4>(),
-    MakeVariant<256, 8, 4>(),
-    MakeVariant<128, 8, 4>(),
+    MakeVariant<kLstm, 512, 16, 3>(), MakeVariant<kLstm, 256, 16, 4>(),
+    MakeVariant<kLstm, 256, 8, 4>(),  MakeVariant<kLstm, 128, 8, 4>(),
+    MakeVariant<kGru, 512, 16, 5>(),  MakeVariant<kGru, 256, 16, 4>(),
+    MakeVariant<kGru, 256, 8, 8>(),   MakeVariant<kGru, 128, 8, 4>(),
 };
 
-const Variant* Find(int H, int cluster) {
+const Variant* Find(FusedRnnCell cell, int H, int cluster) {
   for (const Variant& v : kVariants) {
-    if (v.H == H && v.cluster == cluster) return &v;
+    if (v.cell == cell && v.H == H && v.cluster == cluster) return &v;
   }
   return nullptr;
 }
 
-cudaLaunchConfig_t Config(int cluster, size_t smem, cudaStream_t stream,
+cudaLaunchConfig_t Config(const Variant& v, size_t smem, cudaStream_t stream,
                           cudaLaunchAttribute* attr) {
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(cluster);
-  cfg.blockDim = dim3(kClusterThreads);
+  cfg.gridDim = dim3(v.cluster);
+  cfg.blockDim = dim3(v.threads);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   attr->id = cudaLaunchAttributeClusterDimension;
-  attr->val.clusterDim.x = cluster;
+  attr->val.clusterDim.x = v.cluster;
   attr->val.clusterDim.y = 1;
   attr->val.clusterDim.z = 1;
   cfg.attrs = attr;
@@ -269,41 +279,42 @@ cudaLaunchConfig_t Config(int cluster, size_t smem, cudaStream_t stream,
 
 }  // namespace
 
-std::vector<int> FusedLstmClusterSizes(int H) {
+std::vector<int> FusedRnnClusterSizes(FusedRnnCell cell, int H) {
   std::vector<int> out;
   for (const Variant& v : kVariants) {
-    if (v.H == H) out.push_back(v.cluster);
+    if (v.cell == cell && v.H == H) out.push_back(v.cluster);
   }
   return out;
 }
 
-size_t FusedLstmClusterSmemBytes(int B, int H, int cluster) {
-  const Variant* v = Find(H, cluster);
+size_t FusedRnnClusterSmemBytes(FusedRnnCell cell, int B, int H, int cluster) {
+  const Variant* v = Find(cell, H, cluster);
   return v ? v->smem_bytes(B) : 0;
 }
 
-cudaError_t ConfigureFusedLstmClusterKernel(int H, int cluster, size_t smem) {
-  const Variant* v = Find(H, cluster);
+cudaError_t ConfigureFusedRnnClusterKernel(FusedRnnCell cell, int H, int cluster, size_t smem) {
+  const Variant* v = Find(cell, H, cluster);
   if (!v) return cudaErrorInvalidValue;
   cudaError_t e = RaiseDynamicSmemLimit(v->kernel, smem);
   if (e != cudaSuccess || cluster <= 8) return e;
   return cudaFuncSetAttribute(v->kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
 }
 
-cudaError_t MaxActiveFusedLstmClusters(int H, int cluster, size_t smem, int* clusters) {
-  const Variant* v = Find(H, cluster);
+cudaError_t MaxActiveFusedRnnClusters(FusedRnnCell cell, int H, int cluster, size_t smem,
+                                      int* clusters) {
+  const Variant* v = Find(cell, H, cluster);
   if (!v) return cudaErrorInvalidValue;
   cudaLaunchAttribute attr;
-  const cudaLaunchConfig_t cfg = Config(cluster, smem, nullptr, &attr);
+  const cudaLaunchConfig_t cfg = Config(*v, smem, nullptr, &attr);
   return cudaOccupancyMaxActiveClusters(clusters, v->kernel, &cfg);
 }
 
-cudaError_t LaunchFusedLstmClusterKernel(const FusedLstmArgs& args, int cluster, size_t smem,
-                                         cudaStream_t stream) {
-  const Variant* v = Find(args.H, cluster);
+cudaError_t LaunchFusedRnnClusterKernel(const FusedRnnArgs& args, int cluster, size_t smem,
+                                        cudaStream_t stream) {
+  const Variant* v = Find(args.cell, args.H, cluster);
   if (!v || args.B > kClusterMaxBatch) return cudaErrorInvalidValue;
   cudaLaunchAttribute attr;
-  const cudaLaunchConfig_t cfg = Config(cluster, smem, stream, &attr);
+  const cudaLaunchConfig_t cfg = Config(*v, smem, stream, &attr);
   return cudaLaunchKernelEx(&cfg, v->kernel, args);
 }
 

@@ -1,9 +1,10 @@
-// The cooperative recurrent kernel of FusedLstm (fused_lstm.h). Plain FP32: FMAs and precise
-// expf / tanhf, as the CPU engine computes them.
+// The cooperative recurrent kernel of FusedRnn (fused_rnn.h), LSTM or GRU. Plain FP32: FMAs and
+// precise expf / tanhf, as the CPU engine computes them.
 
 #include <cooperative_groups.h>
 
-#include "engine/cuda/fused_lstm_kernel.h"
+#include "engine/cuda/fused_rnn_cell.cuh"
+#include "engine/cuda/fused_rnn_kernel.h"
 #include "engine/cuda/launch.cuh"
 
 namespace rnnserve::engine::cuda {
@@ -11,20 +12,20 @@ namespace {
 
 namespace cg = cooperative_groups;
 
-__device__ __forceinline__ float Sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
-
-// Shared memory: Rs [4U][H] (row g*U+u is R's row g*H + k*U + u), hs [B][H], gs [B][4U],
-// cs [B][U].
-__global__ void FusedLstmKernel(FusedLstmArgs a) {
+// G gates a unit. Shared memory: Rs [G*U][H] (row g*U+u is R's row g*H + k*U + u), hs [B][H],
+// gs [B][G*U], cs [B][U] (the LSTM's cell states).
+template <FusedRnnCell kCell>
+__global__ void FusedRnnKernel(FusedRnnArgs a) {
+  constexpr int G = kFusedGates<kCell>;
   cg::grid_group grid = cg::this_grid();
   extern __shared__ float smem[];
   const int H = a.H, U = a.U, B = a.B;
   const int j0 = blockIdx.x * U;
   float* Rs = smem;
-  float* hs = Rs + 4 * U * H;
+  float* hs = Rs + G * U * H;
   float* gs = hs + B * H;
-  float* cs = gs + B * 4 * U;
-  for (int i = threadIdx.x; i < 4 * U * H; i += blockDim.x) {
+  float* cs = gs + B * G * U;
+  for (int i = threadIdx.x; i < G * U * H; i += blockDim.x) {
     const int row = i / H, col = i % H;
     const int g = row / U, u = row % U;
     Rs[i] = a.R[(static_cast<int64_t>(g) * H + j0 + u) * H + col];
@@ -44,14 +45,14 @@ __global__ void FusedLstmKernel(FusedLstmArgs a) {
     for (int i = threadIdx.x; i < B * H; i += blockDim.x) hs[i] = __ldcg(hin + i);
     __syncthreads();
     // gs[b][r] = R's row r (of this block) . h(t-1)[b]: one warp per dot product.
-    for (int d = warp; d < B * 4 * U; d += warps) {
-      const int b = d / (4 * U), r = d % (4 * U);
+    for (int d = warp; d < B * G * U; d += warps) {
+      const int b = d / (G * U), r = d % (G * U);
       const float* row = Rs + r * H;
       const float* h = hs + b * H;
       float acc = 0.0f;
       for (int k = lane; k < H; k += 32) acc = fmaf(row[k], h[k], acc);
       for (int off = 16; off > 0; off >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, off);
-      if (lane == 0) gs[b * 4 * U + r] = acc;
+      if (lane == 0) gs[b * G * U + r] = acc;
     }
     __syncthreads();
     for (int i = threadIdx.x; i < B * U; i += blockDim.x) {
@@ -59,15 +60,15 @@ __global__ void FusedLstmKernel(FusedLstmArgs a) {
       const int len = a.lengths[b];
       float h = hs[b * H + j];
       if (s < len) {
-        const float* xp = a.xproj + (static_cast<int64_t>(b) * a.T + s) * 4 * H;
-        const float* g = gs + b * 4 * U;
-        const float ig = Sigmoid(xp[j] + g[u]);
-        const float fg = Sigmoid(xp[H + j] + g[U + u]);
-        const float cg_ = tanhf(xp[2 * H + j] + g[2 * U + u]);
-        const float og = Sigmoid(xp[3 * H + j] + g[3 * U + u]);
-        const float c = fg * cs[i] + ig * cg_;
-        cs[i] = c;
-        h = og * tanhf(c);
+        const float* xp = a.xproj + (static_cast<int64_t>(b) * a.T + s) * G * H;
+        float x[G], g[G];
+#pragma unroll
+        for (int q = 0; q < G; ++q) {
+          x[q] = xp[q * H + j];
+          g[q] = gs[b * G * U + q * U + u];
+        }
+        const float bRn = kCell == FusedRnnCell::kGru ? __ldg(a.bRn + j) : 0.0f;
+        h = FusedCellStep<kCell>(x, g, h, cs[i], bRn);
       }
       hout[b * H + j] = h;
       if (a.y) a.y[(static_cast<int64_t>(b) * a.T + s) * H + j] = s < len ? h : 0.0f;
@@ -85,22 +86,27 @@ __global__ void FusedLstmKernel(FusedLstmArgs a) {
   }
 }
 
+void (*KernelFor(FusedRnnCell cell))(FusedRnnArgs) {
+  return cell == FusedRnnCell::kLstm ? FusedRnnKernel<FusedRnnCell::kLstm>
+                                     : FusedRnnKernel<FusedRnnCell::kGru>;
+}
+
 }  // namespace
 
-cudaError_t ConfigureFusedLstmKernel(size_t smem) {
-  return RaiseDynamicSmemLimit(FusedLstmKernel, smem);
+cudaError_t ConfigureFusedRnnKernel(FusedRnnCell cell, size_t smem) {
+  return RaiseDynamicSmemLimit(KernelFor(cell), smem);
 }
 
-cudaError_t MaxFusedLstmBlocksPerSm(int threads, size_t smem, int* blocks) {
-  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, FusedLstmKernel, threads, smem);
+cudaError_t MaxFusedRnnBlocksPerSm(FusedRnnCell cell, int threads, size_t smem, int* blocks) {
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, KernelFor(cell), threads, smem);
 }
 
-cudaError_t LaunchFusedLstmKernel(const FusedLstmArgs& args, int blocks, int threads, size_t smem,
-                                  cudaStream_t stream) {
-  FusedLstmArgs copy = args;
+cudaError_t LaunchFusedRnnKernel(const FusedRnnArgs& args, int blocks, int threads, size_t smem,
+                                 cudaStream_t stream) {
+  FusedRnnArgs copy = args;
   void* params[] = {&copy};
-  return cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(FusedLstmKernel), dim3(blocks),
-                                     dim3(threads), params, smem, stream);
+  return cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(KernelFor(args.cell)),
+                                     dim3(blocks), dim3(threads), params, smem, stream);
 }
 
 }  // namespace rnnserve::engine::cuda

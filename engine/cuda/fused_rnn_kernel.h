@@ -1,0 +1,94 @@
+#pragma once
+
+// Launchers of FusedRnn's recurrent kernels (plain C++ header): the cooperative grid kernel
+// (fused_rnn_kernel.cu), the thread-block-cluster kernel (fused_rnn_cluster_kernel.cu) and the
+// one-block LSTM kernel (fused_lstm_small_kernel.cu).
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace rnnserve::engine::cuda {
+
+// The cells the kernels compute, gates in the IR's order: LSTM i,f,g,o; GRU r,z,n with the
+// reset gate applied after the recurrent matmul (reset_after, cuDNN's and PyTorch's GRU).
+enum class FusedRnnCell { kLstm, kGru };
+
+inline constexpr int FusedRnnGates(FusedRnnCell cell) {
+  return cell == FusedRnnCell::kLstm ? 4 : 3;
+}
+
+struct FusedRnnArgs {
+  FusedRnnCell cell = FusedRnnCell::kLstm;
+  // [B, T, G*H] input projection with biases: bW + bR for every gate but the GRU's n, which
+  // has bW only (its bR is bRn, inside r * (...)).
+  const float* xproj = nullptr;
+  const float* R = nullptr;          // [G*H, H]
+  const float* bRn = nullptr;        // [H] GRU: the n gate's recurrent bias; LSTM: null
+  const int32_t* lengths = nullptr;  // [B], each in [1, T]
+  const float* h0 = nullptr;         // [B, H] or null
+  const float* c0 = nullptr;         // [B, H] or null; LSTM only
+  float* hbuf = nullptr;             // [2, B, H] scratch (grid kernel only)
+  float* y = nullptr;                // [B, T, H] or null; zero past each length
+  float* hy = nullptr;               // [B, H]
+  float* cy = nullptr;               // [B, H] or null; LSTM only
+  int B = 0, T = 0, H = 0;
+  int U = 0;      // hidden units per block (grid kernel only)
+  int steps = 0;  // the longest length
+};
+
+// Shared memory the grid kernel needs per block, in bytes: R's rows of the block's U units
+// [G*U, H], h(t-1) [B, H], the gates' dot products [B, G*U] and the cell states [B, U].
+inline size_t FusedRnnSmemBytes(FusedRnnCell cell, int B, int H, int U) {
+  const size_t G = FusedRnnGates(cell);
+  return sizeof(float) *
+         (G * U * H + static_cast<size_t>(B) * H + B * G * U + static_cast<size_t>(B) * U);
+}
+
+cudaError_t ConfigureFusedRnnKernel(FusedRnnCell cell, size_t smem);
+cudaError_t MaxFusedRnnBlocksPerSm(FusedRnnCell cell, int threads, size_t smem, int* blocks);
+cudaError_t LaunchFusedRnnKernel(const FusedRnnArgs& args, int blocks, int threads, size_t smem,
+                                 cudaStream_t stream);
+
+// The cluster kernel: one cluster of `cluster` blocks of 128 * G threads (16 warps for the
+// LSTM, 12 for the GRU), R and h in the blocks' shared memory (and registers), h exchanged
+// through distributed shared memory. It is compiled for a few (cell, H, cluster) triples only,
+// batches of at most kClusterMaxBatch.
+inline constexpr int kClusterMaxBatch = 8;
+
+// The cluster sizes compiled for the cell and hidden size H, largest first; empty when none.
+std::vector<int> FusedRnnClusterSizes(FusedRnnCell cell, int H);
+// Dynamic shared memory per block for batches up to B, in bytes.
+size_t FusedRnnClusterSmemBytes(FusedRnnCell cell, int B, int H, int cluster);
+// Sets the kernel's shared-memory limit and, past 8 blocks, allows the non-portable size.
+cudaError_t ConfigureFusedRnnClusterKernel(FusedRnnCell cell, int H, int cluster, size_t smem);
+// How many such clusters the device can run at once (0: it cannot run one).
+cudaError_t MaxActiveFusedRnnClusters(FusedRnnCell cell, int H, int cluster, size_t smem,
+                                      int* clusters);
+cudaError_t LaunchFusedRnnClusterKernel(const FusedRnnArgs& args, int cluster, size_t smem,
+                                        cudaStream_t stream);
+
+// The one-block kernel for small H (LSTM only): the whole layer in one block with no grid
+// barrier and no separate input projection. W^T [I][4H], R^T [H][4H] and the bias live in
+// shared memory for all steps, h and c too; bias + x(t) . W[r] of `chunk` steps at a time is
+// computed by all threads ahead of those steps, then each step adds h(t-1) . R[r] (FP32 FMAs)
+// and costs two block barriers. Uses x (not FusedRnnArgs' xproj); hbuf and U are unused.
+struct FusedLstmSmallArgs {
+  FusedRnnArgs a;
+  const float* x = nullptr;     // [B, T, I]
+  const float* Wt = nullptr;    // [I, 4H]
+  const float* Rt = nullptr;    // [H, 4H]
+  const float* bias = nullptr;  // [4H]
+  int I = 0;
+  int chunk = 1;  // steps whose input projection is computed at once
+};
+// Shared memory of the one-block kernel for batches up to B, in bytes; its threads.
+size_t FusedLstmSmallSmemBytes(int B, int I, int H, int chunk);
+int FusedLstmSmallThreads(int B, int H);
+cudaError_t ConfigureFusedLstmSmallKernel(size_t smem);
+cudaError_t LaunchFusedLstmSmallKernel(const FusedLstmSmallArgs& args, size_t smem,
+                                       cudaStream_t stream);
+
+}  // namespace rnnserve::engine::cuda
