@@ -77,14 +77,14 @@ struct ClusterShape {
   static constexpr int kRowsPerWarp = kRows / kWarps;
   static constexpr int kSmemRows = kRowsPerWarp - kRegRows;  // per warp
   static constexpr int kChunks = kH / 128;                   // float4 per lane per row
-  static_assert(kH % 128 == 0 && kH % kC == 0 && kRows % kWarps == 0);
+  static_assert(kH % 128 == 0 && kH % kC == 0 && kU % 4 == 0 && kRows % kWarps == 0);
   static_assert(kRowsPerWarp >= 1 && kRowsPerWarp <= 32 &&
                 (kRowsPerWarp & (kRowsPerWarp - 1)) == 0);
   static_assert(kRegRows >= 1 && kRegRows <= kRowsPerWarp);
   static_assert(kClusterMaxBatch * kU <= kThreads);
 
   // Shared memory, floats: Rs [kWarps][kSmemRows][kH], hs [2][B][kH], gs [B][kRows],
-  // hstage [B][kU].
+  // hstage [B][kU]; each a multiple of 4 floats, so that every array is 16-byte aligned.
   static constexpr size_t SmemBytes(int B) {
     return sizeof(float) *
            (static_cast<size_t>(kWarps) * kSmemRows * kH + static_cast<size_t>(2) * B * kH +
@@ -202,11 +202,13 @@ __global__ void __launch_bounds__((ClusterShape<kCell, kH, kC, kRegRows>::kThrea
       if (a.y) a.y[(static_cast<int64_t>(cb) * a.T + s) * kH + cj] = s < len ? h : 0.0f;
     }
     __syncthreads();
+    // 16-byte stores: a sequence's slice is kU floats at j0, both multiples of 4.
     float* hnext = hs + ((s + 1) & 1) * B * kH;
-    for (int i = threadIdx.x; i < kC * B * kU; i += blockDim.x) {
-      const int rank = i / (B * kU), bu = i % (B * kU);
-      float* dst = cluster.map_shared_rank(hnext, rank);
-      dst[(bu / kU) * kH + j0 + bu % kU] = hstage[bu];
+    constexpr int kU4 = kU / 4;
+    for (int i = threadIdx.x; i < kC * B * kU4; i += blockDim.x) {
+      const int rank = i / (B * kU4), bu = i % (B * kU4);
+      float* dst = cluster.map_shared_rank(hnext, rank) + (bu / kU4) * kH + j0;
+      reinterpret_cast<float4*>(dst)[bu % kU4] = reinterpret_cast<const float4*>(hstage)[bu];
     }
     cluster.sync();
   }
