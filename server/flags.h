@@ -34,11 +34,12 @@ struct ServerFlags {
   int repository_poll_seconds = 0;  // 0: load once at start
   // Serve model files and directories that resolve (symlinks) outside --model-repository.
   bool allow_symlinks_outside_repository = false;
-  // gRPC's synchronous server runs each call on a thread that polls for the next one. At most
+  // gRPC's synchronous server (every method but KServe ModelInfer and rnnserve.v1 Predict, which
+  // are on the callback API) runs each call on a thread that polls for the next one. At most
   // grpc_max_pollers threads poll at once: a thread that finishes a call while that many poll
   // exits, and a new one is started when fewer than grpc_min_pollers poll. gRPC's defaults
-  // (1 and 2) start and stop a thread per call once several calls wait on the batcher at
-  // once; these keep that many threads instead. 1 <= min <= max.
+  // (1 and 2) start and stop a thread per call once several calls run at once; these keep
+  // that many threads instead. 1 <= min <= max.
   int grpc_min_pollers = 4;
   int grpc_max_pollers = 64;
   // Completion queues the synchronous server spreads calls over, each with its own pollers (the

@@ -23,7 +23,7 @@ inline grpc::Status ToGrpc(const absl::Status& s) {
 
 // The client's deadline (if it set one) and its cancellation as the request's RunOptions. The
 // context outlives the call that runs the request.
-inline RunOptions RunOptionsFor(const grpc::ServerContext& context) {
+inline RunOptions RunOptionsFor(const grpc::ServerContextBase& context) {
   RunOptions options;
   options.cancelled = [&context] { return context.IsCancelled(); };
   if (context.deadline() != std::chrono::system_clock::time_point::max()) {

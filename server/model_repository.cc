@@ -281,7 +281,7 @@ absl::StatusOr<ModelState> ModelRepository::LoadModel(const std::string& name, b
       LogInfo(absl::StrCat("model ", name, " v", v, " loaded from ",
                            RelativePath((*servable)->source_file()), " in ",
                            absl::FormatDuration(absl::Now() - start)));
-      version.servable = std::move(*servable);
+      version.servable = ShareServable(*std::move(servable));
       next.versions[v] = std::move(version);
     }
   }

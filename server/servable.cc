@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <future>
 #include <map>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -15,6 +16,22 @@
 #include "server/model_probe.h"
 
 namespace rnnserve::server {
+
+std::shared_ptr<const Servable> ShareServable(std::unique_ptr<Servable> servable) {
+  return std::shared_ptr<const Servable>(servable.release(), [](const Servable* s) {
+    if (s->IsServingThread()) {
+      std::thread([s] { delete s; }).detach();
+    } else {
+      delete s;
+    }
+  });
+}
+
+bool Servable::IsServingThread() const {
+  return (batcher_ != nullptr && batcher_->IsWorkerThread()) ||
+         (cellular_ != nullptr && cellular_->IsWorkerThread()) ||
+         (runner_ != nullptr && runner_->IsRunnerThread());
+}
 
 bool Servable::HasRecurrentLayer(const std::string& name) const {
   for (const engine::Layer& l : model_.layers) {
@@ -50,6 +67,8 @@ absl::Status Servable::RunOnInstance(const engine::Batch& batch, std::vector<eng
   const absl::Time started = absl::Now();
   recorder_.LeftQueue(started - queued);
   const absl::Status s = instances_[index]->Run(batch, out);
+  const absl::Duration compute = absl::Now() - started;
+  NoteComputeTime(compute);
   // The report the batcher makes for an engine call (the wait is recorded above).
   const metrics::Timesteps steps = metrics::CountTimesteps(batch);
   recorder_.Observe({.instance = index,
@@ -57,7 +76,7 @@ absl::Status Servable::RunOnInstance(const engine::Batch& batch, std::vector<eng
                      .requests = 1,
                      .real_steps = steps.real,
                      .computed_steps = steps.computed,
-                     .compute = absl::Now() - started,
+                     .compute = compute,
                      .status = s});
   pool_->Release(index, s);
   return s;
@@ -79,50 +98,98 @@ absl::Status Servable::RunOn(int instance, const engine::Batch& batch,
   return s;
 }
 
-absl::Status Servable::RunBatched(
-    const engine::Batch& batch, std::vector<engine::Tensor>* outputs, const RunOptions& options,
-    const std::function<absl::Status(std::unique_ptr<batching::BatchRequest>*)>& schedule,
-    bool queue_metrics) const {
+void Servable::Schedule(engine::Batch batch, const RunOptions& options, RunDone done,
+                        bool may_run_on_caller) const {
   using Result = absl::StatusOr<std::vector<engine::Tensor>>;
-  std::promise<Result> promise;
-  std::future<Result> answer = promise.get_future();
+  // The dynamic batcher's observer reports the queue wait of requests whose rows start; a
+  // request that leaves the queue without starting (deadline, unloading, refused) is reported
+  // here. The cellular scheduler reports its own.
+  const bool queue_metrics = cellular_ == nullptr;
+  const absl::Time queued = absl::Now();
+  auto left_queue = [this, queued, queue_metrics] {
+    if (queue_metrics) recorder_.LeftQueue(absl::Now() - queued);
+  };
   auto request = std::make_unique<batching::BatchRequest>();
-  request->batch = batch;
+  request->batch = std::move(batch);
   request->deadline = options.deadline;
   request->priority = options.priority;
   request->cancelled = options.cancelled;
-  request->done = [&promise](Result result) { promise.set_value(std::move(result)); };
-  // The batcher's observer reports the queue wait of requests whose rows start; a request that
-  // leaves the queue without starting (deadline, unloading) is reported here.
-  const absl::Time queued = absl::Now();
+  request->may_run_on_caller = may_run_on_caller;
+  request->done = [left_queue, done = std::move(done)](Result result) mutable {
+    if (absl::IsDeadlineExceeded(result.status()) || absl::IsUnavailable(result.status())) {
+      left_queue();
+    }
+    done(std::move(result));
+  };
   if (queue_metrics) recorder_.Queued();
-  if (absl::Status s = schedule(&request); !s.ok()) {
-    if (queue_metrics) recorder_.LeftQueue(absl::Now() - queued);
-    return s;
+  const absl::Status s =
+      cellular_ != nullptr ? cellular_->Schedule(&request) : batcher_->Schedule(&request);
+  if (s.ok()) return;
+  // Not queued: the request is still ours, and `done` has not run.
+  if (!absl::IsDeadlineExceeded(s) && !absl::IsUnavailable(s)) left_queue();
+  request->done(s);
+}
+
+void Servable::NoteComputeTime(absl::Duration compute) const {
+  const int64_t ns = absl::ToInt64Nanoseconds(compute);
+  const int64_t old = recent_compute_ns_.load(std::memory_order_relaxed);
+  recent_compute_ns_.store(old + (ns - old) / 8, std::memory_order_relaxed);
+}
+
+bool Servable::RecentCallsAreShort() const {
+  return recent_compute_ns_.load(std::memory_order_relaxed) <=
+         absl::ToInt64Nanoseconds(kRunOnCallerBudget);
+}
+
+void Servable::RunAsync(engine::Batch batch, const RunOptions& options, RunDone done) const {
+  if (cellular_ != nullptr || batcher_ != nullptr) {
+    Schedule(std::move(batch), options, std::move(done),
+             /*may_run_on_caller=*/RecentCallsAreShort());
+    return;
   }
-  Result result = answer.get();
-  if (queue_metrics &&
-      (absl::IsDeadlineExceeded(result.status()) || absl::IsUnavailable(result.status()))) {
-    recorder_.LeftQueue(absl::Now() - queued);
+  auto run = [this](const engine::Batch& batch, const RunOptions& options, RunDone& done) {
+    std::vector<engine::Tensor> outputs;
+    const absl::Status s = Run(batch, &outputs, options);
+    async_running_.fetch_sub(1, std::memory_order_relaxed);
+    if (s.ok()) {
+      done(std::move(outputs));
+    } else {
+      done(s);
+    }
+  };
+  // An idle instance and short calls: run here. Otherwise the runner's threads wait for the
+  // instances.
+  const int running = async_running_.fetch_add(1, std::memory_order_relaxed);
+  if (runner_ == nullptr ||
+      (running < static_cast<int>(instances_.size()) && RecentCallsAreShort())) {
+    run(batch, options, done);
+    return;
   }
-  if (!result.ok()) return result.status();
-  *outputs = std::move(*result);
-  return absl::OkStatus();
+  runner_->Post(
+      [this, run, batch = std::move(batch), options, done = std::move(done)](bool start) mutable {
+        if (!start) {
+          async_running_.fetch_sub(1, std::memory_order_relaxed);
+          done(absl::UnavailableError(
+              absl::StrCat("model '", name(), "' is unloading; the request did not run; retry")));
+          return;
+        }
+        run(batch, options, done);
+      });
 }
 
 absl::Status Servable::Run(const engine::Batch& batch, std::vector<engine::Tensor>* outputs,
                            const RunOptions& options) const {
-  if (cellular_ != nullptr) {
-    return RunBatched(
-        batch, outputs, options,
-        [this](std::unique_ptr<batching::BatchRequest>* r) { return cellular_->Schedule(r); },
-        /*queue_metrics=*/false);
-  }
-  if (batcher_ != nullptr) {
-    return RunBatched(
-        batch, outputs, options,
-        [this](std::unique_ptr<batching::BatchRequest>* r) { return batcher_->Schedule(r); },
-        /*queue_metrics=*/true);
+  if (cellular_ != nullptr || batcher_ != nullptr) {
+    using Result = absl::StatusOr<std::vector<engine::Tensor>>;
+    std::promise<Result> promise;
+    std::future<Result> answer = promise.get_future();
+    Schedule(
+        batch, options, [&promise](Result result) { promise.set_value(std::move(result)); },
+        /*may_run_on_caller=*/true);
+    Result result = answer.get();
+    if (!result.ok()) return result.status();
+    *outputs = std::move(*result);
+    return absl::OkStatus();
   }
   if (absl::Now() > options.deadline) {
     return absl::DeadlineExceededError("deadline passed before the request ran");

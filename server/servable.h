@@ -14,6 +14,7 @@
 // report to one ServingRecorder (serving_recorder.h), which writes to the ServerMetrics given
 // in ServableOptions. The load's own probes and warm-up are not recorded.
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -29,6 +31,7 @@
 #include "engine/ir.h"
 #include "models/training_config.h"
 #include "rnnserve/v1/model_config.pb.h"
+#include "server/batching/async_runner.h"
 #include "server/batching/cellular_scheduler.h"
 #include "server/batching/dynamic_batcher.h"
 #include "server/batching/instance_pool.h"
@@ -80,6 +83,14 @@ struct ServableOptions {
   metrics::ServerMetrics* metrics = nullptr;
 };
 
+class Servable;
+
+// The shared form of a loaded servable (the repository's and its requests'). A request that
+// RunAsync answers holds its servable until the answer is built, on the scheduler's thread; if
+// the version was unloaded meanwhile, that is the last reference, and the servable is then
+// destroyed on a new thread (its destruction joins the threads of its scheduler).
+std::shared_ptr<const Servable> ShareServable(std::unique_ptr<Servable> servable);
+
 class Servable : public std::enable_shared_from_this<Servable> {
  public:
   // Loads <model_dir>/<version>/<file> as config.pbtxt describes it. Fails, naming the model
@@ -121,6 +132,18 @@ class Servable : public std::enable_shared_from_this<Servable> {
   absl::Status Run(const engine::Batch& batch, std::vector<engine::Tensor>* outputs,
                    const RunOptions& options = {}) const;
 
+  // Where RunAsync delivers a batch's outputs, or why there are none.
+  using RunDone = absl::AnyInvocable<void(absl::StatusOr<std::vector<engine::Tensor>>)>;
+  // Run for a caller that should not block for long (a gRPC callback handler): `done` is
+  // called exactly once with the outputs or the error. While the model's recent engine calls
+  // are short (kRunOnCallerBudget) and an instance is idle, the batch runs on the calling
+  // thread, as Run's would (no hand-off to another thread and back); otherwise it is queued and
+  // `done` runs on the thread that ran it (the scheduler's worker; without a scheduler, one of
+  // the servable's runner threads, one an instance), or on the calling thread when the batch
+  // could not be queued. `done` must not block. A caller that holds the servable (as shared by
+  // ShareServable) in `done` keeps an unloaded version answering until its requests are done.
+  void RunAsync(engine::Batch batch, const RunOptions& options, RunDone done) const;
+
   // Runs a batch on instance `instance` (an index into instances()) and nothing else, waiting
   // while another caller holds it: checks of one instance, e.g. each GPU of a multi-GPU
   // model. FAILED_PRECONDITION with dynamic batching, whose workers own the instances.
@@ -137,6 +160,8 @@ class Servable : public std::enable_shared_from_this<Servable> {
   // cannot run that way, why (it then batches requests dynamically).
   const std::string& scheduler() const { return scheduler_; }
   const std::string& scheduler_reason() const { return scheduler_reason_; }
+  // Whether the calling thread is one of the servable's scheduler or runner threads.
+  bool IsServingThread() const;
 
  private:
   Servable(int64_t version, v1::ModelConfig config, ServableOptions options)
@@ -177,12 +202,15 @@ class Servable : public std::enable_shared_from_this<Servable> {
   absl::Status ProbeAfterFault(int instance, const absl::Status& fault) const;
   absl::Status RunOnInstance(const engine::Batch& batch, std::vector<engine::Tensor>* out,
                              absl::Time deadline = absl::InfiniteFuture()) const;
-  // Queues the batch with `schedule` (the dynamic batcher's or the cellular scheduler's) and
-  // waits for its answer.
-  absl::Status RunBatched(
-      const engine::Batch& batch, std::vector<engine::Tensor>* outputs, const RunOptions& options,
-      const std::function<absl::Status(std::unique_ptr<batching::BatchRequest>*)>& schedule,
-      bool queue_metrics) const;
+  // Engine calls up to this long (as recently measured) run on a RunAsync caller's thread.
+  static constexpr absl::Duration kRunOnCallerBudget = absl::Microseconds(250);
+  // Follows the engine time of the last few calls (an exponential average).
+  void NoteComputeTime(absl::Duration compute) const;
+  bool RecentCallsAreShort() const;
+  // Queues the batch on the dynamic batcher or the cellular scheduler; `done` as RunAsync's.
+  // may_run_on_caller: the calling thread may run the batch itself on an idle instance.
+  void Schedule(engine::Batch batch, const RunOptions& options, RunDone done,
+                bool may_run_on_caller) const;
 
   const int64_t version_;
   const v1::ModelConfig config_;  // as given
@@ -199,6 +227,10 @@ class Servable : public std::enable_shared_from_this<Servable> {
   // The one place serving metrics are recorded; attached at the end of the load, before the
   // servable is handed out, and records nothing before. The batcher's workers report to it.
   ServingRecorder recorder_;
+  // NoteComputeTime's average; updated by the schedulers' threads, so declared before them.
+  mutable std::atomic<int64_t> recent_compute_ns_{0};
+  // Without a scheduler: RunAsync requests running now, on callers' threads or the runner's.
+  mutable std::atomic<int> async_running_{0};
   // Declared after instances_ and recorder_, so it stops (and joins its workers, which use
   // both) before they are destroyed.
   std::unique_ptr<batching::DynamicBatcher> batcher_;
@@ -208,6 +240,9 @@ class Servable : public std::enable_shared_from_this<Servable> {
 
   // The instances no caller holds, for Run without a batcher; drops faulted instances.
   std::unique_ptr<batching::InstancePool> pool_;
+  // Without a scheduler: the threads RunAsync's requests run on. Declared last, so that it
+  // stops (failing what it has not started) before what its tasks use is destroyed.
+  std::unique_ptr<batching::AsyncRunner> runner_;
 };
 
 }  // namespace rnnserve::server

@@ -357,6 +357,8 @@ absl::Status Servable::StartBatcher() {
       LogWarning(absl::StrCat("model ", name(), " v", version_,
                               ": dynamic_batching needs max_batch_size > 0; requests run alone"));
     }
+    // RunAsync's requests wait for an instance on these threads, one an instance.
+    runner_ = std::make_unique<batching::AsyncRunner>(static_cast<int>(instances_.size()));
     return absl::OkStatus();
   }
   // Axis 1 is the time axis where the signature leaves it dynamic.
@@ -375,7 +377,10 @@ absl::Status Servable::StartBatcher() {
   batcher_ = std::move(*batcher);
   batcher_->SetInstanceProbe(
       [this](int instance, const absl::Status& fault) { return ProbeAfterFault(instance, fault); });
-  batcher_->SetObserver([this](const batching::BatchStats& stats) { recorder_.Observe(stats); });
+  batcher_->SetObserver([this](const batching::BatchStats& stats) {
+    NoteComputeTime(stats.compute);
+    recorder_.Observe(stats);
+  });
   scheduler_ = "dynamic";
   LogInfo(absl::StrCat("model ", name(), " v", version_, ": dynamic batching up to ",
                        options->max_batch_size, " sequences, ", options->max_queue_delay_us,

@@ -98,7 +98,7 @@ grpc::Status TokenAuthorizer::Check(std::string_view header, Access access) cons
   return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, kUnauthenticated);
 }
 
-grpc::Status TokenAuthorizer::Check(const grpc::ServerContext& context, Access access) const {
+grpc::Status TokenAuthorizer::Check(const grpc::ServerContextBase& context, Access access) const {
   const auto& metadata = context.client_metadata();
   const auto it = metadata.find("authorization");
   const std::string_view header = it == metadata.end()

@@ -50,7 +50,7 @@ class TokenAuthorizer {
   // `header` (empty when the call has none).
   grpc::Status Check(std::string_view header, Access access) const;
   // The same for a call's client metadata.
-  grpc::Status Check(const grpc::ServerContext& context, Access access) const;
+  grpc::Status Check(const grpc::ServerContextBase& context, Access access) const;
 
   // Whether any token is configured.
   bool enabled() const { return !inference_.empty() || !admin_.empty(); }
@@ -67,8 +67,8 @@ class TokenAuthorizer {
 };
 
 // Check() on a possibly null authorizer: null lets every call through.
-inline grpc::Status Authorize(const TokenAuthorizer* authorizer, const grpc::ServerContext& context,
-                              Access access) {
+inline grpc::Status Authorize(const TokenAuthorizer* authorizer,
+                              const grpc::ServerContextBase& context, Access access) {
   return authorizer == nullptr ? grpc::Status::OK : authorizer->Check(context, access);
 }
 

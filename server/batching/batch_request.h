@@ -29,6 +29,9 @@ struct BatchRequest {
   // Whether the caller gave up (its client cancelled); null: never. Step-level batching checks
   // it between chunks; the dynamic batcher does not.
   std::function<bool()> cancelled;
+  // With run_on_caller_when_idle: whether the caller of Schedule may run the batch on its own
+  // thread. false for a caller that must not block (a gRPC callback handler): a worker runs it.
+  bool may_run_on_caller = true;
   // Called exactly once, outside the scheduler's locks, with one tensor per model output
   // holding exactly this request's B rows in order (time axes cropped back to this request's
   // T), or with why not.

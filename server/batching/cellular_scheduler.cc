@@ -244,4 +244,11 @@ void CellularScheduler::Advance(int instance, std::vector<std::unique_ptr<Slot>>
   }
 }
 
+bool CellularScheduler::IsWorkerThread() const {
+  for (const std::thread& t : workers_) {
+    if (t.get_id() == std::this_thread::get_id()) return true;
+  }
+  return false;
+}
+
 }  // namespace rnnserve::server::batching

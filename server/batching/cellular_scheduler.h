@@ -115,6 +115,8 @@ class CellularScheduler {
   // Sequences waiting for a slot, and in slots, now.
   int64_t queued() const;
   int64_t active() const;
+  // Whether the calling thread is one of the scheduler's workers.
+  bool IsWorkerThread() const;
 
  private:
   CellularScheduler(const CellularSchedulerOptions& options,

@@ -74,12 +74,14 @@ absl::Status DynamicBatcher::Schedule(std::unique_ptr<BatchRequest>* request) {
       return absl::UnavailableError(
           absl::StrCat("model '", options_.model_name, "' is shutting down; retry elsewhere"));
     }
+    const bool on_caller = options_.run_on_caller_when_idle && !options_.wait_when_idle &&
+                           (*request)->may_run_on_caller;
     const absl::Status s = former_.Add(request, clock_->Now());
     if (!s.ok()) {
       if (absl::IsResourceExhausted(s)) ++counters_.requests_rejected;
       return s;
     }
-    if (options_.run_on_caller_when_idle && !options_.wait_when_idle) {
+    if (on_caller) {
       for (size_t i = 0; i < claimed_.size(); ++i) {
         if (!claimed_[i] && !retired_[i]) {
           instance = static_cast<int>(i);
@@ -260,6 +262,13 @@ absl::Status DynamicBatcher::Execute(int instance, const FormedBatch& batch) {
   absl::MutexLock lock(&observer_mu_);
   if (observer_) observer_(stats);
   return fault;
+}
+
+bool DynamicBatcher::IsWorkerThread() const {
+  for (const std::thread& t : workers_) {
+    if (t.get_id() == std::this_thread::get_id()) return true;
+  }
+  return false;
 }
 
 void DynamicBatcher::SetInstanceProbe(InstancePool::Probe probe) {

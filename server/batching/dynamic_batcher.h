@@ -85,9 +85,9 @@ class DynamicBatcher {
 
   // Queues *request and takes it on success; on failure *request stays with the caller and
   // `done` is not called. Errors: those of BatchFormer::Add, and UNAVAILABLE after Drain().
-  // With run_on_caller_when_idle, when an instance is free the batch (this request and any
-  // queued with it) runs on the calling thread before Schedule returns, and `done` is called
-  // there: no hand-off to a worker and back.
+  // With run_on_caller_when_idle (and the request's may_run_on_caller), when an instance is
+  // free the batch (this request and any queued with it) runs on the calling thread before
+  // Schedule returns, and `done` is called there: no hand-off to a worker and back.
   absl::Status Schedule(std::unique_ptr<BatchRequest>* request);
 
   // Stops taking requests (UNAVAILABLE), runs what is queued without waiting for the delay,
@@ -100,6 +100,8 @@ class DynamicBatcher {
   // taken as transient and the instance keeps running.
   void SetInstanceProbe(InstancePool::Probe probe);
   BatcherCounters counters() const;
+  // Whether the calling thread is one of the batcher's workers.
+  bool IsWorkerThread() const;
   const DynamicBatcherOptions& options() const { return options_; }
 
  private:

@@ -24,7 +24,7 @@ std::string CallerIdentity(absl::string_view authorization, absl::string_view pe
   return absl::StrCat("peer:", peer);
 }
 
-std::string CallerIdentity(const grpc::ServerContext& context) {
+std::string CallerIdentity(const grpc::ServerContextBase& context) {
   const auto& metadata = context.client_metadata();
   const auto it = metadata.find("authorization");
   const absl::string_view token = it == metadata.end()

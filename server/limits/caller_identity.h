@@ -13,7 +13,7 @@
 
 namespace rnnserve::server::limits {
 
-std::string CallerIdentity(const grpc::ServerContext& context);
+std::string CallerIdentity(const grpc::ServerContextBase& context);
 // The same from the parts, for tests: `authorization` empty means none.
 std::string CallerIdentity(absl::string_view authorization, absl::string_view peer);
 

@@ -20,46 +20,81 @@ void FillInfo(const TensorSignature& sig, v1::TensorInfo* info) {
 
 }  // namespace
 
-grpc::Status RnnServeService::Predict(grpc::ServerContext* context,
-                                      const v1::PredictRequest* request,
-                                      v1::PredictResponse* response) {
-  if (grpc::Status a = auth::Authorize(authorizer_, *context, auth::Access::kInference); !a.ok()) {
-    return a;
-  }
-  auto servable = repository_->Get(request->model_spec().name(), request->model_spec().version());
-  if (!servable.ok()) return ToGrpc(servable.status());
-  const Servable& model = **servable;
-  // Held until the response is built: the request's bytes and its place on the model.
-  auto admission =
-      limits::Admit(limits_.requests, model, static_cast<int64_t>(request->ByteSizeLong()));
-  if (!admission.ok()) return ToGrpc(admission.status());
-  if (auto s = ValidateOutputFilter(*request, model); !s.ok()) return ToGrpc(s);
-  auto batch = ValidatePredict(*request, model);
-  if (!batch.ok()) return ToGrpc(batch.status());
-  if (auto s = admission->AddBatch(*batch); !s.ok()) return ToGrpc(s);
-  std::vector<engine::Tensor> outputs;
+namespace {
+
+// What a Predict call keeps until its response is built: the model, its admission (the
+// request's bytes and its place on the model) and the final states the engine fills. Holding
+// the model lets a version unloaded meanwhile still answer.
+struct PredictCall {
+  std::shared_ptr<const Servable> model;
+  limits::Admission admission;
   LayerStates final_states;
-  if (request->return_states()) batch->final_states = &final_states;
-  const RunOptions options = RunOptionsFor(*context);
-  if (auto s = model.Run(*batch, &outputs, options); !s.ok()) {
-    if (s.code() != absl::StatusCode::kInvalidArgument) {
-      LogError(absl::StrCat("model ", model.name(), " v", model.version(), ": ", s.message()));
-    }
-    return ToGrpc(s);
-  }
+};
+
+// Fills `response` from a Predict's outputs, the ones `request` asks for.
+void EncodePredict(const v1::PredictRequest& request, const PredictCall& call,
+                   const std::vector<engine::Tensor>& outputs, v1::PredictResponse* response) {
+  const Servable& model = *call.model;
   response->mutable_model_spec()->set_name(model.name());
   response->mutable_model_spec()->set_version(model.version());
-  const auto& filter = request->output_filter();
+  const auto& filter = request.output_filter();
   for (size_t i = 0; i < outputs.size() && i < model.outputs().size(); ++i) {
     const std::string& name = model.outputs()[i].name;
     if (!filter.empty() && std::find(filter.begin(), filter.end(), name) == filter.end()) continue;
     EncodeTensor(outputs[i], &(*response->mutable_outputs())[name]);
   }
-  for (const auto& [layer, states] : final_states) {
+  for (const auto& [layer, states] : call.final_states) {
     v1::LayerStates& out = (*response->mutable_final_states())[layer];
     for (const engine::Tensor& t : states) EncodeTensor(t, out.add_states());
   }
-  return grpc::Status::OK;
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* RnnServeService::Predict(grpc::CallbackServerContext* context,
+                                                   const v1::PredictRequest* request,
+                                                   v1::PredictResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto fail = [reactor](const absl::Status& s) {
+    reactor->Finish(ToGrpc(s));
+    return reactor;
+  };
+  if (grpc::Status a = auth::Authorize(authorizer_, *context, auth::Access::kInference); !a.ok()) {
+    reactor->Finish(a);
+    return reactor;
+  }
+  auto servable = repository_->Get(request->model_spec().name(), request->model_spec().version());
+  if (!servable.ok()) return fail(servable.status());
+  const Servable& model = **servable;
+  auto admission =
+      limits::Admit(limits_.requests, model, static_cast<int64_t>(request->ByteSizeLong()));
+  if (!admission.ok()) return fail(admission.status());
+  if (auto s = ValidateOutputFilter(*request, model); !s.ok()) return fail(s);
+  auto batch = ValidatePredict(*request, model);
+  if (!batch.ok()) return fail(batch.status());
+  if (auto s = admission->AddBatch(*batch); !s.ok()) return fail(s);
+  auto call = std::make_unique<PredictCall>(
+      PredictCall{.model = *servable, .admission = *std::move(admission), .final_states = {}});
+  if (request->return_states()) batch->final_states = &call->final_states;
+  model.RunAsync(*std::move(batch), RunOptionsFor(*context),
+                 [call = std::move(call), request, response,
+                  reactor](absl::StatusOr<std::vector<engine::Tensor>> outputs) mutable {
+                   if (!outputs.ok()) {
+                     const absl::Status& s = outputs.status();
+                     if (s.code() != absl::StatusCode::kInvalidArgument) {
+                       LogError(absl::StrCat("model ", call->model->name(), " v",
+                                             call->model->version(), ": ", s.message()));
+                     }
+                     call.reset();
+                     reactor->Finish(ToGrpc(s));
+                     return;
+                   }
+                   EncodePredict(*request, *call, *outputs, response);
+                   // Released before the answer goes out, as a synchronous handler would.
+                   call.reset();
+                   reactor->Finish(grpc::Status::OK);
+                 });
+  return reactor;
 }
 
 grpc::Status RnnServeService::ModelMetadata(grpc::ServerContext* context,

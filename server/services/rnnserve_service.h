@@ -2,6 +2,11 @@
 
 // The rnnserve.v1.RnnServe gRPC service: Predict, ModelMetadata, ListModels.
 //
+// Predict is served on gRPC's callback API: the handler validates the request, queues it on
+// the model's scheduler and returns; the thread that finishes the batch builds the response
+// and completes the call, so no thread waits for a batch (a model without a scheduler runs
+// the request on the handler's thread). The other methods use the synchronous API.
+//
 // Unary calls do not ask ServerContext::IsCancelled() before running: on the synchronous API
 // that question polls the completion queue (a system call on every request), and it could
 // only catch a cancel in the microseconds of decoding. A cancelled call's answer is dropped by
@@ -22,7 +27,8 @@ struct RnnServeLimits {
   limits::StreamLimits* streams = nullptr;  // StreamPredict streams
 };
 
-class RnnServeService final : public v1::RnnServe::Service {
+class RnnServeService final
+    : public v1::RnnServe::WithCallbackMethod_Predict<v1::RnnServe::Service> {
  public:
   // `authorizer` (auth/token_auth.h; null: every call is open) checks each call's bearer token:
   // LoadModel and UnloadModel need admin access, the others inference access. `limits`: the
@@ -31,8 +37,9 @@ class RnnServeService final : public v1::RnnServe::Service {
                   const auth::TokenAuthorizer* authorizer = nullptr, RnnServeLimits limits = {})
       : repository_(repository), sequences_(sequences), authorizer_(authorizer), limits_(limits) {}
 
-  grpc::Status Predict(grpc::ServerContext* context, const v1::PredictRequest* request,
-                       v1::PredictResponse* response) override;
+  grpc::ServerUnaryReactor* Predict(grpc::CallbackServerContext* context,
+                                    const v1::PredictRequest* request,
+                                    v1::PredictResponse* response) override;
   grpc::Status Evaluate(grpc::ServerContext* context, const v1::EvaluateRequest* request,
                         v1::EvaluateResponse* response) override;
   grpc::Status EvaluateStream(grpc::ServerContext* context,

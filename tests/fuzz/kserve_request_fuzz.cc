@@ -24,7 +24,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!request.ParseFromString(wire)) return 0;
       if (force_model) request.set_model_name(fuzz::kModel);
       inference::ModelInferResponse response;
-      (void)s.kserve->ModelInfer(&context, &request, &response);
+      (void)fuzz::CallAndWait(
+          [&](auto* c) { return s.kserve->ModelInfer(c, &request, &response); });
       break;
     }
     case 2: {

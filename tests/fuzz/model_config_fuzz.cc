@@ -18,9 +18,8 @@ namespace {
 const rnnserve::engine::Model& ExampleModel() {
   static const auto* const model = [] {
     rnnserve::server::SetLogLevel(rnnserve::server::LogLevel::kError);
-    auto m = rnnserve::models::LoadModelFile(RNNSERVE_SOURCE_DIR
-                                             "/models/examples/waveform_lstm/1/model.h5",
-                                             {});
+    auto m = rnnserve::models::LoadModelFile(
+        RNNSERVE_SOURCE_DIR "/models/examples/waveform_lstm/1/model.h5", {});
     if (!m.ok()) std::abort();
     return new rnnserve::engine::Model(std::move(*m));
   }();

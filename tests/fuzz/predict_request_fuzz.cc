@@ -23,7 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!request.ParseFromString(wire)) return 0;
       if (force_model) request.mutable_model_spec()->set_name(fuzz::kModel);
       v1::PredictResponse response;
-      (void)s.service->Predict(&context, &request, &response);
+      (void)fuzz::CallAndWait([&](auto* c) { return s.service->Predict(c, &request, &response); });
       break;
     }
     case 1: {

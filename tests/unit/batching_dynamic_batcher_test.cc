@@ -568,6 +568,25 @@ TEST_F(DynamicBatcherTest, CallerRunsTheBatchItselfWhenAnInstanceIsFree) {
   EXPECT_EQ(engine().calls(), 1);
 }
 
+// A caller that must not block (a gRPC callback handler: BatchRequest::may_run_on_caller
+// false) hands its batch to the worker even when the instance is free.
+TEST_F(DynamicBatcherTest, CallerThatMayNotRunTheBatchHandsItToTheWorker) {
+  DynamicBatcherOptions o = WorkConserving();
+  o.run_on_caller_when_idle = true;
+  Start(o);
+  engine().Gate();
+  const RequestSpec spec{.id = 100};
+  std::shared_ptr<Answer> a;
+  auto r = MakeRequest(spec, &a);
+  r->may_run_on_caller = false;
+  ASSERT_TRUE(batcher_->Schedule(&r).ok());  // returns at once: the worker runs it
+  engine().AwaitCalls(1);
+  EXPECT_FALSE(a->done.HasBeenNotified());
+  engine().Open();
+  a->done.WaitForNotification();
+  EXPECT_TRUE(IsOwnAnswer(*a, spec));
+}
+
 TEST_F(DynamicBatcherTest, CallerQueuesWhenEveryInstanceIsBusyAndTheWorkerRunsItAfter) {
   DynamicBatcherOptions o = WorkConserving();
   o.run_on_caller_when_idle = true;

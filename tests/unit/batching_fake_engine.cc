@@ -1,6 +1,7 @@
 #include "tests/unit/batching_fake_engine.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 
 namespace rnnserve::testing {
 
@@ -14,12 +15,15 @@ absl::Status FakeEngine::Run(const engine::Batch& batch, std::vector<engine::Ten
     bad |= fail_on_negative_ && x.f32()[b * T * F] < 0;
   }
   bool fault = false;
+  absl::Duration delay;
   {
     absl::MutexLock lock(&mu_);
     seen_.push_back(std::move(seen));
     fault = internal_failures_ != 0;
     if (internal_failures_ > 0) --internal_failures_;
+    delay = delay_;
   }
+  if (delay > absl::ZeroDuration()) absl::SleepFor(delay);
   if (fault) return absl::InternalError("fake engine: device fault");
   if (gated_) gate_.WaitForNotification();
   if (bad) return absl::InvalidArgumentError("fake engine: negative first step");

@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "engine/engine.h"
 
 namespace rnnserve::testing {
@@ -47,6 +48,11 @@ class FakeEngine final : public engine::CompiledModel {
     absl::MutexLock lock(&mu_);
     internal_failures_ = n;
   }
+  // Run() takes at least `d` (a slow engine), from the next call on.
+  void Delay(absl::Duration d) {
+    absl::MutexLock lock(&mu_);
+    delay_ = d;
+  }
   // Run() blocks, after recording its batch, until Open() is called.
   void Gate() { gated_ = true; }
   void Open() { gate_.Notify(); }
@@ -57,6 +63,7 @@ class FakeEngine final : public engine::CompiledModel {
   mutable absl::Mutex mu_;
   std::vector<SeenBatch> seen_ ABSL_GUARDED_BY(mu_);
   int internal_failures_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Duration delay_ ABSL_GUARDED_BY(mu_);
   bool fail_on_negative_ = false;  // set before use
   bool gated_ = false;             // set before use
   bool drop_a_row_ = false;        // set before use

@@ -13,6 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "engine/cpu/panel_gemm.h"
 #include "gtest/gtest.h"
@@ -259,6 +260,91 @@ TEST_F(ServableTest, MaxBatchSizeZeroServesAModelWithoutABatchAxis) {
                                       {.engine_factory = broken.Factory()});
   EXPECT_TRUE(servable.ok()) << servable.status();
 }
+
+// Servable::RunAsync, the gRPC callback handlers' way in: where each answer is made.
+struct AsyncAnswer {
+  absl::Notification done;
+  std::thread::id thread;
+  absl::StatusOr<std::vector<engine::Tensor>> result;
+};
+
+std::shared_ptr<AsyncAnswer> RunAsync(const Servable& servable, engine::Batch batch) {
+  auto answer = std::make_shared<AsyncAnswer>();
+  servable.RunAsync(std::move(batch), {},
+                    [answer](absl::StatusOr<std::vector<engine::Tensor>> result) {
+                      answer->thread = std::this_thread::get_id();
+                      answer->result = std::move(result);
+                      answer->done.Notify();
+                    });
+  return answer;
+}
+
+class ServableRunAsyncTest : public ServableTest,
+                             public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(ServableRunAsyncTest, ShortCallsOnAnIdleInstanceRunOnTheCallersThread) {
+  auto servable = Load(GetParam());
+  ASSERT_TRUE(servable.ok()) << servable.status();
+  auto a = RunAsync(**servable, Rows(2, 3, 10));
+  ASSERT_TRUE(a->done.HasBeenNotified());  // no hand-off: answered inside RunAsync
+  EXPECT_EQ(a->thread, std::this_thread::get_id());
+  ASSERT_TRUE(a->result.ok()) << a->result.status();
+  ASSERT_EQ(a->result->size(), 2u);
+  EXPECT_EQ((*a->result)[1].f32()[0], 3.0f);  // row 0's length
+}
+
+// Once the engine's calls take longer than Servable::kRunOnCallerBudget, a caller never waits
+// for one: another thread runs it and answers.
+TEST_P(ServableRunAsyncTest, LongCallsRunOnAnotherThreadAndTheCallerReturnsAtOnce) {
+  auto servable = Load(GetParam());
+  ASSERT_TRUE(servable.ok()) << servable.status();
+  FakeEngine& engine = engines_.instance(0);
+  engine.Delay(absl::Milliseconds(5));
+  RunAsync(**servable, Rows(1, 3, 10))->done.WaitForNotification();  // 5 ms: long from now on
+  engine.Gate();
+  auto second = RunAsync(**servable, Rows(1, 3, 20));  // would block here if it ran here
+  engine.AwaitCalls(2);
+  EXPECT_FALSE(second->done.HasBeenNotified());
+  engine.Open();
+  second->done.WaitForNotification();
+  EXPECT_NE(second->thread, std::this_thread::get_id());
+  ASSERT_TRUE(second->result.ok()) << second->result.status();
+  EXPECT_EQ((*second->result)[0].f32()[0], 20.0f);
+}
+
+// A version unloaded while its request runs: the answer holds the last reference, on the
+// servable's own thread, whose destruction joins that thread. It is destroyed elsewhere.
+TEST_P(ServableRunAsyncTest, AnswerHoldingTheLastReferenceDestroysTheServableElsewhere) {
+  auto loaded = Load(GetParam());
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  std::shared_ptr<const Servable> servable = server::ShareServable(*std::move(loaded));
+  FakeEngine& engine = engines_.instance(0);
+  engine.Delay(absl::Milliseconds(5));
+  RunAsync(*servable, Rows(1, 3, 10))->done.WaitForNotification();
+  engine.Gate();
+  std::weak_ptr<const Servable> watch = servable;
+  absl::Notification answered;
+  servable->RunAsync(
+      Rows(1, 3, 20), {},
+      [keep = servable, &answered](absl::StatusOr<std::vector<engine::Tensor>> result) mutable {
+        EXPECT_TRUE(result.ok()) << result.status();
+        keep.reset();
+        answered.Notify();
+      });
+  servable.reset();  // the repository lets go of the version
+  engine.AwaitCalls(2);
+  engine.Open();
+  answered.WaitForNotification();
+  for (int i = 0; i < 1000 && !watch.expired(); ++i) absl::SleepFor(absl::Milliseconds(5));
+  EXPECT_TRUE(watch.expired());
+}
+
+INSTANTIATE_TEST_SUITE_P(BothRunPaths, ServableRunAsyncTest,
+                         ::testing::Values(kUnbatched, kBatched),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           return std::string(info.param == kBatched ? "DynamicBatcher"
+                                                                     : "InstanceRunner");
+                         });
 
 }  // namespace
 }  // namespace rnnserve::testing

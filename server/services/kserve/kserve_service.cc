@@ -1,6 +1,8 @@
 #include "server/services/kserve/kserve_service.h"
 
 #include <chrono>
+#include <future>
+#include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -109,81 +111,147 @@ grpc::Status KServeService::ModelMetadata(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-absl::Status KServeService::Infer(grpc::ServerContext* context,
-                                  const inference::ModelInferRequest& request,
-                                  inference::ModelInferResponse* response) {
-  const absl::Time start = absl::Now();
-  auto servable = Find(*repository_, request.model_name(), request.model_version());
-  if (!servable.ok()) return servable.status();
-  const Servable& model = **servable;
-  // The version that runs: `model`, or the one a sequence started on (it keeps it).
-  std::shared_ptr<const Servable> ran_on = *servable;
-  InferSample sample;
-  auto finish = [&](absl::Status s) {
-    sample.ok = s.ok();
-    sample.end = absl::Now();
-    sample.total = sample.end - start;
-    statistics_.Record(ran_on->name(), ran_on->version(), sample);
-    return s;
-  };
-
+struct KServeService::Call {
+  const grpc::ServerContextBase* context = nullptr;
+  const inference::ModelInferRequest* request = nullptr;
+  inference::ModelInferResponse* response = nullptr;
+  Finished finished;
+  absl::Time start;
+  // The version that runs: the one asked for, or the one a sequence started on (it keeps it).
+  // Null until the model is found (no statistics are kept for an unknown model). Held until
+  // the response is built, so that a version unloaded meanwhile still answers.
+  std::shared_ptr<const Servable> ran_on;
   // Held until the response is built: the request's bytes and its place on the model.
+  std::optional<limits::Admission> admission;
+  std::optional<DecodedInfer> decoded;
+  absl::Time decoded_at;
+  InferSample sample;
+};
+
+void KServeService::Infer(const grpc::ServerContextBase* context,
+                          const inference::ModelInferRequest& request,
+                          inference::ModelInferResponse* response, Finished finished) {
+  auto call = std::make_unique<Call>();
+  call->context = context;
+  call->request = &request;
+  call->response = response;
+  call->finished = std::move(finished);
+  call->start = absl::Now();
+  auto servable = Find(*repository_, request.model_name(), request.model_version());
+  if (!servable.ok()) return Finish(std::move(call), servable.status());
+  call->ran_on = *servable;
+  const Servable& model = **servable;
+
   auto admission =
       limits::Admit(options_.limits, model, static_cast<int64_t>(request.ByteSizeLong()));
-  if (!admission.ok()) return finish(admission.status());
+  if (!admission.ok()) return Finish(std::move(call), admission.status());
+  call->admission = *std::move(admission);
   auto decoded = DecodeInfer(request, model);
-  if (!decoded.ok()) return finish(decoded.status());
-  if (auto s = admission->AddBatch(decoded->batch); !s.ok()) return finish(s);
+  if (!decoded.ok()) return Finish(std::move(call), decoded.status());
+  if (auto s = call->admission->AddBatch(decoded->batch); !s.ok()) {
+    return Finish(std::move(call), s);
+  }
   if (context != nullptr && context->deadline() != std::chrono::system_clock::time_point::max()) {
     decoded->options.deadline =
         std::min(decoded->options.deadline, absl::FromChrono(context->deadline()));
   }
-  const absl::Time decoded_at = absl::Now();
-  sample.input = decoded_at - start;
+  call->decoded = *std::move(decoded);
+  call->decoded_at = absl::Now();
+  call->sample.input = call->decoded_at - call->start;
+  DecodedInfer& d = *call->decoded;
 
+  if (!d.sequence.has_value()) {
+    // The batch moves to the scheduler; the response needs only its batch size.
+    call->sample.batch_size = d.batch.inputs.empty() ? 0 : d.batch.inputs[0].dim(0);
+    engine::Batch batch = std::move(d.batch);
+    const RunOptions options = d.options;
+    model.RunAsync(std::move(batch), options,
+                   [this, call = std::move(call)](
+                       absl::StatusOr<std::vector<engine::Tensor>> outputs) mutable {
+                     Complete(std::move(call), std::move(outputs));
+                   });
+    return;
+  }
+  if (options_.sequences == nullptr) {
+    return Finish(std::move(call),
+                  absl::UnimplementedError(absl::StrCat(
+                      "model '", model.name(), "': sequence_id ", d.sequence->ToString(),
+                      " given, but stateful sequences (sequence_start / sequence_end with "
+                      "server-held state) are not served on the KServe endpoint yet; use "
+                      "rnnserve.v1 StreamPredict, or send whole sequences without sequence_id")));
+  }
+  // The sequence is bound to who started it: its token's hash, or its peer.
+  if (context != nullptr) d.sequence->caller = limits::CallerIdentity(*context);
+  call->sample.batch_size = d.batch.inputs.empty() ? 0 : d.batch.inputs[0].dim(0);
   std::vector<engine::Tensor> outputs;
-  absl::Status run;
-  if (decoded->sequence.has_value()) {
-    if (options_.sequences == nullptr) {
-      return finish(absl::UnimplementedError(absl::StrCat(
-          "model '", model.name(), "': sequence_id ", decoded->sequence->ToString(),
-          " given, but stateful sequences (sequence_start / sequence_end with server-held "
-          "state) are not served on the KServe endpoint yet; use rnnserve.v1 StreamPredict, "
-          "or send whole sequences without sequence_id")));
-    }
-    // The sequence is bound to who started it: its token's hash, or its peer.
-    if (context != nullptr) decoded->sequence->caller = limits::CallerIdentity(*context);
-    run = options_.sequences->Run(model, *decoded->sequence, decoded->batch, &outputs,
-                                  decoded->options, &ran_on);
+  const absl::Status run =
+      options_.sequences->Run(model, *d.sequence, d.batch, &outputs, d.options, &call->ran_on);
+  if (run.ok()) {
+    Complete(std::move(call), std::move(outputs));
   } else {
-    run = model.Run(decoded->batch, &outputs, decoded->options);
+    Complete(std::move(call), run);
   }
-  const absl::Time ran_at = absl::Now();
-  sample.infer = ran_at - decoded_at;
-  if (!run.ok()) {
-    if (run.code() != absl::StatusCode::kInvalidArgument &&
-        run.code() != absl::StatusCode::kDeadlineExceeded) {
-      LogError(
-          absl::StrCat("model ", ran_on->name(), " v", ran_on->version(), ": ", run.message()));
-    }
-    return finish(run);
-  }
-  response->set_model_name(ran_on->name());
-  response->set_model_version(std::to_string(ran_on->version()));
-  response->set_id(request.id());
-  EncodeInfer(*ran_on, *decoded, outputs, response);
-  sample.output = absl::Now() - ran_at;
-  sample.batch_size = decoded->batch.inputs.empty() ? 0 : decoded->batch.inputs[0].dim(0);
-  return finish(absl::OkStatus());
 }
 
-grpc::Status KServeService::ModelInfer(grpc::ServerContext* context,
-                                       const inference::ModelInferRequest* request,
-                                       inference::ModelInferResponse* response) {
-  if (grpc::Status a = auth::Authorize(authorizer_, *context, auth::Access::kInference); !a.ok()) {
-    return a;
+void KServeService::Complete(std::unique_ptr<Call> call,
+                             absl::StatusOr<std::vector<engine::Tensor>> outputs) {
+  const absl::Time ran_at = absl::Now();
+  call->sample.infer = ran_at - call->decoded_at;
+  if (!outputs.ok()) {
+    const absl::Status& run = outputs.status();
+    if (run.code() != absl::StatusCode::kInvalidArgument &&
+        run.code() != absl::StatusCode::kDeadlineExceeded) {
+      LogError(absl::StrCat("model ", call->ran_on->name(), " v", call->ran_on->version(), ": ",
+                            run.message()));
+    }
+    call->sample.batch_size = 0;
+    return Finish(std::move(call), run);
   }
-  return ToGrpc(Infer(context, *request, response));
+  const Servable& ran_on = *call->ran_on;
+  inference::ModelInferResponse* response = call->response;
+  response->set_model_name(ran_on.name());
+  response->set_model_version(std::to_string(ran_on.version()));
+  response->set_id(call->request->id());
+  EncodeInfer(ran_on, *call->decoded, *outputs, response);
+  call->sample.output = absl::Now() - ran_at;
+  Finish(std::move(call), absl::OkStatus());
+}
+
+void KServeService::Finish(std::unique_ptr<Call> call, absl::Status status) {
+  if (call->ran_on != nullptr) {
+    call->sample.ok = status.ok();
+    if (!status.ok()) call->sample.batch_size = 0;
+    call->sample.end = absl::Now();
+    call->sample.total = call->sample.end - call->start;
+    statistics_.Record(call->ran_on->name(), call->ran_on->version(), call->sample);
+  }
+  // Released before the answer goes out, as a synchronous handler releases them on return.
+  call->admission.reset();
+  call->decoded.reset();
+  Finished finished = std::move(call->finished);
+  call.reset();
+  finished(std::move(status));
+}
+
+absl::Status KServeService::InferAndWait(const grpc::ServerContextBase* context,
+                                         const inference::ModelInferRequest& request,
+                                         inference::ModelInferResponse* response) {
+  std::promise<absl::Status> promise;
+  std::future<absl::Status> answer = promise.get_future();
+  Infer(context, request, response, [&promise](absl::Status s) { promise.set_value(s); });
+  return answer.get();
+}
+
+grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext* context,
+                                                    const inference::ModelInferRequest* request,
+                                                    inference::ModelInferResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (grpc::Status a = auth::Authorize(authorizer_, *context, auth::Access::kInference); !a.ok()) {
+    reactor->Finish(a);
+    return reactor;
+  }
+  Infer(context, *request, response, [reactor](absl::Status s) { reactor->Finish(ToGrpc(s)); });
+  return reactor;
 }
 
 grpc::Status KServeService::ModelStreamInfer(
@@ -200,7 +268,7 @@ grpc::Status KServeService::ModelStreamInfer(
   while (stream->Read(&request)) {
     ticket.Busy(true);
     inference::ModelStreamInferResponse response;
-    const absl::Status s = Infer(context, request, response.mutable_infer_response());
+    const absl::Status s = InferAndWait(context, request, response.mutable_infer_response());
     if (!s.ok()) {
       response.clear_infer_response();
       response.mutable_infer_response()->set_model_name(request.model_name());

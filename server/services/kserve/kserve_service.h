@@ -8,7 +8,11 @@
 //   - ServerLive: true while the process serves. ServerReady: true when every model in the
 //     repository loaded (a model that failed to load makes the server not ready, as in
 //     Triton's strict readiness); ModelReady: false, not an error, for an unknown model.
-//   - ModelInfer: see infer_codec.h for tensors and parameters. Errors: unknown model or
+//   - ModelInfer: see infer_codec.h for tensors and parameters. It is served on gRPC's
+//     callback API: the handler decodes the request and queues it on the model's scheduler
+//     and returns; the thread that finishes the batch encodes the response and completes the
+//     call, so no thread waits for a batch (a request of a model without a scheduler, or of a
+//     stateful sequence, runs on the handler's thread). Errors: unknown model or
 //     version NOT_FOUND; bad datatype, shape, contents or parameter INVALID_ARGUMENT naming the
 //     input and the expected value; a sequence request without a SequenceHandler
 //     UNIMPLEMENTED; the servable's own codes (DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED) as is.
@@ -22,6 +26,8 @@
 // Model versions are strings on this protocol: "" is the newest loaded version.
 
 #include <string>
+
+#include "absl/functional/any_invocable.h"
 
 #include "inference/grpc_service.grpc.pb.h"
 #include "server/auth/token_auth.h"
@@ -48,7 +54,11 @@ struct KServeServiceOptions {
   limits::StreamLimits* streams = nullptr;
 };
 
-class KServeService final : public inference::GRPCInferenceService::Service {
+// ModelInfer on the callback API, the other methods on the synchronous one.
+using KServeServiceBase = inference::GRPCInferenceService::WithCallbackMethod_ModelInfer<
+    inference::GRPCInferenceService::Service>;
+
+class KServeService final : public KServeServiceBase {
  public:
   // `repository` is not owned and must outlive the service.
   KServeService(const ModelRepository* repository, KServeServiceOptions options)
@@ -64,8 +74,9 @@ class KServeService final : public inference::GRPCInferenceService::Service {
                               inference::ServerMetadataResponse* response) override;
   grpc::Status ModelMetadata(grpc::ServerContext*, const inference::ModelMetadataRequest* request,
                              inference::ModelMetadataResponse* response) override;
-  grpc::Status ModelInfer(grpc::ServerContext* context, const inference::ModelInferRequest* request,
-                          inference::ModelInferResponse* response) override;
+  grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* context,
+                                       const inference::ModelInferRequest* request,
+                                       inference::ModelInferResponse* response) override;
   grpc::Status ModelStreamInfer(
       grpc::ServerContext* context,
       grpc::ServerReaderWriter<inference::ModelStreamInferResponse, inference::ModelInferRequest>*
@@ -77,8 +88,22 @@ class KServeService final : public inference::GRPCInferenceService::Service {
                                inference::ModelStatisticsResponse* response) override;
 
  private:
-  absl::Status Infer(grpc::ServerContext* context, const inference::ModelInferRequest& request,
-                     inference::ModelInferResponse* response);
+  // One inference request in flight: what Infer keeps until its response is built.
+  struct Call;
+  using Finished = absl::AnyInvocable<void(absl::Status)>;
+  // Runs `request` and calls `finished` exactly once: with OK once `response` is complete, or
+  // with the error. `finished` runs on this thread or on the scheduler's thread that ran the
+  // batch; `context` (may be null), `request` and `response` must stay valid until it runs.
+  void Infer(const grpc::ServerContextBase* context, const inference::ModelInferRequest& request,
+             inference::ModelInferResponse* response, Finished finished);
+  // Infer, waiting for the answer (ModelStreamInfer answers in order).
+  absl::Status InferAndWait(const grpc::ServerContextBase* context,
+                            const inference::ModelInferRequest& request,
+                            inference::ModelInferResponse* response);
+  // Builds the response from `outputs` (or takes their error) and finishes the call.
+  void Complete(std::unique_ptr<Call> call, absl::StatusOr<std::vector<engine::Tensor>> outputs);
+  // Records the call's statistics, releases what it holds and calls its `finished`.
+  void Finish(std::unique_ptr<Call> call, absl::Status status);
 
   const ModelRepository* const repository_;
   const KServeServiceOptions options_;
