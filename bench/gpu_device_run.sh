@@ -13,6 +13,7 @@
 #        DEVBUILD  the packed build (default .devbuild-gpu)
 #        "cpucheck" times the CPU engine (LSTM H=256, c=1) under each kernel set;
 #        "profile" runs perf on the server under load (pack with PERF=/usr/bin/perf);
+#        "floor" measures gRPC's own cost a request here (bench/grpc_floor.sh);
 #        "paired" compares DEVBUILD/bin/rnnserve-before with DEVBUILD/bin/rnnserve
 #        (bench/server_paired_bench.sh; PAIRED_CASES "model:concurrency ...", PAIRED_ROUNDS)
 # Writes OUT_DIR/gpu-tests.log, OUT_DIR/gpu-peers.md (+ .log), OUT_DIR/server-bench.tar.gz
@@ -139,6 +140,14 @@ run_cpucheck() {  # the CPU engine on this host: LSTM H=256 T=50 through the ser
       "$(grep -m1 'lstm256 v1 instance' "$OUT_DIR/cpucheck-${set:-best}.log" | grep -o 'CPU kernels: [a-z0-9]*')" >> "$SUMMARY"
     kill $pid; wait $pid 2>/dev/null
   done
+}
+
+run_floor() {  # the gRPC floor of a request on this host, per threading design (grpc_floor.sh)
+  FLOOR=$BIN/grpc_floor SERVER_CPUS=$SERVER_CPU_LIST CLIENT_CPUS=$CLIENT_CPU_LIST \
+    PERF_ANALYZER=$BIN/perf_analyzer INTERVAL_MS=1000 \
+    timeout 240 bash "$ROOT/bench/grpc_floor.sh" "$DEVBUILD" "$OUT_DIR/floor" ${FLOOR_LEVELS:-1 64 256} \
+    > "$OUT_DIR/floor.log" 2>&1
+  echo "floor: exit $?" >> "$SUMMARY"
 }
 
 run_path() {

@@ -5,13 +5,14 @@
 # server's CPU µs per request.
 #
 # usage: bench/grpc_floor.sh BUILD_DIR OUT_DIR [CONCURRENCIES...]   (default 1 16 64 256)
-# env:   PERF_ANALYZER, INTERVAL_MS, SERVER_CPUS, CLIENT_CPUS as for server_bench.sh;
+# env:   PERF_ANALYZER, INTERVAL_MS, SERVER_CPUS, CLIENT_CPUS as for server_bench.sh; FLOOR the
+#        grpc_floor binary (default BUILD_DIR/bench/grpc_floor);
 #        MODES (default "sync sync-worker callback callback-worker")
 set -euo pipefail
 BUILD=$1 OUT=$2; shift 2
 CONCURRENCIES=("$@"); [ ${#CONCURRENCIES[@]} -gt 0 ] || CONCURRENCIES=(1 16 64 256)
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-FLOOR=$BUILD/bench/grpc_floor
+FLOOR=${FLOOR:-$BUILD/bench/grpc_floor}
 [ -x "$FLOOR" ] || { echo "no $FLOOR: build the grpc_floor target"; exit 1; }
 PA=${PERF_ANALYZER:-$(command -v perf_analyzer || echo /opt/perf_analyzer/bin/perf_analyzer)}
 [ -x "$PA" ] || { echo "perf_analyzer not found (docs/kserve.md says how to install it)"; exit 1; }
