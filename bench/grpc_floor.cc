@@ -277,9 +277,11 @@ int main(int argc, char** argv) {
                  "all-callback-worker")
       ->check(CLI::IsMember({"sync", "sync-worker", "callback", "callback-worker", "all-callback",
                              "all-callback-worker"}));
-  int sync_pollers = 0;
-  app.add_option("--sync-pollers", sync_pollers,
-                 "most threads polling for the synchronous methods (0: gRPC's default)");
+  // rnnserve's defaults (server/flags.h): gRPC's own (1 and 2) start and stop a thread per
+  // call under concurrent load.
+  int min_pollers = 4, max_pollers = 64;
+  app.add_option("--min-pollers", min_pollers, "threads kept polling for synchronous calls");
+  app.add_option("--max-pollers", max_pollers, "most threads polling for synchronous calls");
   CLI11_PARSE(app, argc, argv);
 
   // SIGINT, SIGTERM and SIGUSR1 are taken by sigwait below, not by a handler; blocked before gRPC's
@@ -303,10 +305,8 @@ int main(int argc, char** argv) {
   builder.AddListeningPort("0.0.0.0:" + std::to_string(port), grpc::InsecureServerCredentials());
   builder.SetMaxReceiveMessageSize(64 << 20);
   builder.RegisterService(service.get());
-  if (sync_pollers > 0) {
-    builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);
-    builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, sync_pollers);
-  }
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, min_pollers);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, max_pollers);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server) {
     std::cerr << "grpc_floor: cannot listen on port " << port << "\n";

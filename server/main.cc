@@ -20,6 +20,7 @@
 #include "absl/synchronization/mutex.h"
 #include "server/auth/tls.h"
 #include "server/auth/token_auth.h"
+#include "server/batching/async_runner.h"
 #include "server/flags.h"
 #include "server/inspect.h"
 #include "server/limits/server_limits.h"
@@ -168,11 +169,17 @@ int Main(int argc, char** argv) {
     LogError(exposer.status().message());
     return 1;
   }
+  // The threads that build and send the responses of requests a batcher's worker ran (the
+  // callback API's handlers queue them and return; servable.h, ServableOptions::completions):
+  // a quarter of the cores, 2 to 8. Before the repository, so that it outlives the servables.
+  batching::AsyncRunner completions(
+      std::clamp(static_cast<int>(std::thread::hardware_concurrency()) / 4, 2, 8));
   // Created empty: the port listens first and the models load after (LoadAll below), so that
   // health and KServe readiness can say "not ready yet" while a large repository loads.
   auto repository = ModelRepository::Create(
-      flags.model_repository, {.servable = {.metrics = &process_metrics},
-                               .allow_outside_root = flags.allow_symlinks_outside_repository});
+      flags.model_repository,
+      {.servable = {.metrics = &process_metrics, .completions = &completions},
+       .allow_outside_root = flags.allow_symlinks_outside_repository});
   if (!repository.ok()) {
     LogError(repository.status().message());
     return 1;

@@ -99,7 +99,7 @@ absl::Status Servable::RunOn(int instance, const engine::Batch& batch,
 }
 
 void Servable::Schedule(engine::Batch batch, const RunOptions& options, RunDone done,
-                        bool may_run_on_caller) const {
+                        bool may_run_on_caller, bool hand_over) const {
   using Result = absl::StatusOr<std::vector<engine::Tensor>>;
   // The dynamic batcher's observer reports the queue wait of requests whose rows start; a
   // request that leaves the queue without starting (deadline, unloading, refused) is reported
@@ -115,11 +115,19 @@ void Servable::Schedule(engine::Batch batch, const RunOptions& options, RunDone 
   request->priority = options.priority;
   request->cancelled = options.cancelled;
   request->may_run_on_caller = may_run_on_caller;
-  request->done = [left_queue, done = std::move(done)](Result result) mutable {
+  batching::AsyncRunner* const completions = hand_over ? options_.completions : nullptr;
+  request->done = [this, left_queue, completions, done = std::move(done)](Result result) mutable {
     if (absl::IsDeadlineExceeded(result.status()) || absl::IsUnavailable(result.status())) {
       left_queue();
     }
-    done(std::move(result));
+    if (completions == nullptr || !IsServingThread()) {
+      done(std::move(result));
+      return;
+    }
+    // Run whether or not the runner still runs tasks (then on the thread stopping it).
+    completions->Post([done = std::move(done), result = std::move(result)](bool) mutable {
+      done(std::move(result));
+    });
   };
   if (queue_metrics) recorder_.Queued();
   const absl::Status s =
@@ -144,7 +152,7 @@ bool Servable::RecentCallsAreShort() const {
 void Servable::RunAsync(engine::Batch batch, const RunOptions& options, RunDone done) const {
   if (cellular_ != nullptr || batcher_ != nullptr) {
     Schedule(std::move(batch), options, std::move(done),
-             /*may_run_on_caller=*/RecentCallsAreShort());
+             /*may_run_on_caller=*/RecentCallsAreShort(), /*hand_over=*/true);
     return;
   }
   auto run = [this](const engine::Batch& batch, const RunOptions& options, RunDone& done) {
@@ -185,7 +193,7 @@ absl::Status Servable::Run(const engine::Batch& batch, std::vector<engine::Tenso
     std::future<Result> answer = promise.get_future();
     Schedule(
         batch, options, [&promise](Result result) { promise.set_value(std::move(result)); },
-        /*may_run_on_caller=*/true);
+        /*may_run_on_caller=*/true, /*hand_over=*/false);
     Result result = answer.get();
     if (!result.ok()) return result.status();
     *outputs = std::move(*result);

@@ -81,6 +81,11 @@ struct ServableOptions {
   // request's queue wait and every engine call there. Null: nothing is recorded. Must outlive
   // the servable.
   metrics::ServerMetrics* metrics = nullptr;
+  // Where a RunAsync answer that a scheduler's worker produced is delivered (its `done` runs
+  // there), so that a worker hands each request of its batch over instead of building and
+  // sending every response itself before its next batch. Null: on the worker. Must outlive
+  // the servable.
+  batching::AsyncRunner* completions = nullptr;
 };
 
 class Servable;
@@ -138,10 +143,11 @@ class Servable : public std::enable_shared_from_this<Servable> {
   // called exactly once with the outputs or the error. While the model's recent engine calls
   // are short (kRunOnCallerBudget) and an instance is idle, the batch runs on the calling
   // thread, as Run's would (no hand-off to another thread and back); otherwise it is queued and
-  // `done` runs on the thread that ran it (the scheduler's worker; without a scheduler, one of
-  // the servable's runner threads, one an instance), or on the calling thread when the batch
-  // could not be queued. `done` must not block. A caller that holds the servable (as shared by
-  // ShareServable) in `done` keeps an unloaded version answering until its requests are done.
+  // `done` runs on the thread that ran it (the scheduler's worker, or ServableOptions::
+  // completions when set; without a scheduler, one of the servable's runner threads, one an
+  // instance), or on the calling thread when the batch could not be queued. `done` must not block.
+  // A caller that holds the servable (as shared by ShareServable) in `done` keeps an unloaded
+  // version answering until its requests are done.
   void RunAsync(engine::Batch batch, const RunOptions& options, RunDone done) const;
 
   // Runs a batch on instance `instance` (an index into instances()) and nothing else, waiting
@@ -209,8 +215,9 @@ class Servable : public std::enable_shared_from_this<Servable> {
   bool RecentCallsAreShort() const;
   // Queues the batch on the dynamic batcher or the cellular scheduler; `done` as RunAsync's.
   // may_run_on_caller: the calling thread may run the batch itself on an idle instance.
+  // hand_over: `done` goes to ServableOptions::completions when a worker calls it.
   void Schedule(engine::Batch batch, const RunOptions& options, RunDone done,
-                bool may_run_on_caller) const;
+                bool may_run_on_caller, bool hand_over) const;
 
   const int64_t version_;
   const v1::ModelConfig config_;  // as given

@@ -339,6 +339,29 @@ TEST_P(ServableRunAsyncTest, AnswerHoldingTheLastReferenceDestroysTheServableEls
   EXPECT_TRUE(watch.expired());
 }
 
+// With ServableOptions::completions, an answer the batcher's worker produced is delivered on
+// the completion threads, not the worker's.
+TEST_F(ServableTest, AnswersTheWorkerProducedAreDeliveredOnTheCompletionThreads) {
+  server::batching::AsyncRunner completions(2);
+  auto servable =
+      Servable::FromModel(FakeEngineFactory::Model(), 1, Config(kBatched),
+                          {.engine_factory = engines_.Factory(), .completions = &completions});
+  ASSERT_TRUE(servable.ok()) << servable.status();
+  FakeEngine& engine = engines_.instance(0);
+  engine.Delay(absl::Milliseconds(5));
+  RunAsync(**servable, Rows(1, 3, 10))->done.WaitForNotification();  // long from now on
+  bool on_completion_thread = false;
+  absl::Notification answered;
+  (*servable)->RunAsync(Rows(1, 3, 20), {},
+                        [&](absl::StatusOr<std::vector<engine::Tensor>> result) {
+                          EXPECT_TRUE(result.ok()) << result.status();
+                          on_completion_thread = completions.IsRunnerThread();
+                          answered.Notify();
+                        });
+  answered.WaitForNotification();
+  EXPECT_TRUE(on_completion_thread);
+}
+
 INSTANTIATE_TEST_SUITE_P(BothRunPaths, ServableRunAsyncTest,
                          ::testing::Values(kUnbatched, kBatched),
                          [](const ::testing::TestParamInfo<const char*>& info) {
