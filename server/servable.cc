@@ -115,12 +115,17 @@ void Servable::Schedule(engine::Batch batch, const RunOptions& options, RunDone 
   request->priority = options.priority;
   request->cancelled = options.cancelled;
   request->may_run_on_caller = may_run_on_caller;
+  // Answered on the scheduling thread only when that thread ran the batch itself (or could
+  // not queue it); any other thread (a worker, or another caller that ran a batch holding this
+  // request) hands the answer over, so that it is not building and sending every response of
+  // its batch one after another.
   batching::AsyncRunner* const completions = hand_over ? options_.completions : nullptr;
-  request->done = [this, left_queue, completions, done = std::move(done)](Result result) mutable {
+  const std::thread::id caller = std::this_thread::get_id();
+  request->done = [left_queue, completions, caller, done = std::move(done)](Result result) mutable {
     if (absl::IsDeadlineExceeded(result.status()) || absl::IsUnavailable(result.status())) {
       left_queue();
     }
-    if (completions == nullptr || !IsServingThread()) {
+    if (completions == nullptr || std::this_thread::get_id() == caller) {
       done(std::move(result));
       return;
     }

@@ -81,10 +81,10 @@ struct ServableOptions {
   // request's queue wait and every engine call there. Null: nothing is recorded. Must outlive
   // the servable.
   metrics::ServerMetrics* metrics = nullptr;
-  // Where a RunAsync answer that a scheduler's worker produced is delivered (its `done` runs
-  // there), so that a worker hands each request of its batch over instead of building and
-  // sending every response itself before its next batch. Null: on the worker. Must outlive
-  // the servable.
+  // Where a RunAsync answer that another thread than its caller's produced (a scheduler's
+  // worker, or a caller that ran a batch holding it) is delivered: its `done` runs there, so
+  // that the thread that ran a batch hands its requests over instead of building and sending
+  // every response itself before it goes on. Null: on that thread. Must outlive the servable.
   batching::AsyncRunner* completions = nullptr;
 };
 
