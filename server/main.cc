@@ -214,12 +214,16 @@ int Main(int argc, char** argv) {
   builder.RegisterService(&service);
   // KServe v2 / Open Inference Protocol on the same port.
   ManagedSequences kserve_sequences(sequences->get());
-  kserve::KServeService kserve_service(repository->get(),
-                                       {.server_version = RNNSERVE_VERSION,
-                                        .sequences = &kserve_sequences,
-                                        .authorizer = authorizer->get(),
-                                        .limits = server_limits->requests(),
-                                        .streams = server_limits->streams.get()});
+  // KServe sequence chunks wait for their sequence and run the engine: on threads of their own,
+  // not gRPC's callback threads. Declared before the service, so that it outlives it.
+  batching::AsyncRunner kserve_blocking(
+      std::max(4, static_cast<int>(std::thread::hardware_concurrency())));
+  kserve::KServeService kserve_service(repository->get(), {.server_version = RNNSERVE_VERSION,
+                                                           .sequences = &kserve_sequences,
+                                                           .authorizer = authorizer->get(),
+                                                           .limits = server_limits->requests(),
+                                                           .streams = server_limits->streams.get(),
+                                                           .blocking = &kserve_blocking});
   builder.RegisterService(&kserve_service);
   builder.RegisterService(health->get());
   builder.experimental().SetInterceptorCreators(metrics::NewInterceptorFactories(&process_metrics));

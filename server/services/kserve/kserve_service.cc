@@ -183,9 +183,18 @@ void KServeService::Infer(const grpc::ServerContextBase* context,
   // The sequence is bound to who started it: its token's hash, or its peer.
   if (context != nullptr) d.sequence->caller = limits::CallerIdentity(*context);
   call->sample.batch_size = d.batch.inputs.empty() ? 0 : d.batch.inputs[0].dim(0);
+  if (options_.blocking == nullptr) return RunSequence(std::move(call));
+  // A chunk waits for its sequence and runs the engine on this thread: not on gRPC's.
+  options_.blocking->Post(
+      [this, call = std::move(call)](bool) mutable { RunSequence(std::move(call)); });
+}
+
+void KServeService::RunSequence(std::unique_ptr<Call> call) {
+  DecodedInfer& d = *call->decoded;
+  const std::shared_ptr<const Servable> asked = call->ran_on;
   std::vector<engine::Tensor> outputs;
   const absl::Status run =
-      options_.sequences->Run(model, *d.sequence, d.batch, &outputs, d.options, &call->ran_on);
+      options_.sequences->Run(*asked, *d.sequence, d.batch, &outputs, d.options, &call->ran_on);
   if (run.ok()) {
     Complete(std::move(call), std::move(outputs));
   } else {

@@ -11,8 +11,8 @@
 //   - ModelInfer: see infer_codec.h for tensors and parameters. It is served on gRPC's
 //     callback API: the handler decodes the request and queues it on the model's scheduler
 //     and returns; the thread that finishes the batch encodes the response and completes the
-//     call, so no thread waits for a batch (a request of a model without a scheduler, or of a
-//     stateful sequence, runs on the handler's thread). Errors: unknown model or
+//     call, so no thread waits for a batch (a chunk of a stateful sequence runs on
+//     KServeServiceOptions::blocking's threads). Errors: unknown model or
 //     version NOT_FOUND; bad datatype, shape, contents or parameter INVALID_ARGUMENT naming the
 //     input and the expected value; a sequence request without a SequenceHandler
 //     UNIMPLEMENTED; the servable's own codes (DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED) as is.
@@ -31,6 +31,7 @@
 
 #include "inference/grpc_service.grpc.pb.h"
 #include "server/auth/token_auth.h"
+#include "server/batching/async_runner.h"
 #include "server/limits/admission.h"
 #include "server/limits/stream_limits.h"
 #include "server/model_repository.h"
@@ -52,6 +53,10 @@ struct KServeServiceOptions {
   limits::RequestLimits limits;
   // ModelStreamInfer streams count against --max-streams and close when idle; null: no limit.
   limits::StreamLimits* streams = nullptr;
+  // Threads for the ModelInfer work that blocks (a sequence's chunk waits for its sequence and
+  // runs the engine), so that it does not hold gRPC's callback threads; not owned, must
+  // outlive the service. Null: on the handler's thread.
+  batching::AsyncRunner* blocking = nullptr;
 };
 
 // ModelInfer on the callback API, the other methods on the synchronous one.
@@ -100,6 +105,8 @@ class KServeService final : public KServeServiceBase {
   absl::Status InferAndWait(const grpc::ServerContextBase* context,
                             const inference::ModelInferRequest& request,
                             inference::ModelInferResponse* response);
+  // Runs the call's chunk of a stateful sequence (blocking) and completes it.
+  void RunSequence(std::unique_ptr<Call> call);
   // Builds the response from `outputs` (or takes their error) and finishes the call.
   void Complete(std::unique_ptr<Call> call, absl::StatusOr<std::vector<engine::Tensor>> outputs);
   // Records the call's statistics, releases what it holds and calls its `finished`.
