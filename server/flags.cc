@@ -121,6 +121,13 @@ void AddFlags(CLI::App& app, ServerFlags* f) {
                  "the pollers")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
+  app.add_option("--inline-run-budget-us", f->inline_run_budget_us,
+                 "run a ModelInfer/Predict batch on the gRPC thread that received it when an "
+                 "instance is idle and the model's recent engine calls took at most this long "
+                 "(0: always hand it to the batcher's worker; -1: 250 for models on the CPU, 0 "
+                 "for models on a GPU)")
+      ->check(CLI::Range(-1, 1000000))
+      ->capture_default_str();
   app.add_option("--model-check-seconds", f->model_check_seconds,
                  "parse each model file first in a child process that may take this long; a file "
                  "that makes the parser hang or crash fails its own load only (0: off)")

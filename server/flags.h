@@ -47,6 +47,11 @@ struct ServerFlags {
   // per core served 0.82-0.94x the requests/s of one queue
   // (bench/results/server-gpu-h200-2026-11-26-profile.md).
   int grpc_completion_queues = 1;
+  // KServe ModelInfer and Predict run a batch on the gRPC thread that received the request
+  // when an instance is idle and the model's recent engine calls took at most this long
+  // (ServableOptions::run_on_caller_budget); 0: always on the batcher's worker; -1: 250 for
+  // models on the CPU, 0 for models on a GPU.
+  int inline_run_budget_us = -1;
   // Each model file is first parsed in a child process that may take this long (0: off).
   int model_check_seconds = 120;
   // Bounded resources (docs/security.md "Bounded resources"); over a limit is

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <optional>
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -178,7 +179,12 @@ int Main(int argc, char** argv) {
   // health and KServe readiness can say "not ready yet" while a large repository loads.
   auto repository = ModelRepository::Create(
       flags.model_repository,
-      {.servable = {.metrics = &process_metrics, .completions = &completions},
+      {.servable = {.metrics = &process_metrics,
+                    .completions = &completions,
+                    .run_on_caller_budget =
+                        flags.inline_run_budget_us < 0
+                            ? std::nullopt
+                            : std::optional(absl::Microseconds(flags.inline_run_budget_us))},
        .allow_outside_root = flags.allow_symlinks_outside_repository});
   if (!repository.ok()) {
     LogError(repository.status().message());

@@ -150,8 +150,9 @@ void Servable::NoteComputeTime(absl::Duration compute) const {
 }
 
 bool Servable::RecentCallsAreShort() const {
-  return recent_compute_ns_.load(std::memory_order_relaxed) <=
-         absl::ToInt64Nanoseconds(kRunOnCallerBudget);
+  return run_on_caller_budget_ > absl::ZeroDuration() &&
+         recent_compute_ns_.load(std::memory_order_relaxed) <=
+             absl::ToInt64Nanoseconds(run_on_caller_budget_);
 }
 
 void Servable::RunAsync(engine::Batch batch, const RunOptions& options, RunDone done) const {

@@ -31,6 +31,9 @@ struct SeenBatch {
 
 class FakeEngine final : public engine::CompiledModel {
  public:
+  ~FakeEngine() override {
+    if (destroyed_ != nullptr) destroyed_->Notify();
+  }
   absl::Status Run(const engine::Batch& batch, std::vector<engine::Tensor>* outputs) override;
   std::string engine_name() const override { return "fake"; }
   std::vector<engine::LayerPlacement> placements() const override { return {}; }
@@ -56,6 +59,8 @@ class FakeEngine final : public engine::CompiledModel {
   // Run() blocks, after recording its batch, until Open() is called.
   void Gate() { gated_ = true; }
   void Open() { gate_.Notify(); }
+  // Notifies `n` when the engine is destroyed (with the servable that owns it).
+  void NotifyOnDestruction(absl::Notification* n) { destroyed_ = n; }
   // Blocks until Run() has been entered `n` times.
   void AwaitCalls(int n) const;
 
@@ -68,6 +73,7 @@ class FakeEngine final : public engine::CompiledModel {
   bool gated_ = false;             // set before use
   bool drop_a_row_ = false;        // set before use
   absl::Notification gate_;
+  absl::Notification* destroyed_ = nullptr;  // set before use
 };
 
 // An engine whose every compiled instance is a FakeEngine: the engine seam of server tests

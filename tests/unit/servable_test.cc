@@ -322,8 +322,8 @@ TEST_P(ServableRunAsyncTest, AnswerHoldingTheLastReferenceDestroysTheServableEls
   engine.Delay(absl::Milliseconds(5));
   RunAsync(*servable, Rows(1, 3, 10))->done.WaitForNotification();
   engine.Gate();
-  std::weak_ptr<const Servable> watch = servable;
-  absl::Notification answered;
+  absl::Notification answered, destroyed;
+  engine.NotifyOnDestruction(&destroyed);
   servable->RunAsync(
       Rows(1, 3, 20), {},
       [keep = servable, &answered](absl::StatusOr<std::vector<engine::Tensor>> result) mutable {
@@ -335,8 +335,32 @@ TEST_P(ServableRunAsyncTest, AnswerHoldingTheLastReferenceDestroysTheServableEls
   engine.AwaitCalls(2);
   engine.Open();
   answered.WaitForNotification();
-  for (int i = 0; i < 1000 && !watch.expired(); ++i) absl::SleepFor(absl::Milliseconds(5));
-  EXPECT_TRUE(watch.expired());
+  // Destroyed (its instances are the last of it to go, after the workers were joined), and
+  // not on the worker's thread, which the destruction joins.
+  EXPECT_TRUE(destroyed.WaitForNotificationWithTimeout(absl::Seconds(10)));
+}
+
+// A model on GPU instances hands every batch to its worker unless told otherwise; an explicit
+// budget applies to any model.
+TEST_F(ServableTest, GpuModelsRunOnTheWorkerUnlessTheBudgetSaysOtherwise) {
+  constexpr char kGpuBatched[] = R"pb(
+    name: "fake"
+    max_batch_size: 8
+    dynamic_batching {}
+    instance_group { kind: KIND_GPU count: 1 })pb";
+  for (const bool explicit_budget : {false, true}) {
+    SCOPED_TRACE(explicit_budget ? "budget 250 us" : "default");
+    FakeEngineFactory engines;
+    ServableOptions options{.engine_factory = engines.Factory()};
+    if (explicit_budget) options.run_on_caller_budget = absl::Microseconds(250);
+    auto servable =
+        Servable::FromModel(FakeEngineFactory::Model(), 1, Config(kGpuBatched), options);
+    ASSERT_TRUE(servable.ok()) << servable.status();
+    ASSERT_EQ((*servable)->instances()[0].kind, "KIND_GPU");
+    auto a = RunAsync(**servable, Rows(1, 3, 10));
+    a->done.WaitForNotification();
+    EXPECT_EQ(a->thread == std::this_thread::get_id(), explicit_budget);
+  }
 }
 
 // With ServableOptions::completions, an answer the batcher's worker produced is delivered on
