@@ -293,7 +293,7 @@ TEST_P(ServableRunAsyncTest, ShortCallsOnAnIdleInstanceRunOnTheCallersThread) {
   EXPECT_EQ((*a->result)[1].f32()[0], 3.0f);  // row 0's length
 }
 
-// Once the engine's calls take longer than Servable::kRunOnCallerBudget, a caller never waits
+// Once the engine's calls take longer than the run-on-caller budget, a caller never waits
 // for one: another thread runs it and answers.
 TEST_P(ServableRunAsyncTest, LongCallsRunOnAnotherThreadAndTheCallerReturnsAtOnce) {
   auto servable = Load(GetParam());

@@ -6,8 +6,9 @@
 //   success / fail  the whole request, from the handler's start to its response (fail: a
 //                   request that reached a loaded model and failed, validation included)
 //   compute_input   decoding and validating the request
-//   compute_infer   Servable::Run: any wait for a free instance or in the batcher's queue,
-//                   plus the engine call (the servable does not report the two apart yet)
+//   compute_infer   the model's run (Servable::RunAsync): any wait for a free instance or in
+//                   the batcher's queue, plus the engine call and the hand-over of the
+//                   answer (the servable does not report them apart yet)
 //   compute_output  encoding the response
 //   queue           not measured separately (count only); see compute_infer
 // inference_count counts sequences (a request of batch 4 counts 4); execution_count counts
