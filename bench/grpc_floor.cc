@@ -106,6 +106,20 @@ class Worker {
   std::thread thread_;
 };
 
+// ModelInfer on the callback API: answered at once, or by `worker` when given.
+grpc::ServerUnaryReactor* AnswerOnCallback(grpc::CallbackServerContext* context,
+                                           const inference::ModelInferRequest* request,
+                                           inference::ModelInferResponse* response,
+                                           Worker* worker) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (worker == nullptr) {
+    reactor->Finish(Answer(*request, response));
+  } else {
+    worker->Post([=] { reactor->Finish(Answer(*request, response)); });
+  }
+  return reactor;
+}
+
 // The RPCs perf_analyzer asks before it sends requests.
 template <typename Base>
 class Metadata : public Base {
@@ -184,13 +198,7 @@ class CallbackService final : public Metadata<CallbackBase> {
   grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* context,
                                        const inference::ModelInferRequest* request,
                                        inference::ModelInferResponse* response) override {
-    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    if (!via_worker_) {
-      reactor->Finish(Answer(*request, response));
-    } else {
-      worker_.Post([=] { reactor->Finish(Answer(*request, response)); });
-    }
-    return reactor;
+    return AnswerOnCallback(context, request, response, via_worker_ ? &worker_ : nullptr);
   }
 
  private:
@@ -242,13 +250,7 @@ class AllCallbackService final : public inference::GRPCInferenceService::Callbac
   grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* context,
                                        const inference::ModelInferRequest* request,
                                        inference::ModelInferResponse* response) override {
-    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    if (!via_worker_) {
-      reactor->Finish(Answer(*request, response));
-    } else {
-      worker_.Post([=] { reactor->Finish(Answer(*request, response)); });
-    }
-    return reactor;
+    return AnswerOnCallback(context, request, response, via_worker_ ? &worker_ : nullptr);
   }
 
  private:

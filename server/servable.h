@@ -220,7 +220,8 @@ class Servable : public std::enable_shared_from_this<Servable> {
   bool RecentCallsAreShort() const;
   // Queues the batch on the dynamic batcher or the cellular scheduler; `done` as RunAsync's.
   // may_run_on_caller: the calling thread may run the batch itself on an idle instance.
-  // hand_over: `done` goes to ServableOptions::completions when a worker calls it.
+  // hand_over: `done` goes to ServableOptions::completions when another thread than the
+  // caller's calls it.
   void Schedule(engine::Batch batch, const RunOptions& options, RunDone done,
                 bool may_run_on_caller, bool hand_over) const;
 

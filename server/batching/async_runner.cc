@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "server/batching/instance_threads.h"
+
 namespace rnnserve::server::batching {
 
 AsyncRunner::AsyncRunner(int threads) {
@@ -30,12 +32,7 @@ void AsyncRunner::Post(Task task) {
   task(false);
 }
 
-bool AsyncRunner::IsRunnerThread() const {
-  for (const std::thread& t : threads_) {
-    if (t.get_id() == std::this_thread::get_id()) return true;
-  }
-  return false;
-}
+bool AsyncRunner::IsRunnerThread() const { return CallingThreadIsOneOf(threads_); }
 
 void AsyncRunner::Work() {
   for (;;) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "server/batching/instance_threads.h"
 
 namespace rnnserve::server::batching {
 namespace {
@@ -244,11 +245,6 @@ void CellularScheduler::Advance(int instance, std::vector<std::unique_ptr<Slot>>
   }
 }
 
-bool CellularScheduler::IsWorkerThread() const {
-  for (const std::thread& t : workers_) {
-    if (t.get_id() == std::this_thread::get_id()) return true;
-  }
-  return false;
-}
+bool CellularScheduler::IsWorkerThread() const { return CallingThreadIsOneOf(workers_); }
 
 }  // namespace rnnserve::server::batching

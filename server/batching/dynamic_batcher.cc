@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/batching/batch_assembly.h"
+#include "server/batching/instance_threads.h"
 
 namespace rnnserve::server::batching {
 
@@ -264,12 +265,7 @@ absl::Status DynamicBatcher::Execute(int instance, const FormedBatch& batch) {
   return fault;
 }
 
-bool DynamicBatcher::IsWorkerThread() const {
-  for (const std::thread& t : workers_) {
-    if (t.get_id() == std::this_thread::get_id()) return true;
-  }
-  return false;
-}
+bool DynamicBatcher::IsWorkerThread() const { return CallingThreadIsOneOf(workers_); }
 
 void DynamicBatcher::SetInstanceProbe(InstancePool::Probe probe) {
   absl::MutexLock lock(&observer_mu_);

@@ -79,20 +79,16 @@ grpc::ServerUnaryReactor* RnnServeService::Predict(grpc::CallbackServerContext* 
   model.RunAsync(*std::move(batch), RunOptionsFor(*context),
                  [call = std::move(call), request, response,
                   reactor](absl::StatusOr<std::vector<engine::Tensor>> outputs) mutable {
-                   if (!outputs.ok()) {
-                     const absl::Status& s = outputs.status();
-                     if (s.code() != absl::StatusCode::kInvalidArgument) {
-                       LogError(absl::StrCat("model ", call->model->name(), " v",
-                                             call->model->version(), ": ", s.message()));
-                     }
-                     call.reset();
-                     reactor->Finish(ToGrpc(s));
-                     return;
+                   const absl::Status s = outputs.status();
+                   if (s.ok()) {
+                     EncodePredict(*request, *call, *outputs, response);
+                   } else if (s.code() != absl::StatusCode::kInvalidArgument) {
+                     LogError(absl::StrCat("model ", call->model->name(), " v",
+                                           call->model->version(), ": ", s.message()));
                    }
-                   EncodePredict(*request, *call, *outputs, response);
                    // Released before the answer goes out, as a synchronous handler would.
                    call.reset();
-                   reactor->Finish(grpc::Status::OK);
+                   reactor->Finish(ToGrpc(s));
                  });
   return reactor;
 }

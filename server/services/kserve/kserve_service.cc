@@ -112,7 +112,6 @@ grpc::Status KServeService::ModelMetadata(grpc::ServerContext* context,
 }
 
 struct KServeService::Call {
-  const grpc::ServerContextBase* context = nullptr;
   const inference::ModelInferRequest* request = nullptr;
   inference::ModelInferResponse* response = nullptr;
   Finished finished;
@@ -132,7 +131,6 @@ void KServeService::Infer(const grpc::ServerContextBase* context,
                           const inference::ModelInferRequest& request,
                           inference::ModelInferResponse* response, Finished finished) {
   auto call = std::make_unique<Call>();
-  call->context = context;
   call->request = &request;
   call->response = response;
   call->finished = std::move(finished);
@@ -159,10 +157,10 @@ void KServeService::Infer(const grpc::ServerContextBase* context,
   call->decoded_at = absl::Now();
   call->sample.input = call->decoded_at - call->start;
   DecodedInfer& d = *call->decoded;
+  call->sample.batch_size = d.batch.inputs.empty() ? 0 : d.batch.inputs[0].dim(0);
 
   if (!d.sequence.has_value()) {
-    // The batch moves to the scheduler; the response needs only its batch size.
-    call->sample.batch_size = d.batch.inputs.empty() ? 0 : d.batch.inputs[0].dim(0);
+    // The batch moves to the scheduler; the response needs none of it.
     engine::Batch batch = std::move(d.batch);
     const RunOptions options = d.options;
     model.RunAsync(std::move(batch), options,
@@ -182,7 +180,6 @@ void KServeService::Infer(const grpc::ServerContextBase* context,
   }
   // The sequence is bound to who started it: its token's hash, or its peer.
   if (context != nullptr) d.sequence->caller = limits::CallerIdentity(*context);
-  call->sample.batch_size = d.batch.inputs.empty() ? 0 : d.batch.inputs[0].dim(0);
   if (options_.blocking == nullptr) return RunSequence(std::move(call));
   // A chunk waits for its sequence and runs the engine on this thread: not on gRPC's.
   options_.blocking->Post(
@@ -213,7 +210,6 @@ void KServeService::Complete(std::unique_ptr<Call> call,
       LogError(absl::StrCat("model ", call->ran_on->name(), " v", call->ran_on->version(), ": ",
                             run.message()));
     }
-    call->sample.batch_size = 0;
     return Finish(std::move(call), run);
   }
   const Servable& ran_on = *call->ran_on;

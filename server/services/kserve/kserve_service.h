@@ -97,8 +97,9 @@ class KServeService final : public KServeServiceBase {
   struct Call;
   using Finished = absl::AnyInvocable<void(absl::Status)>;
   // Runs `request` and calls `finished` exactly once: with OK once `response` is complete, or
-  // with the error. `finished` runs on this thread or on the scheduler's thread that ran the
-  // batch; `context` (may be null), `request` and `response` must stay valid until it runs.
+  // with the error. `finished` runs on this thread or on the thread the answer was handed to
+  // (Servable::RunAsync; options_.blocking for a sequence's chunk); `context` (may be null) is
+  // used before Infer returns, `request` and `response` must stay valid until `finished` runs.
   void Infer(const grpc::ServerContextBase* context, const inference::ModelInferRequest& request,
              inference::ModelInferResponse* response, Finished finished);
   // Infer, waiting for the answer (ModelStreamInfer answers in order).
