@@ -50,26 +50,22 @@ absl::StatusOr<batching::ChunkShape> Servable::ProbeChunkShape() {
 }
 
 absl::Status Servable::WarmUpCellularGpu(const batching::CellularSchedulerOptions& options) {
-  // Chunks run every batch size up to the slots, at chunk_steps steps, from given states: each
-  // is timed here once (the GPU engine chooses its algorithms per batch size and step bucket),
-  // not by the first requests.
+  // Chunks run every batch size up to the slots, at chunk_steps steps, from slot states as the
+  // scheduler's do: each is timed here once (the GPU engine chooses its algorithms per batch
+  // size and step bucket), not by the first requests.
   const std::vector<TensorSignature> free = FreeTimeAxes(inputs_);
   for (size_t i = 0; i < instances_.size(); ++i) {
     if (instances_[i]->engine_name() != "cuda") continue;
+    auto slots = engine::NewSlotStates(instances_[i].get(), options.shape.state_rows,
+                                       options.max_active_sequences);
+    if (!slots.ok()) return slots.status();
+    std::vector<int32_t> rows;
     for (int B = 1; B <= options.max_active_sequences; ++B) {
+      rows.push_back(B - 1);
       engine::Batch chunk = ProbeBatch(free, B, options.chunk_steps);
-      for (const auto& [layer, rows] : options.shape.state_rows) {
-        for (const engine::Shape& row : rows) {
-          engine::Shape shape = {B};
-          shape.insert(shape.end(), row.begin(), row.end());
-          chunk.initial_states[layer].push_back(engine::Tensor::Float(shape));
-        }
-      }
       chunk.continues = true;
-      batching::LayerStates states;
-      chunk.final_states = &states;
       std::vector<engine::Tensor> out;
-      if (auto st = instances_[i]->Run(chunk, &out); !st.ok()) {
+      if (auto st = (*slots)->Run(std::move(chunk), rows, &out); !st.ok()) {
         return absl::Status(st.code(),
                             absl::StrCat(source_file_, ": warm-up chunk of ", B, "x",
                                          options.chunk_steps, " failed: ", st.message()));

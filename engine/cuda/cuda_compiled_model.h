@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
+#include <array>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,6 +24,7 @@
 #include "engine/cuda/fused_recurrent.h"
 #include "engine/cuda/pinned_pool.h"
 #include "engine/engine.h"
+#include "engine/slot_states.h"
 
 namespace rnnserve::engine::cuda {
 
@@ -42,7 +44,7 @@ struct LayerPlan {
   DeviceLayerState device;
 };
 
-class CudaCompiledModel final : public CompiledModel {
+class CudaCompiledModel final : public CompiledModel, public SlotStatesProvider {
  public:
   CudaCompiledModel(const Model& model, const CompileOptions& options, int device)
       : model_(model), options_(options), device_(device) {}
@@ -55,10 +57,31 @@ class CudaCompiledModel final : public CompiledModel {
   int64_t memory_bytes() const override;
   // Page-locked and zeroed (pageable when the host cannot pin more).
   Tensor NewHostTensor(DType dtype, Shape shape) const override;
+  // Slot states in device memory, for one-direction recurrent layers (cuda_model_slots.cc);
+  // null (the host's) for other layers.
+  absl::StatusOr<std::unique_ptr<SlotStates>> NewSlotStates(const StateRows& rows,
+                                                            int capacity) override;
   int64_t host_copies_in_last_run() const { return host_copies_in_last_run_; }
   const PinnedPool& pinned_pool() const { return *pinned_; }
 
  private:
+  friend class CudaSlotStates;
+  // Where a Run's rows take their initial states from and leave their final states: the slot
+  // of each row, on the device, and per layer (plans_ index) the slot stores h [capacity, H']
+  // and, for LSTM, c [capacity, H]; null for a layer without slots.
+  struct SlotBinding {
+    const int32_t* rows_dev = nullptr;  // [B]
+    std::vector<std::array<float*, 2>> stores;
+  };
+  // The binding's stores of layer `plan`, or null outside a slot run or for a layer without.
+  const std::array<float*, 2>* SlotStore(const LayerPlan& plan) const;
+  // The layer's rows' slot states to the host (for the CPU kernel), and its final states back.
+  absl::StatusOr<std::vector<Tensor>> SlotStatesToHost(const RecurrentSpec& spec, LayerPlan& plan,
+                                                       const std::array<float*, 2>& store, int B);
+  absl::Status SlotStatesFromHost(const RecurrentSpec& spec, LayerPlan& plan,
+                                  const std::array<float*, 2>& store,
+                                  const std::vector<Tensor>& finals, int B);
+
   absl::Status PlanLayer(const Layer& layer, LayerPlan* plan);
   absl::Status Upload(const float* src, int64_t n, DeviceBuffer* dst);
   // A host value to the device; from the pinned staging area when it is in pageable memory
@@ -125,6 +148,7 @@ class CudaCompiledModel final : public CompiledModel {
   bool stream_idle_ = true;  // the last Run waited for its copies (it returned OK)
   int64_t host_copies_ = 0;  // device-to-host copies of the running batch
   int64_t host_copies_in_last_run_ = 0;
+  const SlotBinding* slots_ = nullptr;  // set for the length of a SlotStates::Run
 };
 
 }  // namespace rnnserve::engine::cuda

@@ -2,6 +2,7 @@
 // sequence and final outputs, bidirectional merges, return_state), or on the CPU engine's
 // kernel for the batches neither can run.
 
+#include <array>
 #include <utility>
 #include <vector>
 
@@ -17,22 +18,34 @@ absl::Status CudaCompiledModel::RunRecurrentCpu(const Layer& layer, LayerPlan& p
   RNNSERVE_RETURN_IF_ERROR(ToHost(&in));
   std::vector<int32_t> lengths = in.lengths;
   if (lengths.empty()) lengths.assign(in.shape[0], static_cast<int32_t>(in.shape[1]));
+  const RecurrentSpec& spec = std::get<RecurrentSpec>(layer.spec);
+  const int B = static_cast<int>(in.shape[0]);
+  const std::array<float*, 2>* slots = SlotStore(plan);
   std::vector<Tensor> initial;
   for (size_t i = 1; i < layer.inputs.size(); ++i) {
     RNNSERVE_RETURN_IF_ERROR(ToHost(&values_[layer.inputs[i]]));
     initial.push_back(values_[layer.inputs[i]].host_tensor());
   }
-  if (initial.empty()) {
+  if (slots != nullptr) {
+    auto from_slots = SlotStatesToHost(spec, plan, *slots, B);
+    if (!from_slots.ok()) return from_slots.status();
+    initial = *std::move(from_slots);
+  } else if (initial.empty()) {
     if (auto it = batch.initial_states.find(layer.name); it != batch.initial_states.end()) {
       initial = it->second;
     }
   }
   std::vector<Tensor> results, finals;
+  const bool want_finals = batch.final_states != nullptr || slots != nullptr;
   RNNSERVE_RETURN_IF_ERROR(plan.cpu_rnn->Run(in.host_tensor(), lengths, in.step_mask, initial,
-                                             &results, batch.final_states ? &finals : nullptr,
+                                             &results, want_finals ? &finals : nullptr,
                                              batch.continues));
-  if (batch.final_states) (*batch.final_states)[layer.name] = std::move(finals);
-  const bool seq = std::get<RecurrentSpec>(layer.spec).return_sequences;
+  if (slots != nullptr) {
+    RNNSERVE_RETURN_IF_ERROR(SlotStatesFromHost(spec, plan, *slots, finals, B));
+  } else if (batch.final_states) {
+    (*batch.final_states)[layer.name] = std::move(finals);
+  }
+  const bool seq = spec.return_sequences;
   for (size_t i = 0; i < layer.outputs.size() && i < results.size(); ++i) {
     DevValue& v = values_[layer.outputs[i]];
     v.input = nullptr;
@@ -65,8 +78,25 @@ absl::Status CudaCompiledModel::RunRecurrentGpu(const Layer& layer, const Recurr
   RNNSERVE_RETURN_IF_ERROR(lengths_dev_.Reserve(B * sizeof(int32_t)));
   RNNSERVE_RETURN_IF_ERROR(CopyToDevice(lengths_dev_.get(), lengths.data(), B * sizeof(int32_t),
                                         "cudaMemcpyAsync (lengths)"));
-  auto has_initial = UploadInitialStates(layer, spec, plan, batch, B);
-  if (!has_initial.ok()) return has_initial.status();
+  // A slot run's rows start from their slots' states (gathered on the device); other runs from
+  // the layer's state inputs or the batch's initial states.
+  const std::array<float*, 2>* slots = SlotStore(plan);
+  absl::StatusOr<bool> has_initial = true;
+  if (slots != nullptr) {
+    RNNSERVE_RETURN_IF_ERROR(plan.h0.Reserve(sizeof(float) * B * Hp));
+    RNNSERVE_RETURN_IF_ERROR(CudaOk(
+        LaunchMoveRows((*slots)[0], slots_->rows_dev, plan.h0.as<float>(), nullptr, B, Hp, stream_),
+        "slot state gather kernel"));
+    if (lstm) {
+      RNNSERVE_RETURN_IF_ERROR(plan.c0.Reserve(sizeof(float) * B * H));
+      RNNSERVE_RETURN_IF_ERROR(CudaOk(LaunchMoveRows((*slots)[1], slots_->rows_dev,
+                                                     plan.c0.as<float>(), nullptr, B, H, stream_),
+                                      "slot state gather kernel"));
+    }
+  } else {
+    has_initial = UploadInitialStates(layer, spec, plan, batch, B);
+    if (!has_initial.ok()) return has_initial.status();
+  }
 
   RNNSERVE_RETURN_IF_ERROR(plan.hy.Reserve(sizeof(float) * dirs * B * Hp));  // [dirs, B, H']
   RNNSERVE_RETURN_IF_ERROR(plan.cy.Reserve(sizeof(float) * dirs * B * H));   // [dirs, B, H]
@@ -97,7 +127,16 @@ absl::Status CudaCompiledModel::RunRecurrentGpu(const Layer& layer, const Recurr
     }
     RNNSERVE_RETURN_IF_ERROR(plan.fused->Forward(io, mask));
   }
-  if (batch.final_states != nullptr) {
+  if (slots != nullptr) {  // the final states back into the rows' slots
+    RNNSERVE_RETURN_IF_ERROR(CudaOk(
+        LaunchMoveRows(plan.hy.as<float>(), nullptr, (*slots)[0], slots_->rows_dev, B, Hp, stream_),
+        "slot state scatter kernel"));
+    if (lstm) {
+      RNNSERVE_RETURN_IF_ERROR(CudaOk(LaunchMoveRows(plan.cy.as<float>(), nullptr, (*slots)[1],
+                                                     slots_->rows_dev, B, H, stream_),
+                                      "slot state scatter kernel"));
+    }
+  } else if (batch.final_states != nullptr) {
     RNNSERVE_RETURN_IF_ERROR(DownloadFinalStates(layer, spec, plan, B, batch));
   }
   auto next_output = WriteMainOutputs(layer, spec, plan, B, T, *y, direct);

@@ -23,6 +23,17 @@ __global__ void BiasActivationKernel(float* y, const float* bias, int64_t n, int
   }
 }
 
+__global__ void MoveRowsKernel(const float* src, const int32_t* src_rows, float* dst,
+                               const int32_t* dst_rows, int64_t n, int width) {
+  RNNSERVE_GRID_LOOP(i, n * width) {
+    const int64_t j = i / width, k = i % width;
+    const int64_t to = (dst_rows != nullptr ? dst_rows[j] : j) * int64_t{width} + k;
+    dst[to] = src == nullptr
+                  ? 0.0f
+                  : src[(src_rows != nullptr ? src_rows[j] : j) * int64_t{width} + k];
+  }
+}
+
 // One block per row; the block reduces max and sum in shared memory.
 __global__ void SoftmaxKernel(float* y, int cols) {
   __shared__ float red[kThreads];
@@ -168,6 +179,14 @@ cudaError_t LaunchRepeatLastOutput(float* y, const float* last, const int32_t* l
   const int64_t n = int64_t{B} * T * width;
   if (n == 0) return cudaSuccess;
   RepeatLastKernel<<<Blocks(n), kThreads, 0, stream>>>(y, last, lengths, B, T, row, offset, width);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchMoveRows(const float* src, const int32_t* src_rows, float* dst,
+                           const int32_t* dst_rows, int64_t n, int width, cudaStream_t stream) {
+  const int64_t total = n * width;
+  if (total == 0) return cudaSuccess;
+  MoveRowsKernel<<<Blocks(total), kThreads, 0, stream>>>(src, src_rows, dst, dst_rows, n, width);
   return cudaGetLastError();
 }
 

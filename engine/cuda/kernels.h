@@ -37,6 +37,12 @@ cudaError_t LaunchEmbedding(const int64_t* ids, const float* table, float* out, 
 cudaError_t LaunchRepeatLastOutput(float* y, const float* last, const int32_t* lengths, int B,
                                    int T, int row, int offset, int width, cudaStream_t stream);
 
+// Row moves of `width` floats for j < n: dst[dst_rows ? dst_rows[j] : j, :] =
+// src[src_rows ? src_rows[j] : j, :], or zeros when src is null. A gather (src_rows), a scatter
+// (dst_rows), or zeroing rows (src null, dst_rows); slot states move this way (slot_states.h).
+cudaError_t LaunchMoveRows(const float* src, const int32_t* src_rows, float* dst,
+                           const int32_t* dst_rows, int64_t n, int width, cudaStream_t stream);
+
 enum class MergeOp { kConcat = 0, kSum = 1, kMul = 2, kAve = 3 };
 
 // Bidirectional merge of rows: a [rows] and b [rows] vectors of `width` floats at strides

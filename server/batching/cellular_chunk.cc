@@ -43,19 +43,6 @@ void PutRow(const engine::Tensor& src, int64_t row, engine::Tensor& dst) {
   CopyElements(src, 0, &dst, row * src.num_elements(), src.num_elements());
 }
 
-// The state a slot starts from: its request's initial state for the layer when it gives one,
-// else zeros.
-engine::Tensor StartState(const Slot& slot, const std::string& layer, size_t index,
-                          const engine::Shape& row_shape) {
-  const auto& given = slot.request->batch().initial_states;
-  if (auto it = given.find(layer); it != given.end() && index < it->second.size()) {
-    return Row(it->second[index], slot.row);
-  }
-  engine::Shape shape = {1};
-  shape.insert(shape.end(), row_shape.begin(), row_shape.end());
-  return engine::Tensor::Float(shape);
-}
-
 }  // namespace
 
 CellularRequest::CellularRequest(std::unique_ptr<BatchRequest> request, absl::Time enqueued)
@@ -136,6 +123,33 @@ void CellularRequest::AnswerLocked() {
   request_->done(std::move(outputs_));
 }
 
+engine::StateMap StartStates(const std::vector<Slot*>& fresh, const ChunkShape& shape) {
+  engine::StateMap states;
+  const int64_t n = static_cast<int64_t>(fresh.size());
+  for (const auto& [layer, rows] : shape.state_rows) {
+    auto given = [&, name = layer](const Slot* s) -> const std::vector<engine::Tensor>* {
+      const auto& all = s->request->batch().initial_states;
+      const auto it = all.find(name);
+      return it == all.end() ? nullptr : &it->second;
+    };
+    if (std::none_of(fresh.begin(), fresh.end(), given)) continue;
+    std::vector<engine::Tensor>& stacked = states[layer];
+    for (size_t i = 0; i < rows.size(); ++i) {
+      engine::Shape all = {n};
+      all.insert(all.end(), rows[i].begin(), rows[i].end());
+      stacked.push_back(engine::Tensor::Float(std::move(all)));
+      const int64_t width = stacked.back().num_elements() / n;
+      for (int64_t j = 0; j < n; ++j) {
+        const std::vector<engine::Tensor>* mine = given(fresh[j]);
+        if (mine != nullptr && i < mine->size()) {
+          CopyElements((*mine)[i], fresh[j]->row * width, &stacked.back(), j * width, width);
+        }
+      }
+    }
+  }
+  return states;
+}
+
 engine::Batch GatherChunk(const std::vector<Slot*>& slots, const ChunkShape& shape,
                           int64_t chunk_steps, bool fixed, const engine::CompiledModel& instance,
                           int64_t* steps) {
@@ -163,28 +177,11 @@ engine::Batch GatherChunk(const std::vector<Slot*>& slots, const ChunkShape& sha
   for (const Slot* s : slots) {
     batch.lengths.push_back(static_cast<int32_t>(std::min(k, s->remaining())));
   }
-  for (const auto& [layer, rows] : shape.state_rows) {
-    for (size_t i = 0; i < rows.size(); ++i) {
-      engine::Shape stacked = {A};
-      stacked.insert(stacked.end(), rows[i].begin(), rows[i].end());
-      engine::Tensor t = engine::Tensor::Float(stacked);
-      for (int64_t j = 0; j < A; ++j) {
-        const Slot& s = *slots[j];
-        auto it = s.states.find(layer);
-        if (it != s.states.end() && i < it->second.size()) {
-          PutRow(it->second[i], j, t);
-        } else {
-          PutRow(StartState(s, layer, i, rows[i]), j, t);
-        }
-      }
-      batch.initial_states[layer].push_back(std::move(t));
-    }
-  }
   return batch;
 }
 
 absl::Status ScatterChunk(const std::vector<Slot*>& slots, const ChunkShape& shape, int64_t steps,
-                          const std::vector<engine::Tensor>& outputs, LayerStates& final_states) {
+                          const std::vector<engine::Tensor>& outputs) {
   const int64_t A = static_cast<int64_t>(slots.size());
   if (outputs.size() != shape.output_time_axis.size()) {
     return absl::InternalError(absl::StrCat("the engine returned ", outputs.size(),
@@ -211,11 +208,6 @@ absl::Status ScatterChunk(const std::vector<Slot*>& slots, const ChunkShape& sha
       } else if (n == s.remaining()) {
         s.last_rows[o] = Row(outputs[o], j);
       }
-    }
-    for (const auto& [layer, states] : final_states) {
-      auto& mine = s.states[layer];
-      mine.resize(states.size());
-      for (size_t i = 0; i < states.size(); ++i) mine[i] = Row(states[i], j);
     }
     s.done += n;
     s.started = true;

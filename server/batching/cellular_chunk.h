@@ -3,13 +3,14 @@
 // The data side of step-level (cellular) batching: one request's sequences as slots, and the
 // gather/scatter between slots and the engine call that advances them by a chunk of steps.
 //
-// A slot holds one sequence of a request: where it is (steps run so far out of its length),
-// its recurrent states after those steps (one row per state tensor), and the rows of its
-// per-step outputs computed so far. A chunk is one engine call over the active slots: each
-// slot's next steps of input, stacked row by row and zero-padded to the chunk's steps, with
-// each row's own length, the slots' states as initial states, and the final states asked for.
-// What comes back is cut back into the slots. A slot that reached its length is finished: its
-// rows go into its request's outputs, and the request is answered when its last slot finishes.
+// A slot holds one sequence of a request: where it is (steps run so far out of its length), the
+// number of its recurrent states in the instance's engine::SlotStates (engine/slot_states.h:
+// on the GPU they stay in device memory), and the rows of its per-step outputs computed so
+// far. A chunk is one engine call over the active slots: each slot's next steps of input,
+// stacked row by row and zero-padded to the chunk's steps, with each row's own length; each row
+// starts from its slot's states and leaves its final states there. What comes back is cut back
+// into the slots. A slot that reached its length is finished: its rows go into its request's
+// outputs, and the request is answered when its last slot finishes.
 //
 // Past a sequence's length a per-step output repeats the output of its last step (Keras's
 // masking: a masked step carries the state and repeats the last output), or is zero for an
@@ -26,12 +27,13 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "engine/engine.h"
+#include "engine/slot_states.h"
 #include "server/batching/batch_request.h"
 #include "server/batching/queued_request.h"
 
 namespace rnnserve::server::batching {
 
-using LayerStates = std::map<std::string, std::vector<engine::Tensor>>;
+using LayerStates = engine::StateMap;
 
 // What a chunk needs to know about the model.
 struct ChunkShape {
@@ -90,7 +92,9 @@ struct Slot {
   int64_t row = 0;
   int64_t done = 0;    // steps run so far
   int64_t length = 0;  // steps to run
-  LayerStates states;  // each [1, ...]; empty before the first chunk
+  int32_t index = -1;  // its states' slot in the instance's SlotStates
+  // Its final states, each [1, ...]: read from the slot when it finishes, if its request asks.
+  LayerStates states;
   // Per output: per-step outputs' rows so far, each [done, ...] (only time-axis outputs), and
   // the last chunk's row [1, ...] (the rest).
   std::vector<std::vector<engine::Tensor>> step_pieces;
@@ -99,16 +103,21 @@ struct Slot {
   int64_t remaining() const { return length - done; }
 };
 
+// The states `fresh` slots (before their first chunk) start from, stacked row by row, for
+// SlotStates::Write: per layer, their requests' initial states where one of them gives some
+// (zeros for the others); a layer no request gives states for is left out (zeros).
+engine::StateMap StartStates(const std::vector<Slot*>& fresh, const ChunkShape& shape);
+
 // The engine call that advances `slots` by min(chunk_steps, longest remaining) steps: inputs
-// (in `instance`'s preferred host memory), lengths and initial states. Sets *steps.
+// (in `instance`'s preferred host memory) and lengths; the states are the slots'. Sets *steps.
 // With `fixed`, the chunk always has chunk_steps steps.
 engine::Batch GatherChunk(const std::vector<Slot*>& slots, const ChunkShape& shape,
                           int64_t chunk_steps, bool fixed, const engine::CompiledModel& instance,
                           int64_t* steps);
 
-// Cuts the chunk's outputs and final states back into the slots (each advances by its own
-// steps of the chunk). INTERNAL when the engine's outputs do not have the chunk's rows.
+// Cuts the chunk's outputs back into the slots (each advances by its own steps of the chunk).
+// INTERNAL when the engine's outputs do not have the chunk's rows.
 absl::Status ScatterChunk(const std::vector<Slot*>& slots, const ChunkShape& shape, int64_t steps,
-                          const std::vector<engine::Tensor>& outputs, LayerStates& final_states);
+                          const std::vector<engine::Tensor>& outputs);
 
 }  // namespace rnnserve::server::batching

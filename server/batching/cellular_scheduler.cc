@@ -8,6 +8,36 @@
 namespace rnnserve::server::batching {
 namespace {
 
+// The final states of the slots in `slots` that finished in this chunk and whose requests ask
+// for final states, from `states` into each slot's `states` ([1, ...] rows).
+absl::Status ReadFinalStates(engine::SlotStates& states, const std::vector<Slot*>& slots) {
+  std::vector<Slot*> wanted;
+  std::vector<int32_t> indices;
+  for (Slot* s : slots) {
+    if (s->remaining() == 0 && s->request->batch().final_states != nullptr) {
+      wanted.push_back(s);
+      indices.push_back(s->index);
+    }
+  }
+  if (wanted.empty()) return absl::OkStatus();
+  engine::StateMap rows;
+  if (absl::Status st = states.Read(indices, &rows); !st.ok()) return st;
+  for (size_t j = 0; j < wanted.size(); ++j) {
+    for (const auto& [layer, tensors] : rows) {
+      std::vector<engine::Tensor>& mine = wanted[j]->states[layer];
+      mine.clear();
+      for (const engine::Tensor& t : tensors) {
+        engine::Shape shape = t.shape();
+        shape[0] = 1;
+        engine::Tensor row = engine::Tensor::Float(std::move(shape));
+        CopyElements(t, static_cast<int64_t>(j) * row.num_elements(), &row, 0, row.num_elements());
+        mine.push_back(std::move(row));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Expired() {
   return absl::DeadlineExceededError("deadline passed before the sequence finished");
 }
@@ -47,6 +77,17 @@ absl::StatusOr<std::unique_ptr<CellularScheduler>> CellularScheduler::Create(
         absl::StrCat(what, " every input needs a time axis ([B, T, ...])"));
   }
   std::unique_ptr<CellularScheduler> s(new CellularScheduler(options, std::move(instances), clock));
+  for (engine::CompiledModel* instance : s->instances_) {
+    auto states =
+        engine::NewSlotStates(instance, options.shape.state_rows, options.max_active_sequences);
+    if (!states.ok()) {
+      return absl::Status(states.status().code(),
+                          absl::StrCat(what, " slot states: ", states.status().message()));
+    }
+    InstanceSlots slots{.states = *std::move(states)};
+    for (int32_t i = options.max_active_sequences - 1; i >= 0; --i) slots.free.push_back(i);
+    s->slots_.push_back(std::move(slots));
+  }
   for (size_t i = 0; i < s->instances_.size(); ++i) {
     s->workers_.emplace_back([p = s.get(), i] { p->Work(static_cast<int>(i)); });
   }
@@ -122,16 +163,19 @@ int64_t CellularScheduler::active() const {
   return active_;
 }
 
-void CellularScheduler::Admit(std::vector<std::unique_ptr<Slot>>& active,
+void CellularScheduler::Admit(int instance, std::vector<std::unique_ptr<Slot>>& active,
                               std::vector<std::unique_ptr<Slot>>& expired) {
   const absl::Time now = clock_->Now();
-  while (!queue_.empty() && static_cast<int>(active.size()) < options_.max_active_sequences) {
+  std::vector<int32_t>& free = slots_[instance].free;
+  while (!queue_.empty() && !free.empty()) {
     std::unique_ptr<Slot> slot = std::move(queue_.front());
     queue_.pop_front();
     if (!Leaves(*slot->request, now).ok()) {
       expired.push_back(std::move(slot));
       continue;
     }
+    slot->index = free.back();
+    free.pop_back();
     active.push_back(std::move(slot));
     ++active_;
   }
@@ -153,7 +197,7 @@ void CellularScheduler::Work(int instance) {
         active_ -= static_cast<int64_t>(active.size());
         break;
       }
-      Admit(active, expired);
+      Admit(instance, active, expired);
     }
     for (auto& slot : expired) slot->request->Fail(Leaves(*slot->request, clock_->Now()));
     if (!active.empty()) RunChunk(instance, active);
@@ -174,6 +218,7 @@ void CellularScheduler::RunChunk(int instance, std::vector<std::unique_ptr<Slot>
   for (auto& slot : active) {
     if (absl::Status why = Leaves(*slot->request, now); !why.ok()) {
       slot->request->Fail(why);  // nothing when its request failed already
+      Release(instance, *slot);
       ++left;
     } else {
       const engine::Batch& b = slot->request->batch();
@@ -198,38 +243,50 @@ void CellularScheduler::Advance(int instance, std::vector<std::unique_ptr<Slot>>
   ChunkStats stats{.instance = instance,
                    .active = static_cast<int64_t>(active.size()),
                    .capacity = options_.max_active_sequences};
-  std::vector<Slot*> slots;
-  for (auto& s : active) slots.push_back(s.get());
-  std::vector<bool> first(slots.size());
-  for (size_t j = 0; j < slots.size(); ++j) first[j] = !slots[j]->started;
+  engine::SlotStates& states = *slots_[instance].states;
+  std::vector<Slot*> slots, fresh;
+  std::vector<int32_t> indices, fresh_indices;
+  std::vector<bool> first;
+  for (auto& s : active) {
+    slots.push_back(s.get());
+    indices.push_back(s->index);
+    first.push_back(!s->started);
+    if (!s->started) {
+      fresh.push_back(s.get());
+      fresh_indices.push_back(s->index);
+    }
+  }
+  const absl::Time started = clock_->Now();
+  // New sequences' states into their slots first: their requests' initial states, or zeros.
+  if (!fresh.empty()) {
+    stats.status = states.Write(fresh_indices, StartStates(fresh, options_.shape));
+  }
   int64_t steps = 0;
   engine::Batch batch = GatherChunk(slots, options_.shape, options_.chunk_steps,
                                     options_.fixed_chunk_steps, *instances_[instance], &steps);
   batch.continues = continues;
   for (int32_t n : batch.lengths) stats.real_steps += n;
-  LayerStates final_states;
-  batch.final_states = &final_states;
   std::vector<engine::Tensor> outputs;
-  const absl::Time started = clock_->Now();
-  stats.status = instances_[instance]->Run(batch, &outputs);
+  if (stats.status.ok()) stats.status = states.Run(std::move(batch), indices, &outputs);
   const absl::Time ended = clock_->Now();
   stats.compute = ended - started;
   stats.steps = steps;
-  if (stats.status.ok()) {
-    stats.status = ScatterChunk(slots, options_.shape, steps, outputs, final_states);
-  }
+  if (stats.status.ok()) stats.status = ScatterChunk(slots, options_.shape, steps, outputs);
+  if (stats.status.ok()) stats.status = ReadFinalStates(states, slots);
   std::vector<std::unique_ptr<Slot>> running;
   int64_t left = 0;
   for (size_t j = 0; j < active.size(); ++j) {
     Slot& s = *active[j];
     if (!stats.status.ok()) {
       s.request->Fail(stats.status);
+      Release(instance, s);
       ++left;
       continue;
     }
     if (first[j]) stats.first_step_latencies.push_back(ended - s.request->enqueued());
     if (s.remaining() == 0) {
       s.request->Finish(s, options_.shape);
+      Release(instance, s);
       ++stats.finished;
       ++left;
     } else {

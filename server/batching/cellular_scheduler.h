@@ -13,7 +13,10 @@
 //     its request fails, and its other sequences are dropped as they come up;
 //   - advance: one engine call runs every active slot by min(chunk_steps, longest remaining)
 //     steps, each slot by its own remaining steps at most (per-row lengths), starting from the
-//     states its slot holds (cellular_chunk.h);
+//     states its slot holds and leaving its final states there (cellular_chunk.h). The states
+//     live in the instance's engine::SlotStates: on the GPU engine in device memory, so a chunk
+//     moves only its inputs and outputs; a new sequence's states are written into its slot
+//     before its first chunk, and read back only when its request asks for final states;
 //   - answer: a slot that reached its length is finished at once; its request is answered
 //     when its last sequence finishes. A short sequence never waits for a long one, and a new
 //     one waits at most one chunk for a slot (when slots are free).
@@ -123,8 +126,10 @@ class CellularScheduler {
                     std::vector<engine::CompiledModel*> instances, const Clock* clock);
   void Work(int instance);
   // Fills free slots of `active` from the queue; moves the expired to `expired`.
-  void Admit(std::vector<std::unique_ptr<Slot>>& active,
+  void Admit(int instance, std::vector<std::unique_ptr<Slot>>& active,
              std::vector<std::unique_ptr<Slot>>& expired) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Gives the slots of sequences that left back to the instance's free list.
+  void Release(int instance, const Slot& slot) { slots_[instance].free.push_back(slot.index); }
   // Drops the expired, then advances the rest (one or two engine calls: Advance).
   void RunChunk(int instance, std::vector<std::unique_ptr<Slot>>& active);
   // One engine call over `active`; removes (and answers) the finished and the failed.
@@ -132,6 +137,12 @@ class CellularScheduler {
 
   const CellularSchedulerOptions options_;
   const std::vector<engine::CompiledModel*> instances_;
+  // Per instance, used by its worker alone: the slots' states, and the slot numbers free.
+  struct InstanceSlots {
+    std::unique_ptr<engine::SlotStates> states;
+    std::vector<int32_t> free;
+  };
+  std::vector<InstanceSlots> slots_;
   const Clock* const clock_;
   ChunkObserver observer_;  // set before the first request
 

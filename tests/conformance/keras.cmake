@@ -15,3 +15,11 @@ gtest_discover_tests(cellular_conformance_test DISCOVERY_TIMEOUT 60 TEST_FILTER 
   PROPERTIES LABELS conformance SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
 gtest_discover_tests(cellular_conformance_test DISCOVERY_TIMEOUT 60 TEST_FILTER "Gpu/*"
   PROPERTIES LABELS gpu SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
+
+# Slot states (engine/slot_states.h) against Keras, on each engine: Gpu/* labelled gpu.
+rnnserve_test_binary(slot_states_test ${CMAKE_CURRENT_LIST_DIR}/slot_states_test.cc)
+target_link_libraries(slot_states_test PRIVATE rnnserve_server_lib nlohmann_json::nlohmann_json)
+gtest_discover_tests(slot_states_test DISCOVERY_TIMEOUT 60 TEST_FILTER "-Gpu/*"
+  PROPERTIES LABELS conformance SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
+gtest_discover_tests(slot_states_test DISCOVERY_TIMEOUT 60 TEST_FILTER "Gpu/*"
+  PROPERTIES LABELS gpu SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")

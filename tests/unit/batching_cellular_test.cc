@@ -130,6 +130,26 @@ TEST(CellularSchedulerTest, SlotsBoundEachChunkAndQueuedSequencesTakeFreedSlots)
   ExpectEcho(*answer, three);
 }
 
+TEST(CellularSchedulerTest, AFreedSlotStartsItsNextSequenceFromItsOwnStates) {
+  // One slot, used in turn by sequences with and without initial states: each ends where it
+  // would alone (its own initial state, or zeros), never at what the slot held before.
+  FakeEngine engine;
+  auto s = CellularScheduler::Create(Options(1, 3), {&engine});
+  ASSERT_TRUE(s.ok()) << s.status();
+  std::map<std::string, std::vector<engine::Tensor>> states[3];
+  const RequestSpec specs[3] = {
+      {.id = 100, .steps = 7, .initial_h = {40.0f}, .final_states = &states[0]},
+      {.id = 200, .steps = 5, .final_states = &states[1]},
+      {.id = 300, .steps = 2, .initial_h = {-3.0f}, .final_states = &states[2]}};
+  for (int i = 0; i < 3; ++i) {
+    auto answer = Submit(**s, specs[i]);
+    answer->done.WaitForNotification();
+    ExpectEcho(*answer, specs[i]);
+    ASSERT_EQ(states[i]["rnn"].size(), 1u) << "request " << i;
+    EXPECT_FLOAT_EQ(states[i]["rnn"][0].f32()[0], testing::FinalH(specs[i], 0)) << "request " << i;
+  }
+}
+
 TEST(CellularSchedulerTest, DeadlineDropsASequenceFromItsSlot) {
   server::batching::FakeClock clock;
   FakeEngine engine;
