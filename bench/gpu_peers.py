@@ -34,6 +34,8 @@ SHAPES = [
     ("lstm_b1_t100_h512", "lstm", 512, 1, 0, 1, 100),
     ("lstm_b1_t100_h1024", "lstm", 1024, 1, 0, 1, 100),
     ("lstm_b8_t100_h512", "lstm", 512, 1, 0, 8, 100),
+    ("lstm_b16_t100_h512", "lstm", 512, 1, 0, 16, 100),
+    ("lstm_b32_t100_h512", "lstm", 512, 1, 0, 32, 100),
     ("lstm_b64_t100_h512", "lstm", 512, 1, 0, 64, 100),
     ("lstm_b64_t100_h1024", "lstm", 1024, 1, 0, 64, 100),
     ("lstm_b256_t100_h1024", "lstm", 1024, 1, 0, 256, 100),
@@ -153,7 +155,7 @@ def main():
         ours[parts[0]] = kv
 
     algo_names = {"0": "std", "1": "ps", "2": "pd", "3": "ps_small_h", "100": "fused",
-                  "101": "fused_cluster", "102": "std_seq"}
+                  "101": "fused_cluster", "102": "std_seq", "103": "fused_batched"}
     out = ["| case | mode | PyTorch eager ms | PyTorch graph ms | ours eager ms (algo) |"
            " ours graph ms | ours as the engine runs it ms (algo) | eager speedup | graph speedup |"
            " engine vs PyTorch's best |"

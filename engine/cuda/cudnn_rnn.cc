@@ -72,6 +72,7 @@ cudnnStatus_t CudnnRecurrent::SetDescriptor(cudnnRNNDescriptor_t desc, cudnnRNNA
 bool CudnnRecurrent::Available(cudnnRNNAlgo_t algo) const {
   if (algo == kFusedAlgo) return fused_ != nullptr;
   if (algo == kFusedClusterAlgo) return fused_ != nullptr && fused_->has_cluster();
+  if (algo == kFusedBatchedAlgo) return fused_ != nullptr && fused_->has_batched();
   if (algo == kStandardSeqMajorAlgo) {
     return dtype_ == CUDNN_DATA_FLOAT && descs_.contains(CUDNN_RNN_ALGO_STANDARD);
   }
@@ -129,7 +130,7 @@ absl::Status CudnnRecurrent::Init() {
       }
     }
   }
-  // Exact FP32 has its own persistent kernel for small batches (fused_rnn.h).
+  // Exact FP32 has its own persistent kernels for small batches (fused_rnn.h).
   if (math_ == MathMode::kFp32) {
     if (auto f = FusedRnn::Create(spec_, stream_); f.ok()) fused_ = std::move(*f);
   }
@@ -273,6 +274,7 @@ absl::Status CudnnRecurrent::Launch(cudnnRNNAlgo_t algo, const RecurrentIO& io) 
   if (!Available(algo)) algo = CUDNN_RNN_ALGO_STANDARD;
   if (algo == kFusedAlgo) return fused_->Forward(io, FusedRnn::Kernel::kGrid);
   if (algo == kFusedClusterAlgo) return fused_->Forward(io, FusedRnn::Kernel::kCluster);
+  if (algo == kFusedBatchedAlgo) return fused_->Forward(io, FusedRnn::Kernel::kBatched);
   const bool seq_major = SeqMajor(algo);
   if (algo == kStandardSeqMajorAlgo) algo = CUDNN_RNN_ALGO_STANDARD;
   auto described = DescriptorFor(algo, io.B);

@@ -15,8 +15,9 @@
 // - The workspace is allocated on first use for a shape and reused; it only grows.
 // - The algorithm (standard, persistent static, persistent static small-H, persistent dynamic;
 //   in FP32 and TF32 also standard on sequence-major copies; our fused exact FP32 LSTM or GRU
-//   (reset_after), grid or cluster kernel, for one forward direction without projection and
-//   batches up to FusedRnn::kMaxBatch) is chosen per batch size on first sight of that size by
+//   (reset_after), grid or cluster kernel for batches up to FusedRnn::kMaxBatch, batch-tiled
+//   kernel up to FusedRnn::kMaxBatchedBatch, for one forward direction without projection) is
+//   chosen per batch size on first sight of that size by
 //   timing each one cuDNN accepts; an algorithm that returns an error is dropped.
 //   ForceAlgorithm pins one (benchmarks).
 //   Exact FP32 uses the standard algorithm only (the persistent kernels are not exact); a
@@ -63,6 +64,9 @@ inline constexpr cudnnRNNAlgo_t kFusedClusterAlgo = static_cast<cudnnRNNAlgo_t>(
 // precision always runs sequence-major). Large batches run faster so even with the two
 // transposes; chosen by timing like the others.
 inline constexpr cudnnRNNAlgo_t kStandardSeqMajorAlgo = static_cast<cudnnRNNAlgo_t>(102);
+// FusedRnn's batch-tiled grid kernel (batches up to FusedRnn::kMaxBatchedBatch), where the
+// layer's width fits it on the device; chosen by timing like the others.
+inline constexpr cudnnRNNAlgo_t kFusedBatchedAlgo = static_cast<cudnnRNNAlgo_t>(103);
 
 struct RecurrentIO {
   int B = 0;

@@ -29,6 +29,9 @@ absl::StatusOr<cudnnRNNAlgo_t> CudnnRecurrent::ChooseAlgorithm(const RecurrentIO
     candidates.push_back(kFusedAlgo);
     if (fused_->has_cluster()) candidates.push_back(kFusedClusterAlgo);
   }
+  if (fused_ && fused_->has_batched() && io.B <= FusedRnn::kMaxBatchedBatch) {
+    candidates.push_back(kFusedBatchedAlgo);
+  }
   if (candidates.size() > 1) {
     cudaEvent_t start, stop;
     RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaEventCreate(&start), "cudaEventCreate"));
@@ -91,6 +94,10 @@ absl::StatusOr<cudnnRNNAlgo_t> CudnnRecurrent::ChooseAlgorithm(const RecurrentIO
         if (fused_) fused_->DropCluster();
         continue;
       }
+      if (algo == kFusedBatchedAlgo) {
+        if (fused_) fused_->DropBatched();
+        continue;
+      }
       cudnnDestroyRNNDescriptor(descs_.at(algo));
       descs_.erase(algo);
     }
@@ -104,6 +111,7 @@ absl::StatusOr<cudnnRNNAlgo_t> CudnnRecurrent::ChooseAlgorithm(const RecurrentIO
 absl::Status CudnnRecurrent::ForceAlgorithm(cudnnRNNAlgo_t algo) {
   const bool fused_ok = (algo == kFusedAlgo && fused_) ||
                         (algo == kFusedClusterAlgo && fused_ && fused_->has_cluster()) ||
+                        (algo == kFusedBatchedAlgo && fused_ && fused_->has_batched()) ||
                         (algo == kStandardSeqMajorAlgo && Available(algo));
   if (!descs_.contains(algo) && !fused_ok) {
     return absl::FailedPreconditionError(
@@ -136,6 +144,7 @@ std::vector<cudnnRNNAlgo_t> CudnnRecurrent::algorithms() const {
   if (Available(kStandardSeqMajorAlgo)) out.push_back(kStandardSeqMajorAlgo);
   if (fused_) out.push_back(kFusedAlgo);
   if (fused_ && fused_->has_cluster()) out.push_back(kFusedClusterAlgo);
+  if (fused_ && fused_->has_batched()) out.push_back(kFusedBatchedAlgo);
   return out;
 }
 

@@ -38,6 +38,8 @@ inline const char* AlgoName(cudnnRNNAlgo_t algo) {
       return "fused_fp32";
     case kFusedClusterAlgo:
       return "fused_cluster_fp32";
+    case kFusedBatchedAlgo:
+      return "fused_batched_fp32";
     case kStandardSeqMajorAlgo:
       return "standard_seq_major";
     default:

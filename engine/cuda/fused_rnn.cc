@@ -102,6 +102,7 @@ absl::StatusOr<std::unique_ptr<FusedRnn>> FusedRnn::Create(const RecurrentSpec& 
   }
   RNNSERVE_RETURN_IF_ERROR(f->FindCluster());
   RNNSERVE_RETURN_IF_ERROR(f->PrepareSmall(d, smem_optin));
+  RNNSERVE_RETURN_IF_ERROR(f->PrepareBatched(sms, smem_optin));
   return f;
 }
 
@@ -175,6 +176,28 @@ FusedRnn::~FusedRnn() {
 }
 
 absl::Status FusedRnn::Forward(const RecurrentIO& io, Kernel kernel) {
+  if (kernel == Kernel::kBatched) {
+    if (!has_batched()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(name(), ": no batch-tiled kernel for H=", H_, " on this device"));
+    }
+    if (io.B > kMaxBatchedBatch) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name(), " (batch-tiled) takes batches of at most ", kMaxBatchedBatch, "; got ", io.B));
+    }
+    int blocks = batched_grids_.front();
+    if (auto it = batched_grid_by_batch_.find(io.B); it != batched_grid_by_batch_.end()) {
+      blocks = it->second;
+    } else {
+      bool timed = false;
+      auto best = Fastest(
+          batched_grids_, [&](int n) { return LaunchBatched(io, n); }, &timed);
+      if (!best.ok()) return best.status();
+      blocks = *best;
+      if (timed) batched_grid_by_batch_[io.B] = blocks;
+    }
+    return LaunchBatched(io, blocks);
+  }
   if (io.B > kMaxBatch) {
     return absl::InvalidArgumentError(
         absl::StrCat(name(), " takes batches of at most ", kMaxBatch, "; got ", io.B));
@@ -202,35 +225,48 @@ absl::StatusOr<int> FusedRnn::ChooseGrid(const RecurrentIO& io) {
   if (auto it = grid_by_batch_.find(io.B); it != grid_by_batch_.end()) return it->second;
   std::vector<int> candidates = grids_;
   if (small_) candidates.push_back(0);
+  bool timed = false;
+  auto best = Fastest(
+      candidates, [&](int blocks) { return Launch(io, blocks); }, &timed);
+  if (best.ok() && timed) grid_by_batch_[io.B] = *best;
+  return best;
+}
+
+absl::StatusOr<int> FusedRnn::Fastest(const std::vector<int>& candidates,
+                                      const std::function<absl::Status(int)>& launch, bool* timed) {
+  *timed = false;
   int best = candidates.front();
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaStreamIsCapturing(stream_, &capturing), "capture status"));
-  if (candidates.size() > 1 && capturing == cudaStreamCaptureStatusNone) {
-    cudaEvent_t start, stop;
-    RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaEventCreate(&start), "cudaEventCreate"));
-    RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaEventCreate(&stop), "cudaEventCreate"));
-    float best_ms = 1e30f;
-    for (int blocks : candidates) {
-      RNNSERVE_RETURN_IF_ERROR(Launch(io, blocks));  // warm-up
-      float ms_min = 1e30f;
-      for (int rep = 0; rep < 3; ++rep) {
-        float ms = 0.0f;
-        cudaEventRecord(start, stream_);
-        RNNSERVE_RETURN_IF_ERROR(Launch(io, blocks));
-        cudaEventRecord(stop, stream_);
-        RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaEventSynchronize(stop), "cudaEventSynchronize"));
-        cudaEventElapsedTime(&ms, start, stop);
-        ms_min = std::min(ms_min, ms);
-      }
-      if (ms_min < best_ms) {
-        best_ms = ms_min;
-        best = blocks;
-      }
+  if (candidates.size() <= 1 || capturing != cudaStreamCaptureStatusNone) return best;
+  cudaEvent_t start, stop;
+  RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaEventCreate(&start), "cudaEventCreate"));
+  RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaEventCreate(&stop), "cudaEventCreate"));
+  float best_ms = 1e30f;
+  absl::Status status;
+  for (int candidate : candidates) {
+    status = launch(candidate);  // warm-up
+    if (!status.ok()) break;
+    float ms_min = 1e30f;
+    for (int rep = 0; rep < 3 && status.ok(); ++rep) {
+      float ms = 0.0f;
+      cudaEventRecord(start, stream_);
+      status = launch(candidate);
+      cudaEventRecord(stop, stream_);
+      if (status.ok()) status = CudaOk(cudaEventSynchronize(stop), "cudaEventSynchronize");
+      cudaEventElapsedTime(&ms, start, stop);
+      ms_min = std::min(ms_min, ms);
     }
-    cudaEventDestroy(start);
-    cudaEventDestroy(stop);
-    grid_by_batch_[io.B] = best;
+    if (!status.ok()) break;
+    if (ms_min < best_ms) {
+      best_ms = ms_min;
+      best = candidate;
+    }
   }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  RNNSERVE_RETURN_IF_ERROR(status);
+  *timed = true;
   return best;
 }
 

@@ -17,14 +17,20 @@
 //     and exchanges h(t) through distributed shared memory, so that a step costs a cluster
 //     barrier instead of a grid barrier and a round trip through L2. It exists only where the
 //     device can run the cluster (cudaOccupancyMaxActiveClusters), else only the grid kernel.
+//   - or, for batches up to kMaxBatchedBatch, the batch-tiled grid kernel
+//     (fused_rnn_batched_kernel.h): R split across the SMs by units, each block computing its
+//     rows for every sequence of the batch as a register-tiled GEMM, so that a weight read
+//     from shared memory serves 4 sequences instead of one; the grid kernel and the cluster
+//     kernel read a block's rows once per sequence, which bounds them past B = 4.
 //   - or, for an LSTM of small H (up to kSmallMaxHidden, where the weights fit in one block's
 //     shared memory), one block that runs the whole layer, input projection included, with two
 //     block barriers a step (fused_lstm_small_kernel.cu): at B = 1, T = 10, H = 32 the grid
 //     kernel's per-step grid barrier and L2 round trip cost more than the step's work.
 // The kernels compute the same sums in the same FP32 arithmetic; they differ only in the order
 // of the partial sums of each dot product (FMA rounding). The caller chooses between the
-// cluster kernel and the others by timing (CudnnRecurrent: kFusedAlgo, kFusedClusterAlgo); the
-// grid sizes and the one-block kernel are timed against each other here, per batch size.
+// cluster kernel, the batch-tiled kernel and the others by timing (CudnnRecurrent: kFusedAlgo,
+// kFusedClusterAlgo, kFusedBatchedAlgo); the grid sizes and the one-block kernel are timed
+// against each other here, per batch size, and so are the batch-tiled kernel's grid sizes.
 // Steps past a sequence's length are not computed: its h (and c) stay, its outputs are zero.
 // GRU reset_after=False (r applied before the n gate's matmul, a second exchange a step) is not
 // run here: cuDNN has no such mode, and FusedRecurrent (fused_recurrent.h) runs it.
@@ -33,6 +39,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
@@ -40,6 +47,7 @@
 #include "absl/status/statusor.h"
 #include "engine/cuda/cuda_util.h"
 #include "engine/cuda/cudnn_rnn.h"
+#include "engine/cuda/fused_rnn_batched_kernel.h"
 #include "engine/cuda/fused_rnn_kernel.h"
 #include "engine/ir.h"
 
@@ -47,7 +55,10 @@ namespace rnnserve::engine::cuda {
 
 class FusedRnn {
  public:
+  // Batches the grid, cluster and one-block kernels take; the batch-tiled kernel takes up to
+  // kMaxBatchedBatch.
   static constexpr int kMaxBatch = 8;
+  static constexpr int kMaxBatchedBatch = kBatchedMaxBatch;
   static constexpr int kSmallMaxHidden = 128;
   static_assert(kMaxBatch <= kClusterMaxBatch);
 
@@ -61,16 +72,20 @@ class FusedRnn {
   FusedRnn& operator=(const FusedRnn&) = delete;
 
   // kGrid: the grid kernel or the one-block kernel, whichever is faster for the batch size.
-  enum class Kernel { kGrid, kCluster, kOneBlock };
+  enum class Kernel { kGrid, kCluster, kOneBlock, kBatched };
 
-  // io as for CudnnRecurrent::Forward (c0 and cy: LSTM only), with io.B <= kMaxBatch;
-  // enqueues, never synchronises (except while timing the grid sizes for a new batch size).
-  // kCluster needs has_cluster(), kOneBlock has_one_block().
+  // io as for CudnnRecurrent::Forward (c0 and cy: LSTM only), with io.B <= kMaxBatch
+  // (kBatched: kMaxBatchedBatch); enqueues, never synchronises (except while timing the grid
+  // sizes for a new batch size). kCluster needs has_cluster(), kOneBlock has_one_block(),
+  // kBatched has_batched().
   absl::Status Forward(const RecurrentIO& io, Kernel kernel = Kernel::kGrid);
   bool has_cluster() const { return cluster_ > 0; }
   bool has_one_block() const { return small_; }
+  bool has_batched() const { return !batched_grids_.empty(); }
   // Stops offering the cluster kernel (after it failed on this device).
   void DropCluster() { cluster_ = 0; }
+  // Stops offering the batch-tiled kernel (after it failed on this device).
+  void DropBatched() { batched_grids_.clear(); }
   int64_t memory_bytes() const;
   // The device buffers a launch bakes into a captured graph; they move when a larger batch
   // grows them, so a graph key must include them.
@@ -98,6 +113,14 @@ class FusedRnn {
   absl::Status PrepareSmall(const RecurrentDirection& d, int smem_optin);
   absl::Status LaunchCluster(const RecurrentIO& io);
   absl::StatusOr<int> ChooseGrid(const RecurrentIO& io);
+  // The fastest of `candidates` run by `launch` (a warm-up, then the minimum of three timed
+  // runs), or the first one, untimed, while the stream is being captured (*timed: false).
+  absl::StatusOr<int> Fastest(const std::vector<int>& candidates,
+                              const std::function<absl::Status(int)>& launch, bool* timed);
+  // The batch-tiled kernel (fused_rnn_batched.cc): offered where a plan for kMaxBatchedBatch
+  // sequences fits in shared memory and on the device at once.
+  absl::Status PrepareBatched(int sms, int smem_optin);
+  absl::Status LaunchBatched(const RecurrentIO& io, int blocks);
 
   const FusedRnnCell cell_;
   const int G_;  // gates a unit: 4 (LSTM), 3 (GRU)
@@ -115,13 +138,17 @@ class FusedRnn {
   size_t small_smem_ = 0;
   int small_chunk_ = 1;               // steps of input projection computed at once
   std::map<int, int> grid_by_batch_;  // 0: the one-block kernel
+  // The batch-tiled kernel's grid sizes, largest first (empty: not offered); each divides H.
+  std::vector<int> batched_grids_;
+  size_t batched_smem_limit_ = 0;  // shared memory its plans may use per block
+  std::map<int, int> batched_grid_by_batch_;
   cublasHandle_t cublas_ = nullptr;
   DeviceBuffer W_;      // [G*H, I]
   DeviceBuffer R_;      // [G*H, H]
   DeviceBuffer bias_;   // [G*H] bW + bR (GRU: bW alone for the n gate)
   DeviceBuffer bRn_;    // [H] GRU: the n gate's bR
   DeviceBuffer xproj_;  // [B, T, G*H]
-  DeviceBuffer hbuf_;   // [2, B, H] h exchange between steps
+  DeviceBuffer hbuf_;   // [2, B, H] h exchange between steps; batch-tiled: [2, H, Bp]
   DeviceBuffer Wt_;     // [I, 4H] W transposed, for the one-block kernel
   DeviceBuffer Rt_;     // [H, 4H] R transposed, for the one-block kernel
 };

@@ -53,6 +53,15 @@ GRU_CLUSTER_CASES = {
     "TorchGruClusterH256": ("gru", 48, 256, 0, 1, False, [40, 11, 40, 1, 26, 40, 5, 33], 40),
     "TorchGruClusterH512": ("gru", 32, 512, 0, 1, False, [40, 6, 1, 40, 19, 40, 37, 12], 40),
 }
+# The batch sizes of the fused batch-tiled kernel (up to 64): many sequences of mixed lengths
+# (every length from 1 to T), short and narrow enough to keep the files small; tests take the
+# first 1..B.
+BATCHED_CASES = {
+    "TorchLstmBatchedH256": ("lstm", 32, 256, 0, 1, False, [12 - (i * 5) % 12 for i in range(64)],
+                             12),
+    "TorchGruBatchedH256": ("gru", 32, 256, 0, 1, False, [10 - (i * 3) % 10 for i in range(48)],
+                            10),
+}
 CELL_CODE = {"lstm": 0, "gru": 1, "rnn_tanh": 2, "rnn_relu": 3}
 
 
@@ -114,6 +123,8 @@ def main():
                for i, (name, spec) in enumerate(sorted(CLUSTER_CASES.items()))]
     seeded += [(name, spec, 3000 + i)
                for i, (name, spec) in enumerate(sorted(GRU_CLUSTER_CASES.items()))]
+    seeded += [(name, spec, 4000 + i)
+               for i, (name, spec) in enumerate(sorted(BATCHED_CASES.items()))]
     for name, spec, seed in seeded:
         if not args.only or name in args.only:
             make(name, spec, Path(args.out), seed)

@@ -1,12 +1,14 @@
 // The exact-FP32 fused LSTM and GRU (engine/cuda/fused_rnn.h), their grid kernel, the LSTM's
-// one-block kernel and their thread-block-cluster kernel, pinned against PyTorch's answers, and
-// each cuDNN algorithm the layer accepts likewise, whichever the engine would pick by timing.
+// one-block kernel, their thread-block-cluster kernel and their batch-tiled kernel, pinned
+// against PyTorch's answers, and each cuDNN algorithm the layer accepts likewise, whichever the
+// engine would pick by timing.
 
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
 #include <algorithm>
 #include <functional>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -131,6 +133,11 @@ TEST_P(PinnedAlgorithmTest, FusedExactFp32MatchesPyTorch) {
   CheckAlgorithm(GetParam(), engine::cuda::kFusedAlgo, /*required=*/true);
 }
 
+TEST_P(PinnedAlgorithmTest, FusedBatchedExactFp32MatchesPyTorch) {
+  RNNSERVE_SKIP_WITHOUT_GPU();
+  CheckAlgorithm(GetParam(), engine::cuda::kFusedBatchedAlgo, /*required=*/true);
+}
+
 TEST_P(PinnedAlgorithmTest, CudnnStandardMatchesPyTorch) {
   RNNSERVE_SKIP_WITHOUT_GPU();
   CheckAlgorithm(GetParam(), CUDNN_RNN_ALGO_STANDARD, /*required=*/true);
@@ -192,6 +199,47 @@ INSTANTIATE_TEST_SUITE_P(Torch, GridKernelTest,
                          ::testing::Values("TorchGruClusterH128", "TorchGruClusterH512"),
                          [](const auto& info) { return info.param; });
 
+// The batch-tiled kernel at batch sizes 1..64 of fixtures of 64 (LSTM) and 48 (GRU) sequences of
+// mixed lengths at H=256, each size pinned: 4 sequences a register tile, so sizes that are not
+// multiples of 4 pad the last tile, and sizes past 32 need more than one (unit, sequence) cell
+// a thread at H=256 over 64 blocks. At H=512 (4 units a block on 128 blocks), batches 1..8.
+class BatchedKernelTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(BatchedKernelTest, BatchSizesMatchPyTorch) {
+  RNNSERVE_SKIP_WITHOUT_GPU();
+  const int n =
+      static_cast<int>(LoadNpy("tests/fixtures/torch/" + GetParam() + "/lengths.npy").shape[0]);
+  for (int batch = 1; batch <= std::min(n, engine::cuda::FusedRnn::kMaxBatchedBatch); ++batch) {
+    if (batch > 9 && batch % 8 != 0 && batch % 8 != 1 && batch % 8 != 7 && batch != n) continue;
+    SCOPED_TRACE(::testing::Message() << "B=" << batch);
+    CheckAlgorithm(GetParam(), engine::cuda::kFusedBatchedAlgo, /*required=*/true, batch);
+    if (::testing::Test::HasFatalFailure() || ::testing::Test::IsSkipped()) return;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Torch, BatchedKernelTest,
+                         ::testing::Values("TorchLstmBatchedH256", "TorchGruBatchedH256",
+                                           "TorchLstmClusterH512", "TorchGruClusterH512"),
+                         [](const auto& info) { return info.param; });
+
+// Past the cluster and grid kernels' 8 sequences the batch-tiled kernel is offered, and the
+// engine's own choice (by timing) matches PyTorch at B=64.
+TEST(BatchedKernelChooserTest, OffersItPastEightSequences) {
+  RNNSERVE_SKIP_WITHOUT_GPU();
+  const std::string dir = "tests/fixtures/torch/TorchLstmBatchedH256/";
+  auto model = TorchFixtureModel(dir);
+  if (!model.ok()) GTEST_SKIP() << "no fixture " << dir << ": " << model.status();
+  const auto& spec = std::get<engine::RecurrentSpec>(model->layers[0].spec);
+  StreamAndHandle sh;
+  ASSERT_TRUE(sh.ok());
+  auto rnn = CudnnRecurrent::Create(spec, "lstm", engine::MathMode::kFp32, sh.handle, sh.stream);
+  ASSERT_TRUE(rnn.ok()) << rnn.status();
+  const auto algos = (*rnn)->algorithms();
+  EXPECT_NE(std::find(algos.begin(), algos.end(), engine::cuda::kFusedBatchedAlgo), algos.end());
+  CheckForward(dir, spec, 64, sh.stream, [&](const auto& io) { return (*rnn)->Forward(io); });
+  std::cout << "B=64 H=256 T=12: " << (*rnn)->ChoicesSummary() << "\n";
+}
+
 // An exact-FP32 GRU (reset_after) of one forward direction is offered the fused kernels, so
 // the engine times them against cuDNN's; the one-block kernel is the LSTM's alone.
 TEST(FusedGruTest, ChooserOffersFusedAlgorithms) {
@@ -213,6 +261,7 @@ TEST(FusedGruTest, ChooserOffersFusedAlgorithms) {
     return std::find(algos.begin(), algos.end(), a) != algos.end();
   };
   EXPECT_TRUE(offered(engine::cuda::kFusedAlgo));
+  EXPECT_TRUE(offered(engine::cuda::kFusedBatchedAlgo));
   if (clusters != 0) {
     EXPECT_TRUE(offered(engine::cuda::kFusedClusterAlgo));
   }

@@ -1,0 +1,271 @@
+// The batch-tiled persistent kernel of FusedRnn (fused_rnn_batched_kernel.h), LSTM or GRU.
+// Plain FP32: FMAs and precise expf / tanhf, as the other fused kernels and the CPU engine.
+
+#include <cooperative_groups.h>
+
+#include <algorithm>
+
+#include "engine/cuda/fused_rnn_batched_kernel.h"
+#include "engine/cuda/fused_rnn_cell.cuh"
+#include "engine/cuda/launch.cuh"
+
+namespace rnnserve::engine::cuda {
+namespace {
+
+namespace cg = cooperative_groups;
+
+// 16 bytes global -> shared, cached in L2 only (.cg): other blocks wrote h(t-1) before the grid
+// barrier, and a line of it left in this SM's L1 from two steps ago would be stale.
+__device__ __forceinline__ void CpAsync16(float* dst, const float* src) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src) : "memory");
+}
+
+__device__ __forceinline__ void CpAsyncCommit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+template <int N>
+__device__ __forceinline__ void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// Waits until at most n of this thread's committed groups are pending (n < kBatchedMaxBufs).
+__device__ __forceinline__ void CpAsyncWaitAtMost(int n) {
+  static_assert(kBatchedMaxBufs == 8);
+  switch (n) {
+    case 0:
+      CpAsyncWait<0>();
+      break;
+    case 1:
+      CpAsyncWait<1>();
+      break;
+    case 2:
+      CpAsyncWait<2>();
+      break;
+    case 3:
+      CpAsyncWait<3>();
+      break;
+    case 4:
+      CpAsyncWait<4>();
+      break;
+    case 5:
+      CpAsyncWait<5>();
+      break;
+    case 6:
+      CpAsyncWait<6>();
+      break;
+    default:
+      CpAsyncWait<7>();
+      break;
+  }
+}
+
+template <FusedRnnCell kCell>
+__global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBatchedArgs args) {
+  constexpr int G = kFusedGates<kCell>;
+  cg::grid_group grid = cg::this_grid();
+  const FusedRnnArgs& a = args.a;
+  const FusedBatchedPlan& p = args.plan;
+  const int H = a.H, B = a.B, U = p.U, Bp = p.Bp, KC = p.KC;
+  const int NBG = Bp / 4;  // groups of 4 sequences
+  const int j0 = blockIdx.x * U;
+  const int tid = threadIdx.x;
+  extern __shared__ float4 smem4[];
+  float* Ws = reinterpret_cast<float*>(smem4);  // [H][U][4]
+  float* red = Ws + 4 * H * U;                  // [KS][Bp][U][4]
+  float* hb = red + 4 * p.KS * U * Bp;          // [bufs][KC][Bp]
+  const float4* Ws4 = reinterpret_cast<const float4*>(Ws);
+  float4* red4 = reinterpret_cast<float4*>(red);
+
+  // R's rows of this block's units, read along k (coalesced): Ws[k][u][q] = R[q*H + j0+u][k],
+  // zero for the GRU's missing fourth gate.
+  for (int i = tid; i < 4 * U * H; i += blockDim.x) {
+    const int k = i % H, u = (i / H) % U, q = i / (H * U);
+    Ws[(k * U + u) * 4 + q] = q < G ? a.R[(static_cast<int64_t>(q) * H + j0 + u) * H + k] : 0.0f;
+  }
+
+  // This thread's cells: cell r is i = tid + r * blockDim.x < U * B, unit u = i % U, sequence
+  // b = i / U. h, c, the input projection of the coming step and the length stay in registers.
+  float h[kBatchedMaxCells], c[kBatchedMaxCells], x[kBatchedMaxCells][G];
+  int len[kBatchedMaxCells];
+  float bRn[kBatchedMaxCells];
+#pragma unroll
+  for (int r = 0; r < kBatchedMaxCells; ++r) {
+    const int i = tid + r * blockDim.x;
+    h[r] = c[r] = 0.0f;
+    len[r] = 0;
+    bRn[r] = 0.0f;
+#pragma unroll
+    for (int q = 0; q < G; ++q) x[r][q] = 0.0f;
+    if (i < U * B) {
+      const int u = i % U, b = i / U, j = j0 + u;
+      len[r] = a.lengths[b];
+      h[r] = a.h0 ? a.h0[b * H + j] : 0.0f;
+      c[r] = a.c0 ? a.c0[b * H + j] : 0.0f;
+      if constexpr (kCell == FusedRnnCell::kGru) bRn[r] = a.bRn[j];
+      const float* xp = a.xproj + static_cast<int64_t>(b) * a.T * G * H + j;  // step 0
+#pragma unroll
+      for (int q = 0; q < G; ++q) x[r][q] = xp[q * H];
+      a.hbuf[j * Bp + b] = h[r];
+    }
+  }
+  // The padding sequences of both buffers are zero.
+  for (int i = tid; i < U * (Bp - B); i += blockDim.x) {
+    const int j = j0 + i % U, b = B + i / U;
+    a.hbuf[j * Bp + b] = 0.0f;
+    a.hbuf[H * Bp + j * Bp + b] = 0.0f;
+  }
+  grid.sync();
+
+  // The GEMM's threads: tile (u, bg) of thread t < tiles * KS, columns ks, ks + KS, ... of
+  // each chunk (interleaved, so that the lanes of a warp that differ in ks read neighbouring
+  // rows of the chunk and of Ws: different banks).
+  const bool gemm = tid < p.tiles * p.KS;
+  const int ks = tid / p.tiles, tile = tid % p.tiles;
+  const int tu = tile / NBG, tbg = tile % NBG;
+  const int chunk4 = KC * Bp / 4;  // 16-byte copies a chunk
+
+  for (int s = 0; s < a.steps; ++s) {
+    const float* hin = a.hbuf + (s & 1) * H * Bp;
+    float* hout = a.hbuf + ((s + 1) & 1) * H * Bp;
+    for (int cc = 0; cc < min(p.bufs, p.chunks); ++cc) {
+      for (int i = tid; i < chunk4; i += blockDim.x) {
+        CpAsync16(hb + cc * KC * Bp + 4 * i, hin + cc * KC * Bp + 4 * i);
+      }
+      CpAsyncCommit();
+    }
+    float acc[4][4];  // [sequence of the group][gate]
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) acc[i][q] = 0.0f;
+    }
+    for (int cc = 0; cc < p.chunks; ++cc) {
+      CpAsyncWaitAtMost(min(p.bufs - 1, p.chunks - 1 - cc));
+      __syncthreads();
+      const int buf = cc % p.bufs;
+      if (gemm) {
+        const float4* h4 = reinterpret_cast<const float4*>(hb + buf * KC * Bp) + tbg;
+        const float4* w4 = Ws4 + cc * KC * U + tu;
+#pragma unroll 4
+        for (int k = ks; k < KC; k += p.KS) {
+          const float4 w = w4[k * U];
+          const float4 hv = h4[k * NBG];
+          const float hs[4] = {hv.x, hv.y, hv.z, hv.w};
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            acc[i][0] = fmaf(w.x, hs[i], acc[i][0]);
+            acc[i][1] = fmaf(w.y, hs[i], acc[i][1]);
+            acc[i][2] = fmaf(w.z, hs[i], acc[i][2]);
+            acc[i][3] = fmaf(w.w, hs[i], acc[i][3]);
+          }
+        }
+      }
+      if (cc + p.bufs < p.chunks) {
+        __syncthreads();  // every thread is done with this buffer
+        for (int i = tid; i < chunk4; i += blockDim.x) {
+          CpAsync16(hb + buf * KC * Bp + 4 * i, hin + (cc + p.bufs) * KC * Bp + 4 * i);
+        }
+        CpAsyncCommit();
+      }
+    }
+    if (gemm) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        red4[(ks * Bp + tbg * 4 + i) * U + tu] =
+            make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int r = 0; r < kBatchedMaxCells; ++r) {
+      const int i = tid + r * blockDim.x;
+      if (i >= U * B) break;
+      const int u = i % U, b = i / U, j = j0 + u;
+      if (s < len[r]) {
+        float g[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll 8
+        for (int k = 0; k < p.KS; ++k) {
+          const float4 v = red4[(k * Bp + b) * U + u];
+          g[0] += v.x;
+          g[1] += v.y;
+          g[2] += v.z;
+          g[3] += v.w;
+        }
+        h[r] = FusedCellStep<kCell>(x[r], g, h[r], c[r], bRn[r]);
+        if (s + 1 < len[r]) {
+          const float* xp = a.xproj + (static_cast<int64_t>(b) * a.T + s + 1) * G * H + j;
+#pragma unroll
+          for (int q = 0; q < G; ++q) x[r][q] = xp[q * H];
+        }
+      }
+      hout[j * Bp + b] = h[r];
+      if (a.y) a.y[(static_cast<int64_t>(b) * a.T + s) * H + j] = s < len[r] ? h[r] : 0.0f;
+    }
+    grid.sync();
+  }
+#pragma unroll
+  for (int r = 0; r < kBatchedMaxCells; ++r) {
+    const int i = tid + r * blockDim.x;
+    if (i >= U * B) break;
+    const int u = i % U, b = i / U, j = j0 + u;
+    a.hy[b * H + j] = h[r];
+    if (a.cy) a.cy[b * H + j] = c[r];
+    if (a.y) {
+      for (int t = a.steps; t < a.T; ++t) a.y[(static_cast<int64_t>(b) * a.T + t) * H + j] = 0.0f;
+    }
+  }
+}
+
+void (*KernelFor(FusedRnnCell cell))(FusedBatchedArgs) {
+  return cell == FusedRnnCell::kLstm ? FusedBatchedKernel<FusedRnnCell::kLstm>
+                                     : FusedBatchedKernel<FusedRnnCell::kGru>;
+}
+
+}  // namespace
+
+FusedBatchedPlan PlanFusedBatched(int B, int H, int blocks, size_t smem_limit) {
+  FusedBatchedPlan p;
+  if (B < 1 || B > kBatchedMaxBatch || blocks < 1 || H % blocks != 0) return p;
+  p.blocks = blocks;
+  p.U = H / blocks;
+  p.Bp = (B + 3) / 4 * 4;
+  p.tiles = p.U * p.Bp / 4;
+  if (p.tiles > kBatchedThreads || p.U * B > kBatchedMaxCells * kBatchedThreads) return p;
+  // Chunks of at most 8192 floats (32 KiB) and a multiple of 4 columns each.
+  p.chunks = (H * p.Bp + 8191) / 8192;
+  while (p.chunks <= H && (H % p.chunks != 0 || (H / p.chunks) % 4 != 0)) ++p.chunks;
+  if (p.chunks > H) return p;
+  p.KC = H / p.chunks;
+  // The most threads per tile, each over 4 columns of a chunk at least.
+  p.KS = 1;
+  while (2 * p.KS * p.tiles <= kBatchedThreads && 2 * p.KS * 4 <= p.KC) p.KS *= 2;
+  const size_t fixed = sizeof(float) * (size_t{4} * H * p.U + size_t{4} * p.KS * p.U * p.Bp);
+  const size_t chunk = sizeof(float) * size_t{1} * p.KC * p.Bp;
+  if (fixed + chunk > smem_limit) return p;
+  p.bufs = static_cast<int>(std::min<size_t>(
+      {(smem_limit - fixed) / chunk, size_t{kBatchedMaxBufs}, static_cast<size_t>(p.chunks)}));
+  p.smem = fixed + p.bufs * chunk;
+  return p;
+}
+
+cudaError_t ConfigureFusedBatchedKernel(FusedRnnCell cell, size_t smem) {
+  return RaiseDynamicSmemLimit(KernelFor(cell), smem);
+}
+
+cudaError_t MaxFusedBatchedBlocksPerSm(FusedRnnCell cell, size_t smem, int* blocks) {
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, KernelFor(cell), kBatchedThreads,
+                                                       smem);
+}
+
+cudaError_t LaunchFusedBatchedKernel(const FusedBatchedArgs& args, cudaStream_t stream) {
+  if (args.plan.smem == 0) return cudaErrorInvalidValue;
+  FusedBatchedArgs copy = args;
+  void* params[] = {&copy};
+  return cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(KernelFor(args.a.cell)),
+                                     dim3(args.plan.blocks), dim3(kBatchedThreads), params,
+                                     args.plan.smem, stream);
+}
+
+}  // namespace rnnserve::engine::cuda
