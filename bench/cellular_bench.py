@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 import grpc
 import numpy as np
@@ -213,6 +214,7 @@ async def run(args, address):
         rows = {"dynamic": [], "cellular": []}
         for load in args.loads:
             for m in ("dynamic", "cellular"):
+                before = scrape_engine_calls(args.metrics_port, f"m_{m}")
                 if args.procs > 1:
                     r = spread(address, args.procs, "open", f"m_{m}", lengths, load * capacity,
                                args.seconds, args.features, int(load * 100))
@@ -220,15 +222,45 @@ async def run(args, address):
                     r = await open_loop(stub, inputs, f"m_{m}", lengths, load * capacity,
                                         args.seconds, np.random.default_rng(int(load * 100)))
                 r["load"] = load
+                r["call_ms"], r["call_rows"] = chunk_stats(
+                    before, scrape_engine_calls(args.metrics_port, f"m_{m}"))
                 rows[m].append(r)
                 print(f"{mix} {m:8s} load {load:.2f}: {r['throughput']:.1f} seq/s "
                       f"p50 {r['p50_ms']:.1f} ms p99 {r['p99_ms']:.1f} ms errors {r['errors']} "
-                      f"{r['error_kinds']}",
+                      f"{r['error_kinds']} engine call {r['call_ms']} ms x {r['call_rows']} rows",
                       flush=True)
         results["mixes"][mix] = {"capacity": capacity, "unloaded_500_ms": unloaded_500_ms,
                                  "slo_ms": 2 * unloaded_500_ms, "rows": rows}
     await channel.close()
     return results
+
+
+def scrape_engine_calls(port, model):
+    """Sums of the model's engine-call histograms on the metrics endpoint: compute seconds,
+    calls and sequences (each cellular chunk is one call)."""
+    if not port:
+        return None
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    want = {"rnnserve_compute_duration_seconds_sum": "seconds",
+            "rnnserve_compute_duration_seconds_count": "calls",
+            "rnnserve_batch_size_sum": "sequences"}
+    out = {v: 0.0 for v in want.values()}
+    for line in text.splitlines():
+        if line.startswith("#") or f'model="{model}"' not in line:
+            continue
+        name, value = line.split("{", 1)[0], line.rsplit(" ", 1)[-1]
+        if name in want:
+            out[want[name]] += float(value)
+    return out
+
+
+def chunk_stats(before, after):
+    """Mean engine call (ms) and rows per call between two scrapes."""
+    if not before or not after or after["calls"] <= before["calls"]:
+        return None, None
+    calls = after["calls"] - before["calls"]
+    return ((after["seconds"] - before["seconds"]) / calls * 1e3,
+            (after["sequences"] - before["sequences"]) / calls)
 
 
 def best_under_slo(rows, slo):
@@ -258,6 +290,15 @@ def report(args, results):
         bd = best_under_slo(m["rows"]["dynamic"], m["slo_ms"])
         bc = best_under_slo(m["rows"]["cellular"], m["slo_ms"])
         gain = bc / bd if bd > 0 else float("inf")
+        calls = [(d["load"], d.get("call_ms"), d.get("call_rows"), c.get("call_ms"),
+                  c.get("call_rows")) for d, c in zip(m["rows"]["dynamic"], m["rows"]["cellular"])]
+        if any(x[3] for x in calls):
+            lines += ["", "engine calls (from the server's metrics): mean ms and rows a call",
+                      "", "| load | dynamic ms | dynamic rows | cellular chunk ms | cellular rows |",
+                      "|---:|---:|---:|---:|---:|"]
+            fmt = lambda v: f"{v:.3f}" if v is not None else "-"  # noqa: E731
+            for load, dm, dr, cm, cr in calls:
+                lines.append(f"| {load:.2f} | {fmt(dm)} | {fmt(dr)} | {fmt(cm)} | {fmt(cr)} |")
         lines += ["", f"most seq/s with p99 <= SLO: dynamic {bd:.1f}, cellular {bc:.1f} "
                       f"({gain:.2f}x)", ""]
     return "\n".join(lines) + "\n"
@@ -304,6 +345,8 @@ def main():
     p.add_argument("--mixes", nargs="+", default=["uniform", "longtail"])
     p.add_argument("--out", default="build/cellular-bench")
     p.add_argument("--extra", nargs="*", default=[], help="more rnnserve flags")
+    p.add_argument("--metrics-port", type=int, default=0,
+                   help="serve metrics on this port and report each mode's mean engine call")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     repo = make_repo(args.model_dir, args.slots, args.chunk_steps, args.threads, args.kind)
@@ -312,7 +355,9 @@ def main():
     try:
         with running_server(args.rnnserve, repo, timeout_s=120,
                             extra=["--max-concurrent-per-model", "100000",
-                                   "--allow-symlinks-outside-repository", *args.extra]) as address:
+                                   "--allow-symlinks-outside-repository", *args.extra,
+                                   *(["--metrics-port", str(args.metrics_port)]
+                                     if args.metrics_port else [])]) as address:
             results = asyncio.run(run(args, address))
     finally:
         shutil.rmtree(repo, ignore_errors=True)

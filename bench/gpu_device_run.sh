@@ -14,6 +14,10 @@
 #        "cpucheck" times the CPU engine (LSTM H=256, c=1) under each kernel set;
 #        "profile" runs perf on the server under load (pack with PERF=/usr/bin/perf);
 #        "floor" measures gRPC's own cost a request here (bench/grpc_floor.sh);
+#        "cellular" runs bench/cellular_bench.py (step-level against request-level batching) on
+#        CELLULAR_MODEL (default bench/server_models/lstm256) with CELLULAR_ARGS, for
+#        DEVBUILD/bin/rnnserve and, when present, DEVBUILD/bin/rnnserve-before; it needs grpcio,
+#        protobuf and the client's rnnserve.v1 modules on PYTHONPATH (PYLIBS);
 #        "paired" compares DEVBUILD/bin/rnnserve-before with DEVBUILD/bin/rnnserve
 #        (bench/server_paired_bench.sh; PAIRED_CASES "model:concurrency ...", PAIRED_ROUNDS)
 # Writes OUT_DIR/gpu-tests.log, OUT_DIR/gpu-peers.md (+ .log), OUT_DIR/server-bench.tar.gz
@@ -56,7 +60,7 @@ run_tests() {
   local log=$OUT_DIR/gpu-tests.log
   : > "$log"
   for t in gpu_availability_test gpu_conformance_test gpu_engine_test example_model_test gpu_layers_test \
-    gpu_host_io_test gpu_fused_lstm_test gpu_torch_test gpu_multi_gpu_test cellular_conformance_test; do
+    gpu_host_io_test gpu_fused_lstm_test gpu_torch_test gpu_multi_gpu_test cellular_conformance_test slot_states_test; do
     echo "=== $t" >> "$log"
     local start=$SECONDS
     (cd "$ROOT" && timeout 240 "$BIN/$t" --gtest_color=no) >> "$log" 2>&1
@@ -155,6 +159,20 @@ run_path() {
     (cd "$ROOT" && timeout 120 "$BIN/gpu_request_path" "bench/server_models/$m/1/model.h5" \
       --steps "$([ $m = tiny_lstm ] && echo 10 || echo 50)") > "$OUT_DIR/request-path-$m.txt" 2>&1
     echo "request path $m: exit $?" >> "$SUMMARY"
+  done
+}
+
+run_cellular() {
+  local model=${CELLULAR_MODEL:-$ROOT/bench/server_models/lstm256}
+  local args=${CELLULAR_ARGS:---chunk-steps 32 --procs 8 --clients 256 --seconds 6 --loads 0.5 0.7 0.9 1.2}
+  for bin in rnnserve rnnserve-before; do
+    [ -x "$BIN/$bin" ] || continue
+    local out=$OUT_DIR/cellular${CELLULAR_TAG:+-$CELLULAR_TAG}-$bin
+    PYTHONPATH=${PYLIBS:-}${PYTHONPATH:+:$PYTHONPATH} DEVBUILD=$DEVBUILD \
+      timeout ${CELLULAR_TIMEOUT:-300} bash "$ROOT/bench/gpu_cellular_run.sh" "$out" "$model" \
+      --rnnserve "$BIN/$bin" --metrics-port 18950 $args > "$out.log" 2>&1
+    echo "cellular $bin: exit $?" >> "$SUMMARY"
+    tar -C "$OUT_DIR" -czf "$out.tar.gz" "$(basename "$out")" && rm -rf "$out"
   done
 }
 

@@ -67,10 +67,11 @@ class CudaCompiledModel final : public CompiledModel, public SlotStatesProvider 
  private:
   friend class CudaSlotStates;
   // Where a Run's rows take their initial states from and leave their final states: the slot
-  // of each row, on the device, and per layer (plans_ index) the slot stores h [capacity, H']
-  // and, for LSTM, c [capacity, H]; null for a layer without slots.
+  // of each row, and per layer (plans_ index) the slot stores h [capacity, H'] and, for LSTM,
+  // c [capacity, H]; null for a layer without slots. Run copies the rows' slots to
+  // slot_rows_dev_ with its other inputs.
   struct SlotBinding {
-    const int32_t* rows_dev = nullptr;  // [B]
+    const std::vector<int32_t>* rows = nullptr;  // [B]
     std::vector<std::array<float*, 2>> stores;
   };
   // The binding's stores of layer `plan`, or null outside a slot run or for a layer without.
@@ -149,6 +150,7 @@ class CudaCompiledModel final : public CompiledModel, public SlotStatesProvider 
   int64_t host_copies_ = 0;  // device-to-host copies of the running batch
   int64_t host_copies_in_last_run_ = 0;
   const SlotBinding* slots_ = nullptr;  // set for the length of a SlotStates::Run
+  DeviceBuffer slot_rows_dev_;          // [B] int32: slots_->rows on the device
 };
 
 }  // namespace rnnserve::engine::cuda

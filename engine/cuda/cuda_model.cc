@@ -204,6 +204,12 @@ absl::Status CudaCompiledModel::Run(const Batch& batch, std::vector<Tensor>* out
       v.lengths = batch.lengths;
     }
   }
+  if (slots_ != nullptr) {  // the rows' slots (SlotStates::Run), with the inputs
+    const size_t bytes = slots_->rows->size() * sizeof(int32_t);
+    RNNSERVE_RETURN_IF_ERROR(slot_rows_dev_.Reserve(std::max<size_t>(bytes, 1)));
+    RNNSERVE_RETURN_IF_ERROR(
+        CopyToDevice(slot_rows_dev_.get(), slots_->rows->data(), bytes, "cudaMemcpyAsync (slots)"));
+  }
   host_copies_ = 0;
   for (size_t l = 0; l < model_.layers.size(); ++l) {
     RNNSERVE_RETURN_IF_ERROR(RunLayer(l, batch));

@@ -84,12 +84,12 @@ absl::Status CudaCompiledModel::RunRecurrentGpu(const Layer& layer, const Recurr
   absl::StatusOr<bool> has_initial = true;
   if (slots != nullptr) {
     RNNSERVE_RETURN_IF_ERROR(plan.h0.Reserve(sizeof(float) * B * Hp));
-    RNNSERVE_RETURN_IF_ERROR(CudaOk(
-        LaunchMoveRows((*slots)[0], slots_->rows_dev, plan.h0.as<float>(), nullptr, B, Hp, stream_),
-        "slot state gather kernel"));
+    RNNSERVE_RETURN_IF_ERROR(CudaOk(LaunchMoveRows((*slots)[0], slot_rows_dev_.as<int32_t>(),
+                                                   plan.h0.as<float>(), nullptr, B, Hp, stream_),
+                                    "slot state gather kernel"));
     if (lstm) {
       RNNSERVE_RETURN_IF_ERROR(plan.c0.Reserve(sizeof(float) * B * H));
-      RNNSERVE_RETURN_IF_ERROR(CudaOk(LaunchMoveRows((*slots)[1], slots_->rows_dev,
+      RNNSERVE_RETURN_IF_ERROR(CudaOk(LaunchMoveRows((*slots)[1], slot_rows_dev_.as<int32_t>(),
                                                      plan.c0.as<float>(), nullptr, B, H, stream_),
                                       "slot state gather kernel"));
     }
@@ -128,12 +128,12 @@ absl::Status CudaCompiledModel::RunRecurrentGpu(const Layer& layer, const Recurr
     RNNSERVE_RETURN_IF_ERROR(plan.fused->Forward(io, mask));
   }
   if (slots != nullptr) {  // the final states back into the rows' slots
-    RNNSERVE_RETURN_IF_ERROR(CudaOk(
-        LaunchMoveRows(plan.hy.as<float>(), nullptr, (*slots)[0], slots_->rows_dev, B, Hp, stream_),
-        "slot state scatter kernel"));
+    RNNSERVE_RETURN_IF_ERROR(CudaOk(LaunchMoveRows(plan.hy.as<float>(), nullptr, (*slots)[0],
+                                                   slot_rows_dev_.as<int32_t>(), B, Hp, stream_),
+                                    "slot state scatter kernel"));
     if (lstm) {
       RNNSERVE_RETURN_IF_ERROR(CudaOk(LaunchMoveRows(plan.cy.as<float>(), nullptr, (*slots)[1],
-                                                     slots_->rows_dev, B, H, stream_),
+                                                     slot_rows_dev_.as<int32_t>(), B, H, stream_),
                                       "slot state scatter kernel"));
     }
   } else if (batch.final_states != nullptr) {

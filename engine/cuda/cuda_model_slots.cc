@@ -105,8 +105,7 @@ class CudaSlotStates final : public SlotStates {
                    std::vector<Tensor>* outputs) override {
     RNNSERVE_RETURN_IF_ERROR(CheckRun(batch, slots, capacity()));
     RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaSetDevice(model_->device_), "cudaSetDevice"));
-    RNNSERVE_RETURN_IF_ERROR(UploadRows(slots));
-    binding_.rows_dev = rows_dev_.as<int32_t>();
+    binding_.rows = &slots;
     model_->slots_ = &binding_;
     absl::Status st = model_->Run(batch, outputs);
     model_->slots_ = nullptr;
@@ -190,9 +189,9 @@ absl::StatusOr<std::vector<Tensor>> CudaCompiledModel::SlotStatesToHost(
     const int width = k == 0 ? spec.output_size() : spec.hidden_size;
     DeviceBuffer& rows = k == 0 ? plan.h0 : plan.c0;
     RNNSERVE_RETURN_IF_ERROR(rows.Reserve(sizeof(float) * B * width));
-    RNNSERVE_RETURN_IF_ERROR(CudaOk(
-        LaunchMoveRows(store[k], slots_->rows_dev, rows.as<float>(), nullptr, B, width, stream_),
-        "slot state gather kernel"));
+    RNNSERVE_RETURN_IF_ERROR(CudaOk(LaunchMoveRows(store[k], slot_rows_dev_.as<int32_t>(),
+                                                   rows.as<float>(), nullptr, B, width, stream_),
+                                    "slot state gather kernel"));
     states.push_back(Tensor::Float({B, width}));
     RNNSERVE_RETURN_IF_ERROR(
         CudaOk(cudaMemcpyAsync(states.back().f32(), rows.get(), sizeof(float) * B * width,
@@ -217,9 +216,9 @@ absl::Status CudaCompiledModel::SlotStatesFromHost(const RecurrentSpec& spec, La
     RNNSERVE_RETURN_IF_ERROR(rows.Reserve(sizeof(float) * B * width));
     RNNSERVE_RETURN_IF_ERROR(CopyToDevice(rows.get(), finals[k].f32(), sizeof(float) * B * width,
                                           "cudaMemcpyAsync (slot states)"));
-    RNNSERVE_RETURN_IF_ERROR(CudaOk(
-        LaunchMoveRows(rows.as<float>(), nullptr, store[k], slots_->rows_dev, B, width, stream_),
-        "slot state scatter kernel"));
+    RNNSERVE_RETURN_IF_ERROR(CudaOk(LaunchMoveRows(rows.as<float>(), nullptr, store[k],
+                                                   slot_rows_dev_.as<int32_t>(), B, width, stream_),
+                                    "slot state scatter kernel"));
   }
   return absl::OkStatus();
 }
