@@ -181,22 +181,17 @@ absl::Status FusedRnn::Forward(const RecurrentIO& io, Kernel kernel) {
       return absl::FailedPreconditionError(
           absl::StrCat(name(), ": no batch-tiled kernel for H=", H_, " on this device"));
     }
-    if (io.B > kMaxBatchedBatch) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          name(), " (batch-tiled) takes batches of at most ", kMaxBatchedBatch, "; got ", io.B));
-    }
-    int blocks = batched_grids_.front();
-    if (auto it = batched_grid_by_batch_.find(io.B); it != batched_grid_by_batch_.end()) {
-      blocks = it->second;
-    } else {
-      bool timed = false;
-      auto best = Fastest(
-          batched_grids_, [&](int n) { return LaunchBatched(io, n); }, &timed);
-      if (!best.ok()) return best.status();
-      blocks = *best;
-      if (timed) batched_grid_by_batch_[io.B] = blocks;
-    }
-    return LaunchBatched(io, blocks);
+    auto it = batched_by_batch_.find(io.B);
+    if (it != batched_by_batch_.end()) return ForwardBatched(io, it->second);
+    std::vector<int> candidates(batched_shapes_.size());
+    for (size_t i = 0; i < candidates.size(); ++i) candidates[i] = static_cast<int>(i);
+    bool timed = false;
+    auto best = Fastest(
+        candidates, [&](int i) { return ForwardBatched(io, batched_shapes_[i]); }, &timed);
+    if (!best.ok()) return best.status();
+    const BatchedShape shape = batched_shapes_[*best];
+    if (timed) batched_by_batch_[io.B] = shape;
+    return ForwardBatched(io, shape);
   }
   if (io.B > kMaxBatch) {
     return absl::InvalidArgumentError(

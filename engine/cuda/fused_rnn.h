@@ -81,11 +81,22 @@ class FusedRnn {
   absl::Status Forward(const RecurrentIO& io, Kernel kernel = Kernel::kGrid);
   bool has_cluster() const { return cluster_ > 0; }
   bool has_one_block() const { return small_; }
-  bool has_batched() const { return !batched_grids_.empty(); }
+  bool has_batched() const { return !batched_shapes_.empty(); }
+  // A launch of the batch-tiled kernel: its grid size and register tile (an index into
+  // kBatchedTiles).
+  struct BatchedShape {
+    int blocks = 0;
+    int tile = 0;
+  };
+  // The shapes offered (empty: the kernel is not offered); Forward(io, Kernel::kBatched) times
+  // them per batch size and runs the fastest.
+  const std::vector<BatchedShape>& batched_shapes() const { return batched_shapes_; }
+  // Runs the batch-tiled kernel in one shape, pinned (tests).
+  absl::Status ForwardBatched(const RecurrentIO& io, BatchedShape shape);
   // Stops offering the cluster kernel (after it failed on this device).
   void DropCluster() { cluster_ = 0; }
   // Stops offering the batch-tiled kernel (after it failed on this device).
-  void DropBatched() { batched_grids_.clear(); }
+  void DropBatched() { batched_shapes_.clear(); }
   int64_t memory_bytes() const;
   // The device buffers a launch bakes into a captured graph; they move when a larger batch
   // grows them, so a graph key must include them.
@@ -120,7 +131,6 @@ class FusedRnn {
   // The batch-tiled kernel (fused_rnn_batched.cc): offered where a plan for kMaxBatchedBatch
   // sequences fits in shared memory and on the device at once.
   absl::Status PrepareBatched(int sms, int smem_optin);
-  absl::Status LaunchBatched(const RecurrentIO& io, int blocks);
 
   const FusedRnnCell cell_;
   const int G_;  // gates a unit: 4 (LSTM), 3 (GRU)
@@ -138,10 +148,10 @@ class FusedRnn {
   size_t small_smem_ = 0;
   int small_chunk_ = 1;               // steps of input projection computed at once
   std::map<int, int> grid_by_batch_;  // 0: the one-block kernel
-  // The batch-tiled kernel's grid sizes, largest first (empty: not offered); each divides H.
-  std::vector<int> batched_grids_;
-  size_t batched_smem_limit_ = 0;  // shared memory its plans may use per block
-  std::map<int, int> batched_grid_by_batch_;
+  // The batch-tiled kernel's shapes, largest grid first; each grid size divides H.
+  std::vector<BatchedShape> batched_shapes_;
+  size_t batched_smem_limit_ = 0;                 // shared memory its plans may use per block
+  std::map<int, BatchedShape> batched_by_batch_;  // the fastest shape, per batch size
   cublasHandle_t cublas_ = nullptr;
   DeviceBuffer W_;      // [G*H, I]
   DeviceBuffer R_;      // [G*H, H]

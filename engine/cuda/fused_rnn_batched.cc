@@ -13,7 +13,7 @@ namespace rnnserve::engine::cuda {
 absl::Status FusedRnn::PrepareBatched(int sms, int smem_optin) {
   // Grid sizes that divide H: the largest up to one block per SM (the most rows a step spread
   // over the most SMs), and the largest up to half of it (a cheaper grid barrier, twice the
-  // rows a block), for the chooser to time per batch size.
+  // rows a block); each with every register tile. The chooser times them per batch size.
   std::vector<int> grids;
   for (int limit = std::min(sms, H_); limit >= 1 && grids.size() < 2;) {
     int blocks = limit;
@@ -21,38 +21,41 @@ absl::Status FusedRnn::PrepareBatched(int sms, int smem_optin) {
     if (grids.empty() || blocks < grids.back()) grids.push_back(blocks);
     limit = blocks / 2;
   }
-  // Each grid size must fit the largest batch in shared memory and on the device at once.
-  size_t smem = 0;
-  std::vector<int> fitting;
+  // Each shape must fit the largest batch in shared memory and on the device at once; plans
+  // for smaller batches may keep more chunks in flight, up to the device's limit.
+  std::vector<BatchedShape> shapes;
   for (int blocks : grids) {
-    const FusedBatchedPlan plan =
-        PlanFusedBatched(kMaxBatchedBatch, H_, blocks, static_cast<size_t>(smem_optin));
-    if (plan.smem == 0) continue;
-    fitting.push_back(blocks);
-    smem = std::max(smem, plan.smem);
+    for (int tile = 0; tile < kBatchedTileCount; ++tile) {
+      const FusedBatchedPlan plan =
+          PlanFusedBatched(kMaxBatchedBatch, H_, blocks, tile, static_cast<size_t>(smem_optin));
+      int per_sm = 0;
+      if (plan.smem == 0 ||
+          ConfigureFusedBatchedKernel(cell_, tile, static_cast<size_t>(smem_optin)) !=
+              cudaSuccess ||
+          MaxFusedBatchedBlocksPerSm(cell_, tile, plan.smem, &per_sm) != cudaSuccess ||
+          per_sm * sms < blocks) {
+        cudaGetLastError();  // not offered; the error is not sticky
+        continue;
+      }
+      shapes.push_back({.blocks = blocks, .tile = tile});
+    }
   }
-  if (fitting.empty()) return absl::OkStatus();
-  // Plans for smaller batches may keep more chunks in flight: up to the device's limit.
-  if (ConfigureFusedBatchedKernel(cell_, static_cast<size_t>(smem_optin)) != cudaSuccess) {
-    cudaGetLastError();  // not offered; the error is not sticky
-    return absl::OkStatus();
-  }
-  int per_sm = 0;
-  if (MaxFusedBatchedBlocksPerSm(cell_, smem, &per_sm) != cudaSuccess) {
-    cudaGetLastError();
-    return absl::OkStatus();
-  }
-  std::erase_if(fitting, [&](int blocks) { return blocks > per_sm * sms; });
-  batched_grids_ = std::move(fitting);
+  batched_shapes_ = std::move(shapes);
   batched_smem_limit_ = static_cast<size_t>(smem_optin);
   return absl::OkStatus();
 }
 
-absl::Status FusedRnn::LaunchBatched(const RecurrentIO& io, int blocks) {
-  const FusedBatchedPlan plan = PlanFusedBatched(io.B, H_, blocks, batched_smem_limit_);
+absl::Status FusedRnn::ForwardBatched(const RecurrentIO& io, BatchedShape shape) {
+  if (io.B > kMaxBatchedBatch) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name(), " (batch-tiled) takes batches of at most ", kMaxBatchedBatch, "; got ", io.B));
+  }
+  const FusedBatchedPlan plan =
+      PlanFusedBatched(io.B, H_, shape.blocks, shape.tile, batched_smem_limit_);
   if (plan.smem == 0) {
-    return absl::InternalError(absl::StrCat(name(), ": no batch-tiled plan for B=", io.B,
-                                            ", H=", H_, " on ", blocks, " blocks"));
+    return absl::FailedPreconditionError(absl::StrCat(name(), ": no batch-tiled plan for B=", io.B,
+                                                      ", H=", H_, " on ", shape.blocks,
+                                                      " blocks, tile ", shape.tile));
   }
   // hT [2][H][Bp]: h(t-1) and h(t), sequences innermost.
   RNNSERVE_RETURN_IF_ERROR(hbuf_.Reserve(2 * int64_t{H_} * plan.Bp * sizeof(float)));

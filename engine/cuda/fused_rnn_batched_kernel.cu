@@ -61,20 +61,22 @@ __device__ __forceinline__ void CpAsyncWaitAtMost(int n) {
   }
 }
 
-template <FusedRnnCell kCell>
+template <FusedRnnCell kCell, int kTU, int kTB>
 __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBatchedArgs args) {
   constexpr int G = kFusedGates<kCell>;
+  constexpr int kPanels = kTB / 4;  // float4s of sequences a tile reads per column
   cg::grid_group grid = cg::this_grid();
   const FusedRnnArgs& a = args.a;
   const FusedBatchedPlan& p = args.plan;
   const int H = a.H, B = a.B, U = p.U, Bp = p.Bp, KC = p.KC;
-  const int NBG = Bp / 4;  // groups of 4 sequences
+  const int NB4 = Bp / 4;         // float4s of a column of hT
+  const int PW4 = NB4 / kPanels;  // float4s of a panel; tile bg reads float4 bg of each
   const int j0 = blockIdx.x * U;
   const int tid = threadIdx.x;
   extern __shared__ float4 smem4[];
   float* Ws = reinterpret_cast<float*>(smem4);  // [H][U][4]
-  float* red = Ws + 4 * H * U;                  // [KS][Bp][U][4]
-  float* hb = red + 4 * p.KS * U * Bp;          // [bufs][KC][Bp]
+  float* hb = Ws + 4 * H * U;                   // [bufs][KC][Bp]
+  float* red = hb;                              // [KS][Bp][U][4], once the chunks are done
   const float4* Ws4 = reinterpret_cast<const float4*>(Ws);
   float4* red4 = reinterpret_cast<float4*>(red);
 
@@ -118,12 +120,13 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
   }
   grid.sync();
 
-  // The GEMM's threads: tile (u, bg) of thread t < tiles * KS, columns ks, ks + KS, ... of
-  // each chunk (interleaved, so that the lanes of a warp that differ in ks read neighbouring
-  // rows of the chunk and of Ws: different banks).
+  // The GEMM's threads: thread t < tiles * KS has tile (tu, bg): units tu*kTU .. +kTU-1 and,
+  // of each panel m of 4*PW4 sequences, sequences m*4*PW4 + bg*4 .. +3; and the columns ks,
+  // ks + KS, ... of each chunk (interleaved, so that the lanes of a warp that differ in ks
+  // read neighbouring rows of the chunk and of Ws: different banks).
   const bool gemm = tid < p.tiles * p.KS;
   const int ks = tid / p.tiles, tile = tid % p.tiles;
-  const int tu = tile / NBG, tbg = tile % NBG;
+  const int tu = tile / PW4, tbg = tile % PW4;
   const int chunk4 = KC * Bp / 4;  // 16-byte copies a chunk
 
   for (int s = 0; s < a.steps; ++s) {
@@ -135,11 +138,14 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
       }
       CpAsyncCommit();
     }
-    float acc[4][4];  // [sequence of the group][gate]
+    float acc[kTU][kTB][4];  // [unit][sequence][gate]
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
+    for (int v = 0; v < kTU; ++v) {
 #pragma unroll
-      for (int q = 0; q < 4; ++q) acc[i][q] = 0.0f;
+      for (int i = 0; i < kTB; ++i) {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) acc[v][i][q] = 0.0f;
+      }
     }
     for (int cc = 0; cc < p.chunks; ++cc) {
       CpAsyncWaitAtMost(min(p.bufs - 1, p.chunks - 1 - cc));
@@ -147,18 +153,28 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
       const int buf = cc % p.bufs;
       if (gemm) {
         const float4* h4 = reinterpret_cast<const float4*>(hb + buf * KC * Bp) + tbg;
-        const float4* w4 = Ws4 + cc * KC * U + tu;
-#pragma unroll 4
+        const float4* w4 = Ws4 + cc * KC * U + tu * kTU;
+#pragma unroll(kTU == 1 ? 4 : 2)
         for (int k = ks; k < KC; k += p.KS) {
-          const float4 w = w4[k * U];
-          const float4 hv = h4[k * NBG];
-          const float hs[4] = {hv.x, hv.y, hv.z, hv.w};
+          float4 w[kTU], hv[kPanels];
 #pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            acc[i][0] = fmaf(w.x, hs[i], acc[i][0]);
-            acc[i][1] = fmaf(w.y, hs[i], acc[i][1]);
-            acc[i][2] = fmaf(w.z, hs[i], acc[i][2]);
-            acc[i][3] = fmaf(w.w, hs[i], acc[i][3]);
+          for (int v = 0; v < kTU; ++v) w[v] = w4[k * U + v];
+#pragma unroll
+          for (int m = 0; m < kPanels; ++m) hv[m] = h4[k * NB4 + m * PW4];
+#pragma unroll
+          for (int m = 0; m < kPanels; ++m) {
+            const float hs[4] = {hv[m].x, hv[m].y, hv[m].z, hv[m].w};
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+#pragma unroll
+              for (int v = 0; v < kTU; ++v) {
+                float* g = acc[v][m * 4 + i];
+                g[0] = fmaf(w[v].x, hs[i], g[0]);
+                g[1] = fmaf(w[v].y, hs[i], g[1]);
+                g[2] = fmaf(w[v].z, hs[i], g[2]);
+                g[3] = fmaf(w[v].w, hs[i], g[3]);
+              }
+            }
           }
         }
       }
@@ -170,11 +186,19 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
         CpAsyncCommit();
       }
     }
+    __syncthreads();  // the partial sums take the chunks' space
     if (gemm) {
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        red4[(ks * Bp + tbg * 4 + i) * U + tu] =
-            make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
+      for (int v = 0; v < kTU; ++v) {
+#pragma unroll
+        for (int m = 0; m < kPanels; ++m) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const float* g = acc[v][m * 4 + i];
+            red4[(ks * Bp + (m * PW4 + tbg) * 4 + i) * U + tu * kTU + v] =
+                make_float4(g[0], g[1], g[2], g[3]);
+          }
+        }
       }
     }
     __syncthreads();
@@ -218,20 +242,34 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
   }
 }
 
-void (*KernelFor(FusedRnnCell cell))(FusedBatchedArgs) {
-  return cell == FusedRnnCell::kLstm ? FusedBatchedKernel<FusedRnnCell::kLstm>
-                                     : FusedBatchedKernel<FusedRnnCell::kGru>;
+using Kernel = void (*)(FusedBatchedArgs);
+
+template <FusedRnnCell kCell>
+constexpr Kernel kKernels[kBatchedTileCount] = {FusedBatchedKernel<kCell, 1, 4>,
+                                                FusedBatchedKernel<kCell, 2, 8>};
+static_assert(kBatchedTiles[0].units == 1 && kBatchedTiles[0].seqs == 4 &&
+              kBatchedTiles[1].units == 2 && kBatchedTiles[1].seqs == 8);
+
+Kernel KernelFor(FusedRnnCell cell, int tile) {
+  return cell == FusedRnnCell::kLstm ? kKernels<FusedRnnCell::kLstm>[tile]
+                                     : kKernels<FusedRnnCell::kGru>[tile];
 }
 
 }  // namespace
 
-FusedBatchedPlan PlanFusedBatched(int B, int H, int blocks, size_t smem_limit) {
+FusedBatchedPlan PlanFusedBatched(int B, int H, int blocks, int tile, size_t smem_limit) {
   FusedBatchedPlan p;
-  if (B < 1 || B > kBatchedMaxBatch || blocks < 1 || H % blocks != 0) return p;
+  if (B < 1 || B > kBatchedMaxBatch || blocks < 1 || H % blocks != 0 || tile < 0 ||
+      tile >= kBatchedTileCount) {
+    return p;
+  }
+  const FusedBatchedTile t = kBatchedTiles[tile];
   p.blocks = blocks;
+  p.tile = tile;
   p.U = H / blocks;
-  p.Bp = (B + 3) / 4 * 4;
-  p.tiles = p.U * p.Bp / 4;
+  p.Bp = (B + t.seqs - 1) / t.seqs * t.seqs;
+  if (p.U % t.units != 0) return p;
+  p.tiles = p.U / t.units * (p.Bp / t.seqs);
   if (p.tiles > kBatchedThreads || p.U * B > kBatchedMaxCells * kBatchedThreads) return p;
   // Chunks of at most 8192 floats (32 KiB) and a multiple of 4 columns each.
   p.chunks = (H * p.Bp + 8191) / 8192;
@@ -241,31 +279,32 @@ FusedBatchedPlan PlanFusedBatched(int B, int H, int blocks, size_t smem_limit) {
   // The most threads per tile, each over 4 columns of a chunk at least.
   p.KS = 1;
   while (2 * p.KS * p.tiles <= kBatchedThreads && 2 * p.KS * 4 <= p.KC) p.KS *= 2;
-  const size_t fixed = sizeof(float) * (size_t{4} * H * p.U + size_t{4} * p.KS * p.U * p.Bp);
+  const size_t weights = sizeof(float) * size_t{4} * H * p.U;
+  const size_t partials = sizeof(float) * size_t{4} * p.KS * p.U * p.Bp;
   const size_t chunk = sizeof(float) * size_t{1} * p.KC * p.Bp;
-  if (fixed + chunk > smem_limit) return p;
+  if (weights + std::max(chunk, partials) > smem_limit) return p;
   p.bufs = static_cast<int>(std::min<size_t>(
-      {(smem_limit - fixed) / chunk, size_t{kBatchedMaxBufs}, static_cast<size_t>(p.chunks)}));
-  p.smem = fixed + p.bufs * chunk;
+      {(smem_limit - weights) / chunk, size_t{kBatchedMaxBufs}, static_cast<size_t>(p.chunks)}));
+  p.smem = weights + std::max(p.bufs * chunk, partials);
   return p;
 }
 
-cudaError_t ConfigureFusedBatchedKernel(FusedRnnCell cell, size_t smem) {
-  return RaiseDynamicSmemLimit(KernelFor(cell), smem);
+cudaError_t ConfigureFusedBatchedKernel(FusedRnnCell cell, int tile, size_t smem) {
+  return RaiseDynamicSmemLimit(KernelFor(cell, tile), smem);
 }
 
-cudaError_t MaxFusedBatchedBlocksPerSm(FusedRnnCell cell, size_t smem, int* blocks) {
-  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, KernelFor(cell), kBatchedThreads,
-                                                       smem);
+cudaError_t MaxFusedBatchedBlocksPerSm(FusedRnnCell cell, int tile, size_t smem, int* blocks) {
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, KernelFor(cell, tile),
+                                                       kBatchedThreads, smem);
 }
 
 cudaError_t LaunchFusedBatchedKernel(const FusedBatchedArgs& args, cudaStream_t stream) {
   if (args.plan.smem == 0) return cudaErrorInvalidValue;
   FusedBatchedArgs copy = args;
   void* params[] = {&copy};
-  return cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(KernelFor(args.a.cell)),
-                                     dim3(args.plan.blocks), dim3(kBatchedThreads), params,
-                                     args.plan.smem, stream);
+  return cudaLaunchCooperativeKernel(
+      reinterpret_cast<const void*>(KernelFor(args.a.cell, args.plan.tile)), dim3(args.plan.blocks),
+      dim3(kBatchedThreads), params, args.plan.smem, stream);
 }
 
 }  // namespace rnnserve::engine::cuda

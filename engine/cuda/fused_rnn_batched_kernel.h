@@ -4,20 +4,23 @@
 // batches up to kBatchedMaxBatch: one cooperative grid of up to one block per SM; block k owns
 // hidden units [k*U, (k+1)*U) and keeps the 4 gate rows of R of each (the GRU's 3 and a zero
 // row) in shared memory for all steps, laid out k-major, Ws [H][U][4]. A step is a small GEMM
-// per block, gates [U, 4, B] = Ws^T . h(t-1)^T, in which every weight read from shared memory
-// serves 4 sequences and every h(t-1) value read serves the 4 gates of a unit:
-//   - h(t-1) lives in global memory as hT [H][Bp] (Bp: B rounded up to 4, the padding zero),
-//     double-buffered by step parity; the block streams it into shared memory in chunks of KC
-//     columns (cp.async.cg: 16-byte copies that bypass L1, so they see the other blocks' stores
-//     of the previous step), `bufs` chunks in flight, while it computes on earlier chunks;
-//   - thread (ks, u, bg) of the first tiles * KS accumulates the 4 gates x 4 sequences
-//     (bg*4 .. bg*4+3) of unit u over the columns ks, ks + KS, ... of each chunk in 16 FP32
-//     registers with FMAs; the KS partial sums of each gate are added in ks order;
+// per block, gates [U, 4, B] = Ws^T . h(t-1)^T, register-tiled:
+//   - h(t-1) lives in global memory as hT [H][Bp] (Bp: B rounded up to the tile's sequences,
+//     the padding zero), double-buffered by step parity; the block streams it into shared
+//     memory in chunks of KC columns (cp.async.cg: 16-byte copies that bypass L1, so they see
+//     the other blocks' stores of the previous step), `bufs` chunks in flight, while it computes
+//     on earlier chunks;
+//   - a register tile is TU units x TB sequences x 4 gates (kBatchedTiles: 1 x 4, or 2 x 8,
+//     which reads half the shared memory per FMA); thread (ks, tile) of the first tiles * KS
+//     accumulates its tile over the columns ks, ks + KS, ... of each chunk with FP32 FMAs, and
+//     the KS partial sums of each gate are added in ks order (in shared memory that the chunk
+//     buffers free at the end of the step);
 //   - one thread per (unit, sequence) applies the cell (fused_rnn_cell.cuh), keeps h and the
 //     LSTM's c in registers for all steps, loads the next step's input projection before the
 //     grid barrier, writes h(t) into the other hT buffer and y, and the grid synchronises.
 // Steps past a sequence's length keep its h and c and write zero outputs, as the other fused
-// kernels do.
+// kernels do. The tiles and the grid sizes give the same sums in different orders of partial
+// sums; FusedRnn times them per batch size.
 
 #include <cuda_runtime_api.h>
 
@@ -34,12 +37,21 @@ inline constexpr int kBatchedMaxCells = 4;
 // Chunk buffers of h(t-1) a block may keep in flight.
 inline constexpr int kBatchedMaxBufs = 8;
 
-// How a grid of `blocks` runs B sequences of H units; smem == 0 when it does not fit.
+// The register tiles compiled: units x sequences (x 4 gates) a thread accumulates.
+struct FusedBatchedTile {
+  int units, seqs;
+};
+inline constexpr FusedBatchedTile kBatchedTiles[] = {{1, 4}, {2, 8}};
+inline constexpr int kBatchedTileCount = 2;
+
+// How a grid of `blocks` runs B sequences of H units with tile kBatchedTiles[tile]; smem == 0
+// when it does not fit.
 struct FusedBatchedPlan {
   int blocks = 0;
+  int tile = 0;    // index into kBatchedTiles
   int U = 0;       // hidden units a block
-  int Bp = 0;      // B rounded up to a multiple of 4
-  int tiles = 0;   // U * Bp / 4 register tiles (a unit's 4 gates x 4 sequences)
+  int Bp = 0;      // B rounded up to a multiple of the tile's sequences
+  int tiles = 0;   // (U / units) * (Bp / seqs) register tiles
   int KS = 0;      // threads sharing a tile, each over its part of a chunk's columns
   int KC = 0;      // columns of h(t-1) a chunk
   int chunks = 0;  // H / KC
@@ -47,16 +59,17 @@ struct FusedBatchedPlan {
   size_t smem = 0;
 };
 
-// Shared memory (floats): Ws [H][U][4], partial sums [KS][Bp][U][4], chunks [bufs][KC][Bp].
-FusedBatchedPlan PlanFusedBatched(int B, int H, int blocks, size_t smem_limit);
+// Shared memory (floats): Ws [H][U][4], then the chunks [bufs][KC][Bp], whose space the partial
+// sums [KS][Bp][U][4] take over at the end of each step (the larger of the two).
+FusedBatchedPlan PlanFusedBatched(int B, int H, int blocks, int tile, size_t smem_limit);
 
 struct FusedBatchedArgs {
   FusedRnnArgs a;  // hbuf: [2][H][Bp] (hT of each step parity); U unused
   FusedBatchedPlan plan;
 };
 
-cudaError_t ConfigureFusedBatchedKernel(FusedRnnCell cell, size_t smem);
-cudaError_t MaxFusedBatchedBlocksPerSm(FusedRnnCell cell, size_t smem, int* blocks);
+cudaError_t ConfigureFusedBatchedKernel(FusedRnnCell cell, int tile, size_t smem);
+cudaError_t MaxFusedBatchedBlocksPerSm(FusedRnnCell cell, int tile, size_t smem, int* blocks);
 cudaError_t LaunchFusedBatchedKernel(const FusedBatchedArgs& args, cudaStream_t stream);
 
 }  // namespace rnnserve::engine::cuda

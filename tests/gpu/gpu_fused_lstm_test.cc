@@ -199,22 +199,46 @@ INSTANTIATE_TEST_SUITE_P(Torch, GridKernelTest,
                          ::testing::Values("TorchGruClusterH128", "TorchGruClusterH512"),
                          [](const auto& info) { return info.param; });
 
-// The batch-tiled kernel at batch sizes 1..64 of fixtures of 64 (LSTM) and 48 (GRU) sequences of
-// mixed lengths at H=256, each size pinned: 4 sequences a register tile, so sizes that are not
-// multiples of 4 pad the last tile, and sizes past 32 need more than one (unit, sequence) cell
-// a thread at H=256 over 64 blocks. At H=512 (4 units a block on 128 blocks), batches 1..8.
+// The batch-tiled kernel in every shape it is offered (grid size x register tile), each pinned,
+// at batch sizes 1..64 of fixtures of 64 (LSTM) and 48 (GRU) sequences of mixed lengths at
+// H=256: sizes that are not multiples of the tile's 4 or 8 sequences pad the last tile, and
+// sizes past 32 need more than one (unit, sequence) cell a thread on the smaller grid. At
+// H=512, batches 1..8.
 class BatchedKernelTest : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(BatchedKernelTest, BatchSizesMatchPyTorch) {
+TEST_P(BatchedKernelTest, EveryShapeMatchesPyTorch) {
   RNNSERVE_SKIP_WITHOUT_GPU();
-  const int n =
-      static_cast<int>(LoadNpy("tests/fixtures/torch/" + GetParam() + "/lengths.npy").shape[0]);
-  for (int batch = 1; batch <= std::min(n, engine::cuda::FusedRnn::kMaxBatchedBatch); ++batch) {
-    if (batch > 9 && batch % 8 != 0 && batch % 8 != 1 && batch % 8 != 7 && batch != n) continue;
-    SCOPED_TRACE(::testing::Message() << "B=" << batch);
-    CheckAlgorithm(GetParam(), engine::cuda::kFusedBatchedAlgo, /*required=*/true, batch);
-    if (::testing::Test::HasFatalFailure() || ::testing::Test::IsSkipped()) return;
+  const std::string dir = "tests/fixtures/torch/" + GetParam() + "/";
+  auto model = TorchFixtureModel(dir);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const auto& spec = std::get<engine::RecurrentSpec>(model->layers[0].spec);
+  const int n = static_cast<int>(LoadNpy(dir + "lengths.npy").shape[0]);
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  {
+    auto fused = engine::cuda::FusedRnn::Create(spec, stream);
+    ASSERT_TRUE(fused.ok()) << fused.status();
+    const auto& shapes = (*fused)->batched_shapes();
+    for (int tile = 0; tile < engine::cuda::kBatchedTileCount; ++tile) {
+      EXPECT_TRUE(std::any_of(shapes.begin(), shapes.end(),
+                              [&](const auto& shape) { return shape.tile == tile; }))
+          << "tile " << tile << " not offered at H=" << spec.hidden_size;
+    }
+    for (const auto& shape : shapes) {
+      for (int batch = 1; batch <= std::min(n, engine::cuda::FusedRnn::kMaxBatchedBatch); ++batch) {
+        if (batch > 9 && batch % 8 != 0 && batch % 8 != 1 && batch % 8 != 7 && batch != n) {
+          continue;
+        }
+        SCOPED_TRACE(::testing::Message()
+                     << "blocks=" << shape.blocks << " tile=" << shape.tile << " B=" << batch);
+        CheckForward(dir, spec, batch, stream,
+                     [&](const auto& io) { return (*fused)->ForwardBatched(io, shape); });
+        if (::testing::Test::HasFatalFailure()) break;
+      }
+      if (::testing::Test::HasFatalFailure()) break;
+    }
   }
+  cudaStreamDestroy(stream);
 }
 
 INSTANTIATE_TEST_SUITE_P(Torch, BatchedKernelTest,
