@@ -176,6 +176,12 @@ run_cellular() {
   done
 }
 
+run_chunks() {  # a step-level batching chunk's engine call by batch size (gpu_request_path --chunks)
+  (cd "$ROOT" && timeout 200 "$BIN/gpu_request_path" "${CHUNKS_MODEL:-bench/server_models/lstm256/1/model.h5}" \
+    --chunks --steps "${CHUNKS_STEPS:-32}" --reps "${CHUNKS_REPS:-300}") > "$OUT_DIR/chunks.txt" 2>&1
+  echo "chunks: exit $?" >> "$SUMMARY"
+}
+
 run_peers() {
   (cd "$ROOT" && PYTHONUNBUFFERED=1 timeout 420 python3 bench/gpu_peers.py \
     --binary "$BIN/gpu_peers" --out "$OUT_DIR/gpu-peers.md" ${PEERS_ARGS:-}) \

@@ -6,6 +6,12 @@
 // synchronisation a Run ends with.
 //
 //   gpu_request_path MODEL_FILE [--batch B] [--steps T] [--reps N]
+//   gpu_request_path MODEL_FILE --chunks [--steps T] [--reps N]
+//
+// With --chunks it times instead a step-level batching chunk of T steps at batch sizes 1..64:
+// through slot states in device memory (engine/slot_states.h), with every row's length T and
+// with mixed lengths, beside a plain Run that takes its states from the host and returns them
+// (the chunk before slot states), a plain Run without states, and writing fresh slots.
 //
 // Prints one line a measurement: name median_us p90_us.
 
@@ -26,6 +32,7 @@
 #include "engine/cuda/cuda_model.h"
 #include "engine/cuda/cuda_util.h"
 #include "engine/engine.h"
+#include "engine/slot_states.h"
 #include "models/model_loader.h"
 
 namespace rnnserve::bench {
@@ -74,7 +81,84 @@ engine::Model Prefix(const engine::Model& m, size_t k) {
   return p;
 }
 
-int Main(const std::string& path, int B, int T, int reps) {
+// Step-level batching's chunks (--chunks): see the file comment.
+int Chunks(const engine::Model& model, engine::Engine& cuda, int T, int reps) {
+  auto compiled = cuda.Compile(model, {.max_batch_size = 64});
+  if (!compiled.ok()) {
+    std::cerr << compiled.status() << "\n";
+    return 1;
+  }
+  engine::CompiledModel& m = **compiled;
+  auto batch_of = [&](int B, bool mixed) {
+    engine::Batch batch;
+    for (const engine::ValueInfo& in : model.inputs) {
+      engine::Shape shape = in.shape;
+      shape[0] = B;
+      if (shape.size() >= 2) shape[1] = T;
+      for (int64_t& d : shape) d = d < 0 ? 1 : d;
+      engine::Tensor t = m.NewHostTensor(in.dtype, shape);
+      for (int64_t i = 0; i < t.num_elements(); ++i)
+        t.f32()[i] = 0.01f * static_cast<float>(i % 97);
+      batch.inputs.push_back(std::move(t));
+    }
+    for (int j = 0; j < B; ++j) batch.lengths.push_back(mixed ? 1 + (j * 7) % T : T);
+    batch.continues = true;
+    return batch;
+  };
+  // The state rows, from a probe's final states.
+  engine::StateRows rows;
+  {
+    engine::Batch probe = batch_of(1, false);
+    engine::StateMap finals;
+    probe.final_states = &finals;
+    std::vector<engine::Tensor> out;
+    if (auto st = m.Run(probe, &out); !st.ok()) {
+      std::cerr << st << "\n";
+      return 1;
+    }
+    for (const auto& [layer, ts] : finals) {
+      for (const engine::Tensor& t : ts)
+        rows[layer].emplace_back(t.shape().begin() + 1, t.shape().end());
+    }
+  }
+  auto slots = engine::NewSlotStates(&m, rows, 64);
+  if (!slots.ok()) {
+    std::cerr << slots.status() << "\n";
+    return 1;
+  }
+  std::printf("# chunks of T=%d, slot states in %s memory; median and p90 in microseconds\n", T,
+              (*slots)->where());
+  std::printf("%-44s %9s %9s\n", "what", "median_us", "p90_us");
+  std::vector<engine::Tensor> out;
+  for (int B : {1, 2, 4, 8, 16, 32, 64}) {
+    std::vector<int32_t> which;  // scattered slots: 37 is prime to 64
+    for (int j = 0; j < B; ++j) which.push_back((j * 37) % 64);
+    const std::string b = "B=" + std::to_string(B) + " ";
+    for (bool mixed : {false, true}) {
+      const engine::Batch batch = batch_of(B, mixed);
+      Print(b + (mixed ? "slots, mixed lengths" : "slots, full lengths"),
+            Time(reps, [&] { return (*slots)->Run(batch, which, &out).ok(); }));
+    }
+    engine::Batch plain = batch_of(B, true);
+    Print(b + "Run, no states", Time(reps, [&] { return m.Run(plain, &out).ok(); }));
+    engine::StateMap finals;
+    for (const auto& [layer, shapes] : rows) {
+      for (const engine::Shape& r : shapes) {
+        engine::Shape shape = {B};
+        shape.insert(shape.end(), r.begin(), r.end());
+        plain.initial_states[layer].push_back(engine::Tensor::Float(shape));
+      }
+    }
+    plain.final_states = &finals;
+    Print(b + "Run, host states in and out", Time(reps, [&] { return m.Run(plain, &out).ok(); }));
+    const std::vector<int32_t> fresh(which.begin(), which.begin() + std::min(B, 4));
+    Print(b + "Write, " + std::to_string(fresh.size()) + " fresh slots (zeros)",
+          Time(reps, [&] { return (*slots)->Write(fresh, {}).ok(); }));
+  }
+  return 0;
+}
+
+int Main(const std::string& path, int B, int T, int reps, bool chunks) {
   auto model = models::LoadModelFile(path);
   if (!model.ok()) {
     std::cerr << model.status() << "\n";
@@ -85,6 +169,7 @@ int Main(const std::string& path, int B, int T, int reps) {
     std::cerr << cuda.status() << "\n";
     return 1;
   }
+  if (chunks) return Chunks(*model, **cuda, T, reps);
   std::printf("# %s, B=%d T=%d, %d timed calls; median and p90 in microseconds\n", path.c_str(), B,
               T, reps);
   std::printf("%-44s %9s %9s\n", "what", "median_us", "p90_us");
@@ -194,6 +279,7 @@ int Main(const std::string& path, int B, int T, int reps) {
 int main(int argc, char** argv) {
   std::string path;
   int batch = 1, steps = 10, reps = 2000;
+  bool chunks = false;
   CLI::App app(
       "Times a small request's GPU engine call, layer by layer, beside the CUDA "
       "primitives it is made of",
@@ -204,10 +290,11 @@ int main(int argc, char** argv) {
   app.add_option("--batch", batch, "sequences in the batch")->capture_default_str();
   app.add_option("--steps", steps, "time steps of a dynamic time axis")->capture_default_str();
   app.add_option("--reps", reps, "timed calls per measurement")->capture_default_str();
+  app.add_flag("--chunks", chunks, "time step-level batching chunks of --steps steps instead");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
-  return rnnserve::bench::Main(path, batch, steps, reps);
+  return rnnserve::bench::Main(path, batch, steps, reps, chunks);
 }
