@@ -139,6 +139,16 @@ int Chunks(const engine::Model& model, engine::Engine& cuda, int T, int reps) {
       Print(b + (mixed ? "slots, mixed lengths" : "slots, full lengths"),
             Time(reps, [&] { return (*slots)->Run(batch, which, &out).ok(); }));
     }
+    // As step-level batching's chunks come: rows' lengths differ from one chunk to the next
+    // (the longest is the chunk's steps while a row has that many left).
+    engine::Batch moving = batch_of(B, true);
+    int call = 0;
+    Print(b + "slots, new lengths each call", Time(reps, [&] {
+            ++call;
+            for (int j = 0; j < B; ++j) moving.lengths[j] = 1 + (j * 7 + call * 5) % T;
+            moving.lengths[call % B] = T;
+            return (*slots)->Run(moving, which, &out).ok();
+          }));
     engine::Batch plain = batch_of(B, true);
     Print(b + "Run, no states", Time(reps, [&] { return m.Run(plain, &out).ok(); }));
     engine::StateMap finals;

@@ -364,8 +364,17 @@ absl::Status CudnnRecurrent::Enqueue(cudnnRNNAlgo_t algo, const RecurrentIO& io)
 
 std::string CudnnRecurrent::GraphKey(cudnnRNNAlgo_t algo, const RecurrentIO& io) const {
   // Everything a captured graph bakes in: shape, lengths, algorithm and every device address.
+  // cuDNN's calls take the lengths on the host; the fused kernels read each row's length on the
+  // device and bake in only the longest (their step count) and whether every row is full (the
+  // Keras repeat-last-output pass), so a step-level batching chunk of any lengths reuses one
+  // graph per batch size.
   std::string key = absl::StrCat(static_cast<int>(algo), "|", io.B, "|", io.T, "|");
-  for (int32_t len : io.lengths) absl::StrAppend(&key, len, ",");
+  if (IsFused(algo)) {
+    absl::StrAppend(&key, *std::max_element(io.lengths.begin(), io.lengths.end()), ",",
+                    EveryLengthFull(io) ? "full" : "varlen");
+  } else {
+    for (int32_t len : io.lengths) absl::StrAppend(&key, len, ",");
+  }
   const void* addresses[] = {io.x,
                              io.y,
                              io.h0,
@@ -399,6 +408,9 @@ absl::Status CudnnRecurrent::EnqueueWithGraph(cudnnRNNAlgo_t algo, const Recurre
   }
   // The first batch of a shape runs eagerly (it also sizes the workspace); the second is
   // captured, so shapes seen once cost no graph.
+  // Shapes seen once are forgotten past kMaxSeen (lengths that never repeat must not grow the
+  // set for ever).
+  if (seen_.size() >= kMaxSeen && !seen_.count(key)) seen_.clear();
   if (!seen_.insert(key).second && graphs_.size() < kMaxGraphs) {
     cudaGraph_t graph = nullptr;
     cudaGraphExec_t exec = nullptr;

@@ -67,6 +67,10 @@ inline constexpr cudnnRNNAlgo_t kStandardSeqMajorAlgo = static_cast<cudnnRNNAlgo
 // FusedRnn's batch-tiled grid kernel (batches up to FusedRnn::kMaxBatchedBatch), where the
 // layer's width fits it on the device; chosen by timing like the others.
 inline constexpr cudnnRNNAlgo_t kFusedBatchedAlgo = static_cast<cudnnRNNAlgo_t>(103);
+// One of FusedRnn's kernels (they read each row's length on the device).
+inline bool IsFused(cudnnRNNAlgo_t algo) {
+  return algo == kFusedAlgo || algo == kFusedClusterAlgo || algo == kFusedBatchedAlgo;
+}
 
 struct RecurrentIO {
   int B = 0;
@@ -152,6 +156,7 @@ class CudnnRecurrent {
   std::string GraphKey(cudnnRNNAlgo_t algo, const RecurrentIO& io) const;
 
   static constexpr size_t kMaxGraphs = 64;
+  static constexpr size_t kMaxSeen = 4096;
 
   // Fixed at construction.
   const RecurrentSpec spec_;

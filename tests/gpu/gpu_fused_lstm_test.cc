@@ -264,6 +264,86 @@ TEST(BatchedKernelChooserTest, OffersItPastEightSequences) {
   std::cout << "B=64 H=256 T=12: " << (*rnn)->ChoicesSummary() << "\n";
 }
 
+// The rows `order` of a fixture array whose batch axis is `axis` (0 or 1, the axes before it of
+// size 1), in that order.
+client::NpyArray Rows(const client::NpyArray& a, int axis, const std::vector<int>& order) {
+  int64_t inner = 1;
+  for (size_t d = axis + 1; d < a.shape.size(); ++d) inner *= a.shape[d];
+  client::NpyArray out = a;
+  out.shape[axis] = static_cast<int64_t>(order.size());
+  out.values.clear();
+  for (int r : order) {
+    out.values.insert(out.values.end(), a.values.begin() + r * inner,
+                      a.values.begin() + (r + 1) * inner);
+  }
+  return out;
+}
+
+// A fused kernel's captured graph bakes in only the batch's longest length (cudnn_rnn.cc,
+// GraphKey), so a batch of the same size and longest length whose rows have other lengths
+// replays it: the answers are still PyTorch's. Step-level batching's chunks come this way.
+TEST(FusedGraphTest, OneGraphServesRowsOfOtherLengths) {
+  RNNSERVE_SKIP_WITHOUT_GPU();
+  const std::string dir = "tests/fixtures/torch/TorchLstmBatchedH256/";
+  auto model = TorchFixtureModel(dir);
+  if (!model.ok()) GTEST_SKIP() << "no fixture " << dir << ": " << model.status();
+  const auto& spec = std::get<engine::RecurrentSpec>(model->layers[0].spec);
+  StreamAndHandle sh;
+  ASSERT_TRUE(sh.ok());
+  for (cudnnRNNAlgo_t algo : {engine::cuda::kFusedBatchedAlgo, engine::cuda::kFusedAlgo}) {
+    auto rnn = CudnnRecurrent::Create(spec, "lstm", engine::MathMode::kFp32, sh.handle, sh.stream);
+    ASSERT_TRUE(rnn.ok()) << rnn.status();
+    if (!(*rnn)->ForceAlgorithm(algo).ok()) continue;  // not on this device
+    SCOPED_TRACE(::testing::Message() << "algorithm " << static_cast<int>(algo));
+    const int B = 8, T = static_cast<int>(LoadNpy(dir + "input_0.npy").shape[1]);
+    const int H = spec.hidden_size, I = spec.input_size;
+    const auto lengths_all = LoadNpy(dir + "lengths.npy");
+    // Rows 0..7 in order, then reversed: other lengths in each row, the same longest.
+    std::vector<int> forward(B), backward(B);
+    for (int r = 0; r < B; ++r) forward[r] = r, backward[r] = B - 1 - r;
+    DeviceBuffer dx, dy, dh, dc, dl;
+    ASSERT_TRUE(dx.Reserve(size_t(B) * T * I * 4).ok());
+    ASSERT_TRUE(dy.Reserve(size_t(B) * T * H * 4).ok());
+    ASSERT_TRUE(dh.Reserve(size_t(B) * H * 4).ok());
+    ASSERT_TRUE(dc.Reserve(size_t(B) * H * 4).ok());
+    ASSERT_TRUE(dl.Reserve(B * 4).ok());
+    std::vector<int32_t> lengths(B);
+    engine::cuda::RecurrentIO io{.B = B,
+                                 .T = T,
+                                 .lengths = lengths,
+                                 .lengths_dev = dl.as<int32_t>(),
+                                 .x = dx.as<float>(),
+                                 .y = dy.as<float>(),
+                                 .hy = dh.as<float>(),
+                                 .cy = dc.as<float>()};
+    for (int run = 0; run < 4; ++run) {  // eager, captured, then the graph for other lengths
+      const std::vector<int>& order = run < 3 ? forward : backward;
+      const auto x = Rows(LoadNpy(dir + "input_0.npy"), 0, order);
+      const auto len = Rows(lengths_all, 0, order);
+      std::vector<float> xf(x.values.begin(), x.values.end());
+      for (int r = 0; r < B; ++r) lengths[r] = static_cast<int32_t>(len.values[r]);
+      io.lengths = lengths;
+      cudaMemcpy(dx.get(), xf.data(), xf.size() * 4, cudaMemcpyHostToDevice);
+      cudaMemcpy(dl.get(), lengths.data(), B * 4, cudaMemcpyHostToDevice);
+      cudaMemset(dy.get(), 0xff, size_t(B) * T * H * 4);
+      const absl::Status s = (*rnn)->Forward(io);
+      ASSERT_TRUE(s.ok()) << s;
+      ASSERT_EQ(cudaStreamSynchronize(sh.stream), cudaSuccess);
+      engine::Tensor y = engine::Tensor::Float({B, T, H}), h = engine::Tensor::Float({1, B, H}),
+                     c = engine::Tensor::Float({1, B, H});
+      cudaMemcpy(y.f32(), dy.get(), y.num_elements() * 4, cudaMemcpyDeviceToHost);
+      cudaMemcpy(h.f32(), dh.get(), h.num_elements() * 4, cudaMemcpyDeviceToHost);
+      cudaMemcpy(c.f32(), dc.get(), c.num_elements() * 4, cudaMemcpyDeviceToHost);
+      EXPECT_TRUE(AllClose(y, Rows(LoadNpy(dir + "expected_0.npy"), 0, order), kFp32Exact))
+          << "y, run " << run;
+      EXPECT_TRUE(AllClose(h, Rows(LoadNpy(dir + "expected_1.npy"), 1, order), kFp32Exact))
+          << "h_n, run " << run;
+      EXPECT_TRUE(AllClose(c, Rows(LoadNpy(dir + "expected_2.npy"), 1, order), kFp32Exact))
+          << "c_n, run " << run;
+    }
+  }
+}
+
 // An exact-FP32 GRU (reset_after) of one forward direction is offered the fused kernels, so
 // the engine times them against cuDNN's; the one-block kernel is the LSTM's alone.
 TEST(FusedGruTest, ChooserOffersFusedAlgorithms) {
