@@ -84,13 +84,15 @@ run_server() {  # SERVER_MODEL_REPO: another repository (default bench/server_mo
 }
 
 run_paired() {  # A/B of the server binaries: $BIN/rnnserve-before against $BIN/rnnserve
-  [ -x "$BIN/rnnserve-before" ] || { echo "paired: no $BIN/rnnserve-before" >> "$SUMMARY"; return; }
+  # (PAIRED_A / PAIRED_B: other executables, e.g. scripts that add flags)
+  local a=${PAIRED_A:-$BIN/rnnserve-before} b=${PAIRED_B:-$BIN/rnnserve}
+  [ -x "$a" ] || { echo "paired: no $a" >> "$SUMMARY"; return; }
   for cfg in ${PAIRED_CASES:-tiny_lstm_batched:64 tiny_lstm_batched:256 tiny_lstm:64}; do
     local model=${cfg%%:*} c=${cfg##*:}
     SERVER_CPUS=$SERVER_CPU_LIST CLIENT_CPUS=$CLIENT_CPU_LIST \
       ROUNDS=${PAIRED_ROUNDS:-3} MODEL=$model CONCURRENCY=$c INTERVAL_MS=1000 \
       MODEL_REPO=$ROOT/bench/server_models_gpu PERF_ANALYZER=$BIN/perf_analyzer \
-      timeout 200 bash "$ROOT/bench/server_paired_bench.sh" "$BIN/rnnserve-before" "$BIN/rnnserve" \
+      timeout 200 bash "$ROOT/bench/server_paired_bench.sh" "$a" "$b" \
       "$OUT_DIR/paired-$model-c$c" > "$OUT_DIR/paired-$model-c$c.log" 2>&1
     echo "paired $model c=$c: exit $?; $(grep '^server CPU' "$OUT_DIR/paired-$model-c$c.log")" >> "$SUMMARY"
   done

@@ -128,6 +128,11 @@ void AddFlags(CLI::App& app, ServerFlags* f) {
                  "for models on a GPU)")
       ->check(CLI::Range(-1, 1000000))
       ->capture_default_str();
+  app.add_option("--completion-threads", f->completion_threads,
+                 "threads that build and send the answers of requests a batcher's worker ran "
+                 "(0: a quarter of the cores, 2 to 8)")
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
   app.add_option("--model-check-seconds", f->model_check_seconds,
                  "parse each model file first in a child process that may take this long; a file "
                  "that makes the parser hang or crash fails its own load only (0: off)")

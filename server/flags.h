@@ -52,6 +52,9 @@ struct ServerFlags {
   // (ServableOptions::run_on_caller_budget); 0: always on the batcher's worker; -1: 250 for
   // models on the CPU, 0 for models on a GPU.
   int inline_run_budget_us = -1;
+  // Threads that build and send the answers of requests run on a batcher's worker (the
+  // callback API's ModelInfer and Predict); 0: a quarter of the cores, 2 to 8.
+  int completion_threads = 0;
   // Each model file is first parsed in a child process that may take this long (0: off).
   int model_check_seconds = 120;
   // Bounded resources (docs/security.md "Bounded resources"); over a limit is

@@ -172,9 +172,12 @@ int Main(int argc, char** argv) {
   }
   // The threads that build and send the responses of requests a batcher's worker ran (the
   // callback API's handlers queue them and return; servable.h, ServableOptions::completions):
-  // a quarter of the cores, 2 to 8. Before the repository, so that it outlives the servables.
+  // --completion-threads, by default a quarter of the cores, 2 to 8. Before the repository, so
+  // that it outlives the servables.
   batching::AsyncRunner completions(
-      std::clamp(static_cast<int>(std::thread::hardware_concurrency()) / 4, 2, 8));
+      flags.completion_threads > 0
+          ? flags.completion_threads
+          : std::clamp(static_cast<int>(std::thread::hardware_concurrency()) / 4, 2, 8));
   // Created empty: the port listens first and the models load after (LoadAll below), so that
   // health and KServe readiness can say "not ready yet" while a large repository loads.
   auto repository = ModelRepository::Create(

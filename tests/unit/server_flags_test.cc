@@ -75,6 +75,19 @@ TEST(ServerFlagsTest, DefaultsAreKept) {
   EXPECT_EQ(flags->repository_poll_seconds, 0);
 }
 
+TEST(ServerFlagsTest, CompletionThreadsDefaultToTheCoresShareAndTakeACount) {
+  auto defaults = Parse({});
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->completion_threads, 0);  // main: a quarter of the cores, 2 to 8
+  auto twelve = Parse({"--completion-threads=12"});
+  ASSERT_TRUE(twelve.ok()) << twelve.status();
+  EXPECT_EQ(twelve->completion_threads, 12);
+  auto negative = Parse({"--completion-threads", "-1"});
+  ASSERT_FALSE(negative.ok());
+  EXPECT_NE(negative.status().message().find("completion-threads"), std::string::npos)
+      << negative.status();
+}
+
 TEST(ServerFlagsTest, AddressesAreApartAndHostSetsBoth) {
   auto apart = Parse({"--address=0.0.0.0", "--metrics-address", "10.0.0.5"});
   ASSERT_TRUE(apart.ok()) << apart.status();
