@@ -130,7 +130,7 @@ void AddFlags(CLI::App& app, ServerFlags* f) {
       ->capture_default_str();
   app.add_option("--completion-threads", f->completion_threads,
                  "threads that build and send the answers of requests a batcher's worker ran "
-                 "(0: a quarter of the cores, 2 to 8)")
+                 "(0: three quarters of the cores, 2 to 16)")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
   app.add_option("--model-check-seconds", f->model_check_seconds,

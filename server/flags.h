@@ -53,7 +53,7 @@ struct ServerFlags {
   // models on the CPU, 0 for models on a GPU.
   int inline_run_budget_us = -1;
   // Threads that build and send the answers of requests run on a batcher's worker (the
-  // callback API's ModelInfer and Predict); 0: a quarter of the cores, 2 to 8.
+  // callback API's ModelInfer and Predict); 0: three quarters of the cores, 2 to 16.
   int completion_threads = 0;
   // Each model file is first parsed in a child process that may take this long (0: off).
   int model_check_seconds = 120;

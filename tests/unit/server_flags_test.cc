@@ -78,7 +78,7 @@ TEST(ServerFlagsTest, DefaultsAreKept) {
 TEST(ServerFlagsTest, CompletionThreadsDefaultToTheCoresShareAndTakeACount) {
   auto defaults = Parse({});
   ASSERT_TRUE(defaults.ok()) << defaults.status();
-  EXPECT_EQ(defaults->completion_threads, 0);  // main: a quarter of the cores, 2 to 8
+  EXPECT_EQ(defaults->completion_threads, 0);  // main: three quarters of the cores, 2 to 16
   auto twelve = Parse({"--completion-threads=12"});
   ASSERT_TRUE(twelve.ok()) << twelve.status();
   EXPECT_EQ(twelve->completion_threads, 12);
