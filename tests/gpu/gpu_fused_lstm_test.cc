@@ -27,15 +27,27 @@ using engine::cuda::DeviceBuffer;
 
 class PinnedAlgorithmTest : public ::testing::TestWithParam<std::string> {};
 
-// The first `batch` entries of a fixture array whose batch axis is `axis` (0 or 1, the axes
-// before it of size 1): PyTorch computes each sequence on its own, so its answers for the
-// first `batch` sequences are the answers for a batch of those.
-client::NpyArray FirstSequences(client::NpyArray a, int axis, int batch) {
+// The rows `order` of a fixture array whose batch axis is `axis` (0 or 1, the axes before it of
+// size 1), in that order.
+client::NpyArray Rows(const client::NpyArray& a, int axis, const std::vector<int>& order) {
   int64_t inner = 1;
   for (size_t d = axis + 1; d < a.shape.size(); ++d) inner *= a.shape[d];
-  a.shape[axis] = batch;
-  a.values.resize(batch * inner);
-  return a;
+  client::NpyArray out = a;
+  out.shape[axis] = static_cast<int64_t>(order.size());
+  out.values.clear();
+  for (int r : order) {
+    out.values.insert(out.values.end(), a.values.begin() + r * inner,
+                      a.values.begin() + (r + 1) * inner);
+  }
+  return out;
+}
+
+// The first `batch` entries of such an array: PyTorch computes each sequence on its own, so its
+// answers for the first `batch` sequences are the answers for a batch of those.
+client::NpyArray FirstSequences(const client::NpyArray& a, int axis, int batch) {
+  std::vector<int> order(batch);
+  for (int r = 0; r < batch; ++r) order[r] = r;
+  return Rows(a, axis, order);
 }
 
 // A stream and a cuDNN handle on it, destroyed after what a test built on them.
@@ -56,9 +68,11 @@ struct StreamAndHandle {
 using Forward = std::function<absl::Status(const engine::cuda::RecurrentIO&)>;
 
 // Runs `forward` (the fixture's single LSTM or GRU layer) on the first `batch` sequences (all
-// when 0), three times; compares y, h_n and the LSTM's c_n each time.
+// when 0), three times (eager, captured, replayed), then, when `then` is given, once more on
+// those sequences in that order (the same buffers: other lengths in each row); compares y, h_n
+// and the LSTM's c_n each time.
 void CheckForward(const std::string& dir, const engine::RecurrentSpec& spec, int batch,
-                  cudaStream_t stream, const Forward& forward);
+                  cudaStream_t stream, const Forward& forward, const std::vector<int>& then = {});
 
 // Runs the fixture's single LSTM or GRU layer with `algo` pinned on its first `batch` sequences
 // (all when 0); compares y, h_n and the LSTM's c_n.
@@ -80,21 +94,30 @@ void CheckAlgorithm(const std::string& fixture, cudnnRNNAlgo_t algo, bool requir
 }
 
 void CheckForward(const std::string& dir, const engine::RecurrentSpec& spec, int batch,
-                  cudaStream_t stream, const Forward& forward) {
-  {
-    const int B = batch > 0 ? batch : static_cast<int>(LoadNpy(dir + "lengths.npy").shape[0]);
-    const auto x = FirstSequences(LoadNpy(dir + "input_0.npy"), 0, B);
-    const auto len = FirstSequences(LoadNpy(dir + "lengths.npy"), 0, B);
-    const int T = x.shape[1], H = spec.hidden_size;
-    const bool lstm = spec.cell == engine::CellType::kLstm;
+                  cudaStream_t stream, const Forward& forward, const std::vector<int>& then) {
+  const int B = batch > 0 ? batch : static_cast<int>(LoadNpy(dir + "lengths.npy").shape[0]);
+  const client::NpyArray x_all = LoadNpy(dir + "input_0.npy"),
+                         len_all = LoadNpy(dir + "lengths.npy");
+  const int T = x_all.shape[1], I = x_all.shape[2], H = spec.hidden_size;
+  const bool lstm = spec.cell == engine::CellType::kLstm;
+  std::vector<std::vector<int>> orders(3, std::vector<int>(B));
+  for (auto& order : orders) {
+    for (int r = 0; r < B; ++r) order[r] = r;
+  }
+  if (!then.empty()) orders.push_back(then);
+  DeviceBuffer dx, dy, dh, dc, dl;
+  ASSERT_TRUE(dx.Reserve(size_t(B) * T * I * 4).ok());
+  ASSERT_TRUE(dy.Reserve(size_t(B) * T * H * 4).ok());
+  ASSERT_TRUE(dh.Reserve(size_t(B) * H * 4).ok());
+  ASSERT_TRUE(dc.Reserve(size_t(B) * H * 4).ok());
+  ASSERT_TRUE(dl.Reserve(B * 4).ok());
+  std::vector<int32_t> lengths(B);
+  for (size_t run = 0; run < orders.size(); ++run) {
+    const std::vector<int>& order = orders[run];
+    const auto x = Rows(x_all, 0, order);
+    const auto len = Rows(len_all, 0, order);
     std::vector<float> xf(x.values.begin(), x.values.end());
-    std::vector<int32_t> lengths(len.values.begin(), len.values.end());
-    DeviceBuffer dx, dy, dh, dc, dl;
-    ASSERT_TRUE(dx.Reserve(xf.size() * 4).ok());
-    ASSERT_TRUE(dy.Reserve(size_t(B) * T * H * 4).ok());
-    ASSERT_TRUE(dh.Reserve(size_t(B) * H * 4).ok());
-    ASSERT_TRUE(dc.Reserve(size_t(B) * H * 4).ok());
-    ASSERT_TRUE(dl.Reserve(B * 4).ok());
+    for (int r = 0; r < B; ++r) lengths[r] = static_cast<int32_t>(len.values[r]);
     cudaMemcpy(dx.get(), xf.data(), xf.size() * 4, cudaMemcpyHostToDevice);
     cudaMemcpy(dl.get(), lengths.data(), B * 4, cudaMemcpyHostToDevice);
     // Poison the outputs: every element must be written.
@@ -107,23 +130,21 @@ void CheckForward(const std::string& dir, const engine::RecurrentSpec& spec, int
                                  .y = dy.as<float>(),
                                  .hy = dh.as<float>(),
                                  .cy = lstm ? dc.as<float>() : nullptr};
-    for (int run = 0; run < 3; ++run) {  // eager, eager again, then a captured graph
-      const absl::Status s = forward(io);
-      ASSERT_TRUE(s.ok()) << s;
-      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-      engine::Tensor y = engine::Tensor::Float({B, T, H}), h = engine::Tensor::Float({1, B, H}),
-                     c = engine::Tensor::Float({1, B, H});
-      cudaMemcpy(y.f32(), dy.get(), y.num_elements() * 4, cudaMemcpyDeviceToHost);
-      cudaMemcpy(h.f32(), dh.get(), h.num_elements() * 4, cudaMemcpyDeviceToHost);
-      cudaMemcpy(c.f32(), dc.get(), c.num_elements() * 4, cudaMemcpyDeviceToHost);
-      EXPECT_TRUE(AllClose(y, FirstSequences(LoadNpy(dir + "expected_0.npy"), 0, B), kFp32Exact))
-          << "y, B=" << B << ", run " << run;
-      EXPECT_TRUE(AllClose(h, FirstSequences(LoadNpy(dir + "expected_1.npy"), 1, B), kFp32Exact))
-          << "h_n, B=" << B << ", run " << run;
-      if (lstm) {
-        EXPECT_TRUE(AllClose(c, FirstSequences(LoadNpy(dir + "expected_2.npy"), 1, B), kFp32Exact))
-            << "c_n, B=" << B << ", run " << run;
-      }
+    const absl::Status s = forward(io);
+    ASSERT_TRUE(s.ok()) << s;
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    engine::Tensor y = engine::Tensor::Float({B, T, H}), h = engine::Tensor::Float({1, B, H}),
+                   c = engine::Tensor::Float({1, B, H});
+    cudaMemcpy(y.f32(), dy.get(), y.num_elements() * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(h.f32(), dh.get(), h.num_elements() * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(c.f32(), dc.get(), c.num_elements() * 4, cudaMemcpyDeviceToHost);
+    EXPECT_TRUE(AllClose(y, Rows(LoadNpy(dir + "expected_0.npy"), 0, order), kFp32Exact))
+        << "y, B=" << B << ", run " << run;
+    EXPECT_TRUE(AllClose(h, Rows(LoadNpy(dir + "expected_1.npy"), 1, order), kFp32Exact))
+        << "h_n, B=" << B << ", run " << run;
+    if (lstm) {
+      EXPECT_TRUE(AllClose(c, Rows(LoadNpy(dir + "expected_2.npy"), 1, order), kFp32Exact))
+          << "c_n, B=" << B << ", run " << run;
     }
   }
 }
@@ -264,21 +285,6 @@ TEST(BatchedKernelChooserTest, OffersItPastEightSequences) {
   std::cout << "B=64 H=256 T=12: " << (*rnn)->ChoicesSummary() << "\n";
 }
 
-// The rows `order` of a fixture array whose batch axis is `axis` (0 or 1, the axes before it of
-// size 1), in that order.
-client::NpyArray Rows(const client::NpyArray& a, int axis, const std::vector<int>& order) {
-  int64_t inner = 1;
-  for (size_t d = axis + 1; d < a.shape.size(); ++d) inner *= a.shape[d];
-  client::NpyArray out = a;
-  out.shape[axis] = static_cast<int64_t>(order.size());
-  out.values.clear();
-  for (int r : order) {
-    out.values.insert(out.values.end(), a.values.begin() + r * inner,
-                      a.values.begin() + (r + 1) * inner);
-  }
-  return out;
-}
-
 // A fused kernel's captured graph bakes in only the batch's longest length (cudnn_rnn.cc,
 // GraphKey), so a batch of the same size and longest length whose rows have other lengths
 // replays it: the answers are still PyTorch's. Step-level batching's chunks come this way.
@@ -290,57 +296,14 @@ TEST(FusedGraphTest, OneGraphServesRowsOfOtherLengths) {
   const auto& spec = std::get<engine::RecurrentSpec>(model->layers[0].spec);
   StreamAndHandle sh;
   ASSERT_TRUE(sh.ok());
+  const std::vector<int> reversed = {7, 6, 5, 4, 3, 2, 1, 0};  // other lengths, same longest
   for (cudnnRNNAlgo_t algo : {engine::cuda::kFusedBatchedAlgo, engine::cuda::kFusedAlgo}) {
     auto rnn = CudnnRecurrent::Create(spec, "lstm", engine::MathMode::kFp32, sh.handle, sh.stream);
     ASSERT_TRUE(rnn.ok()) << rnn.status();
     if (!(*rnn)->ForceAlgorithm(algo).ok()) continue;  // not on this device
     SCOPED_TRACE(::testing::Message() << "algorithm " << static_cast<int>(algo));
-    const int B = 8, T = static_cast<int>(LoadNpy(dir + "input_0.npy").shape[1]);
-    const int H = spec.hidden_size, I = spec.input_size;
-    const auto lengths_all = LoadNpy(dir + "lengths.npy");
-    // Rows 0..7 in order, then reversed: other lengths in each row, the same longest.
-    std::vector<int> forward(B), backward(B);
-    for (int r = 0; r < B; ++r) forward[r] = r, backward[r] = B - 1 - r;
-    DeviceBuffer dx, dy, dh, dc, dl;
-    ASSERT_TRUE(dx.Reserve(size_t(B) * T * I * 4).ok());
-    ASSERT_TRUE(dy.Reserve(size_t(B) * T * H * 4).ok());
-    ASSERT_TRUE(dh.Reserve(size_t(B) * H * 4).ok());
-    ASSERT_TRUE(dc.Reserve(size_t(B) * H * 4).ok());
-    ASSERT_TRUE(dl.Reserve(B * 4).ok());
-    std::vector<int32_t> lengths(B);
-    engine::cuda::RecurrentIO io{.B = B,
-                                 .T = T,
-                                 .lengths = lengths,
-                                 .lengths_dev = dl.as<int32_t>(),
-                                 .x = dx.as<float>(),
-                                 .y = dy.as<float>(),
-                                 .hy = dh.as<float>(),
-                                 .cy = dc.as<float>()};
-    for (int run = 0; run < 4; ++run) {  // eager, captured, then the graph for other lengths
-      const std::vector<int>& order = run < 3 ? forward : backward;
-      const auto x = Rows(LoadNpy(dir + "input_0.npy"), 0, order);
-      const auto len = Rows(lengths_all, 0, order);
-      std::vector<float> xf(x.values.begin(), x.values.end());
-      for (int r = 0; r < B; ++r) lengths[r] = static_cast<int32_t>(len.values[r]);
-      io.lengths = lengths;
-      cudaMemcpy(dx.get(), xf.data(), xf.size() * 4, cudaMemcpyHostToDevice);
-      cudaMemcpy(dl.get(), lengths.data(), B * 4, cudaMemcpyHostToDevice);
-      cudaMemset(dy.get(), 0xff, size_t(B) * T * H * 4);
-      const absl::Status s = (*rnn)->Forward(io);
-      ASSERT_TRUE(s.ok()) << s;
-      ASSERT_EQ(cudaStreamSynchronize(sh.stream), cudaSuccess);
-      engine::Tensor y = engine::Tensor::Float({B, T, H}), h = engine::Tensor::Float({1, B, H}),
-                     c = engine::Tensor::Float({1, B, H});
-      cudaMemcpy(y.f32(), dy.get(), y.num_elements() * 4, cudaMemcpyDeviceToHost);
-      cudaMemcpy(h.f32(), dh.get(), h.num_elements() * 4, cudaMemcpyDeviceToHost);
-      cudaMemcpy(c.f32(), dc.get(), c.num_elements() * 4, cudaMemcpyDeviceToHost);
-      EXPECT_TRUE(AllClose(y, Rows(LoadNpy(dir + "expected_0.npy"), 0, order), kFp32Exact))
-          << "y, run " << run;
-      EXPECT_TRUE(AllClose(h, Rows(LoadNpy(dir + "expected_1.npy"), 1, order), kFp32Exact))
-          << "h_n, run " << run;
-      EXPECT_TRUE(AllClose(c, Rows(LoadNpy(dir + "expected_2.npy"), 1, order), kFp32Exact))
-          << "c_n, run " << run;
-    }
+    CheckForward(
+        dir, spec, 8, sh.stream, [&](const auto& io) { return (*rnn)->Forward(io); }, reversed);
   }
 }
 
