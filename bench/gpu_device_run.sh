@@ -18,6 +18,8 @@
 #        CELLULAR_MODEL (default bench/server_models/lstm256) with CELLULAR_ARGS, for
 #        DEVBUILD/bin/rnnserve and, when present, DEVBUILD/bin/rnnserve-before; it needs grpcio,
 #        protobuf and the client's rnnserve.v1 modules on PYTHONPATH (PYLIBS);
+#        "c1" runs bench/server_batching_c1.sh once per C1_FLAGS entry (space-separated; flags
+#        of one entry joined by commas; "default" for none);
 #        "paired" compares DEVBUILD/bin/rnnserve-before with DEVBUILD/bin/rnnserve
 #        (bench/server_paired_bench.sh; PAIRED_CASES "model:concurrency ...", PAIRED_ROUNDS)
 # Writes OUT_DIR/gpu-tests.log, OUT_DIR/gpu-peers.md (+ .log), OUT_DIR/server-bench.tar.gz
@@ -182,6 +184,20 @@ run_chunks() {  # a step-level batching chunk's engine call by batch size (gpu_r
   (cd "$ROOT" && timeout 200 "$BIN/gpu_request_path" "${CHUNKS_MODEL:-bench/server_models/lstm256/1/model.h5}" \
     --chunks --steps "${CHUNKS_STEPS:-32}" --reps "${CHUNKS_REPS:-300}") > "$OUT_DIR/chunks.txt" 2>&1
   echo "chunks: exit $?" >> "$SUMMARY"
+}
+
+run_c1() {  # batching on vs off at concurrency 1 (server_batching_c1.sh), per C1_FLAGS setting
+  local i=0
+  for flags in ${C1_FLAGS:-default}; do
+    i=$((i + 1))
+    [ "$flags" = default ] && flags=""
+    SERVER_ARGS=${flags//,/ } SERVER_CPUS=$SERVER_CPU_LIST CLIENT_CPUS=$CLIENT_CPU_LIST \
+      MODEL_REPO=$ROOT/bench/server_models_gpu RNNSERVE=$BIN/rnnserve RNNSERVE_CLI=$BIN/rnnserve-cli \
+      PERF_ANALYZER=$BIN/perf_analyzer WINDOW_MS=${C1_WINDOW_MS:-1000} \
+      timeout 200 bash "$ROOT/bench/server_batching_c1.sh" "$DEVBUILD" "${C1_ROUNDS:-5}" \
+      > "$OUT_DIR/c1-$i.txt" 2>&1
+    echo "c1 ${flags:-default}: $(tail -1 "$OUT_DIR/c1-$i.txt")" >> "$SUMMARY"
+  done
 }
 
 run_peers() {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Packs what bench/gpu_device_run.sh runs on a GPU machine that has no build tools and no
-# network: the gpu test binaries, gpu_peers, cpu_rnn_bench, grpc_floor, rnnserve and
+# network: the gpu test binaries, gpu_peers, cpu_rnn_bench, grpc_floor, rnnserve, rnnserve-cli and
 # perf_analyzer (stripped) into DEST/bin, and the shared libraries they link into DEST/lib,
 # except the C library family and the CUDA install's libraries (the GPU machine brings its own driver, CUDA and cuDNN).
 # Build first with a CPU target the GPU machine runs, e.g.
@@ -22,7 +22,7 @@ PA=${PERF_ANALYZER:-$(command -v perf_analyzer || echo /opt/perf_analyzer/bin/pe
 rm -rf "$DEST"
 mkdir -p "$DEST/bin" "$DEST/lib"
 bins=("$BUILD/server/rnnserve" "$BUILD/bench/gpu_peers" "$BUILD/bench/gpu_request_path"
-  "$BUILD/bench/cpu_rnn_bench" "$BUILD/bench/grpc_floor" "$PA")
+  "$BUILD/bench/cpu_rnn_bench" "$BUILD/bench/grpc_floor" "$BUILD/client/rnnserve-cli" "$PA")
 for t in gpu_availability_test gpu_conformance_test gpu_engine_test example_model_test gpu_layers_test \
   gpu_host_io_test gpu_fused_lstm_test gpu_torch_test gpu_multi_gpu_test cellular_conformance_test slot_states_test; do
   bins+=("$(find "$BUILD/tests" -name "$t" -type f -executable | head -1)")
