@@ -70,7 +70,7 @@ cudnnStatus_t CudnnRecurrent::SetDescriptor(cudnnRNNDescriptor_t desc, cudnnRNNA
 }
 
 bool CudnnRecurrent::Available(cudnnRNNAlgo_t algo) const {
-  if (algo == kFusedAlgo) return fused_ != nullptr;
+  if (algo == kFusedAlgo) return fused_ != nullptr && fused_->has_grid();
   if (algo == kFusedClusterAlgo) return fused_ != nullptr && fused_->has_cluster();
   if (algo == kFusedBatchedAlgo) return fused_ != nullptr && fused_->has_batched();
   if (algo == kStandardSeqMajorAlgo) {
@@ -130,9 +130,13 @@ absl::Status CudnnRecurrent::Init() {
       }
     }
   }
-  // Exact FP32 has its own persistent kernels for small batches (fused_rnn.h).
-  if (math_ == MathMode::kFp32) {
-    if (auto f = FusedRnn::Create(spec_, stream_); f.ok()) fused_ = std::move(*f);
+  // Exact FP32 has its own persistent kernels for small batches (fused_rnn.h); FP16 and BF16
+  // have the cluster kernel with R in that precision and everything else in FP32.
+  if (math_ == MathMode::kFp32 || math_ == MathMode::kFp16 || math_ == MathMode::kBf16) {
+    const FusedRnnWeights weights = math_ == MathMode::kFp16   ? FusedRnnWeights::kFp16
+                                    : math_ == MathMode::kBf16 ? FusedRnnWeights::kBf16
+                                                               : FusedRnnWeights::kFp32;
+    if (auto f = FusedRnn::Create(spec_, stream_, weights); f.ok()) fused_ = std::move(*f);
   }
   for (cudnnRNNDataDescriptor_t* d : {&x_desc_, &y_desc_, &x_seq_desc_, &y_seq_desc_}) {
     RNNSERVE_RETURN_IF_ERROR(
@@ -247,6 +251,7 @@ absl::Status CudnnRecurrent::SetDataDescriptors(cudnnRNNDataLayout_t layout, con
 }
 
 bool CudnnRecurrent::SeqMajor(cudnnRNNAlgo_t algo) const {
+  if (IsFused(algo)) return false;
   return dtype_ != CUDNN_DATA_FLOAT || (algo == kStandardSeqMajorAlgo && Available(algo));
 }
 
@@ -315,7 +320,8 @@ absl::Status CudnnRecurrent::Enqueue(cudnnRNNAlgo_t algo, const RecurrentIO& io)
   const int64_t h_n = int64_t{dirs_} * io.B * Hp_;
   const int64_t c_n = int64_t{dirs_} * io.B * H_;
   const bool lstm = spec_.cell == CellType::kLstm;
-  const bool half = dtype_ != CUDNN_DATA_FLOAT;
+  // The fused kernels read and write FP32 states whatever the layer's precision.
+  const bool half = dtype_ != CUDNN_DATA_FLOAT && !IsFused(algo);
   const HalfKind k = HalfOf(dtype_);
   const bool seq_major = SeqMajor(algo);
   if (seq_major) {  // x [B, T, I] -> [T, B, I], converted in half precision

@@ -26,7 +26,7 @@ absl::StatusOr<cudnnRNNAlgo_t> CudnnRecurrent::ChooseAlgorithm(const RecurrentIO
   }
   if (Available(kStandardSeqMajorAlgo)) candidates.push_back(kStandardSeqMajorAlgo);
   if (fused_ && io.B <= FusedRnn::kMaxBatch) {
-    candidates.push_back(kFusedAlgo);
+    if (fused_->has_grid()) candidates.push_back(kFusedAlgo);
     if (fused_->has_cluster()) candidates.push_back(kFusedClusterAlgo);
   }
   if (fused_ && fused_->has_batched() && io.B <= FusedRnn::kMaxBatchedBatch) {
@@ -109,7 +109,7 @@ absl::StatusOr<cudnnRNNAlgo_t> CudnnRecurrent::ChooseAlgorithm(const RecurrentIO
 }
 
 absl::Status CudnnRecurrent::ForceAlgorithm(cudnnRNNAlgo_t algo) {
-  const bool fused_ok = (algo == kFusedAlgo && fused_) ||
+  const bool fused_ok = (algo == kFusedAlgo && fused_ && fused_->has_grid()) ||
                         (algo == kFusedClusterAlgo && fused_ && fused_->has_cluster()) ||
                         (algo == kFusedBatchedAlgo && fused_ && fused_->has_batched()) ||
                         (algo == kStandardSeqMajorAlgo && Available(algo));
@@ -123,17 +123,17 @@ absl::Status CudnnRecurrent::ForceAlgorithm(cudnnRNNAlgo_t algo) {
 }
 
 std::string CudnnRecurrent::AlgorithmFor(int B, int T) const {
-  if (forced_) return AlgoName(forced_algo_);
+  if (forced_) return AlgoName(forced_algo_, dtype_);
   auto it = algo_by_batch_.find({B, StepBucket(T)});
-  return it == algo_by_batch_.end() ? "" : AlgoName(it->second);
+  return it == algo_by_batch_.end() ? "" : AlgoName(it->second, dtype_);
 }
 
 std::string CudnnRecurrent::ChoicesSummary() const {
-  if (forced_) return absl::StrCat("every batch: ", AlgoName(forced_algo_));
+  if (forced_) return absl::StrCat("every batch: ", AlgoName(forced_algo_, dtype_));
   std::string out;
   for (const auto& [key, algo] : algo_by_batch_) {
     absl::StrAppend(&out, out.empty() ? "" : ", ", "B=", key.first, " T<=", key.second, ": ",
-                    AlgoName(algo));
+                    AlgoName(algo, dtype_));
   }
   return out;
 }
@@ -142,7 +142,7 @@ std::vector<cudnnRNNAlgo_t> CudnnRecurrent::algorithms() const {
   std::vector<cudnnRNNAlgo_t> out;
   for (const auto& [algo, desc] : descs_) out.push_back(algo);
   if (Available(kStandardSeqMajorAlgo)) out.push_back(kStandardSeqMajorAlgo);
-  if (fused_) out.push_back(kFusedAlgo);
+  if (fused_ && fused_->has_grid()) out.push_back(kFusedAlgo);
   if (fused_ && fused_->has_cluster()) out.push_back(kFusedClusterAlgo);
   if (fused_ && fused_->has_batched()) out.push_back(kFusedBatchedAlgo);
   return out;

@@ -24,7 +24,10 @@ inline int StepBucket(int T) {
   return b;
 }
 
-inline const char* AlgoName(cudnnRNNAlgo_t algo) {
+// `dtype` names the precision of the fused kernels' weights (FP32, or R in FP16 / BF16).
+inline const char* AlgoName(cudnnRNNAlgo_t algo, cudnnDataType_t dtype = CUDNN_DATA_FLOAT) {
+  if (algo == kFusedClusterAlgo && dtype == CUDNN_DATA_BFLOAT16) return "fused_cluster_bf16";
+  if (algo == kFusedClusterAlgo && dtype == CUDNN_DATA_HALF) return "fused_cluster_fp16";
   switch (static_cast<int>(algo)) {
     case CUDNN_RNN_ALGO_STANDARD:
       return "standard";

@@ -36,11 +36,23 @@ absl::Status Supports(const RecurrentSpec& spec) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<FusedRnn>> FusedRnn::Create(const RecurrentSpec& spec,
-                                                           cudaStream_t stream) {
+                                                           cudaStream_t stream,
+                                                           FusedRnnWeights weights) {
   RNNSERVE_RETURN_IF_ERROR(Supports(spec));
   const FusedRnnCell cell = spec.cell == CellType::kLstm ? FusedRnnCell::kLstm : FusedRnnCell::kGru;
-  const int G = FusedRnnGates(cell);
   const int H = spec.hidden_size, I = spec.input_size;
+  const RecurrentDirection& d = spec.directions[0];
+  if (weights != FusedRnnWeights::kFp32) {  // the cluster kernel only
+    std::unique_ptr<FusedRnn> f(new FusedRnn(cell, weights, I, H, {}, 0, stream));
+    RNNSERVE_RETURN_IF_ERROR(f->FindCluster());
+    if (!f->has_cluster()) {
+      return absl::UnimplementedError(
+          absl::StrCat(f->name(), ": no cluster kernel with half-precision weights for H=", H,
+                       " on this device"));
+    }
+    RNNSERVE_RETURN_IF_ERROR(f->Upload(d));
+    return f;
+  }
   int device = 0, sms = 0, smem_optin = 0;
   RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaGetDevice(&device), "cudaGetDevice"));
   RNNSERVE_RETURN_IF_ERROR(
@@ -77,14 +89,23 @@ absl::StatusOr<std::unique_ptr<FusedRnn>> FusedRnn::Create(const RecurrentSpec& 
   if (per_sm * sms < grids.front()) {
     return absl::UnimplementedError("fused RNN: the grid does not fit on the device at once");
   }
-  std::unique_ptr<FusedRnn> f(new FusedRnn(cell, I, H, std::move(grids), smem, stream));
-  RNNSERVE_RETURN_IF_ERROR(CublasOk(cublasCreate(&f->cublas_), "cublasCreate"));
-  RNNSERVE_RETURN_IF_ERROR(CublasOk(cublasSetStream(f->cublas_, stream), "cublasSetStream"));
+  std::unique_ptr<FusedRnn> f(
+      new FusedRnn(cell, FusedRnnWeights::kFp32, I, H, std::move(grids), smem, stream));
+  RNNSERVE_RETURN_IF_ERROR(f->Upload(d));
+  RNNSERVE_RETURN_IF_ERROR(f->FindCluster());
+  RNNSERVE_RETURN_IF_ERROR(f->PrepareSmall(d, smem_optin));
+  RNNSERVE_RETURN_IF_ERROR(f->PrepareBatched(sms, smem_optin));
+  return f;
+}
+
+absl::Status FusedRnn::Upload(const RecurrentDirection& d) {
+  RNNSERVE_RETURN_IF_ERROR(CublasOk(cublasCreate(&cublas_), "cublasCreate"));
+  RNNSERVE_RETURN_IF_ERROR(CublasOk(cublasSetStream(cublas_, stream_), "cublasSetStream"));
   RNNSERVE_RETURN_IF_ERROR(
-      CublasOk(cublasSetMathMode(f->cublas_, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode"));
-  const RecurrentDirection& d = spec.directions[0];
+      CublasOk(cublasSetMathMode(cublas_, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode"));
+  const int G = G_, H = H_;
   // bW + bR of every gate but the GRU's n: its bR stays apart, inside r * (...).
-  const int folded = cell == FusedRnnCell::kGru ? 2 * H : G * H;
+  const int folded = cell_ == FusedRnnCell::kGru ? 2 * H : G * H;
   std::vector<float> bias(d.bW.begin(), d.bW.begin() + G * H);
   for (int i = 0; i < folded; ++i) bias[i] += d.bR[i];
   auto upload = [&](const std::vector<float>& v, DeviceBuffer* dst) -> absl::Status {
@@ -93,17 +114,23 @@ absl::StatusOr<std::unique_ptr<FusedRnn>> FusedRnn::Create(const RecurrentSpec& 
         cudaMemcpy(dst->get(), v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice),
         "cudaMemcpy (fused RNN weights)");
   };
-  RNNSERVE_RETURN_IF_ERROR(upload(d.W, &f->W_));
-  RNNSERVE_RETURN_IF_ERROR(upload(d.R, &f->R_));
-  RNNSERVE_RETURN_IF_ERROR(upload(bias, &f->bias_));
-  if (cell == FusedRnnCell::kGru) {
+  RNNSERVE_RETURN_IF_ERROR(upload(d.W, &W_));
+  RNNSERVE_RETURN_IF_ERROR(upload(bias, &bias_));
+  if (cell_ == FusedRnnCell::kGru) {
     RNNSERVE_RETURN_IF_ERROR(
-        upload(std::vector<float>(d.bR.begin() + 2 * H, d.bR.begin() + 3 * H), &f->bRn_));
+        upload(std::vector<float>(d.bR.begin() + 2 * H, d.bR.begin() + 3 * H), &bRn_));
   }
-  RNNSERVE_RETURN_IF_ERROR(f->FindCluster());
-  RNNSERVE_RETURN_IF_ERROR(f->PrepareSmall(d, smem_optin));
-  RNNSERVE_RETURN_IF_ERROR(f->PrepareBatched(sms, smem_optin));
-  return f;
+  if (weights_ == FusedRnnWeights::kFp32) return upload(d.R, &R_);
+  // R rounded to nearest (even) in the layer's half precision, on the device, as cuDNN's
+  // weights are (CudnnRecurrent::PackWeights).
+  DeviceBuffer staging;
+  RNNSERVE_RETURN_IF_ERROR(upload(d.R, &staging));
+  RNNSERVE_RETURN_IF_ERROR(R_.Reserve(d.R.size() * sizeof(uint16_t)));
+  const HalfKind kind = weights_ == FusedRnnWeights::kBf16 ? HalfKind::kBf16 : HalfKind::kFp16;
+  RNNSERVE_RETURN_IF_ERROR(CudaOk(
+      LaunchToHalf(staging.as<float>(), R_.get(), static_cast<int64_t>(d.R.size()), kind, stream_),
+      "R to half"));
+  return CudaOk(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (fused RNN weights)");
 }
 
 const char* FusedRnn::name() const {
@@ -153,19 +180,19 @@ absl::Status FusedRnn::FindCluster() {
   RNNSERVE_RETURN_IF_ERROR(CudaOk(
       cudaDeviceGetAttribute(&cluster_launch, cudaDevAttrClusterLaunch, device), "cluster launch"));
   if (!cluster_launch) return absl::OkStatus();
-  for (int cluster : FusedRnnClusterSizes(cell_, H_)) {
-    const size_t smem = FusedRnnClusterSmemBytes(cell_, kMaxBatch, H_, cluster);
+  for (int cluster : FusedRnnClusterSizes(cell_, H_, weights_)) {
+    const size_t smem = FusedRnnClusterSmemBytes(cell_, kMaxBatch, H_, cluster, weights_);
     if (smem > static_cast<size_t>(smem_optin)) continue;
     int clusters = 0;
-    if (ConfigureFusedRnnClusterKernel(cell_, H_, cluster, smem) != cudaSuccess ||
-        MaxActiveFusedRnnClusters(cell_, H_, cluster, smem, &clusters) != cudaSuccess) {
+    if (ConfigureFusedRnnClusterKernel(cell_, H_, cluster, weights_, smem) != cudaSuccess ||
+        MaxActiveFusedRnnClusters(cell_, H_, cluster, weights_, smem, &clusters) != cudaSuccess) {
       cudaGetLastError();  // this size does not run here; the error is not sticky
       continue;
     }
     if (clusters >= 1) {
-      cluster_ = cluster;
-      cluster_smem_ = smem;
-      break;
+      clusters_[cluster] = smem;
+      // Exact FP32 keeps the largest size that runs; half weights time every size.
+      if (weights_ == FusedRnnWeights::kFp32) break;
     }
   }
   return absl::OkStatus();
@@ -211,9 +238,32 @@ absl::Status FusedRnn::Forward(const RecurrentIO& io, Kernel kernel) {
     }
     return LaunchCluster(io);
   }
+  if (!has_grid()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(name(), ": no grid kernel with half-precision weights"));
+  }
   auto blocks = ChooseGrid(io);
   if (!blocks.ok()) return blocks.status();
   return Launch(io, *blocks);
+}
+
+std::vector<int> FusedRnn::cluster_sizes() const {
+  std::vector<int> out;
+  for (auto it = clusters_.rbegin(); it != clusters_.rend(); ++it) out.push_back(it->first);
+  return out;
+}
+
+absl::Status FusedRnn::ForwardCluster(const RecurrentIO& io, int cluster) {
+  auto it = clusters_.find(cluster);
+  if (it == clusters_.end()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(name(), ": no cluster kernel of ", cluster, " blocks for H=", H_));
+  }
+  if (io.B > kMaxBatch) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name(), " takes batches of at most ", kMaxBatch, "; got ", io.B));
+  }
+  return LaunchClusterOf(io, cluster, it->second);
 }
 
 absl::StatusOr<int> FusedRnn::ChooseGrid(const RecurrentIO& io) {
@@ -284,7 +334,12 @@ FusedRnnArgs FusedRnn::Args(const RecurrentIO& io) const {
   FusedRnnArgs a;
   a.cell = cell_;
   a.xproj = xproj_.as<float>();
-  a.R = R_.as<float>();
+  a.weights = weights_;
+  if (weights_ == FusedRnnWeights::kFp32) {
+    a.R = R_.as<float>();
+  } else {
+    a.R16 = R_.as<uint16_t>();
+  }
   a.bRn = cell_ == FusedRnnCell::kGru ? bRn_.as<float>() : nullptr;
   SetBatchArgs(io, &a);
   a.H = H_;
@@ -314,8 +369,23 @@ absl::Status FusedRnn::Launch(const RecurrentIO& io, int blocks) {
 }
 
 absl::Status FusedRnn::LaunchCluster(const RecurrentIO& io) {
+  if (clusters_.size() == 1) {
+    return LaunchClusterOf(io, clusters_.begin()->first, clusters_.begin()->second);
+  }
+  if (auto it = cluster_by_batch_.find(io.B); it != cluster_by_batch_.end()) {
+    return LaunchClusterOf(io, it->second, clusters_.at(it->second));
+  }
+  bool timed = false;
+  auto best = Fastest(
+      cluster_sizes(), [&](int c) { return LaunchClusterOf(io, c, clusters_.at(c)); }, &timed);
+  if (!best.ok()) return best.status();
+  if (timed) cluster_by_batch_[io.B] = *best;
+  return LaunchClusterOf(io, *best, clusters_.at(*best));
+}
+
+absl::Status FusedRnn::LaunchClusterOf(const RecurrentIO& io, int cluster, size_t smem) {
   RNNSERVE_RETURN_IF_ERROR(Project(io));
-  return CudaOk(LaunchFusedRnnClusterKernel(Args(io), cluster_, cluster_smem_, stream_),
+  return CudaOk(LaunchFusedRnnClusterKernel(Args(io), cluster, smem, stream_),
                 absl::StrCat("cudaLaunchKernelEx (", name(), " cluster)").c_str());
 }
 

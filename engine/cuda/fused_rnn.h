@@ -34,6 +34,13 @@
 // Steps past a sequence's length are not computed: its h (and c) stay, its outputs are zero.
 // GRU reset_after=False (r applied before the n gate's matmul, a second exchange a step) is not
 // run here: cuDNN has no such mode, and FusedRecurrent (fused_recurrent.h) runs it.
+//
+// For layers compiled in FP16 or BF16 (Create's `weights`), only the cluster kernel is offered,
+// with R rounded once to that precision (half the bytes: more rows a warp fit in registers) and
+// everything else as in exact FP32: the input projection is the same FP32 SGEMM with FP32 W,
+// h, c, the gates and every sum are FP32. Its error is the rounding of R alone, below cuDNN's
+// half modes, which also round x, W, h and y. Every cluster size compiled for the width that
+// runs on the device is offered, and the fastest is chosen per batch size by timing.
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -65,8 +72,11 @@ class FusedRnn {
   // UNIMPLEMENTED when the layer or the device does not fit (the caller keeps cuDNN): another
   // cell, activations other than sigmoid/tanh, clip, peepholes, input_forget, a projection,
   // two directions or a reversed one, GRU reset_after=False.
-  static absl::StatusOr<std::unique_ptr<FusedRnn>> Create(const RecurrentSpec& spec,
-                                                          cudaStream_t stream);
+  // kBf16 / kFp16 `weights`: also UNIMPLEMENTED where no cluster kernel runs the layer's width
+  // on this device.
+  static absl::StatusOr<std::unique_ptr<FusedRnn>> Create(
+      const RecurrentSpec& spec, cudaStream_t stream,
+      FusedRnnWeights weights = FusedRnnWeights::kFp32);
   ~FusedRnn();
   FusedRnn(const FusedRnn&) = delete;
   FusedRnn& operator=(const FusedRnn&) = delete;
@@ -77,9 +87,11 @@ class FusedRnn {
   // io as for CudnnRecurrent::Forward (c0 and cy: LSTM only), with io.B <= kMaxBatch
   // (kBatched: kMaxBatchedBatch); enqueues, never synchronises (except while timing the grid
   // sizes for a new batch size). kCluster needs has_cluster(), kOneBlock has_one_block(),
-  // kBatched has_batched().
+  // kBatched has_batched(), kGrid has_grid().
   absl::Status Forward(const RecurrentIO& io, Kernel kernel = Kernel::kGrid);
-  bool has_cluster() const { return cluster_ > 0; }
+  bool has_grid() const { return !grids_.empty(); }
+  bool has_cluster() const { return !clusters_.empty(); }
+  FusedRnnWeights weights() const { return weights_; }
   bool has_one_block() const { return small_; }
   bool has_batched() const { return !batched_shapes_.empty(); }
   // A launch of the batch-tiled kernel: its grid size and register tile (an index into
@@ -94,7 +106,11 @@ class FusedRnn {
   // Runs the batch-tiled kernel in one shape, pinned (tests).
   absl::Status ForwardBatched(const RecurrentIO& io, BatchedShape shape);
   // Stops offering the cluster kernel (after it failed on this device).
-  void DropCluster() { cluster_ = 0; }
+  void DropCluster() { clusters_.clear(); }
+  // The cluster sizes offered, largest first (FP32: the largest that runs only).
+  std::vector<int> cluster_sizes() const;
+  // Runs the cluster kernel over `cluster` blocks, one of cluster_sizes(), pinned (tests).
+  absl::Status ForwardCluster(const RecurrentIO& io, int cluster);
   // Stops offering the batch-tiled kernel (after it failed on this device).
   void DropBatched() { batched_shapes_.clear(); }
   int64_t memory_bytes() const;
@@ -103,9 +119,10 @@ class FusedRnn {
   std::vector<const void*> buffers() const { return {xproj_.get(), hbuf_.get()}; }
 
  private:
-  FusedRnn(FusedRnnCell cell, int I, int H, std::vector<int> grids, size_t smem,
-           cudaStream_t stream)
+  FusedRnn(FusedRnnCell cell, FusedRnnWeights weights, int I, int H, std::vector<int> grids,
+           size_t smem, cudaStream_t stream)
       : cell_(cell),
+        weights_(weights),
         G_(FusedRnnGates(cell)),
         I_(I),
         H_(H),
@@ -114,8 +131,11 @@ class FusedRnn {
         stream_(stream) {}
   // "fused LSTM" or "fused GRU", for messages.
   const char* name() const;
-  // The cluster size that the device runs for H (0: none), and its shared memory per block.
+  // The cluster sizes that the device runs for H (none: no cluster kernel), and their shared
+  // memory per block.
   absl::Status FindCluster();
+  // Creates the cuBLAS handle and uploads W, R (as weights_) and the biases.
+  absl::Status Upload(const RecurrentDirection& d);
   absl::Status Project(const RecurrentIO& io);
   FusedRnnArgs Args(const RecurrentIO& io) const;
   // blocks == 0: the one-block kernel.
@@ -123,6 +143,7 @@ class FusedRnn {
   // Offers the one-block kernel where the cell (LSTM), H and the shared memory allow.
   absl::Status PrepareSmall(const RecurrentDirection& d, int smem_optin);
   absl::Status LaunchCluster(const RecurrentIO& io);
+  absl::Status LaunchClusterOf(const RecurrentIO& io, int cluster, size_t smem);
   absl::StatusOr<int> ChooseGrid(const RecurrentIO& io);
   // The fastest of `candidates` run by `launch` (a warm-up, then the minimum of three timed
   // runs), or the first one, untimed, while the stream is being captured (*timed: false).
@@ -133,18 +154,22 @@ class FusedRnn {
   absl::Status PrepareBatched(int sms, int smem_optin);
 
   const FusedRnnCell cell_;
-  const int G_;  // gates a unit: 4 (LSTM), 3 (GRU)
+  const FusedRnnWeights weights_;  // kFp32: every kernel; kBf16 / kFp16: the cluster kernel only
+  const int G_;                    // gates a unit: 4 (LSTM), 3 (GRU)
   const int I_, H_;
-  // Grid sizes that split H evenly and fit on the device at once, largest first. Fewer blocks
+  // Grid sizes that split H evenly and fit on the device at once, largest first (none with half
+  // weights: the grid kernel is not offered). Fewer blocks
   // make the per-step barrier cheaper and each block's share of the work larger; the fastest
   // is chosen per batch size by timing (the results do not depend on it: every gate's dot
   // product is summed by one warp in the same order whatever the grid).
   const std::vector<int> grids_;
   const size_t smem_;  // dynamic shared memory per block, for the smallest grid
   const cudaStream_t stream_;
-  int cluster_ = 0;  // blocks of the cluster kernel; 0 when it is not offered
-  size_t cluster_smem_ = 0;
-  bool small_ = false;  // the one-block kernel is offered
+  // Blocks of the cluster kernel offered, and each size's shared memory per block; empty when
+  // it is not offered.
+  std::map<int, size_t> clusters_;
+  std::map<int, int> cluster_by_batch_;  // the fastest cluster size, per batch size
+  bool small_ = false;                   // the one-block kernel is offered
   size_t small_smem_ = 0;
   int small_chunk_ = 1;               // steps of input projection computed at once
   std::map<int, int> grid_by_batch_;  // 0: the one-block kernel
@@ -154,7 +179,7 @@ class FusedRnn {
   std::map<int, BatchedShape> batched_by_batch_;  // the fastest shape, per batch size
   cublasHandle_t cublas_ = nullptr;
   DeviceBuffer W_;      // [G*H, I]
-  DeviceBuffer R_;      // [G*H, H]
+  DeviceBuffer R_;      // [G*H, H], FP32 or (weights_ kBf16 / kFp16) 16-bit
   DeviceBuffer bias_;   // [G*H] bW + bR (GRU: bW alone for the n gate)
   DeviceBuffer bRn_;    // [H] GRU: the n gate's bR
   DeviceBuffer xproj_;  // [B, T, G*H]

@@ -20,12 +20,20 @@ inline constexpr int FusedRnnGates(FusedRnnCell cell) {
   return cell == FusedRnnCell::kLstm ? 4 : 3;
 }
 
+// How the recurrent weights R are stored on the device. kFp32: exact FP32 (every kernel).
+// kBf16 / kFp16: R rounded once to bfloat16 / IEEE half (the cluster kernel only), for layers
+// compiled in those math modes; the kernel widens each weight to FP32 and computes everything
+// else (input projection, h, c, gates, sums) in FP32 as for kFp32.
+enum class FusedRnnWeights { kFp32, kBf16, kFp16 };
+
 struct FusedRnnArgs {
   FusedRnnCell cell = FusedRnnCell::kLstm;
   // [B, T, G*H] input projection with biases: bW + bR for every gate but the GRU's n, which
   // has bW only (its bR is bRn, inside r * (...)).
   const float* xproj = nullptr;
-  const float* R = nullptr;          // [G*H, H]
+  FusedRnnWeights weights = FusedRnnWeights::kFp32;
+  const float* R = nullptr;          // [G*H, H] (kFp32)
+  const uint16_t* R16 = nullptr;     // [G*H, H] bfloat16 or half bits (kBf16, kFp16)
   const float* bRn = nullptr;        // [H] GRU: the n gate's recurrent bias; LSTM: null
   const int32_t* lengths = nullptr;  // [B], each in [1, T]
   const float* h0 = nullptr;         // [B, H] or null
@@ -54,19 +62,23 @@ cudaError_t LaunchFusedRnnKernel(const FusedRnnArgs& args, int blocks, int threa
 
 // The cluster kernel: one cluster of `cluster` blocks of 128 * G threads (16 warps for the
 // LSTM, 12 for the GRU), R and h in the blocks' shared memory (and registers), h exchanged
-// through distributed shared memory. It is compiled for a few (cell, H, cluster) triples only,
-// batches of at most kClusterMaxBatch.
+// through distributed shared memory. It is compiled for a few (cell, H, cluster, weights)
+// shapes only, batches of at most kClusterMaxBatch.
 inline constexpr int kClusterMaxBatch = 8;
 
-// The cluster sizes compiled for the cell and hidden size H, largest first; empty when none.
-std::vector<int> FusedRnnClusterSizes(FusedRnnCell cell, int H);
+// The cluster sizes compiled for the cell, hidden size H and weight storage, largest first;
+// empty when none.
+std::vector<int> FusedRnnClusterSizes(FusedRnnCell cell, int H, FusedRnnWeights weights);
 // Dynamic shared memory per block for batches up to B, in bytes.
-size_t FusedRnnClusterSmemBytes(FusedRnnCell cell, int B, int H, int cluster);
+size_t FusedRnnClusterSmemBytes(FusedRnnCell cell, int B, int H, int cluster,
+                                FusedRnnWeights weights);
 // Sets the kernel's shared-memory limit and, past 8 blocks, allows the non-portable size.
-cudaError_t ConfigureFusedRnnClusterKernel(FusedRnnCell cell, int H, int cluster, size_t smem);
+cudaError_t ConfigureFusedRnnClusterKernel(FusedRnnCell cell, int H, int cluster,
+                                           FusedRnnWeights weights, size_t smem);
 // How many such clusters the device can run at once (0: it cannot run one).
-cudaError_t MaxActiveFusedRnnClusters(FusedRnnCell cell, int H, int cluster, size_t smem,
-                                      int* clusters);
+cudaError_t MaxActiveFusedRnnClusters(FusedRnnCell cell, int H, int cluster,
+                                      FusedRnnWeights weights, size_t smem, int* clusters);
+// Runs the variant of (args.cell, args.H, cluster, args.weights).
 cudaError_t LaunchFusedRnnClusterKernel(const FusedRnnArgs& args, int cluster, size_t smem,
                                         cudaStream_t stream);
 

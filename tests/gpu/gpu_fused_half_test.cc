@@ -1,0 +1,254 @@
+// The fused cluster kernel with R stored in BF16 or FP16 (engine/cuda/fused_rnn.h, for layers
+// compiled in those math modes), against PyTorch's exact-FP32 answers: the relative L2 error
+// of y, h_n and the LSTM's c_n within the mode's bound (kReducedPrecisionBounds), at batches
+// 1..8 of sequences of mixed lengths, for every cluster size offered, LSTM and GRU at
+// H = 128, 256 and 512; steps past a sequence's length output exact zeros. Through
+// CudnnRecurrent the kernel is offered beside cuDNN's half-precision algorithms, runs eagerly
+// and from a captured graph with FP32 states, and is closer to FP32 than cuDNN's standard
+// algorithm in the same mode (which also rounds x, W, h and y).
+
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include <algorithm>
+#include <functional>
+#include <iostream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "engine/cuda/cudnn_rnn.h"
+#include "engine/cuda/fused_rnn.h"
+#include "gtest/gtest.h"
+#include "tests/gpu/gpu_test_util.h"
+#include "tests/gpu/gpu_tolerances.h"
+#include "tests/gpu/torch_state_dict.h"
+#include "tests/support/fixtures.h"
+
+namespace rnnserve::testing {
+namespace {
+
+using engine::MathMode;
+using engine::cuda::CudnnRecurrent;
+using engine::cuda::DeviceBuffer;
+using engine::cuda::FusedRnn;
+using engine::cuda::FusedRnnWeights;
+using engine::cuda::RecurrentIO;
+
+const ReducedPrecisionBound& BoundOf(MathMode mode) {
+  for (const ReducedPrecisionBound& b : kReducedPrecisionBounds) {
+    if (b.mode == mode) return b;
+  }
+  return kReducedPrecisionBounds[0];
+}
+
+FusedRnnWeights WeightsOf(MathMode mode) {
+  return mode == MathMode::kBf16 ? FusedRnnWeights::kBf16 : FusedRnnWeights::kFp16;
+}
+
+// The first `batch` sequences of a fixture array whose batch axis is `axis` (the axes before
+// it of size 1), as doubles.
+std::vector<double> FirstSequences(const client::NpyArray& a, int axis, int batch) {
+  int64_t inner = 1;
+  for (size_t d = axis + 1; d < a.shape.size(); ++d) inner *= a.shape[d];
+  return std::vector<double>(a.values.begin(), a.values.begin() + batch * inner);
+}
+
+bool ClustersLaunch() {
+  int device = 0, clusters = 0;
+  return cudaGetDevice(&device) == cudaSuccess &&
+         cudaDeviceGetAttribute(&clusters, cudaDevAttrClusterLaunch, device) == cudaSuccess &&
+         clusters != 0;
+}
+
+struct Errors {
+  double y = 0, h = 0, c = 0;
+  double Max() const { return std::max({y, h, c}); }
+};
+
+using Forward = std::function<absl::Status(const RecurrentIO&)>;
+
+// Runs `forward` (the fixture's single layer) on its first `batch` sequences `runs` times and
+// returns the largest relative L2 errors of y, h_n and c_n against PyTorch; every step past a
+// sequence's length must be exactly zero.
+Errors RunFixture(const std::string& dir, const engine::RecurrentSpec& spec, int batch, int runs,
+                  cudaStream_t stream, const Forward& forward) {
+  Errors worst;
+  const auto x = LoadNpy(dir + "input_0.npy");
+  const auto len = LoadNpy(dir + "lengths.npy");
+  const int B = batch, T = x.shape[1], I = x.shape[2], H = spec.hidden_size;
+  const bool lstm = spec.cell == engine::CellType::kLstm;
+  std::vector<float> xf(x.values.begin(), x.values.begin() + int64_t{B} * T * I);
+  std::vector<int32_t> lengths(len.values.begin(), len.values.begin() + B);
+  DeviceBuffer dx, dy, dh, dc, dl;
+  EXPECT_TRUE(dx.Reserve(xf.size() * 4).ok());
+  EXPECT_TRUE(dy.Reserve(size_t(B) * T * H * 4).ok());
+  EXPECT_TRUE(dh.Reserve(size_t(B) * H * 4).ok());
+  EXPECT_TRUE(dc.Reserve(size_t(B) * H * 4).ok());
+  EXPECT_TRUE(dl.Reserve(B * 4).ok());
+  cudaMemcpy(dx.get(), xf.data(), xf.size() * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(dl.get(), lengths.data(), B * 4, cudaMemcpyHostToDevice);
+  const RecurrentIO io{.B = B,
+                       .T = T,
+                       .lengths = lengths,
+                       .lengths_dev = dl.as<int32_t>(),
+                       .x = dx.as<float>(),
+                       .y = dy.as<float>(),
+                       .hy = dh.as<float>(),
+                       .cy = lstm ? dc.as<float>() : nullptr};
+  const auto want_y = FirstSequences(LoadNpy(dir + "expected_0.npy"), 0, B);
+  const auto want_h = FirstSequences(LoadNpy(dir + "expected_1.npy"), 1, B);
+  const auto want_c = lstm ? FirstSequences(LoadNpy(dir + "expected_2.npy"), 1, B) : want_h;
+  for (int run = 0; run < runs; ++run) {
+    // Poison the outputs: every element must be written.
+    cudaMemset(dy.get(), 0xff, size_t(B) * T * H * 4);
+    cudaMemset(dh.get(), 0xff, size_t(B) * H * 4);
+    cudaMemset(dc.get(), 0xff, size_t(B) * H * 4);
+    const absl::Status s = forward(io);
+    EXPECT_TRUE(s.ok()) << s;
+    EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    if (!s.ok()) return {1e9, 1e9, 1e9};
+    engine::Tensor y = engine::Tensor::Float({B, T, H}), h = engine::Tensor::Float({1, B, H}),
+                   c = engine::Tensor::Float({1, B, H});
+    cudaMemcpy(y.f32(), dy.get(), y.num_elements() * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(h.f32(), dh.get(), h.num_elements() * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(c.f32(), dc.get(), c.num_elements() * 4, cudaMemcpyDeviceToHost);
+    worst.y = std::max(worst.y, RelativeError(y, want_y));
+    worst.h = std::max(worst.h, RelativeError(h, want_h));
+    if (lstm) worst.c = std::max(worst.c, RelativeError(c, want_c));
+    int64_t nonzero = 0;
+    for (int b = 0; b < B; ++b) {
+      for (int t = lengths[b]; t < T; ++t) {
+        for (int j = 0; j < H; ++j) nonzero += y.f32()[(int64_t{b} * T + t) * H + j] != 0.0f;
+      }
+    }
+    EXPECT_EQ(nonzero, 0) << "outputs past the lengths, run " << run;
+  }
+  return worst;
+}
+
+class HalfClusterKernelTest : public ::testing::TestWithParam<std::tuple<std::string, MathMode>> {};
+
+// Every cluster size offered, pinned, at batches 1..8.
+TEST_P(HalfClusterKernelTest, EveryClusterAndBatchSizeWithinBound) {
+  RNNSERVE_SKIP_WITHOUT_GPU();
+  const auto& [fixture, mode] = GetParam();
+  const ReducedPrecisionBound& bound = BoundOf(mode);
+  const std::string dir = "tests/fixtures/torch/" + fixture + "/";
+  auto model = TorchFixtureModel(dir);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const auto& spec = std::get<engine::RecurrentSpec>(model->layers[0].spec);
+  const int n = static_cast<int>(LoadNpy(dir + "lengths.npy").shape[0]);
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  {
+    auto fused = FusedRnn::Create(spec, stream, WeightsOf(mode));
+    if (!ClustersLaunch()) {
+      EXPECT_EQ(fused.status().code(), absl::StatusCode::kUnimplemented);
+      cudaStreamDestroy(stream);
+      GTEST_SKIP() << "no thread-block clusters on this device";
+    }
+    ASSERT_TRUE(fused.ok()) << fused.status();
+    EXPECT_TRUE((*fused)->has_cluster());
+    EXPECT_FALSE((*fused)->has_grid());
+    EXPECT_FALSE((*fused)->has_batched());
+    EXPECT_FALSE((*fused)->has_one_block());
+    for (int cluster : (*fused)->cluster_sizes()) {
+      for (int batch = 1; batch <= std::min(n, FusedRnn::kMaxBatch); ++batch) {
+        SCOPED_TRACE(::testing::Message() << "cluster=" << cluster << " B=" << batch);
+        const Errors e = RunFixture(dir, spec, batch, 2, stream, [&](const RecurrentIO& io) {
+          return (*fused)->ForwardCluster(io, cluster);
+        });
+        std::cout << "[ " << bound.name << " ] " << fixture << " cluster=" << cluster
+                  << " B=" << batch << " rel L2 y " << e.y << " h " << e.h << " c " << e.c << "\n";
+        EXPECT_LE(e.Max(), bound.relative_l2);
+        if (::testing::Test::HasFailure()) break;
+      }
+    }
+  }
+  cudaStreamDestroy(stream);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Torch, HalfClusterKernelTest,
+    ::testing::Combine(::testing::Values("TorchLstmWideHidden", "TorchLstmClusterH256",
+                                         "TorchLstmClusterH512", "TorchGruClusterH128",
+                                         "TorchGruClusterH256", "TorchGruClusterH512"),
+                       ::testing::Values(MathMode::kBf16, MathMode::kFp16)),
+    [](const auto& info) {
+      return std::get<0>(info.param) +
+             (std::get<1>(info.param) == MathMode::kBf16 ? "Bf16" : "Fp16");
+    });
+
+// A stream and a cuDNN handle on it, destroyed after what a test built on them.
+struct StreamAndHandle {
+  cudaStream_t stream = nullptr;
+  cudnnHandle_t handle = nullptr;
+  StreamAndHandle() {
+    if (cudaStreamCreate(&stream) != cudaSuccess) stream = nullptr;
+    if (stream && cudnnCreate(&handle) == CUDNN_STATUS_SUCCESS) cudnnSetStream(handle, stream);
+  }
+  ~StreamAndHandle() {
+    if (handle) cudnnDestroy(handle);
+    if (stream) cudaStreamDestroy(stream);
+  }
+  bool ok() const { return stream != nullptr && handle != nullptr; }
+};
+
+class HalfChooserTest : public ::testing::TestWithParam<std::tuple<std::string, MathMode>> {};
+
+// A layer compiled in BF16 / FP16 offers the half-weight cluster kernel (and no other fused
+// kernel) beside cuDNN's algorithms; pinned, it runs eagerly and from a graph with FP32 states
+// (the layer's half-precision state copies are not used), closer to FP32 than cuDNN's standard
+// algorithm in the same mode; the engine's own choice stays within the bound.
+TEST_P(HalfChooserTest, OfferedAndCloserThanCudnn) {
+  RNNSERVE_SKIP_WITHOUT_GPU();
+  const auto& [fixture, mode] = GetParam();
+  const ReducedPrecisionBound& bound = BoundOf(mode);
+  const std::string dir = "tests/fixtures/torch/" + fixture + "/";
+  auto model = TorchFixtureModel(dir);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const auto& spec = std::get<engine::RecurrentSpec>(model->layers[0].spec);
+  const int B = std::min(static_cast<int>(LoadNpy(dir + "lengths.npy").shape[0]), 8);
+  StreamAndHandle sh;
+  ASSERT_TRUE(sh.ok());
+  auto make = [&]() { return CudnnRecurrent::Create(spec, "rnn", mode, sh.handle, sh.stream); };
+  auto pinned = make(), cudnn = make(), chosen = make();
+  ASSERT_TRUE(pinned.ok() && cudnn.ok() && chosen.ok()) << pinned.status();
+  const auto algos = (*pinned)->algorithms();
+  auto offered = [&](cudnnRNNAlgo_t a) {
+    return std::find(algos.begin(), algos.end(), a) != algos.end();
+  };
+  EXPECT_FALSE(offered(engine::cuda::kFusedAlgo));
+  EXPECT_FALSE(offered(engine::cuda::kFusedBatchedAlgo));
+  if (!ClustersLaunch()) GTEST_SKIP() << "no thread-block clusters on this device";
+  ASSERT_TRUE(offered(engine::cuda::kFusedClusterAlgo));
+  ASSERT_TRUE((*pinned)->ForceAlgorithm(engine::cuda::kFusedClusterAlgo).ok());
+  ASSERT_TRUE((*cudnn)->ForceAlgorithm(CUDNN_RNN_ALGO_STANDARD).ok());
+  // Three runs: eager, eager again, then a captured graph.
+  const Errors fused = RunFixture(dir, spec, B, 3, sh.stream,
+                                  [&](const RecurrentIO& io) { return (*pinned)->Forward(io); });
+  const Errors standard = RunFixture(dir, spec, B, 3, sh.stream,
+                                     [&](const RecurrentIO& io) { return (*cudnn)->Forward(io); });
+  const Errors auto_chosen = RunFixture(
+      dir, spec, B, 3, sh.stream, [&](const RecurrentIO& io) { return (*chosen)->Forward(io); });
+  std::cout << "[ " << bound.name << " ] " << fixture << " B=" << B << " rel L2 (max of y, h, c)"
+            << ": fused cluster " << fused.Max() << ", cuDNN standard " << standard.Max()
+            << ", engine's choice (" << (*chosen)->ChoicesSummary() << ") " << auto_chosen.Max()
+            << "\n";
+  EXPECT_LE(fused.Max(), bound.relative_l2);
+  EXPECT_LE(auto_chosen.Max(), bound.relative_l2);
+  EXPECT_LT(fused.Max(), standard.Max());
+}
+
+INSTANTIATE_TEST_SUITE_P(Torch, HalfChooserTest,
+                         ::testing::Combine(::testing::Values("TorchLstmClusterH512",
+                                                              "TorchGruClusterH256"),
+                                            ::testing::Values(MathMode::kBf16, MathMode::kFp16)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) +
+                                  (std::get<1>(info.param) == MathMode::kBf16 ? "Bf16" : "Fp16");
+                         });
+
+}  // namespace
+}  // namespace rnnserve::testing
