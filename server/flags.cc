@@ -124,8 +124,7 @@ void AddFlags(CLI::App& app, ServerFlags* f) {
   app.add_option("--inline-run-budget-us", f->inline_run_budget_us,
                  "run a ModelInfer/Predict batch on the gRPC thread that received it when an "
                  "instance is idle and the model's recent engine calls took at most this long "
-                 "(0: always hand it to the batcher's worker; -1: 250 for models on the CPU, 0 "
-                 "for models on a GPU)")
+                 "(0: always hand it to the batcher's worker; -1: 250)")
       ->check(CLI::Range(-1, 1000000))
       ->capture_default_str();
   app.add_option("--completion-threads", f->completion_threads,

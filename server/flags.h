@@ -49,8 +49,7 @@ struct ServerFlags {
   int grpc_completion_queues = 1;
   // KServe ModelInfer and Predict run a batch on the gRPC thread that received the request
   // when an instance is idle and the model's recent engine calls took at most this long
-  // (ServableOptions::run_on_caller_budget); 0: always on the batcher's worker; -1: 250 for
-  // models on the CPU, 0 for models on a GPU.
+  // (ServableOptions::run_on_caller_budget); 0: always on the batcher's worker; -1: 250.
   int inline_run_budget_us = -1;
   // Threads that build and send the answers of requests run on a batcher's worker (the
   // callback API's ModelInfer and Predict); 0: three quarters of the cores, 2 to 16.

@@ -88,10 +88,11 @@ struct ServableOptions {
   batching::AsyncRunner* completions = nullptr;
   // RunAsync runs a batch on its caller's thread (a gRPC callback thread) when an instance is
   // idle and the model's recent engine calls took at most this long (an exponential average
-  // of the last few); zero: never, a worker or runner thread always runs it. Unset: 250 µs for
-  // a model on CPU instances, zero for one on GPU instances (on an H100 host a GPU model
-  // served 1.08-1.28x the requests at concurrency 1 from its worker thread, the same at 64;
-  // on the 2-core CPU machine the caller's thread is 1.2x faster at concurrency 1).
+  // of the last few); zero: never, a worker or runner thread always runs it. Unset: 250 µs.
+  // At concurrency 1 on an H100 host the tiny batched GPU model served 0.90-0.94x the
+  // requests/s of the unbatched one this way, 0.77-0.80x from the worker, in alternating rounds
+  // on one server (bench/results/server-gpu-h100-2026-11-26b.md); on the 2-core CPU machine the
+  // caller's thread is 1.2x faster at concurrency 1.
   std::optional<absl::Duration> run_on_caller_budget;
 };
 

@@ -342,10 +342,7 @@ absl::Status Servable::CheckBatchAxis() {
 }
 
 absl::Status Servable::StartBatcher() {
-  const bool on_gpu = std::any_of(instance_info_.begin(), instance_info_.end(),
-                                  [](const InstanceInfo& i) { return i.kind == "KIND_GPU"; });
-  run_on_caller_budget_ = options_.run_on_caller_budget.value_or(on_gpu ? absl::ZeroDuration()
-                                                                        : absl::Microseconds(250));
+  run_on_caller_budget_ = options_.run_on_caller_budget.value_or(absl::Microseconds(250));
   v1::ModelConfig batching = config_;
   if (config_.has_cellular_batching()) {
     const absl::Status cellular = StartCellular();

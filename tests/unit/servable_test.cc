@@ -340,26 +340,26 @@ TEST_P(ServableRunAsyncTest, AnswerHoldingTheLastReferenceDestroysTheServableEls
   EXPECT_TRUE(destroyed.WaitForNotificationWithTimeout(absl::Seconds(10)));
 }
 
-// A model on GPU instances hands every batch to its worker unless told otherwise; an explicit
-// budget applies to any model.
-TEST_F(ServableTest, GpuModelsRunOnTheWorkerUnlessTheBudgetSaysOtherwise) {
+// A model on GPU instances runs a batch on the caller's thread as a CPU model does, while its
+// calls are short and an instance is idle; a budget of zero hands every batch to the worker.
+TEST_F(ServableTest, GpuModelsRunOnTheCallerUnlessTheBudgetIsZero) {
   constexpr char kGpuBatched[] = R"pb(
     name: "fake"
     max_batch_size: 8
     dynamic_batching {}
     instance_group { kind: KIND_GPU count: 1 })pb";
-  for (const bool explicit_budget : {false, true}) {
-    SCOPED_TRACE(explicit_budget ? "budget 250 us" : "default");
+  for (const bool zero_budget : {false, true}) {
+    SCOPED_TRACE(zero_budget ? "budget 0" : "default");
     FakeEngineFactory engines;
     ServableOptions options{.engine_factory = engines.Factory()};
-    if (explicit_budget) options.run_on_caller_budget = absl::Microseconds(250);
+    if (zero_budget) options.run_on_caller_budget = absl::ZeroDuration();
     auto servable =
         Servable::FromModel(FakeEngineFactory::Model(), 1, Config(kGpuBatched), options);
     ASSERT_TRUE(servable.ok()) << servable.status();
     ASSERT_EQ((*servable)->instances()[0].kind, "KIND_GPU");
     auto a = RunAsync(**servable, Rows(1, 3, 10));
     a->done.WaitForNotification();
-    EXPECT_EQ(a->thread == std::this_thread::get_id(), explicit_budget);
+    EXPECT_EQ(a->thread == std::this_thread::get_id(), !zero_budget);
   }
 }
 
