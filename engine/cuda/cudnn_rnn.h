@@ -16,8 +16,9 @@
 // - The algorithm (standard, persistent static, persistent static small-H, persistent dynamic;
 //   in FP32 and TF32 also standard on sequence-major copies; our fused exact FP32 LSTM or GRU
 //   (reset_after), grid or cluster kernel for batches up to FusedRnn::kMaxBatch, batch-tiled
-//   kernel up to FusedRnn::kMaxBatchedBatch, for one forward direction without projection) is
-//   chosen per batch size on first sight of that size by
+//   kernel up to FusedRnn::kMaxBatchedBatch, for one forward direction without projection; in
+//   FP16/BF16 FusedRnn's cluster kernels with R in that precision and FP32 states, batches up
+//   to FusedRnn::kMaxBatch) is chosen per batch size on first sight of that size by
 //   timing each one cuDNN accepts; an algorithm that returns an error is dropped.
 //   ForceAlgorithm pins one (benchmarks).
 //   Exact FP32 uses the standard algorithm only (the persistent kernels are not exact); a
@@ -121,7 +122,7 @@ class CudnnRecurrent {
   std::string AlgorithmFor(int B, int T) const;
   // Every timed choice so far, e.g. "B=1 T<=128: fused_cluster_fp32, B=8 T<=128: standard".
   std::string ChoicesSummary() const;
-  // Algorithms cuDNN accepted for this layer at Create.
+  // Algorithms cuDNN accepted for this layer at Create (and the fused kernels offered).
   std::vector<cudnnRNNAlgo_t> algorithms() const;
 
   // Off: every batch is launched eagerly (benchmarks compare both).
@@ -139,6 +140,8 @@ class CudnnRecurrent {
   cudnnStatus_t SetDescriptor(cudnnRNNDescriptor_t desc, cudnnRNNAlgo_t algo) const;
   // descs_[algo], or PERSIST_DYNAMIC's descriptor built for batch size B.
   absl::StatusOr<cudnnRNNDescriptor_t> DescriptorFor(cudnnRNNAlgo_t algo, int B);
+  // AlgoName, and for the half-weight cluster kernel which one runs batches of B.
+  std::string NameFor(cudnnRNNAlgo_t algo, int B) const;
   // Whether `algo` can still run: fused kernels and cuDNN algorithms that failed are dropped.
   bool Available(cudnnRNNAlgo_t algo) const;
   absl::Status PackWeights();

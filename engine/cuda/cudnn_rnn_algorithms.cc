@@ -123,9 +123,20 @@ absl::Status CudnnRecurrent::ForceAlgorithm(cudnnRNNAlgo_t algo) {
 }
 
 std::string CudnnRecurrent::AlgorithmFor(int B, int T) const {
-  if (forced_) return AlgoName(forced_algo_, dtype_);
+  if (forced_) return NameFor(forced_algo_, B);
   auto it = algo_by_batch_.find({B, StepBucket(T)});
-  return it == algo_by_batch_.end() ? "" : AlgoName(it->second, dtype_);
+  return it == algo_by_batch_.end() ? "" : NameFor(it->second, B);
+}
+
+std::string CudnnRecurrent::NameFor(cudnnRNNAlgo_t algo, int B) const {
+  std::string name = AlgoName(algo, dtype_);
+  // Half weights time several cluster kernels per batch size: which one, e.g. "/mma16".
+  if (algo == kFusedClusterAlgo && fused_ && fused_->weights() != FusedRnnWeights::kFp32) {
+    if (const std::string k = fused_->ClusterKernelFor(B); !k.empty()) {
+      absl::StrAppend(&name, "/", k);
+    }
+  }
+  return name;
 }
 
 std::string CudnnRecurrent::ChoicesSummary() const {
@@ -133,7 +144,7 @@ std::string CudnnRecurrent::ChoicesSummary() const {
   std::string out;
   for (const auto& [key, algo] : algo_by_batch_) {
     absl::StrAppend(&out, out.empty() ? "" : ", ", "B=", key.first, " T<=", key.second, ": ",
-                    AlgoName(algo, dtype_));
+                    NameFor(algo, key.first));
   }
   return out;
 }

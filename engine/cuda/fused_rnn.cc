@@ -180,18 +180,18 @@ absl::Status FusedRnn::FindCluster() {
   RNNSERVE_RETURN_IF_ERROR(CudaOk(
       cudaDeviceGetAttribute(&cluster_launch, cudaDevAttrClusterLaunch, device), "cluster launch"));
   if (!cluster_launch) return absl::OkStatus();
-  for (int cluster : FusedRnnClusterSizes(cell_, H_, weights_)) {
-    const size_t smem = FusedRnnClusterSmemBytes(cell_, kMaxBatch, H_, cluster, weights_);
+  for (FusedRnnClusterShape shape : FusedRnnClusterShapes(cell_, H_, weights_)) {
+    const size_t smem = FusedRnnClusterSmemBytes(cell_, kMaxBatch, H_, shape, weights_);
     if (smem > static_cast<size_t>(smem_optin)) continue;
     int clusters = 0;
-    if (ConfigureFusedRnnClusterKernel(cell_, H_, cluster, weights_, smem) != cudaSuccess ||
-        MaxActiveFusedRnnClusters(cell_, H_, cluster, weights_, smem, &clusters) != cudaSuccess) {
+    if (ConfigureFusedRnnClusterKernel(cell_, H_, shape, weights_, smem) != cudaSuccess ||
+        MaxActiveFusedRnnClusters(cell_, H_, shape, weights_, smem, &clusters) != cudaSuccess) {
       cudaGetLastError();  // this size does not run here; the error is not sticky
       continue;
     }
     if (clusters >= 1) {
-      clusters_[cluster] = smem;
-      // Exact FP32 keeps the largest size that runs; half weights time every size.
+      clusters_.push_back({.shape = shape, .smem = smem});
+      // Exact FP32 keeps the largest size that runs; half weights time every kernel.
       if (weights_ == FusedRnnWeights::kFp32) break;
     }
   }
@@ -247,23 +247,30 @@ absl::Status FusedRnn::Forward(const RecurrentIO& io, Kernel kernel) {
   return Launch(io, *blocks);
 }
 
-std::vector<int> FusedRnn::cluster_sizes() const {
-  std::vector<int> out;
-  for (auto it = clusters_.rbegin(); it != clusters_.rend(); ++it) out.push_back(it->first);
+std::vector<FusedRnnClusterShape> FusedRnn::cluster_shapes() const {
+  std::vector<FusedRnnClusterShape> out;
+  for (const ClusterKernel& k : clusters_) out.push_back(k.shape);
   return out;
 }
 
-absl::Status FusedRnn::ForwardCluster(const RecurrentIO& io, int cluster) {
-  auto it = clusters_.find(cluster);
-  if (it == clusters_.end()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(name(), ": no cluster kernel of ", cluster, " blocks for H=", H_));
+std::string FusedRnn::ClusterKernelFor(int B) const {
+  int index = clusters_.size() == 1 ? 0 : -1;
+  if (auto it = cluster_by_batch_.find(B); it != cluster_by_batch_.end()) index = it->second;
+  if (index < 0) return "";
+  const FusedRnnClusterShape& shape = clusters_[index].shape;
+  return absl::StrCat(shape.mma ? "mma" : "fma", shape.cluster);
+}
+
+absl::Status FusedRnn::ForwardCluster(const RecurrentIO& io, int index) {
+  if (index < 0 || index >= static_cast<int>(clusters_.size())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        name(), ": no cluster kernel ", index, " for H=", H_, "; ", clusters_.size(), " offered"));
   }
   if (io.B > kMaxBatch) {
     return absl::InvalidArgumentError(
         absl::StrCat(name(), " takes batches of at most ", kMaxBatch, "; got ", io.B));
   }
-  return LaunchClusterOf(io, cluster, it->second);
+  return LaunchClusterOf(io, index);
 }
 
 absl::StatusOr<int> FusedRnn::ChooseGrid(const RecurrentIO& io) {
@@ -369,23 +376,24 @@ absl::Status FusedRnn::Launch(const RecurrentIO& io, int blocks) {
 }
 
 absl::Status FusedRnn::LaunchCluster(const RecurrentIO& io) {
-  if (clusters_.size() == 1) {
-    return LaunchClusterOf(io, clusters_.begin()->first, clusters_.begin()->second);
-  }
+  if (clusters_.size() == 1) return LaunchClusterOf(io, 0);
   if (auto it = cluster_by_batch_.find(io.B); it != cluster_by_batch_.end()) {
-    return LaunchClusterOf(io, it->second, clusters_.at(it->second));
+    return LaunchClusterOf(io, it->second);
   }
+  std::vector<int> candidates(clusters_.size());
+  for (size_t i = 0; i < candidates.size(); ++i) candidates[i] = static_cast<int>(i);
   bool timed = false;
   auto best = Fastest(
-      cluster_sizes(), [&](int c) { return LaunchClusterOf(io, c, clusters_.at(c)); }, &timed);
+      candidates, [&](int i) { return LaunchClusterOf(io, i); }, &timed);
   if (!best.ok()) return best.status();
   if (timed) cluster_by_batch_[io.B] = *best;
-  return LaunchClusterOf(io, *best, clusters_.at(*best));
+  return LaunchClusterOf(io, *best);
 }
 
-absl::Status FusedRnn::LaunchClusterOf(const RecurrentIO& io, int cluster, size_t smem) {
+absl::Status FusedRnn::LaunchClusterOf(const RecurrentIO& io, int index) {
   RNNSERVE_RETURN_IF_ERROR(Project(io));
-  return CudaOk(LaunchFusedRnnClusterKernel(Args(io), cluster, smem, stream_),
+  const ClusterKernel& k = clusters_[index];
+  return CudaOk(LaunchFusedRnnClusterKernel(Args(io), k.shape, k.smem, stream_),
                 absl::StrCat("cudaLaunchKernelEx (", name(), " cluster)").c_str());
 }
 

@@ -39,8 +39,11 @@
 // with R rounded once to that precision (half the bytes: more rows a warp fit in registers) and
 // everything else as in exact FP32: the input projection is the same FP32 SGEMM with FP32 W,
 // h, c, the gates and every sum are FP32. Its error is the rounding of R alone, below cuDNN's
-// half modes, which also round x, W, h and y. Every cluster size compiled for the width that
-// runs on the device is offered, and the fastest is chosen per batch size by timing.
+// half modes, which also round x, W, h and y. Every cluster kernel compiled for the width that
+// runs on the device is offered, the FMA kernel (a row's weights read once per sequence) and
+// the tensor-core kernel (one mma.sync serves all 8 sequences a batch may have; h enters it
+// as two half terms, hi + lo, so that it keeps about 16 bits), over each cluster size, and the
+// fastest is chosen per batch size by timing.
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -49,6 +52,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -107,10 +111,13 @@ class FusedRnn {
   absl::Status ForwardBatched(const RecurrentIO& io, BatchedShape shape);
   // Stops offering the cluster kernel (after it failed on this device).
   void DropCluster() { clusters_.clear(); }
-  // The cluster sizes offered, largest first (FP32: the largest that runs only).
-  std::vector<int> cluster_sizes() const;
-  // Runs the cluster kernel over `cluster` blocks, one of cluster_sizes(), pinned (tests).
-  absl::Status ForwardCluster(const RecurrentIO& io, int cluster);
+  // The cluster kernels offered (FP32: the FMA kernel of the largest cluster that runs only).
+  std::vector<FusedRnnClusterShape> cluster_shapes() const;
+  // The cluster kernel chosen for batches of B, e.g. "mma16" (tensor cores, 16 blocks) or
+  // "fma8"; "" before the first such batch.
+  std::string ClusterKernelFor(int B) const;
+  // Runs cluster_shapes()[index], pinned (tests).
+  absl::Status ForwardCluster(const RecurrentIO& io, int index);
   // Stops offering the batch-tiled kernel (after it failed on this device).
   void DropBatched() { batched_shapes_.clear(); }
   int64_t memory_bytes() const;
@@ -143,7 +150,7 @@ class FusedRnn {
   // Offers the one-block kernel where the cell (LSTM), H and the shared memory allow.
   absl::Status PrepareSmall(const RecurrentDirection& d, int smem_optin);
   absl::Status LaunchCluster(const RecurrentIO& io);
-  absl::Status LaunchClusterOf(const RecurrentIO& io, int cluster, size_t smem);
+  absl::Status LaunchClusterOf(const RecurrentIO& io, int index);
   absl::StatusOr<int> ChooseGrid(const RecurrentIO& io);
   // The fastest of `candidates` run by `launch` (a warm-up, then the minimum of three timed
   // runs), or the first one, untimed, while the stream is being captured (*timed: false).
@@ -165,10 +172,13 @@ class FusedRnn {
   const std::vector<int> grids_;
   const size_t smem_;  // dynamic shared memory per block, for the smallest grid
   const cudaStream_t stream_;
-  // Blocks of the cluster kernel offered, and each size's shared memory per block; empty when
-  // it is not offered.
-  std::map<int, size_t> clusters_;
-  std::map<int, int> cluster_by_batch_;  // the fastest cluster size, per batch size
+  // The cluster kernels offered, each with its shared memory per block; empty when none is.
+  struct ClusterKernel {
+    FusedRnnClusterShape shape;
+    size_t smem = 0;
+  };
+  std::vector<ClusterKernel> clusters_;
+  std::map<int, int> cluster_by_batch_;  // the fastest (an index into clusters_), per batch size
   bool small_ = false;                   // the one-block kernel is offered
   size_t small_smem_ = 0;
   int small_chunk_ = 1;               // steps of input projection computed at once

@@ -300,6 +300,7 @@ struct FusedRnnClusterVariant {
   FusedRnnWeights weights;
   void (*kernel)(FusedRnnArgs);
   size_t (*smem_bytes)(int B);
+  bool mma = false;  // the tensor-core kernel (fused_rnn_cluster_mma_kernel.cu)
 };
 
 template <FusedRnnCell kCell, int kH, int kC, int kRegRows,
@@ -318,5 +319,8 @@ constexpr FusedRnnClusterVariant MakeClusterVariant() {
 // The variants with R stored as `weights` (kBf16 or kFp16; none for kFp32), from
 // fused_rnn_cluster_half_kernel.cu; *count is their number.
 const FusedRnnClusterVariant* FusedRnnClusterHalfVariants(FusedRnnWeights weights, int* count);
+// The tensor-core variants with R stored as `weights` (none for kFp32), from
+// fused_rnn_cluster_mma_kernel.cu.
+const FusedRnnClusterVariant* FusedRnnClusterMmaVariants(FusedRnnWeights weights, int* count);
 
 }  // namespace rnnserve::engine::cuda

@@ -1,6 +1,7 @@
 // The thread-block-cluster recurrent kernel of FusedRnn (fused_rnn.h, the kernel itself in
 // fused_rnn_cluster.cuh): its FP32-weight shapes and the launchers of every shape (the
-// half-weight shapes are compiled in fused_rnn_cluster_half_kernel.cu).
+// half-weight shapes are compiled in fused_rnn_cluster_half_kernel.cu, the tensor-core ones in
+// fused_rnn_cluster_mma_kernel.cu).
 
 #include <vector>
 
@@ -36,15 +37,19 @@ std::vector<const Variant*> VariantsOf(FusedRnnWeights weights) {
     for (const Variant& v : kVariants) out.push_back(&v);
     return out;
   }
-  int n = 0;
-  const Variant* half = FusedRnnClusterHalfVariants(weights, &n);
-  for (int i = 0; i < n; ++i) out.push_back(half + i);
+  for (auto list : {FusedRnnClusterHalfVariants, FusedRnnClusterMmaVariants}) {
+    int n = 0;
+    const Variant* v = list(weights, &n);
+    for (int i = 0; i < n; ++i) out.push_back(v + i);
+  }
   return out;
 }
 
-const Variant* Find(FusedRnnCell cell, int H, int cluster, FusedRnnWeights weights) {
+const Variant* Find(FusedRnnCell cell, int H, FusedRnnClusterShape shape, FusedRnnWeights weights) {
   for (const Variant* v : VariantsOf(weights)) {
-    if (v->cell == cell && v->H == H && v->cluster == cluster) return v;
+    if (v->cell == cell && v->H == H && v->cluster == shape.cluster && v->mma == shape.mma) {
+      return v;
+    }
   }
   return nullptr;
 }
@@ -67,41 +72,42 @@ cudaLaunchConfig_t Config(const Variant& v, size_t smem, cudaStream_t stream,
 
 }  // namespace
 
-std::vector<int> FusedRnnClusterSizes(FusedRnnCell cell, int H, FusedRnnWeights weights) {
-  std::vector<int> out;
+std::vector<FusedRnnClusterShape> FusedRnnClusterShapes(FusedRnnCell cell, int H,
+                                                        FusedRnnWeights weights) {
+  std::vector<FusedRnnClusterShape> out;
   for (const Variant* v : VariantsOf(weights)) {
-    if (v->cell == cell && v->H == H) out.push_back(v->cluster);
+    if (v->cell == cell && v->H == H) out.push_back({.cluster = v->cluster, .mma = v->mma});
   }
   return out;
 }
 
-size_t FusedRnnClusterSmemBytes(FusedRnnCell cell, int B, int H, int cluster,
+size_t FusedRnnClusterSmemBytes(FusedRnnCell cell, int B, int H, FusedRnnClusterShape shape,
                                 FusedRnnWeights weights) {
-  const Variant* v = Find(cell, H, cluster, weights);
+  const Variant* v = Find(cell, H, shape, weights);
   return v ? v->smem_bytes(B) : 0;
 }
 
-cudaError_t ConfigureFusedRnnClusterKernel(FusedRnnCell cell, int H, int cluster,
+cudaError_t ConfigureFusedRnnClusterKernel(FusedRnnCell cell, int H, FusedRnnClusterShape shape,
                                            FusedRnnWeights weights, size_t smem) {
-  const Variant* v = Find(cell, H, cluster, weights);
+  const Variant* v = Find(cell, H, shape, weights);
   if (!v) return cudaErrorInvalidValue;
   cudaError_t e = RaiseDynamicSmemLimit(v->kernel, smem);
-  if (e != cudaSuccess || cluster <= 8) return e;
+  if (e != cudaSuccess || shape.cluster <= 8) return e;
   return cudaFuncSetAttribute(v->kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
 }
 
-cudaError_t MaxActiveFusedRnnClusters(FusedRnnCell cell, int H, int cluster,
+cudaError_t MaxActiveFusedRnnClusters(FusedRnnCell cell, int H, FusedRnnClusterShape shape,
                                       FusedRnnWeights weights, size_t smem, int* clusters) {
-  const Variant* v = Find(cell, H, cluster, weights);
+  const Variant* v = Find(cell, H, shape, weights);
   if (!v) return cudaErrorInvalidValue;
   cudaLaunchAttribute attr;
   const cudaLaunchConfig_t cfg = Config(*v, smem, nullptr, &attr);
   return cudaOccupancyMaxActiveClusters(clusters, v->kernel, &cfg);
 }
 
-cudaError_t LaunchFusedRnnClusterKernel(const FusedRnnArgs& args, int cluster, size_t smem,
-                                        cudaStream_t stream) {
-  const Variant* v = Find(args.cell, args.H, cluster, args.weights);
+cudaError_t LaunchFusedRnnClusterKernel(const FusedRnnArgs& args, FusedRnnClusterShape shape,
+                                        size_t smem, cudaStream_t stream) {
+  const Variant* v = Find(args.cell, args.H, shape, args.weights);
   if (!v || args.B > kClusterMaxBatch) return cudaErrorInvalidValue;
   cudaLaunchAttribute attr;
   const cudaLaunchConfig_t cfg = Config(*v, smem, stream, &attr);

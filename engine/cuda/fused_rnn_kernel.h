@@ -63,24 +63,32 @@ cudaError_t LaunchFusedRnnKernel(const FusedRnnArgs& args, int blocks, int threa
 // The cluster kernel: one cluster of `cluster` blocks of 128 * G threads (16 warps for the
 // LSTM, 12 for the GRU), R and h in the blocks' shared memory (and registers), h exchanged
 // through distributed shared memory. It is compiled for a few (cell, H, cluster, weights)
-// shapes only, batches of at most kClusterMaxBatch.
+// shapes only, batches of at most kClusterMaxBatch. With half weights a tensor-core variant
+// (mma.sync, the batch as the MMA's N) is compiled beside the FMA one.
 inline constexpr int kClusterMaxBatch = 8;
 
-// The cluster sizes compiled for the cell, hidden size H and weight storage, largest first;
-// empty when none.
-std::vector<int> FusedRnnClusterSizes(FusedRnnCell cell, int H, FusedRnnWeights weights);
+// A compiled cluster kernel: its blocks, and whether it is the tensor-core kernel
+// (fused_rnn_cluster_mma_kernel.cu, half weights only) or the FMA one.
+struct FusedRnnClusterShape {
+  int cluster = 0;
+  bool mma = false;
+};
+// The shapes compiled for the cell, hidden size H and weight storage: FMA kernels largest
+// cluster first, then tensor-core kernels likewise; empty when none.
+std::vector<FusedRnnClusterShape> FusedRnnClusterShapes(FusedRnnCell cell, int H,
+                                                        FusedRnnWeights weights);
 // Dynamic shared memory per block for batches up to B, in bytes.
-size_t FusedRnnClusterSmemBytes(FusedRnnCell cell, int B, int H, int cluster,
+size_t FusedRnnClusterSmemBytes(FusedRnnCell cell, int B, int H, FusedRnnClusterShape shape,
                                 FusedRnnWeights weights);
 // Sets the kernel's shared-memory limit and, past 8 blocks, allows the non-portable size.
-cudaError_t ConfigureFusedRnnClusterKernel(FusedRnnCell cell, int H, int cluster,
+cudaError_t ConfigureFusedRnnClusterKernel(FusedRnnCell cell, int H, FusedRnnClusterShape shape,
                                            FusedRnnWeights weights, size_t smem);
 // How many such clusters the device can run at once (0: it cannot run one).
-cudaError_t MaxActiveFusedRnnClusters(FusedRnnCell cell, int H, int cluster,
+cudaError_t MaxActiveFusedRnnClusters(FusedRnnCell cell, int H, FusedRnnClusterShape shape,
                                       FusedRnnWeights weights, size_t smem, int* clusters);
-// Runs the variant of (args.cell, args.H, cluster, args.weights).
-cudaError_t LaunchFusedRnnClusterKernel(const FusedRnnArgs& args, int cluster, size_t smem,
-                                        cudaStream_t stream);
+// Runs the kernel of (args.cell, args.H, shape, args.weights).
+cudaError_t LaunchFusedRnnClusterKernel(const FusedRnnArgs& args, FusedRnnClusterShape shape,
+                                        size_t smem, cudaStream_t stream);
 
 // The one-block kernel for small H (LSTM only): the whole layer in one block with no grid
 // barrier and no separate input projection. W^T [I][4H], R^T [H][4H] and the bias live in

@@ -1,8 +1,9 @@
-// The fused cluster kernel with R stored in BF16 or FP16 (engine/cuda/fused_rnn.h, for layers
-// compiled in those math modes), against PyTorch's exact-FP32 answers: the relative L2 error
-// of y, h_n and the LSTM's c_n within the mode's bound (kReducedPrecisionBounds), at batches
-// 1..8 of sequences of mixed lengths, for every cluster size offered, LSTM and GRU at
-// H = 128, 256 and 512; steps past a sequence's length output exact zeros. Through
+// The fused cluster kernels with R stored in BF16 or FP16 (engine/cuda/fused_rnn.h, for layers
+// compiled in those math modes: the FMA kernel and the tensor-core kernel), against PyTorch's
+// exact-FP32 answers: the relative L2 error of y, h_n and the LSTM's c_n within the mode's
+// bound (kReducedPrecisionBounds), at batches 1..8 of sequences of mixed lengths, for every
+// kernel and cluster size offered, LSTM and GRU at H = 128, 256 and 512; steps past a
+// sequence's length output exact zeros. Through
 // CudnnRecurrent the kernel is offered beside cuDNN's half-precision algorithms, runs eagerly
 // and from a captured graph with FP32 states, and is closer to FP32 than cuDNN's standard
 // algorithm in the same mode (which also rounds x, W, h and y).
@@ -129,7 +130,7 @@ Errors RunFixture(const std::string& dir, const engine::RecurrentSpec& spec, int
 
 class HalfClusterKernelTest : public ::testing::TestWithParam<std::tuple<std::string, MathMode>> {};
 
-// Every cluster size offered, pinned, at batches 1..8.
+// Every cluster kernel offered (both kinds must be), pinned, at batches 1..8.
 TEST_P(HalfClusterKernelTest, EveryClusterAndBatchSizeWithinBound) {
   RNNSERVE_SKIP_WITHOUT_GPU();
   const auto& [fixture, mode] = GetParam();
@@ -153,14 +154,21 @@ TEST_P(HalfClusterKernelTest, EveryClusterAndBatchSizeWithinBound) {
     EXPECT_FALSE((*fused)->has_grid());
     EXPECT_FALSE((*fused)->has_batched());
     EXPECT_FALSE((*fused)->has_one_block());
-    for (int cluster : (*fused)->cluster_sizes()) {
+    const auto shapes = (*fused)->cluster_shapes();
+    EXPECT_TRUE(std::any_of(shapes.begin(), shapes.end(), [](const auto& k) { return k.mma; }))
+        << "no tensor-core kernel at H=" << spec.hidden_size;
+    EXPECT_TRUE(std::any_of(shapes.begin(), shapes.end(), [](const auto& k) { return !k.mma; }))
+        << "no FMA kernel at H=" << spec.hidden_size;
+    for (int i = 0; i < static_cast<int>(shapes.size()); ++i) {
+      const std::string kernel = (shapes[i].mma ? "mma" : "fma") + std::string(" cluster=") +
+                                 std::to_string(shapes[i].cluster);
       for (int batch = 1; batch <= std::min(n, FusedRnn::kMaxBatch); ++batch) {
-        SCOPED_TRACE(::testing::Message() << "cluster=" << cluster << " B=" << batch);
+        SCOPED_TRACE(::testing::Message() << kernel << " B=" << batch);
         const Errors e = RunFixture(dir, spec, batch, 2, stream, [&](const RecurrentIO& io) {
-          return (*fused)->ForwardCluster(io, cluster);
+          return (*fused)->ForwardCluster(io, i);
         });
-        std::cout << "[ " << bound.name << " ] " << fixture << " cluster=" << cluster
-                  << " B=" << batch << " rel L2 y " << e.y << " h " << e.h << " c " << e.c << "\n";
+        std::cout << "[ " << bound.name << " ] " << fixture << " " << kernel << " B=" << batch
+                  << " rel L2 y " << e.y << " h " << e.h << " c " << e.c << "\n";
         EXPECT_LE(e.Max(), bound.relative_l2);
         if (::testing::Test::HasFailure()) break;
       }
