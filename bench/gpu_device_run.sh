@@ -62,7 +62,7 @@ run_tests() {
   local log=$OUT_DIR/gpu-tests.log
   : > "$log"
   for t in gpu_availability_test gpu_conformance_test gpu_engine_test example_model_test gpu_layers_test \
-    gpu_host_io_test gpu_fused_lstm_test gpu_torch_test gpu_multi_gpu_test cellular_conformance_test slot_states_test; do
+    gpu_host_io_test gpu_fused_lstm_test gpu_torch_test gpu_multi_gpu_test cellular_conformance_test slot_states_test gpu_fused_half_test; do
     echo "=== $t" >> "$log"
     local start=$SECONDS
     (cd "$ROOT" && timeout 240 "$BIN/$t" --gtest_color=no) >> "$log" 2>&1
