@@ -84,7 +84,8 @@ CC=gcc CXX=g++ cmake -S "$srcdir" -B "$work/shared" -G Ninja "${launcher[@]}" \
   -DCMAKE_EXE_LINKER_FLAGS="$LDFLAGS -fsanitize=thread" \
   -DCMAKE_INSTALL_PREFIX="$prefix" -DCMAKE_INSTALL_LIBDIR=lib \
   -DCMAKE_CXX_STANDARD=17 -DBUILD_SHARED_LIBS=ON -DBUILD_TESTING=OFF >/dev/null
-nice -n 10 cmake --build "$work/shared" -j"${RNNSERVE_BUILD_JOBS:-$(nproc)}"
+# The build's progress goes to stderr: stdout is the library path alone (run_sanitizers.sh).
+nice -n 10 cmake --build "$work/shared" -j"${RNNSERVE_BUILD_JOBS:-$(nproc)}" >&2
 cmake --install "$work/shared" >/dev/null
 
 # Same SONAMEs as the installed libraries, one for one.
