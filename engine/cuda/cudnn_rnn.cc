@@ -483,7 +483,7 @@ absl::Status CudnnRecurrent::Forward(const RecurrentIO& io) {
     // the standard one for such batches from now on.
     cudaGetLastError();
     if (full) {
-      algo_by_batch_[{io.B, StepBucket(io.T)}] = CUDNN_RNN_ALGO_STANDARD;
+      algo_by_batch_[{BatchBucket(io.B), StepBucket(io.T)}] = CUDNN_RNN_ALGO_STANDARD;
     } else {
       varlen_standard_only_ = true;
     }

@@ -120,7 +120,7 @@ class CudnnRecurrent {
   absl::Status ForceAlgorithm(cudnnRNNAlgo_t algo);
   // The algorithm used for B sequences of T steps ("" before the first such batch).
   std::string AlgorithmFor(int B, int T) const;
-  // Every timed choice so far, e.g. "B=1 T<=128: fused_cluster_fp32, B=8 T<=128: standard".
+  // Every timed choice so far, e.g. "B=1 T<=128: fused_cluster_fp32, B=5..8 T<=128: standard".
   std::string ChoicesSummary() const;
   // Algorithms cuDNN accepted for this layer at Create (and the fused kernels offered).
   std::vector<cudnnRNNAlgo_t> algorithms() const;
@@ -176,8 +176,9 @@ class CudnnRecurrent {
   // One RNN descriptor per algorithm cuDNN accepted; all share one weight layout.
   std::map<cudnnRNNAlgo_t, cudnnRNNDescriptor_t> descs_;
   std::map<int, cudnnRNNDescriptor_t> dynamic_by_batch_;  // PERSIST_DYNAMIC built per batch size
-  // Chosen by timing, per batch size and time-step bucket (StepBucket: T rounded up to a
-  // power of two): a probe of 2 steps does not choose for batches of 100.
+  // Chosen by timing, per batch-size bucket and time-step bucket (BatchBucket, StepBucket: B and
+  // T rounded up to powers of two): a probe of 2 steps does not choose for batches of 100, and a
+  // batcher's batch sizes 33..64 share one timing.
   std::map<std::pair<int, int>, cudnnRNNAlgo_t> algo_by_batch_;
   bool varlen_standard_only_ = false;  // a persistent algorithm failed on padded lengths
   bool forced_ = false;

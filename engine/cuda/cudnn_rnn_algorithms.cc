@@ -1,5 +1,6 @@
-// CudnnRecurrent's algorithm choice: each batch size and step bucket times the algorithms the
-// layer can run once, keeps the fastest, and reports the choices for the model's metadata.
+// CudnnRecurrent's algorithm choice: each batch-size bucket and step bucket times the algorithms
+// the layer can run once (with the first batch that falls in it), keeps the fastest, and reports
+// the choices for the model's metadata.
 
 #include <algorithm>
 #include <string>
@@ -15,7 +16,7 @@ namespace rnnserve::engine::cuda {
 
 absl::StatusOr<cudnnRNNAlgo_t> CudnnRecurrent::ChooseAlgorithm(const RecurrentIO& io) {
   if (forced_) return forced_algo_;
-  const std::pair<int, int> key = {io.B, StepBucket(io.T)};
+  const std::pair<int, int> key = {BatchBucket(io.B), StepBucket(io.T)};
   if (auto it = algo_by_batch_.find(key); it != algo_by_batch_.end()) return it->second;
   cudnnRNNAlgo_t best = CUDNN_RNN_ALGO_STANDARD;
   const bool full = EveryLengthFull(io);
@@ -124,7 +125,7 @@ absl::Status CudnnRecurrent::ForceAlgorithm(cudnnRNNAlgo_t algo) {
 
 std::string CudnnRecurrent::AlgorithmFor(int B, int T) const {
   if (forced_) return NameFor(forced_algo_, B);
-  auto it = algo_by_batch_.find({B, StepBucket(T)});
+  auto it = algo_by_batch_.find({BatchBucket(B), StepBucket(T)});
   return it == algo_by_batch_.end() ? "" : NameFor(it->second, B);
 }
 
@@ -143,8 +144,10 @@ std::string CudnnRecurrent::ChoicesSummary() const {
   if (forced_) return absl::StrCat("every batch: ", AlgoName(forced_algo_, dtype_));
   std::string out;
   for (const auto& [key, algo] : algo_by_batch_) {
-    absl::StrAppend(&out, out.empty() ? "" : ", ", "B=", key.first, " T<=", key.second, ": ",
-                    NameFor(algo, key.first));
+    const int lo = key.first / 2 + 1;  // the bucket's batch sizes: lo..key.first
+    absl::StrAppend(&out, out.empty() ? "" : ", ",
+                    "B=", lo == key.first ? absl::StrCat(lo) : absl::StrCat(lo, "..", key.first),
+                    " T<=", key.second, ": ", NameFor(algo, key.first));
   }
   return out;
 }

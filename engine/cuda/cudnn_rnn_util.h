@@ -24,6 +24,11 @@ inline int StepBucket(int T) {
   return b;
 }
 
+// B rounded up to a power of two: the batch sizes one timed choice serves (5..8 share the
+// choice timed for the first of them), so a batcher's varying batch sizes pay a few timings, not
+// one each. The fused kernels' limits (8, 64 sequences) are bucket edges.
+inline int BatchBucket(int B) { return StepBucket(B); }
+
 // `dtype` names the precision of the fused kernels' weights (FP32, or R in FP16 / BF16).
 inline const char* AlgoName(cudnnRNNAlgo_t algo, cudnnDataType_t dtype = CUDNN_DATA_FLOAT) {
   if (algo == kFusedClusterAlgo && dtype == CUDNN_DATA_BFLOAT16) return "fused_cluster_bf16";
