@@ -203,7 +203,9 @@ async def run(args, address):
         lengths = lengths_for(mix, 20000, rng)
         for m in ("dynamic", "cellular"):  # warm both up
             await closed_loop(stub, inputs, f"m_{m}", lengths, 8, 2)
-        if args.procs > 1:
+        if args.capacity:  # loads as fractions of a given rate (to compare settings at one rate)
+            capacity = args.capacity
+        elif args.procs > 1:
             capacity = spread(address, args.procs, "closed", "m_dynamic", lengths,
                               args.clients, args.seconds, args.features, 0)
         else:
@@ -281,7 +283,7 @@ def report(args, results):
              f"{args.procs} load process(es)", ""]
     for mix, m in results["mixes"].items():
         lines += [f"## Lengths: {mix}", "",
-                  f"request-level capacity ({args.clients} clients, closed loop): "
+                  f"request-level capacity ({'given' if args.capacity else f'{args.clients} clients, closed loop'}): "
                   f"{m['capacity']:.1f} seq/s; "
                   f"unloaded 500-step latency {m['unloaded_500_ms']:.1f} ms, SLO "
                   f"{m['slo_ms']:.1f} ms", "",
@@ -345,6 +347,8 @@ def main():
     p.add_argument("--threads", type=int, default=1, help="cpu_threads of each model")
     p.add_argument("--kind", default="KIND_CPU", help="instance_group kind (KIND_GPU on a GPU)")
     p.add_argument("--clients", type=int, default=32, help="closed-loop clients for capacity")
+    p.add_argument("--capacity", type=float, default=0,
+                   help="take this as the request-level capacity (seq/s) instead of measuring it")
     p.add_argument("--procs", type=int, default=1, help="load generator processes")
     p.add_argument("--seconds", type=float, default=20)
     p.add_argument("--loads", type=float, nargs="+", default=[0.5, 0.7, 0.9, 1.1, 1.3])
