@@ -371,6 +371,11 @@ absl::Status Servable::StartBatcher() {
   auto options =
       batching::BatcherOptionsFromConfig(batching, time_axes(inputs_), time_axes(outputs_));
   if (!options.ok()) return options.status();
+  const bool on_gpu = std::any_of(instance_info_.begin(), instance_info_.end(),
+                                  [](const InstanceInfo& i) { return i.kind == "KIND_GPU"; });
+  if (on_gpu && !config_.parameters().contains(batching::kMaxComputedStepsRatioParameter)) {
+    options->max_computed_steps_ratio = batching::kGpuMaxComputedStepsRatio;
+  }
   std::vector<engine::CompiledModel*> instances;
   for (const auto& i : instances_) instances.push_back(i.get());
   auto batcher = batching::DynamicBatcher::Create(*options, std::move(instances));

@@ -17,6 +17,7 @@
 #include "absl/time/clock.h"
 #include "engine/cpu/panel_gemm.h"
 #include "gtest/gtest.h"
+#include "server/batching/batching_config.h"
 #include "server/metrics/server_metrics.h"
 #include "server/servable.h"
 #include "tests/unit/batching_fake_engine.h"
@@ -360,6 +361,35 @@ TEST_F(ServableTest, GpuModelsRunOnTheCallerUnlessTheBudgetIsZero) {
     auto a = RunAsync(**servable, Rows(1, 3, 10));
     a->done.WaitForNotification();
     EXPECT_EQ(a->thread == std::this_thread::get_id(), !zero_budget);
+  }
+}
+
+// The bound on padding defaults to 1.1 on CPU instances and kGpuMaxComputedStepsRatio on GPU
+// instances; config.pbtxt's parameter wins on either.
+TEST_F(ServableTest, PaddingBoundDefaultsByInstanceKindAndTheConfigWins) {
+  struct Case {
+    const char* kind;
+    const char* parameter;  // "" when the config leaves it out
+    double want;
+  };
+  const Case cases[] = {{"KIND_CPU", "", 1.1},
+                        {"KIND_GPU", "", server::batching::kGpuMaxComputedStepsRatio},
+                        {"KIND_GPU", "1.5", 1.5},
+                        {"KIND_CPU", "0", 0.0}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(absl::StrCat(c.kind, " parameter '", c.parameter, "'"));
+    std::string text = absl::StrCat("name: \"fake\" max_batch_size: 8 dynamic_batching {} ",
+                                    "instance_group { kind: ", c.kind, " count: 1 }");
+    if (*c.parameter != '\0') {
+      absl::StrAppend(&text, " parameters { key: \"max_computed_steps_ratio\" value: \"",
+                      c.parameter, "\" }");
+    }
+    FakeEngineFactory engines;
+    auto servable = Servable::FromModel(FakeEngineFactory::Model(), 1, Config(text.c_str()),
+                                        {.engine_factory = engines.Factory()});
+    ASSERT_TRUE(servable.ok()) << servable.status();
+    ASSERT_NE((*servable)->batcher(), nullptr);
+    EXPECT_DOUBLE_EQ((*servable)->batcher()->options().max_computed_steps_ratio, c.want);
   }
 }
 
