@@ -22,6 +22,7 @@
 #include "engine/cuda/fused_rnn.h"
 #include "gtest/gtest.h"
 #include "tests/gpu/gpu_test_util.h"
+#include "tests/gpu/stream_and_handle.h"
 #include "tests/gpu/gpu_tolerances.h"
 #include "tests/gpu/torch_state_dict.h"
 #include "tests/support/fixtures.h"
@@ -187,21 +188,6 @@ INSTANTIATE_TEST_SUITE_P(
       return std::get<0>(info.param) +
              (std::get<1>(info.param) == MathMode::kBf16 ? "Bf16" : "Fp16");
     });
-
-// A stream and a cuDNN handle on it, destroyed after what a test built on them.
-struct StreamAndHandle {
-  cudaStream_t stream = nullptr;
-  cudnnHandle_t handle = nullptr;
-  StreamAndHandle() {
-    if (cudaStreamCreate(&stream) != cudaSuccess) stream = nullptr;
-    if (stream && cudnnCreate(&handle) == CUDNN_STATUS_SUCCESS) cudnnSetStream(handle, stream);
-  }
-  ~StreamAndHandle() {
-    if (handle) cudnnDestroy(handle);
-    if (stream) cudaStreamDestroy(stream);
-  }
-  bool ok() const { return stream != nullptr && handle != nullptr; }
-};
 
 class HalfChooserTest : public ::testing::TestWithParam<std::tuple<std::string, MathMode>> {};
 

@@ -16,6 +16,7 @@
 #include "engine/cuda/fused_rnn.h"
 #include "gtest/gtest.h"
 #include "tests/gpu/gpu_test_util.h"
+#include "tests/gpu/stream_and_handle.h"
 #include "tests/gpu/torch_state_dict.h"
 #include "tests/support/fixtures.h"
 
@@ -49,21 +50,6 @@ client::NpyArray FirstSequences(const client::NpyArray& a, int axis, int batch) 
   for (int r = 0; r < batch; ++r) order[r] = r;
   return Rows(a, axis, order);
 }
-
-// A stream and a cuDNN handle on it, destroyed after what a test built on them.
-struct StreamAndHandle {
-  cudaStream_t stream = nullptr;
-  cudnnHandle_t handle = nullptr;
-  StreamAndHandle() {
-    if (cudaStreamCreate(&stream) != cudaSuccess) stream = nullptr;
-    if (stream && cudnnCreate(&handle) == CUDNN_STATUS_SUCCESS) cudnnSetStream(handle, stream);
-  }
-  ~StreamAndHandle() {
-    if (handle) cudnnDestroy(handle);
-    if (stream) cudaStreamDestroy(stream);
-  }
-  bool ok() const { return stream != nullptr && handle != nullptr; }
-};
 
 using Forward = std::function<absl::Status(const engine::cuda::RecurrentIO&)>;
 
