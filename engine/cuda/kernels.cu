@@ -28,9 +28,8 @@ __global__ void MoveRowsKernel(const float* src, const int32_t* src_rows, float*
   RNNSERVE_GRID_LOOP(i, n * width) {
     const int64_t j = i / width, k = i % width;
     const int64_t to = (dst_rows != nullptr ? dst_rows[j] : j) * int64_t{width} + k;
-    dst[to] = src == nullptr
-                  ? 0.0f
-                  : src[(src_rows != nullptr ? src_rows[j] : j) * int64_t{width} + k];
+    dst[to] =
+        src == nullptr ? 0.0f : src[(src_rows != nullptr ? src_rows[j] : j) * int64_t{width} + k];
   }
 }
 

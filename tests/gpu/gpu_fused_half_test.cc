@@ -22,8 +22,8 @@
 #include "engine/cuda/fused_rnn.h"
 #include "gtest/gtest.h"
 #include "tests/gpu/gpu_test_util.h"
-#include "tests/gpu/stream_and_handle.h"
 #include "tests/gpu/gpu_tolerances.h"
+#include "tests/gpu/stream_and_handle.h"
 #include "tests/gpu/torch_state_dict.h"
 #include "tests/support/fixtures.h"
 
@@ -46,14 +46,6 @@ const ReducedPrecisionBound& BoundOf(MathMode mode) {
 
 FusedRnnWeights WeightsOf(MathMode mode) {
   return mode == MathMode::kBf16 ? FusedRnnWeights::kBf16 : FusedRnnWeights::kFp16;
-}
-
-// The first `batch` sequences of a fixture array whose batch axis is `axis` (the axes before
-// it of size 1), as doubles.
-std::vector<double> FirstSequences(const client::NpyArray& a, int axis, int batch) {
-  int64_t inner = 1;
-  for (size_t d = axis + 1; d < a.shape.size(); ++d) inner *= a.shape[d];
-  return std::vector<double>(a.values.begin(), a.values.begin() + batch * inner);
 }
 
 bool ClustersLaunch() {
@@ -98,9 +90,9 @@ Errors RunFixture(const std::string& dir, const engine::RecurrentSpec& spec, int
                        .y = dy.as<float>(),
                        .hy = dh.as<float>(),
                        .cy = lstm ? dc.as<float>() : nullptr};
-  const auto want_y = FirstSequences(LoadNpy(dir + "expected_0.npy"), 0, B);
-  const auto want_h = FirstSequences(LoadNpy(dir + "expected_1.npy"), 1, B);
-  const auto want_c = lstm ? FirstSequences(LoadNpy(dir + "expected_2.npy"), 1, B) : want_h;
+  const auto want_y = FirstSequences(LoadNpy(dir + "expected_0.npy"), 0, B).values;
+  const auto want_h = FirstSequences(LoadNpy(dir + "expected_1.npy"), 1, B).values;
+  const auto want_c = lstm ? FirstSequences(LoadNpy(dir + "expected_2.npy"), 1, B).values : want_h;
   for (int run = 0; run < runs; ++run) {
     // Poison the outputs: every element must be written.
     cudaMemset(dy.get(), 0xff, size_t(B) * T * H * 4);

@@ -21,6 +21,29 @@ inline std::vector<float> Floats(const client::NpyArray& a) {
   return std::vector<float>(a.values.begin(), a.values.end());
 }
 
+// The rows `order` of a fixture array whose batch axis is `axis` (0 or 1, the axes before it of
+// size 1), in that order.
+inline client::NpyArray Rows(const client::NpyArray& a, int axis, const std::vector<int>& order) {
+  int64_t inner = 1;
+  for (size_t d = axis + 1; d < a.shape.size(); ++d) inner *= a.shape[d];
+  client::NpyArray out = a;
+  out.shape[axis] = static_cast<int64_t>(order.size());
+  out.values.clear();
+  for (int r : order) {
+    out.values.insert(out.values.end(), a.values.begin() + r * inner,
+                      a.values.begin() + (r + 1) * inner);
+  }
+  return out;
+}
+
+// The first `batch` entries of such an array: PyTorch computes each sequence on its own, so its
+// answers for the first `batch` sequences are the answers for a batch of those.
+inline client::NpyArray FirstSequences(const client::NpyArray& a, int axis, int batch) {
+  std::vector<int> order(batch);
+  for (int r = 0; r < batch; ++r) order[r] = r;
+  return Rows(a, axis, order);
+}
+
 // Outputs: the last layer's sequence, then (h, c) per layer and direction in h_n's order.
 inline absl::StatusOr<engine::Model> ModelFromStateDict(
     const std::map<std::string, client::NpyArray>& sd) {
