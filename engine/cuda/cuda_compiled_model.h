@@ -9,6 +9,7 @@
 #include <cudnn.h>
 
 #include <array>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -63,9 +64,69 @@ class CudaCompiledModel final : public CompiledModel, public SlotStatesProvider 
                                                             int capacity) override;
   int64_t host_copies_in_last_run() const { return host_copies_in_last_run_; }
   const PinnedPool& pinned_pool() const { return *pinned_; }
+  int64_t graph_replays() const { return graph_replays_; }
+  // Why whole-batch graphs are off for this model, or why the last batch that could not be
+  // captured could not ("" when none).
+  const std::string& graph_note() const { return graph_note_; }
 
  private:
   friend class CudaSlotStates;
+
+  // Whole-batch CUDA graphs (cuda_model_graph.cc). A batch whose key (GraphKeyOf) ran eagerly
+  // once is captured whole the next time: its uploads, every layer's launches and its output
+  // downloads, one graph. Later batches with the key replay it: their inputs, lengths and slot
+  // numbers are copied into the graph's own page-locked area, one launch, one wait. Batches
+  // whose launches depend on more than the key (host-placed layers, ids checked on the host,
+  // masks derived on the host, states from or to the host) are never replayed.
+  struct ModelGraph {
+    // Where a graph's variable uploads come from at replay.
+    struct Source {
+      enum class Kind { kInput, kLengths, kSlots } kind;
+      int index = 0;  // kInput: the batch input
+      size_t offset = 0, bytes = 0;
+    };
+    ModelGraph() = default;
+    ModelGraph(const ModelGraph&) = delete;
+    ModelGraph& operator=(const ModelGraph&) = delete;
+    ~ModelGraph();
+    cudaGraphExec_t exec = nullptr;
+    uint64_t generation = 0;     // DeviceBuffer::Generation() when captured
+    bool exact_lengths = false;  // a layer's launches bake every row's length in
+    std::vector<int32_t> lengths;
+    PinnedStaging staging;  // the graph's uploads read from here
+    std::vector<Source> sources;
+    std::vector<Tensor> outputs;  // page-locked; the graph's downloads write here
+    std::vector<int> output_of;   // per model output, its index in outputs
+  };
+  // What a Run's upload is, for a graph being captured.
+  enum class UploadKind { kConstant, kInput, kLengths, kSlots, kOther };
+  struct Capture {
+    ModelGraph* graph = nullptr;
+    bool replayable = true;
+    const char* why = "";
+  };
+  std::string GraphKeyOf(const Batch& batch) const;
+  // true when the batch was answered by a replay.
+  absl::StatusOr<bool> Replay(const std::string& key, const Batch& batch,
+                              std::vector<Tensor>* outputs);
+  // Captures the batch into a graph and launches it; false when it could not be captured (the
+  // caller runs it eagerly).
+  absl::StatusOr<bool> RunCaptured(const std::string& key, const Batch& batch,
+                                   std::vector<Tensor>* outputs);
+  void ClearGraphs();
+  // A copy of a graph's output for the caller (page-locked when the pool can).
+  Tensor CopyOut(const Tensor& t) const;
+  void NotReplayable(const char* why) {
+    if (capture_ != nullptr && capture_->replayable) {
+      capture_->replayable = false;
+      capture_->why = why;
+    }
+  }
+  // Stages the inputs, runs every layer and enqueues the outputs' downloads (no wait).
+  absl::Status EnqueueBatch(const Batch& batch);
+  // The model outputs into `outputs` after the downloads completed.
+  void CollectOutputs(std::vector<Tensor>* outputs);
+  PinnedStaging& staging() { return capture_ != nullptr ? capture_->graph->staging : staging_; }
   // Where a Run's rows take their initial states from and leave their final states: the slot
   // of each row, and per layer (plans_ index) the slot stores h [capacity, H'] and, for LSTM,
   // c [capacity, H]; null for a layer without slots. Run copies the rows' slots to
@@ -88,16 +149,18 @@ class CudaCompiledModel final : public CompiledModel, public SlotStatesProvider 
   // A host value to the device; from the pinned staging area when it is in pageable memory
   // (one asynchronous DMA, no stream synchronisation first).
   absl::Status ToDevice(DevValue* v);
-  // Enqueues a small host-to-device copy through the staging area.
-  absl::Status CopyToDevice(void* dst, const void* src, size_t bytes, const char* what);
+  // Enqueues a small host-to-device copy through the staging area; `kind` and `index` say
+  // what it is to a graph being captured.
+  absl::Status CopyToDevice(void* dst, const void* src, size_t bytes, const char* what,
+                            UploadKind kind = UploadKind::kOther, int index = 0);
   absl::Status ToHost(DevValue* v) {
     if (!v->host_valid) ++host_copies_;
     return cuda::ToHost(v, stream_);
   }
   absl::Status RunLayer(size_t index, const Batch& batch);
   // Enqueues the copy of each device-only model output into a pinned tensor of the pool (one
-  // DMA each, no page faults), then waits once for the stream.
-  absl::Status DownloadOutputs();
+  // DMA each, no page faults); the caller waits once for the stream.
+  absl::Status EnqueueDownloads();
 
   // Recurrent layers (cuda_model_recurrent.cc). On cuDNN (use_cudnn) or on the fused kernel.
   // Initial states from the layer's state inputs or batch.initial_states; final states into
@@ -151,6 +214,19 @@ class CudaCompiledModel final : public CompiledModel, public SlotStatesProvider 
   int64_t host_copies_in_last_run_ = 0;
   const SlotBinding* slots_ = nullptr;  // set for the length of a SlotStates::Run
   DeviceBuffer slot_rows_dev_;          // [B] int32: slots_->rows on the device
+
+  static constexpr size_t kMaxGraphs = 256;
+  static constexpr size_t kMaxGraphKeys = 4096;
+  static constexpr int64_t kMaxGraphSteps = 128;
+  static constexpr size_t kMaxGraphInputBytes = size_t{4} << 20;
+  bool use_graphs_ = true;        // RNNSERVE_GPU_MODEL_GRAPHS=0 turns whole-batch graphs off
+  const Batch* batch_ = nullptr;  // the batch EnqueueBatch runs
+  Capture* capture_ = nullptr;    // set while a batch is captured
+  // Keys run eagerly once (true) or that cannot be replayed (false).
+  std::map<std::string, bool> graph_keys_;
+  std::map<std::string, std::unique_ptr<ModelGraph>> graphs_;
+  int64_t graph_replays_ = 0;
+  std::string graph_note_;
 };
 
 }  // namespace rnnserve::engine::cuda

@@ -1,10 +1,13 @@
 #include "engine/cuda/cuda_model.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/host_layer.h"
 #include "engine/cuda/cuda_compiled_model.h"
@@ -38,6 +41,7 @@ const char* CellName(CellType c) {
 CudaCompiledModel::~CudaCompiledModel() {
   cudaSetDevice(device_);
   if (stream_) cudaStreamSynchronize(stream_);
+  ClearGraphs();
   plans_.clear();
   values_.clear();
   if (cublas_) cublasDestroy(cublas_);
@@ -54,6 +58,9 @@ absl::Status CudaCompiledModel::Upload(const float* src, int64_t n, DeviceBuffer
 
 absl::Status CudaCompiledModel::Init() {
   RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaSetDevice(device_), "cudaSetDevice"));
+  if (const char* env = std::getenv("RNNSERVE_GPU_MODEL_GRAPHS"); env != nullptr) {
+    use_graphs_ = std::string(env) != "0";
+  }
   RNNSERVE_RETURN_IF_ERROR(
       CudaOk(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate"));
   RNNSERVE_RETURN_IF_ERROR(CudnnOk(cudnnCreate(&cudnn_), "cudnnCreate"));
@@ -69,6 +76,17 @@ absl::Status CudaCompiledModel::Init() {
   host_values_.resize(model_.num_values);
   for (size_t i = 0; i < model_.layers.size(); ++i) {
     RNNSERVE_RETURN_IF_ERROR(PlanLayer(model_.layers[i], &plans_[i]));
+    // Whole-batch graphs only for models whose launches follow from the batch's shapes:
+    // not where the host reads values (ids, masks, INT64 tensor operands) or runs a layer.
+    const LayerSpec& spec = model_.layers[i].spec;
+    if (use_graphs_ &&
+        (plans_[i].where == Where::kCpu || std::holds_alternative<TensorOpSpec>(spec) ||
+         std::holds_alternative<EmbeddingSpec>(spec) ||
+         std::holds_alternative<MaskingSpec>(spec))) {
+      use_graphs_ = false;
+      graph_note_ = absl::StrCat("whole-batch graphs off: layer '", model_.layers[i].name,
+                                 "' reads values on the host or runs there");
+    }
   }
   return CudaOk(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (compile)");
 }
@@ -178,12 +196,45 @@ absl::Status CudaCompiledModel::Run(const Batch& batch, std::vector<Tensor>* out
     return absl::InvalidArgumentError(
         absl::StrCat("expected ", model_.inputs.size(), " inputs, got ", batch.inputs.size()));
   }
+  for (size_t i = 0; i < batch.inputs.size(); ++i) {
+    const Tensor& t = batch.inputs[i];
+    if (!batch.lengths.empty() && t.rank() >= 2) {
+      RNNSERVE_RETURN_IF_ERROR(
+          CheckLengths(batch.lengths, t.dim(0), t.dim(1),
+                       absl::StrCat("input '", model_.inputs[i].name, "': lengths")));
+    }
+  }
   RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaSetDevice(device_), "cudaSetDevice"));
   if (!stream_idle_) {  // a failed Run may have left copies from the staging area in flight
     RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"));
+    stream_idle_ = true;
+  }
+  if (use_graphs_ && batch.initial_states.empty() && batch.final_states == nullptr) {
+    const std::string key = GraphKeyOf(batch);
+    auto replayed = Replay(key, batch, outputs);
+    if (!replayed.ok() || *replayed) return replayed.status();
+    auto seen = graph_keys_.find(key);
+    if (seen != graph_keys_.end() && seen->second) {
+      auto captured = RunCaptured(key, batch, outputs);
+      if (!captured.ok() || *captured) return captured.status();
+      seen->second = false;  // it could not be captured: eager from now on
+    } else if (seen == graph_keys_.end()) {
+      if (graph_keys_.size() >= kMaxGraphKeys) graph_keys_.clear();
+      graph_keys_.emplace(key, true);
+    }
   }
   stream_idle_ = false;
   staging_.Reset();
+  RNNSERVE_RETURN_IF_ERROR(EnqueueBatch(batch));
+  RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"));
+  stream_idle_ = true;
+  CollectOutputs(outputs);
+  return absl::OkStatus();
+}
+
+absl::Status CudaCompiledModel::EnqueueBatch(const Batch& batch) {
+  batch_ = &batch;
+  absl::Cleanup forget = [this] { batch_ = nullptr; };
   for (DevValue& v : values_) {
     v.host_valid = v.dev_valid = false;
     v.input = nullptr;
@@ -197,27 +248,24 @@ absl::Status CudaCompiledModel::Run(const Batch& batch, std::vector<Tensor>* out
     v.host_valid = true;
     v.dtype = t.dtype();
     v.shape = t.shape();
-    if (!batch.lengths.empty() && t.rank() >= 2) {
-      RNNSERVE_RETURN_IF_ERROR(
-          CheckLengths(batch.lengths, t.dim(0), t.dim(1),
-                       absl::StrCat("input '", model_.inputs[i].name, "': lengths")));
-      v.lengths = batch.lengths;
-    }
+    if (!batch.lengths.empty() && t.rank() >= 2) v.lengths = batch.lengths;
   }
   if (slots_ != nullptr) {  // the rows' slots (SlotStates::Run), with the inputs
     const size_t bytes = slots_->rows->size() * sizeof(int32_t);
     RNNSERVE_RETURN_IF_ERROR(slot_rows_dev_.Reserve(std::max<size_t>(bytes, 1)));
-    RNNSERVE_RETURN_IF_ERROR(
-        CopyToDevice(slot_rows_dev_.get(), slots_->rows->data(), bytes, "cudaMemcpyAsync (slots)"));
+    RNNSERVE_RETURN_IF_ERROR(CopyToDevice(slot_rows_dev_.get(), slots_->rows->data(), bytes,
+                                          "cudaMemcpyAsync (slots)", UploadKind::kSlots));
   }
   host_copies_ = 0;
   for (size_t l = 0; l < model_.layers.size(); ++l) {
     RNNSERVE_RETURN_IF_ERROR(RunLayer(l, batch));
   }
   host_copies_in_last_run_ = host_copies_;
+  return EnqueueDownloads();
+}
+
+void CudaCompiledModel::CollectOutputs(std::vector<Tensor>* outputs) {
   outputs->clear();
-  RNNSERVE_RETURN_IF_ERROR(DownloadOutputs());
-  stream_idle_ = true;
   for (size_t i = 0; i < model_.output_values.size(); ++i) {
     DevValue& v = values_[model_.output_values[i]];
     if (v.input != nullptr) {
@@ -231,35 +279,59 @@ absl::Status CudaCompiledModel::Run(const Batch& batch, std::vector<Tensor>* out
       outputs->push_back((*outputs)[first - model_.output_values.begin()]);
     }
   }
-  return absl::OkStatus();
 }
 
 absl::Status CudaCompiledModel::ToDevice(DevValue* v) {
-  if (v->dev_valid || !v->host_valid || v->host_tensor().wrapped() ||
-      static_cast<size_t>(v->bytes()) > PinnedStaging::kMaxBytes) {
+  const bool large = static_cast<size_t>(v->bytes()) > PinnedStaging::kMaxBytes;
+  if (v->dev_valid || !v->host_valid || large ||
+      (v->host_tensor().wrapped() && capture_ == nullptr)) {
+    if (v->host_valid && !v->dev_valid) NotReplayable("an upload not through the staging area");
     return cuda::ToDevice(v, stream_);  // pinned already, large, or nothing to do
   }
   RNNSERVE_RETURN_IF_ERROR(v->dev.Reserve(std::max<int64_t>(v->bytes(), 1)));
+  // A batch input (a graph replays it from the next batch's input of that index).
+  UploadKind kind = UploadKind::kOther;
+  int index = 0;
+  for (size_t i = 0; batch_ != nullptr && i < batch_->inputs.size(); ++i) {
+    if (v->input == &batch_->inputs[i]) {
+      kind = UploadKind::kInput;
+      index = static_cast<int>(i);
+    }
+  }
   const Tensor& h = v->host_tensor();
-  RNNSERVE_RETURN_IF_ERROR(CopyToDevice(v->dev.get(),
-                                        v->dtype == DType::kFloat32
-                                            ? static_cast<const void*>(h.f32())
-                                            : static_cast<const void*>(h.i64()),
-                                        v->bytes(), "cudaMemcpyAsync (host to device)"));
+  RNNSERVE_RETURN_IF_ERROR(
+      CopyToDevice(v->dev.get(),
+                   v->dtype == DType::kFloat32 ? static_cast<const void*>(h.f32())
+                                               : static_cast<const void*>(h.i64()),
+                   v->bytes(), "cudaMemcpyAsync (host to device)", kind, index));
   v->dev_valid = true;
   return absl::OkStatus();
 }
 
 absl::Status CudaCompiledModel::CopyToDevice(void* dst, const void* src, size_t bytes,
-                                             const char* what) {
+                                             const char* what, UploadKind kind, int index) {
   if (bytes == 0) return absl::OkStatus();
-  const void* staged = staging_.Stage(src, bytes);
+  PinnedStaging& area = staging();
+  const void* staged = area.Stage(src, bytes);
+  if (capture_ != nullptr) {
+    if (staged == nullptr) {
+      NotReplayable("an upload larger than the graph's area");
+    } else if (kind == UploadKind::kOther) {
+      NotReplayable("an upload the batch's shape does not fix (states, masks, derived lengths)");
+    } else if (kind != UploadKind::kConstant) {
+      using Kind = ModelGraph::Source::Kind;
+      const Kind k = kind == UploadKind::kInput     ? Kind::kInput
+                     : kind == UploadKind::kLengths ? Kind::kLengths
+                                                    : Kind::kSlots;
+      capture_->graph->sources.push_back({k, index, area.OffsetOf(staged), bytes});
+    }
+  }
   return CudaOk(cudaMemcpyAsync(dst, staged != nullptr ? staged : src, bytes,
                                 cudaMemcpyHostToDevice, stream_),
                 what);
 }
 
-absl::Status CudaCompiledModel::DownloadOutputs() {
+absl::Status CudaCompiledModel::EnqueueDownloads() {
   for (int id : model_.output_values) {
     DevValue& v = values_[id];
     if (v.host_valid) continue;
@@ -278,7 +350,7 @@ absl::Status CudaCompiledModel::DownloadOutputs() {
     v.host = *std::move(pinned);
     v.host_valid = true;
   }
-  return CudaOk(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  return absl::OkStatus();
 }
 
 Tensor CudaCompiledModel::NewHostTensor(DType dtype, Shape shape) const {
@@ -294,6 +366,8 @@ absl::Status CudaCompiledModel::RunLayer(size_t index, const Batch& batch) {
   const Layer& layer = model_.layers[index];
   LayerPlan& plan = plans_[index];
   if (plan.device_layer) {
+    // Tensor ops may decide on the host from INT64 operands' values.
+    if (std::holds_alternative<TensorOpSpec>(layer.spec)) NotReplayable("a tensor op");
     for (int id : layer.inputs) {  // float operands from the host go through the staging area
       if (id >= 0 && values_[id].dtype == DType::kFloat32 && values_[id].host_valid) {
         RNNSERVE_RETURN_IF_ERROR(ToDevice(&values_[id]));
@@ -371,6 +445,7 @@ absl::Status CudaCompiledModel::RunLayer(size_t index, const Batch& batch) {
 }
 
 absl::Status CudaCompiledModel::RunCpuLayer(const Layer& layer) {
+  NotReplayable("a layer on the host");
   // The layer's inputs on the host, in the CPU engine's value slots (copies: a value may be
   // read by several layers); its outputs moved back into this model's values.
   for (int id : layer.inputs) {
@@ -432,6 +507,7 @@ absl::Status CudaCompiledModel::RunEmbedding(const Layer& layer, const Embedding
         absl::StrCat("layer '", layer.name, "': expects int ids [B,T], got ", DTypeName(in.dtype),
                      " ", ShapeString(in.shape)));
   }
+  NotReplayable("Embedding ids");  // checked (and mask_zero read) on the host
   RNNSERVE_RETURN_IF_ERROR(ToHost(&in));
   const int64_t B = in.shape[0], T = in.shape[1];
   const int64_t* ids = in.host_tensor().i64();
@@ -500,6 +576,12 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> CompileForGpu(const Model& model,
 int64_t HostCopiesInLastRun(const CompiledModel& model) {
   const auto* gpu = dynamic_cast<const CudaCompiledModel*>(&model);
   return gpu != nullptr ? gpu->host_copies_in_last_run() : 0;
+}
+
+int64_t GraphReplays(const CompiledModel& model, std::string* note) {
+  const auto* gpu = dynamic_cast<const CudaCompiledModel*>(&model);
+  if (note != nullptr) *note = gpu != nullptr ? gpu->graph_note() : "";
+  return gpu != nullptr ? gpu->graph_replays() : 0;
 }
 
 }  // namespace rnnserve::engine::cuda

@@ -21,6 +21,14 @@
 // Values move between host and device only where a layer's placement asks for it; a model
 // whose layers all run on the GPU uploads its inputs once and downloads its outputs once.
 //
+// Whole-batch graphs: the second batch of a shape (input shapes, lengths' longest and whether
+// any is short or 0, step-level batching's slot store) is captured whole into a CUDA graph, its
+// uploads, every layer and its downloads; later batches of that shape replay it with one launch
+// and one wait, their inputs copied into the graph's page-locked area. Batches with host-placed
+// layers, Embedding ids (checked on the host), ONNX tensor ops, masks derived on the host or
+// states given or returned on the host always run eagerly. RNNSERVE_GPU_MODEL_GRAPHS=0 turns
+// graphs off (a recurrent layer then still replays its own).
+//
 // Math modes: kFp32 is exact FP32 (cuDNN FMA math, cuBLAS default FP32 math); kTf32 lets
 // cuDNN and cuBLAS use TF32 tensor cores; kFp16 / kBf16 keep recurrent weights and data in
 // half precision with FP32 accumulation (dense layers stay FP32).
@@ -29,6 +37,7 @@
 // bad input fails with INVALID_ARGUMENT naming the layer and the expected shape.
 
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "engine/engine.h"
@@ -42,5 +51,9 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> CompileForGpu(const Model& model,
 // Device-to-host copies the last Run of `model` (a CompileForGpu model) made before fetching
 // its outputs: values that host-placed layers read. 0 for a model that stays on the device.
 int64_t HostCopiesInLastRun(const CompiledModel& model);
+
+// Batches `model` (a CompileForGpu model) answered by replaying a whole-batch CUDA graph; with
+// `note`, why graphs are off for it or why the last batch that could not be captured could not.
+int64_t GraphReplays(const CompiledModel& model, std::string* note = nullptr);
 
 }  // namespace rnnserve::engine::cuda

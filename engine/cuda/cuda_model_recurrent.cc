@@ -2,6 +2,7 @@
 // sequence and final outputs, bidirectional merges, return_state), or on the CPU engine's
 // kernel for the batches neither can run.
 
+#include <algorithm>
 #include <array>
 #include <utility>
 #include <vector>
@@ -14,6 +15,7 @@ namespace rnnserve::engine::cuda {
 
 absl::Status CudaCompiledModel::RunRecurrentCpu(const Layer& layer, LayerPlan& plan,
                                                 const Batch& batch) {
+  NotReplayable("a recurrent layer on the host");
   DevValue& in = values_[layer.inputs[0]];
   RNNSERVE_RETURN_IF_ERROR(ToHost(&in));
   std::vector<int32_t> lengths = in.lengths;
@@ -76,8 +78,16 @@ absl::Status CudaCompiledModel::RunRecurrentGpu(const Layer& layer, const Recurr
   std::vector<int32_t> lengths = in.lengths;
   if (lengths.empty()) lengths.assign(B, T);
   RNNSERVE_RETURN_IF_ERROR(lengths_dev_.Reserve(B * sizeof(int32_t)));
+  // To a graph being captured: the batch's lengths (propagated unchanged), or fixed by its key
+  // (every row full when the batch gives none); lengths derived on the host make it eager.
+  const bool every_row_full =
+      batch.lengths.empty() &&
+      std::all_of(lengths.begin(), lengths.end(), [T](int32_t len) { return len == T; });
+  const UploadKind lengths_kind = every_row_full                ? UploadKind::kConstant
+                                  : in.lengths == batch.lengths ? UploadKind::kLengths
+                                                                : UploadKind::kOther;
   RNNSERVE_RETURN_IF_ERROR(CopyToDevice(lengths_dev_.get(), lengths.data(), B * sizeof(int32_t),
-                                        "cudaMemcpyAsync (lengths)"));
+                                        "cudaMemcpyAsync (lengths)", lengths_kind));
   // A slot run's rows start from their slots' states (gathered on the device); other runs from
   // the layer's state inputs or the batch's initial states.
   const std::array<float*, 2>* slots = SlotStore(plan);
@@ -117,6 +127,9 @@ absl::Status CudaCompiledModel::RunRecurrentGpu(const Layer& layer, const Recurr
                  .continues = batch.continues};
   if (use_cudnn) {
     RNNSERVE_RETURN_IF_ERROR(plan.rnn->Forward(io));
+    if (capture_ != nullptr && plan.rnn->last_bakes_lengths()) {
+      capture_->graph->exact_lengths = true;
+    }
   } else {
     const uint8_t* mask = nullptr;
     if (!in.step_mask.empty()) {

@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <utility>
@@ -83,7 +84,15 @@ class DeviceBuffer {
     }
     ptr_ = p;
     bytes_ = bytes;
+    Generation().fetch_add(1, std::memory_order_relaxed);
     return absl::OkStatus();
+  }
+
+  // Counts device allocations and frees of every DeviceBuffer in the process: a captured graph
+  // bakes in buffer addresses, and is stale once this has moved since its capture.
+  static std::atomic<uint64_t>& Generation() {
+    static std::atomic<uint64_t> generation{0};
+    return generation;
   }
 
   void* get() const { return ptr_; }
@@ -95,7 +104,10 @@ class DeviceBuffer {
 
  private:
   void Release() {
-    if (ptr_ != nullptr) cudaFree(ptr_);
+    if (ptr_ != nullptr) {
+      cudaFree(ptr_);
+      Generation().fetch_add(1, std::memory_order_relaxed);
+    }
     ptr_ = nullptr;
     bytes_ = 0;
   }

@@ -408,6 +408,10 @@ std::string CudnnRecurrent::GraphKey(cudnnRNNAlgo_t algo, const RecurrentIO& io)
 }
 
 absl::Status CudnnRecurrent::EnqueueWithGraph(cudnnRNNAlgo_t algo, const RecurrentIO& io) {
+  // Inside the compiled model's capture of a whole batch, the layer's launches join that graph.
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaStreamIsCapturing(stream_, &capturing), "capture status"));
+  if (capturing != cudaStreamCaptureStatusNone) return Enqueue(algo, io);
   const std::string key = GraphKey(algo, io);
   if (auto it = graphs_.find(key); it != graphs_.end()) {
     return CudaOk(cudaGraphLaunch(it->second, stream_), "cudaGraphLaunch");
@@ -487,9 +491,11 @@ absl::Status CudnnRecurrent::Forward(const RecurrentIO& io) {
     } else {
       varlen_standard_only_ = true;
     }
-    s = Enqueue(CUDNN_RNN_ALGO_STANDARD, io);
+    algo = CUDNN_RNN_ALGO_STANDARD;
+    s = Enqueue(algo, io);
   }
   if (!s.ok()) return absl::Status(s.code(), absl::StrCat("layer '", name_, "': ", s.message()));
+  last_bakes_lengths_ = !full && !IsFused(algo);
   return absl::OkStatus();
 }
 

@@ -127,6 +127,10 @@ class CudnnRecurrent {
 
   // Off: every batch is launched eagerly (benchmarks compare both).
   void set_use_graphs(bool on) { use_graphs_ = on; }
+  // Whether the last Forward's launches depend on every row's length on the host (cuDNN's own
+  // algorithms with padded rows), not only on the longest (the fused kernels read the lengths
+  // on the device): a captured graph of that batch replays only for the same lengths.
+  bool last_bakes_lengths() const { return last_bakes_lengths_; }
 
   int directions() const { return dirs_; }
   int hidden() const { return H_; }
@@ -185,6 +189,7 @@ class CudnnRecurrent {
   cudnnRNNAlgo_t forced_algo_ = CUDNN_RNN_ALGO_STANDARD;
 
   bool use_graphs_ = true;
+  bool last_bakes_lengths_ = false;
   std::set<std::string> seen_;                     // shapes run once (GraphKey)
   std::map<std::string, cudaGraphExec_t> graphs_;  // shapes captured
 

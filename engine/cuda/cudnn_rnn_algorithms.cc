@@ -18,6 +18,14 @@ absl::StatusOr<cudnnRNNAlgo_t> CudnnRecurrent::ChooseAlgorithm(const RecurrentIO
   if (forced_) return forced_algo_;
   const std::pair<int, int> key = {BatchBucket(io.B), StepBucket(io.T)};
   if (auto it = algo_by_batch_.find(key); it != algo_by_batch_.end()) return it->second;
+  // Timing synchronises the stream: not while a whole batch is being captured (the compiled
+  // model runs a shape eagerly before it captures it, so this is only a guard).
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaStreamIsCapturing(stream_, &capturing), "capture status"));
+  if (capturing != cudaStreamCaptureStatusNone) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("layer '", name_, "': no algorithm chosen yet for ", io.B, " sequences"));
+  }
   cudnnRNNAlgo_t best = CUDNN_RNN_ALGO_STANDARD;
   const bool full = EveryLengthFull(io);
   std::vector<cudnnRNNAlgo_t> candidates;

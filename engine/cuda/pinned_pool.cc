@@ -87,8 +87,9 @@ PinnedStaging::~PinnedStaging() {
   if (base_ != nullptr) cudaFreeHost(base_);
 }
 
-void PinnedStaging::Reset() {
-  const size_t want = std::min(std::max(wanted_, kInitialBytes), kMaxBytes);
+void PinnedStaging::Reset() { Reserve(std::min(std::max(wanted_, kInitialBytes), kMaxBytes)); }
+
+void PinnedStaging::Reserve(size_t want) {
   if (want > capacity_) {
     if (base_ != nullptr) cudaFreeHost(base_);
     base_ = nullptr;

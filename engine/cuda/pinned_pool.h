@@ -63,6 +63,14 @@ class PinnedStaging {
   // `bytes` of `src` copied into the staging area; null when it is full (or cannot be pinned),
   // and the caller copies from `src` itself.
   const void* Stage(const void* src, size_t bytes);
+  // Reset, holding at least `bytes` from now on (a captured graph's own area, sized before its
+  // capture).
+  void Reserve(size_t bytes);
+  // Where a pointer Stage returned lies in the area, and the area itself.
+  size_t OffsetOf(const void* staged) const {
+    return static_cast<size_t>(static_cast<const char*>(staged) - base_);
+  }
+  char* base() const { return base_; }
 
   static constexpr size_t kInitialBytes = size_t{64} << 10;
   static constexpr size_t kMaxBytes = size_t{16} << 20;  // larger uploads go as they are

@@ -21,17 +21,20 @@ inline std::vector<float> Floats(const client::NpyArray& a) {
   return std::vector<float>(a.values.begin(), a.values.end());
 }
 
-// The rows `order` of a fixture array whose batch axis is `axis` (0 or 1, the axes before it of
-// size 1), in that order.
+// The rows `order` of a fixture array whose batch axis is `axis`, in that order (for every
+// index of the axes before it, e.g. each layer and direction of PyTorch's h_n [L*dirs, B, H]).
 inline client::NpyArray Rows(const client::NpyArray& a, int axis, const std::vector<int>& order) {
-  int64_t inner = 1;
+  int64_t inner = 1, outer = 1;
   for (size_t d = axis + 1; d < a.shape.size(); ++d) inner *= a.shape[d];
+  for (int d = 0; d < axis; ++d) outer *= a.shape[d];
+  const int64_t rows = a.shape[axis];
   client::NpyArray out = a;
   out.shape[axis] = static_cast<int64_t>(order.size());
   out.values.clear();
-  for (int r : order) {
-    out.values.insert(out.values.end(), a.values.begin() + r * inner,
-                      a.values.begin() + (r + 1) * inner);
+  for (int64_t o = 0; o < outer; ++o) {
+    const auto base = a.values.begin() + o * rows * inner;
+    for (int r : order)
+      out.values.insert(out.values.end(), base + r * inner, base + (r + 1) * inner);
   }
   return out;
 }
