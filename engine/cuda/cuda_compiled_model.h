@@ -76,8 +76,9 @@ class CudaCompiledModel final : public CompiledModel, public SlotStatesProvider 
   // once is captured whole the next time: its uploads, every layer's launches and its output
   // downloads, one graph. Later batches with the key replay it: their inputs, lengths and slot
   // numbers are copied into the graph's own page-locked area, one launch, one wait. Batches
-  // whose launches depend on more than the key (host-placed layers, ids checked on the host,
-  // masks derived on the host, states from or to the host) are never replayed.
+  // whose launches depend on more than the key (ids checked on the host, masks derived there,
+  // the request's INT64 values read there, host values computed from the request's, states
+  // from or to the host, host layers reading device values) are never replayed.
   struct ModelGraph {
     // Where a graph's variable uploads come from at replay.
     struct Source {
@@ -221,7 +222,11 @@ class CudaCompiledModel final : public CompiledModel, public SlotStatesProvider 
   static constexpr size_t kMaxGraphInputBytes = size_t{4} << 20;
   bool use_graphs_ = true;        // RNNSERVE_GPU_MODEL_GRAPHS=0 turns whole-batch graphs off
   const Batch* batch_ = nullptr;  // the batch EnqueueBatch runs
-  Capture* capture_ = nullptr;    // set while a batch is captured
+  // Per value of the running batch: 1 when its host copy follows from the batch's shapes alone
+  // (a Shape op, shape arithmetic over such values), so a graph may keep its bytes; 0 for the
+  // request's values and what the host computes from them.
+  std::vector<uint8_t> clean_;
+  Capture* capture_ = nullptr;  // set while a batch is captured
   // Keys run eagerly once (true) or that cannot be replayed (false).
   std::map<std::string, bool> graph_keys_;
   std::map<std::string, std::unique_ptr<ModelGraph>> graphs_;

@@ -76,16 +76,15 @@ absl::Status CudaCompiledModel::Init() {
   host_values_.resize(model_.num_values);
   for (size_t i = 0; i < model_.layers.size(); ++i) {
     RNNSERVE_RETURN_IF_ERROR(PlanLayer(model_.layers[i], &plans_[i]));
-    // Whole-batch graphs only for models whose launches follow from the batch's shapes:
-    // not where the host reads values (ids, masks, INT64 tensor operands) or runs a layer.
+    // Whole-batch graphs only for models whose launches follow from the batch's shapes: not
+    // where the host reads the request's values to decide (Embedding's ids, Masking's
+    // lengths). Other host reads are found per batch (cuda_model_graph.cc).
     const LayerSpec& spec = model_.layers[i].spec;
-    if (use_graphs_ &&
-        (plans_[i].where == Where::kCpu || std::holds_alternative<TensorOpSpec>(spec) ||
-         std::holds_alternative<EmbeddingSpec>(spec) ||
-         std::holds_alternative<MaskingSpec>(spec))) {
+    if (use_graphs_ && (std::holds_alternative<EmbeddingSpec>(spec) ||
+                        std::holds_alternative<MaskingSpec>(spec))) {
       use_graphs_ = false;
       graph_note_ = absl::StrCat("whole-batch graphs off: layer '", model_.layers[i].name,
-                                 "' reads values on the host or runs there");
+                                 "' reads the request's values on the host");
     }
   }
   return CudaOk(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (compile)");
@@ -241,6 +240,7 @@ absl::Status CudaCompiledModel::EnqueueBatch(const Batch& batch) {
     v.lengths.clear();
     v.step_mask.clear();
   }
+  clean_.assign(values_.size(), 0);
   for (size_t i = 0; i < batch.inputs.size(); ++i) {
     DevValue& v = values_[i];
     const Tensor& t = batch.inputs[i];
@@ -289,8 +289,9 @@ absl::Status CudaCompiledModel::ToDevice(DevValue* v) {
     return cuda::ToDevice(v, stream_);  // pinned already, large, or nothing to do
   }
   RNNSERVE_RETURN_IF_ERROR(v->dev.Reserve(std::max<int64_t>(v->bytes(), 1)));
-  // A batch input (a graph replays it from the next batch's input of that index).
-  UploadKind kind = UploadKind::kOther;
+  // A batch input (a graph replays it from the next batch's input of that index), or a value
+  // that follows from the batch's shapes alone (the graph keeps its bytes).
+  UploadKind kind = clean_[v - values_.data()] ? UploadKind::kConstant : UploadKind::kOther;
   int index = 0;
   for (size_t i = 0; batch_ != nullptr && i < batch_->inputs.size(); ++i) {
     if (v->input == &batch_->inputs[i]) {
@@ -367,7 +368,13 @@ absl::Status CudaCompiledModel::RunLayer(size_t index, const Batch& batch) {
   LayerPlan& plan = plans_[index];
   if (plan.device_layer) {
     // Tensor ops may decide on the host from INT64 operands' values.
-    if (std::holds_alternative<TensorOpSpec>(layer.spec)) NotReplayable("a tensor op");
+    // Tensor ops decide on the host from INT64 operands there: a graph may bake those in only
+    // when they follow from the batch's shapes (shape arithmetic), not from its values.
+    for (int id : layer.inputs) {
+      if (id >= 0 && values_[id].dtype == DType::kInt64 && values_[id].host_valid && !clean_[id]) {
+        NotReplayable("INT64 values of the request read on the host");
+      }
+    }
     for (int id : layer.inputs) {  // float operands from the host go through the staging area
       if (id >= 0 && values_[id].dtype == DType::kFloat32 && values_[id].host_valid) {
         RNNSERVE_RETURN_IF_ERROR(ToDevice(&values_[id]));
@@ -375,6 +382,10 @@ absl::Status CudaCompiledModel::RunLayer(size_t index, const Batch& batch) {
     }
     auto done = RunDeviceLayer(layer, stream_, cublas_, plan.device, values_);
     if (!done.ok()) return done.status();
+    if (const auto* op = std::get_if<TensorOpSpec>(&layer.spec);
+        op != nullptr && op->kind == TensorOpKind::kShape) {
+      for (int id : layer.outputs) clean_[id] = 1;  // a shape, known from the batch's shapes
+    }
     if (*done) return absl::OkStatus();
     return RunCpuLayer(layer);  // this batch's operands are INT64 shape tensors
   }
@@ -430,6 +441,7 @@ absl::Status CudaCompiledModel::RunLayer(size_t index, const Batch& batch) {
     out.step_mask = in.step_mask;
     out.host_valid = in.host_valid;
     out.input = in.input;
+    clean_[layer.outputs[0]] = clean_[layer.inputs[0]];
     if (in.host_valid && in.input == nullptr) out.host = in.host;
     out.dev_valid = false;
     if (in.dev_valid) {
@@ -445,7 +457,14 @@ absl::Status CudaCompiledModel::RunLayer(size_t index, const Batch& batch) {
 }
 
 absl::Status CudaCompiledModel::RunCpuLayer(const Layer& layer) {
-  NotReplayable("a layer on the host");
+  // Its outputs follow from the batch's shapes alone when its inputs do (shape arithmetic), or
+  // when it reads only its operand's shape; else from the request's values (clean_).
+  const auto* op = std::get_if<TensorOpSpec>(&layer.spec);
+  bool clean = op != nullptr && op->kind == TensorOpKind::kShape;
+  if (!clean) {
+    clean = std::all_of(layer.inputs.begin(), layer.inputs.end(),
+                        [&](int id) { return id < 0 || clean_[id] != 0; });
+  }
   // The layer's inputs on the host, in the CPU engine's value slots (copies: a value may be
   // read by several layers); its outputs moved back into this model's values.
   for (int id : layer.inputs) {
@@ -470,6 +489,7 @@ absl::Status CudaCompiledModel::RunCpuLayer(const Layer& layer) {
     out.shape = out.host.shape();
     out.host_valid = true;
     out.dev_valid = false;
+    clean_[id] = clean ? 1 : 0;
     hv = cpu::Value{};
   }
   return absl::OkStatus();

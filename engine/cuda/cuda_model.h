@@ -24,10 +24,12 @@
 // Whole-batch graphs: the second batch of a shape (input shapes, lengths' longest and whether
 // any is short or 0, step-level batching's slot store) is captured whole into a CUDA graph, its
 // uploads, every layer and its downloads; later batches of that shape replay it with one launch
-// and one wait, their inputs copied into the graph's page-locked area. Batches with host-placed
-// layers, Embedding ids (checked on the host), ONNX tensor ops, masks derived on the host or
-// states given or returned on the host always run eagerly. RNNSERVE_GPU_MODEL_GRAPHS=0 turns
-// graphs off (a recurrent layer then still replays its own).
+// and one wait, their inputs copied into the graph's page-locked area. Models with Embedding
+// (ids checked on the host) or Masking (lengths derived there), and batches whose launches
+// depend on values the host reads (the request's INT64 tensors, host layers over device values
+// or the request's values, states given or returned on the host) always run eagerly; shape
+// arithmetic on the host (ONNX Shape, Gather, Concat over shapes) follows from the key.
+// RNNSERVE_GPU_MODEL_GRAPHS=0 turns graphs off (a recurrent layer then still replays its own).
 //
 // Math modes: kFp32 is exact FP32 (cuDNN FMA math, cuBLAS default FP32 math); kTf32 lets
 // cuDNN and cuBLAS use TF32 tensor cores; kFp16 / kBf16 keep recurrent weights and data in

@@ -157,8 +157,8 @@ absl::Status CudaCompiledModel::RunRecurrentGpu(const Layer& layer, const Recurr
   DevValue& out = values_[layer.outputs[0]];
   out.lengths.clear();
   out.step_mask.clear();
-  if (spec.return_sequences) {  // the mask travels on with a returned sequence
-    out.lengths = lengths;
+  if (spec.return_sequences) {  // the mask travels on with a returned sequence (none: full)
+    out.lengths = in.lengths;
     out.step_mask = in.step_mask;
   }
   if (!spec.return_state) return absl::OkStatus();

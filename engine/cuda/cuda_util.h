@@ -26,6 +26,19 @@
 
 namespace rnnserve::engine::cuda {
 
+// FAILED_PRECONDITION while `stream` is being captured into a graph: a copy from host memory the
+// graph does not own (a vector of this batch, pageable memory) must not be baked into it. The
+// compiled model then runs the batch eagerly (cuda_model_graph.cc).
+inline absl::Status NotWhileCapturing(cudaStream_t stream, const char* what) {
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &capturing) != cudaSuccess ||
+      capturing != cudaStreamCaptureStatusNone) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, " from host memory while the batch is captured into a graph"));
+  }
+  return absl::OkStatus();
+}
+
 inline absl::Status CudaOk(cudaError_t err, const char* what) {
   if (err == cudaSuccess) return absl::OkStatus();
   return absl::InternalError(absl::StrCat(what, ": CUDA error ", cudaGetErrorName(err), " (",

@@ -17,6 +17,7 @@ absl::Status SetDevice(DevValue* v, DType dtype, Shape shape) {
 absl::Status ToDevice(DevValue* v, cudaStream_t stream) {
   if (v->dev_valid) return absl::OkStatus();
   if (!v->host_valid) return absl::InternalError("value is neither on the host nor the device");
+  RNNSERVE_RETURN_IF_ERROR(NotWhileCapturing(stream, "an upload"));
   RNNSERVE_RETURN_IF_ERROR(v->dev.Reserve(std::max<int64_t>(v->bytes(), 1)));
   const Tensor& h = v->host_tensor();
   const void* src = v->dtype == DType::kFloat32 ? static_cast<const void*>(h.f32())

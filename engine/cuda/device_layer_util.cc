@@ -15,6 +15,7 @@ DeviceActivation KernelActivation(const Activation& a) {
 }
 
 absl::Status Upload(const void* src, size_t bytes, DeviceBuffer* dst, cudaStream_t stream) {
+  RNNSERVE_RETURN_IF_ERROR(NotWhileCapturing(stream, "a layer's upload"));
   RNNSERVE_RETURN_IF_ERROR(dst->Reserve(std::max<size_t>(bytes, 1)));
   if (bytes == 0) return absl::OkStatus();
   return CudaOk(cudaMemcpyAsync(dst->get(), src, bytes, cudaMemcpyHostToDevice, stream),
