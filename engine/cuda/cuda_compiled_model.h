@@ -98,6 +98,7 @@ class CudaCompiledModel final : public CompiledModel, public SlotStatesProvider 
     std::vector<Source> sources;
     std::vector<Tensor> outputs;  // page-locked; the graph's downloads write here
     std::vector<int> output_of;   // per model output, its index in outputs
+    size_t held_bytes = 0;        // page-locked bytes of staging and outputs
   };
   // What a Run's upload is, for a graph being captured.
   enum class UploadKind { kConstant, kInput, kLengths, kSlots, kOther };
@@ -220,6 +221,7 @@ class CudaCompiledModel final : public CompiledModel, public SlotStatesProvider 
   static constexpr size_t kMaxGraphKeys = 4096;
   static constexpr int64_t kMaxGraphSteps = 128;
   static constexpr size_t kMaxGraphInputBytes = size_t{4} << 20;
+  static constexpr size_t kMaxGraphBytes = size_t{256} << 20;  // page-locked, all graphs
   bool use_graphs_ = true;        // RNNSERVE_GPU_MODEL_GRAPHS=0 turns whole-batch graphs off
   const Batch* batch_ = nullptr;  // the batch EnqueueBatch runs
   // Per value of the running batch: 1 when its host copy follows from the batch's shapes alone
@@ -231,6 +233,8 @@ class CudaCompiledModel final : public CompiledModel, public SlotStatesProvider 
   std::map<std::string, bool> graph_keys_;
   std::map<std::string, std::unique_ptr<ModelGraph>> graphs_;
   int64_t graph_replays_ = 0;
+  size_t graph_bytes_ = 0;      // ModelGraph::held_bytes of graphs_
+  bool capture_again_ = false;  // the last capture failed only because memory was allocated
   std::string graph_note_;
 };
 

@@ -18,7 +18,10 @@ CudaCompiledModel::ModelGraph::~ModelGraph() {
   if (exec != nullptr) cudaGraphExecDestroy(exec);
 }
 
-void CudaCompiledModel::ClearGraphs() { graphs_.clear(); }
+void CudaCompiledModel::ClearGraphs() {
+  graphs_.clear();
+  graph_bytes_ = 0;
+}
 
 std::string CudaCompiledModel::GraphKeyOf(const Batch& batch) const {
   // What Run's host decisions depend on, beyond the values: shapes, the continuation flag, the
@@ -67,6 +70,7 @@ absl::StatusOr<bool> CudaCompiledModel::Replay(const std::string& key, const Bat
   if (g.exact_lengths && g.lengths != batch.lengths) {
     // cuDNN's own algorithms bake every length in: batches of mixed lengths would capture one
     // graph each and replay none. This key runs eagerly (its layers replay their own graphs).
+    graph_bytes_ -= g.held_bytes;
     graphs_.erase(it);
     graph_keys_[key] = false;
     return false;
@@ -125,8 +129,11 @@ absl::StatusOr<bool> CudaCompiledModel::RunCaptured(const std::string& key, cons
 
   Capture capture{.graph = graph.get()};
   // Relaxed: the pinned pool may allocate an output block while the stream is captured.
-  RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed),
-                                  "cudaStreamBeginCapture (batch)"));
+  if (cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed) != cudaSuccess) {
+    cudaGetLastError();
+    graph_note_ = "cudaStreamBeginCapture failed";
+    return false;
+  }
   capture_ = &capture;
   const absl::Status enqueued = EnqueueBatch(batch);
   capture_ = nullptr;
@@ -143,6 +150,9 @@ absl::StatusOr<bool> CudaCompiledModel::RunCaptured(const std::string& key, cons
     instantiated = cudaGraphInstantiate(&exec, captured, 0);
   }
   if (instantiated != cudaSuccess) {
+    // Device memory allocated meanwhile (this model's first batch of a larger size, or another
+    // instance's) is no fault of the shape: it is captured again next time.
+    capture_again_ = moved && enqueued.ok() && capture.replayable;
     graph_note_ = absl::StrCat("a batch could not be captured: ",
                                !enqueued.ok()         ? enqueued.message()
                                : !capture.replayable  ? capture.why
@@ -184,13 +194,21 @@ absl::StatusOr<bool> CudaCompiledModel::RunCaptured(const std::string& key, cons
     }
     outputs->push_back(CopyOut(graph->outputs.back()));
   }
-  if (capture.replayable) {
-    if (graphs_.size() >= kMaxGraphs) ClearGraphs();
-    graphs_[key] = std::move(graph);
-  } else {
-    graph_keys_[key] = false;  // an output the graph does not download: eager from now on
-    graph_note_ = "an output the graph does not download";
+  // The graph keeps its page-locked area and outputs: bounded per graph and per instance.
+  size_t held = input_bytes + (size_t{16} << 10);
+  for (const Tensor& t : graph->outputs) {
+    held += t.num_elements() * (t.dtype() == DType::kFloat32 ? 4 : 8);
   }
+  graph->held_bytes = held;
+  if (!capture.replayable || held > 2 * kMaxGraphInputBytes) {
+    graph_keys_[key] = false;  // eager from now on
+    graph_note_ =
+        capture.replayable ? "outputs too large to keep" : "an output the graph does not download";
+    return true;
+  }
+  if (graphs_.size() >= kMaxGraphs || graph_bytes_ + held > kMaxGraphBytes) ClearGraphs();
+  graph_bytes_ += held;
+  graphs_[key] = std::move(graph);
   return true;
 }
 
