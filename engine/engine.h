@@ -40,6 +40,9 @@ struct CompileOptions {
   CpuWeights cpu_weights = CpuWeights::kFp32;
   // Largest batch a Run takes (scratch is sized for it); 0 means 64, grown on demand.
   int max_batch_size = 0;
+  // GPU engine: capture a batch whole into a CUDA graph the second time its shape comes, and
+  // replay it from then on (engine/cuda/cuda_model.h). Other engines ignore it.
+  bool whole_batch_graphs = true;
 };
 
 // One batch of sequences. Every input is [B, T, ...] (or [B, ...] for non-sequence inputs).

@@ -94,6 +94,10 @@ absl::Status ValidateModelConfig(const v1::ModelConfig& config, const std::strin
   for (const auto& t : config.output()) {
     if (t.name().empty()) return bad("an output has no name");
   }
+  if (!v1::ModelOptimization::GpuGraphs_IsValid(config.optimization().gpu_graphs())) {
+    return bad(absl::StrCat("optimization.gpu_graphs must be GPU_GRAPHS_ON or GPU_GRAPHS_OFF; was ",
+                            config.optimization().gpu_graphs()));
+  }
   if (!v1::ModelOptimization::CpuWeights_IsValid(config.optimization().cpu_weights())) {
     return bad(absl::StrCat("optimization.cpu_weights must be FP32, BF16 or INT8; was ",
                             config.optimization().cpu_weights()));

@@ -205,6 +205,8 @@ absl::Status Servable::CreateInstances() {
       engine::CompileOptions options;
       options.math_mode = static_cast<engine::MathMode>(config_.optimization().math_mode());
       options.max_batch_size = config_.max_batch_size();
+      options.whole_batch_graphs =
+          config_.optimization().gpu_graphs() != v1::ModelOptimization::GPU_GRAPHS_OFF;
       if (want_gpu[k]) {
         // Instances i, i + count, ... of GPU j: the GPUs take turns.
         const int device = g.gpus_size() > 0 ? g.gpus(i % g.gpus_size()) : 0;
@@ -215,7 +217,9 @@ absl::Status Servable::CreateInstances() {
         if (c.ok()) {
           compiled = std::move(*c);
           info.kind = "KIND_GPU";
-          info.reason = absl::StrCat("GPU ", device, " (cuDNN)");
+          info.reason =
+              absl::StrCat("GPU ", device, " (cuDNN",
+                           options.whole_batch_graphs ? "" : "; whole-batch graphs off", ")");
         } else if (g.kind() == v1::ModelInstanceGroup::KIND_GPU) {
           return absl::FailedPreconditionError(
               absl::StrCat(name(), ": instance_group asks for KIND_GPU: ", c.status().message()));

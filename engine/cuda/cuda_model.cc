@@ -58,9 +58,11 @@ absl::Status CudaCompiledModel::Upload(const float* src, int64_t n, DeviceBuffer
 
 absl::Status CudaCompiledModel::Init() {
   RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaSetDevice(device_), "cudaSetDevice"));
+  use_graphs_ = options_.whole_batch_graphs;
   if (const char* env = std::getenv("RNNSERVE_GPU_MODEL_GRAPHS"); env != nullptr) {
-    use_graphs_ = std::string(env) != "0";
+    use_graphs_ = use_graphs_ && std::string(env) != "0";
   }
+  if (!use_graphs_) graph_note_ = "whole-batch graphs off";
   RNNSERVE_RETURN_IF_ERROR(
       CudaOk(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate"));
   RNNSERVE_RETURN_IF_ERROR(CudnnOk(cudnnCreate(&cudnn_), "cudnnCreate"));

@@ -105,5 +105,28 @@ TEST(GpuHostIoTest, SteadyBatchesReuseThePinnedBlocks) {
   EXPECT_EQ(engine::cuda::GraphReplays(**gpu), 18);
 }
 
+TEST(GpuHostIoTest, GraphsOffRunsEveryBatchEagerlyWithTheSameAnswers) {
+  RNNSERVE_SKIP_WITHOUT_GPU();
+  const engine::Model model = RandomRnnModel({.input = 8, .hidden = 32});
+  auto cpu = CompileOn(EngineKind::kCpu, model);
+  auto cuda = engine::Engine::Create({.kind = EngineKind::kCuda});
+  ASSERT_TRUE(cpu.ok() && cuda.ok());
+  auto gpu = (*cuda)->Compile(model, {.whole_batch_graphs = false});  // config: GPU_GRAPHS_OFF
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  for (uint32_t i = 0; i < 4; ++i) {
+    engine::Batch batch{{RandomIn(**gpu, 4, 12, 8, i)}, {12, 5, 9, 12}};
+    std::vector<Tensor> want, got;
+    ASSERT_TRUE((*cpu)->Run(batch, &want).ok());
+    ASSERT_TRUE((*gpu)->Run(batch, &got).ok());
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t k = 0; k < got.size(); ++k) {
+      EXPECT_LE(RelativeError(got[k], Doubles(want[k])), 1e-5) << "batch " << i << " output " << k;
+    }
+  }
+  std::string note;
+  EXPECT_EQ(engine::cuda::GraphReplays(**gpu, &note), 0);
+  EXPECT_EQ(note, "whole-batch graphs off");
+}
+
 }  // namespace
 }  // namespace rnnserve::testing

@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "server/batching/batching_config.h"
 #include "server/metrics/server_metrics.h"
+#include "server/model_config.h"
 #include "server/servable.h"
 #include "tests/unit/batching_fake_engine.h"
 
@@ -97,6 +98,20 @@ TEST_F(ServableTest, CpuWeightsReachTheCpuEngineAndTheMetadataNamesThem) {
         absl::StrContains((*servable)->instances()[0].reason, absl::StrCat("CPU weights: ", path)))
         << (*servable)->instances()[0].reason;
   }
+}
+
+TEST_F(ServableTest, GpuGraphsSettingReachesTheEngine) {
+  for (const auto& [setting, want] :
+       {std::pair{"", true}, std::pair{" optimization { gpu_graphs: GPU_GRAPHS_ON }", true},
+        std::pair{" optimization { gpu_graphs: GPU_GRAPHS_OFF }", false}}) {
+    SCOPED_TRACE(setting);
+    auto servable = Load(absl::StrCat(kUnbatched, setting));
+    ASSERT_TRUE(servable.ok()) << servable.status();
+    EXPECT_EQ(engines_.options(engines_.instances() - 1).whole_batch_graphs, want);
+  }
+  const auto bad = server::ParseModelConfig("optimization { gpu_graphs: 7 }", "config.pbtxt");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "optimization.gpu_graphs")) << bad.status();
 }
 
 // The kernel set the CPU engine picked at run time (CPUID, or RNNSERVE_CPU_KERNELS) is in the
