@@ -222,7 +222,9 @@ class CudaCompiledModel final : public CompiledModel, public SlotStatesProvider 
   static constexpr int64_t kMaxGraphSteps = 128;
   static constexpr size_t kMaxGraphInputBytes = size_t{4} << 20;
   static constexpr size_t kMaxGraphBytes = size_t{256} << 20;  // page-locked, all graphs
-  bool use_graphs_ = true;        // RNNSERVE_GPU_MODEL_GRAPHS=0 turns whole-batch graphs off
+  // CompileOptions::whole_batch_graphs, unless RNNSERVE_GPU_MODEL_GRAPHS=0, and no model layer
+  // that reads the request's values on the host (Init).
+  bool use_graphs_ = true;
   const Batch* batch_ = nullptr;  // the batch EnqueueBatch runs
   // Per value of the running batch: 1 when its host copy follows from the batch's shapes alone
   // (a Shape op, shape arithmetic over such values), so a graph may keep its bytes; 0 for the

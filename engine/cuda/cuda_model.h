@@ -29,7 +29,9 @@
 // depend on values the host reads (the request's INT64 tensors, host layers over device values
 // or the request's values, states given or returned on the host) always run eagerly; shape
 // arithmetic on the host (ONNX Shape, Gather, Concat over shapes) follows from the key.
-// RNNSERVE_GPU_MODEL_GRAPHS=0 turns graphs off (a recurrent layer then still replays its own).
+// CompileOptions::whole_batch_graphs = false (config.pbtxt: optimization { gpu_graphs:
+// GPU_GRAPHS_OFF }) or RNNSERVE_GPU_MODEL_GRAPHS=0 turns them off (a recurrent layer then still
+// replays its own).
 //
 // Math modes: kFp32 is exact FP32 (cuDNN FMA math, cuBLAS default FP32 math); kTf32 lets
 // cuDNN and cuBLAS use TF32 tensor cores; kFp16 / kBf16 keep recurrent weights and data in
