@@ -58,6 +58,13 @@ if [ "$NCPU" -ge 8 ]; then
 fi
 source "$ROOT/bench/server_common.sh"
 
+# A folder of many small files under OUT_DIR as one .tar.gz: the device machine sends back only
+# a limited number of files.
+pack_dir() {
+  [ -d "$OUT_DIR/$1" ] || return 0
+  tar -C "$OUT_DIR" -czf "$OUT_DIR/$1.tar.gz" "$1" && rm -rf "${OUT_DIR:?}/$1"
+}
+
 run_tests() {
   local log=$OUT_DIR/gpu-tests.log
   : > "$log"
@@ -97,6 +104,7 @@ run_paired() {  # A/B of the server binaries: $BIN/rnnserve-before against $BIN/
       timeout 200 bash "$ROOT/bench/server_paired_bench.sh" "$a" "$b" \
       "$OUT_DIR/paired-$model-c$c" > "$OUT_DIR/paired-$model-c$c.log" 2>&1
     echo "paired $model c=$c: exit $?; $(grep '^server CPU' "$OUT_DIR/paired-$model-c$c.log")" >> "$SUMMARY"
+    pack_dir "paired-$model-c$c"
   done
 }
 
@@ -156,6 +164,7 @@ run_floor() {  # the gRPC floor of a request on this host, per threading design 
     timeout 240 bash "$ROOT/bench/grpc_floor.sh" "$DEVBUILD" "$OUT_DIR/floor" ${FLOOR_LEVELS:-1 64 256} \
     > "$OUT_DIR/floor.log" 2>&1
   echo "floor: exit $?" >> "$SUMMARY"
+  pack_dir floor
 }
 
 run_path() {
