@@ -112,7 +112,8 @@ class CudaCompiledModel final : public CompiledModel, public SlotStatesProvider 
   absl::StatusOr<bool> Replay(const std::string& key, const Batch& batch,
                               std::vector<Tensor>* outputs);
   // Captures the batch into a graph and launches it; false when it could not be captured (the
-  // caller runs it eagerly).
+  // caller runs it eagerly; the key runs eagerly from then on unless only an allocation
+  // elsewhere spoilt the capture).
   absl::StatusOr<bool> RunCaptured(const std::string& key, const Batch& batch,
                                    std::vector<Tensor>* outputs);
   void ClearGraphs();
@@ -235,8 +236,7 @@ class CudaCompiledModel final : public CompiledModel, public SlotStatesProvider 
   std::map<std::string, bool> graph_keys_;
   std::map<std::string, std::unique_ptr<ModelGraph>> graphs_;
   int64_t graph_replays_ = 0;
-  size_t graph_bytes_ = 0;      // ModelGraph::held_bytes of graphs_
-  bool capture_again_ = false;  // the last capture failed only because memory was allocated
+  size_t graph_bytes_ = 0;  // ModelGraph::held_bytes of graphs_
   std::string graph_note_;
 };
 

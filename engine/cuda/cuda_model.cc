@@ -218,8 +218,6 @@ absl::Status CudaCompiledModel::Run(const Batch& batch, std::vector<Tensor>* out
     if (seen != graph_keys_.end() && seen->second) {
       auto captured = RunCaptured(key, batch, outputs);
       if (!captured.ok() || *captured) return captured.status();
-      if (!capture_again_) seen->second = false;  // it could not be captured: eager from now on
-      capture_again_ = false;
     } else if (seen == graph_keys_.end()) {
       if (graph_keys_.size() >= kMaxGraphKeys) graph_keys_.clear();
       graph_keys_.emplace(key, true);

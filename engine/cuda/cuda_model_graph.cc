@@ -13,6 +13,22 @@
 #include "engine/cuda/cuda_compiled_model.h"
 
 namespace rnnserve::engine::cuda {
+namespace {
+
+size_t Bytes(const Tensor& t) {
+  return static_cast<size_t>(t.num_elements()) * (t.dtype() == DType::kFloat32 ? 4 : 8);
+}
+
+const void* Data(const Tensor& t) {
+  return t.dtype() == DType::kFloat32 ? static_cast<const void*>(t.f32())
+                                      : static_cast<const void*>(t.i64());
+}
+
+void* Data(Tensor& t) {
+  return t.dtype() == DType::kFloat32 ? static_cast<void*>(t.f32()) : static_cast<void*>(t.i64());
+}
+
+}  // namespace
 
 CudaCompiledModel::ModelGraph::~ModelGraph() {
   if (exec != nullptr) cudaGraphExecDestroy(exec);
@@ -49,12 +65,7 @@ Tensor CudaCompiledModel::CopyOut(const Tensor& t) const {
   Tensor out = pinned.ok() ? *std::move(pinned)
                            : (t.dtype() == DType::kFloat32 ? Tensor::Float(t.shape())
                                                            : Tensor::Int64(t.shape()));
-  const size_t bytes = t.num_elements() * (t.dtype() == DType::kFloat32 ? 4 : 8);
-  if (t.dtype() == DType::kFloat32) {
-    std::memcpy(out.f32(), t.f32(), bytes);
-  } else {
-    std::memcpy(out.i64(), t.i64(), bytes);
-  }
+  std::memcpy(Data(out), Data(t), Bytes(t));
   return out;
 }
 
@@ -79,13 +90,10 @@ absl::StatusOr<bool> CudaCompiledModel::Replay(const std::string& key, const Bat
     const void* data = nullptr;
     size_t bytes = 0;
     switch (src.kind) {
-      case ModelGraph::Source::Kind::kInput: {
-        const Tensor& t = batch.inputs[src.index];
-        const bool f32 = t.dtype() == DType::kFloat32;
-        data = f32 ? static_cast<const void*>(t.f32()) : static_cast<const void*>(t.i64());
-        bytes = t.num_elements() * (f32 ? 4 : 8);
+      case ModelGraph::Source::Kind::kInput:
+        data = Data(batch.inputs[src.index]);
+        bytes = Bytes(batch.inputs[src.index]);
         break;
-      }
       case ModelGraph::Source::Kind::kLengths:
         data = batch.lengths.data();
         bytes = batch.lengths.size() * sizeof(int32_t);
@@ -112,18 +120,24 @@ absl::StatusOr<bool> CudaCompiledModel::Replay(const std::string& key, const Bat
 
 absl::StatusOr<bool> CudaCompiledModel::RunCaptured(const std::string& key, const Batch& batch,
                                                     std::vector<Tensor>* outputs) {
+  // Every way out but a success and a capture spoilt by an allocation elsewhere: the key runs
+  // eagerly from now on.
+  auto give_up = [&] {
+    graph_keys_[key] = false;
+    return false;
+  };
   // Long or large batches gain nothing from one launch, and a graph of cuDNN's per-step
   // launches costs a node each to instantiate: they run eagerly (their recurrent layers still
   // replay their own graphs).
   size_t input_bytes = 0;
   for (const Tensor& t : batch.inputs) {
-    if (t.rank() >= 2 && t.dim(1) > kMaxGraphSteps) return false;
-    input_bytes += t.num_elements() * (t.dtype() == DType::kFloat32 ? 4 : 8) + 256;
+    if (t.rank() >= 2 && t.dim(1) > kMaxGraphSteps) return give_up();
+    input_bytes += Bytes(t) + 256;
   }
-  if (input_bytes > kMaxGraphInputBytes) return false;
+  if (input_bytes > kMaxGraphInputBytes) return give_up();
   auto graph = std::make_unique<ModelGraph>();
   graph->staging.Reserve(input_bytes + (size_t{16} << 10));
-  if (graph->staging.base() == nullptr) return false;
+  if (graph->staging.base() == nullptr) return give_up();
   graph->generation = DeviceBuffer::Generation().load(std::memory_order_relaxed);
   graph->lengths = batch.lengths;
 
@@ -132,7 +146,7 @@ absl::StatusOr<bool> CudaCompiledModel::RunCaptured(const std::string& key, cons
   if (cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed) != cudaSuccess) {
     cudaGetLastError();
     graph_note_ = "cudaStreamBeginCapture failed";
-    return false;
+    return give_up();
   }
   capture_ = &capture;
   const absl::Status enqueued = EnqueueBatch(batch);
@@ -150,9 +164,6 @@ absl::StatusOr<bool> CudaCompiledModel::RunCaptured(const std::string& key, cons
     instantiated = cudaGraphInstantiate(&exec, captured, 0);
   }
   if (instantiated != cudaSuccess) {
-    // Device memory allocated meanwhile (this model's first batch of a larger size, or another
-    // instance's) is no fault of the shape: it is captured again next time.
-    capture_again_ = moved && enqueued.ok() && capture.replayable;
     graph_note_ = absl::StrCat("a batch could not be captured: ",
                                !enqueued.ok()         ? enqueued.message()
                                : !capture.replayable  ? capture.why
@@ -162,7 +173,9 @@ absl::StatusOr<bool> CudaCompiledModel::RunCaptured(const std::string& key, cons
                                                       : cudaGetErrorString(instantiated));
     if (captured != nullptr) cudaGraphDestroy(captured);
     cudaGetLastError();
-    return false;
+    // Device memory allocated meanwhile (this model's first batch of a larger size, or another
+    // instance's) is no fault of the shape: it is captured again next time.
+    return moved && enqueued.ok() && capture.replayable ? false : give_up();
   }
   cudaGraphDestroy(captured);
   graph->exec = exec;
@@ -196,14 +209,12 @@ absl::StatusOr<bool> CudaCompiledModel::RunCaptured(const std::string& key, cons
   }
   // The graph keeps its page-locked area and outputs: bounded per graph and per instance.
   size_t held = input_bytes + (size_t{16} << 10);
-  for (const Tensor& t : graph->outputs) {
-    held += t.num_elements() * (t.dtype() == DType::kFloat32 ? 4 : 8);
-  }
+  for (const Tensor& t : graph->outputs) held += Bytes(t);
   graph->held_bytes = held;
   if (!capture.replayable || held > 2 * kMaxGraphInputBytes) {
-    graph_keys_[key] = false;  // eager from now on
     graph_note_ =
         capture.replayable ? "outputs too large to keep" : "an output the graph does not download";
+    give_up();
     return true;
   }
   if (graphs_.size() >= kMaxGraphs || graph_bytes_ + held > kMaxGraphBytes) ClearGraphs();

@@ -78,12 +78,9 @@ absl::Status CudaCompiledModel::RunRecurrentGpu(const Layer& layer, const Recurr
   std::vector<int32_t> lengths = in.lengths;
   if (lengths.empty()) lengths.assign(B, T);
   RNNSERVE_RETURN_IF_ERROR(lengths_dev_.Reserve(B * sizeof(int32_t)));
-  // To a graph being captured: the batch's lengths (propagated unchanged), or fixed by its key
-  // (every row full when the batch gives none); lengths derived on the host make it eager.
-  const bool every_row_full =
-      batch.lengths.empty() &&
-      std::all_of(lengths.begin(), lengths.end(), [T](int32_t len) { return len == T; });
-  const UploadKind lengths_kind = every_row_full                ? UploadKind::kConstant
+  // To a graph being captured: fixed by its key (none: every row runs T steps), or the batch's
+  // lengths (propagated unchanged); lengths derived on the host make it eager.
+  const UploadKind lengths_kind = in.lengths.empty()            ? UploadKind::kConstant
                                   : in.lengths == batch.lengths ? UploadKind::kLengths
                                                                 : UploadKind::kOther;
   RNNSERVE_RETURN_IF_ERROR(CopyToDevice(lengths_dev_.get(), lengths.data(), B * sizeof(int32_t),

@@ -26,13 +26,19 @@
 
 namespace rnnserve::engine::cuda {
 
+// Whether `stream` is being captured into a graph (true when CUDA cannot say: callers then take
+// the path that is safe inside a capture).
+inline bool StreamCapturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  return cudaStreamIsCapturing(stream, &capturing) != cudaSuccess ||
+         capturing != cudaStreamCaptureStatusNone;
+}
+
 // FAILED_PRECONDITION while `stream` is being captured into a graph: a copy from host memory the
 // graph does not own (a vector of this batch, pageable memory) must not be baked into it. The
 // compiled model then runs the batch eagerly (cuda_model_graph.cc).
 inline absl::Status NotWhileCapturing(cudaStream_t stream, const char* what) {
-  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(stream, &capturing) != cudaSuccess ||
-      capturing != cudaStreamCaptureStatusNone) {
+  if (StreamCapturing(stream)) {
     return absl::FailedPreconditionError(
         absl::StrCat(what, " from host memory while the batch is captured into a graph"));
   }

@@ -409,9 +409,7 @@ std::string CudnnRecurrent::GraphKey(cudnnRNNAlgo_t algo, const RecurrentIO& io)
 
 absl::Status CudnnRecurrent::EnqueueWithGraph(cudnnRNNAlgo_t algo, const RecurrentIO& io) {
   // Inside the compiled model's capture of a whole batch, the layer's launches join that graph.
-  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-  RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaStreamIsCapturing(stream_, &capturing), "capture status"));
-  if (capturing != cudaStreamCaptureStatusNone) return Enqueue(algo, io);
+  if (StreamCapturing(stream_)) return Enqueue(algo, io);
   const std::string key = GraphKey(algo, io);
   if (auto it = graphs_.find(key); it != graphs_.end()) {
     return CudaOk(cudaGraphLaunch(it->second, stream_), "cudaGraphLaunch");

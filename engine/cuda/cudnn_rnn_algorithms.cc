@@ -20,9 +20,7 @@ absl::StatusOr<cudnnRNNAlgo_t> CudnnRecurrent::ChooseAlgorithm(const RecurrentIO
   if (auto it = algo_by_batch_.find(key); it != algo_by_batch_.end()) return it->second;
   // Timing synchronises the stream: not while a whole batch is being captured (the compiled
   // model runs a shape eagerly before it captures it, so this is only a guard).
-  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-  RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaStreamIsCapturing(stream_, &capturing), "capture status"));
-  if (capturing != cudaStreamCaptureStatusNone) {
+  if (StreamCapturing(stream_)) {
     return absl::FailedPreconditionError(
         absl::StrCat("layer '", name_, "': no algorithm chosen yet for ", io.B, " sequences"));
   }

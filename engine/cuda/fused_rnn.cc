@@ -288,9 +288,7 @@ absl::StatusOr<int> FusedRnn::Fastest(const std::vector<int>& candidates,
                                       const std::function<absl::Status(int)>& launch, bool* timed) {
   *timed = false;
   int best = candidates.front();
-  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-  RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaStreamIsCapturing(stream_, &capturing), "capture status"));
-  if (candidates.size() <= 1 || capturing != cudaStreamCaptureStatusNone) return best;
+  if (candidates.size() <= 1 || StreamCapturing(stream_)) return best;
   cudaEvent_t start, stop;
   RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaEventCreate(&start), "cudaEventCreate"));
   RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaEventCreate(&stop), "cudaEventCreate"));
