@@ -11,6 +11,7 @@
 # env:   STAGES  which parts to run, in order (default "tests server peers"; "path" times a
 #                small request's engine call layer by layer, bench/gpu_request_path.cc)
 #        DEVBUILD  the packed build (default .devbuild-gpu)
+#        GPU_TESTS  the test binaries of the "tests" stage (default: every gpu-labelled one)
 #        "cpucheck" times the CPU engine (LSTM H=256, c=1) under each kernel set;
 #        "profile" runs perf on the server under load (pack with PERF=/usr/bin/perf);
 #        "floor" measures gRPC's own cost a request here (bench/grpc_floor.sh);
@@ -68,8 +69,9 @@ pack_dir() {
 run_tests() {
   local log=$OUT_DIR/gpu-tests.log
   : > "$log"
-  for t in gpu_availability_test gpu_conformance_test gpu_engine_test example_model_test gpu_layers_test \
-    gpu_host_io_test gpu_fused_lstm_test gpu_torch_test gpu_multi_gpu_test cellular_conformance_test slot_states_test gpu_fused_half_test; do
+  for t in ${GPU_TESTS:-gpu_availability_test gpu_conformance_test gpu_engine_test example_model_test \
+    gpu_layers_test gpu_host_io_test gpu_fused_lstm_test gpu_torch_test gpu_multi_gpu_test \
+    cellular_conformance_test slot_states_test gpu_fused_half_test}; do
     echo "=== $t" >> "$log"
     local start=$SECONDS
     (cd "$ROOT" && timeout 240 "$BIN/$t" --gtest_color=no) >> "$log" 2>&1

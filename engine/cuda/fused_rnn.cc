@@ -11,8 +11,6 @@
 namespace rnnserve::engine::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-
 // Why FusedRnn cannot run the layer, or OK.
 absl::Status Supports(const RecurrentSpec& spec) {
   if ((spec.cell != CellType::kLstm && spec.cell != CellType::kGru) ||
@@ -66,11 +64,18 @@ absl::StatusOr<std::unique_ptr<FusedRnn>> FusedRnn::Create(const RecurrentSpec& 
   if (!coop) return absl::UnimplementedError("fused RNN: no cooperative launch on this device");
   // Grid sizes (at most one block per SM) that split H evenly: the largest, and about a half
   // and a quarter of it.
+  // A block keeps its units' cells of every sequence in its threads' registers.
   std::vector<int> grids;
   for (int want : {sms, sms / 2, sms / 4}) {
     int blocks = std::min(want, H);
     while (blocks > 1 && H % blocks != 0) --blocks;
-    if (blocks >= 1 && (grids.empty() || blocks < grids.back())) grids.push_back(blocks);
+    if (blocks >= 1 && (grids.empty() || blocks < grids.back()) &&
+        (H / blocks) * kMaxBatch <= kFusedGridCells * kFusedGridThreads) {
+      grids.push_back(blocks);
+    }
+  }
+  if (grids.empty()) {
+    return absl::UnimplementedError(absl::StrCat("fused RNN: H=", H, " is too wide for the grid"));
   }
   // Shared memory is sized for the smallest grid (the most rows per block).
   size_t smem = FusedRnnSmemBytes(cell, kMaxBatch, H, H / grids.back());
@@ -82,16 +87,17 @@ absl::StatusOr<std::unique_ptr<FusedRnn>> FusedRnn::Create(const RecurrentSpec& 
     return absl::UnimplementedError(
         absl::StrCat("fused RNN: H=", H, " needs ", smem, " bytes of shared memory per block"));
   }
-  RNNSERVE_RETURN_IF_ERROR(CudaOk(ConfigureFusedRnnKernel(cell, smem), "cudaFuncSetAttribute"));
+  RNNSERVE_RETURN_IF_ERROR(CudaOk(ConfigureFusedRnnKernel(cell, H, smem), "cudaFuncSetAttribute"));
   int per_sm = 0;
-  RNNSERVE_RETURN_IF_ERROR(
-      CudaOk(MaxFusedRnnBlocksPerSm(cell, kThreads, smem, &per_sm), "occupancy"));
+  RNNSERVE_RETURN_IF_ERROR(CudaOk(MaxFusedRnnBlocksPerSm(cell, H, smem, &per_sm), "occupancy"));
   if (per_sm * sms < grids.front()) {
     return absl::UnimplementedError("fused RNN: the grid does not fit on the device at once");
   }
   std::unique_ptr<FusedRnn> f(
       new FusedRnn(cell, FusedRnnWeights::kFp32, I, H, std::move(grids), smem, stream));
   RNNSERVE_RETURN_IF_ERROR(f->Upload(d));
+  RNNSERVE_RETURN_IF_ERROR(f->PrepareExchange());
+  RNNSERVE_RETURN_IF_ERROR(f->PrepareRegisters(sms));
   RNNSERVE_RETURN_IF_ERROR(f->FindCluster());
   RNNSERVE_RETURN_IF_ERROR(f->PrepareSmall(d, smem_optin));
   RNNSERVE_RETURN_IF_ERROR(f->PrepareBatched(sms, smem_optin));
@@ -131,6 +137,53 @@ absl::Status FusedRnn::Upload(const RecurrentDirection& d) {
       LaunchToHalf(staging.as<float>(), R_.get(), static_cast<int64_t>(d.R.size()), kind, stream_),
       "R to half"));
   return CudaOk(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (fused RNN weights)");
+}
+
+absl::Status FusedRnn::PrepareExchange() {
+  // Sized for the largest batch once, so that the words never move (a graph keeps them) and
+  // start as zeros, which no launch's tags are.
+  const size_t bytes =
+      2 * static_cast<size_t>(FusedRnnXchgStride(kMaxBatch, H_)) * sizeof(unsigned long long);
+  RNNSERVE_RETURN_IF_ERROR(xchg_.Reserve(bytes));
+  RNNSERVE_RETURN_IF_ERROR(sync_.Reserve(sizeof(FusedRnnSync)));
+  RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaMemset(xchg_.get(), 0, bytes), "cudaMemset (fused RNN)"));
+  return CudaOk(cudaMemset(sync_.get(), 0, sizeof(FusedRnnSync)), "cudaMemset (fused RNN)");
+}
+
+absl::Status FusedRnn::PrepareRegisters(int sms) {
+  if (!FusedRnnRegCompiled(H_)) return absl::OkStatus();
+  const size_t smem = FusedRnnRegSmemBytes(kMaxBatch, H_);
+  if (ConfigureFusedRnnRegKernel(cell_, H_, smem) != cudaSuccess) {
+    cudaGetLastError();  // not offered; the error is not sticky
+    return absl::OkStatus();
+  }
+  // The fewest units a block (the most blocks) that the device runs at once, and twice that
+  // (a cheaper exchange, twice the work a block); the chooser times them.
+  for (int U = 1; U * 32 <= kFusedRegMaxThreads && reg_units_.size() < 2; ++U) {
+    if (H_ % U != 0 || H_ / U > sms || (!reg_units_.empty() && U != 2 * reg_units_.front())) {
+      continue;
+    }
+    int per_sm = 0;
+    if (MaxFusedRnnRegBlocksPerSm(cell_, H_, U, smem, &per_sm) != cudaSuccess) {
+      cudaGetLastError();
+      continue;
+    }
+    if (per_sm * sms >= H_ / U) reg_units_.push_back(U);
+  }
+  reg_smem_ = smem;
+  return absl::OkStatus();
+}
+
+absl::Status FusedRnn::ForwardRegisters(const RecurrentIO& io, int units) {
+  if (std::find(reg_units_.begin(), reg_units_.end(), units) == reg_units_.end()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(name(), ": no register kernel with ", units, " units a block for H=", H_));
+  }
+  if (io.B > kMaxBatch) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name(), " takes batches of at most ", kMaxBatch, "; got ", io.B));
+  }
+  return Launch(io, -units);
 }
 
 const char* FusedRnn::name() const {
@@ -231,6 +284,13 @@ absl::Status FusedRnn::Forward(const RecurrentIO& io, Kernel kernel) {
     }
     return Launch(io, 0);
   }
+  if (kernel == Kernel::kRegisters) {
+    if (reg_units_.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(name(), ": no register kernel for H=", H_, " on this device"));
+    }
+    return Launch(io, -reg_units_.front());
+  }
   if (kernel == Kernel::kCluster) {
     if (!has_cluster()) {
       return absl::FailedPreconditionError(
@@ -277,6 +337,7 @@ absl::StatusOr<int> FusedRnn::ChooseGrid(const RecurrentIO& io) {
   if (auto it = grid_by_batch_.find(io.B); it != grid_by_batch_.end()) return it->second;
   std::vector<int> candidates = grids_;
   if (small_) candidates.push_back(0);
+  for (int units : reg_units_) candidates.push_back(-units);
   bool timed = false;
   auto best = Fastest(
       candidates, [&](int blocks) { return Launch(io, blocks); }, &timed);
@@ -364,12 +425,18 @@ absl::Status FusedRnn::Launch(const RecurrentIO& io, int blocks) {
     return CudaOk(LaunchFusedLstmSmallKernel(p, small_smem_, stream_),
                   "kernel launch (fused LSTM, one block)");
   }
-  RNNSERVE_RETURN_IF_ERROR(hbuf_.Reserve(2 * int64_t{io.B} * H_ * sizeof(float)));
   RNNSERVE_RETURN_IF_ERROR(Project(io));
   FusedRnnArgs a = Args(io);
-  a.hbuf = hbuf_.as<float>();
+  a.xchg = xchg_.as<unsigned long long>();
+  a.sync = sync_.as<FusedRnnSync>();
+  a.xchg_stride = FusedRnnXchgStride(io.B, H_);
+  if (blocks < 0) {
+    a.U = -blocks;
+    return CudaOk(LaunchFusedRnnRegKernel(a, H_ / a.U, reg_smem_, stream_),
+                  absl::StrCat("cudaLaunchCooperativeKernel (", name(), ", registers)").c_str());
+  }
   a.U = H_ / blocks;
-  return CudaOk(LaunchFusedRnnKernel(a, blocks, kThreads, smem_, stream_),
+  return CudaOk(LaunchFusedRnnKernel(a, blocks, smem_, stream_),
                 absl::StrCat("cudaLaunchCooperativeKernel (", name(), ")").c_str());
 }
 
@@ -397,7 +464,8 @@ absl::Status FusedRnn::LaunchClusterOf(const RecurrentIO& io, int index) {
 
 int64_t FusedRnn::memory_bytes() const {
   return static_cast<int64_t>(W_.bytes() + R_.bytes() + bias_.bytes() + bRn_.bytes() +
-                              xproj_.bytes() + hbuf_.bytes() + Wt_.bytes() + Rt_.bytes());
+                              xproj_.bytes() + hbuf_.bytes() + xchg_.bytes() + sync_.bytes() +
+                              Wt_.bytes() + Rt_.bytes());
 }
 
 }  // namespace rnnserve::engine::cuda

@@ -11,7 +11,10 @@
 //   - the recurrent part is one cooperative launch of `blocks` blocks; block k owns hidden
 //     units [k*U, (k+1)*U) and keeps their G*U rows of R [G*H, H] in shared memory for all
 //     steps; each step reads h(t-1) [B, H] from a double buffer in global memory, computes its
-//     gates with FP32 FMAs and precise expf/tanhf, and ends with one grid-wide barrier;
+//     gates with FP32 FMAs and precise expf/tanhf, and writes its units' h(t). There is no grid
+//     barrier: each h is stored with its step's tag in one 64-bit word, and a block reads the
+//     words it needs until they carry the step it waits for (FusedRnnSync), so a step costs one
+//     round trip through L2 (the cooperative launch only guarantees that all blocks run at once);
 //   - or, for the widths it is compiled for (H = 128, 256, 512), one thread-block cluster
 //     (fused_rnn_cluster_kernel.cu) that keeps R in its blocks' shared memory and registers
 //     and exchanges h(t) through distributed shared memory, so that a step costs a cluster
@@ -22,6 +25,9 @@
 //     rows for every sequence of the batch as a register-tiled GEMM, so that a weight read
 //     from shared memory serves 4 sequences instead of one; the grid kernel and the cluster
 //     kernel read a block's rows once per sequence, which bounds them past B = 4.
+//   - or, for H = 256, 512 and 1024, the register kernel (fused_rnn_kernel.h): the grid
+//     kernel's exchange, with each warp holding its unit's G rows of R in registers and
+//     applying that unit's cell itself, one block barrier a step;
 //   - or, for an LSTM of small H (up to kSmallMaxHidden, where the weights fit in one block's
 //     shared memory), one block that runs the whole layer, input projection included, with two
 //     block barriers a step (fused_lstm_small_kernel.cu): at B = 1, T = 10, H = 32 the grid
@@ -85,8 +91,9 @@ class FusedRnn {
   FusedRnn(const FusedRnn&) = delete;
   FusedRnn& operator=(const FusedRnn&) = delete;
 
-  // kGrid: the grid kernel or the one-block kernel, whichever is faster for the batch size.
-  enum class Kernel { kGrid, kCluster, kOneBlock, kBatched };
+  // kGrid: the grid kernel (on one of its grid sizes), the register kernel or the one-block
+  // kernel, whichever is faster for the batch size. kRegisters: the register kernel alone.
+  enum class Kernel { kGrid, kCluster, kOneBlock, kBatched, kRegisters };
 
   // io as for CudnnRecurrent::Forward (c0 and cy: LSTM only), with io.B <= kMaxBatch
   // (kBatched: kMaxBatchedBatch); enqueues, never synchronises (except while timing the grid
@@ -97,6 +104,11 @@ class FusedRnn {
   bool has_cluster() const { return !clusters_.empty(); }
   FusedRnnWeights weights() const { return weights_; }
   bool has_one_block() const { return small_; }
+  // The register kernel's units a block offered (empty: not offered), fewest first; kRegisters
+  // runs the first.
+  const std::vector<int>& register_units() const { return reg_units_; }
+  // Runs the register kernel with `units` units a block, pinned (tests).
+  absl::Status ForwardRegisters(const RecurrentIO& io, int units);
   bool has_batched() const { return !batched_shapes_.empty(); }
   // A launch of the batch-tiled kernel: its grid size and register tile (an index into
   // kBatchedTiles).
@@ -141,12 +153,17 @@ class FusedRnn {
   // The cluster sizes that the device runs for H (none: no cluster kernel), and their shared
   // memory per block.
   absl::Status FindCluster();
+  // The grid kernel's exchange words and tag base, zeroed.
+  absl::Status PrepareExchange();
   // Creates the cuBLAS handle and uploads W, R (as weights_) and the biases.
   absl::Status Upload(const RecurrentDirection& d);
   absl::Status Project(const RecurrentIO& io);
   FusedRnnArgs Args(const RecurrentIO& io) const;
-  // blocks == 0: the one-block kernel.
+  // blocks > 0: the grid kernel on that many blocks; 0: the one-block kernel; -U: the register
+  // kernel with U units a block.
   absl::Status Launch(const RecurrentIO& io, int blocks);
+  // Offers the register kernel where it is compiled for H and fits on the device.
+  absl::Status PrepareRegisters(int sms);
   // Offers the one-block kernel where the cell (LSTM), H and the shared memory allow.
   absl::Status PrepareSmall(const RecurrentDirection& d, int smem_optin);
   absl::Status LaunchCluster(const RecurrentIO& io);
@@ -182,7 +199,9 @@ class FusedRnn {
   bool small_ = false;                   // the one-block kernel is offered
   size_t small_smem_ = 0;
   int small_chunk_ = 1;               // steps of input projection computed at once
-  std::map<int, int> grid_by_batch_;  // 0: the one-block kernel
+  std::map<int, int> grid_by_batch_;  // as Launch's `blocks`
+  std::vector<int> reg_units_;        // the register kernel's units a block, offered
+  size_t reg_smem_ = 0;
   // The batch-tiled kernel's shapes, largest grid first; each grid size divides H.
   std::vector<BatchedShape> batched_shapes_;
   size_t batched_smem_limit_ = 0;                 // shared memory its plans may use per block
@@ -193,7 +212,9 @@ class FusedRnn {
   DeviceBuffer bias_;   // [G*H] bW + bR (GRU: bW alone for the n gate)
   DeviceBuffer bRn_;    // [H] GRU: the n gate's bR
   DeviceBuffer xproj_;  // [B, T, G*H]
-  DeviceBuffer hbuf_;   // [2, B, H] h exchange between steps; batch-tiled: [2, H, Bp]
+  DeviceBuffer hbuf_;   // batch-tiled kernel: hT [2, H, Bp], h exchange between steps
+  DeviceBuffer xchg_;   // grid kernel: [2, kMaxBatch, H] tagged words of h (FusedRnnSync)
+  DeviceBuffer sync_;   // grid kernel: FusedRnnSync
   DeviceBuffer Wt_;     // [I, 4H] W transposed, for the one-block kernel
   DeviceBuffer Rt_;     // [H, 4H] R transposed, for the one-block kernel
 };

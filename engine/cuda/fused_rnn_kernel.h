@@ -26,39 +26,76 @@ inline constexpr int FusedRnnGates(FusedRnnCell cell) {
 // else (input projection, h, c, gates, sums) in FP32 as for kFp32.
 enum class FusedRnnWeights { kFp32, kBf16, kFp16 };
 
+// The grid kernel exchanges h(t) between its blocks as 64-bit words in global memory, the
+// float in the low half and a tag in the high half, [2][B][H] by step parity: step s reads the
+// words tagged base + s + 1 and writes base + s + 2. `base` lives in device memory beside an
+// exit counter; the last block to finish a launch moves it past every tag of that launch, so
+// that a launch (or a graph replayed) never takes a word of an earlier one for its own. Both
+// must be zero (or the words of an earlier launch) before the first launch.
+struct FusedRnnSync {
+  unsigned base = 0;
+  unsigned exits = 0;
+};
+// Words from one parity's [B][H] to the other's: even, so that pairs of words are 16-byte
+// aligned in both.
+inline constexpr int FusedRnnXchgStride(int B, int H) { return (B * H + 1) / 2 * 2; }
+
 struct FusedRnnArgs {
   FusedRnnCell cell = FusedRnnCell::kLstm;
   // [B, T, G*H] input projection with biases: bW + bR for every gate but the GRU's n, which
   // has bW only (its bR is bRn, inside r * (...)).
   const float* xproj = nullptr;
   FusedRnnWeights weights = FusedRnnWeights::kFp32;
-  const float* R = nullptr;          // [G*H, H] (kFp32)
-  const uint16_t* R16 = nullptr;     // [G*H, H] bfloat16 or half bits (kBf16, kFp16)
-  const float* bRn = nullptr;        // [H] GRU: the n gate's recurrent bias; LSTM: null
-  const int32_t* lengths = nullptr;  // [B], each in [1, T]
-  const float* h0 = nullptr;         // [B, H] or null
-  const float* c0 = nullptr;         // [B, H] or null; LSTM only
-  float* hbuf = nullptr;             // [2, B, H] scratch (grid kernel only)
-  float* y = nullptr;                // [B, T, H] or null; zero past each length
-  float* hy = nullptr;               // [B, H]
-  float* cy = nullptr;               // [B, H] or null; LSTM only
+  const float* R = nullptr;            // [G*H, H] (kFp32)
+  const uint16_t* R16 = nullptr;       // [G*H, H] bfloat16 or half bits (kBf16, kFp16)
+  const float* bRn = nullptr;          // [H] GRU: the n gate's recurrent bias; LSTM: null
+  const int32_t* lengths = nullptr;    // [B], each in [1, T]
+  const float* h0 = nullptr;           // [B, H] or null
+  const float* c0 = nullptr;           // [B, H] or null; LSTM only
+  float* hbuf = nullptr;               // batch-tiled kernel: its hT scratch
+  unsigned long long* xchg = nullptr;  // grid kernels: [2][FusedRnnXchgStride] tagged words
+  FusedRnnSync* sync = nullptr;        // grid kernel: its tags' base (above)
+  float* y = nullptr;                  // [B, T, H] or null; zero past each length
+  float* hy = nullptr;                 // [B, H]
+  float* cy = nullptr;                 // [B, H] or null; LSTM only
   int B = 0, T = 0, H = 0;
-  int U = 0;      // hidden units per block (grid kernel only)
-  int steps = 0;  // the longest length
+  int U = 0;            // hidden units per block (grid kernel only)
+  int steps = 0;        // the longest length
+  int xchg_stride = 0;  // grid kernels: FusedRnnXchgStride(B, H)
 };
 
+// The grid kernel's threads per block, and the (unit, sequence) cells each keeps at most in
+// registers: U * B <= kFusedGridCells * kFusedGridThreads.
+inline constexpr int kFusedGridThreads = 256;
+inline constexpr int kFusedGridCells = 4;
+
 // Shared memory the grid kernel needs per block, in bytes: R's rows of the block's U units
-// [G*U, H], h(t-1) [B, H], the gates' dot products [B, G*U] and the cell states [B, U].
+// [G*U, H], h(t-1) [B, H] and the gates' dot products [B, G*U].
 inline size_t FusedRnnSmemBytes(FusedRnnCell cell, int B, int H, int U) {
   const size_t G = FusedRnnGates(cell);
-  return sizeof(float) *
-         (G * U * H + static_cast<size_t>(B) * H + B * G * U + static_cast<size_t>(B) * U);
+  return sizeof(float) * (G * U * H + static_cast<size_t>(B) * H + B * G * U);
 }
 
-cudaError_t ConfigureFusedRnnKernel(FusedRnnCell cell, size_t smem);
-cudaError_t MaxFusedRnnBlocksPerSm(FusedRnnCell cell, int threads, size_t smem, int* blocks);
-cudaError_t LaunchFusedRnnKernel(const FusedRnnArgs& args, int blocks, int threads, size_t smem,
+cudaError_t ConfigureFusedRnnKernel(FusedRnnCell cell, int H, size_t smem);
+cudaError_t MaxFusedRnnBlocksPerSm(FusedRnnCell cell, int H, size_t smem, int* blocks);
+// args.U = H / blocks; args.xchg and args.sync set.
+cudaError_t LaunchFusedRnnKernel(const FusedRnnArgs& args, int blocks, size_t smem,
                                  cudaStream_t stream);
+
+// The register kernel (fused_rnn_reg_kernel.cu): the grid kernel's exchange, with U warps a
+// block, warp w owning unit k*U + w and holding its G rows of R in registers (compiled for
+// H = 256, 512 and 1024 only); h(t-1) is gathered into shared memory [2][B][H] by step
+// parity, and the warp that sums a unit's gates applies its cell (lane b: sequence b).
+// Launch: H / U blocks of 32 * U threads, U <= kFusedRegMaxThreads / 32, B <= 32.
+inline constexpr int kFusedRegMaxThreads = 256;
+bool FusedRnnRegCompiled(int H);
+inline size_t FusedRnnRegSmemBytes(int B, int H) {
+  return sizeof(float) * 2 * static_cast<size_t>(B) * H;
+}
+cudaError_t ConfigureFusedRnnRegKernel(FusedRnnCell cell, int H, size_t smem);
+cudaError_t MaxFusedRnnRegBlocksPerSm(FusedRnnCell cell, int H, int U, size_t smem, int* blocks);
+cudaError_t LaunchFusedRnnRegKernel(const FusedRnnArgs& args, int blocks, size_t smem,
+                                    cudaStream_t stream);
 
 // The cluster kernel: one cluster of `cluster` blocks of 128 * G threads (16 warps for the
 // LSTM, 12 for the GRU), R and h in the blocks' shared memory (and registers), h exchanged

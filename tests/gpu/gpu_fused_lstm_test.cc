@@ -164,8 +164,11 @@ INSTANTIATE_TEST_SUITE_P(Torch, ClusterKernelTest,
                                            "TorchGruClusterH256", "TorchGruClusterH512"),
                          [](const auto& info) { return info.param; });
 
-// The grid kernel of the GRU (reset_after, n's recurrent bias inside r * (...)) at each batch
-// size, pinned: the fallback for widths without a cluster kernel.
+// The grid kernel (h exchanged as tagged words, no grid barrier) of the LSTM and of the GRU
+// (reset_after, n's recurrent bias inside r * (...)) at each batch size, pinned: the kernel for
+// widths without a cluster kernel. Each batch size runs eagerly, captured and replayed, and the
+// chooser's timing of the grid sizes launches it more times before that: every launch must
+// take only its own words.
 class GridKernelTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GridKernelTest, EveryBatchSizeMatchesPyTorch) {
@@ -180,7 +183,39 @@ TEST_P(GridKernelTest, EveryBatchSizeMatchesPyTorch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Torch, GridKernelTest,
-                         ::testing::Values("TorchGruClusterH128", "TorchGruClusterH512"),
+                         ::testing::Values("TorchGruClusterH128", "TorchGruClusterH512",
+                                           "TorchLstmClusterH256", "TorchLstmClusterH512"),
+                         [](const auto& info) { return info.param; });
+
+// The register kernel (R in registers, each warp applying its unit's cell) with each number of
+// units a block it is offered, pinned, at every batch size, LSTM and GRU, H = 256 and 512.
+class RegisterKernelTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RegisterKernelTest, EveryBatchSizeMatchesPyTorch) {
+  RNNSERVE_SKIP_WITHOUT_GPU();
+  const std::string dir = "tests/fixtures/torch/" + GetParam() + "/";
+  auto model = TorchFixtureModel(dir);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const auto& spec = std::get<engine::RecurrentSpec>(model->layers[0].spec);
+  const int n = static_cast<int>(LoadNpy(dir + "lengths.npy").shape[0]);
+  StreamAndHandle sh;
+  ASSERT_TRUE(sh.ok());
+  auto fused = engine::cuda::FusedRnn::Create(spec, sh.stream);
+  ASSERT_TRUE(fused.ok()) << fused.status();
+  ASSERT_FALSE((*fused)->register_units().empty()) << "H=" << spec.hidden_size;
+  for (int units : (*fused)->register_units()) {
+    for (int batch = 1; batch <= std::min(n, engine::cuda::FusedRnn::kMaxBatch); ++batch) {
+      SCOPED_TRACE(::testing::Message() << "units " << units << ", B=" << batch);
+      CheckForward(dir, spec, batch, sh.stream,
+                   [&](const auto& io) { return (*fused)->ForwardRegisters(io, units); });
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Torch, RegisterKernelTest,
+                         ::testing::Values("TorchLstmClusterH256", "TorchLstmClusterH512",
+                                           "TorchGruClusterH256", "TorchGruClusterH512"),
                          [](const auto& info) { return info.param; });
 
 // The batch-tiled kernel in every shape it is offered (grid size x register tile), each pinned,

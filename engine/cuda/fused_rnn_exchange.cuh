@@ -1,0 +1,84 @@
+#pragma once
+
+// How FusedRnn's grid kernels pass h(t) between their blocks without a grid barrier (CUDA
+// only): each value is stored with the number of its step in one 64-bit word (FusedRnnSync in
+// fused_rnn_kernel.h says which numbers), and a reader repeats its load of a word until the
+// word carries the step it waits for. The load that finds the value ready is the load that
+// reads it: one round trip through L2 a step.
+
+#include "engine/cuda/fused_rnn_kernel.h"
+
+namespace rnnserve::engine::cuda {
+
+using FusedWord = unsigned long long;
+
+// Two words, each loaded at GPU scope (past L1: other SMs wrote them).
+__device__ __forceinline__ void LoadFusedWords(const FusedWord* p, FusedWord& w0, FusedWord& w1) {
+  asm volatile("ld.relaxed.gpu.v2.u64 {%0, %1}, [%2];\n" : "=l"(w0), "=l"(w1) : "l"(p) : "memory");
+}
+
+__device__ __forceinline__ FusedWord LoadFusedWord(const FusedWord* p) {
+  FusedWord w;
+  asm volatile("ld.relaxed.gpu.u64 %0, [%1];\n" : "=l"(w) : "l"(p) : "memory");
+  return w;
+}
+
+__device__ __forceinline__ void StoreFusedWord(FusedWord* p, float v, unsigned tag) {
+  const FusedWord w = (static_cast<FusedWord>(tag) << 32) | __float_as_uint(v);
+  asm volatile("st.relaxed.gpu.u64 [%0], %1;\n" ::"l"(p), "l"(w) : "memory");
+}
+
+__device__ __forceinline__ unsigned FusedTag(FusedWord w) { return static_cast<unsigned>(w >> 32); }
+__device__ __forceinline__ float FusedValue(FusedWord w) {
+  return __uint_as_float(static_cast<unsigned>(w));
+}
+
+// Copies the n words at `in` into hs as floats once each carries `want`, with all threads of
+// the block: each thread issues the loads of up to kPairs pairs of words at once, then repeats
+// only those that were not ready, so that its round trips overlap.
+__device__ __forceinline__ void GatherFusedWords(const FusedWord* in, float* hs, int n,
+                                                 unsigned want) {
+  constexpr int kPairs = 4;
+  const int pairs = n / 2, stride = blockDim.x;
+  for (int p0 = threadIdx.x; p0 < pairs; p0 += kPairs * stride) {
+    FusedWord w[kPairs][2];
+#pragma unroll
+    for (int k = 0; k < kPairs; ++k) {
+      const int p = p0 + k * stride;
+      if (p < pairs) LoadFusedWords(in + 2 * p, w[k][0], w[k][1]);
+    }
+#pragma unroll
+    for (int k = 0; k < kPairs; ++k) {
+      const int p = p0 + k * stride;
+      if (p >= pairs) break;
+      while (FusedTag(w[k][0]) != want || FusedTag(w[k][1]) != want) {
+        LoadFusedWords(in + 2 * p, w[k][0], w[k][1]);
+      }
+      hs[2 * p] = FusedValue(w[k][0]);
+      hs[2 * p + 1] = FusedValue(w[k][1]);
+    }
+  }
+  if ((n & 1) && threadIdx.x == 0) {
+    FusedWord w;
+    do {
+      w = LoadFusedWord(in + n - 1);
+    } while (FusedTag(w) != want);
+    hs[n - 1] = FusedValue(w);
+  }
+}
+
+// The end of a launch: the last block out moves the tags' base past the `steps` + 1 tags this
+// launch used (after base), for the next launch. Every thread of the block calls it.
+__device__ __forceinline__ void LeaveFusedExchange(FusedRnnSync* sync, unsigned base, int steps) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    if (atomicAdd(&sync->exits, 1u) == gridDim.x - 1) {
+      sync->exits = 0;
+      sync->base = base + steps + 1;
+      __threadfence();
+    }
+  }
+}
+
+}  // namespace rnnserve::engine::cuda
