@@ -130,9 +130,12 @@ absl::Status CudnnRecurrent::Init() {
       }
     }
   }
-  // Exact FP32 has its own persistent kernels for small batches (fused_rnn.h); FP16 and BF16
-  // have the cluster kernel with R in that precision and everything else in FP32.
-  if (math_ == MathMode::kFp32 || math_ == MathMode::kFp16 || math_ == MathMode::kBf16) {
+  // Exact FP32 has its own persistent kernels for small batches (fused_rnn.h), and TF32 layers
+  // are offered the same (exact FP32 is within TF32's error, and at small batches faster than
+  // cuDNN's TF32); FP16 and BF16 have the cluster and register kernels with R in that precision
+  // and everything else in FP32.
+  if (math_ == MathMode::kFp32 || math_ == MathMode::kTf32 || math_ == MathMode::kFp16 ||
+      math_ == MathMode::kBf16) {
     const FusedRnnWeights weights = math_ == MathMode::kFp16   ? FusedRnnWeights::kFp16
                                     : math_ == MathMode::kBf16 ? FusedRnnWeights::kBf16
                                                                : FusedRnnWeights::kFp32;

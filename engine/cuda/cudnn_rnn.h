@@ -15,10 +15,11 @@
 // - The workspace is allocated on first use for a shape and reused; it only grows.
 // - The algorithm (standard, persistent static, persistent static small-H, persistent dynamic;
 //   in FP32 and TF32 also standard on sequence-major copies; our fused exact FP32 LSTM or GRU
-//   (reset_after), grid or cluster kernel for batches up to FusedRnn::kMaxBatch, batch-tiled
-//   kernel up to FusedRnn::kMaxBatchedBatch, for one forward direction without projection; in
-//   FP16/BF16 FusedRnn's cluster kernels with R in that precision and FP32 states, batches up
-//   to FusedRnn::kMaxBatch) is chosen per batch size on first sight of that size by
+//   (reset_after), grid, register or cluster kernel for batches up to FusedRnn::kMaxBatch,
+//   batch-tiled kernel up to FusedRnn::kMaxBatchedBatch, for one forward direction without
+//   projection, offered to TF32 layers too; in FP16/BF16 FusedRnn's cluster and register
+//   kernels with R in that precision and FP32 states, batches up to FusedRnn::kMaxBatch) is
+//   chosen per batch size on first sight of that size by
 //   timing each one cuDNN accepts; an algorithm that returns an error is dropped.
 //   ForceAlgorithm pins one (benchmarks).
 //   Exact FP32 uses the standard algorithm only (the persistent kernels are not exact); a

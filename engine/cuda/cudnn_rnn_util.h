@@ -33,6 +33,8 @@ inline int BatchBucket(int B) { return StepBucket(B); }
 inline const char* AlgoName(cudnnRNNAlgo_t algo, cudnnDataType_t dtype = CUDNN_DATA_FLOAT) {
   if (algo == kFusedClusterAlgo && dtype == CUDNN_DATA_BFLOAT16) return "fused_cluster_bf16";
   if (algo == kFusedClusterAlgo && dtype == CUDNN_DATA_HALF) return "fused_cluster_fp16";
+  if (algo == kFusedAlgo && dtype == CUDNN_DATA_BFLOAT16) return "fused_bf16";
+  if (algo == kFusedAlgo && dtype == CUDNN_DATA_HALF) return "fused_fp16";
   switch (static_cast<int>(algo)) {
     case CUDNN_RNN_ALGO_STANDARD:
       return "standard";

@@ -40,21 +40,23 @@ absl::StatusOr<std::unique_ptr<FusedRnn>> FusedRnn::Create(const RecurrentSpec& 
   const FusedRnnCell cell = spec.cell == CellType::kLstm ? FusedRnnCell::kLstm : FusedRnnCell::kGru;
   const int H = spec.hidden_size, I = spec.input_size;
   const RecurrentDirection& d = spec.directions[0];
-  if (weights != FusedRnnWeights::kFp32) {  // the cluster kernel only
-    std::unique_ptr<FusedRnn> f(new FusedRnn(cell, weights, I, H, {}, 0, stream));
-    RNNSERVE_RETURN_IF_ERROR(f->FindCluster());
-    if (!f->has_cluster()) {
-      return absl::UnimplementedError(
-          absl::StrCat(f->name(), ": no cluster kernel with half-precision weights for H=", H,
-                       " on this device"));
-    }
-    RNNSERVE_RETURN_IF_ERROR(f->Upload(d));
-    return f;
-  }
   int device = 0, sms = 0, smem_optin = 0;
   RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaGetDevice(&device), "cudaGetDevice"));
   RNNSERVE_RETURN_IF_ERROR(
       CudaOk(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "SM count"));
+  if (weights != FusedRnnWeights::kFp32) {  // the cluster and register kernels only
+    std::unique_ptr<FusedRnn> f(new FusedRnn(cell, weights, I, H, {}, 0, stream));
+    RNNSERVE_RETURN_IF_ERROR(f->FindCluster());
+    RNNSERVE_RETURN_IF_ERROR(f->PrepareRegisters(sms));
+    if (!f->has_cluster() && f->reg_units_.empty()) {
+      return absl::UnimplementedError(absl::StrCat(
+          f->name(), ": no cluster or register kernel with half-precision weights for H=", H,
+          " on this device"));
+    }
+    RNNSERVE_RETURN_IF_ERROR(f->Upload(d));
+    if (!f->reg_units_.empty()) RNNSERVE_RETURN_IF_ERROR(f->PrepareExchange());
+    return f;
+  }
   RNNSERVE_RETURN_IF_ERROR(
       CudaOk(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
              "shared memory limit"));
@@ -153,7 +155,7 @@ absl::Status FusedRnn::PrepareExchange() {
 absl::Status FusedRnn::PrepareRegisters(int sms) {
   if (!FusedRnnRegCompiled(H_)) return absl::OkStatus();
   const size_t smem = FusedRnnRegSmemBytes(kMaxBatch, H_);
-  if (ConfigureFusedRnnRegKernel(cell_, H_, smem) != cudaSuccess) {
+  if (ConfigureFusedRnnRegKernel(cell_, H_, weights_, smem) != cudaSuccess) {
     cudaGetLastError();  // not offered; the error is not sticky
     return absl::OkStatus();
   }
@@ -164,7 +166,7 @@ absl::Status FusedRnn::PrepareRegisters(int sms) {
       continue;
     }
     int per_sm = 0;
-    if (MaxFusedRnnRegBlocksPerSm(cell_, H_, U, smem, &per_sm) != cudaSuccess) {
+    if (MaxFusedRnnRegBlocksPerSm(cell_, H_, weights_, U, smem, &per_sm) != cudaSuccess) {
       cudaGetLastError();
       continue;
     }
@@ -300,7 +302,7 @@ absl::Status FusedRnn::Forward(const RecurrentIO& io, Kernel kernel) {
   }
   if (!has_grid()) {
     return absl::FailedPreconditionError(
-        absl::StrCat(name(), ": no grid kernel with half-precision weights"));
+        absl::StrCat(name(), ": no grid or register kernel for H=", H_, " with these weights"));
   }
   auto blocks = ChooseGrid(io);
   if (!blocks.ok()) return blocks.status();

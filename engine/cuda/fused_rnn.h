@@ -41,15 +41,15 @@
 // GRU reset_after=False (r applied before the n gate's matmul, a second exchange a step) is not
 // run here: cuDNN has no such mode, and FusedRecurrent (fused_recurrent.h) runs it.
 //
-// For layers compiled in FP16 or BF16 (Create's `weights`), only the cluster kernel is offered,
-// with R rounded once to that precision (half the bytes: more rows a warp fit in registers) and
-// everything else as in exact FP32: the input projection is the same FP32 SGEMM with FP32 W,
-// h, c, the gates and every sum are FP32. Its error is the rounding of R alone, below cuDNN's
-// half modes, which also round x, W, h and y. Every cluster kernel compiled for the width that
-// runs on the device is offered, the FMA kernel (a row's weights read once per sequence) and
-// the tensor-core kernel (one mma.sync serves all 8 sequences a batch may have; h enters it
-// as two half terms, hi + lo, so that it keeps about 16 bits), over each cluster size, and the
-// fastest is chosen per batch size by timing.
+// For layers compiled in FP16 or BF16 (Create's `weights`), only the cluster kernel and the
+// register kernel are offered, with R rounded once to that precision (half the bytes: more rows a
+// warp fit in registers) and everything else as in exact FP32: the input projection is the same
+// FP32 SGEMM with FP32 W, h, c, the gates and every sum are FP32. Its error is the rounding of R
+// alone, below cuDNN's half modes, which also round x, W, h and y. Every cluster kernel compiled
+// for the width that runs on the device is offered, the FMA kernel (a row's weights read once per
+// sequence) and the tensor-core kernel (one mma.sync serves all 8 sequences a batch may have; h
+// enters it as two half terms, hi + lo, so that it keeps about 16 bits), over each cluster size,
+// and the fastest is chosen per batch size by timing.
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -100,7 +100,8 @@ class FusedRnn {
   // sizes for a new batch size). kCluster needs has_cluster(), kOneBlock has_one_block(),
   // kBatched has_batched(), kGrid has_grid().
   absl::Status Forward(const RecurrentIO& io, Kernel kernel = Kernel::kGrid);
-  bool has_grid() const { return !grids_.empty(); }
+  // Kernel::kGrid runs: the grid kernel (exact FP32 only) or the register kernel.
+  bool has_grid() const { return !grids_.empty() || !reg_units_.empty(); }
   bool has_cluster() const { return !clusters_.empty(); }
   FusedRnnWeights weights() const { return weights_; }
   bool has_one_block() const { return small_; }

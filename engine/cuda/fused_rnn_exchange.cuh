@@ -36,9 +36,9 @@ __device__ __forceinline__ float FusedValue(FusedWord w) {
 // Copies the n words at `in` into hs as floats once each carries `want`, with all threads of
 // the block: each thread issues the loads of up to kPairs pairs of words at once, then repeats
 // only those that were not ready, so that its round trips overlap.
+template <int kPairs = 4>
 __device__ __forceinline__ void GatherFusedWords(const FusedWord* in, float* hs, int n,
                                                  unsigned want) {
-  constexpr int kPairs = 4;
   const int pairs = n / 2, stride = blockDim.x;
   for (int p0 = threadIdx.x; p0 < pairs; p0 += kPairs * stride) {
     FusedWord w[kPairs][2];

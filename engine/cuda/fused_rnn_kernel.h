@@ -84,16 +84,19 @@ cudaError_t LaunchFusedRnnKernel(const FusedRnnArgs& args, int blocks, size_t sm
 
 // The register kernel (fused_rnn_reg_kernel.cu): the grid kernel's exchange, with U warps a
 // block, warp w owning unit k*U + w and holding its G rows of R in registers (compiled for
-// H = 256, 512 and 1024 only); h(t-1) is gathered into shared memory [2][B][H] by step
-// parity, and the warp that sums a unit's gates applies its cell (lane b: sequence b).
+// H = 256, 512 and 1024 only; R in FP32, or in BF16 / FP16 as args.weights says); h(t-1) is
+// gathered into shared memory [2][B][H] by step parity, and the warp that sums a unit's gates
+// applies its cell (lane b: sequence b).
 // Launch: H / U blocks of 32 * U threads, U <= kFusedRegMaxThreads / 32, B <= 32.
 inline constexpr int kFusedRegMaxThreads = 256;
 bool FusedRnnRegCompiled(int H);
 inline size_t FusedRnnRegSmemBytes(int B, int H) {
   return sizeof(float) * 2 * static_cast<size_t>(B) * H;
 }
-cudaError_t ConfigureFusedRnnRegKernel(FusedRnnCell cell, int H, size_t smem);
-cudaError_t MaxFusedRnnRegBlocksPerSm(FusedRnnCell cell, int H, int U, size_t smem, int* blocks);
+cudaError_t ConfigureFusedRnnRegKernel(FusedRnnCell cell, int H, FusedRnnWeights weights,
+                                       size_t smem);
+cudaError_t MaxFusedRnnRegBlocksPerSm(FusedRnnCell cell, int H, FusedRnnWeights weights, int U,
+                                      size_t smem, int* blocks);
 cudaError_t LaunchFusedRnnRegKernel(const FusedRnnArgs& args, int blocks, size_t smem,
                                     cudaStream_t stream);
 

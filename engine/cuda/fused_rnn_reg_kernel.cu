@@ -1,6 +1,8 @@
 // FusedRnn's register kernel (fused_rnn_kernel.h): the grid kernel with each block's rows of R
 // in its threads' registers instead of shared memory, for the widths it is compiled for.
-// Plain FP32: FMAs and precise expf / tanhf, as the other fused kernels.
+// Plain FP32: FMAs and precise expf / tanhf, as the other fused kernels; with BF16 / FP16
+// weights (layers compiled in those modes) R is held in that precision, half the registers,
+// and widened to FP32 as it is used (fused_rnn_cluster.cuh), everything else as in FP32.
 //
 // Block k has U warps, warp w owns hidden unit j = k*U + w and keeps its G rows of R in
 // registers: lane l holds columns 4l .. 4l+3 of every 128, as float4s. A step: all threads
@@ -12,6 +14,7 @@
 // applies its cell.
 
 #include "engine/cuda/fused_rnn_cell.cuh"
+#include "engine/cuda/fused_rnn_cluster.cuh"
 #include "engine/cuda/fused_rnn_exchange.cuh"
 #include "engine/cuda/fused_rnn_kernel.h"
 #include "engine/cuda/launch.cuh"
@@ -19,21 +22,57 @@
 namespace rnnserve::engine::cuda {
 namespace {
 
-template <FusedRnnCell kCell, int kH>
+// The G gate dot products of this warp's unit for sequences b0 .. b0 + kN - 1 (kN at once, for
+// overlap), each summed across the warp; lane b0 + n takes sequence b0 + n's into gates.
+template <int kN, FusedRnnWeights kW, int kH, typename Chunk, int G, int kI>
+__device__ __forceinline__ void SumGates(const Chunk (&w)[G][kI], const float* hs, int b0, int lane,
+                                         float (&gates)[G]) {
+  float acc[kN][G];
+#pragma unroll
+  for (int n = 0; n < kN; ++n) {
+#pragma unroll
+    for (int q = 0; q < G; ++q) acc[n][q] = 0.0f;
+  }
+#pragma unroll
+  for (int i = 0; i < kI; ++i) {
+#pragma unroll
+    for (int n = 0; n < kN; ++n) {
+      const float4 hv = reinterpret_cast<const float4*>(hs + (b0 + n) * kH)[lane + 32 * i];
+#pragma unroll
+      for (int q = 0; q < G; ++q) acc[n][q] = cluster_detail::DotChunk<kW>(w[q][i], hv, acc[n][q]);
+    }
+  }
+#pragma unroll
+  for (int n = 0; n < kN; ++n) {
+#pragma unroll
+    for (int q = 0; q < G; ++q) {
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) {
+        acc[n][q] += __shfl_xor_sync(0xffffffffu, acc[n][q], off);
+      }
+      if (lane == b0 + n) gates[q] = acc[n][q];
+    }
+  }
+}
+
+template <FusedRnnCell kCell, int kH, FusedRnnWeights kW>
 __global__ void __launch_bounds__(kFusedRegMaxThreads, 1) FusedRnnRegKernel(FusedRnnArgs a) {
+  using Chunk = cluster_detail::WeightChunk<kW>;
   constexpr int G = kFusedGates<kCell>;
-  constexpr int kI = kH / 128;  // float4s of a row a lane keeps
+  constexpr int kI = kH / 128;  // chunks of 4 weights of a row a lane keeps
   static_assert(kH % 128 == 0);
+  // Pairs of words a thread's gather has in flight at once: more where R leaves registers.
+  constexpr int kGatherPairs = G * kI * sizeof(typename Chunk::Type) / 4 >= 128 ? 4 : 8;
   extern __shared__ float4 smem4[];
   __shared__ unsigned base_shared;
   float* hbufs = reinterpret_cast<float*>(smem4);  // [2][B][kH]
   const int B = a.B, lane = threadIdx.x % 32;
   const int j = blockIdx.x * a.U + threadIdx.x / 32;
-  float4 w[G][kI];
+  typename Chunk::Type w[G][kI];
 #pragma unroll
   for (int q = 0; q < G; ++q) {
-    const float4* row =
-        reinterpret_cast<const float4*>(a.R + (static_cast<int64_t>(q) * kH + j) * kH);
+    const auto* row = reinterpret_cast<const typename Chunk::Type*>(
+        Chunk::Base(a) + (static_cast<int64_t>(q) * kH + j) * kH);
 #pragma unroll
     for (int i = 0; i < kI; ++i) w[q][i] = __ldg(row + lane + 32 * i);
   }
@@ -62,34 +101,14 @@ __global__ void __launch_bounds__(kFusedRegMaxThreads, 1) FusedRnnRegKernel(Fuse
     FusedWord* out = a.xchg + ((s + 1) & 1) * stride;
     const unsigned want = base + s + 1;
     float* hs = hbufs + (s & 1) * BH;
-    GatherFusedWords(in, hs, BH, want);
+    GatherFusedWords<kGatherPairs>(in, hs, BH, want);
     __syncthreads();
     float gates[G];
 #pragma unroll
     for (int q = 0; q < G; ++q) gates[q] = 0.0f;
-    for (int b = 0; b < B; ++b) {
-      const float4* h4 = reinterpret_cast<const float4*>(hs + b * kH) + lane;
-      float acc[G];
-#pragma unroll
-      for (int q = 0; q < G; ++q) acc[q] = 0.0f;
-#pragma unroll
-      for (int i = 0; i < kI; ++i) {
-        const float4 hv = h4[32 * i];
-#pragma unroll
-        for (int q = 0; q < G; ++q) {
-          acc[q] = fmaf(w[q][i].x, hv.x, acc[q]);
-          acc[q] = fmaf(w[q][i].y, hv.y, acc[q]);
-          acc[q] = fmaf(w[q][i].z, hv.z, acc[q]);
-          acc[q] = fmaf(w[q][i].w, hv.w, acc[q]);
-        }
-      }
-#pragma unroll
-      for (int q = 0; q < G; ++q) {
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) acc[q] += __shfl_xor_sync(0xffffffffu, acc[q], off);
-        if (lane == b) gates[q] = acc[q];
-      }
-    }
+    int b = 0;
+    for (; b + 2 <= B; b += 2) SumGates<2, kW, kH>(w, hs, b, lane, gates);
+    if (b < B) SumGates<1, kW, kH>(w, hs, b, lane, gates);
     if (mine) {
       if (s < len) h = FusedCellStep<kCell>(x, gates, h, c, bRn);
       StoreFusedWord(out + lane * kH + j, h, want + 1);
@@ -114,43 +133,59 @@ __global__ void __launch_bounds__(kFusedRegMaxThreads, 1) FusedRnnRegKernel(Fuse
 
 using Kernel = void (*)(FusedRnnArgs);
 
-template <FusedRnnCell kCell>
+template <FusedRnnCell kCell, FusedRnnWeights kW>
 Kernel KernelOf(int H) {
   switch (H) {
     case 256:
-      return FusedRnnRegKernel<kCell, 256>;
+      return FusedRnnRegKernel<kCell, 256, kW>;
     case 512:
-      return FusedRnnRegKernel<kCell, 512>;
+      return FusedRnnRegKernel<kCell, 512, kW>;
     case 1024:
-      return FusedRnnRegKernel<kCell, 1024>;
+      return FusedRnnRegKernel<kCell, 1024, kW>;
     default:
       return nullptr;
   }
 }
 
-Kernel KernelFor(FusedRnnCell cell, int H) {
-  return cell == FusedRnnCell::kLstm ? KernelOf<FusedRnnCell::kLstm>(H)
-                                     : KernelOf<FusedRnnCell::kGru>(H);
+template <FusedRnnCell kCell>
+Kernel KernelOf(int H, FusedRnnWeights weights) {
+  switch (weights) {
+    case FusedRnnWeights::kBf16:
+      return KernelOf<kCell, FusedRnnWeights::kBf16>(H);
+    case FusedRnnWeights::kFp16:
+      return KernelOf<kCell, FusedRnnWeights::kFp16>(H);
+    default:
+      return KernelOf<kCell, FusedRnnWeights::kFp32>(H);
+  }
+}
+
+Kernel KernelFor(FusedRnnCell cell, int H, FusedRnnWeights weights) {
+  return cell == FusedRnnCell::kLstm ? KernelOf<FusedRnnCell::kLstm>(H, weights)
+                                     : KernelOf<FusedRnnCell::kGru>(H, weights);
 }
 
 }  // namespace
 
-bool FusedRnnRegCompiled(int H) { return KernelFor(FusedRnnCell::kLstm, H) != nullptr; }
+bool FusedRnnRegCompiled(int H) {
+  return KernelFor(FusedRnnCell::kLstm, H, FusedRnnWeights::kFp32) != nullptr;
+}
 
-cudaError_t ConfigureFusedRnnRegKernel(FusedRnnCell cell, int H, size_t smem) {
-  Kernel k = KernelFor(cell, H);
+cudaError_t ConfigureFusedRnnRegKernel(FusedRnnCell cell, int H, FusedRnnWeights weights,
+                                       size_t smem) {
+  Kernel k = KernelFor(cell, H, weights);
   return k ? RaiseDynamicSmemLimit(k, smem) : cudaErrorInvalidValue;
 }
 
-cudaError_t MaxFusedRnnRegBlocksPerSm(FusedRnnCell cell, int H, int U, size_t smem, int* blocks) {
-  Kernel k = KernelFor(cell, H);
+cudaError_t MaxFusedRnnRegBlocksPerSm(FusedRnnCell cell, int H, FusedRnnWeights weights, int U,
+                                      size_t smem, int* blocks) {
+  Kernel k = KernelFor(cell, H, weights);
   if (!k) return cudaErrorInvalidValue;
   return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, k, 32 * U, smem);
 }
 
 cudaError_t LaunchFusedRnnRegKernel(const FusedRnnArgs& args, int blocks, size_t smem,
                                     cudaStream_t stream) {
-  Kernel k = KernelFor(args.cell, args.H);
+  Kernel k = KernelFor(args.cell, args.H, args.weights);
   if (!k || args.xchg == nullptr || args.sync == nullptr || args.B > 32 ||
       args.xchg_stride < args.B * args.H || 32 * args.U > kFusedRegMaxThreads ||
       blocks * args.U != args.H) {

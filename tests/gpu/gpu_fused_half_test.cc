@@ -1,5 +1,6 @@
 // The fused cluster kernels with R stored in BF16 or FP16 (engine/cuda/fused_rnn.h, for layers
-// compiled in those math modes: the FMA kernel and the tensor-core kernel), against PyTorch's
+// compiled in those math modes: the FMA kernel and the tensor-core kernel), and the register
+// kernel with R so stored (H = 256, 512), against PyTorch's
 // exact-FP32 answers: the relative L2 error of y, h_n and the LSTM's c_n within the mode's
 // bound (kReducedPrecisionBounds), at batches 1..8 of sequences of mixed lengths, for every
 // kernel and cluster size offered, LSTM and GRU at H = 128, 256 and 512; steps past a
@@ -138,13 +139,15 @@ TEST_P(HalfClusterKernelTest, EveryClusterAndBatchSizeWithinBound) {
   {
     auto fused = FusedRnn::Create(spec, stream, WeightsOf(mode));
     if (!ClustersLaunch()) {
-      EXPECT_EQ(fused.status().code(), absl::StatusCode::kUnimplemented);
+      if (!engine::cuda::FusedRnnRegCompiled(spec.hidden_size)) {
+        EXPECT_EQ(fused.status().code(), absl::StatusCode::kUnimplemented);
+      }
       cudaStreamDestroy(stream);
       GTEST_SKIP() << "no thread-block clusters on this device";
     }
     ASSERT_TRUE(fused.ok()) << fused.status();
     EXPECT_TRUE((*fused)->has_cluster());
-    EXPECT_FALSE((*fused)->has_grid());
+    EXPECT_EQ((*fused)->has_grid(), !(*fused)->register_units().empty());
     EXPECT_FALSE((*fused)->has_batched());
     EXPECT_FALSE((*fused)->has_one_block());
     const auto shapes = (*fused)->cluster_shapes();
@@ -181,10 +184,54 @@ INSTANTIATE_TEST_SUITE_P(
              (std::get<1>(info.param) == MathMode::kBf16 ? "Bf16" : "Fp16");
     });
 
+// The register kernel with R in BF16 / FP16 (H = 256, 512), pinned, with each number of units
+// a block it is offered, at batches 1..8.
+class HalfRegisterKernelTest : public ::testing::TestWithParam<std::tuple<std::string, MathMode>> {
+};
+
+TEST_P(HalfRegisterKernelTest, EveryBatchSizeWithinBound) {
+  RNNSERVE_SKIP_WITHOUT_GPU();
+  const auto& [fixture, mode] = GetParam();
+  const ReducedPrecisionBound& bound = BoundOf(mode);
+  const std::string dir = "tests/fixtures/torch/" + fixture + "/";
+  auto model = TorchFixtureModel(dir);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const auto& spec = std::get<engine::RecurrentSpec>(model->layers[0].spec);
+  const int n = static_cast<int>(LoadNpy(dir + "lengths.npy").shape[0]);
+  StreamAndHandle sh;
+  ASSERT_TRUE(sh.ok());
+  auto fused = FusedRnn::Create(spec, sh.stream, WeightsOf(mode));
+  ASSERT_TRUE(fused.ok()) << fused.status();
+  ASSERT_FALSE((*fused)->register_units().empty()) << "H=" << spec.hidden_size;
+  for (int units : (*fused)->register_units()) {
+    for (int batch = 1; batch <= std::min(n, FusedRnn::kMaxBatch); ++batch) {
+      SCOPED_TRACE(::testing::Message() << "units " << units << " B=" << batch);
+      const Errors e = RunFixture(dir, spec, batch, 2, sh.stream, [&](const RecurrentIO& io) {
+        return (*fused)->ForwardRegisters(io, units);
+      });
+      std::cout << "[ " << bound.name << " ] " << fixture << " registers, units " << units
+                << " B=" << batch << " rel L2 y " << e.y << " h " << e.h << " c " << e.c << "\n";
+      EXPECT_LE(e.Max(), bound.relative_l2);
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Torch, HalfRegisterKernelTest,
+    ::testing::Combine(::testing::Values("TorchLstmClusterH256", "TorchLstmClusterH512",
+                                         "TorchGruClusterH256", "TorchGruClusterH512"),
+                       ::testing::Values(MathMode::kBf16, MathMode::kFp16)),
+    [](const auto& info) {
+      return std::get<0>(info.param) +
+             (std::get<1>(info.param) == MathMode::kBf16 ? "Bf16" : "Fp16");
+    });
+
 class HalfChooserTest : public ::testing::TestWithParam<std::tuple<std::string, MathMode>> {};
 
-// A layer compiled in BF16 / FP16 offers the half-weight cluster kernel (and no other fused
-// kernel) beside cuDNN's algorithms; pinned, it runs eagerly and from a graph with FP32 states
+// A layer compiled in BF16 / FP16 offers the half-weight cluster kernel and, where it is
+// compiled for the width, the register kernel (and no other fused kernel) beside cuDNN's
+// algorithms; each within the bound; pinned, it runs eagerly and from a graph with FP32 states
 // (the layer's half-precision state copies are not used), closer to FP32 than cuDNN's standard
 // algorithm in the same mode; the engine's own choice stays within the bound.
 TEST_P(HalfChooserTest, OfferedAndCloserThanCudnn) {
@@ -205,8 +252,18 @@ TEST_P(HalfChooserTest, OfferedAndCloserThanCudnn) {
   auto offered = [&](cudnnRNNAlgo_t a) {
     return std::find(algos.begin(), algos.end(), a) != algos.end();
   };
-  EXPECT_FALSE(offered(engine::cuda::kFusedAlgo));
+  EXPECT_EQ(offered(engine::cuda::kFusedAlgo), engine::cuda::FusedRnnRegCompiled(spec.hidden_size));
   EXPECT_FALSE(offered(engine::cuda::kFusedBatchedAlgo));
+  if (offered(engine::cuda::kFusedAlgo)) {
+    auto registers = make();
+    ASSERT_TRUE(registers.ok()) << registers.status();
+    ASSERT_TRUE((*registers)->ForceAlgorithm(engine::cuda::kFusedAlgo).ok());
+    const Errors e = RunFixture(dir, spec, B, 3, sh.stream,
+                                [&](const RecurrentIO& io) { return (*registers)->Forward(io); });
+    std::cout << "[ " << bound.name << " ] " << fixture << " B=" << B
+              << " register kernel rel L2 (max of y, h, c): " << e.Max() << "\n";
+    EXPECT_LE(e.Max(), bound.relative_l2);
+  }
   if (!ClustersLaunch()) GTEST_SKIP() << "no thread-block clusters on this device";
   ASSERT_TRUE(offered(engine::cuda::kFusedClusterAlgo));
   ASSERT_TRUE((*pinned)->ForceAlgorithm(engine::cuda::kFusedClusterAlgo).ok());
