@@ -17,16 +17,21 @@ absl::Status Supports(const RecurrentSpec& spec) {
       (spec.cell == CellType::kGru && !spec.reset_after)) {
     return absl::UnimplementedError("fused RNN: LSTM or GRU reset_after only");
   }
-  if (spec.directions.size() != 1 || spec.directions[0].reverse || spec.proj_size > 0) {
-    return absl::UnimplementedError("fused RNN: one forward direction without projection only");
-  }
-  const RecurrentDirection& d = spec.directions[0];
-  const bool lstm = spec.cell == CellType::kLstm;
-  if (d.f.kind != ActivationKind::kSigmoid || d.g.kind != ActivationKind::kTanh ||
-      (lstm && d.h.kind != ActivationKind::kTanh) || spec.clip != 0.0f || spec.input_forget ||
-      !d.peephole.empty()) {
+  const auto& dirs = spec.directions;
+  const bool one = dirs.size() == 1 && !dirs[0].reverse;
+  const bool both = dirs.size() == 2 && !dirs[0].reverse && dirs[1].reverse;
+  if ((!one && !both) || spec.proj_size > 0) {
     return absl::UnimplementedError(
-        "fused RNN: sigmoid/tanh activations without clip, peepholes or input_forget only");
+        "fused RNN: one forward direction, or forward and reverse, without projection only");
+  }
+  const bool lstm = spec.cell == CellType::kLstm;
+  for (const RecurrentDirection& d : dirs) {
+    if (d.f.kind != ActivationKind::kSigmoid || d.g.kind != ActivationKind::kTanh ||
+        (lstm && d.h.kind != ActivationKind::kTanh) || spec.clip != 0.0f || spec.input_forget ||
+        !d.peephole.empty()) {
+      return absl::UnimplementedError(
+          "fused RNN: sigmoid/tanh activations without clip, peepholes or input_forget only");
+    }
   }
   return absl::OkStatus();
 }
@@ -45,6 +50,10 @@ absl::StatusOr<std::unique_ptr<FusedRnn>> FusedRnn::Create(const RecurrentSpec& 
   RNNSERVE_RETURN_IF_ERROR(
       CudaOk(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "SM count"));
   if (weights != FusedRnnWeights::kFp32) {  // the cluster and register kernels only
+    if (spec.directions.size() != 1) {
+      return absl::UnimplementedError(
+          "fused RNN: two directions with exact FP32 weights only (the batch-tiled kernel)");
+    }
     std::unique_ptr<FusedRnn> f(new FusedRnn(cell, weights, I, H, {}, 0, stream));
     RNNSERVE_RETURN_IF_ERROR(f->FindCluster());
     RNNSERVE_RETURN_IF_ERROR(f->PrepareRegisters(sms));
@@ -53,7 +62,7 @@ absl::StatusOr<std::unique_ptr<FusedRnn>> FusedRnn::Create(const RecurrentSpec& 
           f->name(), ": no cluster or register kernel with half-precision weights for H=", H,
           " on this device"));
     }
-    RNNSERVE_RETURN_IF_ERROR(f->Upload(d));
+    RNNSERVE_RETURN_IF_ERROR(f->Upload(spec.directions));
     if (!f->reg_units_.empty()) RNNSERVE_RETURN_IF_ERROR(f->PrepareExchange());
     return f;
   }
@@ -64,6 +73,18 @@ absl::StatusOr<std::unique_ptr<FusedRnn>> FusedRnn::Create(const RecurrentSpec& 
   RNNSERVE_RETURN_IF_ERROR(CudaOk(
       cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, device), "cooperative launch"));
   if (!coop) return absl::UnimplementedError("fused RNN: no cooperative launch on this device");
+  if (spec.directions.size() == 2) {
+    // Both directions in one launch of the batch-tiled kernel, half of the SMs each.
+    std::unique_ptr<FusedRnn> f(new FusedRnn(cell, FusedRnnWeights::kFp32, I, H, {}, 0, stream));
+    f->dirs_ = 2;
+    RNNSERVE_RETURN_IF_ERROR(f->PrepareBatched(sms / 2, smem_optin));
+    if (!f->has_batched()) {
+      return absl::UnimplementedError(absl::StrCat(
+          f->name(), ": no batch-tiled kernel for two directions of H=", H, " on this device"));
+    }
+    RNNSERVE_RETURN_IF_ERROR(f->Upload(spec.directions));
+    return f;
+  }
   // Grid sizes (at most one block per SM) that split H evenly: the largest, and about a half
   // and a quarter of it.
   // A block keeps its units' cells of every sequence in its threads' registers.
@@ -97,7 +118,7 @@ absl::StatusOr<std::unique_ptr<FusedRnn>> FusedRnn::Create(const RecurrentSpec& 
   }
   std::unique_ptr<FusedRnn> f(
       new FusedRnn(cell, FusedRnnWeights::kFp32, I, H, std::move(grids), smem, stream));
-  RNNSERVE_RETURN_IF_ERROR(f->Upload(d));
+  RNNSERVE_RETURN_IF_ERROR(f->Upload(spec.directions));
   RNNSERVE_RETURN_IF_ERROR(f->PrepareExchange());
   RNNSERVE_RETURN_IF_ERROR(f->PrepareRegisters(sms));
   RNNSERVE_RETURN_IF_ERROR(f->FindCluster());
@@ -106,37 +127,44 @@ absl::StatusOr<std::unique_ptr<FusedRnn>> FusedRnn::Create(const RecurrentSpec& 
   return f;
 }
 
-absl::Status FusedRnn::Upload(const RecurrentDirection& d) {
+absl::Status FusedRnn::Upload(const std::vector<RecurrentDirection>& dirs) {
   RNNSERVE_RETURN_IF_ERROR(CublasOk(cublasCreate(&cublas_), "cublasCreate"));
   RNNSERVE_RETURN_IF_ERROR(CublasOk(cublasSetStream(cublas_, stream_), "cublasSetStream"));
   RNNSERVE_RETURN_IF_ERROR(
       CublasOk(cublasSetMathMode(cublas_, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode"));
   const int G = G_, H = H_;
-  // bW + bR of every gate but the GRU's n: its bR stays apart, inside r * (...).
+  // The directions side by side: W [dirs*G*H, I] (one projection for both), R [dirs][G*H][H],
+  // bias [dirs*G*H], bRn [dirs][H]. bias is bW + bR of every gate but the GRU's n: its bR
+  // stays apart (bRn), inside r * (...).
   const int folded = cell_ == FusedRnnCell::kGru ? 2 * H : G * H;
-  std::vector<float> bias(d.bW.begin(), d.bW.begin() + G * H);
-  for (int i = 0; i < folded; ++i) bias[i] += d.bR[i];
+  std::vector<float> W, R, bias, bRn;
+  for (const RecurrentDirection& d : dirs) {
+    W.insert(W.end(), d.W.begin(), d.W.end());
+    R.insert(R.end(), d.R.begin(), d.R.end());
+    const size_t at = bias.size();
+    bias.insert(bias.end(), d.bW.begin(), d.bW.begin() + G * H);
+    for (int i = 0; i < folded; ++i) bias[at + i] += d.bR[i];
+    if (cell_ == FusedRnnCell::kGru)
+      bRn.insert(bRn.end(), d.bR.begin() + 2 * H, d.bR.begin() + 3 * H);
+  }
   auto upload = [&](const std::vector<float>& v, DeviceBuffer* dst) -> absl::Status {
     RNNSERVE_RETURN_IF_ERROR(dst->Reserve(v.size() * sizeof(float)));
     return CudaOk(
         cudaMemcpy(dst->get(), v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice),
         "cudaMemcpy (fused RNN weights)");
   };
-  RNNSERVE_RETURN_IF_ERROR(upload(d.W, &W_));
+  RNNSERVE_RETURN_IF_ERROR(upload(W, &W_));
   RNNSERVE_RETURN_IF_ERROR(upload(bias, &bias_));
-  if (cell_ == FusedRnnCell::kGru) {
-    RNNSERVE_RETURN_IF_ERROR(
-        upload(std::vector<float>(d.bR.begin() + 2 * H, d.bR.begin() + 3 * H), &bRn_));
-  }
-  if (weights_ == FusedRnnWeights::kFp32) return upload(d.R, &R_);
+  if (cell_ == FusedRnnCell::kGru) RNNSERVE_RETURN_IF_ERROR(upload(bRn, &bRn_));
+  if (weights_ == FusedRnnWeights::kFp32) return upload(R, &R_);
   // R rounded to nearest (even) in the layer's half precision, on the device, as cuDNN's
   // weights are (CudnnRecurrent::PackWeights).
   DeviceBuffer staging;
-  RNNSERVE_RETURN_IF_ERROR(upload(d.R, &staging));
-  RNNSERVE_RETURN_IF_ERROR(R_.Reserve(d.R.size() * sizeof(uint16_t)));
+  RNNSERVE_RETURN_IF_ERROR(upload(R, &staging));
+  RNNSERVE_RETURN_IF_ERROR(R_.Reserve(R.size() * sizeof(uint16_t)));
   const HalfKind kind = weights_ == FusedRnnWeights::kBf16 ? HalfKind::kBf16 : HalfKind::kFp16;
   RNNSERVE_RETURN_IF_ERROR(CudaOk(
-      LaunchToHalf(staging.as<float>(), R_.get(), static_cast<int64_t>(d.R.size()), kind, stream_),
+      LaunchToHalf(staging.as<float>(), R_.get(), static_cast<int64_t>(R.size()), kind, stream_),
       "R to half"));
   return CudaOk(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (fused RNN weights)");
 }
@@ -385,15 +413,16 @@ absl::StatusOr<int> FusedRnn::Fastest(const std::vector<int>& candidates,
 
 absl::Status FusedRnn::Project(const RecurrentIO& io) {
   const int64_t rows = int64_t{io.B} * io.T;
-  RNNSERVE_RETURN_IF_ERROR(xproj_.Reserve(rows * G_ * H_ * sizeof(float)));
-  // xproj [rows, G*H] = x [rows, I] . W^T, W [G*H, I] row-major: column-major
-  // xproj^T [G*H, rows] = W [G*H, I] (W^T read transposed) . x^T [I, rows].
+  const int N = dirs_ * G_ * H_;  // the gates of every direction
+  RNNSERVE_RETURN_IF_ERROR(xproj_.Reserve(rows * N * sizeof(float)));
+  // xproj [rows, N] = x [rows, I] . W^T, W [N, I] row-major: column-major
+  // xproj^T [N, rows] = W [N, I] (W^T read transposed) . x^T [I, rows].
   const float one = 1.0f, zero = 0.0f;
   RNNSERVE_RETURN_IF_ERROR(
-      CublasOk(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, G_ * H_, static_cast<int>(rows), I_,
-                           &one, W_.as<float>(), I_, io.x, I_, &zero, xproj_.as<float>(), G_ * H_),
+      CublasOk(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, N, static_cast<int>(rows), I_, &one,
+                           W_.as<float>(), I_, io.x, I_, &zero, xproj_.as<float>(), N),
                "cublasSgemm (fused RNN input projection)"));
-  return CudaOk(LaunchBiasActivation(xproj_.as<float>(), bias_.as<float>(), rows, G_ * H_,
+  return CudaOk(LaunchBiasActivation(xproj_.as<float>(), bias_.as<float>(), rows, N,
                                      DeviceActivation{}, stream_),
                 "bias kernel");
 }

@@ -80,8 +80,9 @@ class FusedRnn {
   static_assert(kMaxBatch <= kClusterMaxBatch);
 
   // UNIMPLEMENTED when the layer or the device does not fit (the caller keeps cuDNN): another
-  // cell, activations other than sigmoid/tanh, clip, peepholes, input_forget, a projection,
-  // two directions or a reversed one, GRU reset_after=False.
+  // cell, activations other than sigmoid/tanh, clip, peepholes, input_forget, a projection, a
+  // lone reversed direction, GRU reset_after=False. Two directions (forward and reverse, exact
+  // FP32) get the batch-tiled kernel only, both in one launch on half the SMs each.
   // kBf16 / kFp16 `weights`: also UNIMPLEMENTED where no cluster kernel runs the layer's width
   // on this device.
   static absl::StatusOr<std::unique_ptr<FusedRnn>> Create(
@@ -156,8 +157,8 @@ class FusedRnn {
   absl::Status FindCluster();
   // The grid kernel's exchange words and tag base, zeroed.
   absl::Status PrepareExchange();
-  // Creates the cuBLAS handle and uploads W, R (as weights_) and the biases.
-  absl::Status Upload(const RecurrentDirection& d);
+  // Creates the cuBLAS handle and uploads W, R (as weights_) and the biases of every direction.
+  absl::Status Upload(const std::vector<RecurrentDirection>& dirs);
   absl::Status Project(const RecurrentIO& io);
   FusedRnnArgs Args(const RecurrentIO& io) const;
   // blocks > 0: the grid kernel on that many blocks; 0: the one-block kernel; -U: the register
@@ -181,6 +182,8 @@ class FusedRnn {
   const FusedRnnCell cell_;
   const FusedRnnWeights weights_;  // kFp32: every kernel; kBf16 / kFp16: the cluster kernel only
   const int G_;                    // gates a unit: 4 (LSTM), 3 (GRU)
+  // 2: a bidirectional layer (forward, then reverse), which only the batch-tiled kernel runs.
+  int dirs_ = 1;
   const int I_, H_;
   // Grid sizes that split H evenly and fit on the device at once, largest first (none with half
   // weights: the grid kernel is not offered). Fewer blocks
@@ -208,11 +211,11 @@ class FusedRnn {
   size_t batched_smem_limit_ = 0;                 // shared memory its plans may use per block
   std::map<int, BatchedShape> batched_by_batch_;  // the fastest shape, per batch size
   cublasHandle_t cublas_ = nullptr;
-  DeviceBuffer W_;      // [G*H, I]
-  DeviceBuffer R_;      // [G*H, H], FP32 or (weights_ kBf16 / kFp16) 16-bit
-  DeviceBuffer bias_;   // [G*H] bW + bR (GRU: bW alone for the n gate)
-  DeviceBuffer bRn_;    // [H] GRU: the n gate's bR
-  DeviceBuffer xproj_;  // [B, T, G*H]
+  DeviceBuffer W_;      // [dirs*G*H, I]
+  DeviceBuffer R_;      // [dirs][G*H, H], FP32 or (weights_ kBf16 / kFp16) 16-bit
+  DeviceBuffer bias_;   // [dirs*G*H] bW + bR (GRU: bW alone for the n gate)
+  DeviceBuffer bRn_;    // [dirs][H] GRU: the n gate's bR
+  DeviceBuffer xproj_;  // [B, T, dirs*G*H]
   DeviceBuffer hbuf_;   // batch-tiled kernel: hT [2, H, Bp], h exchange between steps
   DeviceBuffer xchg_;   // grid kernel: [2, kMaxBatch, H] tagged words of h (FusedRnnSync)
   DeviceBuffer sync_;   // grid kernel: FusedRnnSync

@@ -57,10 +57,10 @@ absl::Status FusedRnn::ForwardBatched(const RecurrentIO& io, BatchedShape shape)
                                                       ", H=", H_, " on ", shape.blocks,
                                                       " blocks, tile ", shape.tile));
   }
-  // hT [2][H][Bp]: h(t-1) and h(t), sequences innermost.
-  RNNSERVE_RETURN_IF_ERROR(hbuf_.Reserve(2 * int64_t{H_} * plan.Bp * sizeof(float)));
+  // hT [dirs][2][H][Bp]: h(t-1) and h(t), sequences innermost.
+  RNNSERVE_RETURN_IF_ERROR(hbuf_.Reserve(int64_t{dirs_} * 2 * H_ * plan.Bp * sizeof(float)));
   RNNSERVE_RETURN_IF_ERROR(Project(io));
-  FusedBatchedArgs args{.a = Args(io), .plan = plan};
+  FusedBatchedArgs args{.a = Args(io), .plan = plan, .dirs = dirs_};
   args.a.hbuf = hbuf_.as<float>();
   return CudaOk(LaunchFusedBatchedKernel(args, stream_),
                 absl::StrCat("cudaLaunchCooperativeKernel (", name(), " batch-tiled)").c_str());

@@ -69,9 +69,19 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
   const FusedRnnArgs& a = args.a;
   const FusedBatchedPlan& p = args.plan;
   const int H = a.H, B = a.B, U = p.U, Bp = p.Bp, KC = p.KC;
-  const int NB4 = Bp / 4;         // float4s of a column of hT
+  // Direction d of args.dirs: its blocks, weights, h exchange, columns of the input projection
+  // and of y, and states; the reverse direction runs each sequence from its last valid step.
+  const int per_dir = gridDim.x / args.dirs, d = blockIdx.x / per_dir;
+  const bool reverse = d == 1;
+  const int XS = args.dirs * G * H, YS = args.dirs * H;  // row strides of xproj and y
+  const float* R = a.R + static_cast<int64_t>(d) * G * H * H;
+  const float* xproj = a.xproj + d * G * H;
+  float* hbuf = a.hbuf + static_cast<int64_t>(d) * 2 * H * Bp;
+  float* y = a.y ? a.y + d * H : nullptr;
+  const int64_t state = static_cast<int64_t>(d) * B * H;  // offset of this direction's states
+  const int NB4 = Bp / 4;                                 // float4s of a column of hT
   const int PW4 = NB4 / kPanels;  // float4s of a panel; tile bg reads float4 bg of each
-  const int j0 = blockIdx.x * U;
+  const int j0 = (blockIdx.x % per_dir) * U;
   const int tid = threadIdx.x;
   extern __shared__ float4 smem4[];
   float* Ws = reinterpret_cast<float*>(smem4);  // [H][U][4]
@@ -84,7 +94,7 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
   // zero for the GRU's missing fourth gate.
   for (int i = tid; i < 4 * U * H; i += blockDim.x) {
     const int k = i % H, u = (i / H) % U, q = i / (H * U);
-    Ws[(k * U + u) * 4 + q] = q < G ? a.R[(static_cast<int64_t>(q) * H + j0 + u) * H + k] : 0.0f;
+    Ws[(k * U + u) * 4 + q] = q < G ? R[(static_cast<int64_t>(q) * H + j0 + u) * H + k] : 0.0f;
   }
 
   // This thread's cells: cell r is i = tid + r * blockDim.x < U * B, unit u = i % U, sequence
@@ -103,20 +113,21 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
     if (i < U * B) {
       const int u = i % U, b = i / U, j = j0 + u;
       len[r] = a.lengths[b];
-      h[r] = a.h0 ? a.h0[b * H + j] : 0.0f;
-      c[r] = a.c0 ? a.c0[b * H + j] : 0.0f;
-      if constexpr (kCell == FusedRnnCell::kGru) bRn[r] = a.bRn[j];
-      const float* xp = a.xproj + static_cast<int64_t>(b) * a.T * G * H + j;  // step 0
+      h[r] = a.h0 ? a.h0[state + b * H + j] : 0.0f;
+      c[r] = a.c0 ? a.c0[state + b * H + j] : 0.0f;
+      if constexpr (kCell == FusedRnnCell::kGru) bRn[r] = a.bRn[d * H + j];
+      const int t0 = reverse ? len[r] - 1 : 0;  // step 0's time
+      const float* xp = xproj + (static_cast<int64_t>(b) * a.T + t0) * XS + j;
 #pragma unroll
       for (int q = 0; q < G; ++q) x[r][q] = xp[q * H];
-      a.hbuf[j * Bp + b] = h[r];
+      hbuf[j * Bp + b] = h[r];
     }
   }
   // The padding sequences of both buffers are zero.
   for (int i = tid; i < U * (Bp - B); i += blockDim.x) {
     const int j = j0 + i % U, b = B + i / U;
-    a.hbuf[j * Bp + b] = 0.0f;
-    a.hbuf[H * Bp + j * Bp + b] = 0.0f;
+    hbuf[j * Bp + b] = 0.0f;
+    hbuf[H * Bp + j * Bp + b] = 0.0f;
   }
   grid.sync();
 
@@ -130,8 +141,8 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
   const int chunk4 = KC * Bp / 4;  // 16-byte copies a chunk
 
   for (int s = 0; s < a.steps; ++s) {
-    const float* hin = a.hbuf + (s & 1) * H * Bp;
-    float* hout = a.hbuf + ((s + 1) & 1) * H * Bp;
+    const float* hin = hbuf + (s & 1) * H * Bp;
+    float* hout = hbuf + ((s + 1) & 1) * H * Bp;
     for (int cc = 0; cc < min(p.bufs, p.chunks); ++cc) {
       for (int i = tid; i < chunk4; i += blockDim.x) {
         CpAsync16(hb + cc * KC * Bp + 4 * i, hin + cc * KC * Bp + 4 * i);
@@ -219,13 +230,18 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
         }
         h[r] = FusedCellStep<kCell>(x[r], g, h[r], c[r], bRn[r]);
         if (s + 1 < len[r]) {
-          const float* xp = a.xproj + (static_cast<int64_t>(b) * a.T + s + 1) * G * H + j;
+          const int t = reverse ? len[r] - 2 - s : s + 1;
+          const float* xp = xproj + (static_cast<int64_t>(b) * a.T + t) * XS + j;
 #pragma unroll
           for (int q = 0; q < G; ++q) x[r][q] = xp[q * H];
         }
       }
       hout[j * Bp + b] = h[r];
-      if (a.y) a.y[(static_cast<int64_t>(b) * a.T + s) * H + j] = s < len[r] ? h[r] : 0.0f;
+      // Step s's output is at time s (reverse: len - 1 - s); past the length, zero at time s.
+      if (y) {
+        const int t = s < len[r] && reverse ? len[r] - 1 - s : s;
+        y[(static_cast<int64_t>(b) * a.T + t) * YS + j] = s < len[r] ? h[r] : 0.0f;
+      }
     }
     grid.sync();
   }
@@ -234,10 +250,10 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
     const int i = tid + r * blockDim.x;
     if (i >= U * B) break;
     const int u = i % U, b = i / U, j = j0 + u;
-    a.hy[b * H + j] = h[r];
-    if (a.cy) a.cy[b * H + j] = c[r];
-    if (a.y) {
-      for (int t = a.steps; t < a.T; ++t) a.y[(static_cast<int64_t>(b) * a.T + t) * H + j] = 0.0f;
+    a.hy[state + b * H + j] = h[r];
+    if (a.cy) a.cy[state + b * H + j] = c[r];
+    if (y) {
+      for (int t = a.steps; t < a.T; ++t) y[(static_cast<int64_t>(b) * a.T + t) * YS + j] = 0.0f;
     }
   }
 }
@@ -302,9 +318,10 @@ cudaError_t LaunchFusedBatchedKernel(const FusedBatchedArgs& args, cudaStream_t 
   if (args.plan.smem == 0) return cudaErrorInvalidValue;
   FusedBatchedArgs copy = args;
   void* params[] = {&copy};
+  if (args.dirs != 1 && args.dirs != 2) return cudaErrorInvalidValue;
   return cudaLaunchCooperativeKernel(
-      reinterpret_cast<const void*>(KernelFor(args.a.cell, args.plan.tile)), dim3(args.plan.blocks),
-      dim3(kBatchedThreads), params, args.plan.smem, stream);
+      reinterpret_cast<const void*>(KernelFor(args.a.cell, args.plan.tile)),
+      dim3(args.plan.blocks * args.dirs), dim3(kBatchedThreads), params, args.plan.smem, stream);
 }
 
 }  // namespace rnnserve::engine::cuda

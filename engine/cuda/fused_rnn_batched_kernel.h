@@ -63,9 +63,14 @@ struct FusedBatchedPlan {
 // sums [KS][Bp][U][4] take over at the end of each step (the larger of the two).
 FusedBatchedPlan PlanFusedBatched(int B, int H, int blocks, int tile, size_t smem_limit);
 
+// dirs = 2 runs both directions of a bidirectional layer in one launch, plan.blocks blocks each
+// (the second direction from each sequence's last valid step back): a's R [dirs][G*H][H], bRn
+// [dirs][H], hbuf [dirs][2][H][Bp], h0, c0, hy, cy [dirs][B][H]; xproj [B][T][dirs*G*H] and y
+// [B][T][dirs*H] hold the directions side by side.
 struct FusedBatchedArgs {
-  FusedRnnArgs a;  // hbuf: [2][H][Bp] (hT of each step parity); U unused
+  FusedRnnArgs a;  // hbuf: [2][H][Bp] (hT of each step parity) a direction; U unused
   FusedBatchedPlan plan;
+  int dirs = 1;
 };
 
 cudaError_t ConfigureFusedBatchedKernel(FusedRnnCell cell, int tile, size_t smem);

@@ -62,6 +62,14 @@ BATCHED_CASES = {
     "TorchGruBatchedH256": ("gru", 32, 256, 0, 1, False, [10 - (i * 3) % 10 for i in range(48)],
                             10),
 }
+# Both directions of a bidirectional layer in one launch of the batch-tiled kernel: batches of
+# mixed lengths (the reverse direction starts at each sequence's last valid step).
+BIDIR_CASES = {
+    "TorchLstmBidirectionalBatchedH128": ("lstm", 32, 128, 0, 1, True,
+                                          [16 - (i * 5) % 16 for i in range(24)], 16),
+    "TorchGruBidirectionalBatchedH128": ("gru", 24, 128, 0, 1, True,
+                                         [14 - (i * 3) % 14 for i in range(20)], 14),
+}
 CELL_CODE = {"lstm": 0, "gru": 1, "rnn_tanh": 2, "rnn_relu": 3}
 
 
@@ -125,6 +133,8 @@ def main():
                for i, (name, spec) in enumerate(sorted(GRU_CLUSTER_CASES.items()))]
     seeded += [(name, spec, 4000 + i)
                for i, (name, spec) in enumerate(sorted(BATCHED_CASES.items()))]
+    seeded += [(name, spec, 5000 + i)
+               for i, (name, spec) in enumerate(sorted(BIDIR_CASES.items()))]
     for name, spec, seed in seeded:
         if not args.only or name in args.only:
             make(name, spec, Path(args.out), seed)

@@ -62,6 +62,7 @@ void CheckForward(const std::string& dir, const engine::RecurrentSpec& spec, int
   const client::NpyArray x_all = LoadNpy(dir + "input_0.npy"),
                          len_all = LoadNpy(dir + "lengths.npy");
   const int T = x_all.shape[1], I = x_all.shape[2], H = spec.hidden_size;
+  const int dirs = static_cast<int>(spec.directions.size());
   const bool lstm = spec.cell == engine::CellType::kLstm;
   std::vector<std::vector<int>> orders(3, std::vector<int>(B));
   for (auto& order : orders) {
@@ -70,9 +71,9 @@ void CheckForward(const std::string& dir, const engine::RecurrentSpec& spec, int
   if (!then.empty()) orders.push_back(then);
   DeviceBuffer dx, dy, dh, dc, dl;
   ASSERT_TRUE(dx.Reserve(size_t(B) * T * I * 4).ok());
-  ASSERT_TRUE(dy.Reserve(size_t(B) * T * H * 4).ok());
-  ASSERT_TRUE(dh.Reserve(size_t(B) * H * 4).ok());
-  ASSERT_TRUE(dc.Reserve(size_t(B) * H * 4).ok());
+  ASSERT_TRUE(dy.Reserve(size_t(B) * T * dirs * H * 4).ok());
+  ASSERT_TRUE(dh.Reserve(size_t(dirs) * B * H * 4).ok());
+  ASSERT_TRUE(dc.Reserve(size_t(dirs) * B * H * 4).ok());
   ASSERT_TRUE(dl.Reserve(B * 4).ok());
   std::vector<int32_t> lengths(B);
   for (size_t run = 0; run < orders.size(); ++run) {
@@ -84,7 +85,7 @@ void CheckForward(const std::string& dir, const engine::RecurrentSpec& spec, int
     cudaMemcpy(dx.get(), xf.data(), xf.size() * 4, cudaMemcpyHostToDevice);
     cudaMemcpy(dl.get(), lengths.data(), B * 4, cudaMemcpyHostToDevice);
     // Poison the outputs: every element must be written.
-    cudaMemset(dy.get(), 0xff, size_t(B) * T * H * 4);
+    cudaMemset(dy.get(), 0xff, size_t(B) * T * dirs * H * 4);
     engine::cuda::RecurrentIO io{.B = B,
                                  .T = T,
                                  .lengths = lengths,
@@ -96,8 +97,8 @@ void CheckForward(const std::string& dir, const engine::RecurrentSpec& spec, int
     const absl::Status s = forward(io);
     ASSERT_TRUE(s.ok()) << s;
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-    engine::Tensor y = engine::Tensor::Float({B, T, H}), h = engine::Tensor::Float({1, B, H}),
-                   c = engine::Tensor::Float({1, B, H});
+    engine::Tensor y = engine::Tensor::Float({B, T, dirs * H}),
+                   h = engine::Tensor::Float({dirs, B, H}), c = engine::Tensor::Float({dirs, B, H});
     cudaMemcpy(y.f32(), dy.get(), y.num_elements() * 4, cudaMemcpyDeviceToHost);
     cudaMemcpy(h.f32(), dh.get(), h.num_elements() * 4, cudaMemcpyDeviceToHost);
     cudaMemcpy(c.f32(), dc.get(), c.num_elements() * 4, cudaMemcpyDeviceToHost);
@@ -216,6 +217,29 @@ TEST_P(RegisterKernelTest, EveryBatchSizeMatchesPyTorch) {
 INSTANTIATE_TEST_SUITE_P(Torch, RegisterKernelTest,
                          ::testing::Values("TorchLstmClusterH256", "TorchLstmClusterH512",
                                            "TorchGruClusterH256", "TorchGruClusterH512"),
+                         [](const auto& info) { return info.param; });
+
+// A bidirectional layer: both directions in one launch of the batch-tiled kernel (the reverse
+// one from each sequence's last valid step), pinned, at every batch size of PyTorch fixtures of
+// mixed lengths; y [B, T, 2H], h_n and the LSTM's c_n [2, B, H].
+class BidirectionalBatchedTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(BidirectionalBatchedTest, EveryBatchSizeMatchesPyTorch) {
+  RNNSERVE_SKIP_WITHOUT_GPU();
+  const int n =
+      static_cast<int>(LoadNpy("tests/fixtures/torch/" + GetParam() + "/lengths.npy").shape[0]);
+  for (int batch = 1; batch <= n; ++batch) {
+    SCOPED_TRACE(::testing::Message() << "B=" << batch);
+    CheckAlgorithm(GetParam(), engine::cuda::kFusedBatchedAlgo, /*required=*/true, batch);
+    if (::testing::Test::HasFatalFailure() || ::testing::Test::IsSkipped()) return;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Torch, BidirectionalBatchedTest,
+                         ::testing::Values("TorchLstmBidirectionalBatchedH128",
+                                           "TorchGruBidirectionalBatchedH128",
+                                           "TorchGruBidirectionalMixedLengths",
+                                           "TorchGruWideHidden"),
                          [](const auto& info) { return info.param; });
 
 // The batch-tiled kernel in every shape it is offered (grid size x register tile), each pinned,
