@@ -23,6 +23,7 @@
 #include "engine/cuda/dev_value.h"
 #include "engine/cuda/device_layers.h"
 #include "engine/cuda/fused_recurrent.h"
+#include "engine/cuda/fused_rnn.h"
 #include "engine/cuda/pinned_pool.h"
 #include "engine/engine.h"
 #include "engine/slot_states.h"
@@ -38,6 +39,10 @@ struct LayerPlan {
   // The layers cuDNN cannot run; beside cuDNN, the batches it cannot run (a sequence of length
   // 0, masked steps inside a sequence). Null when the layer does not fit the kernel.
   std::unique_ptr<FusedRecurrent> fused;
+  // Beside `fused`, for a layer cuDNN cannot run that FusedRnn can (GRU reset_after=False at the
+  // register kernel's widths): the batches it takes (up to FusedRnn::kMaxBatch sequences, none
+  // of length 0, no masked steps inside a sequence).
+  std::unique_ptr<FusedRnn> fused_rnn;
   std::unique_ptr<cpu::RecurrentKernel> cpu_rnn;  // CPU placement and stateful batches
   DeviceBuffer kernel, bias;                      // Dense [in, out], [out]; Embedding table
   DeviceBuffer hy, cy, y, h0, c0;                 // recurrent scratch

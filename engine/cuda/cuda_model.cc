@@ -126,12 +126,18 @@ absl::Status CudaCompiledModel::PlanLayer(const Layer& layer, LayerPlan* plan) {
                          "; the fused CUDA kernel cannot either: ", fused.status().message());
         return absl::OkStatus();
       }
-      plan->reason = absl::StrCat("fused CUDA recurrent kernel, exact FP32",
-                                  options_.math_mode == MathMode::kFp32
-                                      ? ""
-                                      : absl::StrCat(" (it computes FP32 only; the model asks ",
-                                                     MathName(options_.math_mode), ")"),
-                                  ": cuDNN cannot run it: ", cudnn_why.message());
+      if (auto f = FusedRnn::Create(*rnn, stream_); f.ok()) plan->fused_rnn = std::move(*f);
+      plan->reason = absl::StrCat(
+          "fused CUDA recurrent kernel, exact FP32",
+          options_.math_mode == MathMode::kFp32
+              ? ""
+              : absl::StrCat(" (it computes FP32 only; the model asks ",
+                             MathName(options_.math_mode), ")"),
+          plan->fused_rnn ? absl::StrCat("; batches of up to ", FusedRnn::kMaxBatch,
+                                         " sequences, none empty and no masked steps inside a "
+                                         "sequence, on the persistent register kernel")
+                          : "",
+          ": cuDNN cannot run it: ", cudnn_why.message());
       return absl::OkStatus();
     }
     auto k = CudnnRecurrent::Create(*rnn, layer.name, options_.math_mode, cudnn_, stream_);

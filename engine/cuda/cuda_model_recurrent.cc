@@ -127,6 +127,10 @@ absl::Status CudaCompiledModel::RunRecurrentGpu(const Layer& layer, const Recurr
     if (capture_ != nullptr && plan.rnn->last_bakes_lengths()) {
       capture_->graph->exact_lengths = true;
     }
+  } else if (plan.fused_rnn && in.step_mask.empty() && B <= FusedRnn::kMaxBatch &&
+             std::find(lengths.begin(), lengths.end(), 0) == lengths.end()) {
+    RNNSERVE_RETURN_IF_ERROR(plan.fused_rnn->Forward(io));
+    RNNSERVE_RETURN_IF_ERROR(RepeatKerasLastOutputs(spec, io, stream_));
   } else {
     const uint8_t* mask = nullptr;
     if (!in.step_mask.empty()) {

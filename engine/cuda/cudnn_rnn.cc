@@ -357,16 +357,22 @@ absl::Status CudnnRecurrent::Enqueue(cudnnRNNAlgo_t algo, const RecurrentIO& io)
           CudaOk(LaunchFromHalf(cy_half_.get(), io.cy, c_n, k, stream_), "cy to float"));
     }
   }
-  // Keras: a masked step of a forward direction repeats the last output.
-  if (io.y && !EveryLengthFull(io) && spec_.masking == MaskSemantics::kKeras &&
-      !spec_.zero_output_for_mask) {
-    for (int d = 0; d < dirs_; ++d) {
-      if (spec_.directions[d].reverse) continue;
-      RNNSERVE_RETURN_IF_ERROR(
-          CudaOk(LaunchRepeatLastOutput(io.y, io.hy + int64_t{d} * io.B * Hp_, io.lengths_dev, io.B,
-                                        io.T, dirs_ * Hp_, d * Hp_, Hp_, stream_),
-                 "repeat-last-output kernel"));
-    }
+  return RepeatKerasLastOutputs(spec_, io, stream_);
+}
+
+absl::Status RepeatKerasLastOutputs(const RecurrentSpec& spec, const RecurrentIO& io,
+                                    cudaStream_t stream) {
+  if (!io.y || EveryLengthFull(io) || spec.masking != MaskSemantics::kKeras ||
+      spec.zero_output_for_mask) {
+    return absl::OkStatus();
+  }
+  const int dirs = static_cast<int>(spec.directions.size()), Hp = spec.output_size();
+  for (int d = 0; d < dirs; ++d) {
+    if (spec.directions[d].reverse) continue;
+    RNNSERVE_RETURN_IF_ERROR(
+        CudaOk(LaunchRepeatLastOutput(io.y, io.hy + int64_t{d} * io.B * Hp, io.lengths_dev, io.B,
+                                      io.T, dirs * Hp, d * Hp, Hp, stream),
+               "repeat-last-output kernel"));
   }
   return absl::OkStatus();
 }

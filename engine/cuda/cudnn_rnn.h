@@ -102,6 +102,12 @@ void SetBatchArgs(const RecurrentIO& io, KernelArgs* a) {
   a->T = io.T;
 }
 
+// Keras: a masked step (past a sequence's length) of a forward direction repeats the last
+// output. Run after a kernel that wrote zeros there (cuDNN, FusedRnn); nothing for full
+// batches, ONNX/PyTorch layers or zero_output_for_mask.
+absl::Status RepeatKerasLastOutputs(const RecurrentSpec& spec, const RecurrentIO& io,
+                                    cudaStream_t stream);
+
 class CudnnRecurrent {
  public:
   static absl::StatusOr<std::unique_ptr<CudnnRecurrent>> Create(const RecurrentSpec& spec,

@@ -13,9 +13,8 @@ namespace {
 
 // Why FusedRnn cannot run the layer, or OK.
 absl::Status Supports(const RecurrentSpec& spec) {
-  if ((spec.cell != CellType::kLstm && spec.cell != CellType::kGru) ||
-      (spec.cell == CellType::kGru && !spec.reset_after)) {
-    return absl::UnimplementedError("fused RNN: LSTM or GRU reset_after only");
+  if (spec.cell != CellType::kLstm && spec.cell != CellType::kGru) {
+    return absl::UnimplementedError("fused RNN: LSTM or GRU only");
   }
   const auto& dirs = spec.directions;
   const bool one = dirs.size() == 1 && !dirs[0].reverse;
@@ -42,13 +41,30 @@ absl::StatusOr<std::unique_ptr<FusedRnn>> FusedRnn::Create(const RecurrentSpec& 
                                                            cudaStream_t stream,
                                                            FusedRnnWeights weights) {
   RNNSERVE_RETURN_IF_ERROR(Supports(spec));
-  const FusedRnnCell cell = spec.cell == CellType::kLstm ? FusedRnnCell::kLstm : FusedRnnCell::kGru;
+  const FusedRnnCell cell = spec.cell == CellType::kLstm ? FusedRnnCell::kLstm
+                            : spec.reset_after           ? FusedRnnCell::kGru
+                                                         : FusedRnnCell::kGruBefore;
   const int H = spec.hidden_size, I = spec.input_size;
   const RecurrentDirection& d = spec.directions[0];
   int device = 0, sms = 0, smem_optin = 0;
   RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaGetDevice(&device), "cudaGetDevice"));
   RNNSERVE_RETURN_IF_ERROR(
       CudaOk(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "SM count"));
+  if (cell == FusedRnnCell::kGruBefore) {  // the register kernel only
+    if (spec.directions.size() != 1 || weights != FusedRnnWeights::kFp32) {
+      return absl::UnimplementedError(
+          "fused GRU reset_after=False: one direction in exact FP32 only");
+    }
+    std::unique_ptr<FusedRnn> f(new FusedRnn(cell, weights, I, H, {}, 0, stream));
+    RNNSERVE_RETURN_IF_ERROR(f->PrepareRegisters(sms));
+    if (f->reg_units_.empty()) {
+      return absl::UnimplementedError(absl::StrCat(
+          "fused GRU reset_after=False: no register kernel for H=", H, " on this device"));
+    }
+    RNNSERVE_RETURN_IF_ERROR(f->Upload(spec.directions));
+    RNNSERVE_RETURN_IF_ERROR(f->PrepareExchange());
+    return f;
+  }
   if (weights != FusedRnnWeights::kFp32) {  // the cluster and register kernels only
     if (spec.directions.size() != 1) {
       return absl::UnimplementedError(
@@ -172,8 +188,10 @@ absl::Status FusedRnn::Upload(const std::vector<RecurrentDirection>& dirs) {
 absl::Status FusedRnn::PrepareExchange() {
   // Sized for the largest batch once, so that the words never move (a graph keeps them) and
   // start as zeros, which no launch's tags are.
+  // h by step parity; reset_after=False GRU: then r * h by step parity.
+  const size_t parts = cell_ == FusedRnnCell::kGruBefore ? 4 : 2;
   const size_t bytes =
-      2 * static_cast<size_t>(FusedRnnXchgStride(kMaxBatch, H_)) * sizeof(unsigned long long);
+      parts * static_cast<size_t>(FusedRnnXchgStride(kMaxBatch, H_)) * sizeof(unsigned long long);
   RNNSERVE_RETURN_IF_ERROR(xchg_.Reserve(bytes));
   RNNSERVE_RETURN_IF_ERROR(sync_.Reserve(sizeof(FusedRnnSync)));
   RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaMemset(xchg_.get(), 0, bytes), "cudaMemset (fused RNN)"));
@@ -182,7 +200,7 @@ absl::Status FusedRnn::PrepareExchange() {
 
 absl::Status FusedRnn::PrepareRegisters(int sms) {
   if (!FusedRnnRegCompiled(H_)) return absl::OkStatus();
-  const size_t smem = FusedRnnRegSmemBytes(kMaxBatch, H_);
+  const size_t smem = FusedRnnRegSmemBytes(cell_, kMaxBatch, H_);
   if (ConfigureFusedRnnRegKernel(cell_, H_, weights_, smem) != cudaSuccess) {
     cudaGetLastError();  // not offered; the error is not sticky
     return absl::OkStatus();
@@ -217,7 +235,15 @@ absl::Status FusedRnn::ForwardRegisters(const RecurrentIO& io, int units) {
 }
 
 const char* FusedRnn::name() const {
-  return cell_ == FusedRnnCell::kLstm ? "fused LSTM" : "fused GRU";
+  switch (cell_) {
+    case FusedRnnCell::kLstm:
+      return "fused LSTM";
+    case FusedRnnCell::kGru:
+      return "fused GRU";
+    case FusedRnnCell::kGruBefore:
+      return "fused GRU (reset_after=False)";
+  }
+  return "fused RNN";
 }
 
 absl::Status FusedRnn::PrepareSmall(const RecurrentDirection& d, int smem_optin) {

@@ -38,8 +38,10 @@
 // kFusedClusterAlgo, kFusedBatchedAlgo); the grid sizes and the one-block kernel are timed
 // against each other here, per batch size, and so are the batch-tiled kernel's grid sizes.
 // Steps past a sequence's length are not computed: its h (and c) stay, its outputs are zero.
-// GRU reset_after=False (r applied before the n gate's matmul, a second exchange a step) is not
-// run here: cuDNN has no such mode, and FusedRecurrent (fused_recurrent.h) runs it.
+// GRU reset_after=False (r applied before the n gate's matmul) runs on the register kernel only,
+// with a second exchange a step (r * h(t-1)), for the widths it is compiled for; cuDNN has no
+// such mode, so the model runs it for batches the register kernel takes and FusedRecurrent
+// (fused_recurrent.h) for the others.
 //
 // For layers compiled in FP16 or BF16 (Create's `weights`), only the cluster kernel and the
 // register kernel are offered, with R rounded once to that precision (half the bytes: more rows a
@@ -81,8 +83,9 @@ class FusedRnn {
 
   // UNIMPLEMENTED when the layer or the device does not fit (the caller keeps cuDNN): another
   // cell, activations other than sigmoid/tanh, clip, peepholes, input_forget, a projection, a
-  // lone reversed direction, GRU reset_after=False. Two directions (forward and reverse, exact
-  // FP32) get the batch-tiled kernel only, both in one launch on half the SMs each.
+  // lone reversed direction. Two directions (forward and reverse, exact FP32) get the
+  // batch-tiled kernel only, both in one launch on half the SMs each; GRU reset_after=False
+  // (one direction, exact FP32) the register kernel only, UNIMPLEMENTED at other widths.
   // kBf16 / kFp16 `weights`: also UNIMPLEMENTED where no cluster kernel runs the layer's width
   // on this device.
   static absl::StatusOr<std::unique_ptr<FusedRnn>> Create(

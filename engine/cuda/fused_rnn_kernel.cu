@@ -79,7 +79,6 @@ template <FusedRnnCell kCell, bool kVec4>
 __global__ void __launch_bounds__(kFusedGridThreads) FusedRnnKernel(FusedRnnArgs a) {
   constexpr int G = kFusedGates<kCell>;
   extern __shared__ float4 smem4[];
-  __shared__ unsigned base_shared;
   const int H = a.H, U = a.U, B = a.B, tid = threadIdx.x;
   const int j0 = blockIdx.x * U;
   float* Rs = reinterpret_cast<float*>(smem4);
@@ -90,7 +89,8 @@ __global__ void __launch_bounds__(kFusedGridThreads) FusedRnnKernel(FusedRnnArgs
     const int g = row / U, u = row % U;
     Rs[i] = a.R[(static_cast<int64_t>(g) * H + j0 + u) * H + col];
   }
-  if (tid == 0) base_shared = __ldcg(&a.sync->base);
+  // Every thread reads the tags' base: it changes only after every block has left.
+  const unsigned base = __ldcg(&a.sync->base);
   float h[kFusedGridCells], c[kFusedGridCells], x[kFusedGridCells][G], bRn[kFusedGridCells];
   int len[kFusedGridCells];
 #pragma unroll
@@ -114,7 +114,6 @@ __global__ void __launch_bounds__(kFusedGridThreads) FusedRnnKernel(FusedRnnArgs
   __syncthreads();
   // Step s reads the words of parity s % 2 tagged base + s + 1 (h(-1) for s = 0) and writes
   // those of the other parity tagged base + s + 2.
-  const unsigned base = base_shared;
 #pragma unroll
   for (int r = 0; r < kFusedGridCells; ++r) {
     const int i = tid + r * blockDim.x;

@@ -13,8 +13,10 @@
 namespace rnnserve::engine::cuda {
 
 // The cells the kernels compute, gates in the IR's order: LSTM i,f,g,o; GRU r,z,n with the
-// reset gate applied after the recurrent matmul (reset_after, cuDNN's and PyTorch's GRU).
-enum class FusedRnnCell { kLstm, kGru };
+// reset gate applied after the recurrent matmul (reset_after, cuDNN's and PyTorch's GRU), or
+// before it (kGruBefore: reset_after=False, Keras 2's GRU before TF 2, ONNX's
+// linear_before_reset=0; the register kernel only).
+enum class FusedRnnCell { kLstm, kGru, kGruBefore };
 
 inline constexpr int FusedRnnGates(FusedRnnCell cell) {
   return cell == FusedRnnCell::kLstm ? 4 : 3;
@@ -86,12 +88,14 @@ cudaError_t LaunchFusedRnnKernel(const FusedRnnArgs& args, int blocks, size_t sm
 // block, warp w owning unit k*U + w and holding its G rows of R in registers (compiled for
 // H = 256, 512 and 1024 only; R in FP32, or in BF16 / FP16 as args.weights says); h(t-1) is
 // gathered into shared memory [2][B][H] by step parity, and the warp that sums a unit's gates
-// applies its cell (lane b: sequence b).
+// applies its cell (lane b: sequence b). kGruBefore exchanges r * h(t-1) too, a second round
+// trip a step: xchg then holds [4][FusedRnnXchgStride] words (h by parity, then r * h by parity)
+// and shared memory [3][B][H].
 // Launch: H / U blocks of 32 * U threads, U <= kFusedRegMaxThreads / 32, B <= 32.
 inline constexpr int kFusedRegMaxThreads = 256;
 bool FusedRnnRegCompiled(int H);
-inline size_t FusedRnnRegSmemBytes(int B, int H) {
-  return sizeof(float) * 2 * static_cast<size_t>(B) * H;
+inline size_t FusedRnnRegSmemBytes(FusedRnnCell cell, int B, int H) {
+  return sizeof(float) * (cell == FusedRnnCell::kGruBefore ? 3 : 2) * static_cast<size_t>(B) * H;
 }
 cudaError_t ConfigureFusedRnnRegKernel(FusedRnnCell cell, int H, FusedRnnWeights weights,
                                        size_t smem);

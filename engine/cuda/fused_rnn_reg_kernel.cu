@@ -22,16 +22,17 @@
 namespace rnnserve::engine::cuda {
 namespace {
 
-// The G gate dot products of this warp's unit for sequences b0 .. b0 + kN - 1 (kN at once, for
-// overlap), each summed across the warp; lane b0 + n takes sequence b0 + n's into gates.
-template <int kN, FusedRnnWeights kW, int kH, typename Chunk, int G, int kI>
+// The dot products of gate rows kQ0 .. kQ1 - 1 of this warp's unit with sequences b0 .. b0 +
+// kN - 1 of hs (kN at once, for overlap), each summed across the warp; lane b0 + n takes
+// sequence b0 + n's into gates[kQ0 .. kQ1 - 1].
+template <int kN, FusedRnnWeights kW, int kH, int kQ0, int kQ1, typename Chunk, int G, int kI>
 __device__ __forceinline__ void SumGates(const Chunk (&w)[G][kI], const float* hs, int b0, int lane,
                                          float (&gates)[G]) {
   float acc[kN][G];
 #pragma unroll
   for (int n = 0; n < kN; ++n) {
 #pragma unroll
-    for (int q = 0; q < G; ++q) acc[n][q] = 0.0f;
+    for (int q = kQ0; q < kQ1; ++q) acc[n][q] = 0.0f;
   }
 #pragma unroll
   for (int i = 0; i < kI; ++i) {
@@ -39,13 +40,14 @@ __device__ __forceinline__ void SumGates(const Chunk (&w)[G][kI], const float* h
     for (int n = 0; n < kN; ++n) {
       const float4 hv = reinterpret_cast<const float4*>(hs + (b0 + n) * kH)[lane + 32 * i];
 #pragma unroll
-      for (int q = 0; q < G; ++q) acc[n][q] = cluster_detail::DotChunk<kW>(w[q][i], hv, acc[n][q]);
+      for (int q = kQ0; q < kQ1; ++q)
+        acc[n][q] = cluster_detail::DotChunk<kW>(w[q][i], hv, acc[n][q]);
     }
   }
 #pragma unroll
   for (int n = 0; n < kN; ++n) {
 #pragma unroll
-    for (int q = 0; q < G; ++q) {
+    for (int q = kQ0; q < kQ1; ++q) {
 #pragma unroll
       for (int off = 16; off > 0; off >>= 1) {
         acc[n][q] += __shfl_xor_sync(0xffffffffu, acc[n][q], off);
@@ -53,6 +55,15 @@ __device__ __forceinline__ void SumGates(const Chunk (&w)[G][kI], const float* h
       if (lane == b0 + n) gates[q] = acc[n][q];
     }
   }
+}
+
+// SumGates for every one of the B sequences of hs, two at a time.
+template <FusedRnnWeights kW, int kH, int kQ0, int kQ1, typename Chunk, int G, int kI>
+__device__ __forceinline__ void SumRows(const Chunk (&w)[G][kI], const float* hs, int B, int lane,
+                                        float (&gates)[G]) {
+  int b = 0;
+  for (; b + 2 <= B; b += 2) SumGates<2, kW, kH, kQ0, kQ1>(w, hs, b, lane, gates);
+  if (b < B) SumGates<1, kW, kH, kQ0, kQ1>(w, hs, b, lane, gates);
 }
 
 template <FusedRnnCell kCell, int kH, FusedRnnWeights kW>
@@ -64,8 +75,8 @@ __global__ void __launch_bounds__(kFusedRegMaxThreads, 1) FusedRnnRegKernel(Fuse
   // Pairs of words a thread's gather has in flight at once: more where R leaves registers.
   constexpr int kGatherPairs = G * kI * sizeof(typename Chunk::Type) / 4 >= 128 ? 4 : 8;
   extern __shared__ float4 smem4[];
-  __shared__ unsigned base_shared;
-  float* hbufs = reinterpret_cast<float*>(smem4);  // [2][B][kH]
+  // h(t-1) [2][B][kH] by step parity; reset_after=False: then r * h(t-1) [B][kH].
+  float* hbufs = reinterpret_cast<float*>(smem4);
   const int B = a.B, lane = threadIdx.x % 32;
   const int j = blockIdx.x * a.U + threadIdx.x / 32;
   typename Chunk::Type w[G][kI];
@@ -76,7 +87,8 @@ __global__ void __launch_bounds__(kFusedRegMaxThreads, 1) FusedRnnRegKernel(Fuse
 #pragma unroll
     for (int i = 0; i < kI; ++i) w[q][i] = __ldg(row + lane + 32 * i);
   }
-  if (threadIdx.x == 0) base_shared = __ldcg(&a.sync->base);
+  // Every thread reads the tags' base: it changes only after every block has left.
+  const unsigned base = __ldcg(&a.sync->base);
   // Lane b < B keeps sequence b's cell of unit j.
   const bool mine = lane < B;
   float h = 0.0f, c = 0.0f, bRn = 0.0f, x[G];
@@ -93,7 +105,6 @@ __global__ void __launch_bounds__(kFusedRegMaxThreads, 1) FusedRnnRegKernel(Fuse
     for (int q = 0; q < G; ++q) x[q] = xp[q * kH];
   }
   __syncthreads();
-  const unsigned base = base_shared;
   if (mine) StoreFusedWord(a.xchg + lane * kH + j, h, base + 1);
   const int BH = B * kH, stride = a.xchg_stride;
   for (int s = 0; s < a.steps; ++s) {
@@ -106,11 +117,30 @@ __global__ void __launch_bounds__(kFusedRegMaxThreads, 1) FusedRnnRegKernel(Fuse
     float gates[G];
 #pragma unroll
     for (int q = 0; q < G; ++q) gates[q] = 0.0f;
-    int b = 0;
-    for (; b + 2 <= B; b += 2) SumGates<2, kW, kH>(w, hs, b, lane, gates);
-    if (b < B) SumGates<1, kW, kH>(w, hs, b, lane, gates);
+    if constexpr (kCell == FusedRnnCell::kGruBefore) {
+      // reset_after=False: r and z from h(t-1); then n from r * h(t-1) of every unit, which
+      // takes a second exchange (rh words, tagged as h(t-1)) and its own dot products.
+      SumRows<kW, kH, 0, 2>(w, hs, B, lane, gates);
+      float z = 0.0f;
+      FusedWord* rh = a.xchg + (2 + (s & 1)) * stride;
+      if (mine) {
+        const float r = FusedSigmoid(x[0] + gates[0]);
+        z = FusedSigmoid(x[1] + gates[1]);
+        StoreFusedWord(rh + lane * kH + j, s < len ? r * h : 0.0f, want);
+      }
+      float* rhs = hbufs + 2 * BH;
+      GatherFusedWords<kGatherPairs>(rh, rhs, BH, want);
+      __syncthreads();
+      SumRows<kW, kH, 2, 3>(w, rhs, B, lane, gates);
+      if (mine && s < len) {
+        const float n = tanhf(x[2] + gates[2]);
+        h = (1.0f - z) * n + z * h;
+      }
+    } else {
+      SumRows<kW, kH, 0, G>(w, hs, B, lane, gates);
+      if (mine && s < len) h = FusedCellStep<kCell>(x, gates, h, c, bRn);
+    }
     if (mine) {
-      if (s < len) h = FusedCellStep<kCell>(x, gates, h, c, bRn);
       StoreFusedWord(out + lane * kH + j, h, want + 1);
       if (a.y) a.y[(static_cast<int64_t>(lane) * a.T + s) * kH + j] = s < len ? h : 0.0f;
       if (s + 1 < len) {
@@ -160,8 +190,17 @@ Kernel KernelOf(int H, FusedRnnWeights weights) {
 }
 
 Kernel KernelFor(FusedRnnCell cell, int H, FusedRnnWeights weights) {
-  return cell == FusedRnnCell::kLstm ? KernelOf<FusedRnnCell::kLstm>(H, weights)
-                                     : KernelOf<FusedRnnCell::kGru>(H, weights);
+  switch (cell) {
+    case FusedRnnCell::kLstm:
+      return KernelOf<FusedRnnCell::kLstm>(H, weights);
+    case FusedRnnCell::kGru:
+      return KernelOf<FusedRnnCell::kGru>(H, weights);
+    case FusedRnnCell::kGruBefore:  // exact FP32 only
+      return weights == FusedRnnWeights::kFp32
+                 ? KernelOf<FusedRnnCell::kGruBefore, FusedRnnWeights::kFp32>(H)
+                 : nullptr;
+  }
+  return nullptr;
 }
 
 }  // namespace

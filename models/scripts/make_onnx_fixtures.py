@@ -66,15 +66,20 @@ def rand(*shape, scale=0.5):
 
 def node_case(name, op, direction="forward", layout=0, bias=True, seq_lens=None,
               init_h=False, init_c=False, peepholes=False, outputs=("Y", "Y_h", "Y_c"),
-              opset=14, **attrs):
+              opset=14, dims=(T, B, I, H), rng=None, wscale=0.5, **attrs):
+    T, B, I, H = dims  # noqa: N806 (the module's sizes unless given)
+
+    def rand(*shape, scale=0.5):
+        return (scale * (rng or RNG).standard_normal(shape)).astype(np.float32)
+
     D = 2 if direction == "bidirectional" else 1
     G = GATES[op]
-    weights = [numpy_helper.from_array(rand(D, G * H, I), "W"),
-               numpy_helper.from_array(rand(D, G * H, H), "R")]
+    weights = [numpy_helper.from_array(rand(D, G * H, I, scale=wscale), "W"),
+               numpy_helper.from_array(rand(D, G * H, H, scale=wscale), "R")]
     node_inputs = ["X", "W", "R"]
     node_inputs.append("B" if bias else "")
     if bias:
-        weights.append(numpy_helper.from_array(rand(D, 2 * G * H), "B"))
+        weights.append(numpy_helper.from_array(rand(D, 2 * G * H, scale=wscale), "B"))
     x = rand(T, B, I, scale=1.0)
     feeds = {"X": x}  # layout-0 values; layout 1 is transposed below
     graph_inputs = [("X", TensorProto.FLOAT)]
@@ -425,6 +430,18 @@ def torch_cases():
            batch_first=False)
 
 
+def wide_node_cases():
+    """Widths of the GPU engine's persistent register kernel (engine/cuda/fused_rnn.h), which
+    runs GRU linear_before_reset=0 (Keras's reset_after=False) there: batches of up to 8 of mixed
+    sequence_lens. Their own random numbers, so the cases above stay as they are."""
+    rng = np.random.default_rng(20261126)
+    # Weights of PyTorch's initial scale (1/sqrt(H)): at 0.5 the 256-wide recurrence is chaotic
+    # and amplifies the last-bit differences of any two correct FP32 implementations.
+    node_case("GruLinearBeforeReset0H256MatchesOnnxruntime", "GRU", linear_before_reset=0,
+              dims=(12, 5, 32, 256), seq_lens=[12, 7, 1, 12, 4], init_h=True, rng=rng,
+              wscale=1 / 16)
+
+
 def main():
     with_torch = "--no-torch" not in sys.argv
     for family in ("node", "ops") + (("torch",) if with_torch else ()):
@@ -433,6 +450,7 @@ def main():
     op_cases()
     if with_torch:
         torch_cases()
+    wide_node_cases()
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/cuda_model.h"
 #include "engine/cuda/cudnn_support.h"
+#include "engine/cuda/fused_rnn_kernel.h"
 #include "gtest/gtest.h"
 #include "models/model_loader.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -230,6 +231,15 @@ TEST_P(GpuConformanceTest, MatchesFrameworkInExactFp32) {
     if (!engine::cuda::CudnnSupports(*rnn).ok()) {
       EXPECT_TRUE(absl::StrContains(p.reason, "fused CUDA recurrent kernel"))
           << p.layer << ": " << p.reason;
+      // GRU reset_after=False at the register kernel's widths: batches of up to 8 there.
+      if (rnn->cell == engine::CellType::kGru && !rnn->reset_after && rnn->directions.size() == 1 &&
+          !rnn->directions[0].reverse && rnn->clip == 0.0f &&
+          rnn->directions[0].f.kind == engine::ActivationKind::kSigmoid &&
+          rnn->directions[0].g.kind == engine::ActivationKind::kTanh &&
+          engine::cuda::FusedRnnRegCompiled(rnn->hidden_size)) {
+        EXPECT_TRUE(absl::StrContains(p.reason, "persistent register kernel"))
+            << p.layer << ": " << p.reason;
+      }
     }
   }
   // No value goes back to the host between layers of a model placed wholly on the device

@@ -357,11 +357,20 @@ TEST(FusedGruTest, ChooserOffersFusedAlgorithms) {
   auto fused = engine::cuda::FusedRnn::Create(spec, sh.stream);
   ASSERT_TRUE(fused.ok()) << fused.status();
   EXPECT_FALSE((*fused)->has_one_block());
-  // reset_after=False is not a fused cell.
+  // reset_after=False: the register kernel only, at the widths it is compiled for (its answers
+  // are checked against onnxruntime by gpu_conformance_test's H=256 linear_before_reset=0 case).
   engine::RecurrentSpec before = spec;
   before.reset_after = false;
-  EXPECT_EQ(engine::cuda::FusedRnn::Create(before, sh.stream).status().code(),
-            absl::StatusCode::kUnimplemented);
+  auto reset_before = engine::cuda::FusedRnn::Create(before, sh.stream);
+  if (engine::cuda::FusedRnnRegCompiled(before.hidden_size)) {
+    ASSERT_TRUE(reset_before.ok()) << reset_before.status();
+    EXPECT_FALSE((*reset_before)->register_units().empty());
+    EXPECT_FALSE((*reset_before)->has_cluster());
+    EXPECT_FALSE((*reset_before)->has_batched());
+    EXPECT_FALSE((*reset_before)->has_one_block());
+  } else {
+    EXPECT_EQ(reset_before.status().code(), absl::StatusCode::kUnimplemented);
+  }
 }
 
 // The one-block kernel (small H) at each batch size of a fixture with mixed lengths, pinned
