@@ -247,20 +247,23 @@ const char* FusedRnn::name() const {
 }
 
 absl::Status FusedRnn::PrepareSmall(const RecurrentDirection& d, int smem_optin) {
-  if (cell_ != FusedRnnCell::kLstm) return absl::OkStatus();
-  // The most steps (up to 16) whose input projections fit beside the weights.
-  int chunk = 16;
-  while (chunk > 1 &&
-         FusedLstmSmallSmemBytes(kMaxBatch, I_, H_, chunk) > static_cast<size_t>(smem_optin)) {
-    chunk /= 2;
+  if ((cell_ != FusedRnnCell::kLstm && cell_ != FusedRnnCell::kGru) || H_ > kSmallMaxHidden) {
+    return absl::OkStatus();
   }
-  const size_t smem = FusedLstmSmallSmemBytes(kMaxBatch, I_, H_, chunk);
-  if (H_ > kSmallMaxHidden || smem > static_cast<size_t>(smem_optin)) return absl::OkStatus();
-  if (ConfigureFusedLstmSmallKernel(smem) != cudaSuccess) {
+  const auto limit = static_cast<size_t>(smem_optin);
+  // The most sequences (up to kMaxBatch) whose states fit beside the weights, then the most
+  // steps (up to 16) whose input projections do.
+  int most = kMaxBatch;
+  while (most > 0 && FusedRnnSmallSmemBytes(cell_, most, I_, H_, 1) > limit) --most;
+  if (most == 0) return absl::OkStatus();
+  int chunk = 16;
+  while (chunk > 1 && FusedRnnSmallSmemBytes(cell_, most, I_, H_, chunk) > limit) chunk /= 2;
+  const size_t smem = FusedRnnSmallSmemBytes(cell_, most, I_, H_, chunk);
+  if (ConfigureFusedRnnSmallKernel(cell_, smem) != cudaSuccess) {
     cudaGetLastError();  // not offered; the error is not sticky
     return absl::OkStatus();
   }
-  const int G = 4 * H_;
+  const int G = G_ * H_;
   std::vector<float> wt(static_cast<size_t>(I_) * G), rt(static_cast<size_t>(H_) * G);
   for (int r = 0; r < G; ++r) {
     for (int k = 0; k < I_; ++k)
@@ -272,9 +275,9 @@ absl::Status FusedRnn::PrepareSmall(const RecurrentDirection& d, int smem_optin)
     RNNSERVE_RETURN_IF_ERROR(dst->Reserve(std::max<size_t>(v->size(), 1) * sizeof(float)));
     RNNSERVE_RETURN_IF_ERROR(
         CudaOk(cudaMemcpy(dst->get(), v->data(), v->size() * sizeof(float), cudaMemcpyHostToDevice),
-               "cudaMemcpy (fused LSTM weights)"));
+               "cudaMemcpy (fused RNN weights, one block)"));
   }
-  small_ = true;
+  small_max_batch_ = most;
   small_smem_ = smem;
   small_chunk_ = chunk;
   return absl::OkStatus();
@@ -334,9 +337,10 @@ absl::Status FusedRnn::Forward(const RecurrentIO& io, Kernel kernel) {
         absl::StrCat(name(), " takes batches of at most ", kMaxBatch, "; got ", io.B));
   }
   if (kernel == Kernel::kOneBlock) {
-    if (!small_) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(name(), ": no one-block kernel for I=", I_, ", H=", H_));
+    if (io.B > small_max_batch_) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          name(), ": no one-block kernel for I=", I_, ", H=", H_, ", B=", io.B,
+          small_max_batch_ > 0 ? absl::StrCat(" (it takes up to ", small_max_batch_, ")") : ""));
     }
     return Launch(io, 0);
   }
@@ -392,7 +396,7 @@ absl::Status FusedRnn::ForwardCluster(const RecurrentIO& io, int index) {
 absl::StatusOr<int> FusedRnn::ChooseGrid(const RecurrentIO& io) {
   if (auto it = grid_by_batch_.find(io.B); it != grid_by_batch_.end()) return it->second;
   std::vector<int> candidates = grids_;
-  if (small_) candidates.push_back(0);
+  if (io.B <= small_max_batch_) candidates.push_back(0);
   for (int units : reg_units_) candidates.push_back(-units);
   bool timed = false;
   auto best = Fastest(
@@ -472,15 +476,15 @@ FusedRnnArgs FusedRnn::Args(const RecurrentIO& io) const {
 
 absl::Status FusedRnn::Launch(const RecurrentIO& io, int blocks) {
   if (blocks == 0) {
-    FusedLstmSmallArgs p{.a = Args(io),
-                         .x = io.x,
-                         .Wt = Wt_.as<float>(),
-                         .Rt = Rt_.as<float>(),
-                         .bias = bias_.as<float>(),
-                         .I = I_,
-                         .chunk = small_chunk_};
-    return CudaOk(LaunchFusedLstmSmallKernel(p, small_smem_, stream_),
-                  "kernel launch (fused LSTM, one block)");
+    FusedRnnSmallArgs p{.a = Args(io),
+                        .x = io.x,
+                        .Wt = Wt_.as<float>(),
+                        .Rt = Rt_.as<float>(),
+                        .bias = bias_.as<float>(),
+                        .I = I_,
+                        .chunk = small_chunk_};
+    return CudaOk(LaunchFusedRnnSmallKernel(p, small_smem_, stream_),
+                  absl::StrCat("kernel launch (", name(), ", one block)").c_str());
   }
   RNNSERVE_RETURN_IF_ERROR(Project(io));
   FusedRnnArgs a = Args(io);

@@ -28,9 +28,10 @@
 //   - or, for H = 256, 512 and 1024, the register kernel (fused_rnn_kernel.h): the grid
 //     kernel's exchange, with each warp holding its unit's G rows of R in registers and
 //     applying that unit's cell itself, one block barrier a step;
-//   - or, for an LSTM of small H (up to kSmallMaxHidden, where the weights fit in one block's
-//     shared memory), one block that runs the whole layer, input projection included, with two
-//     block barriers a step (fused_lstm_small_kernel.cu): at B = 1, T = 10, H = 32 the grid
+//   - or, for an LSTM or GRU of small H (up to kSmallMaxHidden, where the weights fit in one
+//     block's shared memory, for as many sequences as fit beside them), one block that runs the
+//     whole layer, input projection included, with two block barriers a step
+//     (fused_rnn_small_kernel.cu): at B = 1, T = 10, H = 32 the grid
 //     kernel's per-step grid barrier and L2 round trip cost more than the step's work.
 // The kernels compute the same sums in the same FP32 arithmetic; they differ only in the order
 // of the partial sums of each dot product (FMA rounding). The caller chooses between the
@@ -108,7 +109,10 @@ class FusedRnn {
   bool has_grid() const { return !grids_.empty() || !reg_units_.empty(); }
   bool has_cluster() const { return !clusters_.empty(); }
   FusedRnnWeights weights() const { return weights_; }
-  bool has_one_block() const { return small_; }
+  bool has_one_block() const { return small_max_batch_ > 0; }
+  // The largest batch the one-block kernel takes (its shared memory holds every sequence's
+  // states beside the weights); 0 when it is not offered.
+  int one_block_max_batch() const { return small_max_batch_; }
   // The register kernel's units a block offered (empty: not offered), fewest first; kRegisters
   // runs the first.
   const std::vector<int>& register_units() const { return reg_units_; }
@@ -169,7 +173,8 @@ class FusedRnn {
   absl::Status Launch(const RecurrentIO& io, int blocks);
   // Offers the register kernel where it is compiled for H and fits on the device.
   absl::Status PrepareRegisters(int sms);
-  // Offers the one-block kernel where the cell (LSTM), H and the shared memory allow.
+  // Offers the one-block kernel where the cell (LSTM, GRU reset_after), H and the shared memory
+  // allow.
   absl::Status PrepareSmall(const RecurrentDirection& d, int smem_optin);
   absl::Status LaunchCluster(const RecurrentIO& io);
   absl::Status LaunchClusterOf(const RecurrentIO& io, int index);
@@ -203,7 +208,7 @@ class FusedRnn {
   };
   std::vector<ClusterKernel> clusters_;
   std::map<int, int> cluster_by_batch_;  // the fastest (an index into clusters_), per batch size
-  bool small_ = false;                   // the one-block kernel is offered
+  int small_max_batch_ = 0;              // the one-block kernel's largest batch (0: none)
   size_t small_smem_ = 0;
   int small_chunk_ = 1;               // steps of input projection computed at once
   std::map<int, int> grid_by_batch_;  // as Launch's `blocks`

@@ -2,7 +2,7 @@
 
 // Launchers of FusedRnn's recurrent kernels (plain C++ header): the cooperative grid kernel
 // (fused_rnn_kernel.cu), the thread-block-cluster kernel (fused_rnn_cluster_kernel.cu) and the
-// one-block LSTM kernel (fused_lstm_small_kernel.cu).
+// one-block kernel (fused_rnn_small_kernel.cu).
 
 #include <cuda_runtime_api.h>
 
@@ -134,25 +134,26 @@ cudaError_t MaxActiveFusedRnnClusters(FusedRnnCell cell, int H, FusedRnnClusterS
 cudaError_t LaunchFusedRnnClusterKernel(const FusedRnnArgs& args, FusedRnnClusterShape shape,
                                         size_t smem, cudaStream_t stream);
 
-// The one-block kernel for small H (LSTM only): the whole layer in one block with no grid
-// barrier and no separate input projection. W^T [I][4H], R^T [H][4H] and the bias live in
-// shared memory for all steps, h and c too; bias + x(t) . W[r] of `chunk` steps at a time is
-// computed by all threads ahead of those steps, then each step adds h(t-1) . R[r] (FP32 FMAs)
-// and costs two block barriers. Uses x (not FusedRnnArgs' xproj); hbuf and U are unused.
-struct FusedLstmSmallArgs {
+// The one-block kernel for small H (LSTM, GRU reset_after): the whole layer in one block with
+// no grid barrier and no separate input projection. W^T [I][G*H], R^T [H][G*H] and the bias
+// live in shared memory for all steps, h and c too; bias + x(t) . W[r] of `chunk` steps at a
+// time is computed by all threads ahead of those steps, then each step adds h(t-1) . R[r]
+// (FP32 FMAs) and costs two block barriers. Uses x (not FusedRnnArgs' xproj); hbuf and U are
+// unused.
+struct FusedRnnSmallArgs {
   FusedRnnArgs a;
   const float* x = nullptr;     // [B, T, I]
-  const float* Wt = nullptr;    // [I, 4H]
-  const float* Rt = nullptr;    // [H, 4H]
-  const float* bias = nullptr;  // [4H]
+  const float* Wt = nullptr;    // [I, G*H]
+  const float* Rt = nullptr;    // [H, G*H]
+  const float* bias = nullptr;  // [G*H] (as FusedRnnArgs.xproj's)
   int I = 0;
   int chunk = 1;  // steps whose input projection is computed at once
 };
 // Shared memory of the one-block kernel for batches up to B, in bytes; its threads.
-size_t FusedLstmSmallSmemBytes(int B, int I, int H, int chunk);
-int FusedLstmSmallThreads(int B, int H);
-cudaError_t ConfigureFusedLstmSmallKernel(size_t smem);
-cudaError_t LaunchFusedLstmSmallKernel(const FusedLstmSmallArgs& args, size_t smem,
-                                       cudaStream_t stream);
+size_t FusedRnnSmallSmemBytes(FusedRnnCell cell, int B, int I, int H, int chunk);
+int FusedRnnSmallThreads(int B, int H);
+cudaError_t ConfigureFusedRnnSmallKernel(FusedRnnCell cell, size_t smem);
+cudaError_t LaunchFusedRnnSmallKernel(const FusedRnnSmallArgs& args, size_t smem,
+                                      cudaStream_t stream);
 
 }  // namespace rnnserve::engine::cuda
