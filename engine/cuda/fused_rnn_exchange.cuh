@@ -34,12 +34,18 @@ __device__ __forceinline__ float FusedValue(FusedWord w) {
 }
 
 // Copies the n words at `in` into hs as floats once each carries `want`, with all threads of
-// the block: each thread issues the loads of up to kPairs pairs of words at once, then repeats
-// only those that were not ready, so that its round trips overlap.
+// the block. Each thread issues the loads of up to kPairs pairs of words at once (one round
+// trip when they are ready). A pair that is not ready is then waited on alone, and only after
+// it the later pairs that were not ready are loaded again, together: every block writes its
+// words at about the same time, so while one is not ready the others mostly are not either,
+// and polling them all would flood L2 with loads that slow down the stores they wait for.
 template <int kPairs = 4>
 __device__ __forceinline__ void GatherFusedWords(const FusedWord* in, float* hs, int n,
                                                  unsigned want) {
   const int pairs = n / 2, stride = blockDim.x;
+  auto ready = [want](const FusedWord(&w)[2]) {
+    return FusedTag(w[0]) == want && FusedTag(w[1]) == want;
+  };
   for (int p0 = threadIdx.x; p0 < pairs; p0 += kPairs * stride) {
     FusedWord w[kPairs][2];
 #pragma unroll
@@ -51,8 +57,15 @@ __device__ __forceinline__ void GatherFusedWords(const FusedWord* in, float* hs,
     for (int k = 0; k < kPairs; ++k) {
       const int p = p0 + k * stride;
       if (p >= pairs) break;
-      while (FusedTag(w[k][0]) != want || FusedTag(w[k][1]) != want) {
-        LoadFusedWords(in + 2 * p, w[k][0], w[k][1]);
+      if (!ready(w[k])) {
+        do {
+          LoadFusedWords(in + 2 * p, w[k][0], w[k][1]);
+        } while (!ready(w[k]));
+#pragma unroll
+        for (int m = k + 1; m < kPairs; ++m) {
+          const int q = p0 + m * stride;
+          if (q < pairs && !ready(w[m])) LoadFusedWords(in + 2 * q, w[m][0], w[m][1]);
+        }
       }
       hs[2 * p] = FusedValue(w[k][0]);
       hs[2 * p + 1] = FusedValue(w[k][1]);
