@@ -46,6 +46,9 @@ __device__ __forceinline__ void GatherFusedWords(const FusedWord* in, float* hs,
   auto ready = [want](const FusedWord(&w)[2]) {
     return FusedTag(w[0]) == want && FusedTag(w[1]) == want;
   };
+  // Up to two pairs a thread (one sequence at the widths the kernels run): each pair is waited
+  // on in turn with the loads of the others already issued, which measured faster there.
+  const bool few = pairs <= 2 * stride;
   for (int p0 = threadIdx.x; p0 < pairs; p0 += kPairs * stride) {
     FusedWord w[kPairs][2];
 #pragma unroll
@@ -61,6 +64,11 @@ __device__ __forceinline__ void GatherFusedWords(const FusedWord* in, float* hs,
         do {
           LoadFusedWords(in + 2 * p, w[k][0], w[k][1]);
         } while (!ready(w[k]));
+        if (few) {
+          hs[2 * p] = FusedValue(w[k][0]);
+          hs[2 * p + 1] = FusedValue(w[k][1]);
+          continue;
+        }
 #pragma unroll
         for (int m = k + 1; m < kPairs; ++m) {
           const int q = p0 + m * stride;
