@@ -193,20 +193,17 @@ TEST_P(HalfRegisterKernelTest, EveryBatchSizeWithinBound) {
   RNNSERVE_SKIP_WITHOUT_GPU();
   const auto& [fixture, mode] = GetParam();
   const ReducedPrecisionBound& bound = BoundOf(mode);
-  const std::string dir = "tests/fixtures/torch/" + fixture + "/";
-  auto model = TorchFixtureModel(dir);
-  ASSERT_TRUE(model.ok()) << model.status();
-  const auto& spec = std::get<engine::RecurrentSpec>(model->layers[0].spec);
-  const int n = static_cast<int>(LoadNpy(dir + "lengths.npy").shape[0]);
+  auto f = LoadTorchLayerFixture(fixture);
+  ASSERT_TRUE(f.ok()) << f.status();
   StreamAndHandle sh;
   ASSERT_TRUE(sh.ok());
-  auto fused = FusedRnn::Create(spec, sh.stream, WeightsOf(mode));
+  auto fused = FusedRnn::Create(f->spec, sh.stream, WeightsOf(mode));
   ASSERT_TRUE(fused.ok()) << fused.status();
-  ASSERT_FALSE((*fused)->register_units().empty()) << "H=" << spec.hidden_size;
+  ASSERT_FALSE((*fused)->register_units().empty()) << "H=" << f->spec.hidden_size;
   for (int units : (*fused)->register_units()) {
-    for (int batch = 1; batch <= std::min(n, FusedRnn::kMaxBatch); ++batch) {
+    for (int batch = 1; batch <= std::min(f->sequences, FusedRnn::kMaxBatch); ++batch) {
       SCOPED_TRACE(::testing::Message() << "units " << units << " B=" << batch);
-      const Errors e = RunFixture(dir, spec, batch, 2, sh.stream, [&](const RecurrentIO& io) {
+      const Errors e = RunFixture(f->dir, f->spec, batch, 2, sh.stream, [&](const RecurrentIO& io) {
         return (*fused)->ForwardRegisters(io, units);
       });
       std::cout << "[ " << bound.name << " ] " << fixture << " registers, units " << units

@@ -172,15 +172,21 @@ INSTANTIATE_TEST_SUITE_P(Torch, ClusterKernelTest,
 // take only its own words.
 class GridKernelTest : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(GridKernelTest, EveryBatchSizeMatchesPyTorch) {
-  RNNSERVE_SKIP_WITHOUT_GPU();
+// CheckAlgorithm with `algo` pinned at batch sizes 1 .. min(the fixture's sequences, most).
+void CheckAlgorithmAtEveryBatchSize(const std::string& fixture, cudnnRNNAlgo_t algo, int most) {
   const int n =
-      static_cast<int>(LoadNpy("tests/fixtures/torch/" + GetParam() + "/lengths.npy").shape[0]);
-  for (int batch = 1; batch <= std::min(n, engine::cuda::FusedRnn::kMaxBatch); ++batch) {
+      static_cast<int>(LoadNpy("tests/fixtures/torch/" + fixture + "/lengths.npy").shape[0]);
+  for (int batch = 1; batch <= std::min(n, most); ++batch) {
     SCOPED_TRACE(::testing::Message() << "B=" << batch);
-    CheckAlgorithm(GetParam(), engine::cuda::kFusedAlgo, /*required=*/true, batch);
+    CheckAlgorithm(fixture, algo, /*required=*/true, batch);
     if (::testing::Test::HasFatalFailure() || ::testing::Test::IsSkipped()) return;
   }
+}
+
+TEST_P(GridKernelTest, EveryBatchSizeMatchesPyTorch) {
+  RNNSERVE_SKIP_WITHOUT_GPU();
+  CheckAlgorithmAtEveryBatchSize(GetParam(), engine::cuda::kFusedAlgo,
+                                 engine::cuda::FusedRnn::kMaxBatch);
 }
 
 INSTANTIATE_TEST_SUITE_P(Torch, GridKernelTest,
@@ -194,20 +200,18 @@ class RegisterKernelTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(RegisterKernelTest, EveryBatchSizeMatchesPyTorch) {
   RNNSERVE_SKIP_WITHOUT_GPU();
-  const std::string dir = "tests/fixtures/torch/" + GetParam() + "/";
-  auto model = TorchFixtureModel(dir);
-  ASSERT_TRUE(model.ok()) << model.status();
-  const auto& spec = std::get<engine::RecurrentSpec>(model->layers[0].spec);
-  const int n = static_cast<int>(LoadNpy(dir + "lengths.npy").shape[0]);
+  auto f = LoadTorchLayerFixture(GetParam());
+  ASSERT_TRUE(f.ok()) << f.status();
   StreamAndHandle sh;
   ASSERT_TRUE(sh.ok());
-  auto fused = engine::cuda::FusedRnn::Create(spec, sh.stream);
+  auto fused = engine::cuda::FusedRnn::Create(f->spec, sh.stream);
   ASSERT_TRUE(fused.ok()) << fused.status();
-  ASSERT_FALSE((*fused)->register_units().empty()) << "H=" << spec.hidden_size;
+  ASSERT_FALSE((*fused)->register_units().empty()) << "H=" << f->spec.hidden_size;
   for (int units : (*fused)->register_units()) {
-    for (int batch = 1; batch <= std::min(n, engine::cuda::FusedRnn::kMaxBatch); ++batch) {
+    for (int batch = 1; batch <= std::min(f->sequences, engine::cuda::FusedRnn::kMaxBatch);
+         ++batch) {
       SCOPED_TRACE(::testing::Message() << "units " << units << ", B=" << batch);
-      CheckForward(dir, spec, batch, sh.stream,
+      CheckForward(f->dir, f->spec, batch, sh.stream,
                    [&](const auto& io) { return (*fused)->ForwardRegisters(io, units); });
       if (::testing::Test::HasFatalFailure()) return;
     }
@@ -226,13 +230,8 @@ class BidirectionalBatchedTest : public ::testing::TestWithParam<std::string> {}
 
 TEST_P(BidirectionalBatchedTest, EveryBatchSizeMatchesPyTorch) {
   RNNSERVE_SKIP_WITHOUT_GPU();
-  const int n =
-      static_cast<int>(LoadNpy("tests/fixtures/torch/" + GetParam() + "/lengths.npy").shape[0]);
-  for (int batch = 1; batch <= n; ++batch) {
-    SCOPED_TRACE(::testing::Message() << "B=" << batch);
-    CheckAlgorithm(GetParam(), engine::cuda::kFusedBatchedAlgo, /*required=*/true, batch);
-    if (::testing::Test::HasFatalFailure() || ::testing::Test::IsSkipped()) return;
-  }
+  CheckAlgorithmAtEveryBatchSize(GetParam(), engine::cuda::kFusedBatchedAlgo,
+                                 engine::cuda::FusedRnn::kMaxBatchedBatch);
 }
 
 INSTANTIATE_TEST_SUITE_P(Torch, BidirectionalBatchedTest,
@@ -381,20 +380,18 @@ class OneBlockKernelTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(OneBlockKernelTest, EveryBatchSizeMatchesPyTorch) {
   RNNSERVE_SKIP_WITHOUT_GPU();
-  const std::string dir = "tests/fixtures/torch/" + GetParam() + "/";
-  auto model = TorchFixtureModel(dir);
-  ASSERT_TRUE(model.ok()) << model.status();
-  const auto& spec = std::get<engine::RecurrentSpec>(model->layers[0].spec);
+  auto f = LoadTorchLayerFixture(GetParam());
+  ASSERT_TRUE(f.ok()) << f.status();
   StreamAndHandle sh;
   ASSERT_TRUE(sh.ok());
-  auto fused = engine::cuda::FusedRnn::Create(spec, sh.stream);
+  auto fused = engine::cuda::FusedRnn::Create(f->spec, sh.stream);
   ASSERT_TRUE(fused.ok()) << fused.status();
-  ASSERT_TRUE((*fused)->has_one_block()) << "H=" << spec.hidden_size;
-  const int n = static_cast<int>(LoadNpy(dir + "lengths.npy").shape[0]);
+  ASSERT_TRUE((*fused)->has_one_block()) << "H=" << f->spec.hidden_size;
+  const int n = f->sequences;
   const int most = std::min(n, (*fused)->one_block_max_batch());
   for (int batch = 1; batch <= most; ++batch) {
     SCOPED_TRACE(::testing::Message() << "B=" << batch);
-    CheckForward(dir, spec, batch, sh.stream, [&](const auto& io) {
+    CheckForward(f->dir, f->spec, batch, sh.stream, [&](const auto& io) {
       return (*fused)->Forward(io, engine::cuda::FusedRnn::Kernel::kOneBlock);
     });
   }

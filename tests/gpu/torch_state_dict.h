@@ -7,6 +7,7 @@
 
 #include <map>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -116,6 +117,28 @@ inline absl::StatusOr<engine::Model> TorchFixtureModel(const std::string& dir) {
   auto sd = client::ReadNpz(SourcePath(dir + "weights.npz"));
   if (!sd.ok()) return sd.status();
   return ModelFromStateDict(*sd);
+}
+
+// A fixture of one recurrent layer: its folder (relative to the source tree, ending in /), the
+// layer, and how many sequences it holds.
+struct TorchLayerFixture {
+  std::string dir;
+  engine::RecurrentSpec spec;
+  int sequences = 0;
+};
+
+// tests/fixtures/torch/<name>/, which must hold one recurrent layer.
+inline absl::StatusOr<TorchLayerFixture> LoadTorchLayerFixture(const std::string& name) {
+  TorchLayerFixture f{.dir = "tests/fixtures/torch/" + name + "/"};
+  auto model = TorchFixtureModel(f.dir);
+  if (!model.ok()) return model.status();
+  if (model->layers.size() != 1 ||
+      !std::holds_alternative<engine::RecurrentSpec>(model->layers[0].spec)) {
+    return absl::InvalidArgumentError(name + ": not one recurrent layer");
+  }
+  f.spec = std::get<engine::RecurrentSpec>(model->layers[0].spec);
+  f.sequences = static_cast<int>(LoadNpy(f.dir + "lengths.npy").shape[0]);
+  return f;
 }
 
 }  // namespace rnnserve::testing
