@@ -25,7 +25,7 @@
 //     rows for every sequence of the batch as a register-tiled GEMM, so that a weight read
 //     from shared memory serves 4 sequences instead of one; the grid kernel and the cluster
 //     kernel read a block's rows once per sequence, which bounds them past B = 4.
-//   - or, for H = 256, 512 and 1024, the register kernel (fused_rnn_kernel.h): the grid
+//   - or, for H = 128, 256, 512 and 1024, the register kernel (fused_rnn_kernel.h): the grid
 //     kernel's exchange, with each warp holding its unit's G rows of R in registers and
 //     applying that unit's cell itself, one block barrier a step;
 //   - or, for an LSTM or GRU of small H (up to kSmallMaxHidden, where the weights fit in one

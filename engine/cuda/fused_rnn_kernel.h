@@ -86,7 +86,7 @@ cudaError_t LaunchFusedRnnKernel(const FusedRnnArgs& args, int blocks, size_t sm
 
 // The register kernel (fused_rnn_reg_kernel.cu): the grid kernel's exchange, with U warps a
 // block, warp w owning unit k*U + w and holding its G rows of R in registers (compiled for
-// H = 256, 512 and 1024 only; R in FP32, or in BF16 / FP16 as args.weights says); h(t-1) is
+// H = 128, 256, 512 and 1024 only; R in FP32, or in BF16 / FP16 as args.weights says); h(t-1) is
 // gathered into shared memory [2][B][H] by step parity, and the warp that sums a unit's gates
 // applies its cell (lane b: sequence b). kGruBefore exchanges r * h(t-1) too, a second round
 // trip a step: xchg then holds [4][FusedRnnXchgStride] words (h by parity, then r * h by parity)

@@ -166,6 +166,8 @@ using Kernel = void (*)(FusedRnnArgs);
 template <FusedRnnCell kCell, FusedRnnWeights kW>
 Kernel KernelOf(int H) {
   switch (H) {
+    case 128:
+      return FusedRnnRegKernel<kCell, 128, kW>;
     case 256:
       return FusedRnnRegKernel<kCell, 256, kW>;
     case 512:

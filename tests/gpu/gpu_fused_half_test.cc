@@ -1,6 +1,6 @@
 // The fused cluster kernels with R stored in BF16 or FP16 (engine/cuda/fused_rnn.h, for layers
 // compiled in those math modes: the FMA kernel and the tensor-core kernel), and the register
-// kernel with R so stored (H = 256, 512), against PyTorch's
+// kernel with R so stored (H = 128, 256, 512), against PyTorch's
 // exact-FP32 answers: the relative L2 error of y, h_n and the LSTM's c_n within the mode's
 // bound (kReducedPrecisionBounds), at batches 1..8 of sequences of mixed lengths, for every
 // kernel and cluster size offered, LSTM and GRU at H = 128, 256 and 512; steps past a
@@ -184,7 +184,7 @@ INSTANTIATE_TEST_SUITE_P(
              (std::get<1>(info.param) == MathMode::kBf16 ? "Bf16" : "Fp16");
     });
 
-// The register kernel with R in BF16 / FP16 (H = 256, 512), pinned, with each number of units
+// The register kernel with R in BF16 / FP16 (H = 128, 256, 512), pinned, with each number of units
 // a block it is offered, at batches 1..8.
 class HalfRegisterKernelTest : public ::testing::TestWithParam<std::tuple<std::string, MathMode>> {
 };
@@ -216,7 +216,8 @@ TEST_P(HalfRegisterKernelTest, EveryBatchSizeWithinBound) {
 
 INSTANTIATE_TEST_SUITE_P(
     Torch, HalfRegisterKernelTest,
-    ::testing::Combine(::testing::Values("TorchLstmClusterH256", "TorchLstmClusterH512",
+    ::testing::Combine(::testing::Values("TorchLstmWideHidden", "TorchLstmClusterH256",
+                                         "TorchLstmClusterH512", "TorchGruClusterH128",
                                          "TorchGruClusterH256", "TorchGruClusterH512"),
                        ::testing::Values(MathMode::kBf16, MathMode::kFp16)),
     [](const auto& info) {

@@ -195,7 +195,7 @@ INSTANTIATE_TEST_SUITE_P(Torch, GridKernelTest,
                          [](const auto& info) { return info.param; });
 
 // The register kernel (R in registers, each warp applying its unit's cell) with each number of
-// units a block it is offered, pinned, at every batch size, LSTM and GRU, H = 256 and 512.
+// units a block it is offered, pinned, at every batch size, LSTM and GRU, H = 128, 256 and 512.
 class RegisterKernelTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(RegisterKernelTest, EveryBatchSizeMatchesPyTorch) {
@@ -219,7 +219,8 @@ TEST_P(RegisterKernelTest, EveryBatchSizeMatchesPyTorch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Torch, RegisterKernelTest,
-                         ::testing::Values("TorchLstmClusterH256", "TorchLstmClusterH512",
+                         ::testing::Values("TorchLstmWideHidden", "TorchLstmClusterH256",
+                                           "TorchLstmClusterH512", "TorchGruClusterH128",
                                            "TorchGruClusterH256", "TorchGruClusterH512"),
                          [](const auto& info) { return info.param; });
 
