@@ -31,8 +31,8 @@
 //   - or, for an LSTM or GRU of small H (up to kSmallMaxHidden, where the weights fit in one
 //     block's shared memory, for as many sequences as fit beside them), one block that runs the
 //     whole layer, input projection included, with two block barriers a step
-//     (fused_rnn_small_kernel.cu): at B = 1, T = 10, H = 32 the grid
-//     kernel's per-step grid barrier and L2 round trip cost more than the step's work.
+//     (fused_rnn_small_kernel.cu): at B = 1, T = 10, H = 32 the grid kernels' round trip
+//     through L2 a step costs more than the step's work.
 // The kernels compute the same sums in the same FP32 arithmetic; they differ only in the order
 // of the partial sums of each dot product (FMA rounding). The caller chooses between the
 // cluster kernel, the batch-tiled kernel and the others by timing (CudnnRecurrent: kFusedAlgo,
@@ -87,8 +87,8 @@ class FusedRnn {
   // lone reversed direction. Two directions (forward and reverse, exact FP32) get the
   // batch-tiled kernel only, both in one launch on half the SMs each; GRU reset_after=False
   // (one direction, exact FP32) the register kernel only, UNIMPLEMENTED at other widths.
-  // kBf16 / kFp16 `weights`: also UNIMPLEMENTED where no cluster kernel runs the layer's width
-  // on this device.
+  // kBf16 / kFp16 `weights`: also UNIMPLEMENTED where neither a cluster kernel nor the register
+  // kernel runs the layer's width on this device.
   static absl::StatusOr<std::unique_ptr<FusedRnn>> Create(
       const RecurrentSpec& spec, cudaStream_t stream,
       FusedRnnWeights weights = FusedRnnWeights::kFp32);
