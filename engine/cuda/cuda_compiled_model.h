@@ -170,11 +170,13 @@ class CudaCompiledModel final : public CompiledModel, public SlotStatesProvider 
   // DMA each, no page faults); the caller waits once for the stream.
   absl::Status EnqueueDownloads();
 
-  // Recurrent layers (cuda_model_recurrent.cc). On cuDNN (use_cudnn) or on the fused kernel.
-  // Initial states from the layer's state inputs or batch.initial_states; final states into
-  // batch.final_states when set.
+  // Which of a layer's GPU kernels runs a batch: cuDNN (LayerPlan::rnn), FusedRnn
+  // (LayerPlan::fused_rnn) or the fused recurrent kernel (LayerPlan::fused).
+  enum class RecurrentKernel { kCudnn, kFusedRnn, kFusedRecurrent };
+  // Recurrent layers (cuda_model_recurrent.cc), on `kernel`. Initial states from the layer's
+  // state inputs or batch.initial_states; final states into batch.final_states when set.
   absl::Status RunRecurrentGpu(const Layer& layer, const RecurrentSpec& spec, LayerPlan& plan,
-                               bool use_cudnn, const Batch& batch);
+                               RecurrentKernel kernel, const Batch& batch);
   absl::Status RunRecurrentCpu(const Layer& layer, LayerPlan& plan, const Batch& batch);
   // The initial states into plan.h0 [dirs, B, H'] and plan.c0 [dirs, B, H]; false when the
   // batch gives none (zeros).

@@ -406,16 +406,19 @@ absl::Status CudaCompiledModel::RunLayer(size_t index, const Batch& batch) {
                                                      ShapeString(in.shape), " expected [B,T,",
                                                      rnn->input_size, "]"));
     }
-    const bool empty_sequence =
-        std::find(in.lengths.begin(), in.lengths.end(), 0) != in.lengths.end();
-    // Sequences of length 0 and interior masked steps, which cuDNN cannot skip, run on the
-    // fused kernel, or on the CPU kernel where the layer has none.
-    const bool cudnn_can = plan.rnn && !empty_sequence && in.step_mask.empty();
+    // Sequences of length 0 and interior masked steps, which neither cuDNN nor FusedRnn can
+    // skip, run on the fused recurrent kernel, or on the CPU kernel where the layer has none.
+    const bool plain = in.step_mask.empty() &&
+                       std::find(in.lengths.begin(), in.lengths.end(), 0) == in.lengths.end();
+    const RecurrentKernel kernel = plain && plan.rnn ? RecurrentKernel::kCudnn
+                                   : plain && plan.fused_rnn && in.shape[0] <= FusedRnn::kMaxBatch
+                                       ? RecurrentKernel::kFusedRnn
+                                       : RecurrentKernel::kFusedRecurrent;
     if (plan.where == Where::kCpu || in.shape[0] == 0 || in.shape[1] == 0 ||
-        (!cudnn_can && !plan.fused)) {
+        (kernel == RecurrentKernel::kFusedRecurrent && !plan.fused)) {
       return RunRecurrentCpu(layer, plan, batch);
     }
-    return RunRecurrentGpu(layer, *rnn, plan, /*use_cudnn=*/cudnn_can, batch);
+    return RunRecurrentGpu(layer, *rnn, plan, kernel, batch);
   }
   if (const auto* dense = std::get_if<DenseSpec>(&layer.spec)) {
     return RunDense(layer, *dense, plan);

@@ -2,7 +2,6 @@
 // sequence and final outputs, bidirectional merges, return_state), or on the CPU engine's
 // kernel for the batches neither can run.
 
-#include <algorithm>
 #include <array>
 #include <utility>
 #include <vector>
@@ -67,7 +66,7 @@ absl::Status CudaCompiledModel::RunRecurrentCpu(const Layer& layer, LayerPlan& p
 }
 
 absl::Status CudaCompiledModel::RunRecurrentGpu(const Layer& layer, const RecurrentSpec& spec,
-                                                LayerPlan& plan, bool use_cudnn,
+                                                LayerPlan& plan, RecurrentKernel kernel,
                                                 const Batch& batch) {
   DevValue& in = values_[layer.inputs[0]];
   RNNSERVE_RETURN_IF_ERROR(ToDevice(&in));
@@ -122,13 +121,12 @@ absl::Status CudaCompiledModel::RunRecurrentGpu(const Layer& layer, const Recurr
                  .hy = plan.hy.as<float>(),
                  .cy = lstm ? plan.cy.as<float>() : nullptr,
                  .continues = batch.continues};
-  if (use_cudnn) {
+  if (kernel == RecurrentKernel::kCudnn) {
     RNNSERVE_RETURN_IF_ERROR(plan.rnn->Forward(io));
     if (capture_ != nullptr && plan.rnn->last_bakes_lengths()) {
       capture_->graph->exact_lengths = true;
     }
-  } else if (plan.fused_rnn && in.step_mask.empty() && B <= FusedRnn::kMaxBatch &&
-             std::find(lengths.begin(), lengths.end(), 0) == lengths.end()) {
+  } else if (kernel == RecurrentKernel::kFusedRnn) {
     RNNSERVE_RETURN_IF_ERROR(plan.fused_rnn->Forward(io));
     RNNSERVE_RETURN_IF_ERROR(RepeatKerasLastOutputs(spec, io, stream_));
   } else {

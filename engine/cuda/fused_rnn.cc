@@ -46,48 +46,36 @@ absl::StatusOr<std::unique_ptr<FusedRnn>> FusedRnn::Create(const RecurrentSpec& 
                                                          : FusedRnnCell::kGruBefore;
   const int H = spec.hidden_size, I = spec.input_size;
   const RecurrentDirection& d = spec.directions[0];
-  int device = 0, sms = 0, smem_optin = 0;
+  int device = 0, sms = 0, smem_optin = 0, coop = 0;
   RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaGetDevice(&device), "cudaGetDevice"));
   RNNSERVE_RETURN_IF_ERROR(
       CudaOk(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "SM count"));
-  if (cell == FusedRnnCell::kGruBefore) {  // the register kernel only
-    if (spec.directions.size() != 1 || weights != FusedRnnWeights::kFp32) {
+  RNNSERVE_RETURN_IF_ERROR(
+      CudaOk(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+             "shared memory limit"));
+  RNNSERVE_RETURN_IF_ERROR(CudaOk(
+      cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, device), "cooperative launch"));
+  // Half weights: the cluster and register kernels; GRU reset_after=False: the register kernel.
+  // Every kernel but the cluster kernel is a cooperative launch.
+  if (weights != FusedRnnWeights::kFp32 || cell == FusedRnnCell::kGruBefore) {
+    if (spec.directions.size() != 1 ||
+        (cell == FusedRnnCell::kGruBefore && weights != FusedRnnWeights::kFp32)) {
       return absl::UnimplementedError(
-          "fused GRU reset_after=False: one direction in exact FP32 only");
+          "fused RNN: two directions, or GRU reset_after=False, in exact FP32 only");
     }
     std::unique_ptr<FusedRnn> f(new FusedRnn(cell, weights, I, H, {}, 0, stream));
-    RNNSERVE_RETURN_IF_ERROR(f->PrepareRegisters(sms));
-    if (f->reg_units_.empty()) {
-      return absl::UnimplementedError(absl::StrCat(
-          "fused GRU reset_after=False: no register kernel for H=", H, " on this device"));
-    }
-    RNNSERVE_RETURN_IF_ERROR(f->Upload(spec.directions));
-    RNNSERVE_RETURN_IF_ERROR(f->PrepareExchange());
-    return f;
-  }
-  if (weights != FusedRnnWeights::kFp32) {  // the cluster and register kernels only
-    if (spec.directions.size() != 1) {
-      return absl::UnimplementedError(
-          "fused RNN: two directions with exact FP32 weights only (the batch-tiled kernel)");
-    }
-    std::unique_ptr<FusedRnn> f(new FusedRnn(cell, weights, I, H, {}, 0, stream));
-    RNNSERVE_RETURN_IF_ERROR(f->FindCluster());
-    RNNSERVE_RETURN_IF_ERROR(f->PrepareRegisters(sms));
+    if (cell != FusedRnnCell::kGruBefore) RNNSERVE_RETURN_IF_ERROR(f->FindCluster());
+    if (coop) RNNSERVE_RETURN_IF_ERROR(f->PrepareRegisters(sms));
     if (!f->has_cluster() && f->reg_units_.empty()) {
-      return absl::UnimplementedError(absl::StrCat(
-          f->name(), ": no cluster or register kernel with half-precision weights for H=", H,
-          " on this device"));
+      return absl::UnimplementedError(
+          absl::StrCat(f->name(), ": no cluster or register kernel for H=", H,
+                       weights == FusedRnnWeights::kFp32 ? "" : " with half-precision weights",
+                       " on this device"));
     }
     RNNSERVE_RETURN_IF_ERROR(f->Upload(spec.directions));
     if (!f->reg_units_.empty()) RNNSERVE_RETURN_IF_ERROR(f->PrepareExchange());
     return f;
   }
-  RNNSERVE_RETURN_IF_ERROR(
-      CudaOk(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
-             "shared memory limit"));
-  int coop = 0;
-  RNNSERVE_RETURN_IF_ERROR(CudaOk(
-      cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, device), "cooperative launch"));
   if (!coop) return absl::UnimplementedError("fused RNN: no cooperative launch on this device");
   if (spec.directions.size() == 2) {
     // Both directions in one launch of the batch-tiled kernel, half of the SMs each.
@@ -102,8 +90,8 @@ absl::StatusOr<std::unique_ptr<FusedRnn>> FusedRnn::Create(const RecurrentSpec& 
     return f;
   }
   // Grid sizes (at most one block per SM) that split H evenly: the largest, and about a half
-  // and a quarter of it.
-  // A block keeps its units' cells of every sequence in its threads' registers.
+  // and a quarter of it, each with few enough units a block for its threads' registers to keep
+  // every sequence's cells.
   std::vector<int> grids;
   for (int want : {sms, sms / 2, sms / 4}) {
     int blocks = std::min(want, H);

@@ -162,7 +162,7 @@ class FusedRnn {
   // The cluster sizes that the device runs for H (none: no cluster kernel), and their shared
   // memory per block.
   absl::Status FindCluster();
-  // The grid kernel's exchange words and tag base, zeroed.
+  // The grid and register kernels' exchange words and tag base, zeroed.
   absl::Status PrepareExchange();
   // Creates the cuBLAS handle and uploads W, R (as weights_) and the biases of every direction.
   absl::Status Upload(const std::vector<RecurrentDirection>& dirs);
@@ -225,10 +225,12 @@ class FusedRnn {
   DeviceBuffer bRn_;    // [dirs][H] GRU: the n gate's bR
   DeviceBuffer xproj_;  // [B, T, dirs*G*H]
   DeviceBuffer hbuf_;   // batch-tiled kernel: hT [2, H, Bp], h exchange between steps
-  DeviceBuffer xchg_;   // grid kernel: [2, kMaxBatch, H] tagged words of h (FusedRnnSync)
-  DeviceBuffer sync_;   // grid kernel: FusedRnnSync
-  DeviceBuffer Wt_;     // [I, 4H] W transposed, for the one-block kernel
-  DeviceBuffer Rt_;     // [H, 4H] R transposed, for the one-block kernel
+  // Grid and register kernels: tagged words of h, [2][FusedRnnXchgStride(kMaxBatch, H)] (GRU
+  // reset_after=False: [4][...], r * h too), and their FusedRnnSync.
+  DeviceBuffer xchg_;
+  DeviceBuffer sync_;
+  DeviceBuffer Wt_;  // [I, 4H] W transposed, for the one-block kernel
+  DeviceBuffer Rt_;  // [H, 4H] R transposed, for the one-block kernel
 };
 
 }  // namespace rnnserve::engine::cuda

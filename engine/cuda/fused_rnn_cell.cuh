@@ -35,4 +35,46 @@ __device__ __forceinline__ float FusedCellStep(const float* x, const float* g, f
   }
 }
 
+// One (sequence b, unit j) cell of the grid and register kernels (one forward direction, the
+// layouts of FusedRnnArgs): its state in registers and the input projection of its next step,
+// loaded before the kernel waits for h(t-1).
+template <FusedRnnCell kCell>
+struct FusedCell {
+  static constexpr int G = kFusedGates<kCell>;
+  float h = 0.0f, c = 0.0f, bRn = 0.0f;
+  float x[G] = {};
+  int len = 0;
+
+  // Before step 0: the length, h0, c0, the GRU's bRn and step 0's input projection.
+  __device__ __forceinline__ void Start(const FusedRnnArgs& a, int b, int j) {
+    len = a.lengths[b];
+    h = a.h0 ? a.h0[b * a.H + j] : 0.0f;
+    c = a.c0 ? a.c0[b * a.H + j] : 0.0f;
+    if constexpr (kCell == FusedRnnCell::kGru) bRn = a.bRn[j];
+    LoadProjection(a, b, j, 0);
+  }
+  // After step s (h is h(s)): its output, zero past the length, and the next step's projection.
+  __device__ __forceinline__ void Emit(const FusedRnnArgs& a, int b, int j, int s) {
+    if (a.y) a.y[(static_cast<int64_t>(b) * a.T + s) * a.H + j] = s < len ? h : 0.0f;
+    if (s + 1 < len) LoadProjection(a, b, j, s + 1);
+  }
+  // After the last step: hy, cy and zero outputs for the steps past the longest length.
+  __device__ __forceinline__ void Finish(const FusedRnnArgs& a, int b, int j) const {
+    a.hy[b * a.H + j] = h;
+    if (a.cy) a.cy[b * a.H + j] = c;
+    if (a.y) {
+      for (int t = a.steps; t < a.T; ++t) {
+        a.y[(static_cast<int64_t>(b) * a.T + t) * a.H + j] = 0.0f;
+      }
+    }
+  }
+
+ private:
+  __device__ __forceinline__ void LoadProjection(const FusedRnnArgs& a, int b, int j, int t) {
+    const float* xp = a.xproj + (static_cast<int64_t>(b) * a.T + t) * G * a.H + j;
+#pragma unroll
+    for (int q = 0; q < G; ++q) x[q] = xp[q * a.H];
+  }
+};
+
 }  // namespace rnnserve::engine::cuda

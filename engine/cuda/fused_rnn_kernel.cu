@@ -73,10 +73,9 @@ __device__ __forceinline__ void DotRows1(const float* Rs, const float* hs, float
 
 // G gates a unit. Shared memory: Rs [G*U][H] (row g*U+u is R's row g*H + k*U + u), hs [B][H]
 // (h(t-1) of every unit), gs [B][G*U]. Each thread keeps up to kFusedGridCells (unit, sequence)
-// cells in registers: cell r is i = tid + r * blockDim.x < B*U, with its h, c, length and the
-// input projection of its next step (loaded before the wait for h(t-1)).
+// cells in registers (FusedCell): cell r is i = tid + r * blockDim.x < B*U.
 template <FusedRnnCell kCell, bool kVec4>
-__global__ void __launch_bounds__(kFusedGridThreads) FusedRnnKernel(FusedRnnArgs a) {
+__global__ void __launch_bounds__(kFusedGridThreads, 1) FusedRnnKernel(FusedRnnArgs a) {
   constexpr int G = kFusedGates<kCell>;
   extern __shared__ float4 smem4[];
   const int H = a.H, U = a.U, B = a.B, tid = threadIdx.x;
@@ -91,25 +90,11 @@ __global__ void __launch_bounds__(kFusedGridThreads) FusedRnnKernel(FusedRnnArgs
   }
   // Every thread reads the tags' base: it changes only after every block has left.
   const unsigned base = __ldcg(&a.sync->base);
-  float h[kFusedGridCells], c[kFusedGridCells], x[kFusedGridCells][G], bRn[kFusedGridCells];
-  int len[kFusedGridCells];
+  FusedCell<kCell> cells[kFusedGridCells];
 #pragma unroll
   for (int r = 0; r < kFusedGridCells; ++r) {
     const int i = tid + r * blockDim.x;
-    h[r] = c[r] = bRn[r] = 0.0f;
-    len[r] = 0;
-#pragma unroll
-    for (int q = 0; q < G; ++q) x[r][q] = 0.0f;
-    if (i < B * U) {
-      const int b = i / U, j = j0 + i % U;
-      len[r] = a.lengths[b];
-      h[r] = a.h0 ? a.h0[b * H + j] : 0.0f;
-      c[r] = a.c0 ? a.c0[b * H + j] : 0.0f;
-      if constexpr (kCell == FusedRnnCell::kGru) bRn[r] = a.bRn[j];
-      const float* xp = a.xproj + static_cast<int64_t>(b) * a.T * G * H + j;  // step 0
-#pragma unroll
-      for (int q = 0; q < G; ++q) x[r][q] = xp[q * H];
-    }
+    if (i < B * U) cells[r].Start(a, i / U, j0 + i % U);
   }
   __syncthreads();
   // Step s reads the words of parity s % 2 tagged base + s + 1 (h(-1) for s = 0) and writes
@@ -117,7 +102,7 @@ __global__ void __launch_bounds__(kFusedGridThreads) FusedRnnKernel(FusedRnnArgs
 #pragma unroll
   for (int r = 0; r < kFusedGridCells; ++r) {
     const int i = tid + r * blockDim.x;
-    if (i < B * U) StoreFusedWord(a.xchg + (i / U) * H + j0 + i % U, h[r], base + 1);
+    if (i < B * U) StoreFusedWord(a.xchg + (i / U) * H + j0 + i % U, cells[r].h, base + 1);
   }
   const int BH = B * H, stride = a.xchg_stride;
   for (int s = 0; s < a.steps; ++s) {
@@ -137,31 +122,22 @@ __global__ void __launch_bounds__(kFusedGridThreads) FusedRnnKernel(FusedRnnArgs
       const int i = tid + r * blockDim.x;
       if (i >= B * U) break;
       const int b = i / U, u = i % U, j = j0 + u;
-      if (s < len[r]) {
+      FusedCell<kCell>& cell = cells[r];
+      if (s < cell.len) {
         float g[G];
 #pragma unroll
         for (int q = 0; q < G; ++q) g[q] = gs[b * G * U + q * U + u];
-        h[r] = FusedCellStep<kCell>(x[r], g, h[r], c[r], bRn[r]);
+        cell.h = FusedCellStep<kCell>(cell.x, g, cell.h, cell.c, cell.bRn);
       }
-      StoreFusedWord(out + b * H + j, h[r], want + 1);
-      if (a.y) a.y[(static_cast<int64_t>(b) * a.T + s) * H + j] = s < len[r] ? h[r] : 0.0f;
-      if (s + 1 < len[r]) {
-        const float* xp = a.xproj + (static_cast<int64_t>(b) * a.T + s + 1) * G * H + j;
-#pragma unroll
-        for (int q = 0; q < G; ++q) x[r][q] = xp[q * H];
-      }
+      StoreFusedWord(out + b * H + j, cell.h, want + 1);
+      cell.Emit(a, b, j, s);
     }
   }
 #pragma unroll
   for (int r = 0; r < kFusedGridCells; ++r) {
     const int i = tid + r * blockDim.x;
     if (i >= B * U) break;
-    const int b = i / U, j = j0 + i % U;
-    a.hy[b * H + j] = h[r];
-    if (a.cy) a.cy[b * H + j] = c[r];
-    if (a.y) {
-      for (int t = a.steps; t < a.T; ++t) a.y[(static_cast<int64_t>(b) * a.T + t) * H + j] = 0.0f;
-    }
+    cells[r].Finish(a, i / U, j0 + i % U);
   }
   LeaveFusedExchange(a.sync, base, a.steps);
 }

@@ -91,21 +91,10 @@ __global__ void __launch_bounds__(kFusedRegMaxThreads, 1) FusedRnnRegKernel(Fuse
   const unsigned base = __ldcg(&a.sync->base);
   // Lane b < B keeps sequence b's cell of unit j.
   const bool mine = lane < B;
-  float h = 0.0f, c = 0.0f, bRn = 0.0f, x[G];
-  int len = 0;
-#pragma unroll
-  for (int q = 0; q < G; ++q) x[q] = 0.0f;
-  if (mine) {
-    len = a.lengths[lane];
-    h = a.h0 ? a.h0[lane * kH + j] : 0.0f;
-    c = a.c0 ? a.c0[lane * kH + j] : 0.0f;
-    if constexpr (kCell == FusedRnnCell::kGru) bRn = a.bRn[j];
-    const float* xp = a.xproj + static_cast<int64_t>(lane) * a.T * G * kH + j;  // step 0
-#pragma unroll
-    for (int q = 0; q < G; ++q) x[q] = xp[q * kH];
-  }
+  FusedCell<kCell> cell;
+  if (mine) cell.Start(a, lane, j);
   __syncthreads();
-  if (mine) StoreFusedWord(a.xchg + lane * kH + j, h, base + 1);
+  if (mine) StoreFusedWord(a.xchg + lane * kH + j, cell.h, base + 1);
   const int BH = B * kH, stride = a.xchg_stride;
   for (int s = 0; s < a.steps; ++s) {
     const FusedWord* in = a.xchg + (s & 1) * stride;
@@ -124,40 +113,30 @@ __global__ void __launch_bounds__(kFusedRegMaxThreads, 1) FusedRnnRegKernel(Fuse
       float z = 0.0f;
       FusedWord* rh = a.xchg + (2 + (s & 1)) * stride;
       if (mine) {
-        const float r = FusedSigmoid(x[0] + gates[0]);
-        z = FusedSigmoid(x[1] + gates[1]);
-        StoreFusedWord(rh + lane * kH + j, s < len ? r * h : 0.0f, want);
+        const float r = FusedSigmoid(cell.x[0] + gates[0]);
+        z = FusedSigmoid(cell.x[1] + gates[1]);
+        StoreFusedWord(rh + lane * kH + j, s < cell.len ? r * cell.h : 0.0f, want);
       }
       float* rhs = hbufs + 2 * BH;
       GatherFusedWords<kGatherPairs>(rh, rhs, BH, want);
       __syncthreads();
       SumRows<kW, kH, 2, 3>(w, rhs, B, lane, gates);
-      if (mine && s < len) {
-        const float n = tanhf(x[2] + gates[2]);
-        h = (1.0f - z) * n + z * h;
+      if (mine && s < cell.len) {
+        const float n = tanhf(cell.x[2] + gates[2]);
+        cell.h = (1.0f - z) * n + z * cell.h;
       }
     } else {
       SumRows<kW, kH, 0, G>(w, hs, B, lane, gates);
-      if (mine && s < len) h = FusedCellStep<kCell>(x, gates, h, c, bRn);
-    }
-    if (mine) {
-      StoreFusedWord(out + lane * kH + j, h, want + 1);
-      if (a.y) a.y[(static_cast<int64_t>(lane) * a.T + s) * kH + j] = s < len ? h : 0.0f;
-      if (s + 1 < len) {
-        const float* xp = a.xproj + (static_cast<int64_t>(lane) * a.T + s + 1) * G * kH + j;
-#pragma unroll
-        for (int q = 0; q < G; ++q) x[q] = xp[q * kH];
+      if (mine && s < cell.len) {
+        cell.h = FusedCellStep<kCell>(cell.x, gates, cell.h, cell.c, cell.bRn);
       }
     }
-  }
-  if (mine) {
-    a.hy[lane * kH + j] = h;
-    if (a.cy) a.cy[lane * kH + j] = c;
-    if (a.y) {
-      for (int t = a.steps; t < a.T; ++t)
-        a.y[(static_cast<int64_t>(lane) * a.T + t) * kH + j] = 0.0f;
+    if (mine) {
+      StoreFusedWord(out + lane * kH + j, cell.h, want + 1);
+      cell.Emit(a, lane, j, s);
     }
   }
+  if (mine) cell.Finish(a, lane, j);
   LeaveFusedExchange(a.sync, base, a.steps);
 }
 

@@ -122,6 +122,19 @@ Errors RunFixture(const std::string& dir, const engine::RecurrentSpec& spec, int
   return worst;
 }
 
+// The LSTM and GRU fixtures at H = 128, 256 and 512 in BF16 and FP16, and their test names.
+auto HalfFixtures() {
+  return ::testing::Combine(
+      ::testing::Values("TorchLstmWideHidden", "TorchLstmClusterH256", "TorchLstmClusterH512",
+                        "TorchGruClusterH128", "TorchGruClusterH256", "TorchGruClusterH512"),
+      ::testing::Values(MathMode::kBf16, MathMode::kFp16));
+}
+
+std::string HalfFixtureName(
+    const ::testing::TestParamInfo<std::tuple<std::string, MathMode>>& info) {
+  return std::get<0>(info.param) + (std::get<1>(info.param) == MathMode::kBf16 ? "Bf16" : "Fp16");
+}
+
 class HalfClusterKernelTest : public ::testing::TestWithParam<std::tuple<std::string, MathMode>> {};
 
 // Every cluster kernel offered (both kinds must be), pinned, at batches 1..8.
@@ -173,16 +186,7 @@ TEST_P(HalfClusterKernelTest, EveryClusterAndBatchSizeWithinBound) {
   cudaStreamDestroy(stream);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Torch, HalfClusterKernelTest,
-    ::testing::Combine(::testing::Values("TorchLstmWideHidden", "TorchLstmClusterH256",
-                                         "TorchLstmClusterH512", "TorchGruClusterH128",
-                                         "TorchGruClusterH256", "TorchGruClusterH512"),
-                       ::testing::Values(MathMode::kBf16, MathMode::kFp16)),
-    [](const auto& info) {
-      return std::get<0>(info.param) +
-             (std::get<1>(info.param) == MathMode::kBf16 ? "Bf16" : "Fp16");
-    });
+INSTANTIATE_TEST_SUITE_P(Torch, HalfClusterKernelTest, HalfFixtures(), HalfFixtureName);
 
 // The register kernel with R in BF16 / FP16 (H = 128, 256, 512), pinned, with each number of units
 // a block it is offered, at batches 1..8.
@@ -214,16 +218,7 @@ TEST_P(HalfRegisterKernelTest, EveryBatchSizeWithinBound) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Torch, HalfRegisterKernelTest,
-    ::testing::Combine(::testing::Values("TorchLstmWideHidden", "TorchLstmClusterH256",
-                                         "TorchLstmClusterH512", "TorchGruClusterH128",
-                                         "TorchGruClusterH256", "TorchGruClusterH512"),
-                       ::testing::Values(MathMode::kBf16, MathMode::kFp16)),
-    [](const auto& info) {
-      return std::get<0>(info.param) +
-             (std::get<1>(info.param) == MathMode::kBf16 ? "Bf16" : "Fp16");
-    });
+INSTANTIATE_TEST_SUITE_P(Torch, HalfRegisterKernelTest, HalfFixtures(), HalfFixtureName);
 
 class HalfChooserTest : public ::testing::TestWithParam<std::tuple<std::string, MathMode>> {};
 

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <functional>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -194,25 +195,38 @@ INSTANTIATE_TEST_SUITE_P(Torch, GridKernelTest,
                                            "TorchLstmClusterH256", "TorchLstmClusterH512"),
                          [](const auto& info) { return info.param; });
 
+// A fixture's one recurrent layer on FusedRnn in exact FP32, for tests that pin one kernel.
+class PinnedKernelTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    RNNSERVE_SKIP_WITHOUT_GPU();
+    auto f = LoadTorchLayerFixture(GetParam());
+    ASSERT_TRUE(f.ok()) << f.status();
+    f_ = *std::move(f);
+    sh_ = std::make_unique<StreamAndHandle>();
+    ASSERT_TRUE(sh_->ok());
+    auto fused = engine::cuda::FusedRnn::Create(f_.spec, sh_->stream);
+    ASSERT_TRUE(fused.ok()) << fused.status();
+    fused_ = *std::move(fused);
+  }
+
+  TorchLayerFixture f_;
+  std::unique_ptr<StreamAndHandle> sh_;
+  std::unique_ptr<engine::cuda::FusedRnn> fused_;  // destroyed before the stream
+};
+
 // The register kernel (R in registers, each warp applying its unit's cell) with each number of
 // units a block it is offered, pinned, at every batch size, LSTM and GRU, H = 128, 256 and 512.
-class RegisterKernelTest : public ::testing::TestWithParam<std::string> {};
+class RegisterKernelTest : public PinnedKernelTest {};
 
 TEST_P(RegisterKernelTest, EveryBatchSizeMatchesPyTorch) {
-  RNNSERVE_SKIP_WITHOUT_GPU();
-  auto f = LoadTorchLayerFixture(GetParam());
-  ASSERT_TRUE(f.ok()) << f.status();
-  StreamAndHandle sh;
-  ASSERT_TRUE(sh.ok());
-  auto fused = engine::cuda::FusedRnn::Create(f->spec, sh.stream);
-  ASSERT_TRUE(fused.ok()) << fused.status();
-  ASSERT_FALSE((*fused)->register_units().empty()) << "H=" << f->spec.hidden_size;
-  for (int units : (*fused)->register_units()) {
-    for (int batch = 1; batch <= std::min(f->sequences, engine::cuda::FusedRnn::kMaxBatch);
+  ASSERT_FALSE(fused_->register_units().empty()) << "H=" << f_.spec.hidden_size;
+  for (int units : fused_->register_units()) {
+    for (int batch = 1; batch <= std::min(f_.sequences, engine::cuda::FusedRnn::kMaxBatch);
          ++batch) {
       SCOPED_TRACE(::testing::Message() << "units " << units << ", B=" << batch);
-      CheckForward(f->dir, f->spec, batch, sh.stream,
-                   [&](const auto& io) { return (*fused)->ForwardRegisters(io, units); });
+      CheckForward(f_.dir, f_.spec, batch, sh_->stream,
+                   [&](const auto& io) { return fused_->ForwardRegisters(io, units); });
       if (::testing::Test::HasFatalFailure()) return;
     }
   }
@@ -377,30 +391,23 @@ TEST(FusedGruTest, ChooserOffersFusedAlgorithms) {
 // each batch size it takes of a fixture with mixed lengths, pinned (the engine times it
 // against the grid kernels per batch size). At H=128 the GRU's weights leave room for two
 // sequences' states.
-class OneBlockKernelTest : public ::testing::TestWithParam<std::string> {};
+class OneBlockKernelTest : public PinnedKernelTest {};
 
 TEST_P(OneBlockKernelTest, EveryBatchSizeMatchesPyTorch) {
-  RNNSERVE_SKIP_WITHOUT_GPU();
-  auto f = LoadTorchLayerFixture(GetParam());
-  ASSERT_TRUE(f.ok()) << f.status();
-  StreamAndHandle sh;
-  ASSERT_TRUE(sh.ok());
-  auto fused = engine::cuda::FusedRnn::Create(f->spec, sh.stream);
-  ASSERT_TRUE(fused.ok()) << fused.status();
-  ASSERT_TRUE((*fused)->has_one_block()) << "H=" << f->spec.hidden_size;
-  const int n = f->sequences;
-  const int most = std::min(n, (*fused)->one_block_max_batch());
+  ASSERT_TRUE(fused_->has_one_block()) << "H=" << f_.spec.hidden_size;
+  const int n = f_.sequences;
+  const int most = std::min(n, fused_->one_block_max_batch());
   for (int batch = 1; batch <= most; ++batch) {
     SCOPED_TRACE(::testing::Message() << "B=" << batch);
-    CheckForward(f->dir, f->spec, batch, sh.stream, [&](const auto& io) {
-      return (*fused)->Forward(io, engine::cuda::FusedRnn::Kernel::kOneBlock);
+    CheckForward(f_.dir, f_.spec, batch, sh_->stream, [&](const auto& io) {
+      return fused_->Forward(io, engine::cuda::FusedRnn::Kernel::kOneBlock);
     });
   }
   // A batch past its largest is refused, not run.
   if (most < n) {
     SCOPED_TRACE(::testing::Message() << "B=" << most + 1 << " (too many)");
     engine::cuda::RecurrentIO io{.B = most + 1, .T = 1};
-    EXPECT_EQ((*fused)->Forward(io, engine::cuda::FusedRnn::Kernel::kOneBlock).code(),
+    EXPECT_EQ(fused_->Forward(io, engine::cuda::FusedRnn::Kernel::kOneBlock).code(),
               absl::StatusCode::kFailedPrecondition);
   }
 }
