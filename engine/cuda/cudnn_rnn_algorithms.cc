@@ -143,6 +143,12 @@ std::string CudnnRecurrent::NameFor(cudnnRNNAlgo_t algo, int B) const {
       absl::StrAppend(&name, "/", k);
     }
   }
+  // The batch-tiled kernel's shape, e.g. "/g2b64t2x8".
+  if (algo == kFusedBatchedAlgo && fused_) {
+    if (const std::string k = fused_->BatchedKernelFor(B); !k.empty()) {
+      absl::StrAppend(&name, "/", k);
+    }
+  }
   return name;
 }
 

@@ -310,8 +310,13 @@ absl::Status FusedRnn::Forward(const RecurrentIO& io, Kernel kernel) {
     }
     auto it = batched_by_batch_.find(io.B);
     if (it != batched_by_batch_.end()) return ForwardBatched(io, it->second);
-    std::vector<int> candidates(batched_shapes_.size());
-    for (size_t i = 0; i < candidates.size(); ++i) candidates[i] = static_cast<int>(i);
+    // Groups of fewer than 4 sequences would pad most of each register tile.
+    std::vector<int> candidates;
+    for (size_t i = 0; i < batched_shapes_.size(); ++i) {
+      if (batched_shapes_[i].groups == 1 || io.B >= 4 * batched_shapes_[i].groups) {
+        candidates.push_back(static_cast<int>(i));
+      }
+    }
     bool timed = false;
     auto best = Fastest(
         candidates, [&](int i) { return ForwardBatched(io, batched_shapes_[i]); }, &timed);
@@ -367,6 +372,14 @@ std::string FusedRnn::ClusterKernelFor(int B) const {
   if (index < 0) return "";
   const FusedRnnClusterShape& shape = clusters_[index].shape;
   return absl::StrCat(shape.mma ? "mma" : "fma", shape.cluster);
+}
+
+std::string FusedRnn::BatchedKernelFor(int B) const {
+  auto it = batched_by_batch_.find(B);
+  if (it == batched_by_batch_.end()) return "";
+  const BatchedShape& shape = it->second;
+  const FusedBatchedTile& tile = kBatchedTiles[shape.tile];
+  return absl::StrCat("g", shape.groups, "b", shape.blocks, "t", tile.units, "x", tile.seqs);
 }
 
 absl::Status FusedRnn::ForwardCluster(const RecurrentIO& io, int index) {

@@ -119,15 +119,19 @@ class FusedRnn {
   // Runs the register kernel with `units` units a block, pinned (tests).
   absl::Status ForwardRegisters(const RecurrentIO& io, int units);
   bool has_batched() const { return !batched_shapes_.empty(); }
-  // A launch of the batch-tiled kernel: its grid size and register tile (an index into
-  // kBatchedTiles).
+  // A launch of the batch-tiled kernel: its grid size a group of sequences, register tile (an
+  // index into kBatchedTiles) and groups (FusedBatchedArgs::groups).
   struct BatchedShape {
     int blocks = 0;
     int tile = 0;
+    int groups = 1;
   };
   // The shapes offered (empty: the kernel is not offered); Forward(io, Kernel::kBatched) times
   // them per batch size and runs the fastest.
   const std::vector<BatchedShape>& batched_shapes() const { return batched_shapes_; }
+  // The shape chosen for batches of B, e.g. "g2b64t2x8" (2 groups of 64 blocks, tiles of 2
+  // units x 8 sequences); "" before the first such batch.
+  std::string BatchedKernelFor(int B) const;
   // Runs the batch-tiled kernel in one shape, pinned (tests).
   absl::Status ForwardBatched(const RecurrentIO& io, BatchedShape shape);
   // Stops offering the cluster kernel (after it failed on this device).

@@ -68,20 +68,26 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
   cg::grid_group grid = cg::this_grid();
   const FusedRnnArgs& a = args.a;
   const FusedBatchedPlan& p = args.plan;
-  const int H = a.H, B = a.B, U = p.U, Bp = p.Bp, KC = p.KC;
-  // Direction d of args.dirs: its blocks, weights, h exchange, columns of the input projection
-  // and of y, and states; the reverse direction runs each sequence from its last valid step.
-  const int per_dir = gridDim.x / args.dirs, d = blockIdx.x / per_dir;
+  // Part (d, g) of the grid: direction d of args.dirs (its weights, columns of the input
+  // projection and of y; the reverse direction runs each sequence from its last valid step) and
+  // group g of args.groups, sequences [b0, b0 + B) of the batch (the last group may have fewer,
+  // or none), with its own h exchange and states.
+  const int per_part = gridDim.x / (args.dirs * args.groups), part = blockIdx.x / per_part;
+  const int d = part / args.groups, group = part % args.groups;
+  const int seqs = (a.B + args.groups - 1) / args.groups, b0 = group * seqs;
+  const int H = a.H, B = max(0, min(seqs, a.B - b0)), U = p.U, Bp = p.Bp, KC = p.KC;
   const bool reverse = d == 1;
   const int XS = args.dirs * G * H, YS = args.dirs * H;  // row strides of xproj and y
   const float* R = a.R + static_cast<int64_t>(d) * G * H * H;
-  const float* xproj = a.xproj + d * G * H;
-  float* hbuf = a.hbuf + static_cast<int64_t>(d) * 2 * H * Bp;
-  float* y = a.y ? a.y + d * H : nullptr;
-  const int64_t state = static_cast<int64_t>(d) * B * H;  // offset of this direction's states
-  const int NB4 = Bp / 4;                                 // float4s of a column of hT
+  const float* xproj = a.xproj + static_cast<int64_t>(b0) * a.T * XS + d * G * H;
+  const int* lengths = a.lengths + b0;
+  float* hbuf = a.hbuf + static_cast<int64_t>(part) * 2 * H * Bp;
+  float* y = a.y ? a.y + static_cast<int64_t>(b0) * a.T * YS + d * H : nullptr;
+  // Offset of this part's states in h0, c0, hy, cy [dirs][B][H].
+  const int64_t state = (static_cast<int64_t>(d) * a.B + b0) * H;
+  const int NB4 = Bp / 4;         // float4s of a column of hT
   const int PW4 = NB4 / kPanels;  // float4s of a panel; tile bg reads float4 bg of each
-  const int j0 = (blockIdx.x % per_dir) * U;
+  const int j0 = (blockIdx.x % per_part) * U;
   const int tid = threadIdx.x;
   extern __shared__ float4 smem4[];
   float* Ws = reinterpret_cast<float*>(smem4);  // [H][U][4]
@@ -112,7 +118,7 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
     for (int q = 0; q < G; ++q) x[r][q] = 0.0f;
     if (i < U * B) {
       const int u = i % U, b = i / U, j = j0 + u;
-      len[r] = a.lengths[b];
+      len[r] = lengths[b];
       h[r] = a.h0 ? a.h0[state + b * H + j] : 0.0f;
       c[r] = a.c0 ? a.c0[state + b * H + j] : 0.0f;
       if constexpr (kCell == FusedRnnCell::kGru) bRn[r] = a.bRn[d * H + j];
@@ -318,10 +324,11 @@ cudaError_t LaunchFusedBatchedKernel(const FusedBatchedArgs& args, cudaStream_t 
   if (args.plan.smem == 0) return cudaErrorInvalidValue;
   FusedBatchedArgs copy = args;
   void* params[] = {&copy};
-  if (args.dirs != 1 && args.dirs != 2) return cudaErrorInvalidValue;
+  if ((args.dirs != 1 && args.dirs != 2) || args.groups < 1) return cudaErrorInvalidValue;
   return cudaLaunchCooperativeKernel(
       reinterpret_cast<const void*>(KernelFor(args.a.cell, args.plan.tile)),
-      dim3(args.plan.blocks * args.dirs), dim3(kBatchedThreads), params, args.plan.smem, stream);
+      dim3(args.plan.blocks * args.dirs * args.groups), dim3(kBatchedThreads), params,
+      args.plan.smem, stream);
 }
 
 }  // namespace rnnserve::engine::cuda

@@ -65,12 +65,17 @@ FusedBatchedPlan PlanFusedBatched(int B, int H, int blocks, int tile, size_t sme
 
 // dirs = 2 runs both directions of a bidirectional layer in one launch, plan.blocks blocks each
 // (the second direction from each sequence's last valid step back): a's R [dirs][G*H][H], bRn
-// [dirs][H], hbuf [dirs][2][H][Bp], h0, c0, hy, cy [dirs][B][H]; xproj [B][T][dirs*G*H] and y
-// [B][T][dirs*H] hold the directions side by side.
+// [dirs][H], h0, c0, hy, cy [dirs][B][H]; xproj [B][T][dirs*G*H] and y [B][T][dirs*H] hold the
+// directions side by side. groups > 1 splits the batch too: group g of a direction runs
+// sequences [g*S, (g+1)*S), S = ceil(B / groups), on its own plan.blocks blocks (plan made for
+// S sequences), each block holding U = H / plan.blocks units' rows of R for S sequences instead
+// of H / (groups * plan.blocks) units' for all B: as much arithmetic a block, 1/groups of h(t-1)
+// to read from L2 a step. hbuf: [dirs][groups][2][H][Bp].
 struct FusedBatchedArgs {
-  FusedRnnArgs a;  // hbuf: [2][H][Bp] (hT of each step parity) a direction; U unused
+  FusedRnnArgs a;  // hbuf: [2][H][Bp] (hT of each step parity) a part; U unused
   FusedBatchedPlan plan;
   int dirs = 1;
+  int groups = 1;
 };
 
 cudaError_t ConfigureFusedBatchedKernel(FusedRnnCell cell, int tile, size_t smem);

@@ -256,7 +256,8 @@ INSTANTIATE_TEST_SUITE_P(Torch, BidirectionalBatchedTest,
                                            "TorchGruWideHidden"),
                          [](const auto& info) { return info.param; });
 
-// The batch-tiled kernel in every shape it is offered (grid size x register tile), each pinned,
+// The batch-tiled kernel in every shape it is offered (groups x grid size x register tile; a
+// batch smaller than its groups leaves some empty), each pinned,
 // at batch sizes 1..64 of fixtures of 64 (LSTM) and 48 (GRU) sequences of mixed lengths at
 // H=256: sizes that are not multiples of the tile's 4 or 8 sequences pad the last tile, and
 // sizes past 32 need more than one (unit, sequence) cell a thread on the smaller grid. At
@@ -286,8 +287,8 @@ TEST_P(BatchedKernelTest, EveryShapeMatchesPyTorch) {
         if (batch > 9 && batch % 8 != 0 && batch % 8 != 1 && batch % 8 != 7 && batch != n) {
           continue;
         }
-        SCOPED_TRACE(::testing::Message()
-                     << "blocks=" << shape.blocks << " tile=" << shape.tile << " B=" << batch);
+        SCOPED_TRACE(::testing::Message() << "blocks=" << shape.blocks << " tile=" << shape.tile
+                                          << " groups=" << shape.groups << " B=" << batch);
         CheckForward(dir, spec, batch, stream,
                      [&](const auto& io) { return (*fused)->ForwardBatched(io, shape); });
         if (::testing::Test::HasFatalFailure()) break;
