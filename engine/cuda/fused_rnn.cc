@@ -442,7 +442,7 @@ absl::StatusOr<int> FusedRnn::Fastest(const std::vector<int>& candidates,
   return best;
 }
 
-absl::Status FusedRnn::Project(const RecurrentIO& io) {
+absl::Status FusedRnn::Project(const RecurrentIO& io, bool add_bias) {
   const int64_t rows = int64_t{io.B} * io.T;
   const int N = dirs_ * G_ * H_;  // the gates of every direction
   RNNSERVE_RETURN_IF_ERROR(xproj_.Reserve(rows * N * sizeof(float)));
@@ -453,6 +453,7 @@ absl::Status FusedRnn::Project(const RecurrentIO& io) {
       CublasOk(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, N, static_cast<int>(rows), I_, &one,
                            W_.as<float>(), I_, io.x, I_, &zero, xproj_.as<float>(), N),
                "cublasSgemm (fused RNN input projection)"));
+  if (!add_bias) return absl::OkStatus();
   return CudaOk(LaunchBiasActivation(xproj_.as<float>(), bias_.as<float>(), rows, N,
                                      DeviceActivation{}, stream_),
                 "bias kernel");

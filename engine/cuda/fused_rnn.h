@@ -170,7 +170,8 @@ class FusedRnn {
   absl::Status PrepareExchange();
   // Creates the cuBLAS handle and uploads W, R (as weights_) and the biases of every direction.
   absl::Status Upload(const std::vector<RecurrentDirection>& dirs);
-  absl::Status Project(const RecurrentIO& io);
+  // xproj = x . W^T, plus the biases unless the kernel adds them (add_bias false).
+  absl::Status Project(const RecurrentIO& io, bool add_bias = true);
   FusedRnnArgs Args(const RecurrentIO& io) const;
   // blocks > 0: the grid kernel on that many blocks; 0: the one-block kernel; -U: the register
   // kernel with U units a block.

@@ -66,8 +66,9 @@ absl::Status FusedRnn::ForwardBatched(const RecurrentIO& io, BatchedShape shape)
   // hT [dirs][groups][2][H][Bp]: h(t-1) and h(t), sequences innermost.
   RNNSERVE_RETURN_IF_ERROR(hbuf_.Reserve(int64_t{dirs_} * shape.groups * 2 * H_ * plan.Bp *
                                          static_cast<int64_t>(sizeof(float))));
-  RNNSERVE_RETURN_IF_ERROR(Project(io));
+  RNNSERVE_RETURN_IF_ERROR(Project(io, /*add_bias=*/false));
   FusedBatchedArgs args{.a = Args(io), .plan = plan, .dirs = dirs_, .groups = shape.groups};
+  args.a.bias = bias_.as<float>();
   args.a.hbuf = hbuf_.as<float>();
   return CudaOk(LaunchFusedBatchedKernel(args, stream_),
                 absl::StrCat("cudaLaunchCooperativeKernel (", name(), " batch-tiled)").c_str());

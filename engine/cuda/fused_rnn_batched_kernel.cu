@@ -80,6 +80,7 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
   const int XS = args.dirs * G * H, YS = args.dirs * H;  // row strides of xproj and y
   const float* R = a.R + static_cast<int64_t>(d) * G * H * H;
   const float* xproj = a.xproj + static_cast<int64_t>(b0) * a.T * XS + d * G * H;
+  const float* bias = a.bias + d * G * H;  // added to xproj's (unbiased) values in the cell
   const int* lengths = a.lengths + b0;
   float* hbuf = a.hbuf + static_cast<int64_t>(part) * 2 * H * Bp;
   float* y = a.y ? a.y + static_cast<int64_t>(b0) * a.T * YS + d * H : nullptr;
@@ -90,8 +91,9 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
   const int j0 = (blockIdx.x % per_part) * U;
   const int tid = threadIdx.x;
   extern __shared__ float4 smem4[];
-  float* Ws = reinterpret_cast<float*>(smem4);  // [H][U][4]
-  float* hb = Ws + 4 * H * U;                   // [bufs][KC][Bp]
+  const int WS = p.WS;                          // float4s a row of Ws
+  float* Ws = reinterpret_cast<float*>(smem4);  // [H][WS][4], units [0, U) of each row used
+  float* hb = Ws + 4 * H * WS;                  // [bufs][KC][Bp]
   float* red = hb;                              // [KS][Bp][U][4], once the chunks are done
   const float4* Ws4 = reinterpret_cast<const float4*>(Ws);
   float4* red4 = reinterpret_cast<float4*>(red);
@@ -100,12 +102,14 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
   // zero for the GRU's missing fourth gate.
   for (int i = tid; i < 4 * U * H; i += blockDim.x) {
     const int k = i % H, u = (i / H) % U, q = i / (H * U);
-    Ws[(k * U + u) * 4 + q] = q < G ? R[(static_cast<int64_t>(q) * H + j0 + u) * H + k] : 0.0f;
+    Ws[(k * WS + u) * 4 + q] = q < G ? R[(static_cast<int64_t>(q) * H + j0 + u) * H + k] : 0.0f;
   }
 
   // This thread's cells: cell r is i = tid + r * blockDim.x < U * B, unit u = i % U, sequence
-  // b = i / U. h, c, the input projection of the coming step and the length stay in registers.
-  float h[kBatchedMaxCells], c[kBatchedMaxCells], x[kBatchedMaxCells][G];
+  // b = i / U. h, c, the input projection of this step and of the next (xn, loaded at the
+  // start of a step so that its latency passes under the step's GEMM rather than in the grid
+  // barrier, whose fence waits for it) and the length stay in registers.
+  float h[kBatchedMaxCells], c[kBatchedMaxCells], x[kBatchedMaxCells][G], xn[kBatchedMaxCells][G];
   int len[kBatchedMaxCells];
   float bRn[kBatchedMaxCells];
 #pragma unroll
@@ -115,7 +119,7 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
     len[r] = 0;
     bRn[r] = 0.0f;
 #pragma unroll
-    for (int q = 0; q < G; ++q) x[r][q] = 0.0f;
+    for (int q = 0; q < G; ++q) x[r][q] = xn[r][q] = 0.0f;
     if (i < U * B) {
       const int u = i % U, b = i / U, j = j0 + u;
       len[r] = lengths[b];
@@ -155,6 +159,17 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
       }
       CpAsyncCommit();
     }
+#pragma unroll
+    for (int r = 0; r < kBatchedMaxCells; ++r) {
+      const int i = tid + r * blockDim.x;
+      if (i >= U * B) break;
+      if (s + 1 < len[r]) {
+        const int b = i / U, t = reverse ? len[r] - 2 - s : s + 1;
+        const float* xp = xproj + (static_cast<int64_t>(b) * a.T + t) * XS + j0 + i % U;
+#pragma unroll
+        for (int q = 0; q < G; ++q) xn[r][q] = xp[q * H];
+      }
+    }
     float acc[kTU][kTB][4];  // [unit][sequence][gate]
 #pragma unroll
     for (int v = 0; v < kTU; ++v) {
@@ -170,12 +185,12 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
       const int buf = cc % p.bufs;
       if (gemm) {
         const float4* h4 = reinterpret_cast<const float4*>(hb + buf * KC * Bp) + tbg;
-        const float4* w4 = Ws4 + cc * KC * U + tu * kTU;
+        const float4* w4 = Ws4 + cc * KC * WS + tu * kTU;
 #pragma unroll(kTU == 1 ? 4 : 2)
         for (int k = ks; k < KC; k += p.KS) {
           float4 w[kTU], hv[kPanels];
 #pragma unroll
-          for (int v = 0; v < kTU; ++v) w[v] = w4[k * U + v];
+          for (int v = 0; v < kTU; ++v) w[v] = w4[k * WS + v];
 #pragma unroll
           for (int m = 0; m < kPanels; ++m) hv[m] = h4[k * NB4 + m * PW4];
 #pragma unroll
@@ -234,13 +249,13 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
           g[2] += v.z;
           g[3] += v.w;
         }
-        h[r] = FusedCellStep<kCell>(x[r], g, h[r], c[r], bRn[r]);
-        if (s + 1 < len[r]) {
-          const int t = reverse ? len[r] - 2 - s : s + 1;
-          const float* xp = xproj + (static_cast<int64_t>(b) * a.T + t) * XS + j;
+        // The biases, read here (L1) rather than kept in registers for all steps.
+        float xb[G];
 #pragma unroll
-          for (int q = 0; q < G; ++q) x[r][q] = xp[q * H];
-        }
+        for (int q = 0; q < G; ++q) xb[q] = x[r][q] + __ldg(bias + q * H + j);
+        h[r] = FusedCellStep<kCell>(xb, g, h[r], c[r], bRn[r]);
+#pragma unroll
+        for (int q = 0; q < G; ++q) x[r][q] = xn[r][q];
       }
       hout[j * Bp + b] = h[r];
       // Step s's output is at time s (reverse: len - 1 - s); past the length, zero at time s.
@@ -277,6 +292,21 @@ Kernel KernelFor(FusedRnnCell cell, int tile) {
                                      : kKernels<FusedRnnCell::kGru>[tile];
 }
 
+// Shared-memory wavefronts of one 16-byte load of the GEMM's weights by the first warp when a
+// row of Ws is WS float4s long: a row of banks holds 8 float4s, lanes that read one address
+// share it, and distinct addresses at the same position in the row serialise.
+int WeightLoadWavefronts(const FusedBatchedPlan& p, const FusedBatchedTile& t, int WS) {
+  int at[8] = {}, seen[32], n = 0;
+  for (int lane = 0; lane < 32 && lane < p.tiles * p.KS; ++lane) {
+    const int ks = lane / p.tiles, tu = (lane % p.tiles) / (p.Bp / t.seqs);
+    const int addr = ks * WS + tu * t.units;
+    if (std::find(seen, seen + n, addr) != seen + n) continue;
+    seen[n++] = addr;
+    ++at[addr % 8];
+  }
+  return *std::max_element(at, at + 8);
+}
+
 }  // namespace
 
 FusedBatchedPlan PlanFusedBatched(int B, int H, int blocks, int tile, size_t smem_limit) {
@@ -301,7 +331,12 @@ FusedBatchedPlan PlanFusedBatched(int B, int H, int blocks, int tile, size_t sme
   // The most threads per tile, each over 4 columns of a chunk at least.
   p.KS = 1;
   while (2 * p.KS * p.tiles <= kBatchedThreads && 2 * p.KS * 4 <= p.KC) p.KS *= 2;
-  const size_t weights = sizeof(float) * size_t{4} * H * p.U;
+  // The row of Ws whose loads take the fewest wavefronts, the shortest of those.
+  p.WS = p.U;
+  for (int ws = p.U + 1; ws < p.U + 8; ++ws) {
+    if (WeightLoadWavefronts(p, t, ws) < WeightLoadWavefronts(p, t, p.WS)) p.WS = ws;
+  }
+  const size_t weights = sizeof(float) * size_t{4} * H * p.WS;
   const size_t partials = sizeof(float) * size_t{4} * p.KS * p.U * p.Bp;
   const size_t chunk = sizeof(float) * size_t{1} * p.KC * p.Bp;
   if (weights + std::max(chunk, partials) > smem_limit) return p;

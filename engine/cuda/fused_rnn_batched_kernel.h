@@ -3,8 +3,8 @@
 // The batch-tiled persistent kernel of FusedRnn (fused_rnn.h; fused_rnn_batched_kernel.cu), for
 // batches up to kBatchedMaxBatch: one cooperative grid of up to one block per SM; block k owns
 // hidden units [k*U, (k+1)*U) and keeps the 4 gate rows of R of each (the GRU's 3 and a zero
-// row) in shared memory for all steps, laid out k-major, Ws [H][U][4]. A step is a small GEMM
-// per block, gates [U, 4, B] = Ws^T . h(t-1)^T, register-tiled:
+// row) in shared memory for all steps, laid out k-major, Ws [H][U][4] (rows padded: WS). A
+// step is a small GEMM per block, gates [U, 4, B] = Ws^T . h(t-1)^T, register-tiled:
 //   - h(t-1) lives in global memory as hT [H][Bp] (Bp: B rounded up to the tile's sequences,
 //     the padding zero), double-buffered by step parity; the block streams it into shared
 //     memory in chunks of KC columns (cp.async.cg: 16-byte copies that bypass L1, so they see
@@ -56,21 +56,23 @@ struct FusedBatchedPlan {
   int KC = 0;      // columns of h(t-1) a chunk
   int chunks = 0;  // H / KC
   int bufs = 0;    // chunk buffers in shared memory
+  int WS = 0;      // float4s a row of Ws, U or more (padding that spreads a warp's loads)
   size_t smem = 0;
 };
 
-// Shared memory (floats): Ws [H][U][4], then the chunks [bufs][KC][Bp], whose space the partial
+// Shared memory (floats): Ws [H][WS][4], then the chunks [bufs][KC][Bp], whose space the partial
 // sums [KS][Bp][U][4] take over at the end of each step (the larger of the two).
 FusedBatchedPlan PlanFusedBatched(int B, int H, int blocks, int tile, size_t smem_limit);
 
 // dirs = 2 runs both directions of a bidirectional layer in one launch, plan.blocks blocks each
 // (the second direction from each sequence's last valid step back): a's R [dirs][G*H][H], bRn
 // [dirs][H], h0, c0, hy, cy [dirs][B][H]; xproj [B][T][dirs*G*H] and y [B][T][dirs*H] hold the
-// directions side by side. groups > 1 splits the batch too: group g of a direction runs
-// sequences [g*S, (g+1)*S), S = ceil(B / groups), on its own plan.blocks blocks (plan made for
-// S sequences), each block holding U = H / plan.blocks units' rows of R for S sequences instead
-// of H / (groups * plan.blocks) units' for all B: as much arithmetic a block, 1/groups of h(t-1)
-// to read from L2 a step. hbuf: [dirs][groups][2][H][Bp].
+// directions side by side. xproj comes without the biases: a.bias [dirs][G*H] is required. groups >
+// 1 splits the batch too: group g of a direction runs sequences [g*S, (g+1)*S), S = ceil(B /
+// groups), on its own plan.blocks blocks (plan made for S sequences), each block holding U = H /
+// plan.blocks units' rows of R for S sequences instead of H / (groups * plan.blocks) units' for all
+// B: as much arithmetic a block, 1/groups of h(t-1) to read from L2 a step. hbuf:
+// [dirs][groups][2][H][Bp].
 struct FusedBatchedArgs {
   FusedRnnArgs a;  // hbuf: [2][H][Bp] (hT of each step parity) a part; U unused
   FusedBatchedPlan plan;

@@ -45,8 +45,10 @@ inline constexpr int FusedRnnXchgStride(int B, int H) { return (B * H + 1) / 2 *
 struct FusedRnnArgs {
   FusedRnnCell cell = FusedRnnCell::kLstm;
   // [B, T, G*H] input projection with biases: bW + bR for every gate but the GRU's n, which
-  // has bW only (its bR is bRn, inside r * (...)).
+  // has bW only (its bR is bRn, inside r * (...)). Where `bias` is set, without them: the
+  // kernel (the batch-tiled one) adds bias [G*H] itself, in the same single rounding.
   const float* xproj = nullptr;
+  const float* bias = nullptr;
   FusedRnnWeights weights = FusedRnnWeights::kFp32;
   const float* R = nullptr;            // [G*H, H] (kFp32)
   const uint16_t* R16 = nullptr;       // [G*H, H] bfloat16 or half bits (kBf16, kFp16)
