@@ -80,7 +80,6 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
   const int XS = args.dirs * G * H, YS = args.dirs * H;  // row strides of xproj and y
   const float* R = a.R + static_cast<int64_t>(d) * G * H * H;
   const float* xproj = a.xproj + static_cast<int64_t>(b0) * a.T * XS + d * G * H;
-  const float* bias = a.bias + d * G * H;  // added to xproj's (unbiased) values in the cell
   const int* lengths = a.lengths + b0;
   float* hbuf = a.hbuf + static_cast<int64_t>(part) * 2 * H * Bp;
   float* y = a.y ? a.y + static_cast<int64_t>(b0) * a.T * YS + d * H : nullptr;
@@ -93,7 +92,8 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
   extern __shared__ float4 smem4[];
   const int WS = p.WS;                          // float4s a row of Ws
   float* Ws = reinterpret_cast<float*>(smem4);  // [H][WS][4], units [0, U) of each row used
-  float* hb = Ws + 4 * H * WS;                  // [bufs][KC][Bp]
+  float* bs = Ws + 4 * H * WS;                  // [4][U] the units' biases
+  float* hb = bs + 4 * U;                       // [bufs][KC][Bp]
   float* red = hb;                              // [KS][Bp][U][4], once the chunks are done
   const float4* Ws4 = reinterpret_cast<const float4*>(Ws);
   float4* red4 = reinterpret_cast<float4*>(red);
@@ -104,6 +104,10 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
     const int k = i % H, u = (i / H) % U, q = i / (H * U);
     Ws[(k * WS + u) * 4 + q] = q < G ? R[(static_cast<int64_t>(q) * H + j0 + u) * H + k] : 0.0f;
   }
+  // The biases, added to xproj's (unbiased) values in the cell: from shared memory, since the
+  // grid barrier's acquire leaves L1 cold every step.
+  for (int i = tid; i < G * U; i += blockDim.x)
+    bs[i] = a.bias[d * G * H + (i / U) * H + j0 + i % U];
 
   // This thread's cells: cell r is i = tid + r * blockDim.x < U * B, unit u = i % U, sequence
   // b = i / U. h, c, the input projection of this step and of the next (xn, loaded at the
@@ -249,10 +253,9 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
           g[2] += v.z;
           g[3] += v.w;
         }
-        // The biases, read here (L1) rather than kept in registers for all steps.
         float xb[G];
 #pragma unroll
-        for (int q = 0; q < G; ++q) xb[q] = x[r][q] + __ldg(bias + q * H + j);
+        for (int q = 0; q < G; ++q) xb[q] = x[r][q] + bs[q * U + u];
         h[r] = FusedCellStep<kCell>(xb, g, h[r], c[r], bRn[r]);
 #pragma unroll
         for (int q = 0; q < G; ++q) x[r][q] = xn[r][q];
@@ -336,7 +339,7 @@ FusedBatchedPlan PlanFusedBatched(int B, int H, int blocks, int tile, size_t sme
   for (int ws = p.U + 1; ws < p.U + 8; ++ws) {
     if (WeightLoadWavefronts(p, t, ws) < WeightLoadWavefronts(p, t, p.WS)) p.WS = ws;
   }
-  const size_t weights = sizeof(float) * size_t{4} * H * p.WS;
+  const size_t weights = sizeof(float) * size_t{4} * (size_t{1} * H * p.WS + p.U);  // + biases
   const size_t partials = sizeof(float) * size_t{4} * p.KS * p.U * p.Bp;
   const size_t chunk = sizeof(float) * size_t{1} * p.KC * p.Bp;
   if (weights + std::max(chunk, partials) > smem_limit) return p;

@@ -60,8 +60,9 @@ struct FusedBatchedPlan {
   size_t smem = 0;
 };
 
-// Shared memory (floats): Ws [H][WS][4], then the chunks [bufs][KC][Bp], whose space the partial
-// sums [KS][Bp][U][4] take over at the end of each step (the larger of the two).
+// Shared memory (floats): Ws [H][WS][4], the biases [4][U], then the chunks [bufs][KC][Bp],
+// whose space the partial sums [KS][Bp][U][4] take over at the end of each step (the larger of
+// the two).
 FusedBatchedPlan PlanFusedBatched(int B, int H, int blocks, int tile, size_t smem_limit);
 
 // dirs = 2 runs both directions of a bidirectional layer in one launch, plan.blocks blocks each
