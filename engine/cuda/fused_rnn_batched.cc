@@ -31,7 +31,7 @@ absl::Status FusedRnn::PrepareBatched(int sms, int smem_optin) {
     for (int blocks : grids) {
       for (int tile = 0; tile < kBatchedTileCount; ++tile) {
         const FusedBatchedPlan plan =
-            PlanFusedBatched(seqs, H_, blocks, tile, static_cast<size_t>(smem_optin));
+            PlanFusedBatched(seqs, H_, G_, blocks, tile, static_cast<size_t>(smem_optin));
         int per_sm = 0;
         if (plan.smem == 0 ||
             ConfigureFusedBatchedKernel(cell_, tile, static_cast<size_t>(smem_optin)) !=
@@ -57,7 +57,7 @@ absl::Status FusedRnn::ForwardBatched(const RecurrentIO& io, BatchedShape shape)
   }
   const int seqs = (io.B + shape.groups - 1) / shape.groups;
   const FusedBatchedPlan plan =
-      PlanFusedBatched(seqs, H_, shape.blocks, shape.tile, batched_smem_limit_);
+      PlanFusedBatched(seqs, H_, G_, shape.blocks, shape.tile, batched_smem_limit_);
   if (shape.groups < 1 || plan.smem == 0) {
     return absl::FailedPreconditionError(
         absl::StrCat(name(), ": no batch-tiled plan for B=", io.B, ", H=", H_, " in ", shape.groups,

@@ -90,19 +90,20 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
   const int j0 = (blockIdx.x % per_part) * U;
   const int tid = threadIdx.x;
   extern __shared__ float4 smem4[];
-  const int WS = p.WS;                          // float4s a row of Ws
-  float* Ws = reinterpret_cast<float*>(smem4);  // [H][WS][4], units [0, U) of each row used
+  const int WS = p.WS, Q = p.Q;                 // float4s a row of Ws; quads of gate rows
+  float* Ws = reinterpret_cast<float*>(smem4);  // [H][WS][4], quads [0, Q) of each row used
   float* bs = Ws + 4 * H * WS;                  // [4][U] the units' biases
   float* hb = bs + 4 * U;                       // [bufs][KC][Bp]
-  float* red = hb;                              // [KS][Bp][U][4], once the chunks are done
+  float* red = hb;                              // [KS][Bp][Q][4], once the chunks are done
   const float4* Ws4 = reinterpret_cast<const float4*>(Ws);
   float4* red4 = reinterpret_cast<float4*>(red);
 
-  // R's rows of this block's units, read along k (coalesced): Ws[k][u][q] = R[q*H + j0+u][k],
-  // zero for the GRU's missing fourth gate.
-  for (int i = tid; i < 4 * U * H; i += blockDim.x) {
-    const int k = i % H, u = (i / H) % U, q = i / (H * U);
-    Ws[(k * WS + u) * 4 + q] = q < G ? R[(static_cast<int64_t>(q) * H + j0 + u) * H + k] : 0.0f;
+  // R's rows of this block's units, read along k (coalesced): gate row e = u*G + q of the block
+  // is R's row q*H + j0+u, Ws[k][e / 4][e % 4] = R[q*H + j0+u][k]; zero past the G*U rows.
+  for (int i = tid; i < 4 * Q * H; i += blockDim.x) {
+    const int k = i % H, e = i / H, u = e / G, q = e % G;
+    Ws[(k * WS + e / 4) * 4 + e % 4] =
+        e < G * U ? R[(static_cast<int64_t>(q) * H + j0 + u) * H + k] : 0.0f;
   }
   // The biases, added to xproj's (unbiased) values in the cell: from shared memory, since the
   // grid barrier's acquire leaves L1 cold every step.
@@ -174,7 +175,7 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
         for (int q = 0; q < G; ++q) xn[r][q] = xp[q * H];
       }
     }
-    float acc[kTU][kTB][4];  // [unit][sequence][gate]
+    float acc[kTU][kTB][4];  // [quad][sequence][row of the quad]
 #pragma unroll
     for (int v = 0; v < kTU; ++v) {
 #pragma unroll
@@ -231,7 +232,7 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
 #pragma unroll
           for (int i = 0; i < 4; ++i) {
             const float* g = acc[v][m * 4 + i];
-            red4[(ks * Bp + (m * PW4 + tbg) * 4 + i) * U + tu * kTU + v] =
+            red4[(ks * Bp + (m * PW4 + tbg) * 4 + i) * Q + tu * kTU + v] =
                 make_float4(g[0], g[1], g[2], g[3]);
           }
         }
@@ -245,13 +246,22 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
       const int u = i % U, b = i / U, j = j0 + u;
       if (s < len[r]) {
         float g[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        if constexpr (G == 4) {  // the unit's rows are one quad
 #pragma unroll 8
-        for (int k = 0; k < p.KS; ++k) {
-          const float4 v = red4[(k * Bp + b) * U + u];
-          g[0] += v.x;
-          g[1] += v.y;
-          g[2] += v.z;
-          g[3] += v.w;
+          for (int k = 0; k < p.KS; ++k) {
+            const float4 v = red4[(k * Bp + b) * Q + u];
+            g[0] += v.x;
+            g[1] += v.y;
+            g[2] += v.z;
+            g[3] += v.w;
+          }
+        } else {
+#pragma unroll 8
+          for (int k = 0; k < p.KS; ++k) {
+            const float* v = red + ((k * Bp + b) * Q) * 4 + u * G;
+#pragma unroll
+            for (int q = 0; q < G; ++q) g[q] += v[q];
+          }
         }
         float xb[G];
 #pragma unroll
@@ -312,35 +322,38 @@ int WeightLoadWavefronts(const FusedBatchedPlan& p, const FusedBatchedTile& t, i
 
 }  // namespace
 
-FusedBatchedPlan PlanFusedBatched(int B, int H, int blocks, int tile, size_t smem_limit) {
+FusedBatchedPlan PlanFusedBatched(int B, int H, int gates, int blocks, int tile,
+                                  size_t smem_limit) {
   FusedBatchedPlan p;
-  if (B < 1 || B > kBatchedMaxBatch || blocks < 1 || H % blocks != 0 || tile < 0 ||
-      tile >= kBatchedTileCount) {
+  if (B < 1 || B > kBatchedMaxBatch || (gates != 3 && gates != 4) || blocks < 1 ||
+      H % blocks != 0 || tile < 0 || tile >= kBatchedTileCount) {
     return p;
   }
   const FusedBatchedTile t = kBatchedTiles[tile];
   p.blocks = blocks;
   p.tile = tile;
   p.U = H / blocks;
+  p.Q = (gates * p.U + 3) / 4;
   p.Bp = (B + t.seqs - 1) / t.seqs * t.seqs;
-  if (p.U % t.units != 0) return p;
-  p.tiles = p.U / t.units * (p.Bp / t.seqs);
+  if (p.Q % t.units != 0) return p;
+  p.tiles = p.Q / t.units * (p.Bp / t.seqs);
   if (p.tiles > kBatchedThreads || p.U * B > kBatchedMaxCells * kBatchedThreads) return p;
   // Chunks of at most 8192 floats (32 KiB) and a multiple of 4 columns each.
   p.chunks = (H * p.Bp + 8191) / 8192;
   while (p.chunks <= H && (H % p.chunks != 0 || (H / p.chunks) % 4 != 0)) ++p.chunks;
   if (p.chunks > H) return p;
   p.KC = H / p.chunks;
-  // The most threads per tile, each over 4 columns of a chunk at least.
-  p.KS = 1;
-  while (2 * p.KS * p.tiles <= kBatchedThreads && 2 * p.KS * 4 <= p.KC) p.KS *= 2;
+  // The most threads per tile, each over 4 columns of a chunk at least (not a power of 2 where
+  // the tiles are not: the GRU's 3 gate rows a unit leave 12 or 24 tiles, whose threads take
+  // ceil(KC / KS) columns, some one fewer).
+  p.KS = std::max(1, std::min(kBatchedThreads / p.tiles, p.KC / 4));
   // The row of Ws whose loads take the fewest wavefronts, the shortest of those.
-  p.WS = p.U;
-  for (int ws = p.U + 1; ws < p.U + 8; ++ws) {
+  p.WS = p.Q;
+  for (int ws = p.Q + 1; ws < p.Q + 8; ++ws) {
     if (WeightLoadWavefronts(p, t, ws) < WeightLoadWavefronts(p, t, p.WS)) p.WS = ws;
   }
   const size_t weights = sizeof(float) * size_t{4} * (size_t{1} * H * p.WS + p.U);  // + biases
-  const size_t partials = sizeof(float) * size_t{4} * p.KS * p.U * p.Bp;
+  const size_t partials = sizeof(float) * size_t{4} * p.KS * p.Q * p.Bp;
   const size_t chunk = sizeof(float) * size_t{1} * p.KC * p.Bp;
   if (weights + std::max(chunk, partials) > smem_limit) return p;
   p.bufs = static_cast<int>(std::min<size_t>(

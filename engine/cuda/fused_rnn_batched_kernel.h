@@ -2,22 +2,24 @@
 
 // The batch-tiled persistent kernel of FusedRnn (fused_rnn.h; fused_rnn_batched_kernel.cu), for
 // batches up to kBatchedMaxBatch: one cooperative grid of up to one block per SM; block k owns
-// hidden units [k*U, (k+1)*U) and keeps the 4 gate rows of R of each (the GRU's 3 and a zero
-// row) in shared memory for all steps, laid out k-major, Ws [H][U][4] (rows padded: WS). A
-// step is a small GEMM per block, gates [U, 4, B] = Ws^T . h(t-1)^T, register-tiled:
+// hidden units [k*U, (k+1)*U) and keeps their G*U gate rows of R (unit-major: row u*G + q is
+// gate q of unit u) in shared memory for all steps, laid out k-major in quads of 4 rows,
+// Ws [H][Q][4] (Q = ceil(G*U / 4); rows padded to WS quads), so that the GRU's 3 gates take no
+// more arithmetic than they need. A step is a small GEMM per block, gates [G*U, B] = Ws^T .
+// h(t-1)^T, register-tiled:
 //   - h(t-1) lives in global memory as hT [H][Bp] (Bp: B rounded up to the tile's sequences,
 //     the padding zero), double-buffered by step parity; the block streams it into shared
 //     memory in chunks of KC columns (cp.async.cg: 16-byte copies that bypass L1, so they see
 //     the other blocks' stores of the previous step), `bufs` chunks in flight, while it computes
 //     on earlier chunks;
-//   - a register tile is TU units x TB sequences x 4 gates (kBatchedTiles: 1 x 4, or 2 x 8,
-//     which reads half the shared memory per FMA); thread (ks, tile) of the first tiles * KS
-//     accumulates its tile over the columns ks, ks + KS, ... of each chunk with FP32 FMAs, and
-//     the KS partial sums of each gate are added in ks order (in shared memory that the chunk
-//     buffers free at the end of the step);
+//   - a register tile is TU quads x TB sequences (kBatchedTiles: 1 x 4, or 2 x 8, which reads
+//     half the shared memory per FMA); thread (ks, tile) of the first tiles * KS accumulates its
+//     tile over the columns ks, ks + KS, ... of each chunk with FP32 FMAs, and the KS partial
+//     sums of each gate are added in ks order (in shared memory that the chunk buffers free at
+//     the end of the step);
 //   - one thread per (unit, sequence) applies the cell (fused_rnn_cell.cuh), keeps h and the
-//     LSTM's c in registers for all steps, loads the next step's input projection before the
-//     grid barrier, writes h(t) into the other hT buffer and y, and the grid synchronises.
+//     LSTM's c in registers for all steps, loads the next step's input projection at the start
+//     of the step, writes h(t) into the other hT buffer and y, and the grid synchronises.
 // Steps past a sequence's length keep its h and c and write zero outputs, as the other fused
 // kernels do. The tiles and the grid sizes give the same sums in different orders of partial
 // sums; FusedRnn times them per batch size.
@@ -37,43 +39,44 @@ inline constexpr int kBatchedMaxCells = 4;
 // Chunk buffers of h(t-1) a block may keep in flight.
 inline constexpr int kBatchedMaxBufs = 8;
 
-// The register tiles compiled: units x sequences (x 4 gates) a thread accumulates.
+// The register tiles compiled: quads of gate rows x sequences a thread accumulates.
 struct FusedBatchedTile {
   int units, seqs;
 };
 inline constexpr FusedBatchedTile kBatchedTiles[] = {{1, 4}, {2, 8}};
 inline constexpr int kBatchedTileCount = 2;
 
-// How a grid of `blocks` runs B sequences of H units with tile kBatchedTiles[tile]; smem == 0
-// when it does not fit.
+// How a grid of `blocks` runs B sequences of H units of `gates` gates (4: LSTM, 3: GRU) with
+// tile kBatchedTiles[tile]; smem == 0 when it does not fit.
 struct FusedBatchedPlan {
   int blocks = 0;
   int tile = 0;    // index into kBatchedTiles
   int U = 0;       // hidden units a block
+  int Q = 0;       // quads of gate rows a block, ceil(gates * U / 4)
   int Bp = 0;      // B rounded up to a multiple of the tile's sequences
-  int tiles = 0;   // (U / units) * (Bp / seqs) register tiles
+  int tiles = 0;   // (Q / units) * (Bp / seqs) register tiles
   int KS = 0;      // threads sharing a tile, each over its part of a chunk's columns
   int KC = 0;      // columns of h(t-1) a chunk
   int chunks = 0;  // H / KC
   int bufs = 0;    // chunk buffers in shared memory
-  int WS = 0;      // float4s a row of Ws, U or more (padding that spreads a warp's loads)
+  int WS = 0;      // float4s a row of Ws, Q or more (padding that spreads a warp's loads)
   size_t smem = 0;
 };
 
 // Shared memory (floats): Ws [H][WS][4], the biases [4][U], then the chunks [bufs][KC][Bp],
-// whose space the partial sums [KS][Bp][U][4] take over at the end of each step (the larger of
+// whose space the partial sums [KS][Bp][Q][4] take over at the end of each step (the larger of
 // the two).
-FusedBatchedPlan PlanFusedBatched(int B, int H, int blocks, int tile, size_t smem_limit);
+FusedBatchedPlan PlanFusedBatched(int B, int H, int gates, int blocks, int tile, size_t smem_limit);
 
 // dirs = 2 runs both directions of a bidirectional layer in one launch, plan.blocks blocks each
 // (the second direction from each sequence's last valid step back): a's R [dirs][G*H][H], bRn
 // [dirs][H], h0, c0, hy, cy [dirs][B][H]; xproj [B][T][dirs*G*H] and y [B][T][dirs*H] hold the
-// directions side by side. xproj comes without the biases: a.bias [dirs][G*H] is required. groups >
-// 1 splits the batch too: group g of a direction runs sequences [g*S, (g+1)*S), S = ceil(B /
-// groups), on its own plan.blocks blocks (plan made for S sequences), each block holding U = H /
-// plan.blocks units' rows of R for S sequences instead of H / (groups * plan.blocks) units' for all
-// B: as much arithmetic a block, 1/groups of h(t-1) to read from L2 a step. hbuf:
-// [dirs][groups][2][H][Bp].
+// directions side by side. xproj comes without the biases: a.bias [dirs][G*H] is required.
+// groups > 1 splits the batch too: group g of a direction runs sequences [g*S, (g+1)*S),
+// S = ceil(B / groups), on its own plan.blocks blocks (plan made for S sequences), each block
+// holding U = H / plan.blocks units' rows of R for S sequences instead of
+// H / (groups * plan.blocks) units' for all B: as much arithmetic a block, 1/groups of h(t-1)
+// to read from L2 a step. hbuf: [dirs][groups][2][H][Bp].
 struct FusedBatchedArgs {
   FusedRnnArgs a;  // hbuf: [2][H][Bp] (hT of each step parity) a part; U unused
   FusedBatchedPlan plan;
