@@ -204,22 +204,34 @@ absl::Status FusedRnn::PrepareRegisters(int sms) {
       cudaGetLastError();
       continue;
     }
-    if (per_sm * sms >= H_ / U) reg_units_.push_back(U);
+    if (per_sm * sms < H_ / U) continue;
+    reg_units_.push_back(U);
+    // Groups of sequences on blocks of their own, as many an SM as the device runs at once.
+    for (int groups : {2, 4}) {
+      if (per_sm * sms >= groups * (H_ / U)) reg_groups_.push_back({U, groups});
+    }
   }
   reg_smem_ = smem;
   return absl::OkStatus();
 }
 
-absl::Status FusedRnn::ForwardRegisters(const RecurrentIO& io, int units) {
-  if (std::find(reg_units_.begin(), reg_units_.end(), units) == reg_units_.end()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(name(), ": no register kernel with ", units, " units a block for H=", H_));
+absl::Status FusedRnn::ForwardRegisters(const RecurrentIO& io, int units, int groups) {
+  if (std::find(reg_units_.begin(), reg_units_.end(), units) == reg_units_.end() ||
+      (groups != 1 && std::find(reg_groups_.begin(), reg_groups_.end(),
+                                std::make_pair(units, groups)) == reg_groups_.end())) {
+    return absl::FailedPreconditionError(absl::StrCat(name(), ": no register kernel with ", units,
+                                                      " units a block in ", groups,
+                                                      " groups for H=", H_));
+  }
+  if (groups > io.B) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name(), ": ", groups, " groups for a batch of ", io.B));
   }
   if (io.B > kMaxBatch) {
     return absl::InvalidArgumentError(
         absl::StrCat(name(), " takes batches of at most ", kMaxBatch, "; got ", io.B));
   }
-  return Launch(io, -units);
+  return Launch(io, -(units + kRegGroupsCode * (groups - 1)));
 }
 
 const char* FusedRnn::name() const {
@@ -399,6 +411,10 @@ absl::StatusOr<int> FusedRnn::ChooseGrid(const RecurrentIO& io) {
   std::vector<int> candidates = grids_;
   if (io.B <= small_max_batch_) candidates.push_back(0);
   for (int units : reg_units_) candidates.push_back(-units);
+  // The register kernel on groups of at least 2 sequences.
+  for (const auto& [units, groups] : reg_groups_) {
+    if (io.B >= 2 * groups) candidates.push_back(-(units + kRegGroupsCode * (groups - 1)));
+  }
   bool timed = false;
   auto best = Fastest(
       candidates, [&](int blocks) { return Launch(io, blocks); }, &timed);
@@ -494,7 +510,17 @@ absl::Status FusedRnn::Launch(const RecurrentIO& io, int blocks) {
   a.sync = sync_.as<FusedRnnSync>();
   a.xchg_stride = FusedRnnXchgStride(io.B, H_);
   if (blocks < 0) {
-    a.U = -blocks;
+    a.U = -blocks % kRegGroupsCode;
+    a.groups = -blocks / kRegGroupsCode + 1;
+    const int seqs = (io.B + a.groups - 1) / a.groups;
+    a.xchg_stride = FusedRnnXchgStride(seqs, H_);
+    const int64_t words =
+        int64_t{a.groups} * (cell_ == FusedRnnCell::kGruBefore ? 4 : 2) * a.xchg_stride;
+    if (words * static_cast<int64_t>(sizeof(unsigned long long)) >
+        static_cast<int64_t>(xchg_.bytes())) {
+      return absl::InvalidArgumentError(absl::StrCat(name(), ": ", a.groups, " groups of ", seqs,
+                                                     " sequences exceed the exchange words"));
+    }
     return CudaOk(LaunchFusedRnnRegKernel(a, H_ / a.U, reg_smem_, stream_),
                   absl::StrCat("cudaLaunchCooperativeKernel (", name(), ", registers)").c_str());
   }

@@ -62,6 +62,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -116,8 +117,12 @@ class FusedRnn {
   // The register kernel's units a block offered (empty: not offered), fewest first; kRegisters
   // runs the first.
   const std::vector<int>& register_units() const { return reg_units_; }
-  // Runs the register kernel with `units` units a block, pinned (tests).
-  absl::Status ForwardRegisters(const RecurrentIO& io, int units);
+  // The register kernel's (units a block, groups) offered with groups > 1 (FusedRnnArgs::
+  // groups: the batch split into groups of sequences on blocks of their own); the chooser
+  // times them for batches of at least 2 sequences a group.
+  const std::vector<std::pair<int, int>>& register_groups() const { return reg_groups_; }
+  // Runs the register kernel with `units` units a block (in `groups` groups), pinned (tests).
+  absl::Status ForwardRegisters(const RecurrentIO& io, int units, int groups = 1);
   bool has_batched() const { return !batched_shapes_.empty(); }
   // A launch of the batch-tiled kernel: its grid size a group of sequences, register tile (an
   // index into kBatchedTiles) and groups (FusedBatchedArgs::groups).
@@ -173,8 +178,10 @@ class FusedRnn {
   // xproj = x . W^T, plus the biases unless the kernel adds them (add_bias false).
   absl::Status Project(const RecurrentIO& io, bool add_bias = true);
   FusedRnnArgs Args(const RecurrentIO& io) const;
-  // blocks > 0: the grid kernel on that many blocks; 0: the one-block kernel; -U: the register
-  // kernel with U units a block.
+  // blocks > 0: the grid kernel on that many blocks; 0: the one-block kernel;
+  // -(U + kRegGroupsCode * (groups - 1)): the register kernel with U units a block, in groups.
+  static constexpr int kRegGroupsCode = 16;  // > the most units a block
+  static_assert(kFusedRegMaxThreads / 32 < kRegGroupsCode);
   absl::Status Launch(const RecurrentIO& io, int blocks);
   // Offers the register kernel where it is compiled for H and fits on the device.
   absl::Status PrepareRegisters(int sms);
@@ -215,9 +222,10 @@ class FusedRnn {
   std::map<int, int> cluster_by_batch_;  // the fastest (an index into clusters_), per batch size
   int small_max_batch_ = 0;              // the one-block kernel's largest batch (0: none)
   size_t small_smem_ = 0;
-  int small_chunk_ = 1;               // steps of input projection computed at once
-  std::map<int, int> grid_by_batch_;  // as Launch's `blocks`
-  std::vector<int> reg_units_;        // the register kernel's units a block, offered
+  int small_chunk_ = 1;                          // steps of input projection computed at once
+  std::map<int, int> grid_by_batch_;             // as Launch's `blocks`
+  std::vector<int> reg_units_;                   // the register kernel's units a block, offered
+  std::vector<std::pair<int, int>> reg_groups_;  // its (units, groups > 1), offered
   size_t reg_smem_ = 0;
   // The batch-tiled kernel's shapes, largest grid first; each grid size divides H.
   std::vector<BatchedShape> batched_shapes_;

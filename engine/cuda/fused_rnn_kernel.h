@@ -63,7 +63,12 @@ struct FusedRnnArgs {
   float* hy = nullptr;                 // [B, H]
   float* cy = nullptr;                 // [B, H] or null; LSTM only
   int B = 0, T = 0, H = 0;
-  int U = 0;            // hidden units per block (grid kernel only)
+  int U = 0;  // hidden units per block (grid and register kernels)
+  // Register kernel: the batch split into `groups` of ceil(B / groups) sequences, each on its
+  // own H / U blocks with its own exchange words ([parities][xchg_stride] a group, xchg_stride
+  // for a group's sequences), as many blocks an SM as groups: a group's warps take half or a
+  // quarter of the sequences one after another.
+  int groups = 1;
   int steps = 0;        // the longest length
   int xchg_stride = 0;  // grid kernels: FusedRnnXchgStride(B, H)
 };
@@ -93,7 +98,10 @@ cudaError_t LaunchFusedRnnKernel(const FusedRnnArgs& args, int blocks, size_t sm
 // applies its cell (lane b: sequence b). kGruBefore exchanges r * h(t-1) too, a second round
 // trip a step: xchg then holds [4][FusedRnnXchgStride] words (h by parity, then r * h by parity)
 // and shared memory [3][B][H].
-// Launch: H / U blocks of 32 * U threads, U <= kFusedRegMaxThreads / 32, B <= 32.
+// args.groups > 1 splits the batch, each group on its own H / U blocks with its own
+// [2 or 4][xchg_stride] words (xchg_stride for ceil(B / groups) sequences).
+// Launch: `blocks` = H / U blocks a group of 32 * U threads, U <= kFusedRegMaxThreads / 32,
+// B <= 32.
 inline constexpr int kFusedRegMaxThreads = 256;
 bool FusedRnnRegCompiled(int H);
 inline size_t FusedRnnRegSmemBytes(FusedRnnCell cell, int B, int H) {

@@ -4,7 +4,8 @@
 // weights (layers compiled in those modes) R is held in that precision, half the registers,
 // and widened to FP32 as it is used (fused_rnn_cluster.cuh), everything else as in FP32.
 //
-// Block k has U warps, warp w owns hidden unit j = k*U + w and keeps its G rows of R in
+// Block k has U warps, warp w owns hidden unit j = k*U + w (of its group of sequences: with
+// FusedRnnArgs::groups, each group runs on its own H / U blocks) and keeps its G rows of R in
 // registers: lane l holds columns 4l .. 4l+3 of every 128, as float4s. A step: all threads
 // gather h(t-1) of every sequence into shared memory (tagged words, fused_rnn_exchange.cuh;
 // two buffers by step parity, so that one block barrier a step suffices); each warp computes
@@ -77,8 +78,23 @@ __global__ void __launch_bounds__(kFusedRegMaxThreads, 1) FusedRnnRegKernel(Fuse
   extern __shared__ float4 smem4[];
   // h(t-1) [2][B][kH] by step parity; reset_after=False: then r * h(t-1) [B][kH].
   float* hbufs = reinterpret_cast<float*>(smem4);
-  const int B = a.B, lane = threadIdx.x % 32;
-  const int j = blockIdx.x * a.U + threadIdx.x / 32;
+  // This block's group of sequences [b0, b0 + B): a.groups groups of gridDim.x / a.groups
+  // blocks; ga is a for the group alone (its sequences, its exchange words).
+  const int per_group = gridDim.x / a.groups, group = blockIdx.x / per_group;
+  const int seqs = (a.B + a.groups - 1) / a.groups, b0 = group * seqs;
+  const int B = max(0, min(seqs, a.B - b0)), lane = threadIdx.x % 32;
+  const int j = (blockIdx.x % per_group) * a.U + threadIdx.x / 32;
+  FusedRnnArgs ga = a;
+  ga.B = B;
+  ga.lengths += b0;
+  if (ga.h0) ga.h0 += b0 * kH;
+  if (ga.c0) ga.c0 += b0 * kH;
+  ga.xproj += static_cast<int64_t>(b0) * a.T * G * kH;
+  if (ga.y) ga.y += static_cast<int64_t>(b0) * a.T * kH;
+  ga.hy += b0 * kH;
+  if (ga.cy) ga.cy += b0 * kH;
+  ga.xchg +=
+      static_cast<int64_t>(group) * (kCell == FusedRnnCell::kGruBefore ? 4 : 2) * a.xchg_stride;
   typename Chunk::Type w[G][kI];
 #pragma unroll
   for (int q = 0; q < G; ++q) {
@@ -92,13 +108,13 @@ __global__ void __launch_bounds__(kFusedRegMaxThreads, 1) FusedRnnRegKernel(Fuse
   // Lane b < B keeps sequence b's cell of unit j.
   const bool mine = lane < B;
   FusedCell<kCell> cell;
-  if (mine) cell.Start(a, lane, j);
+  if (mine) cell.Start(ga, lane, j);
   __syncthreads();
-  if (mine) StoreFusedWord(a.xchg + lane * kH + j, cell.h, base + 1);
+  if (mine) StoreFusedWord(ga.xchg + lane * kH + j, cell.h, base + 1);
   const int BH = B * kH, stride = a.xchg_stride;
   for (int s = 0; s < a.steps; ++s) {
-    const FusedWord* in = a.xchg + (s & 1) * stride;
-    FusedWord* out = a.xchg + ((s + 1) & 1) * stride;
+    const FusedWord* in = ga.xchg + (s & 1) * stride;
+    FusedWord* out = ga.xchg + ((s + 1) & 1) * stride;
     const unsigned want = base + s + 1;
     float* hs = hbufs + (s & 1) * BH;
     GatherFusedWords<kGatherPairs>(in, hs, BH, want);
@@ -111,7 +127,7 @@ __global__ void __launch_bounds__(kFusedRegMaxThreads, 1) FusedRnnRegKernel(Fuse
       // takes a second exchange (rh words, tagged as h(t-1)) and its own dot products.
       SumRows<kW, kH, 0, 2>(w, hs, B, lane, gates);
       float z = 0.0f;
-      FusedWord* rh = a.xchg + (2 + (s & 1)) * stride;
+      FusedWord* rh = ga.xchg + (2 + (s & 1)) * stride;
       if (mine) {
         const float r = FusedSigmoid(cell.x[0] + gates[0]);
         z = FusedSigmoid(cell.x[1] + gates[1]);
@@ -133,10 +149,10 @@ __global__ void __launch_bounds__(kFusedRegMaxThreads, 1) FusedRnnRegKernel(Fuse
     }
     if (mine) {
       StoreFusedWord(out + lane * kH + j, cell.h, want + 1);
-      cell.Emit(a, lane, j, s);
+      cell.Emit(ga, lane, j, s);
     }
   }
-  if (mine) cell.Finish(a, lane, j);
+  if (mine) cell.Finish(ga, lane, j);
   LeaveFusedExchange(a.sync, base, a.steps);
 }
 
@@ -206,14 +222,15 @@ cudaError_t MaxFusedRnnRegBlocksPerSm(FusedRnnCell cell, int H, FusedRnnWeights 
 cudaError_t LaunchFusedRnnRegKernel(const FusedRnnArgs& args, int blocks, size_t smem,
                                     cudaStream_t stream) {
   Kernel k = KernelFor(args.cell, args.H, args.weights);
-  if (!k || args.xchg == nullptr || args.sync == nullptr || args.B > 32 ||
-      args.xchg_stride < args.B * args.H || 32 * args.U > kFusedRegMaxThreads ||
+  const int seqs = args.groups < 1 ? 0 : (args.B + args.groups - 1) / args.groups;
+  if (!k || args.xchg == nullptr || args.sync == nullptr || args.B > 32 || seqs < 1 ||
+      args.xchg_stride < seqs * args.H || 32 * args.U > kFusedRegMaxThreads ||
       blocks * args.U != args.H) {
     return cudaErrorInvalidValue;
   }
   FusedRnnArgs copy = args;
   void* params[] = {&copy};
-  return cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(k), dim3(blocks),
+  return cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(k), dim3(blocks * args.groups),
                                      dim3(32 * args.U), params, smem, stream);
 }
 

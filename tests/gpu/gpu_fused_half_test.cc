@@ -189,7 +189,8 @@ TEST_P(HalfClusterKernelTest, EveryClusterAndBatchSizeWithinBound) {
 INSTANTIATE_TEST_SUITE_P(Torch, HalfClusterKernelTest, HalfFixtures(), HalfFixtureName);
 
 // The register kernel with R in BF16 / FP16 (H = 128, 256, 512), pinned, with each number of units
-// a block it is offered, at batches 1..8.
+// a block it is offered, at batches 1..8, and in each number of groups of sequences it is offered
+// in, at batches of at least 2 a group.
 class HalfRegisterKernelTest : public ::testing::TestWithParam<std::tuple<std::string, MathMode>> {
 };
 
@@ -212,6 +213,17 @@ TEST_P(HalfRegisterKernelTest, EveryBatchSizeWithinBound) {
       });
       std::cout << "[ " << bound.name << " ] " << fixture << " registers, units " << units
                 << " B=" << batch << " rel L2 y " << e.y << " h " << e.h << " c " << e.c << "\n";
+      EXPECT_LE(e.Max(), bound.relative_l2);
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+  for (const auto& [units, groups] : (*fused)->register_groups()) {
+    for (int batch = 2 * groups; batch <= std::min(f->sequences, FusedRnn::kMaxBatch); ++batch) {
+      SCOPED_TRACE(::testing::Message()
+                   << "units " << units << " groups " << groups << " B=" << batch);
+      const Errors e = RunFixture(f->dir, f->spec, batch, 2, sh.stream, [&](const RecurrentIO& io) {
+        return (*fused)->ForwardRegisters(io, units, groups);
+      });
       EXPECT_LE(e.Max(), bound.relative_l2);
       if (::testing::Test::HasFailure()) return;
     }

@@ -232,6 +232,27 @@ TEST_P(RegisterKernelTest, EveryBatchSizeMatchesPyTorch) {
   }
 }
 
+// The register kernel with the batch split into groups of sequences on blocks of their own
+// (FusedRnnArgs::groups), in each (units, groups) offered, pinned, at every batch of at least
+// two sequences a group: the groups' sequences, states and outputs land where one launch
+// puts them.
+TEST_P(RegisterKernelTest, GroupsMatchPyTorch) {
+  if (fused_->register_groups().empty()) {
+    GTEST_SKIP() << "no register kernel in groups at H=" << f_.spec.hidden_size
+                 << " on this device (blocks of two groups do not fit on an SM at once)";
+  }
+  for (const auto& [units, groups] : fused_->register_groups()) {
+    for (int batch = 2 * groups; batch <= std::min(f_.sequences, engine::cuda::FusedRnn::kMaxBatch);
+         ++batch) {
+      SCOPED_TRACE(::testing::Message()
+                   << "units " << units << ", groups " << groups << ", B=" << batch);
+      CheckForward(f_.dir, f_.spec, batch, sh_->stream,
+                   [&](const auto& io) { return fused_->ForwardRegisters(io, units, groups); });
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Torch, RegisterKernelTest,
                          ::testing::Values("TorchLstmWideHidden", "TorchLstmClusterH256",
                                            "TorchLstmClusterH512", "TorchGruClusterH128",
