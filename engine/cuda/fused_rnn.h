@@ -24,10 +24,14 @@
 //     (fused_rnn_batched_kernel.h): R split across the SMs by units, each block computing its
 //     rows for every sequence of the batch as a register-tiled GEMM, so that a weight read
 //     from shared memory serves 4 sequences instead of one; the grid kernel and the cluster
-//     kernel read a block's rows once per sequence, which bounds them past B = 4.
+//     kernel read a block's rows once per sequence, which bounds them past B = 4. It may split
+//     the batch into 2 or 4 groups of sequences, each on its own blocks holding more units'
+//     rows (less of h(t-1) to read a step);
 //   - or, for H = 128, 256, 512 and 1024, the register kernel (fused_rnn_kernel.h): the grid
 //     kernel's exchange, with each warp holding its unit's G rows of R in registers and
-//     applying that unit's cell itself, one block barrier a step;
+//     applying that unit's cell itself, one block barrier a step; also with the batch split
+//     into groups of sequences on blocks of their own, two or four blocks an SM, so that a
+//     warp takes fewer sequences one after another (B = 4 to 8);
 //   - or, for an LSTM or GRU of small H (up to kSmallMaxHidden, where the weights fit in one
 //     block's shared memory, for as many sequences as fit beside them), one block that runs the
 //     whole layer, input projection included, with two block barriers a step
