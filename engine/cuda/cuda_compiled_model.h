@@ -40,8 +40,9 @@ struct LayerPlan {
   // 0, masked steps inside a sequence). Null when the layer does not fit the kernel.
   std::unique_ptr<FusedRecurrent> fused;
   // Beside `fused`, for a layer cuDNN cannot run that FusedRnn can (GRU reset_after=False at the
-  // register kernel's widths): the batches it takes (up to FusedRnn::kMaxBatch sequences, none
-  // of length 0, no masked steps inside a sequence).
+  // register kernel's widths, or from 128 units on the batch-tiled kernel): the batches it takes
+  // (FusedRnn::Takes: up to 8 or 64 sequences, none of length 0, no masked steps inside a
+  // sequence).
   std::unique_ptr<FusedRnn> fused_rnn;
   std::unique_ptr<cpu::RecurrentKernel> cpu_rnn;  // CPU placement and stateful batches
   DeviceBuffer kernel, bias;                      // Dense [in, out], [out]; Embedding table

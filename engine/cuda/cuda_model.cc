@@ -36,6 +36,21 @@ const char* CellName(CellType c) {
   return c == CellType::kLstm ? "LSTM" : c == CellType::kGru ? "GRU" : "simple RNN";
 }
 
+// Which batches a layer that cuDNN cannot run (GRU reset_after=False) takes on FusedRnn's
+// persistent kernels, for its placement reason.
+std::string FusedRnnPlacement(const FusedRnn& f) {
+  std::string kernels;
+  if (f.has_grid()) {
+    absl::StrAppend(&kernels, "up to ", FusedRnn::kMaxBatch, " on the persistent register kernel");
+  }
+  if (f.has_batched()) {
+    absl::StrAppend(&kernels, kernels.empty() ? "" : ", ", "up to ", FusedRnn::kMaxBatchedBatch,
+                    " on the batch-tiled persistent kernel");
+  }
+  return absl::StrCat("; batches of ", kernels,
+                      " (none empty and no masked steps inside a sequence)");
+}
+
 }  // namespace
 
 CudaCompiledModel::~CudaCompiledModel() {
@@ -127,17 +142,13 @@ absl::Status CudaCompiledModel::PlanLayer(const Layer& layer, LayerPlan* plan) {
         return absl::OkStatus();
       }
       if (auto f = FusedRnn::Create(*rnn, stream_); f.ok()) plan->fused_rnn = std::move(*f);
-      plan->reason = absl::StrCat(
-          "fused CUDA recurrent kernel, exact FP32",
-          options_.math_mode == MathMode::kFp32
-              ? ""
-              : absl::StrCat(" (it computes FP32 only; the model asks ",
-                             MathName(options_.math_mode), ")"),
-          plan->fused_rnn ? absl::StrCat("; batches of up to ", FusedRnn::kMaxBatch,
-                                         " sequences, none empty and no masked steps inside a "
-                                         "sequence, on the persistent register kernel")
-                          : "",
-          ": cuDNN cannot run it: ", cudnn_why.message());
+      plan->reason = absl::StrCat("fused CUDA recurrent kernel, exact FP32",
+                                  options_.math_mode == MathMode::kFp32
+                                      ? ""
+                                      : absl::StrCat(" (it computes FP32 only; the model asks ",
+                                                     MathName(options_.math_mode), ")"),
+                                  plan->fused_rnn ? FusedRnnPlacement(*plan->fused_rnn) : "",
+                                  ": cuDNN cannot run it: ", cudnn_why.message());
       return absl::OkStatus();
     }
     auto k = CudnnRecurrent::Create(*rnn, layer.name, options_.math_mode, cudnn_, stream_);
@@ -410,10 +421,11 @@ absl::Status CudaCompiledModel::RunLayer(size_t index, const Batch& batch) {
     // skip, run on the fused recurrent kernel, or on the CPU kernel where the layer has none.
     const bool plain = in.step_mask.empty() &&
                        std::find(in.lengths.begin(), in.lengths.end(), 0) == in.lengths.end();
-    const RecurrentKernel kernel = plain && plan.rnn ? RecurrentKernel::kCudnn
-                                   : plain && plan.fused_rnn && in.shape[0] <= FusedRnn::kMaxBatch
-                                       ? RecurrentKernel::kFusedRnn
-                                       : RecurrentKernel::kFusedRecurrent;
+    const RecurrentKernel kernel =
+        plain && plan.rnn ? RecurrentKernel::kCudnn
+        : plain && plan.fused_rnn && plan.fused_rnn->Takes(static_cast<int>(in.shape[0]))
+            ? RecurrentKernel::kFusedRnn
+            : RecurrentKernel::kFusedRecurrent;
     if (plan.where == Where::kCpu || in.shape[0] == 0 || in.shape[1] == 0 ||
         (kernel == RecurrentKernel::kFusedRecurrent && !plan.fused)) {
       return RunRecurrentCpu(layer, plan, batch);

@@ -127,7 +127,7 @@ absl::Status CudaCompiledModel::RunRecurrentGpu(const Layer& layer, const Recurr
       capture_->graph->exact_lengths = true;
     }
   } else if (kernel == RecurrentKernel::kFusedRnn) {
-    RNNSERVE_RETURN_IF_ERROR(plan.fused_rnn->Forward(io));
+    RNNSERVE_RETURN_IF_ERROR(plan.fused_rnn->Forward(io, plan.fused_rnn->KernelTaking(B)));
     RNNSERVE_RETURN_IF_ERROR(RepeatKerasLastOutputs(spec, io, stream_));
   } else {
     const uint8_t* mask = nullptr;

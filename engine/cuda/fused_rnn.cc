@@ -66,9 +66,14 @@ absl::StatusOr<std::unique_ptr<FusedRnn>> FusedRnn::Create(const RecurrentSpec& 
     std::unique_ptr<FusedRnn> f(new FusedRnn(cell, weights, I, H, {}, 0, stream));
     if (cell != FusedRnnCell::kGruBefore) RNNSERVE_RETURN_IF_ERROR(f->FindCluster());
     if (coop) RNNSERVE_RETURN_IF_ERROR(f->PrepareRegisters(sms));
-    if (!f->has_cluster() && f->reg_units_.empty()) {
+    // GRU reset_after=False past the register kernel's batches: the batch-tiled kernel, from
+    // 128 units (below, FusedRecurrent's block a sequence is cheaper than a grid barrier a step).
+    if (coop && cell == FusedRnnCell::kGruBefore && H >= 128) {
+      RNNSERVE_RETURN_IF_ERROR(f->PrepareBatched(sms, smem_optin));
+    }
+    if (!f->has_cluster() && f->reg_units_.empty() && !f->has_batched()) {
       return absl::UnimplementedError(
-          absl::StrCat(f->name(), ": no cluster or register kernel for H=", H,
+          absl::StrCat(f->name(), ": no cluster, register or batch-tiled kernel for H=", H,
                        weights == FusedRnnWeights::kFp32 ? "" : " with half-precision weights",
                        " on this device"));
     }
@@ -384,6 +389,14 @@ std::string FusedRnn::ClusterKernelFor(int B) const {
   if (index < 0) return "";
   const FusedRnnClusterShape& shape = clusters_[index].shape;
   return absl::StrCat(shape.mma ? "mma" : "fma", shape.cluster);
+}
+
+bool FusedRnn::Takes(int B) const {
+  return B >= 1 && ((B <= kMaxBatch && has_grid()) || (B <= kMaxBatchedBatch && has_batched()));
+}
+
+FusedRnn::Kernel FusedRnn::KernelTaking(int B) const {
+  return B <= kMaxBatch && has_grid() ? Kernel::kGrid : Kernel::kBatched;
 }
 
 std::string FusedRnn::BatchedKernelFor(int B) const {

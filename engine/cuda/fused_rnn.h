@@ -43,10 +43,11 @@
 // kFusedClusterAlgo, kFusedBatchedAlgo); the grid sizes and the one-block kernel are timed
 // against each other here, per batch size, and so are the batch-tiled kernel's grid sizes.
 // Steps past a sequence's length are not computed: its h (and c) stay, its outputs are zero.
-// GRU reset_after=False (r applied before the n gate's matmul) runs on the register kernel only,
-// with a second exchange a step (r * h(t-1)), for the widths it is compiled for; cuDNN has no
-// such mode, so the model runs it for batches the register kernel takes and FusedRecurrent
-// (fused_recurrent.h) for the others.
+// GRU reset_after=False (r applied before the n gate's matmul) runs on the register kernel,
+// with a second exchange a step (r * h(t-1)), for the widths it is compiled for, and on the
+// batch-tiled kernel past 8 sequences (a second grid barrier and a second GEMM of every gate row
+// a step, of which the n rows count); cuDNN has no such mode, so the model runs it for the
+// batches these take and FusedRecurrent (fused_recurrent.h) for the others.
 //
 // For layers compiled in FP16 or BF16 (Create's `weights`), only the cluster kernel and the
 // register kernel are offered, with R rounded once to that precision (half the bytes: more rows a
@@ -91,7 +92,8 @@ class FusedRnn {
   // cell, activations other than sigmoid/tanh, clip, peepholes, input_forget, a projection, a
   // lone reversed direction. Two directions (forward and reverse, exact FP32) get the
   // batch-tiled kernel only, both in one launch on half the SMs each; GRU reset_after=False
-  // (one direction, exact FP32) the register kernel only, UNIMPLEMENTED at other widths.
+  // (one direction, exact FP32) the register kernel at its widths and the batch-tiled kernel
+  // from H = 128.
   // kBf16 / kFp16 `weights`: also UNIMPLEMENTED where neither a cluster kernel nor the register
   // kernel runs the layer's width on this device.
   static absl::StatusOr<std::unique_ptr<FusedRnn>> Create(
@@ -141,6 +143,11 @@ class FusedRnn {
   // The shape chosen for batches of B, e.g. "g2b64t2x8" (2 groups of 64 blocks, tiles of 2
   // units x 8 sequences); "" before the first such batch.
   std::string BatchedKernelFor(int B) const;
+  // Whether Forward runs batches of B on some kernel: up to kMaxBatch where has_grid(), up to
+  // kMaxBatchedBatch where has_batched(); and the kernel it takes for them (kGrid where it
+  // can, else kBatched). For callers that use FusedRnn alone (GRU reset_after=False).
+  bool Takes(int B) const;
+  Kernel KernelTaking(int B) const;
   // Runs the batch-tiled kernel in one shape, pinned (tests).
   absl::Status ForwardBatched(const RecurrentIO& io, BatchedShape shape);
   // Stops offering the cluster kernel (after it failed on this device).

@@ -81,7 +81,9 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
   const float* R = a.R + static_cast<int64_t>(d) * G * H * H;
   const float* xproj = a.xproj + static_cast<int64_t>(b0) * a.T * XS + d * G * H;
   const int* lengths = a.lengths + b0;
-  float* hbuf = a.hbuf + static_cast<int64_t>(part) * 2 * H * Bp;
+  // hT by step parity, and for GRU reset_after=False r * h(t-1) too.
+  constexpr int kSlots = kCell == FusedRnnCell::kGruBefore ? 3 : 2;
+  float* hbuf = a.hbuf + static_cast<int64_t>(part) * kSlots * H * Bp;
   float* y = a.y ? a.y + static_cast<int64_t>(b0) * a.T * YS + d * H : nullptr;
   // Offset of this part's states in h0, c0, hy, cy [dirs][B][H].
   const int64_t state = (static_cast<int64_t>(d) * a.B + b0) * H;
@@ -138,11 +140,11 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
       hbuf[j * Bp + b] = h[r];
     }
   }
-  // The padding sequences of both buffers are zero.
+  // The padding sequences of every buffer are zero.
   for (int i = tid; i < U * (Bp - B); i += blockDim.x) {
     const int j = j0 + i % U, b = B + i / U;
-    hbuf[j * Bp + b] = 0.0f;
-    hbuf[H * Bp + j * Bp + b] = 0.0f;
+#pragma unroll
+    for (int slot = 0; slot < kSlots; ++slot) hbuf[slot * H * Bp + j * Bp + b] = 0.0f;
   }
   grid.sync();
 
@@ -155,26 +157,16 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
   const int tu = tile / PW4, tbg = tile % PW4;
   const int chunk4 = KC * Bp / 4;  // 16-byte copies a chunk
 
-  for (int s = 0; s < a.steps; ++s) {
-    const float* hin = hbuf + (s & 1) * H * Bp;
-    float* hout = hbuf + ((s + 1) & 1) * H * Bp;
+  // Every gate row of the block times src [H][Bp] (h(t-1), or r * h(t-1)), left as the KS
+  // partial sums in red; `before` runs between issuing the first chunks' copies and the GEMM.
+  auto gemm_rows = [&](const float* src, auto before) {
     for (int cc = 0; cc < min(p.bufs, p.chunks); ++cc) {
       for (int i = tid; i < chunk4; i += blockDim.x) {
-        CpAsync16(hb + cc * KC * Bp + 4 * i, hin + cc * KC * Bp + 4 * i);
+        CpAsync16(hb + cc * KC * Bp + 4 * i, src + cc * KC * Bp + 4 * i);
       }
       CpAsyncCommit();
     }
-#pragma unroll
-    for (int r = 0; r < kBatchedMaxCells; ++r) {
-      const int i = tid + r * blockDim.x;
-      if (i >= U * B) break;
-      if (s + 1 < len[r]) {
-        const int b = i / U, t = reverse ? len[r] - 2 - s : s + 1;
-        const float* xp = xproj + (static_cast<int64_t>(b) * a.T + t) * XS + j0 + i % U;
-#pragma unroll
-        for (int q = 0; q < G; ++q) xn[r][q] = xp[q * H];
-      }
-    }
+    before();
     float acc[kTU][kTB][4];  // [quad][sequence][row of the quad]
 #pragma unroll
     for (int v = 0; v < kTU; ++v) {
@@ -218,7 +210,7 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
       if (cc + p.bufs < p.chunks) {
         __syncthreads();  // every thread is done with this buffer
         for (int i = tid; i < chunk4; i += blockDim.x) {
-          CpAsync16(hb + buf * KC * Bp + 4 * i, hin + (cc + p.bufs) * KC * Bp + 4 * i);
+          CpAsync16(hb + buf * KC * Bp + 4 * i, src + (cc + p.bufs) * KC * Bp + 4 * i);
         }
         CpAsyncCommit();
       }
@@ -239,34 +231,84 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
       }
     }
     __syncthreads();
+  };
+  // Unit u's G gate sums for sequence b from the partial sums, added in ks order.
+  auto gate_sums = [&](int u, int b, float(&g)[4]) {
+#pragma unroll
+    for (int q = 0; q < 4; ++q) g[q] = 0.0f;
+    if constexpr (G == 4) {  // the unit's rows are one quad
+#pragma unroll 8
+      for (int k = 0; k < p.KS; ++k) {
+        const float4 v = red4[(k * Bp + b) * Q + u];
+        g[0] += v.x;
+        g[1] += v.y;
+        g[2] += v.z;
+        g[3] += v.w;
+      }
+    } else {
+#pragma unroll 8
+      for (int k = 0; k < p.KS; ++k) {
+        const float* v = red + ((k * Bp + b) * Q) * 4 + u * G;
+#pragma unroll
+        for (int q = 0; q < G; ++q) g[q] += v[q];
+      }
+    }
+  };
+  // Loads the next step's input projection of this thread's cells.
+  auto load_next = [&](int s) {
+#pragma unroll
+    for (int r = 0; r < kBatchedMaxCells; ++r) {
+      const int i = tid + r * blockDim.x;
+      if (i >= U * B) break;
+      if (s + 1 < len[r]) {
+        const int b = i / U, t = reverse ? len[r] - 2 - s : s + 1;
+        const float* xp = xproj + (static_cast<int64_t>(b) * a.T + t) * XS + j0 + i % U;
+#pragma unroll
+        for (int q = 0; q < G; ++q) xn[r][q] = xp[q * H];
+      }
+    }
+  };
+
+  for (int s = 0; s < a.steps; ++s) {
+    const float* hin = hbuf + (s & 1) * H * Bp;
+    float* hout = hbuf + ((s + 1) & 1) * H * Bp;
+    gemm_rows(hin, [&] { load_next(s); });
+    float z[kBatchedMaxCells];  // reset_after=False: the update gates, until n is known
+    if constexpr (kCell == FusedRnnCell::kGruBefore) {
+      // r and z from h(t-1); then n from r * h(t-1) of every unit (the third hT buffer, which
+      // takes a grid barrier and a second GEMM of every row, of which only the n rows count).
+      float* rh = hbuf + 2 * H * Bp;
+#pragma unroll
+      for (int r = 0; r < kBatchedMaxCells; ++r) {
+        const int i = tid + r * blockDim.x;
+        if (i >= U * B) break;
+        const int u = i % U, b = i / U;
+        float g[4];
+        gate_sums(u, b, g);
+        const float rg = FusedSigmoid(x[r][0] + bs[u] + g[0]);
+        z[r] = FusedSigmoid(x[r][1] + bs[U + u] + g[1]);
+        rh[(j0 + u) * Bp + b] = s < len[r] ? rg * h[r] : 0.0f;
+      }
+      grid.sync();
+      gemm_rows(rh, [] {});
+    }
 #pragma unroll
     for (int r = 0; r < kBatchedMaxCells; ++r) {
       const int i = tid + r * blockDim.x;
       if (i >= U * B) break;
       const int u = i % U, b = i / U, j = j0 + u;
       if (s < len[r]) {
-        float g[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        if constexpr (G == 4) {  // the unit's rows are one quad
-#pragma unroll 8
-          for (int k = 0; k < p.KS; ++k) {
-            const float4 v = red4[(k * Bp + b) * Q + u];
-            g[0] += v.x;
-            g[1] += v.y;
-            g[2] += v.z;
-            g[3] += v.w;
-          }
+        float g[4];
+        gate_sums(u, b, g);
+        if constexpr (kCell == FusedRnnCell::kGruBefore) {
+          const float n = tanhf(x[r][2] + bs[2 * U + u] + g[2]);
+          h[r] = (1.0f - z[r]) * n + z[r] * h[r];
         } else {
-#pragma unroll 8
-          for (int k = 0; k < p.KS; ++k) {
-            const float* v = red + ((k * Bp + b) * Q) * 4 + u * G;
+          float xb[G];
 #pragma unroll
-            for (int q = 0; q < G; ++q) g[q] += v[q];
-          }
+          for (int q = 0; q < G; ++q) xb[q] = x[r][q] + bs[q * U + u];
+          h[r] = FusedCellStep<kCell>(xb, g, h[r], c[r], bRn[r]);
         }
-        float xb[G];
-#pragma unroll
-        for (int q = 0; q < G; ++q) xb[q] = x[r][q] + bs[q * U + u];
-        h[r] = FusedCellStep<kCell>(xb, g, h[r], c[r], bRn[r]);
 #pragma unroll
         for (int q = 0; q < G; ++q) x[r][q] = xn[r][q];
       }
@@ -301,8 +343,15 @@ static_assert(kBatchedTiles[0].units == 1 && kBatchedTiles[0].seqs == 4 &&
               kBatchedTiles[1].units == 2 && kBatchedTiles[1].seqs == 8);
 
 Kernel KernelFor(FusedRnnCell cell, int tile) {
-  return cell == FusedRnnCell::kLstm ? kKernels<FusedRnnCell::kLstm>[tile]
-                                     : kKernels<FusedRnnCell::kGru>[tile];
+  switch (cell) {
+    case FusedRnnCell::kLstm:
+      return kKernels<FusedRnnCell::kLstm>[tile];
+    case FusedRnnCell::kGru:
+      return kKernels<FusedRnnCell::kGru>[tile];
+    case FusedRnnCell::kGruBefore:
+      return kKernels<FusedRnnCell::kGruBefore>[tile];
+  }
+  return nullptr;
 }
 
 // Shared-memory wavefronts of one 16-byte load of the GEMM's weights by the first warp when a

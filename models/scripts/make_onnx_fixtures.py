@@ -433,13 +433,19 @@ def torch_cases():
 def wide_node_cases():
     """Widths of the GPU engine's persistent register kernel (engine/cuda/fused_rnn.h), which
     runs GRU linear_before_reset=0 (Keras's reset_after=False) there: batches of up to 8 of mixed
-    sequence_lens. Their own random numbers, so the cases above stay as they are."""
+    sequence_lens; and a batch of 24, which the batch-tiled persistent kernel runs. Their own random numbers, so the cases above stay as they are."""
     rng = np.random.default_rng(20261126)
     # Weights of PyTorch's initial scale (1/sqrt(H)): at 0.5 the 256-wide recurrence is chaotic
     # and amplifies the last-bit differences of any two correct FP32 implementations.
     node_case("GruLinearBeforeReset0H256MatchesOnnxruntime", "GRU", linear_before_reset=0,
               dims=(12, 5, 32, 256), seq_lens=[12, 7, 1, 12, 4], init_h=True, rng=rng,
               wscale=1 / 16)
+    # Past the register kernel's 8 sequences: the batch-tiled persistent kernel.
+    node_case("GruLinearBeforeReset0H128B24MatchesOnnxruntime", "GRU", linear_before_reset=0,
+              dims=(10, 24, 16, 128),
+              seq_lens=[10, 3, 7, 1, 10, 5, 9, 2, 8, 10, 4, 6, 10, 1, 7, 9, 3, 10, 5, 8, 2, 6,
+                        10, 4],
+              init_h=True, rng=rng, wscale=1 / 12)
 
 
 def main():

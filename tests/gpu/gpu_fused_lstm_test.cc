@@ -13,9 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "client/npy.h"
 #include "engine/cuda/cudnn_rnn.h"
 #include "engine/cuda/fused_rnn.h"
 #include "gtest/gtest.h"
+#include "models/model_loader.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/gpu/stream_and_handle.h"
 #include "tests/gpu/torch_state_dict.h"
@@ -325,6 +327,86 @@ INSTANTIATE_TEST_SUITE_P(Torch, BatchedKernelTest,
                                            "TorchLstmClusterH512", "TorchGruClusterH512"),
                          [](const auto& info) { return info.param; });
 
+// GRU reset_after=False (ONNX linear_before_reset=0) on the batch-tiled kernel: a second GEMM a
+// step over r * h(t-1). Every shape pinned at batches 9..24 of an onnxruntime fixture of 24
+// sequences of mixed lengths with initial states; Y (zero past each length) and Y_h.
+TEST(BatchedKernelTest, GruResetBeforeEveryShapeMatchesOnnxruntime) {
+  RNNSERVE_SKIP_WITHOUT_GPU();
+  const std::string dir = testing::SourcePath(
+      "tests/fixtures/onnx/node/GruLinearBeforeReset0H128B24MatchesOnnxruntime/");
+  auto model = models::LoadModelFile(dir + "model.onnx", models::LoadOptions{});
+  ASSERT_TRUE(model.ok()) << model.status();
+  const engine::RecurrentSpec* spec = nullptr;
+  for (const auto& layer : model->layers) {
+    if (const auto* r = std::get_if<engine::RecurrentSpec>(&layer.spec)) spec = r;
+  }
+  ASSERT_NE(spec, nullptr);
+  ASSERT_FALSE(spec->reset_after);
+  auto data = client::ReadNpz(dir + "data.npz");
+  ASSERT_TRUE(data.ok()) << data.status();
+  const client::NpyArray &x = data->at("in_0"), &lens = data->at("in_1"), &h0 = data->at("in_2"),
+                         &y_want = data->at("out_0"), &h_want = data->at("out_1");
+  const int T = static_cast<int>(x.shape[0]), N = static_cast<int>(x.shape[1]);
+  const int I = static_cast<int>(x.shape[2]), H = spec->hidden_size;
+  StreamAndHandle sh;
+  ASSERT_TRUE(sh.ok());
+  auto fused = engine::cuda::FusedRnn::Create(*spec, sh.stream);
+  ASSERT_TRUE(fused.ok()) << fused.status();
+  ASSERT_TRUE((*fused)->has_batched());
+  // x [T, N, I] -> [N, T, I]; the first B sequences of it, of h0 [1, N, H] and of the outputs.
+  std::vector<float> xb(size_t(N) * T * I);
+  for (int t = 0; t < T; ++t) {
+    for (int b = 0; b < N; ++b) {
+      for (int i = 0; i < I; ++i) {
+        xb[(size_t(b) * T + t) * I + i] = static_cast<float>(x.values[(size_t(t) * N + b) * I + i]);
+      }
+    }
+  }
+  const std::vector<float> h0f(h0.values.begin(), h0.values.end());
+  std::vector<int32_t> lengths(lens.values.begin(), lens.values.end());
+  DeviceBuffer dx, dh0, dy, dh, dl;
+  ASSERT_TRUE(dx.Reserve(xb.size() * 4).ok());
+  ASSERT_TRUE(dh0.Reserve(h0f.size() * 4).ok());
+  ASSERT_TRUE(dy.Reserve(size_t(N) * T * H * 4).ok());
+  ASSERT_TRUE(dh.Reserve(size_t(N) * H * 4).ok());
+  ASSERT_TRUE(dl.Reserve(N * 4).ok());
+  cudaMemcpy(dx.get(), xb.data(), xb.size() * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(dh0.get(), h0f.data(), h0f.size() * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(dl.get(), lengths.data(), N * 4, cudaMemcpyHostToDevice);
+  for (const auto& shape : (*fused)->batched_shapes()) {
+    for (int B : {9, 16, N}) {
+      SCOPED_TRACE(::testing::Message() << "blocks=" << shape.blocks << " tile=" << shape.tile
+                                        << " groups=" << shape.groups << " B=" << B);
+      cudaMemset(dy.get(), 0xff, size_t(B) * T * H * 4);  // every element must be written
+      engine::cuda::RecurrentIO io{.B = B,
+                                   .T = T,
+                                   .lengths = absl::MakeConstSpan(lengths.data(), B),
+                                   .lengths_dev = dl.as<int32_t>(),
+                                   .x = dx.as<float>(),
+                                   .h0 = dh0.as<float>(),
+                                   .y = dy.as<float>(),
+                                   .hy = dh.as<float>()};
+      ASSERT_TRUE((*fused)->ForwardBatched(io, shape).ok());
+      ASSERT_EQ(cudaStreamSynchronize(sh.stream), cudaSuccess);
+      engine::Tensor y = engine::Tensor::Float({B, T, H}), h = engine::Tensor::Float({1, B, H});
+      cudaMemcpy(y.f32(), dy.get(), y.num_elements() * 4, cudaMemcpyDeviceToHost);
+      cudaMemcpy(h.f32(), dh.get(), h.num_elements() * 4, cudaMemcpyDeviceToHost);
+      client::NpyArray yw{.descr = "<f4", .shape = {B, T, H}},
+          hw{.descr = "<f4", .shape = {1, B, H}};
+      for (int b = 0; b < B; ++b) {
+        for (int t = 0; t < T; ++t) {
+          for (int j = 0; j < H; ++j)
+            yw.values.push_back(y_want.values[(size_t(t) * N + b) * H + j]);
+        }
+      }
+      hw.values.assign(h_want.values.begin(), h_want.values.begin() + size_t(B) * H);
+      EXPECT_TRUE(AllClose(y, yw, kFp32Exact)) << "Y";
+      EXPECT_TRUE(AllClose(h, hw, kFp32Exact)) << "Y_h";
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+}
+
 // Past the cluster and grid kernels' 8 sequences the batch-tiled kernel is offered, and the
 // engine's own choice (by timing) matches PyTorch at B=64.
 TEST(BatchedKernelChooserTest, OffersItPastEightSequences) {
@@ -393,19 +475,26 @@ TEST(FusedGruTest, ChooserOffersFusedAlgorithms) {
   auto fused = engine::cuda::FusedRnn::Create(spec, sh.stream);
   ASSERT_TRUE(fused.ok()) << fused.status();
   EXPECT_FALSE((*fused)->has_one_block());
-  // reset_after=False: the register kernel only, at the widths it is compiled for (its answers
-  // are checked against onnxruntime by gpu_conformance_test's H=256 linear_before_reset=0 case).
+  // reset_after=False: the register kernel at the widths it is compiled for and the batch-tiled
+  // kernel (their answers are checked against onnxruntime by gpu_conformance_test's
+  // linear_before_reset=0 cases and GruResetBeforeEveryShapeMatchesOnnxruntime); batches of up
+  // to 8 go to the register kernel, up to 64 to the batch-tiled one.
   engine::RecurrentSpec before = spec;
   before.reset_after = false;
   auto reset_before = engine::cuda::FusedRnn::Create(before, sh.stream);
-  if (engine::cuda::FusedRnnRegCompiled(before.hidden_size)) {
-    ASSERT_TRUE(reset_before.ok()) << reset_before.status();
-    EXPECT_FALSE((*reset_before)->register_units().empty());
-    EXPECT_FALSE((*reset_before)->has_cluster());
-    EXPECT_FALSE((*reset_before)->has_batched());
-    EXPECT_FALSE((*reset_before)->has_one_block());
-  } else {
-    EXPECT_EQ(reset_before.status().code(), absl::StatusCode::kUnimplemented);
+  ASSERT_TRUE(reset_before.ok()) << reset_before.status();
+  EXPECT_EQ((*reset_before)->register_units().empty(),
+            !engine::cuda::FusedRnnRegCompiled(before.hidden_size));
+  EXPECT_FALSE((*reset_before)->has_cluster());
+  EXPECT_TRUE((*reset_before)->has_batched());
+  EXPECT_FALSE((*reset_before)->has_one_block());
+  EXPECT_TRUE((*reset_before)->Takes(engine::cuda::FusedRnn::kMaxBatchedBatch));
+  EXPECT_FALSE((*reset_before)->Takes(engine::cuda::FusedRnn::kMaxBatchedBatch + 1));
+  EXPECT_EQ((*reset_before)->KernelTaking(engine::cuda::FusedRnn::kMaxBatch + 1),
+            engine::cuda::FusedRnn::Kernel::kBatched);
+  if ((*reset_before)->has_grid()) {
+    EXPECT_EQ((*reset_before)->KernelTaking(engine::cuda::FusedRnn::kMaxBatch),
+              engine::cuda::FusedRnn::Kernel::kGrid);
   }
 }
 
