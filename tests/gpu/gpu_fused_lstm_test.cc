@@ -407,6 +407,43 @@ TEST(BatchedKernelTest, GruResetBeforeEveryShapeMatchesOnnxruntime) {
   }
 }
 
+// The batch-tiled kernel's planner (host code: runs without a GPU). A block's gate rows are
+// packed four to a quad, so the GRU's 3 rows a unit take 3/4 of the LSTM's quads; the columns
+// are split over every thread the tiles leave (KS need not be a power of 2); rows of Ws are
+// padded where the first warp's weight loads would share banks; a plan that does not fit in
+// shared memory, or whose quads do not split into the tile's, is refused (smem 0).
+TEST(BatchedPlanTest, PacksGateRowsAndFitsSharedMemory) {
+  constexpr size_t kSmem = 227 * 1024;
+  using engine::cuda::PlanFusedBatched;
+  // LSTM, 16 units a block (4 groups of 32 blocks at H=512), 2 x 8 tiles, 16 sequences.
+  const auto lstm = PlanFusedBatched(16, 512, 4, 32, 1, kSmem);
+  EXPECT_EQ(lstm.U, 16);
+  EXPECT_EQ(lstm.Q, 16);
+  EXPECT_EQ(lstm.tiles, 16);
+  EXPECT_EQ(lstm.KS, 16);
+  EXPECT_EQ(lstm.tiles * lstm.KS, engine::cuda::kBatchedThreads);
+  EXPECT_EQ(lstm.WS, 17);  // 16 quads a row would put a warp's 16 loads on 4 bank positions
+  EXPECT_EQ(lstm.chunks, 1);
+  EXPECT_GT(lstm.smem, 0u);
+  EXPECT_LE(lstm.smem, kSmem);
+  // GRU: 48 gate rows are 12 quads, 12 tiles, 21 threads a tile (252 of 256 busy).
+  const auto gru = PlanFusedBatched(16, 512, 3, 32, 1, kSmem);
+  EXPECT_EQ(gru.Q, 12);
+  EXPECT_EQ(gru.tiles, 12);
+  EXPECT_EQ(gru.KS, 21);
+  EXPECT_GE(gru.WS, gru.Q);
+  EXPECT_GT(gru.smem, 0u);
+  EXPECT_LT(gru.smem, lstm.smem);
+  // 4 GRU units are 3 quads: not a whole number of 2-quad tiles.
+  EXPECT_EQ(PlanFusedBatched(64, 512, 3, 128, 1, kSmem).smem, 0u);
+  EXPECT_GT(PlanFusedBatched(64, 512, 3, 128, 0, kSmem).smem, 0u);
+  // 32 LSTM units of H=1024 are 512 KiB of R: more than a block's shared memory.
+  EXPECT_EQ(PlanFusedBatched(8, 1024, 4, 32, 0, kSmem).smem, 0u);
+  // Past kBatchedMaxBatch sequences, or gates other than 3 or 4: no plan.
+  EXPECT_EQ(PlanFusedBatched(engine::cuda::kBatchedMaxBatch + 1, 512, 4, 128, 0, kSmem).smem, 0u);
+  EXPECT_EQ(PlanFusedBatched(8, 512, 2, 128, 0, kSmem).smem, 0u);
+}
+
 // Past the cluster and grid kernels' 8 sequences the batch-tiled kernel is offered, and the
 // engine's own choice (by timing) matches PyTorch at B=64.
 TEST(BatchedKernelChooserTest, OffersItPastEightSequences) {
