@@ -181,10 +181,8 @@ absl::Status FusedRnn::Upload(const std::vector<RecurrentDirection>& dirs) {
 absl::Status FusedRnn::PrepareExchange() {
   // Sized for the largest batch once, so that the words never move (a graph keeps them) and
   // start as zeros, which no launch's tags are.
-  // h by step parity; reset_after=False GRU: then r * h by step parity.
-  const size_t parts = cell_ == FusedRnnCell::kGruBefore ? 4 : 2;
-  const size_t bytes =
-      parts * static_cast<size_t>(FusedRnnXchgStride(kMaxBatch, H_)) * sizeof(unsigned long long);
+  const size_t bytes = static_cast<size_t>(FusedRnnXchgParts(cell_)) *
+                       FusedRnnXchgStride(kMaxBatch, H_) * sizeof(unsigned long long);
   RNNSERVE_RETURN_IF_ERROR(xchg_.Reserve(bytes));
   RNNSERVE_RETURN_IF_ERROR(sync_.Reserve(sizeof(FusedRnnSync)));
   RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaMemset(xchg_.get(), 0, bytes), "cudaMemset (fused RNN)"));
@@ -236,7 +234,7 @@ absl::Status FusedRnn::ForwardRegisters(const RecurrentIO& io, int units, int gr
     return absl::InvalidArgumentError(
         absl::StrCat(name(), " takes batches of at most ", kMaxBatch, "; got ", io.B));
   }
-  return Launch(io, -(units + kRegGroupsCode * (groups - 1)));
+  return Launch(io, RegistersLaunch(units, groups));
 }
 
 const char* FusedRnn::name() const {
@@ -359,7 +357,7 @@ absl::Status FusedRnn::Forward(const RecurrentIO& io, Kernel kernel) {
       return absl::FailedPreconditionError(
           absl::StrCat(name(), ": no register kernel for H=", H_, " on this device"));
     }
-    return Launch(io, -reg_units_.front());
+    return Launch(io, RegistersLaunch(reg_units_.front(), 1));
   }
   if (kernel == Kernel::kCluster) {
     if (!has_cluster()) {
@@ -423,10 +421,10 @@ absl::StatusOr<int> FusedRnn::ChooseGrid(const RecurrentIO& io) {
   if (auto it = grid_by_batch_.find(io.B); it != grid_by_batch_.end()) return it->second;
   std::vector<int> candidates = grids_;
   if (io.B <= small_max_batch_) candidates.push_back(0);
-  for (int units : reg_units_) candidates.push_back(-units);
+  for (int units : reg_units_) candidates.push_back(RegistersLaunch(units, 1));
   // The register kernel on groups of at least 2 sequences.
   for (const auto& [units, groups] : reg_groups_) {
-    if (io.B >= 2 * groups) candidates.push_back(-(units + kRegGroupsCode * (groups - 1)));
+    if (io.B >= 2 * groups) candidates.push_back(RegistersLaunch(units, groups));
   }
   bool timed = false;
   auto best = Fastest(
@@ -527,8 +525,7 @@ absl::Status FusedRnn::Launch(const RecurrentIO& io, int blocks) {
     a.groups = -blocks / kRegGroupsCode + 1;
     const int seqs = (io.B + a.groups - 1) / a.groups;
     a.xchg_stride = FusedRnnXchgStride(seqs, H_);
-    const int64_t words =
-        int64_t{a.groups} * (cell_ == FusedRnnCell::kGruBefore ? 4 : 2) * a.xchg_stride;
+    const int64_t words = int64_t{a.groups} * FusedRnnXchgParts(cell_) * a.xchg_stride;
     if (words * static_cast<int64_t>(sizeof(unsigned long long)) >
         static_cast<int64_t>(xchg_.bytes())) {
       return absl::InvalidArgumentError(absl::StrCat(name(), ": ", a.groups, " groups of ", seqs,

@@ -189,10 +189,15 @@ class FusedRnn {
   // xproj = x . W^T, plus the biases unless the kernel adds them (add_bias false).
   absl::Status Project(const RecurrentIO& io, bool add_bias = true);
   FusedRnnArgs Args(const RecurrentIO& io) const;
-  // blocks > 0: the grid kernel on that many blocks; 0: the one-block kernel;
-  // -(U + kRegGroupsCode * (groups - 1)): the register kernel with U units a block, in groups.
+  // Launch's `blocks` for the register kernel with `units` units a block, in `groups` groups:
+  // negative, -(units + kRegGroupsCode * (groups - 1)).
   static constexpr int kRegGroupsCode = 16;  // > the most units a block
   static_assert(kFusedRegMaxThreads / 32 < kRegGroupsCode);
+  static constexpr int RegistersLaunch(int units, int groups) {
+    return -(units + kRegGroupsCode * (groups - 1));
+  }
+  // blocks > 0: the grid kernel on that many blocks; 0: the one-block kernel; < 0: the register
+  // kernel (RegistersLaunch).
   absl::Status Launch(const RecurrentIO& io, int blocks);
   // Offers the register kernel where it is compiled for H and fits on the device.
   absl::Status PrepareRegisters(int sms);

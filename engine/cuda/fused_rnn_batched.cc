@@ -65,9 +65,8 @@ absl::Status FusedRnn::ForwardBatched(const RecurrentIO& io, BatchedShape shape)
   }
   // hT [dirs][groups][2][H][Bp]: h(t-1) and h(t), sequences innermost (GRU reset_after=False:
   // [3], r * h(t-1) too).
-  const int slots = cell_ == FusedRnnCell::kGruBefore ? 3 : 2;
-  RNNSERVE_RETURN_IF_ERROR(hbuf_.Reserve(int64_t{dirs_} * shape.groups * slots * H_ * plan.Bp *
-                                         static_cast<int64_t>(sizeof(float))));
+  RNNSERVE_RETURN_IF_ERROR(hbuf_.Reserve(int64_t{dirs_} * shape.groups * FusedBatchedSlots(cell_) *
+                                         H_ * plan.Bp * static_cast<int64_t>(sizeof(float))));
   RNNSERVE_RETURN_IF_ERROR(Project(io, /*add_bias=*/false));
   FusedBatchedArgs args{.a = Args(io), .plan = plan, .dirs = dirs_, .groups = shape.groups};
   args.a.bias = bias_.as<float>();

@@ -61,6 +61,10 @@ __device__ __forceinline__ void CpAsyncWaitAtMost(int n) {
   }
 }
 
+// FusedBatchedSlots as a constant that device code may read.
+template <FusedRnnCell kCell>
+inline constexpr int kFusedBatchedSlots = FusedBatchedSlots(kCell);
+
 template <FusedRnnCell kCell, int kTU, int kTB>
 __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBatchedArgs args) {
   constexpr int G = kFusedGates<kCell>;
@@ -82,7 +86,7 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
   const float* xproj = a.xproj + static_cast<int64_t>(b0) * a.T * XS + d * G * H;
   const int* lengths = a.lengths + b0;
   // hT by step parity, and for GRU reset_after=False r * h(t-1) too.
-  constexpr int kSlots = kCell == FusedRnnCell::kGruBefore ? 3 : 2;
+  constexpr int kSlots = kFusedBatchedSlots<kCell>;
   float* hbuf = a.hbuf + static_cast<int64_t>(part) * kSlots * H * Bp;
   float* y = a.y ? a.y + static_cast<int64_t>(b0) * a.T * YS + d * H : nullptr;
   // Offset of this part's states in h0, c0, hy, cy [dirs][B][H].
@@ -356,15 +360,15 @@ Kernel KernelFor(FusedRnnCell cell, int tile) {
 
 // Shared-memory wavefronts of one 16-byte load of the GEMM's weights by the first warp when a
 // row of Ws is WS float4s long: a row of banks holds 8 float4s, lanes that read one address
-// share it, and distinct addresses at the same position in the row serialise.
+// share it, and distinct addresses at the same position in the row serialise. The lanes of one
+// (ks, tu) read one address (they differ in tbg; the first of them has tbg 0), and distinct
+// (ks, tu) read distinct ones (tu * units < Q <= WS).
 int WeightLoadWavefronts(const FusedBatchedPlan& p, const FusedBatchedTile& t, int WS) {
-  int at[8] = {}, seen[32], n = 0;
+  const int per_tu = p.Bp / t.seqs;  // lanes a (ks, tu): its tbg
+  int at[8] = {};
   for (int lane = 0; lane < 32 && lane < p.tiles * p.KS; ++lane) {
-    const int ks = lane / p.tiles, tu = (lane % p.tiles) / (p.Bp / t.seqs);
-    const int addr = ks * WS + tu * t.units;
-    if (std::find(seen, seen + n, addr) != seen + n) continue;
-    seen[n++] = addr;
-    ++at[addr % 8];
+    const int tile = lane % p.tiles;
+    if (tile % per_tu == 0) ++at[(lane / p.tiles * WS + tile / per_tu * t.units) % 8];
   }
   return *std::max_element(at, at + 8);
 }
@@ -398,8 +402,8 @@ FusedBatchedPlan PlanFusedBatched(int B, int H, int gates, int blocks, int tile,
   p.KS = std::max(1, std::min(kBatchedThreads / p.tiles, p.KC / 4));
   // The row of Ws whose loads take the fewest wavefronts, the shortest of those.
   p.WS = p.Q;
-  for (int ws = p.Q + 1; ws < p.Q + 8; ++ws) {
-    if (WeightLoadWavefronts(p, t, ws) < WeightLoadWavefronts(p, t, p.WS)) p.WS = ws;
+  for (int ws = p.Q + 1, fewest = WeightLoadWavefronts(p, t, p.Q); ws < p.Q + 8; ++ws) {
+    if (const int w = WeightLoadWavefronts(p, t, ws); w < fewest) p.WS = ws, fewest = w;
   }
   const size_t weights = sizeof(float) * size_t{4} * (size_t{1} * H * p.WS + p.U);  // + biases
   const size_t partials = sizeof(float) * size_t{4} * p.KS * p.Q * p.Bp;

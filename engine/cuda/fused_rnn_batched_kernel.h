@@ -77,6 +77,11 @@ FusedBatchedPlan PlanFusedBatched(int B, int H, int gates, int blocks, int tile,
 // holding U = H / plan.blocks units' rows of R for S sequences instead of
 // H / (groups * plan.blocks) units' for all B: as much arithmetic a block, 1/groups of h(t-1)
 // to read from L2 a step. hbuf: [dirs][groups][2][H][Bp].
+// hT buffers a part: h by step parity, and for GRU reset_after=False r * h(t-1) too.
+constexpr int FusedBatchedSlots(FusedRnnCell cell) {
+  return cell == FusedRnnCell::kGruBefore ? 3 : 2;
+}
+
 struct FusedBatchedArgs {
   FusedRnnArgs a;  // hbuf: [2][H][Bp] (hT of each step parity) a part; U unused
   FusedBatchedPlan plan;

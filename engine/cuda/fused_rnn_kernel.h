@@ -38,6 +38,11 @@ struct FusedRnnSync {
   unsigned base = 0;
   unsigned exits = 0;
 };
+// [B][H] word blocks of the exchange: h by step parity, and for GRU reset_after=False (the
+// register kernel) r * h(t-1) by step parity too.
+constexpr int FusedRnnXchgParts(FusedRnnCell cell) {
+  return cell == FusedRnnCell::kGruBefore ? 4 : 2;
+}
 // Words from one parity's [B][H] to the other's: even, so that pairs of words are 16-byte
 // aligned in both.
 inline constexpr int FusedRnnXchgStride(int B, int H) { return (B * H + 1) / 2 * 2; }

@@ -67,6 +67,10 @@ __device__ __forceinline__ void SumRows(const Chunk (&w)[G][kI], const float* hs
   if (b < B) SumGates<1, kW, kH, kQ0, kQ1>(w, hs, b, lane, gates);
 }
 
+// FusedRnnXchgParts as a constant that device code may read.
+template <FusedRnnCell kCell>
+inline constexpr int kXchgParts = FusedRnnXchgParts(kCell);
+
 template <FusedRnnCell kCell, int kH, FusedRnnWeights kW>
 __global__ void __launch_bounds__(kFusedRegMaxThreads, 1) FusedRnnRegKernel(FusedRnnArgs a) {
   using Chunk = cluster_detail::WeightChunk<kW>;
@@ -93,8 +97,7 @@ __global__ void __launch_bounds__(kFusedRegMaxThreads, 1) FusedRnnRegKernel(Fuse
   if (ga.y) ga.y += static_cast<int64_t>(b0) * a.T * kH;
   ga.hy += b0 * kH;
   if (ga.cy) ga.cy += b0 * kH;
-  ga.xchg +=
-      static_cast<int64_t>(group) * (kCell == FusedRnnCell::kGruBefore ? 4 : 2) * a.xchg_stride;
+  ga.xchg += static_cast<int64_t>(group) * kXchgParts<kCell> * a.xchg_stride;
   typename Chunk::Type w[G][kI];
 #pragma unroll
   for (int q = 0; q < G; ++q) {

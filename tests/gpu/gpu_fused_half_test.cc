@@ -124,10 +124,8 @@ Errors RunFixture(const std::string& dir, const engine::RecurrentSpec& spec, int
 
 // The LSTM and GRU fixtures at H = 128, 256 and 512 in BF16 and FP16, and their test names.
 auto HalfFixtures() {
-  return ::testing::Combine(
-      ::testing::Values("TorchLstmWideHidden", "TorchLstmClusterH256", "TorchLstmClusterH512",
-                        "TorchGruClusterH128", "TorchGruClusterH256", "TorchGruClusterH512"),
-      ::testing::Values(MathMode::kBf16, MathMode::kFp16));
+  return ::testing::Combine(::testing::ValuesIn(KernelWidthFixtures()),
+                            ::testing::Values(MathMode::kBf16, MathMode::kFp16));
 }
 
 std::string HalfFixtureName(

@@ -162,10 +162,7 @@ TEST_P(ClusterKernelTest, EveryBatchSizeMatchesPyTorch) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Torch, ClusterKernelTest,
-                         ::testing::Values("TorchLstmWideHidden", "TorchLstmClusterH256",
-                                           "TorchLstmClusterH512", "TorchGruClusterH128",
-                                           "TorchGruClusterH256", "TorchGruClusterH512"),
+INSTANTIATE_TEST_SUITE_P(Torch, ClusterKernelTest, ::testing::ValuesIn(KernelWidthFixtures()),
                          [](const auto& info) { return info.param; });
 
 // The grid kernel (h exchanged as tagged words, no grid barrier) of the LSTM and of the GRU
@@ -255,10 +252,7 @@ TEST_P(RegisterKernelTest, GroupsMatchPyTorch) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Torch, RegisterKernelTest,
-                         ::testing::Values("TorchLstmWideHidden", "TorchLstmClusterH256",
-                                           "TorchLstmClusterH512", "TorchGruClusterH128",
-                                           "TorchGruClusterH256", "TorchGruClusterH512"),
+INSTANTIATE_TEST_SUITE_P(Torch, RegisterKernelTest, ::testing::ValuesIn(KernelWidthFixtures()),
                          [](const auto& info) { return info.param; });
 
 // A bidirectional layer: both directions in one launch of the batch-tiled kernel (the reverse

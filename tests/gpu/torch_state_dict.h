@@ -141,4 +141,14 @@ inline absl::StatusOr<TorchLayerFixture> LoadTorchLayerFixture(const std::string
   return f;
 }
 
+// One-layer LSTM and GRU fixtures of mixed lengths (3 to 8 sequences) at the widths the cluster
+// and register kernels are compiled for (H = 128, 256, 512), for the tests that pin those
+// kernels.
+inline const std::vector<std::string>& KernelWidthFixtures() {
+  static const std::vector<std::string> names = {"TorchLstmWideHidden",  "TorchLstmClusterH256",
+                                                 "TorchLstmClusterH512", "TorchGruClusterH128",
+                                                 "TorchGruClusterH256",  "TorchGruClusterH512"};
+  return names;
+}
+
 }  // namespace rnnserve::testing
