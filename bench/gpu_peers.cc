@@ -185,35 +185,43 @@ absl::Status RunCase(const Case& c, const Link& link, std::ostream& results) {
   DeviceBuffer x, y[2], hy, cy, lens;
   RNNSERVE_RETURN_IF_ERROR(x.Reserve(x_n * 4));
   for (auto& b : y) RNNSERVE_RETURN_IF_ERROR(b.Reserve(y_n * 4));
-  RNNSERVE_RETURN_IF_ERROR(hy.Reserve(int64_t{dirs} * c.B * c.H * 4));
-  RNNSERVE_RETURN_IF_ERROR(cy.Reserve(int64_t{dirs} * c.B * c.H * 4));
+  RNNSERVE_RETURN_IF_ERROR(hy.Reserve(int64_t{2} * dirs * c.B * c.H * 4));
+  RNNSERVE_RETURN_IF_ERROR(cy.Reserve(int64_t{2} * dirs * c.B * c.H * 4));
   RNNSERVE_RETURN_IF_ERROR(lens.Reserve(c.B * 4));
   const std::vector<float> xf = Floats(*xa);
   const std::vector<int32_t> lengths(c.B, c.T);
   cudaMemcpy(x.get(), xf.data(), x_n * 4, cudaMemcpyHostToDevice);
   cudaMemcpy(lens.get(), lengths.data(), c.B * 4, cudaMemcpyHostToDevice);
+  // Layer l reads y[(l + 1) % 2] (x for the first) and writes y[l % 2] and its half of hy, cy;
+  // pairs of layers run through ForwardStack (one launch where the stacked kernel is faster).
+  auto layer_io = [&](size_t l) {
+    const int64_t states = int64_t{dirs} * c.B * c.H * static_cast<int64_t>(l % 2);
+    return engine::cuda::RecurrentIO{.B = c.B,
+                                     .T = c.T,
+                                     .lengths = lengths,
+                                     .lengths_dev = lens.as<int32_t>(),
+                                     .x = l == 0 ? x.as<float>() : y[(l + 1) % 2].as<float>(),
+                                     .y = y[l % 2].as<float>(),
+                                     .hy = hy.as<float>() + states,
+                                     .cy = cy.as<float>() + states};
+  };
   auto run = [&](Stack& stack) -> absl::Status {
-    const float* in = x.as<float>();
-    for (size_t l = 0; l < stack.size(); ++l) {
-      float* out = y[l % 2].as<float>();
-      engine::cuda::RecurrentIO io{.B = c.B,
-                                   .T = c.T,
-                                   .lengths = lengths,
-                                   .lengths_dev = lens.as<int32_t>(),
-                                   .x = in,
-                                   .y = out,
-                                   .hy = hy.as<float>(),
-                                   .cy = cy.as<float>()};
-      RNNSERVE_RETURN_IF_ERROR(stack[l]->Forward(io));
-      in = out;
+    for (size_t l = 0; l < stack.size(); l += 2) {
+      if (l + 1 == stack.size()) return stack[l]->Forward(layer_io(l));
+      RNNSERVE_RETURN_IF_ERROR(stack[l]->ForwardStack(layer_io(l), *stack[l + 1], layer_io(l + 1)));
     }
     return absl::OkStatus();
+  };
+  // The algorithm of the first layer, and how a pair of layers ran (stacked or apart).
+  auto algo_of = [&](const Stack& stack) {
+    const std::string pair = stack.size() > 1 ? stack[0]->StackFor(c.B, c.T) : "";
+    return stack[0]->AlgorithmFor(c.B, c.T) + (pair.empty() ? "" : "," + pair);
   };
   auto forward = [&]() { return run(layers); };
   // Eagerly first (the comparison with PyTorch eager); the algorithm is chosen in warm-up.
   for (auto& l : layers) l->set_use_graphs(false);
   const float auto_ms = TimeIt(stream, forward);
-  line << " auto_ms=" << auto_ms << " auto_algo=" << layers[0]->AlgorithmFor(c.B, c.T);
+  line << " auto_ms=" << auto_ms << " auto_algo=" << algo_of(layers);
   // The engine's output, for the driver to compare with PyTorch's.
   std::vector<float> yh(y_n);
   cudaMemcpy(yh.data(), y[(layers.size() - 1) % 2].get(), y_n * 4, cudaMemcpyDeviceToHost);
@@ -243,7 +251,7 @@ absl::Status RunCase(const Case& c, const Link& link, std::ostream& results) {
     Stack engine_layers;
     RNNSERVE_RETURN_IF_ERROR(make_stack(&engine_layers));
     line << " engine_ms=" << TimeIt(stream, [&]() { return run(engine_layers); })
-         << " engine_algo=" << engine_layers[0]->AlgorithmFor(c.B, c.T);
+         << " engine_algo=" << algo_of(engine_layers);
   }
 
   // Each algorithm cuDNN accepted, pinned.

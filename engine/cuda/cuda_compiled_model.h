@@ -48,6 +48,10 @@ struct LayerPlan {
   DeviceBuffer kernel, bias;                      // Dense [in, out], [out]; Embedding table
   DeviceBuffer hy, cy, y, h0, c0;                 // recurrent scratch
   bool device_layer = false;                      // run by RunDeviceLayer (device_layers.h)
+  // A recurrent layer on cuDNN's placement whose next layer is one too, of one direction,
+  // reading this layer's sequence and nothing else: the two run through
+  // CudnnRecurrent::ForwardStack (one launch where the stacked kernel is faster).
+  bool stacks_on_next = false;
   DeviceLayerState device;
 };
 
@@ -179,6 +183,21 @@ class CudaCompiledModel final : public CompiledModel, public SlotStatesProvider 
   absl::Status RunRecurrentGpu(const Layer& layer, const RecurrentSpec& spec, LayerPlan& plan,
                                RecurrentKernel kernel, const Batch& batch);
   absl::Status RunRecurrentCpu(const Layer& layer, LayerPlan& plan, const Batch& batch);
+  // A recurrent layer's batch on the GPU: its lengths, initial states and outputs' places
+  // (Begin), then after its kernel the final states and outputs (End).
+  struct RecurrentRun {
+    std::vector<int32_t> lengths;  // io.lengths
+    RecurrentIO io;
+    const std::array<float*, 2>* slots = nullptr;  // SlotStore
+    bool direct = false;                           // the sequence written into the output value
+  };
+  absl::Status BeginRecurrentGpu(const Layer& layer, const RecurrentSpec& spec, LayerPlan& plan,
+                                 const Batch& batch, RecurrentRun* run);
+  absl::Status EndRecurrentGpu(const Layer& layer, const RecurrentSpec& spec, LayerPlan& plan,
+                               const Batch& batch, const RecurrentRun& run);
+  // Layers `index` and `index` + 1 together (LayerPlan::stacks_on_next) where the batch is one
+  // both run on cuDNN's path; false (nothing run) otherwise.
+  absl::StatusOr<bool> RunRecurrentStack(size_t index, const Batch& batch);
   // The initial states into plan.h0 [dirs, B, H'] and plan.c0 [dirs, B, H]; false when the
   // batch gives none (zeros).
   absl::StatusOr<bool> UploadInitialStates(const Layer& layer, const RecurrentSpec& spec,

@@ -68,13 +68,76 @@ absl::Status CudaCompiledModel::RunRecurrentCpu(const Layer& layer, LayerPlan& p
 absl::Status CudaCompiledModel::RunRecurrentGpu(const Layer& layer, const RecurrentSpec& spec,
                                                 LayerPlan& plan, RecurrentKernel kernel,
                                                 const Batch& batch) {
+  RecurrentRun run;
+  RNNSERVE_RETURN_IF_ERROR(BeginRecurrentGpu(layer, spec, plan, batch, &run));
+  const RecurrentIO& io = run.io;
+  const int B = io.B;
+  if (kernel == RecurrentKernel::kCudnn) {
+    RNNSERVE_RETURN_IF_ERROR(plan.rnn->Forward(io));
+    if (capture_ != nullptr && plan.rnn->last_bakes_lengths()) {
+      capture_->graph->exact_lengths = true;
+    }
+  } else if (kernel == RecurrentKernel::kFusedRnn) {
+    RNNSERVE_RETURN_IF_ERROR(plan.fused_rnn->Forward(io, plan.fused_rnn->KernelTaking(B)));
+    RNNSERVE_RETURN_IF_ERROR(RepeatKerasLastOutputs(spec, io, stream_));
+  } else {
+    const DevValue& in = values_[layer.inputs[0]];
+    const uint8_t* mask = nullptr;
+    if (!in.step_mask.empty()) {
+      RNNSERVE_RETURN_IF_ERROR(step_mask_dev_.Reserve(in.step_mask.size()));
+      RNNSERVE_RETURN_IF_ERROR(CopyToDevice(step_mask_dev_.get(), in.step_mask.data(),
+                                            in.step_mask.size(), "cudaMemcpyAsync (step mask)"));
+      mask = step_mask_dev_.as<uint8_t>();
+    }
+    RNNSERVE_RETURN_IF_ERROR(plan.fused->Forward(io, mask));
+  }
+  return EndRecurrentGpu(layer, spec, plan, batch, run);
+}
+
+absl::StatusOr<bool> CudaCompiledModel::RunRecurrentStack(size_t index, const Batch& batch) {
+  if (!plans_[index].stacks_on_next) return false;
+  const Layer& lower = model_.layers[index];
+  const Layer& upper = model_.layers[index + 1];
+  LayerPlan& lower_plan = plans_[index];
+  LayerPlan& upper_plan = plans_[index + 1];
+  const auto& lower_spec = std::get<RecurrentSpec>(lower.spec);
+  const auto& upper_spec = std::get<RecurrentSpec>(upper.spec);
+  const DevValue& in = values_[lower.inputs[0]];
+  // Batches that both layers run on cuDNN's path (CudnnRecurrent), as RunLayer would choose.
+  const bool plain = in.step_mask.empty() && in.shape.size() == 3 && in.shape[0] > 0 &&
+                     in.shape[1] > 0 && in.dtype == DType::kFloat32 &&
+                     in.shape[2] == lower_spec.input_size &&
+                     std::find(in.lengths.begin(), in.lengths.end(), 0) == in.lengths.end();
+  if (!plain) return false;
+  RecurrentRun lower_run, upper_run;
+  RNNSERVE_RETURN_IF_ERROR(BeginRecurrentGpu(lower, lower_spec, lower_plan, batch, &lower_run));
+  // The upper layer's input is the lower's sequence, written by the launch to come.
+  DevValue& mid = values_[upper.inputs[0]];
+  mid.lengths = in.lengths;
+  mid.step_mask.clear();
+  RNNSERVE_RETURN_IF_ERROR(BeginRecurrentGpu(upper, upper_spec, upper_plan, batch, &upper_run));
+  RNNSERVE_RETURN_IF_ERROR(
+      lower_plan.rnn->ForwardStack(lower_run.io, *upper_plan.rnn, upper_run.io));
+  if (capture_ != nullptr &&
+      (lower_plan.rnn->last_bakes_lengths() || upper_plan.rnn->last_bakes_lengths())) {
+    capture_->graph->exact_lengths = true;
+  }
+  RNNSERVE_RETURN_IF_ERROR(EndRecurrentGpu(lower, lower_spec, lower_plan, batch, lower_run));
+  RNNSERVE_RETURN_IF_ERROR(EndRecurrentGpu(upper, upper_spec, upper_plan, batch, upper_run));
+  return true;
+}
+
+absl::Status CudaCompiledModel::BeginRecurrentGpu(const Layer& layer, const RecurrentSpec& spec,
+                                                  LayerPlan& plan, const Batch& batch,
+                                                  RecurrentRun* run) {
   DevValue& in = values_[layer.inputs[0]];
   RNNSERVE_RETURN_IF_ERROR(ToDevice(&in));
   const int B = static_cast<int>(in.shape[0]), T = static_cast<int>(in.shape[1]);
   const int dirs = static_cast<int>(spec.directions.size()), H = spec.hidden_size,
             Hp = spec.output_size();
   const bool lstm = spec.cell == CellType::kLstm;
-  std::vector<int32_t> lengths = in.lengths;
+  run->lengths = in.lengths;
+  std::vector<int32_t>& lengths = run->lengths;
   if (lengths.empty()) lengths.assign(B, T);
   RNNSERVE_RETURN_IF_ERROR(lengths_dev_.Reserve(B * sizeof(int32_t)));
   // To a graph being captured: fixed by its key (none: every row runs T steps), or the batch's
@@ -86,7 +149,8 @@ absl::Status CudaCompiledModel::RunRecurrentGpu(const Layer& layer, const Recurr
                                         "cudaMemcpyAsync (lengths)", lengths_kind));
   // A slot run's rows start from their slots' states (gathered on the device); other runs from
   // the layer's state inputs or the batch's initial states.
-  const std::array<float*, 2>* slots = SlotStore(plan);
+  run->slots = SlotStore(plan);
+  const std::array<float*, 2>* slots = run->slots;
   absl::StatusOr<bool> has_initial = true;
   if (slots != nullptr) {
     RNNSERVE_RETURN_IF_ERROR(plan.h0.Reserve(sizeof(float) * B * Hp));
@@ -107,38 +171,29 @@ absl::Status CudaCompiledModel::RunRecurrentGpu(const Layer& layer, const Recurr
   RNNSERVE_RETURN_IF_ERROR(plan.hy.Reserve(sizeof(float) * dirs * B * Hp));  // [dirs, B, H']
   RNNSERVE_RETURN_IF_ERROR(plan.cy.Reserve(sizeof(float) * dirs * B * H));   // [dirs, B, H]
   // The sequence goes straight into the output value when no merge kernel follows.
-  const bool direct = spec.return_sequences && (dirs == 1 || spec.merge == MergeMode::kConcat);
-  auto y = SequenceTarget(layer, spec, plan, B, T, direct);
+  run->direct = spec.return_sequences && (dirs == 1 || spec.merge == MergeMode::kConcat);
+  auto y = SequenceTarget(layer, spec, plan, B, T, run->direct);
   if (!y.ok()) return y.status();
-  RecurrentIO io{.B = B,
-                 .T = T,
-                 .lengths = lengths,
-                 .lengths_dev = lengths_dev_.as<int32_t>(),
-                 .x = in.dev.as<float>(),
-                 .h0 = *has_initial ? plan.h0.as<float>() : nullptr,
-                 .c0 = *has_initial && lstm ? plan.c0.as<float>() : nullptr,
-                 .y = *y,
-                 .hy = plan.hy.as<float>(),
-                 .cy = lstm ? plan.cy.as<float>() : nullptr,
-                 .continues = batch.continues};
-  if (kernel == RecurrentKernel::kCudnn) {
-    RNNSERVE_RETURN_IF_ERROR(plan.rnn->Forward(io));
-    if (capture_ != nullptr && plan.rnn->last_bakes_lengths()) {
-      capture_->graph->exact_lengths = true;
-    }
-  } else if (kernel == RecurrentKernel::kFusedRnn) {
-    RNNSERVE_RETURN_IF_ERROR(plan.fused_rnn->Forward(io, plan.fused_rnn->KernelTaking(B)));
-    RNNSERVE_RETURN_IF_ERROR(RepeatKerasLastOutputs(spec, io, stream_));
-  } else {
-    const uint8_t* mask = nullptr;
-    if (!in.step_mask.empty()) {
-      RNNSERVE_RETURN_IF_ERROR(step_mask_dev_.Reserve(in.step_mask.size()));
-      RNNSERVE_RETURN_IF_ERROR(CopyToDevice(step_mask_dev_.get(), in.step_mask.data(),
-                                            in.step_mask.size(), "cudaMemcpyAsync (step mask)"));
-      mask = step_mask_dev_.as<uint8_t>();
-    }
-    RNNSERVE_RETURN_IF_ERROR(plan.fused->Forward(io, mask));
-  }
+  run->io = RecurrentIO{.B = B,
+                        .T = T,
+                        .lengths = lengths,
+                        .lengths_dev = lengths_dev_.as<int32_t>(),
+                        .x = in.dev.as<float>(),
+                        .h0 = *has_initial ? plan.h0.as<float>() : nullptr,
+                        .c0 = *has_initial && lstm ? plan.c0.as<float>() : nullptr,
+                        .y = *y,
+                        .hy = plan.hy.as<float>(),
+                        .cy = lstm ? plan.cy.as<float>() : nullptr,
+                        .continues = batch.continues};
+  return absl::OkStatus();
+}
+
+absl::Status CudaCompiledModel::EndRecurrentGpu(const Layer& layer, const RecurrentSpec& spec,
+                                                LayerPlan& plan, const Batch& batch,
+                                                const RecurrentRun& run) {
+  const int B = run.io.B, T = run.io.T, H = spec.hidden_size, Hp = spec.output_size();
+  const bool lstm = spec.cell == CellType::kLstm;
+  const std::array<float*, 2>* slots = run.slots;
   if (slots != nullptr) {  // the final states back into the rows' slots
     RNNSERVE_RETURN_IF_ERROR(CudaOk(LaunchMoveRows(plan.hy.as<float>(), nullptr, (*slots)[0],
                                                    slot_rows_dev_.as<int32_t>(), B, Hp, stream_),
@@ -151,8 +206,9 @@ absl::Status CudaCompiledModel::RunRecurrentGpu(const Layer& layer, const Recurr
   } else if (batch.final_states != nullptr) {
     RNNSERVE_RETURN_IF_ERROR(DownloadFinalStates(layer, spec, plan, B, batch));
   }
-  auto next_output = WriteMainOutputs(layer, spec, plan, B, T, *y, direct);
+  auto next_output = WriteMainOutputs(layer, spec, plan, B, T, run.io.y, run.direct);
   if (!next_output.ok()) return next_output.status();
+  const DevValue& in = values_[layer.inputs[0]];
   DevValue& out = values_[layer.outputs[0]];
   out.lengths.clear();
   out.step_mask.clear();

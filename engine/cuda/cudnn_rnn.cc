@@ -449,19 +449,23 @@ absl::Status CudnnRecurrent::EnqueueWithGraph(cudnnRNNAlgo_t algo, const Recurre
   return Enqueue(algo, io);
 }
 
-absl::Status CudnnRecurrent::Forward(const RecurrentIO& io) {
+absl::Status CudnnRecurrent::CheckBatch(const RecurrentIO& io) const {
   if (io.B <= 0 || io.T <= 0 || static_cast<int>(io.lengths.size()) != io.B) {
     return absl::InvalidArgumentError(absl::StrCat("layer '", name_, "': batch ", io.B, ", ", io.T,
                                                    " steps, ", io.lengths.size(), " lengths"));
   }
-  bool full = true;
   for (int32_t len : io.lengths) {
     if (len < 1 || len > io.T) {
       return absl::InvalidArgumentError(
           absl::StrCat("layer '", name_, "': length ", len, " outside [1, ", io.T, "] on the GPU"));
     }
-    full = full && len == io.T;
   }
+  return absl::OkStatus();
+}
+
+absl::Status CudnnRecurrent::Forward(const RecurrentIO& io) {
+  RNNSERVE_RETURN_IF_ERROR(CheckBatch(io));
+  const bool full = EveryLengthFull(io);
   RNNSERVE_RETURN_IF_ERROR(SetShape(io));
   const int64_t x_n = int64_t{io.B} * io.T * I_;
   const int64_t y_n = int64_t{io.B} * io.T * dirs_ * Hp_;

@@ -122,6 +122,18 @@ class CudnnRecurrent {
   // algorithm for a new batch size).
   absl::Status Forward(const RecurrentIO& io);
 
+  // Runs this layer and `upper`, the next layer of a stack whose input is this layer's sequence
+  // (upper_io.x == io.y; the same batch and lengths): in one launch of FusedRnn's stacked
+  // register kernel (layer 1's step t beside layer 0's t + 1) where both layers can take it
+  // (FusedRnn::Stacks; batches up to FusedRnn::kMaxBatch) and it was faster than the two layers
+  // one after the other on their own algorithms, timed with the first batch of each size and
+  // step bucket; else Forward(io), then upper.Forward(upper_io).
+  absl::Status ForwardStack(const RecurrentIO& io, CudnnRecurrent& upper,
+                            const RecurrentIO& upper_io);
+  // How ForwardStack runs B sequences of T steps: "stacked/u8" (units a block), "apart", or ""
+  // before the first such batch.
+  std::string StackFor(int B, int T) const;
+
   // Pins an algorithm for every batch size (FAILED_PRECONDITION if cuDNN refused it at
   // Create). Benchmarks use this to report each algorithm.
   absl::Status ForceAlgorithm(cudnnRNNAlgo_t algo);
@@ -148,6 +160,8 @@ class CudnnRecurrent {
   CudnnRecurrent(const RecurrentSpec& spec, std::string name, MathMode math, cudnnHandle_t handle,
                  cudaStream_t stream);
   absl::Status Init();
+  // INVALID_ARGUMENT unless io has B >= 1 lengths, each in [1, T].
+  absl::Status CheckBatch(const RecurrentIO& io) const;
   cudnnStatus_t SetDescriptor(cudnnRNNDescriptor_t desc, cudnnRNNAlgo_t algo) const;
   // descs_[algo], or PERSIST_DYNAMIC's descriptor built for batch size B.
   absl::StatusOr<cudnnRNNDescriptor_t> DescriptorFor(cudnnRNNAlgo_t algo, int B);
@@ -191,6 +205,8 @@ class CudnnRecurrent {
   // T rounded up to powers of two): a probe of 2 steps does not choose for batches of 100, and a
   // batcher's batch sizes 33..64 share one timing.
   std::map<std::pair<int, int>, cudnnRNNAlgo_t> algo_by_batch_;
+  // ForwardStack's choice per batch size and step bucket: true, stacked; false, apart.
+  std::map<std::pair<int, int>, bool> stack_by_batch_;
   bool varlen_standard_only_ = false;  // a persistent algorithm failed on padded lengths
   bool forced_ = false;
   cudnnRNNAlgo_t forced_algo_ = CUDNN_RNN_ALGO_STANDARD;

@@ -3,6 +3,7 @@
 // the choices for the model's metadata.
 
 #include <algorithm>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,6 +14,28 @@
 #include "engine/cuda/fused_rnn.h"
 
 namespace rnnserve::engine::cuda {
+namespace {
+
+// The least of three timed runs of `run` on the stream (after the caller's warm-up), in ms;
+// 1e30 when a run fails.
+float LeastOfThree(cudaStream_t stream, cudaEvent_t start, cudaEvent_t stop,
+                   const std::function<absl::Status()>& run) {
+  float ms_min = 1e30f;
+  for (int rep = 0; rep < 3; ++rep) {
+    float ms = 0.0f;
+    cudaEventRecord(start, stream);
+    const absl::Status s = run();
+    cudaEventRecord(stop, stream);
+    if (!s.ok() || cudaEventSynchronize(stop) != cudaSuccess ||
+        cudaEventElapsedTime(&ms, start, stop) != cudaSuccess) {
+      ms = 1e30f;
+    }
+    ms_min = std::min(ms_min, ms);
+  }
+  return ms_min;
+}
+
+}  // namespace
 
 absl::StatusOr<cudnnRNNAlgo_t> CudnnRecurrent::ChooseAlgorithm(const RecurrentIO& io) {
   if (forced_) return forced_algo_;
@@ -68,19 +91,10 @@ absl::StatusOr<cudnnRNNAlgo_t> CudnnRecurrent::ChooseAlgorithm(const RecurrentIO
         }
         cudaGetLastError();
       }
-      float ms_min = 1e30f;
-      for (int rep = 0; rep < 3; ++rep) {
-        float ms = 0.0f;
-        cudaEventRecord(start, stream_);
-        const absl::Status s =
-            exec != nullptr ? CudaOk(cudaGraphLaunch(exec, stream_), "launch") : Enqueue(algo, io);
-        cudaEventRecord(stop, stream_);
-        if (!s.ok() || cudaEventSynchronize(stop) != cudaSuccess ||
-            cudaEventElapsedTime(&ms, start, stop) != cudaSuccess) {
-          ms = 1e30f;
-        }
-        ms_min = std::min(ms_min, ms);
-      }
+      const float ms_min = LeastOfThree(stream_, start, stop, [&]() {
+        return exec != nullptr ? CudaOk(cudaGraphLaunch(exec, stream_), "launch")
+                               : Enqueue(algo, io);
+      });
       if (exec != nullptr) cudaGraphExecDestroy(exec);
       if (best_ms == 0.0f || ms_min < best_ms) {
         best_ms = ms_min;
@@ -113,6 +127,61 @@ absl::StatusOr<cudnnRNNAlgo_t> CudnnRecurrent::ChooseAlgorithm(const RecurrentIO
   }
   algo_by_batch_[key] = best;
   return best;
+}
+
+absl::Status CudnnRecurrent::ForwardStack(const RecurrentIO& io, CudnnRecurrent& upper,
+                                          const RecurrentIO& upper_io) {
+  auto apart = [&]() -> absl::Status {
+    RNNSERVE_RETURN_IF_ERROR(Forward(io));
+    return upper.Forward(upper_io);
+  };
+  const bool can = !forced_ && !upper.forced_ && fused_ && upper.fused_ &&
+                   io.B <= FusedRnn::kMaxBatch && fused_->Stacks(*upper.fused_) &&
+                   upper_io.B == io.B && upper_io.T == io.T && upper_io.x == io.y &&
+                   std::equal(io.lengths.begin(), io.lengths.end(), upper_io.lengths.begin(),
+                              upper_io.lengths.end());
+  if (!can) return apart();
+  RNNSERVE_RETURN_IF_ERROR(CheckBatch(io));
+  const std::pair<int, int> key = {io.B, StepBucket(io.T)};
+  auto it = stack_by_batch_.find(key);
+  if (it == stack_by_batch_.end()) {
+    // Timed against the two layers apart (each on the algorithm it chooses), the first time.
+    if (StreamCapturing(stream_)) return apart();
+    auto stacked = [&]() -> absl::Status {
+      RNNSERVE_RETURN_IF_ERROR(fused_->ForwardStack(io, *upper.fused_, upper_io));
+      RNNSERVE_RETURN_IF_ERROR(RepeatKerasLastOutputs(spec_, io, stream_));
+      return RepeatKerasLastOutputs(upper.spec_, upper_io, stream_);
+    };
+    cudaEvent_t start, stop;
+    RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaEventCreate(&start), "cudaEventCreate"));
+    RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaEventCreate(&stop), "cudaEventCreate"));
+    absl::Status warm = apart();
+    if (warm.ok()) warm = CudaOk(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    const float apart_ms = warm.ok() ? LeastOfThree(stream_, start, stop, apart) : 1e30f;
+    absl::Status warm_stacked = stacked();
+    if (warm_stacked.ok()) {
+      warm_stacked = CudaOk(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    }
+    cudaGetLastError();
+    const float stacked_ms =
+        warm_stacked.ok() ? LeastOfThree(stream_, start, stop, stacked) : 1e30f;
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    RNNSERVE_RETURN_IF_ERROR(warm);
+    it = stack_by_batch_.emplace(key, stacked_ms < apart_ms).first;
+  }
+  if (!it->second) return apart();
+  RNNSERVE_RETURN_IF_ERROR(fused_->ForwardStack(io, *upper.fused_, upper_io));
+  RNNSERVE_RETURN_IF_ERROR(RepeatKerasLastOutputs(spec_, io, stream_));
+  last_bakes_lengths_ = upper.last_bakes_lengths_ = false;
+  return RepeatKerasLastOutputs(upper.spec_, upper_io, stream_);
+}
+
+std::string CudnnRecurrent::StackFor(int B, int T) const {
+  auto it = stack_by_batch_.find({B, StepBucket(T)});
+  if (it == stack_by_batch_.end()) return "";
+  if (!it->second) return "apart";
+  return absl::StrCat("stacked/", fused_->StackKernelFor(B));
 }
 
 absl::Status CudnnRecurrent::ForceAlgorithm(cudnnRNNAlgo_t algo) {
@@ -160,6 +229,10 @@ std::string CudnnRecurrent::ChoicesSummary() const {
     absl::StrAppend(&out, out.empty() ? "" : ", ",
                     "B=", lo == key.first ? absl::StrCat(lo) : absl::StrCat(lo, "..", key.first),
                     " T<=", key.second, ": ", NameFor(algo, key.first));
+  }
+  for (const auto& [key, stacked] : stack_by_batch_) {
+    absl::StrAppend(&out, out.empty() ? "" : ", ", "B=", key.first, " T<=", key.second,
+                    " with the next layer: ", StackFor(key.first, key.second));
   }
   return out;
 }

@@ -130,6 +130,7 @@ absl::StatusOr<std::unique_ptr<FusedRnn>> FusedRnn::Create(const RecurrentSpec& 
   RNNSERVE_RETURN_IF_ERROR(f->Upload(spec.directions));
   RNNSERVE_RETURN_IF_ERROR(f->PrepareExchange());
   RNNSERVE_RETURN_IF_ERROR(f->PrepareRegisters(sms));
+  RNNSERVE_RETURN_IF_ERROR(f->PrepareStack(sms));
   RNNSERVE_RETURN_IF_ERROR(f->FindCluster());
   RNNSERVE_RETURN_IF_ERROR(f->PrepareSmall(d, smem_optin));
   RNNSERVE_RETURN_IF_ERROR(f->PrepareBatched(sms, smem_optin));
@@ -216,6 +217,107 @@ absl::Status FusedRnn::PrepareRegisters(int sms) {
   }
   reg_smem_ = smem;
   return absl::OkStatus();
+}
+
+absl::Status FusedRnn::PrepareStack(int sms) {
+  if (!FusedRnnStackCompiled(cell_, H_)) return absl::OkStatus();
+  const size_t smem = FusedRnnStackSmemBytes(kMaxBatch, H_);
+  if (ConfigureFusedRnnStackKernel(cell_, H_, smem) != cudaSuccess) {
+    cudaGetLastError();  // not offered; the error is not sticky
+    return absl::OkStatus();
+  }
+  // Both layers' blocks at once: from 2 units a block (the most blocks) to 8 (the fewest).
+  for (int U = 2; U * 32 <= kFusedRegMaxThreads; U *= 2) {
+    int per_sm = 0;
+    if (H_ % U != 0 || MaxFusedRnnStackBlocksPerSm(cell_, H_, U, smem, &per_sm) != cudaSuccess) {
+      cudaGetLastError();
+      continue;
+    }
+    if (per_sm * sms >= 2 * (H_ / U)) stack_units_.push_back(U);
+  }
+  stack_smem_ = smem;
+  return absl::OkStatus();
+}
+
+bool FusedRnn::Stacks(const FusedRnn& upper) const {
+  return !stack_units_.empty() && weights_ == FusedRnnWeights::kFp32 &&
+         upper.weights_ == FusedRnnWeights::kFp32 && dirs_ == 1 && upper.dirs_ == 1 &&
+         upper.cell_ == cell_ && upper.H_ == H_ && upper.I_ == H_;
+}
+
+absl::Status FusedRnn::ForwardStack(const RecurrentIO& io, FusedRnn& upper,
+                                    const RecurrentIO& upper_io, int units) {
+  if (!Stacks(upper)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(name(), ": no stacked kernel for this layer and the next (H=", H_, ", next ",
+                     upper.name(), " I=", upper.I_, " H=", upper.H_, ")"));
+  }
+  if (io.B > kMaxBatch || upper_io.B != io.B || upper_io.T != io.T ||
+      !std::equal(io.lengths.begin(), io.lengths.end(), upper_io.lengths.begin(),
+                  upper_io.lengths.end())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name(), ": a stack takes one batch of at most ", kMaxBatch,
+        " sequences with the same lengths in both layers; got ", io.B, " and ", upper_io.B));
+  }
+  if (units != 0) {
+    if (std::find(stack_units_.begin(), stack_units_.end(), units) == stack_units_.end()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(name(), ": no stacked kernel with ", units, " units a block"));
+    }
+    return LaunchStack(io, upper, upper_io, units);
+  }
+  if (auto it = stack_by_batch_.find(io.B); it != stack_by_batch_.end()) {
+    return LaunchStack(io, upper, upper_io, it->second);
+  }
+  bool timed = false;
+  auto best = Fastest(
+      stack_units_, [&](int u) { return LaunchStack(io, upper, upper_io, u); }, &timed);
+  if (!best.ok()) return best.status();
+  if (timed) stack_by_batch_[io.B] = *best;
+  return LaunchStack(io, upper, upper_io, *best);
+}
+
+std::string FusedRnn::StackKernelFor(int B) const {
+  auto it = stack_by_batch_.find(B);
+  return it == stack_by_batch_.end() ? "" : absl::StrCat("u", it->second);
+}
+
+absl::Status FusedRnn::LaunchStack(const RecurrentIO& io, FusedRnn& upper,
+                                   const RecurrentIO& upper_io, int units) {
+  const int64_t words = FusedRnnXchgStride(kMaxBatch, H_);
+  if (stack_xchg_.get() == nullptr) {
+    // Allocated with the first stacked batch (run eagerly before any graph is captured), zeroed:
+    // no launch's tags are zero.
+    if (StreamCapturing(stream_)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(name(), ": a stacked batch captured before one ran eagerly"));
+    }
+    const size_t bytes = (kFusedStackRing + 2) * words * sizeof(unsigned long long);
+    RNNSERVE_RETURN_IF_ERROR(stack_xchg_.Reserve(bytes));
+    RNNSERVE_RETURN_IF_ERROR(stack_done_.Reserve(H_ * sizeof(unsigned)));
+    RNNSERVE_RETURN_IF_ERROR(
+        CudaOk(cudaMemset(stack_xchg_.get(), 0, bytes), "cudaMemset (fused RNN stack)"));
+    RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaMemset(stack_done_.get(), 0, H_ * sizeof(unsigned)),
+                                    "cudaMemset (fused RNN stack)"));
+  }
+  RNNSERVE_RETURN_IF_ERROR(Project(io));
+  FusedRnnStackArgs sa;
+  sa.a[0] = Args(io);
+  sa.a[1] = upper.Args(upper_io);
+  sa.a[1].xproj = nullptr;
+  auto* xchg = stack_xchg_.as<unsigned long long>();
+  sa.a[0].xchg = xchg;
+  sa.a[1].xchg = xchg + kFusedStackRing * words;
+  for (FusedRnnArgs& a : sa.a) {
+    a.sync = sync_.as<FusedRnnSync>();
+    a.xchg_stride = FusedRnnXchgStride(io.B, H_);
+    a.U = units;
+  }
+  sa.W = upper.W_.as<float>();
+  sa.bias = upper.bias_.as<float>();
+  sa.done = stack_done_.as<unsigned>();
+  return CudaOk(LaunchFusedRnnStackKernel(sa, stack_smem_, stream_),
+                absl::StrCat("cudaLaunchCooperativeKernel (", name(), ", stacked)").c_str());
 }
 
 absl::Status FusedRnn::ForwardRegisters(const RecurrentIO& io, int units, int groups) {
@@ -564,7 +666,8 @@ absl::Status FusedRnn::LaunchClusterOf(const RecurrentIO& io, int index) {
 int64_t FusedRnn::memory_bytes() const {
   return static_cast<int64_t>(W_.bytes() + R_.bytes() + bias_.bytes() + bRn_.bytes() +
                               xproj_.bytes() + hbuf_.bytes() + xchg_.bytes() + sync_.bytes() +
-                              Wt_.bytes() + Rt_.bytes());
+                              stack_xchg_.bytes() + stack_done_.bytes() + Wt_.bytes() +
+                              Rt_.bytes());
 }
 
 }  // namespace rnnserve::engine::cuda

@@ -161,6 +161,22 @@ class FusedRnn {
   absl::Status ForwardCluster(const RecurrentIO& io, int index);
   // Stops offering the batch-tiled kernel (after it failed on this device).
   void DropBatched() { batched_shapes_.clear(); }
+  // Whether this layer and `upper`, the next layer of a stack (its input is this layer's
+  // sequence), run in one launch of the stacked register kernel (fused_rnn_kernel.h:
+  // FusedRnnStackArgs): both exact FP32, one forward direction, the same cell (LSTM or GRU
+  // reset_after) and width H (one the kernel is compiled for), upper's input size H, and a grid
+  // of both layers' blocks fits on the device at once.
+  bool Stacks(const FusedRnn& upper) const;
+  // The stacked kernel's units a block offered (empty: not offered); the chooser times them.
+  const std::vector<int>& stack_units() const { return stack_units_; }
+  // Runs this layer (io) and `upper` (upper_io: its x is io's sequence, the same batch and
+  // lengths) in one launch, batches up to kMaxBatch; units 0: the fastest of stack_units()
+  // for the batch size (timed on its first batch), else pinned (tests). Enqueues only, except
+  // while timing.
+  absl::Status ForwardStack(const RecurrentIO& io, FusedRnn& upper, const RecurrentIO& upper_io,
+                            int units = 0);
+  // The stacked kernel's units a block chosen for batches of B, e.g. "u8"; "" before the first.
+  std::string StackKernelFor(int B) const;
   int64_t memory_bytes() const;
   // The device buffers a launch bakes into a captured graph; they move when a larger batch
   // grows them, so a graph key must include them.
@@ -211,6 +227,10 @@ class FusedRnn {
   // runs), or the first one, untimed, while the stream is being captured (*timed: false).
   absl::StatusOr<int> Fastest(const std::vector<int>& candidates,
                               const std::function<absl::Status(int)>& launch, bool* timed);
+  // Offers the stacked register kernel (as the lower layer) where it is compiled and fits.
+  absl::Status PrepareStack(int sms);
+  absl::Status LaunchStack(const RecurrentIO& io, FusedRnn& upper, const RecurrentIO& upper_io,
+                           int units);
   // The batch-tiled kernel (fused_rnn_batched.cc): offered where a plan for kMaxBatchedBatch
   // sequences fits in shared memory and on the device at once.
   absl::Status PrepareBatched(int sms, int smem_optin);
@@ -247,6 +267,9 @@ class FusedRnn {
   std::vector<BatchedShape> batched_shapes_;
   size_t batched_smem_limit_ = 0;                 // shared memory its plans may use per block
   std::map<int, BatchedShape> batched_by_batch_;  // the fastest shape, per batch size
+  std::vector<int> stack_units_;                  // the stacked kernel's units a block, offered
+  size_t stack_smem_ = 0;
+  std::map<int, int> stack_by_batch_;  // its fastest units a block, per batch size
   cublasHandle_t cublas_ = nullptr;
   DeviceBuffer W_;      // [dirs*G*H, I]
   DeviceBuffer R_;      // [dirs][G*H, H], FP32 or (weights_ kBf16 / kFp16) 16-bit
@@ -258,6 +281,11 @@ class FusedRnn {
   // reset_after=False: [4][...], r * h too), and their FusedRnnSync.
   DeviceBuffer xchg_;
   DeviceBuffer sync_;
+  // The stacked kernel's words (its own: tags of this layer's FusedRnnSync only): the ring of
+  // this layer's h [kFusedStackRing][...], then the upper layer's h by parity [2][...], each
+  // FusedRnnXchgStride(kMaxBatch, H) words; and the upper layer's blocks' progress [H].
+  DeviceBuffer stack_xchg_;
+  DeviceBuffer stack_done_;
   DeviceBuffer Wt_;  // [I, 4H] W transposed, for the one-block kernel
   DeviceBuffer Rt_;  // [H, 4H] R transposed, for the one-block kernel
 };

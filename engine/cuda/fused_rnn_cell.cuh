@@ -37,8 +37,9 @@ __device__ __forceinline__ float FusedCellStep(const float* x, const float* g, f
 
 // One (sequence b, unit j) cell of the grid and register kernels (one forward direction, the
 // layouts of FusedRnnArgs): its state in registers and the input projection of its next step,
-// loaded before the kernel waits for h(t-1).
-template <FusedRnnCell kCell>
+// loaded before the kernel waits for h(t-1). kProjected false: the kernel computes x itself
+// (the upper layer of the stacked register kernel) and FusedRnnArgs::xproj is not read.
+template <FusedRnnCell kCell, bool kProjected = true>
 struct FusedCell {
   static constexpr int G = kFusedGates<kCell>;
   float h = 0.0f, c = 0.0f, bRn = 0.0f;
@@ -51,12 +52,14 @@ struct FusedCell {
     h = a.h0 ? a.h0[b * a.H + j] : 0.0f;
     c = a.c0 ? a.c0[b * a.H + j] : 0.0f;
     if constexpr (kCell == FusedRnnCell::kGru) bRn = a.bRn[j];
-    LoadProjection(a, b, j, 0);
+    if constexpr (kProjected) LoadProjection(a, b, j, 0);
   }
   // After step s (h is h(s)): its output, zero past the length, and the next step's projection.
   __device__ __forceinline__ void Emit(const FusedRnnArgs& a, int b, int j, int s) {
     if (a.y) a.y[(static_cast<int64_t>(b) * a.T + s) * a.H + j] = s < len ? h : 0.0f;
-    if (s + 1 < len) LoadProjection(a, b, j, s + 1);
+    if constexpr (kProjected) {
+      if (s + 1 < len) LoadProjection(a, b, j, s + 1);
+    }
   }
   // After the last step: hy, cy and zero outputs for the steps past the longest length.
   __device__ __forceinline__ void Finish(const FusedRnnArgs& a, int b, int j) const {

@@ -28,6 +28,17 @@ __device__ __forceinline__ void StoreFusedWord(FusedWord* p, float v, unsigned t
   asm volatile("st.relaxed.gpu.u64 [%0], %1;\n" ::"l"(p), "l"(w) : "memory");
 }
 
+// A 32-bit progress word (FusedRnnStackArgs::done), at GPU scope.
+__device__ __forceinline__ unsigned LoadFusedFlag(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.relaxed.gpu.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void StoreFusedFlag(unsigned* p, unsigned v) {
+  asm volatile("st.relaxed.gpu.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+
 __device__ __forceinline__ unsigned FusedTag(FusedWord w) { return static_cast<unsigned>(w >> 32); }
 __device__ __forceinline__ float FusedValue(FusedWord w) {
   return __uint_as_float(static_cast<unsigned>(w));
@@ -39,52 +50,72 @@ __device__ __forceinline__ float FusedValue(FusedWord w) {
 // it the later pairs that were not ready are loaded again, together: every block writes its
 // words at about the same time, so while one is not ready the others mostly are not either,
 // and polling them all would flood L2 with loads that slow down the stores they wait for.
-template <int kPairs = 4>
+// kTwo: also the n words at in2 into hs2 once each carries want2, their loads issued with the
+// first's (one round trip for both where both are ready).
+template <int kPairs = 4, bool kTwo = false>
 __device__ __forceinline__ void GatherFusedWords(const FusedWord* in, float* hs, int n,
-                                                 unsigned want) {
-  const int pairs = n / 2, stride = blockDim.x;
-  auto ready = [want](const FusedWord(&w)[2]) {
-    return FusedTag(w[0]) == want && FusedTag(w[1]) == want;
+                                                 unsigned want, const FusedWord* in2 = nullptr,
+                                                 float* hs2 = nullptr, unsigned want2 = 0) {
+  const int pairs = n / 2, total = kTwo ? 2 * pairs : pairs, stride = blockDim.x;
+  // Pair p: its words, its floats and its tag (the second array's past `pairs`).
+  auto words = [&](int p) -> const FusedWord* {
+    if constexpr (kTwo) return p < pairs ? in + 2 * p : in2 + 2 * (p - pairs);
+    return in + 2 * p;
+  };
+  auto floats = [&](int p) -> float* {
+    if constexpr (kTwo) return p < pairs ? hs + 2 * p : hs2 + 2 * (p - pairs);
+    return hs + 2 * p;
+  };
+  auto tag = [&](int p) -> unsigned {
+    if constexpr (kTwo) return p < pairs ? want : want2;
+    return want;
+  };
+  auto ready = [](const FusedWord(&w)[2], unsigned t) {
+    return FusedTag(w[0]) == t && FusedTag(w[1]) == t;
   };
   // Up to two pairs a thread (one sequence at the widths the kernels run): each pair is waited
   // on in turn with the loads of the others already issued, which measured faster there.
-  const bool few = pairs <= 2 * stride;
-  for (int p0 = threadIdx.x; p0 < pairs; p0 += kPairs * stride) {
+  const bool few = total <= 2 * stride;
+  for (int p0 = threadIdx.x; p0 < total; p0 += kPairs * stride) {
     FusedWord w[kPairs][2];
 #pragma unroll
     for (int k = 0; k < kPairs; ++k) {
       const int p = p0 + k * stride;
-      if (p < pairs) LoadFusedWords(in + 2 * p, w[k][0], w[k][1]);
+      if (p < total) LoadFusedWords(words(p), w[k][0], w[k][1]);
     }
 #pragma unroll
     for (int k = 0; k < kPairs; ++k) {
       const int p = p0 + k * stride;
-      if (p >= pairs) break;
-      if (!ready(w[k])) {
+      if (p >= total) break;
+      const unsigned t = tag(p);
+      if (!ready(w[k], t)) {
         do {
-          LoadFusedWords(in + 2 * p, w[k][0], w[k][1]);
-        } while (!ready(w[k]));
+          LoadFusedWords(words(p), w[k][0], w[k][1]);
+        } while (!ready(w[k], t));
         if (few) {
-          hs[2 * p] = FusedValue(w[k][0]);
-          hs[2 * p + 1] = FusedValue(w[k][1]);
+          floats(p)[0] = FusedValue(w[k][0]);
+          floats(p)[1] = FusedValue(w[k][1]);
           continue;
         }
 #pragma unroll
         for (int m = k + 1; m < kPairs; ++m) {
           const int q = p0 + m * stride;
-          if (q < pairs && !ready(w[m])) LoadFusedWords(in + 2 * q, w[m][0], w[m][1]);
+          if (q < total && !ready(w[m], tag(q))) LoadFusedWords(words(q), w[m][0], w[m][1]);
         }
       }
-      hs[2 * p] = FusedValue(w[k][0]);
-      hs[2 * p + 1] = FusedValue(w[k][1]);
+      floats(p)[0] = FusedValue(w[k][0]);
+      floats(p)[1] = FusedValue(w[k][1]);
     }
   }
-  if ((n & 1) && threadIdx.x == 0) {
+  // An odd word at the end of each array.
+  if ((n & 1) && threadIdx.x < (kTwo ? 2 : 1)) {
+    const FusedWord* last = (threadIdx.x == 0 ? in : in2) + n - 1;
+    const unsigned t = threadIdx.x == 0 ? want : want2;
     FusedWord w;
     do {
-      w = LoadFusedWord(in + n - 1);
-    } while (FusedTag(w) != want);
-    hs[n - 1] = FusedValue(w);
+      w = LoadFusedWord(last);
+    } while (FusedTag(w) != t);
+    (threadIdx.x == 0 ? hs : hs2)[n - 1] = FusedValue(w);
   }
 }
 

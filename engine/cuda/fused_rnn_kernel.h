@@ -119,6 +119,38 @@ cudaError_t MaxFusedRnnRegBlocksPerSm(FusedRnnCell cell, int H, FusedRnnWeights 
 cudaError_t LaunchFusedRnnRegKernel(const FusedRnnArgs& args, int blocks, size_t smem,
                                     cudaStream_t stream);
 
+// The register kernel over two stacked layers of one forward direction in one launch (the layer
+// wavefront: layer 1's step t runs beside layer 0's step t + 1), exact FP32, the same cell and
+// width H in both and layer 1's input the sequence of layer 0 (I = H): blocks [0, H / U) run
+// layer 0 as the register kernel does (a[0].xproj its input projection), blocks [H / U, 2H / U)
+// run layer 1, whose warps hold their unit's G rows of W (in) beside those of R and compute
+// x(t) . W[r] + bias from layer 0's h(t) in the kernel. Layer 0's h goes through a ring of
+// kFusedStackRing [B][H] word blocks (h(t) in block (t + 1) % ring, h0 in block 0) instead of
+// two, so that it runs up to ring - 1 steps ahead of layer 1; before overwriting a block it waits
+// for every layer-1 block to have gathered what the block held (`done`: the tag of the last
+// step each layer-1 block gathered). One FusedRnnSync (a[0].sync) for the launch.
+inline constexpr int kFusedStackRing = 8;
+struct FusedRnnStackArgs {
+  // Each layer's FusedRnnArgs (B, T, H, U, steps, lengths and xchg_stride equal in both):
+  // a[0].xchg the ring [kFusedStackRing][xchg_stride], a[1].xchg [2][xchg_stride] by parity;
+  // a[1].xproj unused.
+  FusedRnnArgs a[2];
+  const float* W = nullptr;     // layer 1's input weights [G*H, H]
+  const float* bias = nullptr;  // layer 1's biases [G*H], folded as xproj's
+  unsigned* done = nullptr;     // [H / U] one word a layer-1 block
+};
+// Compiled for H = 128, 256, 512, LSTM and GRU (reset_after). Shared memory: h(t-1) by parity for
+// layer 0, h(t-1) and layer 0's h(t) by parity for layer 1.
+bool FusedRnnStackCompiled(FusedRnnCell cell, int H);
+inline size_t FusedRnnStackSmemBytes(int B, int H) {
+  return sizeof(float) * 4 * static_cast<size_t>(B) * H;
+}
+cudaError_t ConfigureFusedRnnStackKernel(FusedRnnCell cell, int H, size_t smem);
+cudaError_t MaxFusedRnnStackBlocksPerSm(FusedRnnCell cell, int H, int U, size_t smem, int* blocks);
+// 2 * H / U blocks of 32 * U threads.
+cudaError_t LaunchFusedRnnStackKernel(const FusedRnnStackArgs& args, size_t smem,
+                                      cudaStream_t stream);
+
 // The cluster kernel: one cluster of `cluster` blocks of 128 * G threads (16 warps for the
 // LSTM, 12 for the GRU), R and h in the blocks' shared memory (and registers), h exchanged
 // through distributed shared memory. It is compiled for a few (cell, H, cluster, weights)

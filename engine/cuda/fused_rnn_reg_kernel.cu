@@ -159,6 +159,157 @@ __global__ void __launch_bounds__(kFusedRegMaxThreads, 1) FusedRnnRegKernel(Fuse
   LeaveFusedExchange(a.sync, base, a.steps);
 }
 
+// The stacked register kernel (FusedRnnStackArgs in fused_rnn_kernel.h): the first half of the
+// blocks run layer 0 as FusedRnnRegKernel does with its h in a ring of word blocks; the second
+// half run layer 1, each warp holding its unit's rows of W beside those of R and taking layer 0's
+// h(t) and its own h(t-1) in one gather a step.
+template <FusedRnnCell kCell, int kH>
+__global__ void __launch_bounds__(kFusedRegMaxThreads, 1)
+    FusedRnnStackKernel(FusedRnnStackArgs sa) {
+  constexpr FusedRnnWeights kW = FusedRnnWeights::kFp32;
+  using Chunk = cluster_detail::WeightChunk<kW>;
+  constexpr int G = kFusedGates<kCell>;
+  constexpr int kI = kH / 128;
+  constexpr int kRing = kFusedStackRing;
+  static_assert(kH % 128 == 0);
+  extern __shared__ float4 smem4[];
+  // h(t-1) [2][B][kH] by step parity; layer 1: then layer 0's h(t) [2][B][kH] by step parity.
+  float* hbufs = reinterpret_cast<float*>(smem4);
+  const int per_layer = gridDim.x / 2;
+  const bool upper = blockIdx.x >= per_layer;
+  const FusedRnnArgs a = upper ? sa.a[1] : sa.a[0];
+  const int B = a.B, lane = threadIdx.x % 32;
+  const int j = (blockIdx.x % per_layer) * a.U + threadIdx.x / 32;
+  typename Chunk::Type w[G][kI];
+#pragma unroll
+  for (int q = 0; q < G; ++q) {
+    const auto* row =
+        reinterpret_cast<const float4*>(a.R + (static_cast<int64_t>(q) * kH + j) * kH);
+#pragma unroll
+    for (int i = 0; i < kI; ++i) w[q][i] = __ldg(row + lane + 32 * i);
+  }
+  const unsigned base = __ldcg(&sa.a[0].sync->base);
+  const bool mine = lane < B;
+  const int BH = B * kH, stride = a.xchg_stride;
+  if (!upper) {
+    FusedCell<kCell> cell;
+    if (mine) cell.Start(a, lane, j);
+    __syncthreads();
+    if (mine) StoreFusedWord(a.xchg + lane * kH + j, cell.h, base + 1);
+    // Warp 0: every layer-1 block has gathered the words tagged up to `cleared`.
+    unsigned cleared = base;
+    for (int s = 0; s < a.steps; ++s) {
+      const FusedWord* in = a.xchg + (s % kRing) * stride;
+      FusedWord* out = a.xchg + ((s + 1) % kRing) * stride;
+      const unsigned want = base + s + 1;
+      float* hs = hbufs + (s & 1) * BH;
+      GatherFusedWords<4>(in, hs, BH, want);
+      // `out` holds h(s - kRing), tagged want + 1 - kRing, which layer 1 gathers at its step
+      // s - kRing: wait for every layer-1 block to be past it before this step's stores.
+      if (threadIdx.x < 32 && s >= kRing) {
+        const unsigned need = want + 1 - kRing;
+        if (static_cast<int>(cleared - need) < 0) {
+          unsigned ahead = ~0u;  // the least of the blocks' tags, less `need`
+          for (int k = lane; k < per_layer; k += 32) {
+            unsigned v;
+            do {
+              v = LoadFusedFlag(sa.done + k);
+            } while (static_cast<int>(v - need) < 0);
+            ahead = min(ahead, v - need);
+          }
+          cleared = need + __reduce_min_sync(0xffffffffu, ahead);
+        }
+      }
+      __syncthreads();
+      float gates[G];
+#pragma unroll
+      for (int q = 0; q < G; ++q) gates[q] = 0.0f;
+      SumRows<kW, kH, 0, G>(w, hs, B, lane, gates);
+      if (mine && s < cell.len) {
+        cell.h = FusedCellStep<kCell>(cell.x, gates, cell.h, cell.c, cell.bRn);
+      }
+      if (mine) {
+        StoreFusedWord(out + lane * kH + j, cell.h, want + 1);
+        cell.Emit(a, lane, j, s);
+      }
+    }
+    if (mine) cell.Finish(a, lane, j);
+  } else {
+    typename Chunk::Type wx[G][kI];
+#pragma unroll
+    for (int q = 0; q < G; ++q) {
+      const auto* row =
+          reinterpret_cast<const float4*>(sa.W + (static_cast<int64_t>(q) * kH + j) * kH);
+#pragma unroll
+      for (int i = 0; i < kI; ++i) wx[q][i] = __ldg(row + lane + 32 * i);
+    }
+    FusedCell<kCell, false> cell;
+    float bias[G];
+    if (mine) {
+      cell.Start(a, lane, j);
+#pragma unroll
+      for (int q = 0; q < G; ++q) bias[q] = sa.bias[q * kH + j];
+    }
+    __syncthreads();
+    if (mine) StoreFusedWord(a.xchg + lane * kH + j, cell.h, base + 1);
+    const FusedWord* ring = sa.a[0].xchg;
+    for (int s = 0; s < a.steps; ++s) {
+      const FusedWord* in = a.xchg + (s & 1) * stride;
+      FusedWord* out = a.xchg + ((s + 1) & 1) * stride;
+      const unsigned want = base + s + 1;
+      float* hs = hbufs + (s & 1) * BH;
+      float* xs = hbufs + (2 + (s & 1)) * BH;
+      // Its own h(t-1) and layer 0's h(t) (tagged one step on).
+      GatherFusedWords<4, true>(in, hs, BH, want, ring + ((s + 1) % kRing) * stride, xs, want + 1);
+      __syncthreads();
+      if (threadIdx.x == 0) StoreFusedFlag(sa.done + blockIdx.x - per_layer, want + 1);
+      float xg[G], gates[G];
+#pragma unroll
+      for (int q = 0; q < G; ++q) xg[q] = gates[q] = 0.0f;
+      SumRows<kW, kH, 0, G>(wx, xs, B, lane, xg);
+      SumRows<kW, kH, 0, G>(w, hs, B, lane, gates);
+      if (mine && s < cell.len) {
+#pragma unroll
+        for (int q = 0; q < G; ++q) cell.x[q] = xg[q] + bias[q];
+        cell.h = FusedCellStep<kCell>(cell.x, gates, cell.h, cell.c, cell.bRn);
+      }
+      if (mine) {
+        StoreFusedWord(out + lane * kH + j, cell.h, want + 1);
+        cell.Emit(a, lane, j, s);
+      }
+    }
+    if (mine) cell.Finish(a, lane, j);
+  }
+  LeaveFusedExchange(sa.a[0].sync, base, a.steps);
+}
+
+using StackKernel = void (*)(FusedRnnStackArgs);
+
+template <FusedRnnCell kCell>
+StackKernel StackKernelOf(int H) {
+  switch (H) {
+    case 128:
+      return FusedRnnStackKernel<kCell, 128>;
+    case 256:
+      return FusedRnnStackKernel<kCell, 256>;
+    case 512:
+      return FusedRnnStackKernel<kCell, 512>;
+    default:
+      return nullptr;
+  }
+}
+
+StackKernel StackKernelFor(FusedRnnCell cell, int H) {
+  switch (cell) {
+    case FusedRnnCell::kLstm:
+      return StackKernelOf<FusedRnnCell::kLstm>(H);
+    case FusedRnnCell::kGru:
+      return StackKernelOf<FusedRnnCell::kGru>(H);
+    default:
+      return nullptr;
+  }
+}
+
 using Kernel = void (*)(FusedRnnArgs);
 
 template <FusedRnnCell kCell, FusedRnnWeights kW>
@@ -235,6 +386,37 @@ cudaError_t LaunchFusedRnnRegKernel(const FusedRnnArgs& args, int blocks, size_t
   void* params[] = {&copy};
   return cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(k), dim3(blocks * args.groups),
                                      dim3(32 * args.U), params, smem, stream);
+}
+
+bool FusedRnnStackCompiled(FusedRnnCell cell, int H) { return StackKernelFor(cell, H) != nullptr; }
+
+cudaError_t ConfigureFusedRnnStackKernel(FusedRnnCell cell, int H, size_t smem) {
+  StackKernel k = StackKernelFor(cell, H);
+  return k ? RaiseDynamicSmemLimit(k, smem) : cudaErrorInvalidValue;
+}
+
+cudaError_t MaxFusedRnnStackBlocksPerSm(FusedRnnCell cell, int H, int U, size_t smem, int* blocks) {
+  StackKernel k = StackKernelFor(cell, H);
+  if (!k) return cudaErrorInvalidValue;
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, k, 32 * U, smem);
+}
+
+cudaError_t LaunchFusedRnnStackKernel(const FusedRnnStackArgs& args, size_t smem,
+                                      cudaStream_t stream) {
+  const FusedRnnArgs& a = args.a[0];
+  const FusedRnnArgs& b = args.a[1];
+  StackKernel k = StackKernelFor(a.cell, a.H);
+  if (!k || b.cell != a.cell || b.H != a.H || b.B != a.B || b.T != a.T || b.U != a.U ||
+      b.steps != a.steps || b.xchg_stride != a.xchg_stride || a.xchg == nullptr ||
+      b.xchg == nullptr || a.sync == nullptr || args.done == nullptr || args.W == nullptr ||
+      args.bias == nullptr || a.B < 1 || a.B > 32 || a.xchg_stride < a.B * a.H || a.U < 1 ||
+      32 * a.U > kFusedRegMaxThreads || a.H % a.U != 0) {
+    return cudaErrorInvalidValue;
+  }
+  FusedRnnStackArgs copy = args;
+  void* params[] = {&copy};
+  return cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(k), dim3(2 * (a.H / a.U)),
+                                     dim3(32 * a.U), params, smem, stream);
 }
 
 }  // namespace rnnserve::engine::cuda

@@ -70,6 +70,12 @@ BIDIR_CASES = {
     "TorchGruBidirectionalBatchedH128": ("gru", 24, 128, 0, 1, True,
                                          [14 - (i * 3) % 14 for i in range(20)], 14),
 }
+# Two stacked layers of one forward direction and one width: the stacked register kernel (both
+# layers in one launch), 8 sequences of mixed lengths (tests take the first 1..8).
+STACK_CASES = {
+    "TorchLstmStackH128": ("lstm", 32, 128, 0, 2, False, [24, 5, 1, 24, 17, 9, 24, 12], 24),
+    "TorchGruStackH128": ("gru", 16, 128, 0, 2, False, [20, 20, 3, 14, 1, 20, 8, 11], 20),
+}
 CELL_CODE = {"lstm": 0, "gru": 1, "rnn_tanh": 2, "rnn_relu": 3}
 
 
@@ -135,6 +141,8 @@ def main():
                for i, (name, spec) in enumerate(sorted(BATCHED_CASES.items()))]
     seeded += [(name, spec, 5000 + i)
                for i, (name, spec) in enumerate(sorted(BIDIR_CASES.items()))]
+    seeded += [(name, spec, 6000 + i)
+               for i, (name, spec) in enumerate(sorted(STACK_CASES.items()))]
     for name, spec, seed in seeded:
         if not args.only or name in args.only:
             make(name, spec, Path(args.out), seed)

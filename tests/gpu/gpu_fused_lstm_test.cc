@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "client/npy.h"
 #include "engine/cuda/cudnn_rnn.h"
 #include "engine/cuda/fused_rnn.h"
@@ -253,6 +254,160 @@ TEST_P(RegisterKernelTest, GroupsMatchPyTorch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Torch, RegisterKernelTest, ::testing::ValuesIn(KernelWidthFixtures()),
+                         [](const auto& info) { return info.param; });
+
+// Two stacked layers run by `forward` (the lower layer's io, then the upper's, whose x is the
+// lower's y) on the first B sequences of a two-layer fixture, twice (the second run finds the
+// first's words in the exchange); compares the upper layer's y and both layers' h_n (and c_n)
+// with PyTorch's.
+using StackForward =
+    std::function<absl::Status(const engine::cuda::RecurrentIO&, const engine::cuda::RecurrentIO&)>;
+void CheckStack(const std::string& dir, bool lstm, int B, cudaStream_t stream,
+                const StackForward& forward) {
+  const client::NpyArray x_all = LoadNpy(dir + "input_0.npy"),
+                         len_all = LoadNpy(dir + "lengths.npy");
+  const int T = x_all.shape[1], I = x_all.shape[2];
+  const int H = static_cast<int>(LoadNpy(dir + "expected_0.npy").shape[2]);
+  std::vector<int> order(B);
+  for (int r = 0; r < B; ++r) order[r] = r;
+  const auto x = Rows(x_all, 0, order);
+  const auto len = Rows(len_all, 0, order);
+  std::vector<float> xf(x.values.begin(), x.values.end());
+  std::vector<int32_t> lengths(B);
+  for (int r = 0; r < B; ++r) lengths[r] = static_cast<int32_t>(len.values[r]);
+  DeviceBuffer dx, dy0, dy1, dh, dc, dl;
+  ASSERT_TRUE(dx.Reserve(size_t(B) * T * I * 4).ok());
+  ASSERT_TRUE(dy0.Reserve(size_t(B) * T * H * 4).ok());
+  ASSERT_TRUE(dy1.Reserve(size_t(B) * T * H * 4).ok());
+  ASSERT_TRUE(dh.Reserve(size_t(2) * B * H * 4).ok());
+  ASSERT_TRUE(dc.Reserve(size_t(2) * B * H * 4).ok());
+  ASSERT_TRUE(dl.Reserve(B * 4).ok());
+  cudaMemcpy(dx.get(), xf.data(), xf.size() * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(dl.get(), lengths.data(), B * 4, cudaMemcpyHostToDevice);
+  const engine::cuda::RecurrentIO io0{.B = B,
+                                      .T = T,
+                                      .lengths = lengths,
+                                      .lengths_dev = dl.as<int32_t>(),
+                                      .x = dx.as<float>(),
+                                      .y = dy0.as<float>(),
+                                      .hy = dh.as<float>(),
+                                      .cy = lstm ? dc.as<float>() : nullptr};
+  engine::cuda::RecurrentIO io1 = io0;
+  io1.x = dy0.as<float>();
+  io1.y = dy1.as<float>();
+  io1.hy = dh.as<float>() + B * H;
+  io1.cy = lstm ? dc.as<float>() + B * H : nullptr;
+  for (int run = 0; run < 2; ++run) {
+    // Poison the outputs: every element must be written.
+    cudaMemset(dy1.get(), 0xff, size_t(B) * T * H * 4);
+    cudaMemset(dh.get(), 0xff, size_t(2) * B * H * 4);
+    cudaMemset(dc.get(), 0xff, size_t(2) * B * H * 4);
+    const absl::Status s = forward(io0, io1);
+    ASSERT_TRUE(s.ok()) << s;
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    engine::Tensor y = engine::Tensor::Float({B, T, H}), h = engine::Tensor::Float({2, B, H}),
+                   c = engine::Tensor::Float({2, B, H});
+    cudaMemcpy(y.f32(), dy1.get(), y.num_elements() * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(h.f32(), dh.get(), h.num_elements() * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(c.f32(), dc.get(), c.num_elements() * 4, cudaMemcpyDeviceToHost);
+    EXPECT_TRUE(AllClose(y, Rows(LoadNpy(dir + "expected_0.npy"), 0, order), kFp32Exact))
+        << "y, B=" << B << ", run " << run;
+    EXPECT_TRUE(AllClose(h, Rows(LoadNpy(dir + "expected_1.npy"), 1, order), kFp32Exact))
+        << "h_n, B=" << B << ", run " << run;
+    if (lstm) {
+      EXPECT_TRUE(AllClose(c, Rows(LoadNpy(dir + "expected_2.npy"), 1, order), kFp32Exact))
+          << "c_n, B=" << B << ", run " << run;
+    }
+  }
+}
+
+// Two stacked layers of a PyTorch fixture (LSTM, GRU; H = 128, 8 sequences of mixed lengths
+// up to 24 steps, past the ring of kFusedStackRing steps that the lower layer may run ahead).
+class StackedKernelTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    RNNSERVE_SKIP_WITHOUT_GPU();
+    dir_ = "tests/fixtures/torch/" + GetParam() + "/";
+    auto model = TorchFixtureModel(dir_);
+    ASSERT_TRUE(model.ok()) << model.status();
+    ASSERT_EQ(model->layers.size(), 2u);
+    for (int l = 0; l < 2; ++l) spec_[l] = std::get<engine::RecurrentSpec>(model->layers[l].spec);
+    sequences_ = static_cast<int>(LoadNpy(dir_ + "lengths.npy").shape[0]);
+    sh_ = std::make_unique<StreamAndHandle>();
+    ASSERT_TRUE(sh_->ok());
+  }
+
+  bool lstm() const { return spec_[0].cell == engine::CellType::kLstm; }
+
+  std::string dir_;
+  engine::RecurrentSpec spec_[2];
+  int sequences_ = 0;
+  std::unique_ptr<StreamAndHandle> sh_;
+};
+
+// The stacked register kernel (both layers in one launch), pinned in each units a block it is
+// offered, at every batch size.
+TEST_P(StackedKernelTest, EveryUnitsAndBatchMatchesPyTorch) {
+  auto lower = engine::cuda::FusedRnn::Create(spec_[0], sh_->stream);
+  ASSERT_TRUE(lower.ok()) << lower.status();
+  auto upper = engine::cuda::FusedRnn::Create(spec_[1], sh_->stream);
+  ASSERT_TRUE(upper.ok()) << upper.status();
+  ASSERT_TRUE((*lower)->Stacks(**upper));
+  ASSERT_FALSE((*lower)->stack_units().empty());
+  // A layer whose input is not the lower layer's width does not stack on it.
+  EXPECT_FALSE((*upper)->Stacks(**lower));
+  for (int units : (*lower)->stack_units()) {
+    for (int B = 1; B <= std::min(sequences_, engine::cuda::FusedRnn::kMaxBatch); ++B) {
+      SCOPED_TRACE(::testing::Message() << "units " << units << ", B=" << B);
+      CheckStack(dir_, lstm(), B, sh_->stream, [&](const auto& io0, const auto& io1) {
+        return (*lower)->ForwardStack(io0, **upper, io1, units);
+      });
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+}
+
+// CudnnRecurrent::ForwardStack: the stacked kernel or the layers apart, whichever it timed
+// faster, eagerly and replayed from a graph captured after the first batch.
+TEST_P(StackedKernelTest, ChooserMatchesPyTorchEagerAndReplayed) {
+  std::unique_ptr<CudnnRecurrent> rnn[2];
+  for (int l = 0; l < 2; ++l) {
+    auto r = CudnnRecurrent::Create(spec_[l], absl::StrCat("layer", l), engine::MathMode::kFp32,
+                                    sh_->handle, sh_->stream);
+    ASSERT_TRUE(r.ok()) << r.status();
+    rnn[l] = *std::move(r);
+  }
+  for (int B : {1, 3, sequences_}) {
+    SCOPED_TRACE(::testing::Message() << "B=" << B);
+    CheckStack(dir_, lstm(), B, sh_->stream, [&](const auto& io0, const auto& io1) {
+      return rnn[0]->ForwardStack(io0, *rnn[1], io1);
+    });
+    const int T = static_cast<int>(LoadNpy(dir_ + "input_0.npy").shape[1]);
+    EXPECT_NE(rnn[0]->StackFor(B, T), "") << "no choice recorded";
+    std::cout << "B=" << B << ": " << rnn[0]->StackFor(B, T) << std::endl;
+    CheckStack(dir_, lstm(), B, sh_->stream, [&](const auto& io0, const auto& io1) {
+      cudaGraph_t graph = nullptr;
+      cudaGraphExec_t exec = nullptr;
+      if (cudaStreamBeginCapture(sh_->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+        return absl::InternalError("capture");
+      }
+      const absl::Status s = rnn[0]->ForwardStack(io0, *rnn[1], io1);
+      if (cudaStreamEndCapture(sh_->stream, &graph) != cudaSuccess || !s.ok()) {
+        return s.ok() ? absl::InternalError("end capture") : s;
+      }
+      const bool ok = cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess &&
+                      cudaGraphLaunch(exec, sh_->stream) == cudaSuccess &&
+                      cudaGraphLaunch(exec, sh_->stream) == cudaSuccess;
+      cudaStreamSynchronize(sh_->stream);
+      if (exec) cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(graph);
+      return ok ? absl::OkStatus() : absl::InternalError("graph launch");
+    });
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Torch, StackedKernelTest,
+                         ::testing::Values("TorchLstmStackH128", "TorchGruStackH128"),
                          [](const auto& info) { return info.param; });
 
 // A bidirectional layer: both directions in one launch of the batch-tiled kernel (the reverse
