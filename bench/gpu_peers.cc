@@ -36,6 +36,7 @@
 #include "engine/cuda/cuda_model.h"
 #include "engine/cuda/cuda_util.h"
 #include "engine/cuda/cudnn_rnn.h"
+#include "engine/cuda/kernels.h"
 
 namespace rnnserve::bench {
 namespace {
@@ -43,6 +44,7 @@ namespace {
 using engine::cuda::CudaOk;
 using engine::cuda::CudnnRecurrent;
 using engine::cuda::DeviceBuffer;
+using engine::cuda::LaunchSwap01;
 
 constexpr int kWarmup = 20;
 constexpr int kReps = 60;
@@ -262,6 +264,16 @@ absl::Status RunCase(const Case& c, const Link& link, std::ostream& results) {
     line << " algo_" << static_cast<int>(algo) << "_ms=" << ms;
   }
   cudaGetLastError();
+  // Large batches run cuDNN on sequence-major copies (kStandardSeqMajorAlgo): what the copy of y
+  // back to batch-major costs alone (PyTorch's batch_first output is a transposed view of its
+  // sequence-major y, not a copy).
+  if (c.B >= 256) {
+    line << " y_transpose_ms=" << TimeIt(stream, [&]() {
+      return CudaOk(
+          LaunchSwap01(y[0].as<float>(), y[1].as<float>(), c.T, c.B, int64_t{dirs} * c.H, stream),
+          "transpose");
+    });
+  }
   layers.clear();
   cudnnDestroy(handle);
   cudaStreamDestroy(stream);

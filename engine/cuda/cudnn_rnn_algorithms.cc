@@ -119,6 +119,8 @@ absl::StatusOr<cudnnRNNAlgo_t> CudnnRecurrent::ChooseAlgorithm(const RecurrentIO
         if (fused_) fused_->DropBatched();
         continue;
       }
+      // The standard algorithm's descriptor: its error surfaces in Forward, as STANDARD's.
+      if (algo == kStandardSeqMajorAlgo) continue;
       cudnnDestroyRNNDescriptor(descs_.at(algo));
       descs_.erase(algo);
     }

@@ -66,6 +66,7 @@ absl::StatusOr<std::unique_ptr<FusedRnn>> FusedRnn::Create(const RecurrentSpec& 
     std::unique_ptr<FusedRnn> f(new FusedRnn(cell, weights, I, H, {}, 0, stream));
     if (cell != FusedRnnCell::kGruBefore) RNNSERVE_RETURN_IF_ERROR(f->FindCluster());
     if (coop) RNNSERVE_RETURN_IF_ERROR(f->PrepareRegisters(sms));
+    if (coop) RNNSERVE_RETURN_IF_ERROR(f->PrepareStack(sms));
     // GRU reset_after=False past the register kernel's batches: the batch-tiled kernel, from
     // 128 units (below, FusedRecurrent's block a sequence is cheaper than a grid barrier a step).
     if (coop && cell == FusedRnnCell::kGruBefore && H >= 128) {
@@ -220,16 +221,17 @@ absl::Status FusedRnn::PrepareRegisters(int sms) {
 }
 
 absl::Status FusedRnn::PrepareStack(int sms) {
-  if (!FusedRnnStackCompiled(cell_, H_)) return absl::OkStatus();
+  if (!FusedRnnStackCompiled(cell_, H_, weights_)) return absl::OkStatus();
   const size_t smem = FusedRnnStackSmemBytes(kMaxBatch, H_);
-  if (ConfigureFusedRnnStackKernel(cell_, H_, smem) != cudaSuccess) {
+  if (ConfigureFusedRnnStackKernel(cell_, H_, weights_, smem) != cudaSuccess) {
     cudaGetLastError();  // not offered; the error is not sticky
     return absl::OkStatus();
   }
   // Both layers' blocks at once: from 2 units a block (the most blocks) to 8 (the fewest).
   for (int U = 2; U * 32 <= kFusedRegMaxThreads; U *= 2) {
     int per_sm = 0;
-    if (H_ % U != 0 || MaxFusedRnnStackBlocksPerSm(cell_, H_, U, smem, &per_sm) != cudaSuccess) {
+    if (H_ % U != 0 ||
+        MaxFusedRnnStackBlocksPerSm(cell_, H_, weights_, U, smem, &per_sm) != cudaSuccess) {
       cudaGetLastError();
       continue;
     }
@@ -240,8 +242,7 @@ absl::Status FusedRnn::PrepareStack(int sms) {
 }
 
 bool FusedRnn::Stacks(const FusedRnn& upper) const {
-  return !stack_units_.empty() && weights_ == FusedRnnWeights::kFp32 &&
-         upper.weights_ == FusedRnnWeights::kFp32 && dirs_ == 1 && upper.dirs_ == 1 &&
+  return !stack_units_.empty() && upper.weights_ == weights_ && dirs_ == 1 && upper.dirs_ == 1 &&
          upper.cell_ == cell_ && upper.H_ == H_ && upper.I_ == H_;
 }
 
@@ -299,6 +300,7 @@ absl::Status FusedRnn::LaunchStack(const RecurrentIO& io, FusedRnn& upper,
         CudaOk(cudaMemset(stack_xchg_.get(), 0, bytes), "cudaMemset (fused RNN stack)"));
     RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaMemset(stack_done_.get(), 0, H_ * sizeof(unsigned)),
                                     "cudaMemset (fused RNN stack)"));
+    if (sync_.get() == nullptr) RNNSERVE_RETURN_IF_ERROR(PrepareExchange());
   }
   RNNSERVE_RETURN_IF_ERROR(Project(io));
   FusedRnnStackArgs sa;

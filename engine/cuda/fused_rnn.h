@@ -163,9 +163,10 @@ class FusedRnn {
   void DropBatched() { batched_shapes_.clear(); }
   // Whether this layer and `upper`, the next layer of a stack (its input is this layer's
   // sequence), run in one launch of the stacked register kernel (fused_rnn_kernel.h:
-  // FusedRnnStackArgs): both exact FP32, one forward direction, the same cell (LSTM or GRU
-  // reset_after) and width H (one the kernel is compiled for), upper's input size H, and a grid
-  // of both layers' blocks fits on the device at once.
+  // FusedRnnStackArgs): R in the same precision in both (exact FP32, or BF16 / FP16 weights),
+  // one forward direction, the same cell (LSTM or GRU reset_after) and width H (one the kernel
+  // is compiled for), upper's input size H, and a grid of both layers' blocks fits on the device
+  // at once.
   bool Stacks(const FusedRnn& upper) const;
   // The stacked kernel's units a block offered (empty: not offered); the chooser times them.
   const std::vector<int>& stack_units() const { return stack_units_; }

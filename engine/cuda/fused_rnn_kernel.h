@@ -120,7 +120,8 @@ cudaError_t LaunchFusedRnnRegKernel(const FusedRnnArgs& args, int blocks, size_t
                                     cudaStream_t stream);
 
 // The register kernel over two stacked layers of one forward direction in one launch (the layer
-// wavefront: layer 1's step t runs beside layer 0's step t + 1), exact FP32, the same cell and
+// wavefront: layer 1's step t runs beside layer 0's step t + 1), R in FP32 or in BF16 / FP16 as
+// args.weights says (layer 1's W in FP32, as the input projection's), the same cell and
 // width H in both and layer 1's input the sequence of layer 0 (I = H): blocks [0, H / U) run
 // layer 0 as the register kernel does (a[0].xproj its input projection), blocks [H / U, 2H / U)
 // run layer 1, whose warps hold their unit's G rows of W (in) beside those of R and compute
@@ -139,14 +140,16 @@ struct FusedRnnStackArgs {
   const float* bias = nullptr;  // layer 1's biases [G*H], folded as xproj's
   unsigned* done = nullptr;     // [H / U] one word a layer-1 block
 };
-// Compiled for H = 128, 256, 512, LSTM and GRU (reset_after). Shared memory: h(t-1) by parity for
-// layer 0, h(t-1) and layer 0's h(t) by parity for layer 1.
-bool FusedRnnStackCompiled(FusedRnnCell cell, int H);
+// Compiled for H = 128, 256, 512, LSTM and GRU (reset_after), each weights. Shared memory: h(t-1)
+// by parity for layer 0, h(t-1) and layer 0's h(t) by parity for layer 1.
+bool FusedRnnStackCompiled(FusedRnnCell cell, int H, FusedRnnWeights weights);
 inline size_t FusedRnnStackSmemBytes(int B, int H) {
   return sizeof(float) * 4 * static_cast<size_t>(B) * H;
 }
-cudaError_t ConfigureFusedRnnStackKernel(FusedRnnCell cell, int H, size_t smem);
-cudaError_t MaxFusedRnnStackBlocksPerSm(FusedRnnCell cell, int H, int U, size_t smem, int* blocks);
+cudaError_t ConfigureFusedRnnStackKernel(FusedRnnCell cell, int H, FusedRnnWeights weights,
+                                         size_t smem);
+cudaError_t MaxFusedRnnStackBlocksPerSm(FusedRnnCell cell, int H, FusedRnnWeights weights, int U,
+                                        size_t smem, int* blocks);
 // 2 * H / U blocks of 32 * U threads.
 cudaError_t LaunchFusedRnnStackKernel(const FusedRnnStackArgs& args, size_t smem,
                                       cudaStream_t stream);

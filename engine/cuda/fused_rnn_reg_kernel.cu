@@ -163,10 +163,10 @@ __global__ void __launch_bounds__(kFusedRegMaxThreads, 1) FusedRnnRegKernel(Fuse
 // blocks run layer 0 as FusedRnnRegKernel does with its h in a ring of word blocks; the second
 // half run layer 1, each warp holding its unit's rows of W beside those of R and taking layer 0's
 // h(t) and its own h(t-1) in one gather a step.
-template <FusedRnnCell kCell, int kH>
+template <FusedRnnCell kCell, int kH, FusedRnnWeights kW>
 __global__ void __launch_bounds__(kFusedRegMaxThreads, 1)
     FusedRnnStackKernel(FusedRnnStackArgs sa) {
-  constexpr FusedRnnWeights kW = FusedRnnWeights::kFp32;
+  constexpr FusedRnnWeights kFp32 = FusedRnnWeights::kFp32;
   using Chunk = cluster_detail::WeightChunk<kW>;
   constexpr int G = kFusedGates<kCell>;
   constexpr int kI = kH / 128;
@@ -183,8 +183,8 @@ __global__ void __launch_bounds__(kFusedRegMaxThreads, 1)
   typename Chunk::Type w[G][kI];
 #pragma unroll
   for (int q = 0; q < G; ++q) {
-    const auto* row =
-        reinterpret_cast<const float4*>(a.R + (static_cast<int64_t>(q) * kH + j) * kH);
+    const auto* row = reinterpret_cast<const typename Chunk::Type*>(
+        Chunk::Base(a) + (static_cast<int64_t>(q) * kH + j) * kH);
 #pragma unroll
     for (int i = 0; i < kI; ++i) w[q][i] = __ldg(row + lane + 32 * i);
   }
@@ -235,7 +235,7 @@ __global__ void __launch_bounds__(kFusedRegMaxThreads, 1)
     }
     if (mine) cell.Finish(a, lane, j);
   } else {
-    typename Chunk::Type wx[G][kI];
+    float4 wx[G][kI];  // W in FP32 whatever R's precision
 #pragma unroll
     for (int q = 0; q < G; ++q) {
       const auto* row =
@@ -266,7 +266,7 @@ __global__ void __launch_bounds__(kFusedRegMaxThreads, 1)
       float xg[G], gates[G];
 #pragma unroll
       for (int q = 0; q < G; ++q) xg[q] = gates[q] = 0.0f;
-      SumRows<kW, kH, 0, G>(wx, xs, B, lane, xg);
+      SumRows<kFp32, kH, 0, G>(wx, xs, B, lane, xg);
       SumRows<kW, kH, 0, G>(w, hs, B, lane, gates);
       if (mine && s < cell.len) {
 #pragma unroll
@@ -285,26 +285,38 @@ __global__ void __launch_bounds__(kFusedRegMaxThreads, 1)
 
 using StackKernel = void (*)(FusedRnnStackArgs);
 
-template <FusedRnnCell kCell>
+template <FusedRnnCell kCell, FusedRnnWeights kW>
 StackKernel StackKernelOf(int H) {
   switch (H) {
     case 128:
-      return FusedRnnStackKernel<kCell, 128>;
+      return FusedRnnStackKernel<kCell, 128, kW>;
     case 256:
-      return FusedRnnStackKernel<kCell, 256>;
+      return FusedRnnStackKernel<kCell, 256, kW>;
     case 512:
-      return FusedRnnStackKernel<kCell, 512>;
+      return FusedRnnStackKernel<kCell, 512, kW>;
     default:
       return nullptr;
   }
 }
 
-StackKernel StackKernelFor(FusedRnnCell cell, int H) {
+template <FusedRnnCell kCell>
+StackKernel StackKernelOf(int H, FusedRnnWeights weights) {
+  switch (weights) {
+    case FusedRnnWeights::kBf16:
+      return StackKernelOf<kCell, FusedRnnWeights::kBf16>(H);
+    case FusedRnnWeights::kFp16:
+      return StackKernelOf<kCell, FusedRnnWeights::kFp16>(H);
+    default:
+      return StackKernelOf<kCell, FusedRnnWeights::kFp32>(H);
+  }
+}
+
+StackKernel StackKernelFor(FusedRnnCell cell, int H, FusedRnnWeights weights) {
   switch (cell) {
     case FusedRnnCell::kLstm:
-      return StackKernelOf<FusedRnnCell::kLstm>(H);
+      return StackKernelOf<FusedRnnCell::kLstm>(H, weights);
     case FusedRnnCell::kGru:
-      return StackKernelOf<FusedRnnCell::kGru>(H);
+      return StackKernelOf<FusedRnnCell::kGru>(H, weights);
     default:
       return nullptr;
   }
@@ -388,15 +400,19 @@ cudaError_t LaunchFusedRnnRegKernel(const FusedRnnArgs& args, int blocks, size_t
                                      dim3(32 * args.U), params, smem, stream);
 }
 
-bool FusedRnnStackCompiled(FusedRnnCell cell, int H) { return StackKernelFor(cell, H) != nullptr; }
+bool FusedRnnStackCompiled(FusedRnnCell cell, int H, FusedRnnWeights weights) {
+  return StackKernelFor(cell, H, weights) != nullptr;
+}
 
-cudaError_t ConfigureFusedRnnStackKernel(FusedRnnCell cell, int H, size_t smem) {
-  StackKernel k = StackKernelFor(cell, H);
+cudaError_t ConfigureFusedRnnStackKernel(FusedRnnCell cell, int H, FusedRnnWeights weights,
+                                         size_t smem) {
+  StackKernel k = StackKernelFor(cell, H, weights);
   return k ? RaiseDynamicSmemLimit(k, smem) : cudaErrorInvalidValue;
 }
 
-cudaError_t MaxFusedRnnStackBlocksPerSm(FusedRnnCell cell, int H, int U, size_t smem, int* blocks) {
-  StackKernel k = StackKernelFor(cell, H);
+cudaError_t MaxFusedRnnStackBlocksPerSm(FusedRnnCell cell, int H, FusedRnnWeights weights, int U,
+                                        size_t smem, int* blocks) {
+  StackKernel k = StackKernelFor(cell, H, weights);
   if (!k) return cudaErrorInvalidValue;
   return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, k, 32 * U, smem);
 }
@@ -405,9 +421,9 @@ cudaError_t LaunchFusedRnnStackKernel(const FusedRnnStackArgs& args, size_t smem
                                       cudaStream_t stream) {
   const FusedRnnArgs& a = args.a[0];
   const FusedRnnArgs& b = args.a[1];
-  StackKernel k = StackKernelFor(a.cell, a.H);
-  if (!k || b.cell != a.cell || b.H != a.H || b.B != a.B || b.T != a.T || b.U != a.U ||
-      b.steps != a.steps || b.xchg_stride != a.xchg_stride || a.xchg == nullptr ||
+  StackKernel k = StackKernelFor(a.cell, a.H, a.weights);
+  if (!k || b.cell != a.cell || b.weights != a.weights || b.H != a.H || b.B != a.B || b.T != a.T ||
+      b.U != a.U || b.steps != a.steps || b.xchg_stride != a.xchg_stride || a.xchg == nullptr ||
       b.xchg == nullptr || a.sync == nullptr || args.done == nullptr || args.W == nullptr ||
       args.bias == nullptr || a.B < 1 || a.B > 32 || a.xchg_stride < a.B * a.H || a.U < 1 ||
       32 * a.U > kFusedRegMaxThreads || a.H % a.U != 0) {

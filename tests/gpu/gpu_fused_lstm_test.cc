@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "models/model_loader.h"
 #include "tests/gpu/gpu_test_util.h"
+#include "tests/gpu/gpu_tolerances.h"
 #include "tests/gpu/stream_and_handle.h"
 #include "tests/gpu/torch_state_dict.h"
 #include "tests/support/fixtures.h"
@@ -259,11 +260,12 @@ INSTANTIATE_TEST_SUITE_P(Torch, RegisterKernelTest, ::testing::ValuesIn(KernelWi
 // Two stacked layers run by `forward` (the lower layer's io, then the upper's, whose x is the
 // lower's y) on the first B sequences of a two-layer fixture, twice (the second run finds the
 // first's words in the exchange); compares the upper layer's y and both layers' h_n (and c_n)
-// with PyTorch's.
+// with PyTorch's: within kFp32Exact, or (R in BF16 / FP16) within the relative L2 error
+// `half_bound`.
 using StackForward =
     std::function<absl::Status(const engine::cuda::RecurrentIO&, const engine::cuda::RecurrentIO&)>;
 void CheckStack(const std::string& dir, bool lstm, int B, cudaStream_t stream,
-                const StackForward& forward) {
+                const StackForward& forward, double half_bound = 0.0) {
   const client::NpyArray x_all = LoadNpy(dir + "input_0.npy"),
                          len_all = LoadNpy(dir + "lengths.npy");
   const int T = x_all.shape[1], I = x_all.shape[2];
@@ -310,13 +312,20 @@ void CheckStack(const std::string& dir, bool lstm, int B, cudaStream_t stream,
     cudaMemcpy(y.f32(), dy1.get(), y.num_elements() * 4, cudaMemcpyDeviceToHost);
     cudaMemcpy(h.f32(), dh.get(), h.num_elements() * 4, cudaMemcpyDeviceToHost);
     cudaMemcpy(c.f32(), dc.get(), c.num_elements() * 4, cudaMemcpyDeviceToHost);
-    EXPECT_TRUE(AllClose(y, Rows(LoadNpy(dir + "expected_0.npy"), 0, order), kFp32Exact))
-        << "y, B=" << B << ", run " << run;
-    EXPECT_TRUE(AllClose(h, Rows(LoadNpy(dir + "expected_1.npy"), 1, order), kFp32Exact))
-        << "h_n, B=" << B << ", run " << run;
-    if (lstm) {
-      EXPECT_TRUE(AllClose(c, Rows(LoadNpy(dir + "expected_2.npy"), 1, order), kFp32Exact))
-          << "c_n, B=" << B << ", run " << run;
+    const client::NpyArray want[3] = {
+        Rows(LoadNpy(dir + "expected_0.npy"), 0, order),
+        Rows(LoadNpy(dir + "expected_1.npy"), 1, order),
+        lstm ? Rows(LoadNpy(dir + "expected_2.npy"), 1, order) : client::NpyArray{}};
+    const engine::Tensor* got[3] = {&y, &h, &c};
+    const char* names[3] = {"y", "h_n", "c_n"};
+    for (int k = 0; k < (lstm ? 3 : 2); ++k) {
+      if (half_bound > 0.0) {
+        EXPECT_LE(RelativeError(*got[k], want[k].values), half_bound)
+            << names[k] << ", B=" << B << ", run " << run;
+      } else {
+        EXPECT_TRUE(AllClose(*got[k], want[k], kFp32Exact))
+            << names[k] << ", B=" << B << ", run " << run;
+      }
     }
   }
 }
@@ -403,6 +412,34 @@ TEST_P(StackedKernelTest, ChooserMatchesPyTorchEagerAndReplayed) {
       cudaGraphDestroy(graph);
       return ok ? absl::OkStatus() : absl::InternalError("graph launch");
     });
+  }
+}
+
+// The same with R in BF16 and in FP16 (layers compiled in those modes; W, x, h and every sum in
+// FP32), within the modes' bounds.
+TEST_P(StackedKernelTest, HalfWeightsWithinBound) {
+  for (const ReducedPrecisionBound& bound : kReducedPrecisionBounds) {
+    if (bound.mode != engine::MathMode::kBf16 && bound.mode != engine::MathMode::kFp16) continue;
+    const auto weights = bound.mode == engine::MathMode::kBf16
+                             ? engine::cuda::FusedRnnWeights::kBf16
+                             : engine::cuda::FusedRnnWeights::kFp16;
+    auto lower = engine::cuda::FusedRnn::Create(spec_[0], sh_->stream, weights);
+    ASSERT_TRUE(lower.ok()) << lower.status();
+    auto upper = engine::cuda::FusedRnn::Create(spec_[1], sh_->stream, weights);
+    ASSERT_TRUE(upper.ok()) << upper.status();
+    ASSERT_TRUE((*lower)->Stacks(**upper)) << bound.name;
+    for (int units : (*lower)->stack_units()) {
+      for (int B : {1, 3, std::min(sequences_, engine::cuda::FusedRnn::kMaxBatch)}) {
+        SCOPED_TRACE(::testing::Message() << bound.name << ", units " << units << ", B=" << B);
+        CheckStack(
+            dir_, lstm(), B, sh_->stream,
+            [&](const auto& io0, const auto& io1) {
+              return (*lower)->ForwardStack(io0, **upper, io1, units);
+            },
+            bound.relative_l2);
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+    }
   }
 }
 

@@ -6,6 +6,7 @@
 // relu RNNs, wider hidden sizes.
 
 #include <filesystem>
+#include <iostream>
 #include <map>
 #include <string>
 #include <vector>
@@ -49,7 +50,10 @@ Tensor Stack(const std::vector<Tensor>& out, int first, int step, int count) {
 
 class TorchFixtureTest : public ::testing::TestWithParam<std::string> {
  protected:
-  void Check(engine::EngineKind kind) {
+  // The fixture's first `rows` sequences (0: all) through the engine; its placements after the
+  // runs into *placements where given.
+  void Check(engine::EngineKind kind, int rows = 0,
+             std::vector<engine::LayerPlacement>* placements = nullptr) {
     if (GetParam() == "NoTorchFixtures") {
       GTEST_SKIP() << "no fixtures under tests/fixtures/torch (models/scripts/"
                       "gpu_make_torch_fixtures.py makes them)";
@@ -66,7 +70,7 @@ class TorchFixtureTest : public ::testing::TestWithParam<std::string> {
     }
     const client::NpyArray input = LoadNpy(dir + "input_0.npy");
     const client::NpyArray lengths = LoadNpy(dir + "lengths.npy");
-    const int B = static_cast<int>(input.shape[0]);
+    const int B = rows > 0 ? rows : static_cast<int>(input.shape[0]);
     std::vector<int> identity(B), reversed(B);
     for (int b = 0; b < B; ++b) identity[b] = b, reversed[b] = B - 1 - b;
     // The GPU engine runs a shape eagerly, then captures it whole, then replays the graph: the
@@ -102,6 +106,7 @@ class TorchFixtureTest : public ::testing::TestWithParam<std::string> {
       // algorithm baked the first order's lengths in).
       EXPECT_GE(engine::cuda::GraphReplays(**compiled), 1);
     }
+    if (placements != nullptr) *placements = (*compiled)->placements();
   }
 };
 
@@ -111,6 +116,29 @@ TEST_P(TorchFixtureTest, GpuMatchesPyTorchInExactFp32) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Torch, TorchFixtureTest, ::testing::ValuesIn(TorchCases()),
+                         [](const auto& info) { return info.param; });
+
+// Two stacked one-direction layers through the GPU model at batches the stacked kernel takes
+// (CudnnRecurrent::ForwardStack: one launch where it timed faster than the layers apart):
+// eager, captured and replayed, rows reversed, each time PyTorch's numbers; the lower layer's
+// placement says how the pair ran.
+class TorchStackTest : public TorchFixtureTest {};
+
+TEST_P(TorchStackTest, StackedLayersMatchPyTorchThroughTheModel) {
+  RNNSERVE_SKIP_WITHOUT_GPU();
+  for (int rows : {1, 3}) {
+    SCOPED_TRACE(absl::StrCat("B=", rows));
+    std::vector<engine::LayerPlacement> placements;
+    Check(engine::EngineKind::kCuda, rows, &placements);
+    ASSERT_EQ(placements.size(), 2u);
+    EXPECT_NE(placements[0].reason.find("with the next layer"), std::string::npos)
+        << placements[0].reason;
+    std::cout << placements[0].layer << ": " << placements[0].reason << std::endl;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Torch, TorchStackTest,
+                         ::testing::Values("TorchLstmStackH128", "TorchGruStackH128"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace
