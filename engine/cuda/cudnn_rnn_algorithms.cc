@@ -159,14 +159,19 @@ absl::Status CudnnRecurrent::ForwardStack(const RecurrentIO& io, CudnnRecurrent&
     RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaEventCreate(&stop), "cudaEventCreate"));
     absl::Status warm = apart();
     if (warm.ok()) warm = CudaOk(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
-    const float apart_ms = warm.ok() ? LeastOfThree(stream_, start, stop, apart) : 1e30f;
     absl::Status warm_stacked = stacked();
     if (warm_stacked.ok()) {
       warm_stacked = CudaOk(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
     }
     cudaGetLastError();
-    const float stacked_ms =
-        warm_stacked.ok() ? LeastOfThree(stream_, start, stop, stacked) : 1e30f;
+    // Two rounds, each way in turn, the least of each.
+    float apart_ms = 1e30f, stacked_ms = 1e30f;
+    for (int round = 0; round < 2 && warm.ok(); ++round) {
+      apart_ms = std::min(apart_ms, LeastOfThree(stream_, start, stop, apart));
+      if (warm_stacked.ok()) {
+        stacked_ms = std::min(stacked_ms, LeastOfThree(stream_, start, stop, stacked));
+      }
+    }
     cudaEventDestroy(start);
     cudaEventDestroy(stop);
     RNNSERVE_RETURN_IF_ERROR(warm);

@@ -227,8 +227,9 @@ absl::Status FusedRnn::PrepareStack(int sms) {
     cudaGetLastError();  // not offered; the error is not sticky
     return absl::OkStatus();
   }
-  // Both layers' blocks at once: from 2 units a block (the most blocks) to 8 (the fewest).
-  for (int U = 2; U * 32 <= kFusedRegMaxThreads; U *= 2) {
+  // Both layers' blocks at once: 4 or 8 units a block (blocks of 2 units, several an SM, ran
+  // no faster and timed unevenly from launch to launch).
+  for (int U = 4; U * 32 <= kFusedRegMaxThreads; U *= 2) {
     int per_sm = 0;
     if (H_ % U != 0 ||
         MaxFusedRnnStackBlocksPerSm(cell_, H_, weights_, U, smem, &per_sm) != cudaSuccess) {
