@@ -283,87 +283,85 @@ __global__ void __launch_bounds__(kFusedRegMaxThreads, 1)
   LeaveFusedExchange(sa.a[0].sync, base, a.steps);
 }
 
-using StackKernel = void (*)(FusedRnnStackArgs);
+// The kernels of this file as families, for one dispatch over (cell, H, weights): Get<kCell, kH,
+// kW>() is an instance, kMaxH the widest compiled, kGruBefore whether GRU reset_after=False
+// (exact FP32 only) is compiled.
+struct RegisterFamily {
+  using Fn = void (*)(FusedRnnArgs);
+  static constexpr int kMaxH = 1024;
+  static constexpr bool kGruBefore = true;
+  template <FusedRnnCell kCell, int kH, FusedRnnWeights kW>
+  static Fn Get() {
+    return FusedRnnRegKernel<kCell, kH, kW>;
+  }
+};
 
-template <FusedRnnCell kCell, FusedRnnWeights kW>
-StackKernel StackKernelOf(int H) {
+struct StackFamily {
+  using Fn = void (*)(FusedRnnStackArgs);
+  static constexpr int kMaxH = 512;  // layer 1's W and R in registers
+  static constexpr bool kGruBefore = false;
+  template <FusedRnnCell kCell, int kH, FusedRnnWeights kW>
+  static Fn Get() {
+    return FusedRnnStackKernel<kCell, kH, kW>;
+  }
+};
+
+template <typename F, FusedRnnCell kCell, FusedRnnWeights kW>
+typename F::Fn OfWidth(int H) {
   switch (H) {
     case 128:
-      return FusedRnnStackKernel<kCell, 128, kW>;
+      return F::template Get<kCell, 128, kW>();
     case 256:
-      return FusedRnnStackKernel<kCell, 256, kW>;
+      return F::template Get<kCell, 256, kW>();
     case 512:
-      return FusedRnnStackKernel<kCell, 512, kW>;
+      return F::template Get<kCell, 512, kW>();
+    case 1024:
+      if constexpr (F::kMaxH >= 1024) return F::template Get<kCell, 1024, kW>();
+      return nullptr;
     default:
       return nullptr;
   }
 }
 
-template <FusedRnnCell kCell>
-StackKernel StackKernelOf(int H, FusedRnnWeights weights) {
+template <typename F, FusedRnnCell kCell>
+typename F::Fn OfWeights(int H, FusedRnnWeights weights) {
   switch (weights) {
     case FusedRnnWeights::kBf16:
-      return StackKernelOf<kCell, FusedRnnWeights::kBf16>(H);
+      return OfWidth<F, kCell, FusedRnnWeights::kBf16>(H);
     case FusedRnnWeights::kFp16:
-      return StackKernelOf<kCell, FusedRnnWeights::kFp16>(H);
+      return OfWidth<F, kCell, FusedRnnWeights::kFp16>(H);
     default:
-      return StackKernelOf<kCell, FusedRnnWeights::kFp32>(H);
+      return OfWidth<F, kCell, FusedRnnWeights::kFp32>(H);
   }
+}
+
+template <typename F>
+typename F::Fn KernelFor(FusedRnnCell cell, int H, FusedRnnWeights weights) {
+  switch (cell) {
+    case FusedRnnCell::kLstm:
+      return OfWeights<F, FusedRnnCell::kLstm>(H, weights);
+    case FusedRnnCell::kGru:
+      return OfWeights<F, FusedRnnCell::kGru>(H, weights);
+    case FusedRnnCell::kGruBefore:
+      if constexpr (F::kGruBefore) {
+        if (weights == FusedRnnWeights::kFp32) {
+          return OfWidth<F, FusedRnnCell::kGruBefore, FusedRnnWeights::kFp32>(H);
+        }
+      }
+      return nullptr;
+  }
+  return nullptr;
+}
+
+using Kernel = RegisterFamily::Fn;
+using StackKernel = StackFamily::Fn;
+
+Kernel KernelFor(FusedRnnCell cell, int H, FusedRnnWeights weights) {
+  return KernelFor<RegisterFamily>(cell, H, weights);
 }
 
 StackKernel StackKernelFor(FusedRnnCell cell, int H, FusedRnnWeights weights) {
-  switch (cell) {
-    case FusedRnnCell::kLstm:
-      return StackKernelOf<FusedRnnCell::kLstm>(H, weights);
-    case FusedRnnCell::kGru:
-      return StackKernelOf<FusedRnnCell::kGru>(H, weights);
-    default:
-      return nullptr;
-  }
-}
-
-using Kernel = void (*)(FusedRnnArgs);
-
-template <FusedRnnCell kCell, FusedRnnWeights kW>
-Kernel KernelOf(int H) {
-  switch (H) {
-    case 128:
-      return FusedRnnRegKernel<kCell, 128, kW>;
-    case 256:
-      return FusedRnnRegKernel<kCell, 256, kW>;
-    case 512:
-      return FusedRnnRegKernel<kCell, 512, kW>;
-    case 1024:
-      return FusedRnnRegKernel<kCell, 1024, kW>;
-    default:
-      return nullptr;
-  }
-}
-
-template <FusedRnnCell kCell>
-Kernel KernelOf(int H, FusedRnnWeights weights) {
-  switch (weights) {
-    case FusedRnnWeights::kBf16:
-      return KernelOf<kCell, FusedRnnWeights::kBf16>(H);
-    case FusedRnnWeights::kFp16:
-      return KernelOf<kCell, FusedRnnWeights::kFp16>(H);
-    default:
-      return KernelOf<kCell, FusedRnnWeights::kFp32>(H);
-  }
-}
-
-Kernel KernelFor(FusedRnnCell cell, int H, FusedRnnWeights weights) {
-  switch (cell) {
-    case FusedRnnCell::kLstm:
-      return KernelOf<FusedRnnCell::kLstm>(H, weights);
-    case FusedRnnCell::kGru:
-      return KernelOf<FusedRnnCell::kGru>(H, weights);
-    case FusedRnnCell::kGruBefore:  // exact FP32 only
-      return weights == FusedRnnWeights::kFp32
-                 ? KernelOf<FusedRnnCell::kGruBefore, FusedRnnWeights::kFp32>(H)
-                 : nullptr;
-  }
-  return nullptr;
+  return KernelFor<StackFamily>(cell, H, weights);
 }
 
 }  // namespace
