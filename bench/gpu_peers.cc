@@ -21,6 +21,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -184,40 +185,44 @@ absl::Status RunCase(const Case& c, const Link& link, std::ostream& results) {
   Stack layers;
   RNNSERVE_RETURN_IF_ERROR(make_stack(&layers));
   const int64_t x_n = int64_t{c.B} * c.T * c.I, y_n = int64_t{c.B} * c.T * dirs * c.H;
-  DeviceBuffer x, y[2], hy, cy, lens;
+  // Every layer its own y, hy and cy (the layers of a stacked launch write theirs at once); at
+  // least two y for the transpose timed below.
+  const size_t n_layers = layers.size();
+  DeviceBuffer x, hy, cy, lens;
+  std::vector<DeviceBuffer> y(std::max<size_t>(n_layers, 2));
   RNNSERVE_RETURN_IF_ERROR(x.Reserve(x_n * 4));
   for (auto& b : y) RNNSERVE_RETURN_IF_ERROR(b.Reserve(y_n * 4));
-  RNNSERVE_RETURN_IF_ERROR(hy.Reserve(int64_t{2} * dirs * c.B * c.H * 4));
-  RNNSERVE_RETURN_IF_ERROR(cy.Reserve(int64_t{2} * dirs * c.B * c.H * 4));
+  RNNSERVE_RETURN_IF_ERROR(hy.Reserve(int64_t{1} * n_layers * dirs * c.B * c.H * 4));
+  RNNSERVE_RETURN_IF_ERROR(cy.Reserve(int64_t{1} * n_layers * dirs * c.B * c.H * 4));
   RNNSERVE_RETURN_IF_ERROR(lens.Reserve(c.B * 4));
   const std::vector<float> xf = Floats(*xa);
   const std::vector<int32_t> lengths(c.B, c.T);
   cudaMemcpy(x.get(), xf.data(), x_n * 4, cudaMemcpyHostToDevice);
   cudaMemcpy(lens.get(), lengths.data(), c.B * 4, cudaMemcpyHostToDevice);
-  // Layer l reads y[(l + 1) % 2] (x for the first) and writes y[l % 2] and its half of hy, cy;
-  // pairs of layers run through ForwardStack (one launch where the stacked kernel is faster).
+  // Layer l reads y[l - 1] (x for the first) and writes y[l] and its part of hy, cy; the layers
+  // run through ForwardStack (runs of layers in one launch where that is faster).
   auto layer_io = [&](size_t l) {
-    const int64_t states = int64_t{dirs} * c.B * c.H * static_cast<int64_t>(l % 2);
+    const int64_t states = int64_t{dirs} * c.B * c.H * static_cast<int64_t>(l);
     return engine::cuda::RecurrentIO{.B = c.B,
                                      .T = c.T,
                                      .lengths = lengths,
                                      .lengths_dev = lens.as<int32_t>(),
-                                     .x = l == 0 ? x.as<float>() : y[(l + 1) % 2].as<float>(),
-                                     .y = y[l % 2].as<float>(),
+                                     .x = l == 0 ? x.as<float>() : y[l - 1].as<float>(),
+                                     .y = y[l].as<float>(),
                                      .hy = hy.as<float>() + states,
                                      .cy = cy.as<float>() + states};
   };
   auto run = [&](Stack& stack) -> absl::Status {
-    for (size_t l = 0; l < stack.size(); l += 2) {
-      if (l + 1 == stack.size()) return stack[l]->Forward(layer_io(l));
-      RNNSERVE_RETURN_IF_ERROR(stack[l]->ForwardStack(layer_io(l), *stack[l + 1], layer_io(l + 1)));
-    }
-    return absl::OkStatus();
+    if (stack.size() == 1) return stack[0]->Forward(layer_io(0));
+    std::vector<CudnnRecurrent::StackEntry> entries;
+    for (size_t l = 0; l < stack.size(); ++l) entries.push_back({stack[l].get(), layer_io(l)});
+    return CudnnRecurrent::ForwardStack(entries);
   };
-  // The algorithm of the first layer, and how a pair of layers ran (stacked or apart).
+  // The algorithm of the first layer, and how the stack ran (runs of layers, or apart).
   auto algo_of = [&](const Stack& stack) {
-    const std::string pair = stack.size() > 1 ? stack[0]->StackFor(c.B, c.T) : "";
-    return stack[0]->AlgorithmFor(c.B, c.T) + (pair.empty() ? "" : "," + pair);
+    std::string runs = stack.size() > 1 ? stack[0]->StackFor(c.B, c.T) : "";
+    std::replace(runs.begin(), runs.end(), ' ', '_');
+    return stack[0]->AlgorithmFor(c.B, c.T) + (runs.empty() ? "" : "," + runs);
   };
   auto forward = [&]() { return run(layers); };
   // Eagerly first (the comparison with PyTorch eager); the algorithm is chosen in warm-up.
@@ -226,8 +231,21 @@ absl::Status RunCase(const Case& c, const Link& link, std::ostream& results) {
   line << " auto_ms=" << auto_ms << " auto_algo=" << algo_of(layers);
   // The engine's output, for the driver to compare with PyTorch's.
   std::vector<float> yh(y_n);
-  cudaMemcpy(yh.data(), y[(layers.size() - 1) % 2].get(), y_n * 4, cudaMemcpyDeviceToHost);
+  cudaMemcpy(yh.data(), y[n_layers - 1].get(), y_n * 4, cudaMemcpyDeviceToHost);
   std::ofstream(c.out, std::ios::binary) << client::SerializeNpyFloat32({c.B, c.T, dirs * c.H}, yh);
+  // A stack: the same layers one after the other on their own algorithms, against the run above
+  // (the stacked launches where chosen): the largest difference, relative to the largest value.
+  if (n_layers > 1) {
+    for (size_t l = 0; l < n_layers; ++l) RNNSERVE_RETURN_IF_ERROR(layers[l]->Forward(layer_io(l)));
+    std::vector<float> apart(y_n);
+    cudaMemcpy(apart.data(), y[n_layers - 1].get(), y_n * 4, cudaMemcpyDeviceToHost);
+    float diff = 0.0f, scale = 0.0f;
+    for (int64_t i = 0; i < y_n; ++i) {
+      diff = std::max(diff, std::abs(apart[i] - yh[i]));
+      scale = std::max(scale, std::abs(apart[i]));
+    }
+    line << " stacked_vs_apart=" << (scale > 0.0f ? diff / scale : diff);
+  }
 
   // CUDA graph of the whole stack with the chosen algorithm.
   cudaGraph_t graph = nullptr;

@@ -49,8 +49,8 @@ struct LayerPlan {
   DeviceBuffer hy, cy, y, h0, c0;                 // recurrent scratch
   bool device_layer = false;                      // run by RunDeviceLayer (device_layers.h)
   // A recurrent layer on cuDNN's placement whose next layer is one too, of one direction,
-  // reading this layer's sequence and nothing else: the two run through
-  // CudnnRecurrent::ForwardStack (one launch where the stacked kernel is faster).
+  // reading this layer's sequence and nothing else: a chain of such layers runs through
+  // CudnnRecurrent::ForwardStack (runs of layers in one launch where that is faster).
   bool stacks_on_next = false;
   DeviceLayerState device;
 };
@@ -195,9 +195,10 @@ class CudaCompiledModel final : public CompiledModel, public SlotStatesProvider 
                                  const Batch& batch, RecurrentRun* run);
   absl::Status EndRecurrentGpu(const Layer& layer, const RecurrentSpec& spec, LayerPlan& plan,
                                const Batch& batch, const RecurrentRun& run);
-  // Layers `index` and `index` + 1 together (LayerPlan::stacks_on_next) where the batch is one
-  // both run on cuDNN's path; false (nothing run) otherwise.
-  absl::StatusOr<bool> RunRecurrentStack(size_t index, const Batch& batch);
+  // The chain of layers from `index` that stack (LayerPlan::stacks_on_next) together, through
+  // CudnnRecurrent::ForwardStack, where the batch is one they all run on cuDNN's path; returns
+  // the layers run (0: none, the batch runs layer by layer).
+  absl::StatusOr<size_t> RunRecurrentStack(size_t index, const Batch& batch);
   // The initial states into plan.h0 [dirs, B, H'] and plan.c0 [dirs, B, H]; false when the
   // batch gives none (zeros).
   absl::StatusOr<bool> UploadInitialStates(const Layer& layer, const RecurrentSpec& spec,

@@ -104,18 +104,18 @@ absl::Status CudaCompiledModel::Init() {
                                  "' reads the request's values on the host");
     }
   }
-  // Pairs of recurrent layers that may run as a stack (RunRecurrentStack), none overlapping.
+  // Chains of recurrent layers that may run as a stack (RunRecurrentStack).
   for (size_t i = 0; i + 1 < model_.layers.size(); ++i) {
     const Layer& lower = model_.layers[i];
     const Layer& upper = model_.layers[i + 1];
     const auto* a = std::get_if<RecurrentSpec>(&lower.spec);
     const auto* b = std::get_if<RecurrentSpec>(&upper.spec);
     plans_[i].stacks_on_next =
-        a != nullptr && b != nullptr && (i == 0 || !plans_[i - 1].stacks_on_next) &&
-        plans_[i].where == Where::kGpu && plans_[i + 1].where == Where::kGpu && plans_[i].rnn &&
-        plans_[i + 1].rnn && a->directions.size() == 1 && b->directions.size() == 1 &&
-        a->return_sequences && upper.inputs.size() == 1 && !lower.outputs.empty() &&
-        upper.inputs[0] == lower.outputs[0] && b->input_size == a->output_size();
+        a != nullptr && b != nullptr && plans_[i].where == Where::kGpu &&
+        plans_[i + 1].where == Where::kGpu && plans_[i].rnn && plans_[i + 1].rnn &&
+        a->directions.size() == 1 && b->directions.size() == 1 && a->return_sequences &&
+        upper.inputs.size() == 1 && !lower.outputs.empty() && upper.inputs[0] == lower.outputs[0] &&
+        b->input_size == a->output_size();
   }
   return CudaOk(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (compile)");
 }
@@ -291,8 +291,8 @@ absl::Status CudaCompiledModel::EnqueueBatch(const Batch& batch) {
   for (size_t l = 0; l < model_.layers.size(); ++l) {
     auto stacked = RunRecurrentStack(l, batch);
     if (!stacked.ok()) return stacked.status();
-    if (*stacked) {
-      ++l;  // the next layer ran too
+    if (*stacked > 0) {
+      l += *stacked - 1;  // the layers above it ran too
       continue;
     }
     RNNSERVE_RETURN_IF_ERROR(RunLayer(l, batch));

@@ -94,37 +94,44 @@ absl::Status CudaCompiledModel::RunRecurrentGpu(const Layer& layer, const Recurr
   return EndRecurrentGpu(layer, spec, plan, batch, run);
 }
 
-absl::StatusOr<bool> CudaCompiledModel::RunRecurrentStack(size_t index, const Batch& batch) {
-  if (!plans_[index].stacks_on_next) return false;
-  const Layer& lower = model_.layers[index];
-  const Layer& upper = model_.layers[index + 1];
-  LayerPlan& lower_plan = plans_[index];
-  LayerPlan& upper_plan = plans_[index + 1];
-  const auto& lower_spec = std::get<RecurrentSpec>(lower.spec);
-  const auto& upper_spec = std::get<RecurrentSpec>(upper.spec);
-  const DevValue& in = values_[lower.inputs[0]];
-  // Batches that both layers run on cuDNN's path (CudnnRecurrent), as RunLayer would choose.
+absl::StatusOr<size_t> CudaCompiledModel::RunRecurrentStack(size_t index, const Batch& batch) {
+  if (!plans_[index].stacks_on_next) return 0;
+  size_t end = index + 1;  // the chain [index, end)
+  while (plans_[end - 1].stacks_on_next) ++end;
+  const Layer& bottom = model_.layers[index];
+  const auto& bottom_spec = std::get<RecurrentSpec>(bottom.spec);
+  const DevValue& in = values_[bottom.inputs[0]];
+  // Batches that every layer runs on cuDNN's path (CudnnRecurrent), as RunLayer would choose.
   const bool plain = in.step_mask.empty() && in.shape.size() == 3 && in.shape[0] > 0 &&
                      in.shape[1] > 0 && in.dtype == DType::kFloat32 &&
-                     in.shape[2] == lower_spec.input_size &&
+                     in.shape[2] == bottom_spec.input_size &&
                      std::find(in.lengths.begin(), in.lengths.end(), 0) == in.lengths.end();
-  if (!plain) return false;
-  RecurrentRun lower_run, upper_run;
-  RNNSERVE_RETURN_IF_ERROR(BeginRecurrentGpu(lower, lower_spec, lower_plan, batch, &lower_run));
-  // The upper layer's input is the lower's sequence, written by the launch to come.
-  DevValue& mid = values_[upper.inputs[0]];
-  mid.lengths = in.lengths;
-  mid.step_mask.clear();
-  RNNSERVE_RETURN_IF_ERROR(BeginRecurrentGpu(upper, upper_spec, upper_plan, batch, &upper_run));
-  RNNSERVE_RETURN_IF_ERROR(
-      lower_plan.rnn->ForwardStack(lower_run.io, *upper_plan.rnn, upper_run.io));
-  if (capture_ != nullptr &&
-      (lower_plan.rnn->last_bakes_lengths() || upper_plan.rnn->last_bakes_lengths())) {
-    capture_->graph->exact_lengths = true;
+  if (!plain) return 0;
+  const std::vector<int32_t> lengths = in.lengths;
+  std::vector<RecurrentRun> runs(end - index);  // not resized below: io.lengths points into each
+  std::vector<CudnnRecurrent::StackEntry> entries;
+  for (size_t l = index; l < end; ++l) {
+    const Layer& layer = model_.layers[l];
+    if (l > index) {  // the lower layer's sequence, written by the launches to come
+      DevValue& mid = values_[layer.inputs[0]];
+      mid.lengths = lengths;
+      mid.step_mask.clear();
+    }
+    RecurrentRun& run = runs[l - index];
+    RNNSERVE_RETURN_IF_ERROR(
+        BeginRecurrentGpu(layer, std::get<RecurrentSpec>(layer.spec), plans_[l], batch, &run));
+    entries.push_back({plans_[l].rnn.get(), run.io});
   }
-  RNNSERVE_RETURN_IF_ERROR(EndRecurrentGpu(lower, lower_spec, lower_plan, batch, lower_run));
-  RNNSERVE_RETURN_IF_ERROR(EndRecurrentGpu(upper, upper_spec, upper_plan, batch, upper_run));
-  return true;
+  RNNSERVE_RETURN_IF_ERROR(CudnnRecurrent::ForwardStack(entries));
+  for (size_t l = index; l < end; ++l) {
+    if (capture_ != nullptr && plans_[l].rnn->last_bakes_lengths()) {
+      capture_->graph->exact_lengths = true;
+    }
+    const Layer& layer = model_.layers[l];
+    RNNSERVE_RETURN_IF_ERROR(EndRecurrentGpu(layer, std::get<RecurrentSpec>(layer.spec), plans_[l],
+                                             batch, runs[l - index]));
+  }
+  return end - index;
 }
 
 absl::Status CudaCompiledModel::BeginRecurrentGpu(const Layer& layer, const RecurrentSpec& spec,

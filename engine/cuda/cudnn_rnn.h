@@ -122,16 +122,27 @@ class CudnnRecurrent {
   // algorithm for a new batch size).
   absl::Status Forward(const RecurrentIO& io);
 
-  // Runs this layer and `upper`, the next layer of a stack whose input is this layer's sequence
-  // (upper_io.x == io.y; the same batch and lengths): in one launch of FusedRnn's stacked
-  // register kernel (layer 1's step t beside layer 0's t + 1) where both layers can take it
-  // (FusedRnn::Stacks; batches up to FusedRnn::kMaxBatch) and it was faster than the two layers
-  // one after the other on their own algorithms, timed with the first batch of each size and
-  // step bucket; else Forward(io), then upper.Forward(upper_io).
+  // A layer of a stack and its batch, for ForwardStack.
+  struct StackEntry {
+    CudnnRecurrent* rnn = nullptr;
+    RecurrentIO io;
+  };
+  // Runs `layers`, a stack (bottom first; each one's x is the sequence of the one below, io.y,
+  // with the same batch and lengths), as runs of layers in one launch of FusedRnn's stacked
+  // register kernel each (layer l + 1's step t beside layer l's t + 1): from the bottom, as many
+  // layers as stack on each other (FusedRnn::Stacks) and fit on the device at once
+  // (FusedRnn::max_stack_layers), a layer left alone running on its own algorithm; where that
+  // was faster than every layer one after the other on its own algorithm, timed with the first
+  // batch of each size and step bucket; else each layer's Forward in turn. Batches up to
+  // FusedRnn::kMaxBatch only are stacked.
+  static absl::Status ForwardStack(const std::vector<StackEntry>& layers);
   absl::Status ForwardStack(const RecurrentIO& io, CudnnRecurrent& upper,
-                            const RecurrentIO& upper_io);
-  // How ForwardStack runs B sequences of T steps: "stacked/u8" (units a block), "apart", or ""
-  // before the first such batch.
+                            const RecurrentIO& upper_io) {
+    return ForwardStack({{this, io}, {&upper, upper_io}});
+  }
+  // How ForwardStack with this layer at the bottom runs B sequences of T steps: "stacked 2/u8"
+  // (the layers of each launch, the first one's units a block), "apart", or "" before the first
+  // such batch.
   std::string StackFor(int B, int T) const;
 
   // Pins an algorithm for every batch size (FAILED_PRECONDITION if cuDNN refused it at
@@ -205,8 +216,9 @@ class CudnnRecurrent {
   // T rounded up to powers of two): a probe of 2 steps does not choose for batches of 100, and a
   // batcher's batch sizes 33..64 share one timing.
   std::map<std::pair<int, int>, cudnnRNNAlgo_t> algo_by_batch_;
-  // ForwardStack's choice per batch size and step bucket: true, stacked; false, apart.
-  std::map<std::pair<int, int>, bool> stack_by_batch_;
+  // ForwardStack's choice per batch size and step bucket (this layer at the bottom): the layers
+  // of each launch, bottom first (1: a layer on its own); empty: every layer apart.
+  std::map<std::pair<int, int>, std::vector<int>> stack_by_batch_;
   bool varlen_standard_only_ = false;  // a persistent algorithm failed on padded lengths
   bool forced_ = false;
   cudnnRNNAlgo_t forced_algo_ = CUDNN_RNN_ALGO_STANDARD;

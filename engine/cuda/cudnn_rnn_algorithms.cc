@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "engine/cuda/cudnn_rnn.h"
 #include "engine/cuda/cudnn_rnn_util.h"
 #include "engine/cuda/fused_rnn.h"
@@ -131,64 +132,98 @@ absl::StatusOr<cudnnRNNAlgo_t> CudnnRecurrent::ChooseAlgorithm(const RecurrentIO
   return best;
 }
 
-absl::Status CudnnRecurrent::ForwardStack(const RecurrentIO& io, CudnnRecurrent& upper,
-                                          const RecurrentIO& upper_io) {
+absl::Status CudnnRecurrent::ForwardStack(const std::vector<StackEntry>& layers) {
   auto apart = [&]() -> absl::Status {
-    RNNSERVE_RETURN_IF_ERROR(Forward(io));
-    return upper.Forward(upper_io);
+    for (const StackEntry& e : layers) RNNSERVE_RETURN_IF_ERROR(e.rnn->Forward(e.io));
+    return absl::OkStatus();
   };
-  const bool can = !forced_ && !upper.forced_ && fused_ && upper.fused_ &&
-                   io.B <= FusedRnn::kMaxBatch && fused_->Stacks(*upper.fused_) &&
-                   upper_io.B == io.B && upper_io.T == io.T && upper_io.x == io.y &&
-                   std::equal(io.lengths.begin(), io.lengths.end(), upper_io.lengths.begin(),
-                              upper_io.lengths.end());
-  if (!can) return apart();
-  RNNSERVE_RETURN_IF_ERROR(CheckBatch(io));
+  if (layers.empty()) return absl::OkStatus();
+  CudnnRecurrent& bottom = *layers[0].rnn;
+  const RecurrentIO& io = layers[0].io;
+  RNNSERVE_RETURN_IF_ERROR(bottom.CheckBatch(io));
+  // Whether layer i + 1 may run in one launch with layer i.
+  auto stacks_on = [&](size_t i) {
+    const CudnnRecurrent& a = *layers[i].rnn;
+    const CudnnRecurrent& b = *layers[i + 1].rnn;
+    const RecurrentIO& up = layers[i + 1].io;
+    return !a.forced_ && !b.forced_ && a.fused_ && b.fused_ && a.fused_->Stacks(*b.fused_) &&
+           up.B == io.B && up.T == io.T && up.x == layers[i].io.y &&
+           std::equal(io.lengths.begin(), io.lengths.end(), up.lengths.begin(), up.lengths.end());
+  };
+  // Runs of layers from the bottom, each as long as its layers stack and fit at once.
+  std::vector<int> runs;
+  for (size_t i = 0; i < layers.size();) {
+    size_t j = i + 1;
+    const CudnnRecurrent& first = *layers[i].rnn;
+    const int most = io.B <= FusedRnn::kMaxBatch && first.fused_ && !first.forced_
+                         ? first.fused_->max_stack_layers()
+                         : 0;
+    while (j < layers.size() && static_cast<int>(j - i) < most && stacks_on(j - 1)) ++j;
+    runs.push_back(static_cast<int>(j - i));
+    i = j;
+  }
+  if (std::all_of(runs.begin(), runs.end(), [](int n) { return n == 1; })) return apart();
+  auto stacked = [&]() -> absl::Status {
+    size_t i = 0;
+    for (int n : runs) {
+      const StackEntry& base = layers[i];
+      if (n == 1) {
+        RNNSERVE_RETURN_IF_ERROR(base.rnn->Forward(base.io));
+      } else {
+        std::vector<FusedRnn::StackLayer> uppers;
+        for (int k = 1; k < n; ++k)
+          uppers.push_back({layers[i + k].rnn->fused_.get(), layers[i + k].io});
+        RNNSERVE_RETURN_IF_ERROR(base.rnn->fused_->ForwardStack(base.io, uppers));
+        for (int k = 0; k < n; ++k) {
+          CudnnRecurrent& r = *layers[i + k].rnn;
+          r.last_bakes_lengths_ = false;
+          RNNSERVE_RETURN_IF_ERROR(RepeatKerasLastOutputs(r.spec_, layers[i + k].io, r.stream_));
+        }
+      }
+      i += n;
+    }
+    return absl::OkStatus();
+  };
   const std::pair<int, int> key = {io.B, StepBucket(io.T)};
-  auto it = stack_by_batch_.find(key);
-  if (it == stack_by_batch_.end()) {
-    // Timed against the two layers apart (each on the algorithm it chooses), the first time.
-    if (StreamCapturing(stream_)) return apart();
-    auto stacked = [&]() -> absl::Status {
-      RNNSERVE_RETURN_IF_ERROR(fused_->ForwardStack(io, *upper.fused_, upper_io));
-      RNNSERVE_RETURN_IF_ERROR(RepeatKerasLastOutputs(spec_, io, stream_));
-      return RepeatKerasLastOutputs(upper.spec_, upper_io, stream_);
-    };
+  auto it = bottom.stack_by_batch_.find(key);
+  if (it == bottom.stack_by_batch_.end()) {
+    // Timed against every layer apart (each on the algorithm it chooses), the first time.
+    if (StreamCapturing(bottom.stream_)) return apart();
+    const cudaStream_t stream = bottom.stream_;
     cudaEvent_t start, stop;
     RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaEventCreate(&start), "cudaEventCreate"));
     RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaEventCreate(&stop), "cudaEventCreate"));
     absl::Status warm = apart();
-    if (warm.ok()) warm = CudaOk(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    if (warm.ok()) warm = CudaOk(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
     absl::Status warm_stacked = stacked();
     if (warm_stacked.ok()) {
-      warm_stacked = CudaOk(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+      warm_stacked = CudaOk(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
     }
     cudaGetLastError();
     // Two rounds, each way in turn, the least of each.
     float apart_ms = 1e30f, stacked_ms = 1e30f;
     for (int round = 0; round < 2 && warm.ok(); ++round) {
-      apart_ms = std::min(apart_ms, LeastOfThree(stream_, start, stop, apart));
+      apart_ms = std::min(apart_ms, LeastOfThree(stream, start, stop, apart));
       if (warm_stacked.ok()) {
-        stacked_ms = std::min(stacked_ms, LeastOfThree(stream_, start, stop, stacked));
+        stacked_ms = std::min(stacked_ms, LeastOfThree(stream, start, stop, stacked));
       }
     }
     cudaEventDestroy(start);
     cudaEventDestroy(stop);
     RNNSERVE_RETURN_IF_ERROR(warm);
-    it = stack_by_batch_.emplace(key, stacked_ms < apart_ms).first;
+    it = bottom.stack_by_batch_.emplace(key, stacked_ms < apart_ms ? runs : std::vector<int>{})
+             .first;
   }
-  if (!it->second) return apart();
-  RNNSERVE_RETURN_IF_ERROR(fused_->ForwardStack(io, *upper.fused_, upper_io));
-  RNNSERVE_RETURN_IF_ERROR(RepeatKerasLastOutputs(spec_, io, stream_));
-  last_bakes_lengths_ = upper.last_bakes_lengths_ = false;
-  return RepeatKerasLastOutputs(upper.spec_, upper_io, stream_);
+  if (it->second != runs) return apart();
+  return stacked();
 }
 
 std::string CudnnRecurrent::StackFor(int B, int T) const {
   auto it = stack_by_batch_.find({B, StepBucket(T)});
   if (it == stack_by_batch_.end()) return "";
-  if (!it->second) return "apart";
-  return absl::StrCat("stacked/", fused_->StackKernelFor(B));
+  if (it->second.empty()) return "apart";
+  return absl::StrCat("stacked ", absl::StrJoin(it->second, "+"), "/",
+                      fused_->StackKernelFor(B, it->second[0]));
 }
 
 absl::Status CudnnRecurrent::ForceAlgorithm(cudnnRNNAlgo_t algo) {
@@ -237,9 +272,9 @@ std::string CudnnRecurrent::ChoicesSummary() const {
                     "B=", lo == key.first ? absl::StrCat(lo) : absl::StrCat(lo, "..", key.first),
                     " T<=", key.second, ": ", NameFor(algo, key.first));
   }
-  for (const auto& [key, stacked] : stack_by_batch_) {
+  for (const auto& [key, runs] : stack_by_batch_) {
     absl::StrAppend(&out, out.empty() ? "" : ", ", "B=", key.first, " T<=", key.second,
-                    " with the next layer: ", StackFor(key.first, key.second));
+                    " with the layers above: ", StackFor(key.first, key.second));
   }
   return out;
 }

@@ -165,19 +165,33 @@ class FusedRnn {
   // sequence), run in one launch of the stacked register kernel (fused_rnn_kernel.h:
   // FusedRnnStackArgs): R in the same precision in both (exact FP32, or BF16 / FP16 weights),
   // one forward direction, the same cell (LSTM or GRU reset_after) and width H (one the kernel
-  // is compiled for), upper's input size H, and a grid of both layers' blocks fits on the device
+  // is compiled for), upper's input size H, and a grid of two layers' blocks fits on the device
   // at once.
   bool Stacks(const FusedRnn& upper) const;
-  // The stacked kernel's units a block offered (empty: not offered); the chooser times them.
-  const std::vector<int>& stack_units() const { return stack_units_; }
-  // Runs this layer (io) and `upper` (upper_io: its x is io's sequence, the same batch and
-  // lengths) in one launch, batches up to kMaxBatch; units 0: the fastest of stack_units()
-  // for the batch size (timed on its first batch), else pinned (tests). Enqueues only, except
-  // while timing.
-  absl::Status ForwardStack(const RecurrentIO& io, FusedRnn& upper, const RecurrentIO& upper_io,
+  // The most layers (up to kFusedStackMaxLayers) whose blocks fit on the device at once with
+  // this layer at the bottom (0: no stacked kernel), and the units a block offered for a stack of
+  // `layers` (4 and 8 where they fit); the chooser times them.
+  int max_stack_layers() const;
+  std::vector<int> stack_units(int layers = 2) const;
+  // A layer above this one in a stack and its batch (x is the sequence of the layer below; the
+  // same batch and lengths).
+  struct StackLayer {
+    FusedRnn* rnn = nullptr;
+    RecurrentIO io;
+  };
+  // Runs this layer (io) and `uppers` (bottom first, each Stacks() on the one below, at most
+  // max_stack_layers() in all) in one launch, batches up to kMaxBatch; units 0: the fastest of
+  // stack_units() for the batch size and layers (timed on the first such batch), else pinned
+  // (tests). Enqueues only, except while timing.
+  absl::Status ForwardStack(const RecurrentIO& io, const std::vector<StackLayer>& uppers,
                             int units = 0);
-  // The stacked kernel's units a block chosen for batches of B, e.g. "u8"; "" before the first.
-  std::string StackKernelFor(int B) const;
+  absl::Status ForwardStack(const RecurrentIO& io, FusedRnn& upper, const RecurrentIO& upper_io,
+                            int units = 0) {
+    return ForwardStack(io, {{&upper, upper_io}}, units);
+  }
+  // The stacked kernel's units a block chosen for stacks of `layers` at batches of B, e.g.
+  // "u8"; "" before the first.
+  std::string StackKernelFor(int B, int layers = 2) const;
   int64_t memory_bytes() const;
   // The device buffers a launch bakes into a captured graph; they move when a larger batch
   // grows them, so a graph key must include them.
@@ -230,8 +244,7 @@ class FusedRnn {
                               const std::function<absl::Status(int)>& launch, bool* timed);
   // Offers the stacked register kernel (as the lower layer) where it is compiled and fits.
   absl::Status PrepareStack(int sms);
-  absl::Status LaunchStack(const RecurrentIO& io, FusedRnn& upper, const RecurrentIO& upper_io,
-                           int units);
+  absl::Status LaunchStack(const RecurrentIO& io, const std::vector<StackLayer>& uppers, int units);
   // The batch-tiled kernel (fused_rnn_batched.cc): offered where a plan for kMaxBatchedBatch
   // sequences fits in shared memory and on the device at once.
   absl::Status PrepareBatched(int sms, int smem_optin);
@@ -268,9 +281,11 @@ class FusedRnn {
   std::vector<BatchedShape> batched_shapes_;
   size_t batched_smem_limit_ = 0;                 // shared memory its plans may use per block
   std::map<int, BatchedShape> batched_by_batch_;  // the fastest shape, per batch size
-  std::vector<int> stack_units_;                  // the stacked kernel's units a block, offered
+  // The stacked kernel's units a block offered, each with the most layers whose blocks fit.
+  std::vector<std::pair<int, int>> stack_fit_;
   size_t stack_smem_ = 0;
-  std::map<int, int> stack_by_batch_;  // its fastest units a block, per batch size
+  // Its fastest units a block, per batch size and layers.
+  std::map<std::pair<int, int>, int> stack_by_batch_;
   cublasHandle_t cublas_ = nullptr;
   DeviceBuffer W_;      // [dirs*G*H, I]
   DeviceBuffer R_;      // [dirs][G*H, H], FP32 or (weights_ kBf16 / kFp16) 16-bit
@@ -282,9 +297,9 @@ class FusedRnn {
   // reset_after=False: [4][...], r * h too), and their FusedRnnSync.
   DeviceBuffer xchg_;
   DeviceBuffer sync_;
-  // The stacked kernel's words (its own: tags of this layer's FusedRnnSync only): the ring of
-  // this layer's h [kFusedStackRing][...], then the upper layer's h by parity [2][...], each
-  // FusedRnnXchgStride(kMaxBatch, H) words; and the upper layer's blocks' progress [H].
+  // The stacked kernel's words (its own: tags of this layer's FusedRnnSync only): a ring of h
+  // [kFusedStackRing][FusedRnnXchgStride(kMaxBatch, H)] for each layer of a stack, and the
+  // progress words of the blocks of each layer past the first [kFusedStackMaxLayers - 1][H].
   DeviceBuffer stack_xchg_;
   DeviceBuffer stack_done_;
   DeviceBuffer Wt_;  // [I, 4H] W transposed, for the one-block kernel

@@ -119,29 +119,32 @@ cudaError_t MaxFusedRnnRegBlocksPerSm(FusedRnnCell cell, int H, FusedRnnWeights 
 cudaError_t LaunchFusedRnnRegKernel(const FusedRnnArgs& args, int blocks, size_t smem,
                                     cudaStream_t stream);
 
-// The register kernel over two stacked layers of one forward direction in one launch (the layer
-// wavefront: layer 1's step t runs beside layer 0's step t + 1), R in FP32 or in BF16 / FP16 as
-// args.weights says (layer 1's W in FP32, as the input projection's), the same cell and
-// width H in both and layer 1's input the sequence of layer 0 (I = H): blocks [0, H / U) run
-// layer 0 as the register kernel does (a[0].xproj its input projection), blocks [H / U, 2H / U)
-// run layer 1, whose warps hold their unit's G rows of W (in) beside those of R and compute
-// x(t) . W[r] + bias from layer 0's h(t) in the kernel. Layer 0's h goes through a ring of
-// kFusedStackRing [B][H] word blocks (h(t) in block (t + 1) % ring, h0 in block 0) instead of
-// two, so that it runs up to ring - 1 steps ahead of layer 1; before overwriting a block it waits
-// for every layer-1 block to have gathered what the block held (`done`: the tag of the last
-// step each layer-1 block gathered). One FusedRnnSync (a[0].sync) for the launch.
+// The register kernel over 2 to kFusedStackMaxLayers stacked layers of one forward direction in
+// one launch (the layer wavefront: layer l + 1's step t runs beside layer l's step t + 1), R in
+// FP32 or in BF16 / FP16 as args.weights says (the W of layers past the first in FP32, as the
+// input projection's), the same cell and width H in every layer and each layer's input the
+// sequence of the one below (I = H): blocks [l * H / U, (l + 1) * H / U) run layer l, layer 0 as
+// the register kernel does (a[0].xproj its input projection), the others with their warps
+// holding their unit's G rows of W (in) beside those of R and computing x(t) . W[r] + bias from
+// the lower layer's h(t) in the kernel. Each layer's h goes through a ring of kFusedStackRing
+// [B][H] word blocks (h(t) in block (t + 1) % ring, h0 in block 0) instead of two by parity, so
+// that a layer runs up to ring - 1 steps ahead of the one above; before overwriting a block a
+// layer waits for every block of the layer above to have gathered what the block held (`done`:
+// the tag of the last step each such block gathered). One FusedRnnSync (a[0].sync) for the
+// launch.
 inline constexpr int kFusedStackRing = 8;
+inline constexpr int kFusedStackMaxLayers = 4;
 struct FusedRnnStackArgs {
-  // Each layer's FusedRnnArgs (B, T, H, U, steps, lengths and xchg_stride equal in both):
-  // a[0].xchg the ring [kFusedStackRing][xchg_stride], a[1].xchg [2][xchg_stride] by parity;
-  // a[1].xproj unused.
-  FusedRnnArgs a[2];
-  const float* W = nullptr;     // layer 1's input weights [G*H, H]
-  const float* bias = nullptr;  // layer 1's biases [G*H], folded as xproj's
-  unsigned* done = nullptr;     // [H / U] one word a layer-1 block
+  // Each layer's FusedRnnArgs (B, T, H, U, steps, lengths and xchg_stride equal in all): a[l].xchg
+  // its ring [kFusedStackRing][xchg_stride]; a[l].xproj, l >= 1, unused.
+  FusedRnnArgs a[kFusedStackMaxLayers];
+  const float* W[kFusedStackMaxLayers] = {};     // layer l >= 1: input weights [G*H, H]
+  const float* bias[kFusedStackMaxLayers] = {};  // layer l >= 1: biases [G*H], folded as xproj's
+  unsigned* done = nullptr;  // [layers - 1][H / U]: one word a block of each layer l >= 1
+  int layers = 2;
 };
 // Compiled for H = 128, 256, 512, LSTM and GRU (reset_after), each weights. Shared memory: h(t-1)
-// by parity for layer 0, h(t-1) and layer 0's h(t) by parity for layer 1.
+// by parity, and for layers past the first the lower layer's h(t) by parity.
 bool FusedRnnStackCompiled(FusedRnnCell cell, int H, FusedRnnWeights weights);
 inline size_t FusedRnnStackSmemBytes(int B, int H) {
   return sizeof(float) * 4 * static_cast<size_t>(B) * H;
@@ -150,7 +153,7 @@ cudaError_t ConfigureFusedRnnStackKernel(FusedRnnCell cell, int H, FusedRnnWeigh
                                          size_t smem);
 cudaError_t MaxFusedRnnStackBlocksPerSm(FusedRnnCell cell, int H, FusedRnnWeights weights, int U,
                                         size_t smem, int* blocks);
-// 2 * H / U blocks of 32 * U threads.
+// layers * H / U blocks of 32 * U threads.
 cudaError_t LaunchFusedRnnStackKernel(const FusedRnnStackArgs& args, size_t smem,
                                       cudaStream_t stream);
 

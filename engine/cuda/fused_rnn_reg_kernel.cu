@@ -159,10 +159,31 @@ __global__ void __launch_bounds__(kFusedRegMaxThreads, 1) FusedRnnRegKernel(Fuse
   LeaveFusedExchange(a.sync, base, a.steps);
 }
 
-// The stacked register kernel (FusedRnnStackArgs in fused_rnn_kernel.h): the first half of the
-// blocks run layer 0 as FusedRnnRegKernel does with its h in a ring of word blocks; the second
-// half run layer 1, each warp holding its unit's rows of W beside those of R and taking layer 0's
-// h(t) and its own h(t-1) in one gather a step.
+// Before a layer of the stacked kernel overwrites ring block `out` at step s (its h(s - ring),
+// tagged want + 1 - ring, which the layer above gathers at its step s - ring): warp 0 waits until
+// every block of the layer above (`done`, one word each) has gathered it. *cleared (warp 0's)
+// is the least tag they were all seen past, so that most steps read nothing.
+__device__ __forceinline__ void WaitForLayerAbove(const unsigned* done, int blocks, int s,
+                                                  unsigned want, unsigned* cleared) {
+  constexpr int kRing = kFusedStackRing;
+  if (threadIdx.x >= 32 || s < kRing) return;
+  const unsigned need = want + 1 - kRing;
+  if (static_cast<int>(*cleared - need) >= 0) return;
+  unsigned ahead = ~0u;  // the least of the blocks' tags, less `need`
+  for (int k = threadIdx.x; k < blocks; k += 32) {
+    unsigned v;
+    do {
+      v = LoadFusedFlag(done + k);
+    } while (static_cast<int>(v - need) < 0);
+    ahead = min(ahead, v - need);
+  }
+  *cleared = need + __reduce_min_sync(0xffffffffu, ahead);
+}
+
+// The stacked register kernel (FusedRnnStackArgs in fused_rnn_kernel.h): layer 0's blocks run
+// as FusedRnnRegKernel does, the others with each warp holding its unit's rows of W beside those
+// of R and taking the lower layer's h(t) and its own h(t-1) in one gather a step; every layer's
+// h in a ring of word blocks, each layer but the top one paced by the layer above.
 template <FusedRnnCell kCell, int kH, FusedRnnWeights kW>
 __global__ void __launch_bounds__(kFusedRegMaxThreads, 1)
     FusedRnnStackKernel(FusedRnnStackArgs sa) {
@@ -173,13 +194,17 @@ __global__ void __launch_bounds__(kFusedRegMaxThreads, 1)
   constexpr int kRing = kFusedStackRing;
   static_assert(kH % 128 == 0);
   extern __shared__ float4 smem4[];
-  // h(t-1) [2][B][kH] by step parity; layer 1: then layer 0's h(t) [2][B][kH] by step parity.
+  // h(t-1) [2][B][kH] by step parity; past layer 0, then the lower layer's h(t) [2][B][kH].
   float* hbufs = reinterpret_cast<float*>(smem4);
-  const int per_layer = gridDim.x / 2;
-  const bool upper = blockIdx.x >= per_layer;
-  const FusedRnnArgs a = upper ? sa.a[1] : sa.a[0];
+  const int per_layer = gridDim.x / sa.layers, layer = blockIdx.x / per_layer;
+  const int block = blockIdx.x % per_layer;
+  FusedRnnArgs a = sa.a[0];
+#pragma unroll
+  for (int l = 1; l < kFusedStackMaxLayers; ++l) {
+    if (layer == l) a = sa.a[l];
+  }
   const int B = a.B, lane = threadIdx.x % 32;
-  const int j = (blockIdx.x % per_layer) * a.U + threadIdx.x / 32;
+  const int j = block * a.U + threadIdx.x / 32;
   typename Chunk::Type w[G][kI];
 #pragma unroll
   for (int q = 0; q < G; ++q) {
@@ -191,35 +216,23 @@ __global__ void __launch_bounds__(kFusedRegMaxThreads, 1)
   const unsigned base = __ldcg(&sa.a[0].sync->base);
   const bool mine = lane < B;
   const int BH = B * kH, stride = a.xchg_stride;
-  if (!upper) {
+  const bool top = layer + 1 == sa.layers;
+  // The progress words of the layer above (to wait on) and of this layer's blocks (to set).
+  const unsigned* above = top ? nullptr : sa.done + layer * per_layer;
+  unsigned* mine_done = layer > 0 ? sa.done + (layer - 1) * per_layer + block : nullptr;
+  unsigned cleared = base;  // warp 0: WaitForLayerAbove
+  if (layer == 0) {
     FusedCell<kCell> cell;
     if (mine) cell.Start(a, lane, j);
     __syncthreads();
     if (mine) StoreFusedWord(a.xchg + lane * kH + j, cell.h, base + 1);
-    // Warp 0: every layer-1 block has gathered the words tagged up to `cleared`.
-    unsigned cleared = base;
     for (int s = 0; s < a.steps; ++s) {
       const FusedWord* in = a.xchg + (s % kRing) * stride;
       FusedWord* out = a.xchg + ((s + 1) % kRing) * stride;
       const unsigned want = base + s + 1;
       float* hs = hbufs + (s & 1) * BH;
       GatherFusedWords<4>(in, hs, BH, want);
-      // `out` holds h(s - kRing), tagged want + 1 - kRing, which layer 1 gathers at its step
-      // s - kRing: wait for every layer-1 block to be past it before this step's stores.
-      if (threadIdx.x < 32 && s >= kRing) {
-        const unsigned need = want + 1 - kRing;
-        if (static_cast<int>(cleared - need) < 0) {
-          unsigned ahead = ~0u;  // the least of the blocks' tags, less `need`
-          for (int k = lane; k < per_layer; k += 32) {
-            unsigned v;
-            do {
-              v = LoadFusedFlag(sa.done + k);
-            } while (static_cast<int>(v - need) < 0);
-            ahead = min(ahead, v - need);
-          }
-          cleared = need + __reduce_min_sync(0xffffffffu, ahead);
-        }
-      }
+      if (!top) WaitForLayerAbove(above, per_layer, s, want, &cleared);
       __syncthreads();
       float gates[G];
 #pragma unroll
@@ -235,11 +248,22 @@ __global__ void __launch_bounds__(kFusedRegMaxThreads, 1)
     }
     if (mine) cell.Finish(a, lane, j);
   } else {
+    const float* W = sa.W[1];
+    const float* bias_in = sa.bias[1];
+    const FusedWord* below = sa.a[0].xchg;
+#pragma unroll
+    for (int l = 2; l < kFusedStackMaxLayers; ++l) {
+      if (layer == l) {
+        W = sa.W[l];
+        bias_in = sa.bias[l];
+        below = sa.a[l - 1].xchg;
+      }
+    }
     float4 wx[G][kI];  // W in FP32 whatever R's precision
 #pragma unroll
     for (int q = 0; q < G; ++q) {
       const auto* row =
-          reinterpret_cast<const float4*>(sa.W + (static_cast<int64_t>(q) * kH + j) * kH);
+          reinterpret_cast<const float4*>(W + (static_cast<int64_t>(q) * kH + j) * kH);
 #pragma unroll
       for (int i = 0; i < kI; ++i) wx[q][i] = __ldg(row + lane + 32 * i);
     }
@@ -248,21 +272,21 @@ __global__ void __launch_bounds__(kFusedRegMaxThreads, 1)
     if (mine) {
       cell.Start(a, lane, j);
 #pragma unroll
-      for (int q = 0; q < G; ++q) bias[q] = sa.bias[q * kH + j];
+      for (int q = 0; q < G; ++q) bias[q] = bias_in[q * kH + j];
     }
     __syncthreads();
     if (mine) StoreFusedWord(a.xchg + lane * kH + j, cell.h, base + 1);
-    const FusedWord* ring = sa.a[0].xchg;
     for (int s = 0; s < a.steps; ++s) {
-      const FusedWord* in = a.xchg + (s & 1) * stride;
-      FusedWord* out = a.xchg + ((s + 1) & 1) * stride;
+      const FusedWord* in = a.xchg + (s % kRing) * stride;
+      FusedWord* out = a.xchg + ((s + 1) % kRing) * stride;
       const unsigned want = base + s + 1;
       float* hs = hbufs + (s & 1) * BH;
       float* xs = hbufs + (2 + (s & 1)) * BH;
-      // Its own h(t-1) and layer 0's h(t) (tagged one step on).
-      GatherFusedWords<4, true>(in, hs, BH, want, ring + ((s + 1) % kRing) * stride, xs, want + 1);
+      // Its own h(t-1) and the lower layer's h(t) (tagged one step on).
+      GatherFusedWords<4, true>(in, hs, BH, want, below + ((s + 1) % kRing) * stride, xs, want + 1);
+      if (!top) WaitForLayerAbove(above, per_layer, s, want, &cleared);
       __syncthreads();
-      if (threadIdx.x == 0) StoreFusedFlag(sa.done + blockIdx.x - per_layer, want + 1);
+      if (threadIdx.x == 0) StoreFusedFlag(mine_done, want + 1);
       float xg[G], gates[G];
 #pragma unroll
       for (int q = 0; q < G; ++q) xg[q] = gates[q] = 0.0f;
@@ -418,19 +442,25 @@ cudaError_t MaxFusedRnnStackBlocksPerSm(FusedRnnCell cell, int H, FusedRnnWeight
 cudaError_t LaunchFusedRnnStackKernel(const FusedRnnStackArgs& args, size_t smem,
                                       cudaStream_t stream) {
   const FusedRnnArgs& a = args.a[0];
-  const FusedRnnArgs& b = args.a[1];
   StackKernel k = StackKernelFor(a.cell, a.H, a.weights);
-  if (!k || b.cell != a.cell || b.weights != a.weights || b.H != a.H || b.B != a.B || b.T != a.T ||
-      b.U != a.U || b.steps != a.steps || b.xchg_stride != a.xchg_stride || a.xchg == nullptr ||
-      b.xchg == nullptr || a.sync == nullptr || args.done == nullptr || args.W == nullptr ||
-      args.bias == nullptr || a.B < 1 || a.B > 32 || a.xchg_stride < a.B * a.H || a.U < 1 ||
+  if (!k || args.layers < 2 || args.layers > kFusedStackMaxLayers || a.sync == nullptr ||
+      args.done == nullptr || a.B < 1 || a.B > 32 || a.xchg_stride < a.B * a.H || a.U < 1 ||
       32 * a.U > kFusedRegMaxThreads || a.H % a.U != 0) {
     return cudaErrorInvalidValue;
   }
+  for (int l = 0; l < args.layers; ++l) {
+    const FusedRnnArgs& b = args.a[l];
+    if (b.cell != a.cell || b.weights != a.weights || b.H != a.H || b.B != a.B || b.T != a.T ||
+        b.U != a.U || b.steps != a.steps || b.xchg_stride != a.xchg_stride || b.xchg == nullptr ||
+        (l > 0 && (args.W[l] == nullptr || args.bias[l] == nullptr))) {
+      return cudaErrorInvalidValue;
+    }
+  }
   FusedRnnStackArgs copy = args;
   void* params[] = {&copy};
-  return cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(k), dim3(2 * (a.H / a.U)),
-                                     dim3(32 * a.U), params, smem, stream);
+  return cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(k),
+                                     dim3(args.layers * (a.H / a.U)), dim3(32 * a.U), params, smem,
+                                     stream);
 }
 
 }  // namespace rnnserve::engine::cuda

@@ -76,6 +76,10 @@ STACK_CASES = {
     "TorchLstmStackH128": ("lstm", 32, 128, 0, 2, False, [24, 5, 1, 24, 17, 9, 24, 12], 24),
     "TorchGruStackH128": ("gru", 16, 128, 0, 2, False, [20, 20, 3, 14, 1, 20, 8, 11], 20),
 }
+# Three stacked layers: a middle layer both reads a lower layer's ring and paces it.
+STACK3_CASES = {
+    "TorchLstmStack3H128": ("lstm", 32, 128, 0, 3, False, [24, 9, 1, 24, 13, 24, 5, 18], 24),
+}
 CELL_CODE = {"lstm": 0, "gru": 1, "rnn_tanh": 2, "rnn_relu": 3}
 
 
@@ -143,6 +147,8 @@ def main():
                for i, (name, spec) in enumerate(sorted(BIDIR_CASES.items()))]
     seeded += [(name, spec, 6000 + i)
                for i, (name, spec) in enumerate(sorted(STACK_CASES.items()))]
+    seeded += [(name, spec, 7000 + i)
+               for i, (name, spec) in enumerate(sorted(STACK3_CASES.items()))]
     for name, spec, seed in seeded:
         if not args.only or name in args.only:
             make(name, spec, Path(args.out), seed)

@@ -257,14 +257,12 @@ TEST_P(RegisterKernelTest, GroupsMatchPyTorch) {
 INSTANTIATE_TEST_SUITE_P(Torch, RegisterKernelTest, ::testing::ValuesIn(KernelWidthFixtures()),
                          [](const auto& info) { return info.param; });
 
-// Two stacked layers run by `forward` (the lower layer's io, then the upper's, whose x is the
-// lower's y) on the first B sequences of a two-layer fixture, twice (the second run finds the
-// first's words in the exchange); compares the upper layer's y and both layers' h_n (and c_n)
-// with PyTorch's: within kFp32Exact, or (R in BF16 / FP16) within the relative L2 error
-// `half_bound`.
-using StackForward =
-    std::function<absl::Status(const engine::cuda::RecurrentIO&, const engine::cuda::RecurrentIO&)>;
-void CheckStack(const std::string& dir, bool lstm, int B, cudaStream_t stream,
+// The stacked layers of a fixture run by `forward` (every layer's io, bottom first: each one's x
+// the y of the one below) on its first B sequences, twice (the second launch finds the first's
+// words in the exchange); compares the top layer's y and every layer's h_n (and c_n) with
+// PyTorch's: within kFp32Exact, or (R in BF16 / FP16) within the relative L2 error `half_bound`.
+using StackForward = std::function<absl::Status(const std::vector<engine::cuda::RecurrentIO>&)>;
+void CheckStack(const std::string& dir, int layers, bool lstm, int B, cudaStream_t stream,
                 const StackForward& forward, double half_bound = 0.0) {
   const client::NpyArray x_all = LoadNpy(dir + "input_0.npy"),
                          len_all = LoadNpy(dir + "lengths.npy");
@@ -277,39 +275,38 @@ void CheckStack(const std::string& dir, bool lstm, int B, cudaStream_t stream,
   std::vector<float> xf(x.values.begin(), x.values.end());
   std::vector<int32_t> lengths(B);
   for (int r = 0; r < B; ++r) lengths[r] = static_cast<int32_t>(len.values[r]);
-  DeviceBuffer dx, dy0, dy1, dh, dc, dl;
+  const size_t y_bytes = size_t(B) * T * H * 4, s_bytes = size_t(layers) * B * H * 4;
+  DeviceBuffer dx, dh, dc, dl;
+  std::vector<DeviceBuffer> dy(layers);
   ASSERT_TRUE(dx.Reserve(size_t(B) * T * I * 4).ok());
-  ASSERT_TRUE(dy0.Reserve(size_t(B) * T * H * 4).ok());
-  ASSERT_TRUE(dy1.Reserve(size_t(B) * T * H * 4).ok());
-  ASSERT_TRUE(dh.Reserve(size_t(2) * B * H * 4).ok());
-  ASSERT_TRUE(dc.Reserve(size_t(2) * B * H * 4).ok());
+  for (auto& d : dy) ASSERT_TRUE(d.Reserve(y_bytes).ok());
+  ASSERT_TRUE(dh.Reserve(s_bytes).ok());
+  ASSERT_TRUE(dc.Reserve(s_bytes).ok());
   ASSERT_TRUE(dl.Reserve(B * 4).ok());
   cudaMemcpy(dx.get(), xf.data(), xf.size() * 4, cudaMemcpyHostToDevice);
   cudaMemcpy(dl.get(), lengths.data(), B * 4, cudaMemcpyHostToDevice);
-  const engine::cuda::RecurrentIO io0{.B = B,
-                                      .T = T,
-                                      .lengths = lengths,
-                                      .lengths_dev = dl.as<int32_t>(),
-                                      .x = dx.as<float>(),
-                                      .y = dy0.as<float>(),
-                                      .hy = dh.as<float>(),
-                                      .cy = lstm ? dc.as<float>() : nullptr};
-  engine::cuda::RecurrentIO io1 = io0;
-  io1.x = dy0.as<float>();
-  io1.y = dy1.as<float>();
-  io1.hy = dh.as<float>() + B * H;
-  io1.cy = lstm ? dc.as<float>() + B * H : nullptr;
+  std::vector<engine::cuda::RecurrentIO> ios;
+  for (int l = 0; l < layers; ++l) {
+    ios.push_back({.B = B,
+                   .T = T,
+                   .lengths = lengths,
+                   .lengths_dev = dl.as<int32_t>(),
+                   .x = l == 0 ? dx.as<float>() : dy[l - 1].as<float>(),
+                   .y = dy[l].as<float>(),
+                   .hy = dh.as<float>() + l * B * H,
+                   .cy = lstm ? dc.as<float>() + l * B * H : nullptr});
+  }
   for (int run = 0; run < 2; ++run) {
     // Poison the outputs: every element must be written.
-    cudaMemset(dy1.get(), 0xff, size_t(B) * T * H * 4);
-    cudaMemset(dh.get(), 0xff, size_t(2) * B * H * 4);
-    cudaMemset(dc.get(), 0xff, size_t(2) * B * H * 4);
-    const absl::Status s = forward(io0, io1);
+    cudaMemset(dy.back().get(), 0xff, y_bytes);
+    cudaMemset(dh.get(), 0xff, s_bytes);
+    cudaMemset(dc.get(), 0xff, s_bytes);
+    const absl::Status s = forward(ios);
     ASSERT_TRUE(s.ok()) << s;
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-    engine::Tensor y = engine::Tensor::Float({B, T, H}), h = engine::Tensor::Float({2, B, H}),
-                   c = engine::Tensor::Float({2, B, H});
-    cudaMemcpy(y.f32(), dy1.get(), y.num_elements() * 4, cudaMemcpyDeviceToHost);
+    engine::Tensor y = engine::Tensor::Float({B, T, H}), h = engine::Tensor::Float({layers, B, H}),
+                   c = engine::Tensor::Float({layers, B, H});
+    cudaMemcpy(y.f32(), dy.back().get(), y.num_elements() * 4, cudaMemcpyDeviceToHost);
     cudaMemcpy(h.f32(), dh.get(), h.num_elements() * 4, cudaMemcpyDeviceToHost);
     cudaMemcpy(c.f32(), dc.get(), c.num_elements() * 4, cudaMemcpyDeviceToHost);
     const client::NpyArray want[3] = {
@@ -330,8 +327,9 @@ void CheckStack(const std::string& dir, bool lstm, int B, cudaStream_t stream,
   }
 }
 
-// Two stacked layers of a PyTorch fixture (LSTM, GRU; H = 128, 8 sequences of mixed lengths
-// up to 24 steps, past the ring of kFusedStackRing steps that the lower layer may run ahead).
+// The stacked layers of a PyTorch fixture (2 layers of LSTM and of GRU, 3 of LSTM; H = 128, 8
+// sequences of mixed lengths up to 24 steps: past the ring of kFusedStackRing steps that a
+// layer may run ahead of the one above).
 class StackedKernelTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -339,68 +337,89 @@ class StackedKernelTest : public ::testing::TestWithParam<std::string> {
     dir_ = "tests/fixtures/torch/" + GetParam() + "/";
     auto model = TorchFixtureModel(dir_);
     ASSERT_TRUE(model.ok()) << model.status();
-    ASSERT_EQ(model->layers.size(), 2u);
-    for (int l = 0; l < 2; ++l) spec_[l] = std::get<engine::RecurrentSpec>(model->layers[l].spec);
+    ASSERT_GE(model->layers.size(), 2u);
+    for (const auto& layer : model->layers) {
+      spec_.push_back(std::get<engine::RecurrentSpec>(layer.spec));
+    }
     sequences_ = static_cast<int>(LoadNpy(dir_ + "lengths.npy").shape[0]);
     sh_ = std::make_unique<StreamAndHandle>();
     ASSERT_TRUE(sh_->ok());
   }
 
+  int layers() const { return static_cast<int>(spec_.size()); }
   bool lstm() const { return spec_[0].cell == engine::CellType::kLstm; }
 
+  // Every layer on FusedRnn with `weights`.
+  void MakeFused(engine::cuda::FusedRnnWeights weights) {
+    fused_.clear();
+    for (const auto& spec : spec_) {
+      auto f = engine::cuda::FusedRnn::Create(spec, sh_->stream, weights);
+      ASSERT_TRUE(f.ok()) << f.status();
+      fused_.push_back(*std::move(f));
+    }
+  }
+
+  // fused_[0]->ForwardStack over every layer, `units` a block.
+  absl::Status ForwardFused(const std::vector<engine::cuda::RecurrentIO>& ios, int units) {
+    std::vector<engine::cuda::FusedRnn::StackLayer> uppers;
+    for (size_t l = 1; l < ios.size(); ++l) uppers.push_back({fused_[l].get(), ios[l]});
+    return fused_[0]->ForwardStack(ios[0], uppers, units);
+  }
+
   std::string dir_;
-  engine::RecurrentSpec spec_[2];
+  std::vector<engine::RecurrentSpec> spec_;
   int sequences_ = 0;
   std::unique_ptr<StreamAndHandle> sh_;
+  std::vector<std::unique_ptr<engine::cuda::FusedRnn>> fused_;  // destroyed before the stream
 };
 
-// The stacked register kernel (both layers in one launch), pinned in each units a block it is
+// The stacked register kernel (every layer in one launch), pinned in each units a block it is
 // offered, at every batch size.
 TEST_P(StackedKernelTest, EveryUnitsAndBatchMatchesPyTorch) {
-  auto lower = engine::cuda::FusedRnn::Create(spec_[0], sh_->stream);
-  ASSERT_TRUE(lower.ok()) << lower.status();
-  auto upper = engine::cuda::FusedRnn::Create(spec_[1], sh_->stream);
-  ASSERT_TRUE(upper.ok()) << upper.status();
-  ASSERT_TRUE((*lower)->Stacks(**upper));
-  ASSERT_FALSE((*lower)->stack_units().empty());
+  MakeFused(engine::cuda::FusedRnnWeights::kFp32);
+  ASSERT_GE(fused_[0]->max_stack_layers(), layers());
+  for (int l = 0; l + 1 < layers(); ++l) ASSERT_TRUE(fused_[l]->Stacks(*fused_[l + 1]));
+  ASSERT_FALSE(fused_[0]->stack_units(layers()).empty());
   // A layer whose input is not the lower layer's width does not stack on it.
-  EXPECT_FALSE((*upper)->Stacks(**lower));
-  for (int units : (*lower)->stack_units()) {
+  EXPECT_FALSE(fused_[1]->Stacks(*fused_[0]));
+  for (int units : fused_[0]->stack_units(layers())) {
     for (int B = 1; B <= std::min(sequences_, engine::cuda::FusedRnn::kMaxBatch); ++B) {
       SCOPED_TRACE(::testing::Message() << "units " << units << ", B=" << B);
-      CheckStack(dir_, lstm(), B, sh_->stream, [&](const auto& io0, const auto& io1) {
-        return (*lower)->ForwardStack(io0, **upper, io1, units);
-      });
+      CheckStack(dir_, layers(), lstm(), B, sh_->stream,
+                 [&](const auto& ios) { return ForwardFused(ios, units); });
       if (::testing::Test::HasFatalFailure()) return;
     }
   }
 }
 
-// CudnnRecurrent::ForwardStack: the stacked kernel or the layers apart, whichever it timed
+// CudnnRecurrent::ForwardStack: runs of stacked layers or the layers apart, whichever it timed
 // faster, eagerly and replayed from a graph captured after the first batch.
 TEST_P(StackedKernelTest, ChooserMatchesPyTorchEagerAndReplayed) {
-  std::unique_ptr<CudnnRecurrent> rnn[2];
-  for (int l = 0; l < 2; ++l) {
+  std::vector<std::unique_ptr<CudnnRecurrent>> rnn;
+  for (int l = 0; l < layers(); ++l) {
     auto r = CudnnRecurrent::Create(spec_[l], absl::StrCat("layer", l), engine::MathMode::kFp32,
                                     sh_->handle, sh_->stream);
     ASSERT_TRUE(r.ok()) << r.status();
-    rnn[l] = *std::move(r);
+    rnn.push_back(*std::move(r));
   }
+  auto forward = [&](const std::vector<engine::cuda::RecurrentIO>& ios) {
+    std::vector<CudnnRecurrent::StackEntry> entries;
+    for (int l = 0; l < layers(); ++l) entries.push_back({rnn[l].get(), ios[l]});
+    return CudnnRecurrent::ForwardStack(entries);
+  };
+  const int T = static_cast<int>(LoadNpy(dir_ + "input_0.npy").shape[1]);
   for (int B : {1, 3, sequences_}) {
     SCOPED_TRACE(::testing::Message() << "B=" << B);
-    CheckStack(dir_, lstm(), B, sh_->stream, [&](const auto& io0, const auto& io1) {
-      return rnn[0]->ForwardStack(io0, *rnn[1], io1);
-    });
-    const int T = static_cast<int>(LoadNpy(dir_ + "input_0.npy").shape[1]);
+    CheckStack(dir_, layers(), lstm(), B, sh_->stream, forward);
     EXPECT_NE(rnn[0]->StackFor(B, T), "") << "no choice recorded";
     std::cout << "B=" << B << ": " << rnn[0]->StackFor(B, T) << std::endl;
-    CheckStack(dir_, lstm(), B, sh_->stream, [&](const auto& io0, const auto& io1) {
+    CheckStack(dir_, layers(), lstm(), B, sh_->stream, [&](const auto& ios) {
       cudaGraph_t graph = nullptr;
       cudaGraphExec_t exec = nullptr;
       if (cudaStreamBeginCapture(sh_->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
         return absl::InternalError("capture");
       }
-      const absl::Status s = rnn[0]->ForwardStack(io0, *rnn[1], io1);
+      const absl::Status s = forward(ios);
       if (cudaStreamEndCapture(sh_->stream, &graph) != cudaSuccess || !s.ok()) {
         return s.ok() ? absl::InternalError("end capture") : s;
       }
@@ -420,23 +439,16 @@ TEST_P(StackedKernelTest, ChooserMatchesPyTorchEagerAndReplayed) {
 TEST_P(StackedKernelTest, HalfWeightsWithinBound) {
   for (const ReducedPrecisionBound& bound : kReducedPrecisionBounds) {
     if (bound.mode != engine::MathMode::kBf16 && bound.mode != engine::MathMode::kFp16) continue;
-    const auto weights = bound.mode == engine::MathMode::kBf16
-                             ? engine::cuda::FusedRnnWeights::kBf16
-                             : engine::cuda::FusedRnnWeights::kFp16;
-    auto lower = engine::cuda::FusedRnn::Create(spec_[0], sh_->stream, weights);
-    ASSERT_TRUE(lower.ok()) << lower.status();
-    auto upper = engine::cuda::FusedRnn::Create(spec_[1], sh_->stream, weights);
-    ASSERT_TRUE(upper.ok()) << upper.status();
-    ASSERT_TRUE((*lower)->Stacks(**upper)) << bound.name;
-    for (int units : (*lower)->stack_units()) {
+    MakeFused(bound.mode == engine::MathMode::kBf16 ? engine::cuda::FusedRnnWeights::kBf16
+                                                    : engine::cuda::FusedRnnWeights::kFp16);
+    if (::testing::Test::HasFatalFailure()) return;
+    ASSERT_GE(fused_[0]->max_stack_layers(), layers()) << bound.name;
+    for (int units : fused_[0]->stack_units(layers())) {
       for (int B : {1, 3, std::min(sequences_, engine::cuda::FusedRnn::kMaxBatch)}) {
         SCOPED_TRACE(::testing::Message() << bound.name << ", units " << units << ", B=" << B);
         CheckStack(
-            dir_, lstm(), B, sh_->stream,
-            [&](const auto& io0, const auto& io1) {
-              return (*lower)->ForwardStack(io0, **upper, io1, units);
-            },
-            bound.relative_l2);
+            dir_, layers(), lstm(), B, sh_->stream,
+            [&](const auto& ios) { return ForwardFused(ios, units); }, bound.relative_l2);
         if (::testing::Test::HasFatalFailure()) return;
       }
     }
@@ -444,7 +456,8 @@ TEST_P(StackedKernelTest, HalfWeightsWithinBound) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Torch, StackedKernelTest,
-                         ::testing::Values("TorchLstmStackH128", "TorchGruStackH128"),
+                         ::testing::Values("TorchLstmStackH128", "TorchGruStackH128",
+                                           "TorchLstmStack3H128"),
                          [](const auto& info) { return info.param; });
 
 // A bidirectional layer: both directions in one launch of the batch-tiled kernel (the reverse

@@ -118,7 +118,7 @@ TEST_P(TorchFixtureTest, GpuMatchesPyTorchInExactFp32) {
 INSTANTIATE_TEST_SUITE_P(Torch, TorchFixtureTest, ::testing::ValuesIn(TorchCases()),
                          [](const auto& info) { return info.param; });
 
-// Two stacked one-direction layers through the GPU model at batches the stacked kernel takes
+// Stacked one-direction layers (2 and 3) through the GPU model at batches the stacked kernel takes
 // (CudnnRecurrent::ForwardStack: one launch where it timed faster than the layers apart):
 // eager, captured and replayed, rows reversed, each time PyTorch's numbers; the lower layer's
 // placement says how the pair ran.
@@ -130,15 +130,16 @@ TEST_P(TorchStackTest, StackedLayersMatchPyTorchThroughTheModel) {
     SCOPED_TRACE(absl::StrCat("B=", rows));
     std::vector<engine::LayerPlacement> placements;
     Check(engine::EngineKind::kCuda, rows, &placements);
-    ASSERT_EQ(placements.size(), 2u);
-    EXPECT_NE(placements[0].reason.find("with the next layer"), std::string::npos)
+    ASSERT_GE(placements.size(), 2u);
+    EXPECT_NE(placements[0].reason.find("with the layers above"), std::string::npos)
         << placements[0].reason;
     std::cout << placements[0].layer << ": " << placements[0].reason << std::endl;
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Torch, TorchStackTest,
-                         ::testing::Values("TorchLstmStackH128", "TorchGruStackH128"),
+                         ::testing::Values("TorchLstmStackH128", "TorchGruStackH128",
+                                           "TorchLstmStack3H128"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace
