@@ -237,6 +237,8 @@ absl::Status RunCase(const Case& c, const Link& link, std::ostream& results) {
   // (the stacked launches where chosen): the largest difference, relative to the largest value.
   if (n_layers > 1) {
     for (size_t l = 0; l < n_layers; ++l) RNNSERVE_RETURN_IF_ERROR(layers[l]->Forward(layer_io(l)));
+    // The stream does not block: the copy below waits for nothing on it by itself.
+    RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaStreamSynchronize(stream), "cudaStreamSynchronize"));
     std::vector<float> apart(y_n);
     cudaMemcpy(apart.data(), y[n_layers - 1].get(), y_n * 4, cudaMemcpyDeviceToHost);
     float diff = 0.0f, scale = 0.0f;
