@@ -287,7 +287,7 @@ class FusedRnn {
   // Its fastest units a block, per batch size and layers.
   std::map<std::pair<int, int>, int> stack_by_batch_;
   cublasHandle_t cublas_ = nullptr;
-  DeviceBuffer W_;      // [dirs*G*H, I]
+  DeviceBuffer W_;      // W^T [I, dirs*G*H]
   DeviceBuffer R_;      // [dirs][G*H, H], FP32 or (weights_ kBf16 / kFp16) 16-bit
   DeviceBuffer bias_;   // [dirs*G*H] bW + bR (GRU: bW alone for the n gate)
   DeviceBuffer bRn_;    // [dirs][H] GRU: the n gate's bR

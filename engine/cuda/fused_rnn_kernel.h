@@ -138,7 +138,7 @@ struct FusedRnnStackArgs {
   // Each layer's FusedRnnArgs (B, T, H, U, steps, lengths and xchg_stride equal in all): a[l].xchg
   // its ring [kFusedStackRing][xchg_stride]; a[l].xproj, l >= 1, unused.
   FusedRnnArgs a[kFusedStackMaxLayers];
-  const float* W[kFusedStackMaxLayers] = {};     // layer l >= 1: input weights [G*H, H]
+  const float* W[kFusedStackMaxLayers] = {};     // layer l >= 1: input weights W^T [H, G*H]
   const float* bias[kFusedStackMaxLayers] = {};  // layer l >= 1: biases [G*H], folded as xproj's
   unsigned* done = nullptr;  // [layers - 1][H / U]: one word a block of each layer l >= 1
   int layers = 2;

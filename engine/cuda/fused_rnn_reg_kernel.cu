@@ -259,13 +259,16 @@ __global__ void __launch_bounds__(kFusedRegMaxThreads, 1)
         below = sa.a[l - 1].xchg;
       }
     }
-    float4 wx[G][kI];  // W in FP32 whatever R's precision
+    float4 wx[G][kI];  // W in FP32 whatever R's precision, read from W^T [kH][G * kH] once
 #pragma unroll
     for (int q = 0; q < G; ++q) {
-      const auto* row =
-          reinterpret_cast<const float4*>(W + (static_cast<int64_t>(q) * kH + j) * kH);
+      const float* col = W + q * kH + j;
 #pragma unroll
-      for (int i = 0; i < kI; ++i) wx[q][i] = __ldg(row + lane + 32 * i);
+      for (int i = 0; i < kI; ++i) {
+        const int64_t k = 4 * (lane + 32 * i);
+        wx[q][i] = make_float4(__ldg(col + k * G * kH), __ldg(col + (k + 1) * G * kH),
+                               __ldg(col + (k + 2) * G * kH), __ldg(col + (k + 3) * G * kH));
+      }
     }
     FusedCell<kCell, false> cell;
     float bias[G];
