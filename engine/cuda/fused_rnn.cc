@@ -405,7 +405,7 @@ absl::Status FusedRnn::PrepareSmall(const RecurrentDirection& d, int smem_optin)
   int chunk = 16;
   while (chunk > 1 && FusedRnnSmallSmemBytes(cell_, most, I_, H_, chunk) > limit) chunk /= 2;
   const size_t smem = FusedRnnSmallSmemBytes(cell_, most, I_, H_, chunk);
-  if (ConfigureFusedRnnSmallKernel(cell_, smem) != cudaSuccess) {
+  if (ConfigureFusedRnnSmallKernel(cell_, H_, smem) != cudaSuccess) {
     cudaGetLastError();  // not offered; the error is not sticky
     return absl::OkStatus();
   }

@@ -205,7 +205,7 @@ struct FusedRnnSmallArgs {
 // Shared memory of the one-block kernel for batches up to B, in bytes; its threads.
 size_t FusedRnnSmallSmemBytes(FusedRnnCell cell, int B, int I, int H, int chunk);
 int FusedRnnSmallThreads(int B, int H);
-cudaError_t ConfigureFusedRnnSmallKernel(FusedRnnCell cell, size_t smem);
+cudaError_t ConfigureFusedRnnSmallKernel(FusedRnnCell cell, int H, size_t smem);
 cudaError_t LaunchFusedRnnSmallKernel(const FusedRnnSmallArgs& args, size_t smem,
                                       cudaStream_t stream);
 

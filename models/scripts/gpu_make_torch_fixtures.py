@@ -80,6 +80,11 @@ STACK_CASES = {
 STACK3_CASES = {
     "TorchLstmStack3H128": ("lstm", 32, 128, 0, 3, False, [24, 9, 1, 24, 13, 24, 5, 18], 24),
 }
+# The one-block kernel's widths that keep R's rows in registers (H = 32, 64).
+SMALL_CASES = {
+    "TorchLstmSmallH32": ("lstm", 16, 32, 0, 1, False, [20, 7, 1, 20, 13, 20, 4, 16], 20),
+    "TorchGruSmallH64": ("gru", 24, 64, 0, 1, False, [30, 30, 5, 18, 1, 30, 11, 23], 30),
+}
 CELL_CODE = {"lstm": 0, "gru": 1, "rnn_tanh": 2, "rnn_relu": 3}
 
 
@@ -149,6 +154,8 @@ def main():
                for i, (name, spec) in enumerate(sorted(STACK_CASES.items()))]
     seeded += [(name, spec, 7000 + i)
                for i, (name, spec) in enumerate(sorted(STACK3_CASES.items()))]
+    seeded += [(name, spec, 8000 + i)
+               for i, (name, spec) in enumerate(sorted(SMALL_CASES.items()))]
     for name, spec, seed in seeded:
         if not args.only or name in args.only:
             make(name, spec, Path(args.out), seed)

@@ -737,7 +737,7 @@ TEST(FusedGruTest, ChooserOffersFusedAlgorithms) {
 // The one-block kernel (small H; LSTM, and GRU with n's recurrent bias inside r * (...)) at
 // each batch size it takes of a fixture with mixed lengths, pinned (the engine times it
 // against the grid kernels per batch size). At H=128 the GRU's weights leave room for two
-// sequences' states.
+// sequences' states; at H=32 and 64 each thread keeps a gate row of R in registers.
 class OneBlockKernelTest : public PinnedKernelTest {};
 
 TEST_P(OneBlockKernelTest, EveryBatchSizeMatchesPyTorch) {
@@ -760,7 +760,8 @@ TEST_P(OneBlockKernelTest, EveryBatchSizeMatchesPyTorch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Torch, OneBlockKernelTest,
-                         ::testing::Values("TorchLstmPackedMixedLengths", "TorchGruClusterH128"),
+                         ::testing::Values("TorchLstmPackedMixedLengths", "TorchGruClusterH128",
+                                           "TorchLstmSmallH32", "TorchGruSmallH64"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace
