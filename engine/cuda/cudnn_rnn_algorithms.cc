@@ -254,6 +254,12 @@ std::string CudnnRecurrent::NameFor(cudnnRNNAlgo_t algo, int B) const {
       absl::StrAppend(&name, "/", k);
     }
   }
+  // Which of the grid, register and one-block kernels, e.g. "/reg8x2" or "/one_block".
+  if (algo == kFusedAlgo && fused_) {
+    if (const std::string k = fused_->GridKernelFor(B); !k.empty()) {
+      absl::StrAppend(&name, "/", k);
+    }
+  }
   // The batch-tiled kernel's shape, e.g. "/g2b64t2x8".
   if (algo == kFusedBatchedAlgo && fused_) {
     if (const std::string k = fused_->BatchedKernelFor(B); !k.empty()) {

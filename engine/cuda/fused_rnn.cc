@@ -540,6 +540,16 @@ FusedRnn::Kernel FusedRnn::KernelTaking(int B) const {
   return B <= kMaxBatch && has_grid() ? Kernel::kGrid : Kernel::kBatched;
 }
 
+std::string FusedRnn::GridKernelFor(int B) const {
+  auto it = grid_by_batch_.find(B);
+  if (it == grid_by_batch_.end()) return "";
+  const int blocks = it->second;
+  if (blocks == 0) return "one_block";
+  if (blocks > 0) return absl::StrCat("grid", blocks);
+  const int units = -blocks % kRegGroupsCode, groups = -blocks / kRegGroupsCode + 1;
+  return absl::StrCat("reg", units, groups > 1 ? absl::StrCat("x", groups) : "");
+}
+
 std::string FusedRnn::BatchedKernelFor(int B) const {
   auto it = batched_by_batch_.find(B);
   if (it == batched_by_batch_.end()) return "";

@@ -143,6 +143,10 @@ class FusedRnn {
   // The shape chosen for batches of B, e.g. "g2b64t2x8" (2 groups of 64 blocks, tiles of 2
   // units x 8 sequences); "" before the first such batch.
   std::string BatchedKernelFor(int B) const;
+  // The kernel Kernel::kGrid chose for batches of B: "grid66" (the grid kernel on 66 blocks),
+  // "reg4" (the register kernel, 4 units a block), "reg8x2" (in 2 groups) or "one_block"; ""
+  // before the first such batch.
+  std::string GridKernelFor(int B) const;
   // Whether Forward runs batches of B on some kernel: up to kMaxBatch where has_grid(), up to
   // kMaxBatchedBatch where has_batched(); and the kernel it takes for them (kGrid where it
   // can, else kBatched). For callers that use FusedRnn alone (GRU reset_after=False).
