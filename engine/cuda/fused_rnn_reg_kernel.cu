@@ -391,6 +391,18 @@ StackKernel StackKernelFor(FusedRnnCell cell, int H, FusedRnnWeights weights) {
   return KernelFor<StackFamily>(cell, H, weights);
 }
 
+// A kernel's shared-memory limit raised to `smem`; how many blocks of U warps an SM runs.
+template <typename Fn>
+cudaError_t ConfigureKernel(Fn k, size_t smem) {
+  return k ? RaiseDynamicSmemLimit(k, smem) : cudaErrorInvalidValue;
+}
+
+template <typename Fn>
+cudaError_t MaxBlocksPerSm(Fn k, int U, size_t smem, int* blocks) {
+  if (!k) return cudaErrorInvalidValue;
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, k, 32 * U, smem);
+}
+
 }  // namespace
 
 bool FusedRnnRegCompiled(int H) {
@@ -399,15 +411,12 @@ bool FusedRnnRegCompiled(int H) {
 
 cudaError_t ConfigureFusedRnnRegKernel(FusedRnnCell cell, int H, FusedRnnWeights weights,
                                        size_t smem) {
-  Kernel k = KernelFor(cell, H, weights);
-  return k ? RaiseDynamicSmemLimit(k, smem) : cudaErrorInvalidValue;
+  return ConfigureKernel(KernelFor(cell, H, weights), smem);
 }
 
 cudaError_t MaxFusedRnnRegBlocksPerSm(FusedRnnCell cell, int H, FusedRnnWeights weights, int U,
                                       size_t smem, int* blocks) {
-  Kernel k = KernelFor(cell, H, weights);
-  if (!k) return cudaErrorInvalidValue;
-  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, k, 32 * U, smem);
+  return MaxBlocksPerSm(KernelFor(cell, H, weights), U, smem, blocks);
 }
 
 cudaError_t LaunchFusedRnnRegKernel(const FusedRnnArgs& args, int blocks, size_t smem,
@@ -431,15 +440,12 @@ bool FusedRnnStackCompiled(FusedRnnCell cell, int H, FusedRnnWeights weights) {
 
 cudaError_t ConfigureFusedRnnStackKernel(FusedRnnCell cell, int H, FusedRnnWeights weights,
                                          size_t smem) {
-  StackKernel k = StackKernelFor(cell, H, weights);
-  return k ? RaiseDynamicSmemLimit(k, smem) : cudaErrorInvalidValue;
+  return ConfigureKernel(StackKernelFor(cell, H, weights), smem);
 }
 
 cudaError_t MaxFusedRnnStackBlocksPerSm(FusedRnnCell cell, int H, FusedRnnWeights weights, int U,
                                         size_t smem, int* blocks) {
-  StackKernel k = StackKernelFor(cell, H, weights);
-  if (!k) return cudaErrorInvalidValue;
-  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, k, 32 * U, smem);
+  return MaxBlocksPerSm(StackKernelFor(cell, H, weights), U, smem, blocks);
 }
 
 cudaError_t LaunchFusedRnnStackKernel(const FusedRnnStackArgs& args, size_t smem,
