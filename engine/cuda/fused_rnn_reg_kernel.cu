@@ -67,6 +67,28 @@ __device__ __forceinline__ void SumRows(const Chunk (&w)[G][kI], const float* hs
   if (b < B) SumGates<1, kW, kH, kQ0, kQ1>(w, hs, b, lane, gates);
 }
 
+// The end of a step for the cell of (sequence lane, unit j), where `mine`: its h(t) into the next
+// exchange block, tagged, and its output of step s.
+template <int kH, typename Cell>
+__device__ __forceinline__ void PublishCell(Cell& cell, const FusedRnnArgs& a, FusedWord* out,
+                                            int lane, int j, int s, unsigned tag, bool mine) {
+  if (!mine) return;
+  StoreFusedWord(out + lane * kH + j, cell.h, tag);
+  cell.Emit(a, lane, j, s);
+}
+
+// The cell's step from its gates where its sequence still runs (past its length h stays), then
+// PublishCell.
+template <FusedRnnCell kCell, int kH, typename Cell, int G>
+__device__ __forceinline__ void StepAndPublishCell(Cell& cell, const float (&gates)[G],
+                                                   const FusedRnnArgs& a, FusedWord* out, int lane,
+                                                   int j, int s, unsigned tag, bool mine) {
+  if (mine && s < cell.len) {
+    cell.h = FusedCellStep<kCell>(cell.x, gates, cell.h, cell.c, cell.bRn);
+  }
+  PublishCell<kH>(cell, a, out, lane, j, s, tag, mine);
+}
+
 // FusedRnnXchgParts as a constant that device code may read.
 template <FusedRnnCell kCell>
 inline constexpr int kXchgParts = FusedRnnXchgParts(kCell);
@@ -144,15 +166,10 @@ __global__ void __launch_bounds__(kFusedRegMaxThreads, 1) FusedRnnRegKernel(Fuse
         const float n = tanhf(cell.x[2] + gates[2]);
         cell.h = (1.0f - z) * n + z * cell.h;
       }
+      PublishCell<kH>(cell, ga, out, lane, j, s, want + 1, mine);
     } else {
       SumRows<kW, kH, 0, G>(w, hs, B, lane, gates);
-      if (mine && s < cell.len) {
-        cell.h = FusedCellStep<kCell>(cell.x, gates, cell.h, cell.c, cell.bRn);
-      }
-    }
-    if (mine) {
-      StoreFusedWord(out + lane * kH + j, cell.h, want + 1);
-      cell.Emit(ga, lane, j, s);
+      StepAndPublishCell<kCell, kH>(cell, gates, ga, out, lane, j, s, want + 1, mine);
     }
   }
   if (mine) cell.Finish(ga, lane, j);
@@ -238,13 +255,7 @@ __global__ void __launch_bounds__(kFusedRegMaxThreads, 1)
 #pragma unroll
       for (int q = 0; q < G; ++q) gates[q] = 0.0f;
       SumRows<kW, kH, 0, G>(w, hs, B, lane, gates);
-      if (mine && s < cell.len) {
-        cell.h = FusedCellStep<kCell>(cell.x, gates, cell.h, cell.c, cell.bRn);
-      }
-      if (mine) {
-        StoreFusedWord(out + lane * kH + j, cell.h, want + 1);
-        cell.Emit(a, lane, j, s);
-      }
+      StepAndPublishCell<kCell, kH>(cell, gates, a, out, lane, j, s, want + 1, mine);
     }
     if (mine) cell.Finish(a, lane, j);
   } else {
@@ -271,7 +282,7 @@ __global__ void __launch_bounds__(kFusedRegMaxThreads, 1)
       }
     }
     FusedCell<kCell, false> cell;
-    float bias[G];
+    float bias[G] = {};
     if (mine) {
       cell.Start(a, lane, j);
 #pragma unroll
@@ -295,15 +306,9 @@ __global__ void __launch_bounds__(kFusedRegMaxThreads, 1)
       for (int q = 0; q < G; ++q) xg[q] = gates[q] = 0.0f;
       SumRows<kFp32, kH, 0, G>(wx, xs, B, lane, xg);
       SumRows<kW, kH, 0, G>(w, hs, B, lane, gates);
-      if (mine && s < cell.len) {
 #pragma unroll
-        for (int q = 0; q < G; ++q) cell.x[q] = xg[q] + bias[q];
-        cell.h = FusedCellStep<kCell>(cell.x, gates, cell.h, cell.c, cell.bRn);
-      }
-      if (mine) {
-        StoreFusedWord(out + lane * kH + j, cell.h, want + 1);
-        cell.Emit(a, lane, j, s);
-      }
+      for (int q = 0; q < G; ++q) cell.x[q] = xg[q] + bias[q];
+      StepAndPublishCell<kCell, kH>(cell, gates, a, out, lane, j, s, want + 1, mine);
     }
     if (mine) cell.Finish(a, lane, j);
   }
