@@ -36,7 +36,12 @@
 //     block's shared memory, for as many sequences as fit beside them), one block that runs the
 //     whole layer, input projection included, with two block barriers a step
 //     (fused_rnn_small_kernel.cu): at B = 1, T = 10, H = 32 the grid kernels' round trip
-//     through L2 a step costs more than the step's work.
+//     through L2 a step costs more than the step's work; at H = 32 and 64 each thread keeps a
+//     gate row of R in registers.
+// Stacks of 2 to kFusedStackMaxLayers one-direction layers of one width run in one launch of
+// the stacked register kernel (ForwardStack; FusedRnnStackArgs in fused_rnn_kernel.h): each
+// layer on its own blocks, the layers above the first projecting the lower layer's h(t) in the
+// kernel, so that layer l + 1's step t runs beside layer l's step t + 1.
 // The kernels compute the same sums in the same FP32 arithmetic; they differ only in the order
 // of the partial sums of each dot product (FMA rounding). The caller chooses between the
 // cluster kernel, the batch-tiled kernel and the others by timing (CudnnRecurrent: kFusedAlgo,
