@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
+#include <algorithm>
 #include <array>
 #include <map>
 #include <memory>
@@ -183,6 +184,12 @@ class CudaCompiledModel final : public CompiledModel, public SlotStatesProvider 
   absl::Status RunRecurrentGpu(const Layer& layer, const RecurrentSpec& spec, LayerPlan& plan,
                                RecurrentKernel kernel, const Batch& batch);
   absl::Status RunRecurrentCpu(const Layer& layer, LayerPlan& plan, const Batch& batch);
+  // Whether a recurrent layer's input has no sequence of length 0 and no masked step inside a
+  // sequence: what cuDNN and FusedRnn can run.
+  static bool PlainSequences(const DevValue& in) {
+    return in.step_mask.empty() &&
+           std::find(in.lengths.begin(), in.lengths.end(), 0) == in.lengths.end();
+  }
   // A recurrent layer's batch on the GPU: its lengths, initial states and outputs' places
   // (Begin), then after its kernel the final states and outputs (End).
   struct RecurrentRun {

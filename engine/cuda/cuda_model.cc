@@ -438,8 +438,7 @@ absl::Status CudaCompiledModel::RunLayer(size_t index, const Batch& batch) {
     }
     // Sequences of length 0 and interior masked steps, which neither cuDNN nor FusedRnn can
     // skip, run on the fused recurrent kernel, or on the CPU kernel where the layer has none.
-    const bool plain = in.step_mask.empty() &&
-                       std::find(in.lengths.begin(), in.lengths.end(), 0) == in.lengths.end();
+    const bool plain = PlainSequences(in);
     const RecurrentKernel kernel =
         plain && plan.rnn ? RecurrentKernel::kCudnn
         : plain && plan.fused_rnn && plan.fused_rnn->Takes(static_cast<int>(in.shape[0]))

@@ -101,13 +101,13 @@ absl::StatusOr<size_t> CudaCompiledModel::RunRecurrentStack(size_t index, const 
   const Layer& bottom = model_.layers[index];
   const auto& bottom_spec = std::get<RecurrentSpec>(bottom.spec);
   const DevValue& in = values_[bottom.inputs[0]];
-  // Batches that every layer runs on cuDNN's path (CudnnRecurrent), as RunLayer would choose.
-  const bool plain = in.step_mask.empty() && in.shape.size() == 3 && in.shape[0] > 0 &&
-                     in.shape[1] > 0 && in.dtype == DType::kFloat32 &&
-                     in.shape[2] == bottom_spec.input_size &&
-                     std::find(in.lengths.begin(), in.lengths.end(), 0) == in.lengths.end();
-  if (!plain) return 0;
-  const std::vector<int32_t> lengths = in.lengths;
+  // Batches that every layer runs on cuDNN's path (CudnnRecurrent), as RunLayer would choose;
+  // RunLayer runs (and refuses) the others.
+  if (!PlainSequences(in) || in.shape.size() != 3 || in.shape[0] == 0 || in.shape[1] == 0 ||
+      in.dtype != DType::kFloat32 || in.shape[2] != bottom_spec.input_size) {
+    return 0;
+  }
+  const std::vector<int32_t>& lengths = in.lengths;  // the bottom's input: not written below
   std::vector<RecurrentRun> runs(end - index);  // not resized below: io.lengths points into each
   std::vector<CudnnRecurrent::StackEntry> entries;
   for (size_t l = index; l < end; ++l) {

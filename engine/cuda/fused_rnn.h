@@ -222,7 +222,8 @@ class FusedRnn {
   // The cluster sizes that the device runs for H (none: no cluster kernel), and their shared
   // memory per block.
   absl::Status FindCluster();
-  // The grid and register kernels' exchange words and tag base, zeroed.
+  // The grid and register kernels' exchange words and the tag base they and the stacked kernel
+  // share, zeroed.
   absl::Status PrepareExchange();
   // Creates the cuBLAS handle and uploads W, R (as weights_) and the biases of every direction.
   absl::Status Upload(const std::vector<RecurrentDirection>& dirs);
@@ -251,7 +252,8 @@ class FusedRnn {
   // runs), or the first one, untimed, while the stream is being captured (*timed: false).
   absl::StatusOr<int> Fastest(const std::vector<int>& candidates,
                               const std::function<absl::Status(int)>& launch, bool* timed);
-  // Offers the stacked register kernel (as the lower layer) where it is compiled and fits.
+  // Offers the stacked register kernel (as the lower layer) where it is compiled and fits
+  // (fused_rnn_stack.cc).
   absl::Status PrepareStack(int sms);
   absl::Status LaunchStack(const RecurrentIO& io, const std::vector<StackLayer>& uppers, int units);
   // The batch-tiled kernel (fused_rnn_batched.cc): offered where a plan for kMaxBatchedBatch

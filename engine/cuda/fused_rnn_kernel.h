@@ -202,6 +202,9 @@ struct FusedRnnSmallArgs {
   int I = 0;
   int chunk = 1;  // steps whose input projection is computed at once
 };
+// Whether the one-block kernel keeps R's gate rows in its threads' registers (H = 32, 64)
+// rather than in shared memory.
+inline bool FusedRnnSmallRegisterRows(int H) { return H == 32 || H == 64; }
 // Shared memory of the one-block kernel for batches up to B, in bytes; its threads.
 size_t FusedRnnSmallSmemBytes(FusedRnnCell cell, int B, int I, int H, int chunk);
 int FusedRnnSmallThreads(int B, int H);

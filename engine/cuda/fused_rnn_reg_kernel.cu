@@ -89,6 +89,21 @@ __device__ __forceinline__ void StepAndPublishCell(Cell& cell, const float (&gat
   PublishCell<kH>(cell, a, out, lane, j, s, tag, mine);
 }
 
+// Unit j's G rows of R (a.R or a.R16, as kW says) into a warp's registers: lane l holds columns
+// 4l .. 4l+3 of every 128.
+template <FusedRnnWeights kW, int kH, typename Chunk, int G, int kI>
+__device__ __forceinline__ void LoadUnitRows(const FusedRnnArgs& a, int j, int lane,
+                                             Chunk (&w)[G][kI]) {
+  using Weights = cluster_detail::WeightChunk<kW>;
+#pragma unroll
+  for (int q = 0; q < G; ++q) {
+    const auto* row =
+        reinterpret_cast<const Chunk*>(Weights::Base(a) + (static_cast<int64_t>(q) * kH + j) * kH);
+#pragma unroll
+    for (int i = 0; i < kI; ++i) w[q][i] = __ldg(row + lane + 32 * i);
+  }
+}
+
 // FusedRnnXchgParts as a constant that device code may read.
 template <FusedRnnCell kCell>
 inline constexpr int kXchgParts = FusedRnnXchgParts(kCell);
@@ -121,13 +136,7 @@ __global__ void __launch_bounds__(kFusedRegMaxThreads, 1) FusedRnnRegKernel(Fuse
   if (ga.cy) ga.cy += b0 * kH;
   ga.xchg += static_cast<int64_t>(group) * kXchgParts<kCell> * a.xchg_stride;
   typename Chunk::Type w[G][kI];
-#pragma unroll
-  for (int q = 0; q < G; ++q) {
-    const auto* row = reinterpret_cast<const typename Chunk::Type*>(
-        Chunk::Base(a) + (static_cast<int64_t>(q) * kH + j) * kH);
-#pragma unroll
-    for (int i = 0; i < kI; ++i) w[q][i] = __ldg(row + lane + 32 * i);
-  }
+  LoadUnitRows<kW, kH>(a, j, lane, w);
   // Every thread reads the tags' base: it changes only after every block has left.
   const unsigned base = __ldcg(&a.sync->base);
   // Lane b < B keeps sequence b's cell of unit j.
@@ -223,13 +232,7 @@ __global__ void __launch_bounds__(kFusedRegMaxThreads, 1)
   const int B = a.B, lane = threadIdx.x % 32;
   const int j = block * a.U + threadIdx.x / 32;
   typename Chunk::Type w[G][kI];
-#pragma unroll
-  for (int q = 0; q < G; ++q) {
-    const auto* row = reinterpret_cast<const typename Chunk::Type*>(
-        Chunk::Base(a) + (static_cast<int64_t>(q) * kH + j) * kH);
-#pragma unroll
-    for (int i = 0; i < kI; ++i) w[q][i] = __ldg(row + lane + 32 * i);
-  }
+  LoadUnitRows<kW, kH>(a, j, lane, w);
   const unsigned base = __ldcg(&sa.a[0].sync->base);
   const bool mine = lane < B;
   const int BH = B * kH, stride = a.xchg_stride;

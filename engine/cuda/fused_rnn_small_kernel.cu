@@ -44,22 +44,21 @@ __global__ void __launch_bounds__(kH > 0 ? kSmallRegisterThreads : 1024)
   const FusedRnnArgs& a = p.a;
   const int H = a.H, I = p.I, B = a.B, G = kFusedGates<kCell> * a.H;
   float* Ws = smem;
-  float* Rs = Ws + I * G;
-  float* bs = Rs + H * G;
+  float* Rs = Ws + I * G;  // kH: none (R is in registers)
+  float* bs = Rs + (kH > 0 ? 0 : H * G);
   float* hs = bs + G;
   float* cs = hs + B * H;
   float* gs = cs + B * H;
   float* xs = gs + B * G;
   // The weights in 16-byte loads, four in flight per thread: this prologue is latency-bound
   // (a load from device memory takes ~0.5 us), not bandwidth-bound.
+  const int rs_size = kH > 0 ? 0 : H * G;
   if ((I * G) % 4 == 0 && (H * G) % 4 == 0) {  // Ws and Rs start on 16-byte boundaries
     CopyToShared(reinterpret_cast<float4*>(Ws), reinterpret_cast<const float4*>(p.Wt), I * G / 4);
-    if constexpr (kH == 0) {  // kH: R is in registers
-      CopyToShared(reinterpret_cast<float4*>(Rs), reinterpret_cast<const float4*>(p.Rt), H * G / 4);
-    }
+    CopyToShared(reinterpret_cast<float4*>(Rs), reinterpret_cast<const float4*>(p.Rt), rs_size / 4);
   } else {  // a GRU's 3H gate rows times an odd width
     for (int i = threadIdx.x; i < I * G; i += blockDim.x) Ws[i] = __ldg(p.Wt + i);
-    for (int i = threadIdx.x; i < H * G; i += blockDim.x) Rs[i] = __ldg(p.Rt + i);
+    for (int i = threadIdx.x; i < rs_size; i += blockDim.x) Rs[i] = __ldg(p.Rt + i);
   }
   for (int i = threadIdx.x; i < G; i += blockDim.x) bs[i] = p.bias[i];
   float rr[kH > 0 ? kH : 1];  // kH: this thread's gate row of R
@@ -114,21 +113,22 @@ __global__ void __launch_bounds__(kH > 0 ? kSmallRegisterThreads : 1024)
           const int d = b * G + r;
           gs[d] = n_row ? sum : xs[(s - s0) * B * G + d] + sum;
         }
-      }
-      for (int d = kH > 0 ? B * G : threadIdx.x; d < B * G; d += blockDim.x) {
-        const int b = d / G, r = d % G;
-        if (s >= a.lengths[b]) continue;
-        const float* h = hs + b * H;
-        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        int k = 0;
-        for (; k + 4 <= H; k += 4) {
+      } else {
+        for (int d = threadIdx.x; d < B * G; d += blockDim.x) {
+          const int b = d / G, r = d % G;
+          if (s >= a.lengths[b]) continue;
+          const float* h = hs + b * H;
+          float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+          int k = 0;
+          for (; k + 4 <= H; k += 4) {
 #pragma unroll
-          for (int q = 0; q < 4; ++q) acc[q] = fmaf(h[k + q], Rs[(k + q) * G + r], acc[q]);
+            for (int q = 0; q < 4; ++q) acc[q] = fmaf(h[k + q], Rs[(k + q) * G + r], acc[q]);
+          }
+          for (; k < H; ++k) acc[0] = fmaf(h[k], Rs[k * G + r], acc[0]);
+          const float sum = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+          const bool n_row = kCell == FusedRnnCell::kGru && r >= 2 * H;
+          gs[d] = n_row ? sum : xs[(s - s0) * B * G + d] + sum;
         }
-        for (; k < H; ++k) acc[0] = fmaf(h[k], Rs[k * G + r], acc[0]);
-        const float sum = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-        const bool n_row = kCell == FusedRnnCell::kGru && r >= 2 * H;
-        gs[d] = n_row ? sum : xs[(s - s0) * B * G + d] + sum;
       }
       __syncthreads();
       for (int i = threadIdx.x; i < B * H; i += blockDim.x) {
@@ -174,13 +174,13 @@ __global__ void __launch_bounds__(kH > 0 ? kSmallRegisterThreads : 1024)
 
 size_t FusedRnnSmallSmemBytes(FusedRnnCell cell, int B, int I, int H, int chunk) {
   const size_t G = FusedRnnGates(cell) * static_cast<size_t>(H);
-  return sizeof(float) * (static_cast<size_t>(I) * G + static_cast<size_t>(H) * G + G +
-                          2 * static_cast<size_t>(B) * H +
+  const size_t Rs = FusedRnnSmallRegisterRows(H) ? 0 : static_cast<size_t>(H) * G;
+  return sizeof(float) * (static_cast<size_t>(I) * G + Rs + G + 2 * static_cast<size_t>(B) * H +
                           (1 + static_cast<size_t>(chunk)) * static_cast<size_t>(B) * G);
 }
 
 int FusedRnnSmallThreads(int B, int H) {
-  if (H == 32 || H == 64) return kSmallRegisterThreads;  // the register rows' kernel
+  if (FusedRnnSmallRegisterRows(H)) return kSmallRegisterThreads;
   // At least 512: the prologue's loads want many threads even when a step has little work.
   const int want = (4 * B * H + 31) / 32 * 32;
   return std::min(1024, std::max(512, want));
@@ -191,7 +191,7 @@ namespace {
 using SmallKernel = void (*)(FusedRnnSmallArgs);
 
 template <FusedRnnCell kCell>
-SmallKernel SmallKernelOf(int H) {
+SmallKernel SmallKernelOf(int H) {  // FusedRnnSmallRegisterRows' widths, or any H
   if (H == 32) return FusedRnnSmallKernel<kCell, 32>;
   if (H == 64) return FusedRnnSmallKernel<kCell, 64>;
   return FusedRnnSmallKernel<kCell, 0>;
