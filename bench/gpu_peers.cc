@@ -229,6 +229,9 @@ absl::Status RunCase(const Case& c, const Link& link, std::ostream& results) {
   for (auto& l : layers) l->set_use_graphs(false);
   const float auto_ms = TimeIt(stream, forward);
   line << " auto_ms=" << auto_ms << " auto_algo=" << algo_of(layers);
+  if (const std::string t = layers[0]->FusedTimingsFor(c.B); !t.empty()) {
+    line << " fused_kernels_ms=" << t;
+  }
   // The engine's output, for the driver to compare with PyTorch's.
   std::vector<float> yh(y_n);
   cudaMemcpy(yh.data(), y[n_layers - 1].get(), y_n * 4, cudaMemcpyDeviceToHost);

@@ -51,6 +51,8 @@ SHAPES = [
     ("lstm_b1_t100_h256_4l", "lstm", 256, 4, 0, 1, 100),
     ("lstm_b1_t100_h512_3l", "lstm", 512, 3, 0, 1, 100),
     ("lstm_b32_t1500_h256", "lstm", 256, 1, 0, 32, 1500),
+    ("lstm_b1_t100_h64", "lstm", 64, 1, 0, 1, 100),
+    ("lstm_b1_t100_h128", "lstm", 128, 1, 0, 1, 100),
     ("gru_b1_t10_h32", "gru", 32, 1, 0, 1, 10),
     ("gru_b1_t100_h64", "gru", 64, 1, 0, 1, 100),
     ("gru_b1_t100_h128", "gru", 128, 1, 0, 1, 100),
@@ -190,6 +192,10 @@ def main():
         sp_b = f"{tbest / oen:.2f}x" if tbest and oen and oen > 0 else "n/a"
         per_algo = ", ".join(f"{algo_names.get(k[5:-3], k)} {fmt(float(v))}"
                              for k, v in o.items() if k.startswith("algo_"))
+        if o.get("fused_kernels_ms"):  # what each of the fused algorithm's kernels took
+            per_algo += " (fused: " + ", ".join(
+                f"{k} {fmt(float(v))}" for k, v in
+                (kv.split(":") for kv in o["fused_kernels_ms"].split(","))) + ")"
         diff = "n/a"
         out_npy = workdir / f"{case}.out.npy"
         if ys.get(case) is not None and out_npy.exists():

@@ -41,7 +41,8 @@ const char* CellName(CellType c) {
 std::string FusedRnnPlacement(const FusedRnn& f) {
   std::string kernels;
   if (f.has_grid()) {
-    absl::StrAppend(&kernels, "up to ", FusedRnn::kMaxBatch, " on the persistent register kernel");
+    absl::StrAppend(&kernels, "up to ", FusedRnn::kMaxBatch, " on the ",
+                    f.has_one_block_registers() ? "one-block " : "", "persistent register kernel");
   }
   if (f.has_batched()) {
     absl::StrAppend(&kernels, kernels.empty() ? "" : ", ", "up to ", FusedRnn::kMaxBatchedBatch,

@@ -246,6 +246,10 @@ std::string CudnnRecurrent::AlgorithmFor(int B, int T) const {
   return it == algo_by_batch_.end() ? "" : NameFor(it->second, B);
 }
 
+std::string CudnnRecurrent::FusedTimingsFor(int B) const {
+  return fused_ ? fused_->GridTimingsFor(B) : "";
+}
+
 std::string CudnnRecurrent::NameFor(cudnnRNNAlgo_t algo, int B) const {
   std::string name = AlgoName(algo, dtype_);
   // Half weights time several cluster kernels per batch size: which one, e.g. "/mma16".

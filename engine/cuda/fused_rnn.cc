@@ -72,7 +72,8 @@ absl::StatusOr<std::unique_ptr<FusedRnn>> FusedRnn::Create(const RecurrentSpec& 
     if (coop && cell == FusedRnnCell::kGruBefore && H >= 128) {
       RNNSERVE_RETURN_IF_ERROR(f->PrepareBatched(sms, smem_optin));
     }
-    if (!f->has_cluster() && f->reg_units_.empty() && !f->has_batched()) {
+    f->block_reg_ = weights == FusedRnnWeights::kFp32 && H <= kFusedBlockRegMaxHidden;
+    if (!f->has_cluster() && f->reg_units_.empty() && !f->has_batched() && !f->block_reg_) {
       return absl::UnimplementedError(
           absl::StrCat(f->name(), ": no cluster, register or batch-tiled kernel for H=", H,
                        weights == FusedRnnWeights::kFp32 ? "" : " with half-precision weights",
@@ -138,6 +139,7 @@ absl::StatusOr<std::unique_ptr<FusedRnn>> FusedRnn::Create(const RecurrentSpec& 
   RNNSERVE_RETURN_IF_ERROR(f->FindCluster());
   RNNSERVE_RETURN_IF_ERROR(f->PrepareSmall(d, smem_optin));
   RNNSERVE_RETURN_IF_ERROR(f->PrepareBatched(sms, smem_optin));
+  f->block_reg_ = H <= kFusedBlockRegMaxHidden;
   return f;
 }
 
@@ -386,6 +388,19 @@ absl::Status FusedRnn::Forward(const RecurrentIO& io, Kernel kernel) {
   return Launch(io, *blocks);
 }
 
+absl::Status FusedRnn::ForwardOneBlockRegisters(const RecurrentIO& io, int lanes) {
+  if (!block_reg_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(name(), ": no one-block register kernel for H=", H_));
+  }
+  if (io.B > lanes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name(), ": the one-block register kernel with ", lanes, " lanes a unit takes batches of "
+        "at most ", lanes, "; got ", io.B));
+  }
+  return Launch(io, BlockRegLaunch(lanes));
+}
+
 std::vector<FusedRnnClusterShape> FusedRnn::cluster_shapes() const {
   std::vector<FusedRnnClusterShape> out;
   for (const ClusterKernel& k : clusters_) out.push_back(k.shape);
@@ -410,9 +425,17 @@ FusedRnn::Kernel FusedRnn::KernelTaking(int B) const {
 
 std::string FusedRnn::GridKernelFor(int B) const {
   auto it = grid_by_batch_.find(B);
-  if (it == grid_by_batch_.end()) return "";
-  const int blocks = it->second;
+  return it == grid_by_batch_.end() ? "" : GridKernelName(it->second);
+}
+
+std::string FusedRnn::GridTimingsFor(int B) const {
+  auto it = grid_times_by_batch_.find(B);
+  return it == grid_times_by_batch_.end() ? "" : it->second;
+}
+
+std::string FusedRnn::GridKernelName(int blocks) {
   if (blocks == 0) return "one_block";
+  if (blocks > kBlockRegLaunch) return absl::StrCat("one_block_reg", blocks - kBlockRegLaunch);
   if (blocks > 0) return absl::StrCat("grid", blocks);
   const int units = -blocks % kRegGroupsCode, groups = -blocks / kRegGroupsCode + 1;
   return absl::StrCat("reg", units, groups > 1 ? absl::StrCat("x", groups) : "");
@@ -442,20 +465,33 @@ absl::StatusOr<int> FusedRnn::ChooseGrid(const RecurrentIO& io) {
   if (auto it = grid_by_batch_.find(io.B); it != grid_by_batch_.end()) return it->second;
   std::vector<int> candidates = grids_;
   if (io.B <= small_max_batch_) candidates.push_back(0);
+  for (int lanes : kFusedBlockRegLanes) {
+    if (block_reg_ && io.B <= lanes) candidates.push_back(BlockRegLaunch(lanes));
+  }
   for (int units : reg_units_) candidates.push_back(RegistersLaunch(units, 1));
   // The register kernel on groups of at least 2 sequences.
   for (const auto& [units, groups] : reg_groups_) {
     if (io.B >= 2 * groups) candidates.push_back(RegistersLaunch(units, groups));
   }
   bool timed = false;
+  std::vector<float> times;
   auto best = Fastest(
-      candidates, [&](int blocks) { return Launch(io, blocks); }, &timed);
-  if (best.ok() && timed) grid_by_batch_[io.B] = *best;
+      candidates, [&](int blocks) { return Launch(io, blocks); }, &timed, &times);
+  if (best.ok() && timed) {
+    grid_by_batch_[io.B] = *best;
+    std::string& out = grid_times_by_batch_[io.B];
+    out.clear();
+    for (size_t i = 0; i < times.size(); ++i) {
+      absl::StrAppend(&out, i ? "," : "", GridKernelName(candidates[i]), ":",
+                      absl::SixDigits(times[i]));
+    }
+  }
   return best;
 }
 
 absl::StatusOr<int> FusedRnn::Fastest(const std::vector<int>& candidates,
-                                      const std::function<absl::Status(int)>& launch, bool* timed) {
+                                      const std::function<absl::Status(int)>& launch, bool* timed,
+                                      std::vector<float>* times) {
   *timed = false;
   int best = candidates.front();
   if (candidates.size() <= 1 || StreamCapturing(stream_)) return best;
@@ -478,6 +514,7 @@ absl::StatusOr<int> FusedRnn::Fastest(const std::vector<int>& candidates,
       ms_min = std::min(ms_min, ms);
     }
     if (!status.ok()) break;
+    if (times) times->push_back(ms_min);
     if (ms_min < best_ms) {
       best_ms = ms_min;
       best = candidate;
@@ -538,6 +575,10 @@ absl::Status FusedRnn::Launch(const RecurrentIO& io, int blocks) {
   }
   RNNSERVE_RETURN_IF_ERROR(Project(io));
   FusedRnnArgs a = Args(io);
+  if (blocks > kBlockRegLaunch) {
+    return CudaOk(LaunchFusedRnnBlockRegKernel(a, blocks - kBlockRegLaunch, stream_),
+                  absl::StrCat("kernel launch (", name(), ", one block, registers)").c_str());
+  }
   a.xchg = xchg_.as<unsigned long long>();
   a.sync = sync_.as<FusedRnnSync>();
   a.xchg_stride = FusedRnnXchgStride(io.B, H_);

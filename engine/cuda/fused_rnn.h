@@ -118,13 +118,19 @@ class FusedRnn {
   // kBatched has_batched(), kGrid has_grid().
   absl::Status Forward(const RecurrentIO& io, Kernel kernel = Kernel::kGrid);
   // Kernel::kGrid runs: the grid kernel (exact FP32 only) or the register kernel.
-  bool has_grid() const { return !grids_.empty() || !reg_units_.empty(); }
+  bool has_grid() const { return !grids_.empty() || !reg_units_.empty() || block_reg_; }
   bool has_cluster() const { return !clusters_.empty(); }
   FusedRnnWeights weights() const { return weights_; }
   bool has_one_block() const { return small_max_batch_ > 0; }
   // The largest batch the one-block kernel takes (its shared memory holds every sequence's
   // states beside the weights); 0 when it is not offered.
   int one_block_max_batch() const { return small_max_batch_; }
+  // Whether the one-block register kernel (H up to kFusedBlockRegMaxHidden, one direction,
+  // exact FP32; fused_rnn_kernel.h) is offered (Kernel::kGrid times it): with 8 lanes a unit
+  // it takes every batch up to kMaxBatch, with 4 up to 4 sequences.
+  bool has_one_block_registers() const { return block_reg_; }
+  // Runs it with `lanes` (kFusedBlockRegLanes) lanes a unit, pinned (tests).
+  absl::Status ForwardOneBlockRegisters(const RecurrentIO& io, int lanes);
   // The register kernel's units a block offered (empty: not offered), fewest first; kRegisters
   // runs the first.
   const std::vector<int>& register_units() const { return reg_units_; }
@@ -152,6 +158,9 @@ class FusedRnn {
   // "reg4" (the register kernel, 4 units a block), "reg8x2" (in 2 groups) or "one_block"; ""
   // before the first such batch.
   std::string GridKernelFor(int B) const;
+  // What each kernel Kernel::kGrid timed for batches of B took, e.g.
+  // "grid64:0.141,one_block:0.09,reg2:0.113" (ms); "" before the first such batch.
+  std::string GridTimingsFor(int B) const;
   // Whether Forward runs batches of B on some kernel: up to kMaxBatch where has_grid(), up to
   // kMaxBatchedBatch where has_batched(); and the kernel it takes for them (kGrid where it
   // can, else kBatched). For callers that use FusedRnn alone (GRU reset_after=False).
@@ -237,8 +246,12 @@ class FusedRnn {
   static constexpr int RegistersLaunch(int units, int groups) {
     return -(units + kRegGroupsCode * (groups - 1));
   }
-  // blocks > 0: the grid kernel on that many blocks; 0: the one-block kernel; < 0: the register
-  // kernel (RegistersLaunch).
+  // Launch's `blocks` for the one-block register kernel with `lanes` lanes a unit (more blocks
+  // than a grid has).
+  static constexpr int kBlockRegLaunch = 1 << 20;
+  static constexpr int BlockRegLaunch(int lanes) { return kBlockRegLaunch + lanes; }
+  // blocks > 0: the grid kernel on that many blocks (past kBlockRegLaunch: the one-block
+  // register kernel); 0: the one-block kernel; < 0: the register kernel (RegistersLaunch).
   absl::Status Launch(const RecurrentIO& io, int blocks);
   // Offers the register kernel where it is compiled for H and fits on the device.
   absl::Status PrepareRegisters(int sms);
@@ -250,8 +263,12 @@ class FusedRnn {
   absl::StatusOr<int> ChooseGrid(const RecurrentIO& io);
   // The fastest of `candidates` run by `launch` (a warm-up, then the minimum of three timed
   // runs), or the first one, untimed, while the stream is being captured (*timed: false).
+  // `times`, if given, receives each candidate's time (ms) in order.
   absl::StatusOr<int> Fastest(const std::vector<int>& candidates,
-                              const std::function<absl::Status(int)>& launch, bool* timed);
+                              const std::function<absl::Status(int)>& launch, bool* timed,
+                              std::vector<float>* times = nullptr);
+  // GridKernelFor's name of Launch's `blocks`.
+  static std::string GridKernelName(int blocks);
   // Offers the stacked register kernel (as the lower layer) where it is compiled and fits
   // (fused_rnn_stack.cc).
   absl::Status PrepareStack(int sms);
@@ -282,9 +299,11 @@ class FusedRnn {
   std::vector<ClusterKernel> clusters_;
   std::map<int, int> cluster_by_batch_;  // the fastest (an index into clusters_), per batch size
   int small_max_batch_ = 0;              // the one-block kernel's largest batch (0: none)
+  bool block_reg_ = false;               // the one-block register kernel is offered
   size_t small_smem_ = 0;
   int small_chunk_ = 1;                          // steps of input projection computed at once
   std::map<int, int> grid_by_batch_;             // as Launch's `blocks`
+  std::map<int, std::string> grid_times_by_batch_;  // GridTimingsFor
   std::vector<int> reg_units_;                   // the register kernel's units a block, offered
   std::vector<std::pair<int, int>> reg_groups_;  // its (units, groups > 1), offered
   size_t reg_smem_ = 0;

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "engine/cuda/fused_rnn_cell.cuh"
+#include "engine/cuda/fused_rnn_cluster.cuh"
 #include "engine/cuda/fused_rnn_kernel.h"
 #include "engine/cuda/launch.cuh"
 
@@ -215,6 +216,162 @@ cudaError_t LaunchFusedRnnSmallKernel(const FusedRnnSmallArgs& args, size_t smem
   SmallKernel k = SmallKernelFor(args.a.cell, args.a.H);
   if (!k) return cudaErrorInvalidValue;
   k<<<1, FusedRnnSmallThreads(args.a.B, args.a.H), smem, stream>>>(args);
+  return cudaGetLastError();
+}
+
+namespace {
+
+// The one-block register kernel (fused_rnn_kernel.h): kL lanes a hidden unit (4 or 8), 32 / kL
+// units a warp. Lane `sub` of unit j keeps columns 4 sub + 4 kL i .. + 3 of the unit's G rows of
+// R in registers (zero past H); a step sums its share of each row's dot product with h(t-1)
+// (16-byte reads of shared memory, the unit groups of a warp reading the same words), adds the
+// unit's lanes' sums in log2(kL) shuffles, and lane b applies sequence b's cell (b < kL),
+// writing h(t) into the other of two buffers: one block barrier a step. Fewer lanes a unit mean
+// fewer warps, each applying more cells at once; more lanes, shorter dot products.
+template <int kN, int kQ0, int kQ1, int kH, int kL, int G, int kC>
+__device__ __forceinline__ void SumUnitRows(const float4 (&w)[G][kC], const float* hs, int b0,
+                                            int sub, float (&gates)[G]) {
+  float acc[kN][G];
+#pragma unroll
+  for (int n = 0; n < kN; ++n) {
+#pragma unroll
+    for (int q = kQ0; q < kQ1; ++q) acc[n][q] = 0.0f;
+  }
+#pragma unroll
+  for (int i = 0; i < kC; ++i) {
+#pragma unroll
+    for (int n = 0; n < kN; ++n) {
+      const float4 hv = reinterpret_cast<const float4*>(hs + (b0 + n) * kH)[sub + kL * i];
+#pragma unroll
+      for (int q = kQ0; q < kQ1; ++q) acc[n][q] = cluster_detail::Dot4(w[q][i], hv, acc[n][q]);
+    }
+  }
+#pragma unroll
+  for (int n = 0; n < kN; ++n) {
+#pragma unroll
+    for (int q = kQ0; q < kQ1; ++q) {
+#pragma unroll
+      for (int off = kL / 2; off > 0; off >>= 1) {
+        acc[n][q] += __shfl_xor_sync(0xffffffffu, acc[n][q], off);
+      }
+      if (sub == b0 + n) gates[q] = acc[n][q];
+    }
+  }
+}
+
+// SumUnitRows for every one of the B sequences, two at a time.
+template <int kQ0, int kQ1, int kH, int kL, int G, int kC>
+__device__ __forceinline__ void SumUnitRowsAll(const float4 (&w)[G][kC], const float* hs, int B,
+                                               int sub, float (&gates)[G]) {
+  int b = 0;
+  for (; b + 2 <= B; b += 2) SumUnitRows<2, kQ0, kQ1, kH, kL>(w, hs, b, sub, gates);
+  if (b < B) SumUnitRows<1, kQ0, kQ1, kH, kL>(w, hs, b, sub, gates);
+}
+
+// Steps of input projection a cell has in flight: a step here is shorter than a load from L2.
+constexpr int kBlockRegAhead = 4;
+
+template <FusedRnnCell kCell, int kH, int kL>
+__global__ void __launch_bounds__(kL* kH) FusedRnnBlockRegKernel(FusedRnnArgs a) {
+  constexpr int G = kFusedGates<kCell>;
+  constexpr int kC = kH / (4 * kL);  // float4s of a row a lane keeps
+  constexpr int kBH = kL * kH;       // a buffer: up to kL sequences
+  // h(t-1) [2][B][kH] by step parity, then (reset_after=False) r * h(t-1) [B][kH]; zero past H.
+  __shared__ __align__(16) float hbuf[(kCell == FusedRnnCell::kGruBefore ? 3 : 2) * kBH];
+  const int H = a.H, B = a.B;
+  const int sub = threadIdx.x % kL, j = threadIdx.x / kL;
+  const bool unit = j < H, mine = unit && sub < B;
+  float4 w[G][kC];
+#pragma unroll
+  for (int q = 0; q < G; ++q) {
+    const float* row = a.R + (static_cast<int64_t>(q) * H + j) * H;
+#pragma unroll
+    for (int i = 0; i < kC; ++i) {
+      const int k = 4 * (sub + kL * i);
+      auto at = [&](int c) { return unit && k + c < H ? __ldg(row + k + c) : 0.0f; };
+      w[q][i] = make_float4(at(0), at(1), at(2), at(3));
+    }
+  }
+  for (int i = threadIdx.x; i < static_cast<int>(sizeof(hbuf) / sizeof(float)); i += blockDim.x) {
+    hbuf[i] = 0.0f;
+  }
+  FusedCell<kCell, true, kBlockRegAhead> cell;
+  if (mine) cell.Start(a, sub, j);
+  __syncthreads();
+  if (mine) hbuf[sub * kH + j] = cell.h;
+  __syncthreads();
+  for (int s = 0; s < a.steps; ++s) {
+    const float* hs = hbuf + (s & 1) * kBH;
+    float* hn = hbuf + ((s + 1) & 1) * kBH;
+    float gates[G];
+#pragma unroll
+    for (int q = 0; q < G; ++q) gates[q] = 0.0f;
+    if constexpr (kCell == FusedRnnCell::kGruBefore) {
+      // reset_after=False: r and z from h(t-1), then n from r * h(t-1) of every unit.
+      float* rh = hbuf + 2 * kBH;
+      SumUnitRowsAll<0, 2, kH, kL>(w, hs, B, sub, gates);
+      float z = 0.0f;
+      if (mine) {
+        const float r = FusedSigmoid(cell.x[0] + gates[0]);
+        z = FusedSigmoid(cell.x[1] + gates[1]);
+        rh[sub * kH + j] = s < cell.len ? r * cell.h : 0.0f;
+      }
+      __syncthreads();
+      SumUnitRowsAll<2, 3, kH, kL>(w, rh, B, sub, gates);
+      if (mine && s < cell.len) {
+        const float n = tanhf(cell.x[2] + gates[2]);
+        cell.h = (1.0f - z) * n + z * cell.h;
+      }
+    } else {
+      SumUnitRowsAll<0, G, kH, kL>(w, hs, B, sub, gates);
+      if (mine && s < cell.len) {
+        cell.h = FusedCellStep<kCell>(cell.x, gates, cell.h, cell.c, cell.bRn);
+      }
+    }
+    if (mine) {
+      hn[sub * kH + j] = cell.h;
+      cell.Emit(a, sub, j, s);
+    }
+    __syncthreads();
+  }
+  if (mine) cell.Finish(a, sub, j);
+}
+
+using BlockRegKernel = void (*)(FusedRnnArgs);
+
+template <FusedRnnCell kCell, int kL>
+BlockRegKernel BlockRegKernelOf(int H) {
+  if (H <= 32) return FusedRnnBlockRegKernel<kCell, 32, kL>;
+  if (H <= 64) return FusedRnnBlockRegKernel<kCell, 64, kL>;
+  return nullptr;
+}
+
+template <int kL>
+BlockRegKernel BlockRegKernelFor(FusedRnnCell cell, int H) {
+  switch (cell) {
+    case FusedRnnCell::kLstm:
+      return BlockRegKernelOf<FusedRnnCell::kLstm, kL>(H);
+    case FusedRnnCell::kGru:
+      return BlockRegKernelOf<FusedRnnCell::kGru, kL>(H);
+    case FusedRnnCell::kGruBefore:
+      return BlockRegKernelOf<FusedRnnCell::kGruBefore, kL>(H);
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+cudaError_t LaunchFusedRnnBlockRegKernel(const FusedRnnArgs& args, int lanes,
+                                         cudaStream_t stream) {
+  if (args.H < 1 || args.H > kFusedBlockRegMaxHidden || args.B < 1 || args.B > lanes ||
+      args.R == nullptr || args.weights != FusedRnnWeights::kFp32) {
+    return cudaErrorInvalidValue;
+  }
+  BlockRegKernel k = lanes == 4   ? BlockRegKernelFor<4>(args.cell, args.H)
+                     : lanes == 8 ? BlockRegKernelFor<8>(args.cell, args.H)
+                                  : nullptr;
+  if (!k) return cudaErrorInvalidValue;
+  k<<<1, lanes * (args.H <= 32 ? 32 : 64), 0, stream>>>(args);
   return cudaGetLastError();
 }
 

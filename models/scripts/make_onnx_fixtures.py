@@ -446,6 +446,10 @@ def wide_node_cases():
               seq_lens=[10, 3, 7, 1, 10, 5, 9, 2, 8, 10, 4, 6, 10, 1, 7, 9, 3, 10, 5, 8, 2, 6,
                         10, 4],
               init_h=True, rng=rng, wscale=1 / 12)
+    # Up to 64 units: the one-block persistent register kernel (48 of its 64 lanes' units).
+    node_case("GruLinearBeforeReset0H48B8MatchesOnnxruntime", "GRU", linear_before_reset=0,
+              dims=(14, 8, 20, 48), seq_lens=[14, 5, 1, 14, 9, 3, 12, 7], init_h=True, rng=rng,
+              wscale=1 / 7)
 
 
 def main():

@@ -526,13 +526,16 @@ INSTANTIATE_TEST_SUITE_P(Torch, BatchedKernelTest,
                                            "TorchLstmClusterH512", "TorchGruClusterH512"),
                          [](const auto& info) { return info.param; });
 
-// GRU reset_after=False (ONNX linear_before_reset=0) on the batch-tiled kernel: a second GEMM a
-// step over r * h(t-1). Every shape pinned at batches 9..24 of an onnxruntime fixture of 24
-// sequences of mixed lengths with initial states; Y (zero past each length) and Y_h.
-TEST(BatchedKernelTest, GruResetBeforeEveryShapeMatchesOnnxruntime) {
-  RNNSERVE_SKIP_WITHOUT_GPU();
-  const std::string dir = testing::SourcePath(
-      "tests/fixtures/onnx/node/GruLinearBeforeReset0H128B24MatchesOnnxruntime/");
+// GRU reset_after=False (ONNX linear_before_reset=0) fixture `name` (an onnxruntime run of
+// sequences of mixed lengths with initial states) at each of `batches`, run by `forward(fused,
+// kind, io)` for each kind < kinds(fused) (e.g. the shapes of a kernel): Y (zero past each
+// length) and Y_h.
+using GruBeforeForward =
+    std::function<absl::Status(engine::cuda::FusedRnn&, int, const engine::cuda::RecurrentIO&)>;
+void CheckGruResetBefore(const std::string& name, const std::vector<int>& batches,
+                         const std::function<int(const engine::cuda::FusedRnn&)>& kinds,
+                         const GruBeforeForward& forward) {
+  const std::string dir = testing::SourcePath("tests/fixtures/onnx/node/" + name + "/");
   auto model = models::LoadModelFile(dir + "model.onnx", models::LoadOptions{});
   ASSERT_TRUE(model.ok()) << model.status();
   const engine::RecurrentSpec* spec = nullptr;
@@ -551,7 +554,6 @@ TEST(BatchedKernelTest, GruResetBeforeEveryShapeMatchesOnnxruntime) {
   ASSERT_TRUE(sh.ok());
   auto fused = engine::cuda::FusedRnn::Create(*spec, sh.stream);
   ASSERT_TRUE(fused.ok()) << fused.status();
-  ASSERT_TRUE((*fused)->has_batched());
   // x [T, N, I] -> [N, T, I]; the first B sequences of it, of h0 [1, N, H] and of the outputs.
   std::vector<float> xb(size_t(N) * T * I);
   for (int t = 0; t < T; ++t) {
@@ -572,10 +574,9 @@ TEST(BatchedKernelTest, GruResetBeforeEveryShapeMatchesOnnxruntime) {
   cudaMemcpy(dx.get(), xb.data(), xb.size() * 4, cudaMemcpyHostToDevice);
   cudaMemcpy(dh0.get(), h0f.data(), h0f.size() * 4, cudaMemcpyHostToDevice);
   cudaMemcpy(dl.get(), lengths.data(), N * 4, cudaMemcpyHostToDevice);
-  for (const auto& shape : (*fused)->batched_shapes()) {
-    for (int B : {9, 16, N}) {
-      SCOPED_TRACE(::testing::Message() << "blocks=" << shape.blocks << " tile=" << shape.tile
-                                        << " groups=" << shape.groups << " B=" << B);
+  for (int kind = 0; kind < kinds(**fused); ++kind) {
+    for (int B : batches) {
+      SCOPED_TRACE(::testing::Message() << "launch " << kind << ", B=" << B);
       cudaMemset(dy.get(), 0xff, size_t(B) * T * H * 4);  // every element must be written
       engine::cuda::RecurrentIO io{.B = B,
                                    .T = T,
@@ -585,7 +586,7 @@ TEST(BatchedKernelTest, GruResetBeforeEveryShapeMatchesOnnxruntime) {
                                    .h0 = dh0.as<float>(),
                                    .y = dy.as<float>(),
                                    .hy = dh.as<float>()};
-      ASSERT_TRUE((*fused)->ForwardBatched(io, shape).ok());
+      ASSERT_TRUE(forward(**fused, kind, io).ok());
       ASSERT_EQ(cudaStreamSynchronize(sh.stream), cudaSuccess);
       engine::Tensor y = engine::Tensor::Float({B, T, H}), h = engine::Tensor::Float({1, B, H});
       cudaMemcpy(y.f32(), dy.get(), y.num_elements() * 4, cudaMemcpyDeviceToHost);
@@ -604,6 +605,40 @@ TEST(BatchedKernelTest, GruResetBeforeEveryShapeMatchesOnnxruntime) {
       if (::testing::Test::HasFailure()) return;
     }
   }
+}
+
+// GRU reset_after=False on the batch-tiled kernel: a second GEMM a step over r * h(t-1). Every
+// shape pinned at batches 9..24 of a fixture of 24 sequences.
+TEST(BatchedKernelTest, GruResetBeforeEveryShapeMatchesOnnxruntime) {
+  RNNSERVE_SKIP_WITHOUT_GPU();
+  using engine::cuda::FusedRnn;
+  CheckGruResetBefore(
+      "GruLinearBeforeReset0H128B24MatchesOnnxruntime", {9, 16, 24},
+      [](const FusedRnn& f) {
+        EXPECT_TRUE(f.has_batched());
+        return static_cast<int>(f.batched_shapes().size());
+      },
+      [](FusedRnn& f, int kind, const engine::cuda::RecurrentIO& io) {
+        return f.ForwardBatched(io, f.batched_shapes()[kind]);
+      });
+}
+
+// GRU reset_after=False up to 64 units on the one-block register kernel (r * h(t-1) through
+// shared memory, a second barrier a step), pinned with 8 and 4 lanes a unit, at every batch
+// size; H = 48 leaves 16 of its units idle.
+TEST(OneBlockRegisterKernelTest, GruResetBeforeEveryBatchSizeMatchesOnnxruntime) {
+  RNNSERVE_SKIP_WITHOUT_GPU();
+  using engine::cuda::FusedRnn;
+  CheckGruResetBefore(
+      "GruLinearBeforeReset0H48B8MatchesOnnxruntime", {1, 2, 3, 4, 5, 6, 7, 8},
+      [](const FusedRnn& f) {
+        EXPECT_TRUE(f.has_one_block_registers());
+        return 2;
+      },
+      [](FusedRnn& f, int kind, const engine::cuda::RecurrentIO& io) {
+        // 8 lanes a unit, then 4 (batches past 4 again on 8).
+        return f.ForwardOneBlockRegisters(io, kind == 1 && io.B <= 4 ? 4 : 8);
+      });
 }
 
 // The batch-tiled kernel's planner (host code: runs without a GPU). A block's gate rows are
@@ -724,6 +759,7 @@ TEST(FusedGruTest, ChooserOffersFusedAlgorithms) {
   EXPECT_FALSE((*reset_before)->has_cluster());
   EXPECT_TRUE((*reset_before)->has_batched());
   EXPECT_FALSE((*reset_before)->has_one_block());
+  EXPECT_FALSE((*reset_before)->has_one_block_registers());  // H = 512
   EXPECT_TRUE((*reset_before)->Takes(engine::cuda::FusedRnn::kMaxBatchedBatch));
   EXPECT_FALSE((*reset_before)->Takes(engine::cuda::FusedRnn::kMaxBatchedBatch + 1));
   EXPECT_EQ((*reset_before)->KernelTaking(engine::cuda::FusedRnn::kMaxBatch + 1),
@@ -758,6 +794,30 @@ TEST_P(OneBlockKernelTest, EveryBatchSizeMatchesPyTorch) {
               absl::StatusCode::kFailedPrecondition);
   }
 }
+
+// The one-block register kernel (H up to 64, a unit's rows of R over 4 or 8 lanes' registers)
+// at every batch size each takes, pinned: LSTM H = 24 (8 of its 32 units idle) and 32, GRU
+// H = 64; a batch past the lanes is refused.
+class OneBlockRegisterKernelTest : public PinnedKernelTest {};
+
+TEST_P(OneBlockRegisterKernelTest, EveryBatchSizeMatchesPyTorch) {
+  ASSERT_TRUE(fused_->has_one_block_registers()) << "H=" << f_.spec.hidden_size;
+  for (int lanes : engine::cuda::kFusedBlockRegLanes) {
+    for (int batch = 1; batch <= std::min(f_.sequences, lanes); ++batch) {
+      SCOPED_TRACE(::testing::Message() << lanes << " lanes, B=" << batch);
+      CheckForward(f_.dir, f_.spec, batch, sh_->stream, [&](const auto& io) {
+        return fused_->ForwardOneBlockRegisters(io, lanes);
+      });
+    }
+  }
+  engine::cuda::RecurrentIO io{.B = 5, .T = 1};
+  EXPECT_EQ(fused_->ForwardOneBlockRegisters(io, 4).code(), absl::StatusCode::kInvalidArgument);
+}
+
+INSTANTIATE_TEST_SUITE_P(Torch, OneBlockRegisterKernelTest,
+                         ::testing::Values("TorchLstmPackedMixedLengths", "TorchLstmSmallH32",
+                                           "TorchGruSmallH64"),
+                         [](const auto& info) { return info.param; });
 
 INSTANTIATE_TEST_SUITE_P(Torch, OneBlockKernelTest,
                          ::testing::Values("TorchLstmPackedMixedLengths", "TorchGruClusterH128",
