@@ -388,10 +388,19 @@ absl::Status FusedRnn::Forward(const RecurrentIO& io, Kernel kernel) {
   return Launch(io, *blocks);
 }
 
+std::vector<int> FusedRnn::one_block_register_lanes() const {
+  std::vector<int> out;
+  for (int lanes : kFusedBlockRegLanes) {
+    if (block_reg_ && FusedRnnBlockRegCompiled(cell_, H_, lanes)) out.push_back(lanes);
+  }
+  return out;
+}
+
 absl::Status FusedRnn::ForwardOneBlockRegisters(const RecurrentIO& io, int lanes) {
-  if (!block_reg_) {
+  if (!block_reg_ || !FusedRnnBlockRegCompiled(cell_, H_, lanes)) {
     return absl::FailedPreconditionError(
-        absl::StrCat(name(), ": no one-block register kernel for H=", H_));
+        absl::StrCat(name(), ": no one-block register kernel for H=", H_, " with ", lanes,
+                     " lanes a unit"));
   }
   if (io.B > lanes) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -465,8 +474,8 @@ absl::StatusOr<int> FusedRnn::ChooseGrid(const RecurrentIO& io) {
   if (auto it = grid_by_batch_.find(io.B); it != grid_by_batch_.end()) return it->second;
   std::vector<int> candidates = grids_;
   if (io.B <= small_max_batch_) candidates.push_back(0);
-  for (int lanes : kFusedBlockRegLanes) {
-    if (block_reg_ && io.B <= lanes) candidates.push_back(BlockRegLaunch(lanes));
+  for (int lanes : one_block_register_lanes()) {
+    if (io.B <= lanes) candidates.push_back(BlockRegLaunch(lanes));
   }
   for (int units : reg_units_) candidates.push_back(RegistersLaunch(units, 1));
   // The register kernel on groups of at least 2 sequences.

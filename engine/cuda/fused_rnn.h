@@ -126,9 +126,11 @@ class FusedRnn {
   // states beside the weights); 0 when it is not offered.
   int one_block_max_batch() const { return small_max_batch_; }
   // Whether the one-block register kernel (H up to kFusedBlockRegMaxHidden, one direction,
-  // exact FP32; fused_rnn_kernel.h) is offered (Kernel::kGrid times it): with 8 lanes a unit
-  // it takes every batch up to kMaxBatch, with 4 up to 4 sequences.
+  // exact FP32; fused_rnn_kernel.h) is offered (Kernel::kGrid times it): with `lanes` lanes a
+  // unit it takes batches of up to `lanes` sequences (8: every batch up to kMaxBatch).
   bool has_one_block_registers() const { return block_reg_; }
+  // The lanes a unit it is offered with (kFusedBlockRegLanes compiled for this cell and H).
+  std::vector<int> one_block_register_lanes() const;
   // Runs it with `lanes` (kFusedBlockRegLanes) lanes a unit, pinned (tests).
   absl::Status ForwardOneBlockRegisters(const RecurrentIO& io, int lanes);
   // The register kernel's units a block offered (empty: not offered), fewest first; kRegisters

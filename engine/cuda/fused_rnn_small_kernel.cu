@@ -221,13 +221,14 @@ cudaError_t LaunchFusedRnnSmallKernel(const FusedRnnSmallArgs& args, size_t smem
 
 namespace {
 
-// The one-block register kernel (fused_rnn_kernel.h): kL lanes a hidden unit (4 or 8), 32 / kL
-// units a warp. Lane `sub` of unit j keeps columns 4 sub + 4 kL i .. + 3 of the unit's G rows of
+// The one-block register kernel (fused_rnn_kernel.h): kL lanes a hidden unit (1, 2, 4 or 8),
+// 32 / kL units a warp. Lane `sub` of unit j keeps columns 4 sub + 4 kL i .. + 3 of the unit's G rows of
 // R in registers (zero past H); a step sums its share of each row's dot product with h(t-1)
 // (16-byte reads of shared memory, the unit groups of a warp reading the same words), adds the
 // unit's lanes' sums in log2(kL) shuffles, and lane b applies sequence b's cell (b < kL),
 // writing h(t) into the other of two buffers: one block barrier a step. Fewer lanes a unit mean
-// fewer warps, each applying more cells at once; more lanes, shorter dot products.
+// fewer warps, each applying more cells at once (every warp issues the cell's instructions,
+// which bound the step when few of its lanes apply one); more lanes, shorter dot products.
 template <int kN, int kQ0, int kQ1, int kH, int kL, int G, int kC>
 __device__ __forceinline__ void SumUnitRows(const float4 (&w)[G][kC], const float* hs, int b0,
                                             int sub, float (&gates)[G]) {
@@ -339,10 +340,20 @@ __global__ void __launch_bounds__(kL* kH) FusedRnnBlockRegKernel(FusedRnnArgs a)
 
 using BlockRegKernel = void (*)(FusedRnnArgs);
 
+// A lane keeps at most 128 of R's weights: one lane a unit at kH = 32 only.
+template <FusedRnnCell kCell, int kH, int kL>
+BlockRegKernel BlockRegKernelOfWidth() {
+  if constexpr (kFusedGates<kCell> * kH / kL > 128) {
+    return nullptr;
+  } else {
+    return FusedRnnBlockRegKernel<kCell, kH, kL>;
+  }
+}
+
 template <FusedRnnCell kCell, int kL>
 BlockRegKernel BlockRegKernelOf(int H) {
-  if (H <= 32) return FusedRnnBlockRegKernel<kCell, 32, kL>;
-  if (H <= 64) return FusedRnnBlockRegKernel<kCell, 64, kL>;
+  if (H <= 32) return BlockRegKernelOfWidth<kCell, 32, kL>();
+  if (H <= 64) return BlockRegKernelOfWidth<kCell, 64, kL>();
   return nullptr;
 }
 
@@ -359,7 +370,26 @@ BlockRegKernel BlockRegKernelFor(FusedRnnCell cell, int H) {
   return nullptr;
 }
 
+BlockRegKernel BlockRegKernelFor(FusedRnnCell cell, int H, int lanes) {
+  switch (lanes) {
+    case 1:
+      return BlockRegKernelFor<1>(cell, H);
+    case 2:
+      return BlockRegKernelFor<2>(cell, H);
+    case 4:
+      return BlockRegKernelFor<4>(cell, H);
+    case 8:
+      return BlockRegKernelFor<8>(cell, H);
+    default:
+      return nullptr;
+  }
+}
+
 }  // namespace
+
+bool FusedRnnBlockRegCompiled(FusedRnnCell cell, int H, int lanes) {
+  return BlockRegKernelFor(cell, H, lanes) != nullptr;
+}
 
 cudaError_t LaunchFusedRnnBlockRegKernel(const FusedRnnArgs& args, int lanes,
                                          cudaStream_t stream) {
@@ -367,9 +397,7 @@ cudaError_t LaunchFusedRnnBlockRegKernel(const FusedRnnArgs& args, int lanes,
       args.R == nullptr || args.weights != FusedRnnWeights::kFp32) {
     return cudaErrorInvalidValue;
   }
-  BlockRegKernel k = lanes == 4   ? BlockRegKernelFor<4>(args.cell, args.H)
-                     : lanes == 8 ? BlockRegKernelFor<8>(args.cell, args.H)
-                                  : nullptr;
+  BlockRegKernel k = BlockRegKernelFor(args.cell, args.H, lanes);
   if (!k) return cudaErrorInvalidValue;
   k<<<1, lanes * (args.H <= 32 ? 32 : 64), 0, stream>>>(args);
   return cudaGetLastError();

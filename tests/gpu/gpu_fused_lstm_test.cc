@@ -624,8 +624,8 @@ TEST(BatchedKernelTest, GruResetBeforeEveryShapeMatchesOnnxruntime) {
 }
 
 // GRU reset_after=False up to 64 units on the one-block register kernel (r * h(t-1) through
-// shared memory, a second barrier a step), pinned with 8 and 4 lanes a unit, at every batch
-// size; H = 48 leaves 16 of its units idle.
+// shared memory, a second barrier a step), pinned with each number of lanes a unit it is
+// offered, at every batch size (past the lanes on 8); H = 48 leaves 16 of its units idle.
 TEST(OneBlockRegisterKernelTest, GruResetBeforeEveryBatchSizeMatchesOnnxruntime) {
   RNNSERVE_SKIP_WITHOUT_GPU();
   using engine::cuda::FusedRnn;
@@ -633,11 +633,12 @@ TEST(OneBlockRegisterKernelTest, GruResetBeforeEveryBatchSizeMatchesOnnxruntime)
       "GruLinearBeforeReset0H48B8MatchesOnnxruntime", {1, 2, 3, 4, 5, 6, 7, 8},
       [](const FusedRnn& f) {
         EXPECT_TRUE(f.has_one_block_registers());
-        return 2;
+        EXPECT_EQ(f.one_block_register_lanes(), (std::vector<int>{2, 4, 8}));
+        return static_cast<int>(f.one_block_register_lanes().size());
       },
       [](FusedRnn& f, int kind, const engine::cuda::RecurrentIO& io) {
-        // 8 lanes a unit, then 4 (batches past 4 again on 8).
-        return f.ForwardOneBlockRegisters(io, kind == 1 && io.B <= 4 ? 4 : 8);
+        const int lanes = f.one_block_register_lanes()[kind];
+        return f.ForwardOneBlockRegisters(io, io.B <= lanes ? lanes : 8);
       });
 }
 
@@ -795,14 +796,16 @@ TEST_P(OneBlockKernelTest, EveryBatchSizeMatchesPyTorch) {
   }
 }
 
-// The one-block register kernel (H up to 64, a unit's rows of R over 4 or 8 lanes' registers)
-// at every batch size each takes, pinned: LSTM H = 24 (8 of its 32 units idle) and 32, GRU
-// H = 64; a batch past the lanes is refused.
+// The one-block register kernel (H up to 64, a unit's rows of R over 1, 2, 4 or 8 lanes'
+// registers; one lane only up to 32 units) at every batch size each takes, pinned: LSTM H = 24
+// (8 of its 32 units idle) and 32, GRU H = 64; a batch past the lanes is refused.
 class OneBlockRegisterKernelTest : public PinnedKernelTest {};
 
 TEST_P(OneBlockRegisterKernelTest, EveryBatchSizeMatchesPyTorch) {
   ASSERT_TRUE(fused_->has_one_block_registers()) << "H=" << f_.spec.hidden_size;
-  for (int lanes : engine::cuda::kFusedBlockRegLanes) {
+  const std::vector<int> lanes_offered = fused_->one_block_register_lanes();
+  EXPECT_EQ(lanes_offered.front(), f_.spec.hidden_size <= 32 ? 1 : 2);
+  for (int lanes : lanes_offered) {
     for (int batch = 1; batch <= std::min(f_.sequences, lanes); ++batch) {
       SCOPED_TRACE(::testing::Message() << lanes << " lanes, B=" << batch);
       CheckForward(f_.dir, f_.spec, batch, sh_->stream, [&](const auto& io) {
