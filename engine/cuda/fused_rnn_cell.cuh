@@ -39,14 +39,11 @@ __device__ __forceinline__ float FusedCellStep(const float* x, const float* g, f
 // layouts of FusedRnnArgs): its state in registers and the input projection of its next step,
 // loaded before the kernel waits for h(t-1). kProjected false: the kernel computes x itself
 // (the upper layer of the stacked register kernel) and FusedRnnArgs::xproj is not read.
-// kAhead > 1: the projections of the kAhead - 1 steps after the next are in flight too (for
-// kernels whose step is shorter than a load from L2).
-template <FusedRnnCell kCell, bool kProjected = true, int kAhead = 1>
+template <FusedRnnCell kCell, bool kProjected = true>
 struct FusedCell {
   static constexpr int G = kFusedGates<kCell>;
   float h = 0.0f, c = 0.0f, bRn = 0.0f;
   float x[G] = {};
-  float ahead[kAhead > 1 ? kAhead - 1 : 1][G] = {};  // steps s + 2 .. s + kAhead
   int len = 0;
 
   // Before step 0: the length, h0, c0, the GRU's bRn and step 0's input projection.
@@ -55,27 +52,13 @@ struct FusedCell {
     h = a.h0 ? a.h0[b * a.H + j] : 0.0f;
     c = a.c0 ? a.c0[b * a.H + j] : 0.0f;
     if constexpr (kCell == FusedRnnCell::kGru) bRn = a.bRn[j];
-    if constexpr (kProjected) {
-      LoadProjection(a, b, j, 0, x);
-#pragma unroll
-      for (int d = 1; d < kAhead; ++d) {
-        if (d < len) LoadProjection(a, b, j, d, ahead[d - 1]);
-      }
-    }
+    if constexpr (kProjected) LoadProjection(a, b, j, 0);
   }
   // After step s (h is h(s)): its output, zero past the length, and the next step's projection.
   __device__ __forceinline__ void Emit(const FusedRnnArgs& a, int b, int j, int s) {
     if (a.y) a.y[(static_cast<int64_t>(b) * a.T + s) * a.H + j] = s < len ? h : 0.0f;
-    if constexpr (kProjected && kAhead == 1) {
-      if (s + 1 < len) LoadProjection(a, b, j, s + 1, x);
-    } else if constexpr (kProjected) {
-#pragma unroll
-      for (int q = 0; q < G; ++q) {
-        x[q] = ahead[0][q];
-#pragma unroll
-        for (int d = 0; d + 1 < kAhead - 1; ++d) ahead[d][q] = ahead[d + 1][q];
-      }
-      if (s + kAhead < len) LoadProjection(a, b, j, s + kAhead, ahead[kAhead - 2]);
+    if constexpr (kProjected) {
+      if (s + 1 < len) LoadProjection(a, b, j, s + 1);
     }
   }
   // After the last step: hy, cy and zero outputs for the steps past the longest length.
@@ -90,11 +73,10 @@ struct FusedCell {
   }
 
  private:
-  __device__ __forceinline__ void LoadProjection(const FusedRnnArgs& a, int b, int j, int t,
-                                                 float (&to)[G]) {
+  __device__ __forceinline__ void LoadProjection(const FusedRnnArgs& a, int b, int j, int t) {
     const float* xp = a.xproj + (static_cast<int64_t>(b) * a.T + t) * G * a.H + j;
 #pragma unroll
-    for (int q = 0; q < G; ++q) to[q] = xp[q * a.H];
+    for (int q = 0; q < G; ++q) x[q] = xp[q * a.H];
   }
 };
 

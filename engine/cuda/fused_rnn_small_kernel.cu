@@ -222,8 +222,8 @@ cudaError_t LaunchFusedRnnSmallKernel(const FusedRnnSmallArgs& args, size_t smem
 namespace {
 
 // The one-block register kernel (fused_rnn_kernel.h): kL lanes a hidden unit (1, 2, 4 or 8),
-// 32 / kL units a warp. Lane `sub` of unit j keeps columns 4 sub + 4 kL i .. + 3 of the unit's G rows of
-// R in registers (zero past H); a step sums its share of each row's dot product with h(t-1)
+// 32 / kL units a warp. Lane `sub` of unit j keeps columns 4 sub + 4 kL i .. + 3 of the unit's G
+// rows of R in registers (zero past H); a step sums its share of each row's dot product with h(t-1)
 // (16-byte reads of shared memory, the unit groups of a warp reading the same words), adds the
 // unit's lanes' sums in log2(kL) shuffles, and lane b applies sequence b's cell (b < kL),
 // writing h(t) into the other of two buffers: one block barrier a step. Fewer lanes a unit mean
@@ -269,8 +269,19 @@ __device__ __forceinline__ void SumUnitRowsAll(const float4 (&w)[G][kC], const f
   if (b < B) SumUnitRows<1, kQ0, kQ1, kH, kL>(w, hs, b, sub, gates);
 }
 
-// Steps of input projection a cell has in flight: a step here is shorter than a load from L2.
+// Steps of input projection a cell has in flight (a step here is shorter than a load from L2),
+// each in a register slot of its own: the step loop is unrolled by kBlockRegAhead so that a
+// slot is read by its step and refilled for kBlockRegAhead steps on, never moved.
 constexpr int kBlockRegAhead = 4;
+
+// x(t)'s input projection of the cell of (sequence b, unit j), G rows.
+template <int G>
+__device__ __forceinline__ void LoadProjection(const FusedRnnArgs& a, int b, int j, int t,
+                                               float (&to)[G]) {
+  const float* xp = a.xproj + (static_cast<int64_t>(b) * a.T + t) * G * a.H + j;
+#pragma unroll
+  for (int q = 0; q < G; ++q) to[q] = xp[q * a.H];
+}
 
 template <FusedRnnCell kCell, int kH, int kL>
 __global__ void __launch_bounds__(kL* kH) FusedRnnBlockRegKernel(FusedRnnArgs a) {
@@ -296,44 +307,59 @@ __global__ void __launch_bounds__(kL* kH) FusedRnnBlockRegKernel(FusedRnnArgs a)
   for (int i = threadIdx.x; i < static_cast<int>(sizeof(hbuf) / sizeof(float)); i += blockDim.x) {
     hbuf[i] = 0.0f;
   }
-  FusedCell<kCell, true, kBlockRegAhead> cell;
-  if (mine) cell.Start(a, sub, j);
+  FusedCell<kCell, false> cell;  // x from the slots
+  float xq[kBlockRegAhead][G];
+  if (mine) {
+    cell.Start(a, sub, j);
+#pragma unroll
+    for (int d = 0; d < kBlockRegAhead; ++d) {
+      if (d < cell.len) LoadProjection(a, sub, j, d, xq[d]);
+    }
+  }
   __syncthreads();
   if (mine) hbuf[sub * kH + j] = cell.h;
   __syncthreads();
-  for (int s = 0; s < a.steps; ++s) {
-    const float* hs = hbuf + (s & 1) * kBH;
-    float* hn = hbuf + ((s + 1) & 1) * kBH;
-    float gates[G];
+  for (int s0 = 0; s0 < a.steps; s0 += kBlockRegAhead) {
 #pragma unroll
-    for (int q = 0; q < G; ++q) gates[q] = 0.0f;
-    if constexpr (kCell == FusedRnnCell::kGruBefore) {
-      // reset_after=False: r and z from h(t-1), then n from r * h(t-1) of every unit.
-      float* rh = hbuf + 2 * kBH;
-      SumUnitRowsAll<0, 2, kH, kL>(w, hs, B, sub, gates);
-      float z = 0.0f;
+    for (int u = 0; u < kBlockRegAhead; ++u) {
+      const int s = s0 + u;
+      if (s >= a.steps) break;
+#pragma unroll
+      for (int q = 0; q < G; ++q) cell.x[q] = xq[u][q];
+      const float* hs = hbuf + (s & 1) * kBH;
+      float* hn = hbuf + ((s + 1) & 1) * kBH;
+      float gates[G];
+#pragma unroll
+      for (int q = 0; q < G; ++q) gates[q] = 0.0f;
+      if constexpr (kCell == FusedRnnCell::kGruBefore) {
+        // reset_after=False: r and z from h(t-1), then n from r * h(t-1) of every unit.
+        float* rh = hbuf + 2 * kBH;
+        SumUnitRowsAll<0, 2, kH, kL>(w, hs, B, sub, gates);
+        float z = 0.0f;
+        if (mine) {
+          const float r = FusedSigmoid(cell.x[0] + gates[0]);
+          z = FusedSigmoid(cell.x[1] + gates[1]);
+          rh[sub * kH + j] = s < cell.len ? r * cell.h : 0.0f;
+        }
+        __syncthreads();
+        SumUnitRowsAll<2, 3, kH, kL>(w, rh, B, sub, gates);
+        if (mine && s < cell.len) {
+          const float n = tanhf(cell.x[2] + gates[2]);
+          cell.h = (1.0f - z) * n + z * cell.h;
+        }
+      } else {
+        SumUnitRowsAll<0, G, kH, kL>(w, hs, B, sub, gates);
+        if (mine && s < cell.len) {
+          cell.h = FusedCellStep<kCell>(cell.x, gates, cell.h, cell.c, cell.bRn);
+        }
+      }
       if (mine) {
-        const float r = FusedSigmoid(cell.x[0] + gates[0]);
-        z = FusedSigmoid(cell.x[1] + gates[1]);
-        rh[sub * kH + j] = s < cell.len ? r * cell.h : 0.0f;
+        hn[sub * kH + j] = cell.h;
+        cell.Emit(a, sub, j, s);
+        if (s + kBlockRegAhead < cell.len) LoadProjection(a, sub, j, s + kBlockRegAhead, xq[u]);
       }
       __syncthreads();
-      SumUnitRowsAll<2, 3, kH, kL>(w, rh, B, sub, gates);
-      if (mine && s < cell.len) {
-        const float n = tanhf(cell.x[2] + gates[2]);
-        cell.h = (1.0f - z) * n + z * cell.h;
-      }
-    } else {
-      SumUnitRowsAll<0, G, kH, kL>(w, hs, B, sub, gates);
-      if (mine && s < cell.len) {
-        cell.h = FusedCellStep<kCell>(cell.x, gates, cell.h, cell.c, cell.bRn);
-      }
     }
-    if (mine) {
-      hn[sub * kH + j] = cell.h;
-      cell.Emit(a, sub, j, s);
-    }
-    __syncthreads();
   }
   if (mine) cell.Finish(a, sub, j);
 }
@@ -391,15 +417,14 @@ bool FusedRnnBlockRegCompiled(FusedRnnCell cell, int H, int lanes) {
   return BlockRegKernelFor(cell, H, lanes) != nullptr;
 }
 
-cudaError_t LaunchFusedRnnBlockRegKernel(const FusedRnnArgs& args, int lanes,
-                                         cudaStream_t stream) {
+cudaError_t LaunchFusedRnnBlockRegKernel(const FusedRnnArgs& args, int lanes, cudaStream_t stream) {
   if (args.H < 1 || args.H > kFusedBlockRegMaxHidden || args.B < 1 || args.B > lanes ||
       args.R == nullptr || args.weights != FusedRnnWeights::kFp32) {
     return cudaErrorInvalidValue;
   }
   BlockRegKernel k = BlockRegKernelFor(args.cell, args.H, lanes);
   if (!k) return cudaErrorInvalidValue;
-  k<<<1, lanes * (args.H <= 32 ? 32 : 64), 0, stream>>>(args);
+  k<<<1, lanes*(args.H <= 32 ? 32 : 64), 0, stream>>>(args);
   return cudaGetLastError();
 }
 
