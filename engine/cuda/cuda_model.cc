@@ -40,9 +40,10 @@ const char* CellName(CellType c) {
 // persistent kernels, for its placement reason.
 std::string FusedRnnPlacement(const FusedRnn& f) {
   std::string kernels;
-  if (f.has_grid()) {
-    absl::StrAppend(&kernels, "up to ", FusedRnn::kMaxBatch, " on the ",
-                    f.has_one_block_registers() ? "one-block " : "", "persistent register kernel");
+  if (f.has_one_block_registers()) {
+    kernels = "any size on the one-block persistent register kernel (a block a group of sequences)";
+  } else if (f.has_grid()) {
+    absl::StrAppend(&kernels, "up to ", FusedRnn::kMaxBatch, " on the persistent register kernel");
   }
   if (f.has_batched()) {
     absl::StrAppend(&kernels, kernels.empty() ? "" : ", ", "up to ", FusedRnn::kMaxBatchedBatch,

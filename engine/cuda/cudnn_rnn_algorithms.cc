@@ -59,6 +59,8 @@ absl::StatusOr<cudnnRNNAlgo_t> CudnnRecurrent::ChooseAlgorithm(const RecurrentIO
   if (fused_ && io.B <= FusedRnn::kMaxBatch) {
     if (fused_->has_grid()) candidates.push_back(kFusedAlgo);
     if (fused_->has_cluster()) candidates.push_back(kFusedClusterAlgo);
+  } else if (fused_ && fused_->has_one_block_registers()) {
+    candidates.push_back(kFusedAlgo);  // any batch: a block a group of sequences
   }
   if (fused_ && fused_->has_batched() && io.B <= FusedRnn::kMaxBatchedBatch) {
     candidates.push_back(kFusedBatchedAlgo);

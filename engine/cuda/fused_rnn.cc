@@ -353,7 +353,8 @@ absl::Status FusedRnn::Forward(const RecurrentIO& io, Kernel kernel) {
     if (timed) batched_by_batch_[io.B] = shape;
     return ForwardBatched(io, shape);
   }
-  if (io.B > kMaxBatch) {
+  // Past kMaxBatch only the one-block register kernel (Kernel::kGrid) runs a batch.
+  if (io.B > kMaxBatch && !(kernel == Kernel::kGrid && block_reg_)) {
     return absl::InvalidArgumentError(
         absl::StrCat(name(), " takes batches of at most ", kMaxBatch, "; got ", io.B));
   }
@@ -398,14 +399,8 @@ std::vector<int> FusedRnn::one_block_register_lanes() const {
 
 absl::Status FusedRnn::ForwardOneBlockRegisters(const RecurrentIO& io, int lanes) {
   if (!block_reg_ || !FusedRnnBlockRegCompiled(cell_, H_, lanes)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(name(), ": no one-block register kernel for H=", H_, " with ", lanes,
-                     " lanes a unit"));
-  }
-  if (io.B > lanes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        name(), ": the one-block register kernel with ", lanes, " lanes a unit takes batches of "
-        "at most ", lanes, "; got ", io.B));
+    return absl::FailedPreconditionError(absl::StrCat(
+        name(), ": no one-block register kernel for H=", H_, " with ", lanes, " lanes a unit"));
   }
   return Launch(io, BlockRegLaunch(lanes));
 }
@@ -425,20 +420,31 @@ std::string FusedRnn::ClusterKernelFor(int B) const {
 }
 
 bool FusedRnn::Takes(int B) const {
-  return B >= 1 && ((B <= kMaxBatch && has_grid()) || (B <= kMaxBatchedBatch && has_batched()));
+  return B >= 1 &&
+         ((B <= kMaxBatch && has_grid()) || (B <= kMaxBatchedBatch && has_batched()) || block_reg_);
 }
 
 FusedRnn::Kernel FusedRnn::KernelTaking(int B) const {
-  return B <= kMaxBatch && has_grid() ? Kernel::kGrid : Kernel::kBatched;
+  if (B <= kMaxBatch && has_grid()) return Kernel::kGrid;
+  return B <= kMaxBatchedBatch && has_batched() ? Kernel::kBatched : Kernel::kGrid;
+}
+
+int FusedRnn::GridKey(int B) {
+  int key = B;
+  if (B > kMaxBatch) {
+    key = kMaxBatch;
+    while (key < B) key *= 2;
+  }
+  return key;
 }
 
 std::string FusedRnn::GridKernelFor(int B) const {
-  auto it = grid_by_batch_.find(B);
+  auto it = grid_by_batch_.find(GridKey(B));
   return it == grid_by_batch_.end() ? "" : GridKernelName(it->second);
 }
 
 std::string FusedRnn::GridTimingsFor(int B) const {
-  auto it = grid_times_by_batch_.find(B);
+  auto it = grid_times_by_batch_.find(GridKey(B));
   return it == grid_times_by_batch_.end() ? "" : it->second;
 }
 
@@ -471,24 +477,27 @@ absl::Status FusedRnn::ForwardCluster(const RecurrentIO& io, int index) {
 }
 
 absl::StatusOr<int> FusedRnn::ChooseGrid(const RecurrentIO& io) {
-  if (auto it = grid_by_batch_.find(io.B); it != grid_by_batch_.end()) return it->second;
-  std::vector<int> candidates = grids_;
-  if (io.B <= small_max_batch_) candidates.push_back(0);
-  for (int lanes : one_block_register_lanes()) {
-    if (io.B <= lanes) candidates.push_back(BlockRegLaunch(lanes));
+  const int key = GridKey(io.B);
+  if (auto it = grid_by_batch_.find(key); it != grid_by_batch_.end()) return it->second;
+  std::vector<int> candidates;
+  if (io.B <= kMaxBatch) {
+    candidates = grids_;
+    if (io.B <= small_max_batch_) candidates.push_back(0);
+    for (int units : reg_units_) candidates.push_back(RegistersLaunch(units, 1));
+    // The register kernel on groups of at least 2 sequences.
+    for (const auto& [units, groups] : reg_groups_) {
+      if (io.B >= 2 * groups) candidates.push_back(RegistersLaunch(units, groups));
+    }
   }
-  for (int units : reg_units_) candidates.push_back(RegistersLaunch(units, 1));
-  // The register kernel on groups of at least 2 sequences.
-  for (const auto& [units, groups] : reg_groups_) {
-    if (io.B >= 2 * groups) candidates.push_back(RegistersLaunch(units, groups));
-  }
+  // The one-block register kernel: a block a group of `lanes` sequences.
+  for (int lanes : one_block_register_lanes()) candidates.push_back(BlockRegLaunch(lanes));
   bool timed = false;
   std::vector<float> times;
   auto best = Fastest(
       candidates, [&](int blocks) { return Launch(io, blocks); }, &timed, &times);
   if (best.ok() && timed) {
-    grid_by_batch_[io.B] = *best;
-    std::string& out = grid_times_by_batch_[io.B];
+    grid_by_batch_[key] = *best;
+    std::string& out = grid_times_by_batch_[key];
     out.clear();
     for (size_t i = 0; i < times.size(); ++i) {
       absl::StrAppend(&out, i ? "," : "", GridKernelName(candidates[i]), ":",

@@ -113,11 +113,12 @@ class FusedRnn {
   enum class Kernel { kGrid, kCluster, kOneBlock, kBatched, kRegisters };
 
   // io as for CudnnRecurrent::Forward (c0 and cy: LSTM only), with io.B <= kMaxBatch
-  // (kBatched: kMaxBatchedBatch); enqueues, never synchronises (except while timing the grid
-  // sizes for a new batch size). kCluster needs has_cluster(), kOneBlock has_one_block(),
-  // kBatched has_batched(), kGrid has_grid().
+  // (kBatched: kMaxBatchedBatch; kGrid: any where has_one_block_registers()); enqueues, never
+  // synchronises (except while timing the grid sizes for a new batch size). kCluster needs
+  // has_cluster(), kOneBlock has_one_block(), kBatched has_batched(), kGrid has_grid().
   absl::Status Forward(const RecurrentIO& io, Kernel kernel = Kernel::kGrid);
-  // Kernel::kGrid runs: the grid kernel (exact FP32 only) or the register kernel.
+  // Kernel::kGrid runs: the grid kernel (exact FP32 only), the register kernel or the one-block
+  // kernels.
   bool has_grid() const { return !grids_.empty() || !reg_units_.empty() || block_reg_; }
   bool has_cluster() const { return !clusters_.empty(); }
   FusedRnnWeights weights() const { return weights_; }
@@ -126,8 +127,8 @@ class FusedRnn {
   // states beside the weights); 0 when it is not offered.
   int one_block_max_batch() const { return small_max_batch_; }
   // Whether the one-block register kernel (H up to kFusedBlockRegMaxHidden, one direction,
-  // exact FP32; fused_rnn_kernel.h) is offered (Kernel::kGrid times it): with `lanes` lanes a
-  // unit it takes batches of up to `lanes` sequences (8: every batch up to kMaxBatch).
+  // exact FP32; fused_rnn_kernel.h) is offered: Kernel::kGrid times it beside the others up to
+  // kMaxBatch sequences and runs every larger batch on it (a block a group of sequences).
   bool has_one_block_registers() const { return block_reg_; }
   // The lanes a unit it is offered with (kFusedBlockRegLanes compiled for this cell and H).
   std::vector<int> one_block_register_lanes() const;
@@ -164,8 +165,9 @@ class FusedRnn {
   // "grid64:0.141,one_block:0.09,reg2:0.113" (ms); "" before the first such batch.
   std::string GridTimingsFor(int B) const;
   // Whether Forward runs batches of B on some kernel: up to kMaxBatch where has_grid(), up to
-  // kMaxBatchedBatch where has_batched(); and the kernel it takes for them (kGrid where it
-  // can, else kBatched). For callers that use FusedRnn alone (GRU reset_after=False).
+  // kMaxBatchedBatch where has_batched(), any where has_one_block_registers(); and the kernel
+  // it takes for them (kGrid up to kMaxBatch, then kBatched where it can, else kGrid). For
+  // callers that use FusedRnn alone (GRU reset_after=False).
   bool Takes(int B) const;
   Kernel KernelTaking(int B) const;
   // Runs the batch-tiled kernel in one shape, pinned (tests).
@@ -248,6 +250,9 @@ class FusedRnn {
   static constexpr int RegistersLaunch(int units, int groups) {
     return -(units + kRegGroupsCode * (groups - 1));
   }
+  // grid_by_batch_'s key for batches of B: B up to kMaxBatch, past it kMaxBatch times a power of
+  // two (a batcher's many sizes share a timing).
+  static int GridKey(int B);
   // Launch's `blocks` for the one-block register kernel with `lanes` lanes a unit (more blocks
   // than a grid has).
   static constexpr int kBlockRegLaunch = 1 << 20;
@@ -303,11 +308,11 @@ class FusedRnn {
   int small_max_batch_ = 0;              // the one-block kernel's largest batch (0: none)
   bool block_reg_ = false;               // the one-block register kernel is offered
   size_t small_smem_ = 0;
-  int small_chunk_ = 1;                          // steps of input projection computed at once
-  std::map<int, int> grid_by_batch_;             // as Launch's `blocks`
+  int small_chunk_ = 1;                             // steps of input projection computed at once
+  std::map<int, int> grid_by_batch_;                // as Launch's `blocks`
   std::map<int, std::string> grid_times_by_batch_;  // GridTimingsFor
-  std::vector<int> reg_units_;                   // the register kernel's units a block, offered
-  std::vector<std::pair<int, int>> reg_groups_;  // its (units, groups > 1), offered
+  std::vector<int> reg_units_;                      // the register kernel's units a block, offered
+  std::vector<std::pair<int, int>> reg_groups_;     // its (units, groups > 1), offered
   size_t reg_smem_ = 0;
   // The batch-tiled kernel's shapes, largest grid first; each grid size divides H.
   std::vector<BatchedShape> batched_shapes_;

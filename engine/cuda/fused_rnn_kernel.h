@@ -213,18 +213,18 @@ cudaError_t LaunchFusedRnnSmallKernel(const FusedRnnSmallArgs& args, size_t smem
                                       cudaStream_t stream);
 
 // The one-block register kernel for H up to kFusedBlockRegMaxHidden (LSTM, GRU reset_after True
-// or False; exact FP32): the whole layer in one block of `lanes` (1, 2, 4 or 8) threads a hidden
-// unit (H rounded up to 32 or 64), each keeping its share of the unit's rows of R in registers; a
-// step is the lanes' partial dot products with h(t-1) from shared memory, log2(lanes) shuffles,
-// the cell, and one block barrier (two for reset_after=False). Reads FusedRnnArgs' xproj (the
-// input projection, computed before it); xchg, sync, hbuf, U and groups are unused. Batches up
-// to `lanes` sequences (lane b of a unit keeps sequence b's cell).
+// or False; exact FP32): a group of `lanes` sequences a block, the whole layer in that block,
+// `lanes` (1, 2, 4 or 8) threads a hidden unit (H rounded up to 32 or 64) each keeping its share
+// of the unit's rows of R in registers; a step is the lanes' partial dot products with h(t-1)
+// from shared memory, log2(lanes) shuffles, the cell, and one block barrier (two for
+// reset_after=False). Its blocks never wait on each other: any batch size, in as many blocks
+// as it takes (an ordinary launch). Reads FusedRnnArgs' xproj (the input projection, computed
+// before it); xchg, sync, hbuf, U and groups are unused.
 inline constexpr int kFusedBlockRegMaxHidden = 64;
 inline constexpr int kFusedBlockRegLanes[] = {1, 2, 4, 8};
 // Whether it is compiled for (cell, H, lanes): a lane keeps at most 128 weights of R, so one lane
 // a unit only up to 32 units.
 bool FusedRnnBlockRegCompiled(FusedRnnCell cell, int H, int lanes);
-cudaError_t LaunchFusedRnnBlockRegKernel(const FusedRnnArgs& args, int lanes,
-                                         cudaStream_t stream);
+cudaError_t LaunchFusedRnnBlockRegKernel(const FusedRnnArgs& args, int lanes, cudaStream_t stream);
 
 }  // namespace rnnserve::engine::cuda

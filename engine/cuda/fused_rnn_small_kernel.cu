@@ -221,14 +221,15 @@ cudaError_t LaunchFusedRnnSmallKernel(const FusedRnnSmallArgs& args, size_t smem
 
 namespace {
 
-// The one-block register kernel (fused_rnn_kernel.h): kL lanes a hidden unit (1, 2, 4 or 8),
-// 32 / kL units a warp. Lane `sub` of unit j keeps columns 4 sub + 4 kL i .. + 3 of the unit's G
-// rows of R in registers (zero past H); a step sums its share of each row's dot product with h(t-1)
-// (16-byte reads of shared memory, the unit groups of a warp reading the same words), adds the
-// unit's lanes' sums in log2(kL) shuffles, and lane b applies sequence b's cell (b < kL),
-// writing h(t) into the other of two buffers: one block barrier a step. Fewer lanes a unit mean
-// fewer warps, each applying more cells at once (every warp issues the cell's instructions,
-// which bound the step when few of its lanes apply one); more lanes, shorter dot products.
+// The one-block register kernel (fused_rnn_kernel.h): a block a group of kL sequences (its
+// blocks never wait on each other), kL lanes a hidden unit (1, 2, 4 or 8), 32 / kL units a warp.
+// Lane `sub` of unit j keeps columns 4 sub + 4 kL i .. + 3 of the unit's G rows of R in registers
+// (zero past H); a step sums its share of each row's dot product with h(t-1) (16-byte reads of
+// shared memory, the unit groups of a warp reading the same words), adds the unit's lanes' sums in
+// log2(kL) shuffles, and lane b applies sequence b's cell (b < kL), writing h(t) into the other of
+// two buffers: one block barrier a step. Fewer lanes a unit mean fewer warps, each applying more
+// cells at once (every warp issues the cell's instructions, which bound the step when few of its
+// lanes apply one); more lanes, shorter dot products.
 template <int kN, int kQ0, int kQ1, int kH, int kL, int G, int kC>
 __device__ __forceinline__ void SumUnitRows(const float4 (&w)[G][kC], const float* hs, int b0,
                                             int sub, float (&gates)[G]) {
@@ -284,13 +285,26 @@ __device__ __forceinline__ void LoadProjection(const FusedRnnArgs& a, int b, int
 }
 
 template <FusedRnnCell kCell, int kH, int kL>
-__global__ void __launch_bounds__(kL* kH) FusedRnnBlockRegKernel(FusedRnnArgs a) {
+__global__ void __launch_bounds__(kL* kH) FusedRnnBlockRegKernel(FusedRnnArgs args) {
   constexpr int G = kFusedGates<kCell>;
   constexpr int kC = kH / (4 * kL);  // float4s of a row a lane keeps
   constexpr int kBH = kL * kH;       // a buffer: up to kL sequences
   // h(t-1) [2][B][kH] by step parity, then (reset_after=False) r * h(t-1) [B][kH]; zero past H.
   __shared__ __align__(16) float hbuf[(kCell == FusedRnnCell::kGruBefore ? 3 : 2) * kBH];
-  const int H = a.H, B = a.B;
+  // This block's sequences [b0, b0 + B), kL of them (fewer in the last block): a is args for
+  // them alone, stepping to their longest length.
+  const int H = args.H, T = args.T, b0 = blockIdx.x * kL, B = min(kL, args.B - b0);
+  FusedRnnArgs a = args;
+  a.B = B;
+  a.lengths += b0;
+  if (a.h0) a.h0 += b0 * H;
+  if (a.c0) a.c0 += b0 * H;
+  a.xproj += static_cast<int64_t>(b0) * T * G * H;
+  if (a.y) a.y += static_cast<int64_t>(b0) * T * H;
+  a.hy += b0 * H;
+  if (a.cy) a.cy += b0 * H;
+  a.steps = 0;
+  for (int b = 0; b < B; ++b) a.steps = max(a.steps, a.lengths[b]);
   const int sub = threadIdx.x % kL, j = threadIdx.x / kL;
   const bool unit = j < H, mine = unit && sub < B;
   float4 w[G][kC];
@@ -418,13 +432,13 @@ bool FusedRnnBlockRegCompiled(FusedRnnCell cell, int H, int lanes) {
 }
 
 cudaError_t LaunchFusedRnnBlockRegKernel(const FusedRnnArgs& args, int lanes, cudaStream_t stream) {
-  if (args.H < 1 || args.H > kFusedBlockRegMaxHidden || args.B < 1 || args.B > lanes ||
-      args.R == nullptr || args.weights != FusedRnnWeights::kFp32) {
+  if (args.H < 1 || args.H > kFusedBlockRegMaxHidden || args.B < 1 || args.R == nullptr ||
+      args.weights != FusedRnnWeights::kFp32) {
     return cudaErrorInvalidValue;
   }
   BlockRegKernel k = BlockRegKernelFor(args.cell, args.H, lanes);
   if (!k) return cudaErrorInvalidValue;
-  k<<<1, lanes*(args.H <= 32 ? 32 : 64), 0, stream>>>(args);
+  k<<<(args.B + lanes - 1) / lanes, lanes*(args.H <= 32 ? 32 : 64), 0, stream>>>(args);
   return cudaGetLastError();
 }
 

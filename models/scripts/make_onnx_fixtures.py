@@ -446,10 +446,20 @@ def wide_node_cases():
               seq_lens=[10, 3, 7, 1, 10, 5, 9, 2, 8, 10, 4, 6, 10, 1, 7, 9, 3, 10, 5, 8, 2, 6,
                         10, 4],
               init_h=True, rng=rng, wscale=1 / 12)
-    # Up to 64 units: the one-block persistent register kernel (48 of its 64 lanes' units).
+    # Up to 64 units: the one-block persistent register kernel (48 of its 64 lanes' units),
+    # which runs any batch size in blocks of up to 8 sequences: 8 of them, then 24 GRU and 20
+    # LSTM sequences (initial states, mixed lengths).
     node_case("GruLinearBeforeReset0H48B8MatchesOnnxruntime", "GRU", linear_before_reset=0,
               dims=(14, 8, 20, 48), seq_lens=[14, 5, 1, 14, 9, 3, 12, 7], init_h=True, rng=rng,
               wscale=1 / 7)
+    node_case("GruLinearBeforeReset0H40B24MatchesOnnxruntime", "GRU", linear_before_reset=0,
+              dims=(9, 24, 12, 40),
+              seq_lens=[9, 2, 7, 1, 9, 5, 8, 3, 9, 6, 4, 9, 1, 7, 9, 2, 5, 9, 8, 3, 6, 9, 4, 7],
+              init_h=True, rng=rng, wscale=1 / 6)
+    node_case("LstmH56B20MatchesOnnxruntime", "LSTM",
+              dims=(11, 20, 10, 56),
+              seq_lens=[11, 3, 8, 1, 11, 6, 9, 2, 11, 5, 7, 11, 4, 10, 1, 11, 8, 3, 6, 11],
+              init_h=True, init_c=True, rng=rng, wscale=1 / 7)
 
 
 def main():
