@@ -551,6 +551,12 @@ absl::Status FusedRnn::Project(const RecurrentIO& io, bool add_bias) {
   RNNSERVE_RETURN_IF_ERROR(xproj_.Reserve(rows * N * sizeof(float)));
   // xproj [rows, N] = x [rows, I] . W^T, W^T [I, N] row-major (W_): column-major
   // xproj^T [N, rows] = W [N, I] (W_ read as is) . x^T [I, rows].
+  if (rows * N * I_ <= kFusedSmallProjectionFmas) {
+    return CudaOk(
+        LaunchFusedRnnSmallProjection(io.x, W_.as<float>(), add_bias ? bias_.as<float>() : nullptr,
+                                      xproj_.as<float>(), rows, I_, N, stream_),
+        "small input projection kernel");
+  }
   const float one = 1.0f, zero = 0.0f;
   RNNSERVE_RETURN_IF_ERROR(
       CublasOk(cublasSgemm(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, N, static_cast<int>(rows), I_, &one,

@@ -225,6 +225,15 @@ inline constexpr int kFusedBlockRegLanes[] = {1, 2, 4, 8};
 // Whether it is compiled for (cell, H, lanes): a lane keeps at most 128 weights of R, so one lane
 // a unit only up to 32 units.
 bool FusedRnnBlockRegCompiled(FusedRnnCell cell, int H, int lanes);
+// FusedRnn's input projection where it is small (its own launch costs more than its arithmetic):
+// out [rows, N] = x [rows, I] . Wt [I, N] (+ bias [N] where not null), one kernel, a thread an
+// output, FP32 FMAs in four chains (cuBLAS plus a bias kernel are two launches and ~10 us more
+// at these sizes).
+cudaError_t LaunchFusedRnnSmallProjection(const float* x, const float* Wt, const float* bias,
+                                          float* out, int64_t rows, int I, int N,
+                                          cudaStream_t stream);
+// The most FMAs (rows * I * N) FusedRnn projects with it rather than cuBLAS.
+inline constexpr int64_t kFusedSmallProjectionFmas = int64_t{1} << 24;
 cudaError_t LaunchFusedRnnBlockRegKernel(const FusedRnnArgs& args, int lanes, cudaStream_t stream);
 
 }  // namespace rnnserve::engine::cuda

@@ -442,4 +442,48 @@ cudaError_t LaunchFusedRnnBlockRegKernel(const FusedRnnArgs& args, int lanes, cu
   return cudaGetLastError();
 }
 
+namespace {
+
+// out[r][n] = bias[n] + x[r] . Wt[:, n]: a thread an output, the sum in four chains added in a
+// fixed order (the threads of a block share a row of x, read once for all of them).
+__global__ void __launch_bounds__(256)
+    SmallProjectionKernel(const float* __restrict__ x, const float* __restrict__ Wt,
+                          const float* __restrict__ bias, float* __restrict__ out, int I, int N) {
+  const int n = blockIdx.x * blockDim.x + threadIdx.x;
+  const int64_t r = blockIdx.y + int64_t{65535} * blockIdx.z;
+  if (n >= N) return;
+  const float* xr = x + r * I;
+  float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  int k = 0;
+  for (; k + 4 <= I; k += 4) {
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+      part[q] = fmaf(__ldg(xr + k + q), __ldg(Wt + int64_t{k + q} * N + n), part[q]);
+  }
+  for (; k < I; ++k) part[0] = fmaf(__ldg(xr + k), __ldg(Wt + int64_t{k} * N + n), part[0]);
+  const float sum = (part[0] + part[1]) + (part[2] + part[3]);
+  out[r * N + n] = bias ? bias[n] + sum : sum;
+}
+
+}  // namespace
+
+cudaError_t LaunchFusedRnnSmallProjection(const float* x, const float* Wt, const float* bias,
+                                          float* out, int64_t rows, int I, int N,
+                                          cudaStream_t stream) {
+  if (rows < 1 || I < 1 || N < 1 || rows > int64_t{65535} * 65535) return cudaErrorInvalidValue;
+  const dim3 grid((N + 255) / 256, static_cast<unsigned>(std::min<int64_t>(rows, 65535)),
+                  static_cast<unsigned>((rows + 65534) / 65535));
+  if (rows % 65535 != 0 && grid.z > 1) {
+    // Rows past the last full slab: a second launch keeps every block's row in range.
+    const int64_t full = (rows / 65535) * 65535;
+    SmallProjectionKernel<<<dim3(grid.x, 65535, static_cast<unsigned>(rows / 65535)), 256, 0,
+                            stream>>>(x, Wt, bias, out, I, N);
+    SmallProjectionKernel<<<dim3(grid.x, static_cast<unsigned>(rows - full), 1), 256, 0, stream>>>(
+        x + full * I, Wt, bias, out + full * N, I, N);
+    return cudaGetLastError();
+  }
+  SmallProjectionKernel<<<grid, 256, 0, stream>>>(x, Wt, bias, out, I, N);
+  return cudaGetLastError();
+}
+
 }  // namespace rnnserve::engine::cuda
