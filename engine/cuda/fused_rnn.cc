@@ -397,12 +397,14 @@ std::vector<int> FusedRnn::one_block_register_lanes() const {
   return out;
 }
 
-absl::Status FusedRnn::ForwardOneBlockRegisters(const RecurrentIO& io, int lanes) {
-  if (!block_reg_ || !FusedRnnBlockRegCompiled(cell_, H_, lanes)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        name(), ": no one-block register kernel for H=", H_, " with ", lanes, " lanes a unit"));
+absl::Status FusedRnn::ForwardOneBlockRegisters(const RecurrentIO& io, int lanes, int per_block) {
+  if (!block_reg_ || !FusedRnnBlockRegCompiled(cell_, H_, lanes) || per_block < 0 ||
+      per_block > lanes) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(name(), ": no one-block register kernel for H=", H_, " with ", lanes,
+                     " lanes a unit and ", per_block, " sequences a block"));
   }
-  return Launch(io, BlockRegLaunch(lanes));
+  return Launch(io, BlockRegLaunch(lanes, per_block == 0 ? lanes : per_block));
 }
 
 std::vector<FusedRnnClusterShape> FusedRnn::cluster_shapes() const {
@@ -450,7 +452,11 @@ std::string FusedRnn::GridTimingsFor(int B) const {
 
 std::string FusedRnn::GridKernelName(int blocks) {
   if (blocks == 0) return "one_block";
-  if (blocks > kBlockRegLaunch) return absl::StrCat("one_block_reg", blocks - kBlockRegLaunch);
+  if (blocks > kBlockRegLaunch) {  // "one_block_reg2" (2 lanes, 2 a block), "one_block_reg2x1"
+    const int lanes = (blocks - kBlockRegLaunch) % 16, per_block = (blocks - kBlockRegLaunch) / 16;
+    return absl::StrCat("one_block_reg", lanes,
+                        per_block == lanes ? "" : absl::StrCat("x", per_block));
+  }
   if (blocks > 0) return absl::StrCat("grid", blocks);
   const int units = -blocks % kRegGroupsCode, groups = -blocks / kRegGroupsCode + 1;
   return absl::StrCat("reg", units, groups > 1 ? absl::StrCat("x", groups) : "");
@@ -489,8 +495,12 @@ absl::StatusOr<int> FusedRnn::ChooseGrid(const RecurrentIO& io) {
       if (io.B >= 2 * groups) candidates.push_back(RegistersLaunch(units, groups));
     }
   }
-  // The one-block register kernel: a block a group of `lanes` sequences.
-  for (int lanes : one_block_register_lanes()) candidates.push_back(BlockRegLaunch(lanes));
+  // The one-block register kernel: blocks of `lanes` sequences, and (past one sequence) blocks
+  // of one.
+  for (int lanes : one_block_register_lanes()) {
+    candidates.push_back(BlockRegLaunch(lanes, lanes));
+    if (io.B > 1 && lanes > 1) candidates.push_back(BlockRegLaunch(lanes, 1));
+  }
   bool timed = false;
   std::vector<float> times;
   auto best = Fastest(
@@ -600,7 +610,8 @@ absl::Status FusedRnn::Launch(const RecurrentIO& io, int blocks) {
   RNNSERVE_RETURN_IF_ERROR(Project(io));
   FusedRnnArgs a = Args(io);
   if (blocks > kBlockRegLaunch) {
-    return CudaOk(LaunchFusedRnnBlockRegKernel(a, blocks - kBlockRegLaunch, stream_),
+    a.seqs_per_block = (blocks - kBlockRegLaunch) / 16;
+    return CudaOk(LaunchFusedRnnBlockRegKernel(a, (blocks - kBlockRegLaunch) % 16, stream_),
                   absl::StrCat("kernel launch (", name(), ", one block, registers)").c_str());
   }
   a.xchg = xchg_.as<unsigned long long>();

@@ -132,8 +132,9 @@ class FusedRnn {
   bool has_one_block_registers() const { return block_reg_; }
   // The lanes a unit it is offered with (kFusedBlockRegLanes compiled for this cell and H).
   std::vector<int> one_block_register_lanes() const;
-  // Runs it with `lanes` (kFusedBlockRegLanes) lanes a unit, pinned (tests).
-  absl::Status ForwardOneBlockRegisters(const RecurrentIO& io, int lanes);
+  // Runs it with `lanes` (kFusedBlockRegLanes) lanes a unit and `per_block` sequences a block
+  // (1 .. lanes; 0: lanes), pinned (tests). Kernel::kGrid times both 1 and `lanes` a block.
+  absl::Status ForwardOneBlockRegisters(const RecurrentIO& io, int lanes, int per_block = 0);
   // The register kernel's units a block offered (empty: not offered), fewest first; kRegisters
   // runs the first.
   const std::vector<int>& register_units() const { return reg_units_; }
@@ -253,10 +254,12 @@ class FusedRnn {
   // grid_by_batch_'s key for batches of B: B up to kMaxBatch, past it kMaxBatch times a power of
   // two (a batcher's many sizes share a timing).
   static int GridKey(int B);
-  // Launch's `blocks` for the one-block register kernel with `lanes` lanes a unit (more blocks
-  // than a grid has).
+  // Launch's `blocks` for the one-block register kernel with `lanes` lanes a unit and `per_block`
+  // sequences a block (more blocks than a grid has).
   static constexpr int kBlockRegLaunch = 1 << 20;
-  static constexpr int BlockRegLaunch(int lanes) { return kBlockRegLaunch + lanes; }
+  static constexpr int BlockRegLaunch(int lanes, int per_block) {
+    return kBlockRegLaunch + lanes + 16 * per_block;
+  }
   // blocks > 0: the grid kernel on that many blocks (past kBlockRegLaunch: the one-block
   // register kernel); 0: the one-block kernel; < 0: the register kernel (RegistersLaunch).
   absl::Status Launch(const RecurrentIO& io, int blocks);

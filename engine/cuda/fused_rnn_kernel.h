@@ -76,6 +76,8 @@ struct FusedRnnArgs {
   int groups = 1;
   int steps = 0;        // the longest length
   int xchg_stride = 0;  // grid kernels: FusedRnnXchgStride(B, H)
+  // One-block register kernel: sequences a block, 1 .. its lanes a unit (0: as many as lanes).
+  int seqs_per_block = 0;
 };
 
 // The grid kernel's threads per block, and the (unit, sequence) cells each keeps at most in
@@ -213,7 +215,9 @@ cudaError_t LaunchFusedRnnSmallKernel(const FusedRnnSmallArgs& args, size_t smem
                                       cudaStream_t stream);
 
 // The one-block register kernel for H up to kFusedBlockRegMaxHidden (LSTM, GRU reset_after True
-// or False; exact FP32): a group of `lanes` sequences a block, the whole layer in that block,
+// or False; exact FP32): a group of up to `lanes` sequences a block (FusedRnnArgs::
+// seqs_per_block: fewer put the batch on more SMs, each block's step as short as a lone
+// sequence's), the whole layer in that block,
 // `lanes` (1, 2, 4 or 8) threads a hidden unit (H rounded up to 32 or 64) each keeping its share
 // of the unit's rows of R in registers; a step is the lanes' partial dot products with h(t-1)
 // from shared memory, log2(lanes) shuffles, the cell, and one block barrier (two for

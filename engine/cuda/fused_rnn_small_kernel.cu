@@ -291,9 +291,11 @@ __global__ void __launch_bounds__(kL* kH) FusedRnnBlockRegKernel(FusedRnnArgs ar
   constexpr int kBH = kL * kH;       // a buffer: up to kL sequences
   // h(t-1) [2][B][kH] by step parity, then (reset_after=False) r * h(t-1) [B][kH]; zero past H.
   __shared__ __align__(16) float hbuf[(kCell == FusedRnnCell::kGruBefore ? 3 : 2) * kBH];
-  // This block's sequences [b0, b0 + B), kL of them (fewer in the last block): a is args for
-  // them alone, stepping to their longest length.
-  const int H = args.H, T = args.T, b0 = blockIdx.x * kL, B = min(kL, args.B - b0);
+  // This block's sequences [b0, b0 + B), seqs_per_block (up to kL) of them (fewer in the last
+  // block): a is args for them alone, stepping to their longest length.
+  const int per_block = args.seqs_per_block > 0 ? args.seqs_per_block : kL;
+  const int H = args.H, T = args.T, b0 = blockIdx.x * per_block;
+  const int B = min(per_block, args.B - b0);
   FusedRnnArgs a = args;
   a.B = B;
   a.lengths += b0;
@@ -438,7 +440,9 @@ cudaError_t LaunchFusedRnnBlockRegKernel(const FusedRnnArgs& args, int lanes, cu
   }
   BlockRegKernel k = BlockRegKernelFor(args.cell, args.H, lanes);
   if (!k) return cudaErrorInvalidValue;
-  k<<<(args.B + lanes - 1) / lanes, lanes*(args.H <= 32 ? 32 : 64), 0, stream>>>(args);
+  const int per_block = args.seqs_per_block > 0 ? args.seqs_per_block : lanes;
+  if (per_block > lanes) return cudaErrorInvalidValue;
+  k<<<(args.B + per_block - 1) / per_block, lanes*(args.H <= 32 ? 32 : 64), 0, stream>>>(args);
   return cudaGetLastError();
 }
 

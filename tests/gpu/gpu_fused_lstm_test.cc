@@ -681,8 +681,9 @@ TEST_P(OneBlockKernelTest, EveryBatchSizeMatchesPyTorch) {
 }
 
 // The one-block register kernel (H up to 64, a unit's rows of R over 1, 2, 4 or 8 lanes'
-// registers; one lane only up to 32 units) at every batch size, pinned (a block a group of that
-// many sequences): LSTM H = 24 (8 of its 32 units idle) and 32, GRU H = 64.
+// registers; one lane only up to 32 units) at every batch size, pinned, a block a group of as
+// many sequences as lanes and a block a sequence: LSTM H = 24 (8 of its 32 units idle) and 32,
+// GRU H = 64.
 class OneBlockRegisterKernelTest : public PinnedKernelTest {};
 
 TEST_P(OneBlockRegisterKernelTest, EveryBatchSizeMatchesPyTorch) {
@@ -690,10 +691,14 @@ TEST_P(OneBlockRegisterKernelTest, EveryBatchSizeMatchesPyTorch) {
   const std::vector<int> lanes_offered = fused_->one_block_register_lanes();
   EXPECT_EQ(lanes_offered.front(), f_.spec.hidden_size <= 32 ? 1 : 2);
   for (int lanes : lanes_offered) {
-    for (int batch = 1; batch <= f_.sequences; ++batch) {
-      SCOPED_TRACE(::testing::Message() << lanes << " lanes, B=" << batch);
-      CheckForward(f_.dir, f_.spec, batch, sh_->stream,
-                   [&](const auto& io) { return fused_->ForwardOneBlockRegisters(io, lanes); });
+    for (int per_block : {lanes, 1}) {
+      for (int batch = 1; batch <= f_.sequences; ++batch) {
+        SCOPED_TRACE(::testing::Message()
+                     << lanes << " lanes, " << per_block << " a block, B=" << batch);
+        CheckForward(f_.dir, f_.spec, batch, sh_->stream, [&](const auto& io) {
+          return fused_->ForwardOneBlockRegisters(io, lanes, per_block);
+        });
+      }
     }
   }
 }

@@ -176,7 +176,8 @@ TEST(BatchedOnnxTest, GruResetBeforeEveryShapeMatchesOnnxruntime) {
 
 // GRU reset_after=False up to 64 units on the one-block register kernel (r * h(t-1) through
 // shared memory, a second barrier a step), pinned with each number of lanes a unit it is
-// offered, at every batch size (a block a group of that many sequences); H = 48 leaves 16 of its
+// offered, at every batch size (a block a group of that many sequences, and a block a
+// sequence); H = 48 leaves 16 of its
 // units idle. Then 24 sequences of H = 40, pinned and as FusedRnn's own choice
 // (KernelTaking, as the engine's model runs a layer that cuDNN cannot).
 TEST(OneBlockRegisterOnnxTest, GruResetBeforeEveryBatchSizeMatchesOnnxruntime) {
@@ -196,11 +197,13 @@ TEST(OneBlockRegisterOnnxTest, GruResetBeforeEveryBatchSizeMatchesOnnxruntime) {
     std::vector<int> batches;
     for (int B = 1; B <= c.sequences(); B += B < 8 ? 1 : 5) batches.push_back(B);
     for (int lanes : (*fused)->one_block_register_lanes()) {
-      SCOPED_TRACE(::testing::Message() << lanes << " lanes");
-      CheckBatches(c, batches, sh.stream, [&](const RecurrentIO& io) {
-        return (*fused)->ForwardOneBlockRegisters(io, lanes);
-      });
-      if (HasFailure()) return;
+      for (int per_block : {lanes, 1}) {
+        SCOPED_TRACE(::testing::Message() << lanes << " lanes, " << per_block << " a block");
+        CheckBatches(c, batches, sh.stream, [&](const RecurrentIO& io) {
+          return (*fused)->ForwardOneBlockRegisters(io, lanes, per_block);
+        });
+        if (HasFailure()) return;
+      }
     }
     EXPECT_TRUE((*fused)->Takes(c.sequences()));
     CheckBatches(c, {c.sequences()}, sh.stream, [&](const RecurrentIO& io) {
