@@ -7,7 +7,9 @@
 // one kernel instead:
 //   - the input projection of every step is one cuBLAS SGEMM (FP32, no tensor cores) plus the
 //     folded biases: xproj [B, T, G*H], gates i,f,g,o (LSTM) or r,z,n (GRU), bW + bR of each
-//     gate except the GRU's n, whose bR (bRn) stays inside r * (R_n . h + bRn);
+//     gate except the GRU's n, whose bR (bRn) stays inside r * (R_n . h + bRn); where it is
+//     small (kFusedSmallProjectionFmas) one kernel of ours with the biases instead, whose
+//     single launch costs ~10 us less than cuBLAS's and the bias kernel's;
 //   - the recurrent part is one cooperative launch of `blocks` blocks; block k owns hidden
 //     units [k*U, (k+1)*U) and keeps their G*U rows of R [G*H, H] in shared memory for all
 //     steps; each step reads h(t-1) [B, H] from a double buffer in global memory, computes its
@@ -37,7 +39,13 @@
 //     whole layer, input projection included, with two block barriers a step
 //     (fused_rnn_small_kernel.cu): at B = 1, T = 10, H = 32 the grid kernels' round trip
 //     through L2 a step costs more than the step's work; at H = 32 and 64 each thread keeps a
-//     gate row of R in registers.
+//     gate row of R in registers;
+//   - or, for H up to kFusedBlockRegMaxHidden (LSTM, GRU reset_after True and False), the
+//     one-block register kernel (fused_rnn_small_kernel.cu): each block runs the whole layer
+//     for its own group of 1 to 8 sequences with 1, 2, 4 or 8 lanes a unit keeping the unit's
+//     rows of R in registers, a shuffle sum and one block barrier a step, and no block waits on
+//     another, so it takes any batch size (the only kernel here past kMaxBatch sequences that
+//     is not the batch-tiled one); the lanes and the sequences a block are timed per batch size.
 // Stacks of 2 to kFusedStackMaxLayers one-direction layers of one width run in one launch of
 // the stacked register kernel (ForwardStack; FusedRnnStackArgs in fused_rnn_kernel.h): each
 // layer on its own blocks, the layers above the first projecting the lower layer's h(t) in the
@@ -49,10 +57,12 @@
 // against each other here, per batch size, and so are the batch-tiled kernel's grid sizes.
 // Steps past a sequence's length are not computed: its h (and c) stay, its outputs are zero.
 // GRU reset_after=False (r applied before the n gate's matmul) runs on the register kernel,
-// with a second exchange a step (r * h(t-1)), for the widths it is compiled for, and on the
-// batch-tiled kernel past 8 sequences (a second grid barrier and a second GEMM of every gate row
-// a step, of which the n rows count); cuDNN has no such mode, so the model runs it for the
-// batches these take and FusedRecurrent (fused_recurrent.h) for the others.
+// with a second exchange a step (r * h(t-1)), for the widths it is compiled for, on the
+// one-block register kernel up to 64 units (any batch; r * h(t-1) through shared memory, a
+// second block barrier a step), and on the batch-tiled kernel past 8 sequences (a second grid
+// barrier and a second GEMM of every gate row a step, of which the n rows count); cuDNN has no
+// such mode, so the model runs it for the batches these take and FusedRecurrent
+// (fused_recurrent.h) for the others.
 //
 // For layers compiled in FP16 or BF16 (Create's `weights`), only the cluster kernel and the
 // register kernel are offered, with R rounded once to that precision (half the bytes: more rows a
