@@ -222,8 +222,10 @@ cudaError_t LaunchFusedRnnSmallKernel(const FusedRnnSmallArgs& args, size_t smem
 // of the unit's rows of R in registers; a step is the lanes' partial dot products with h(t-1)
 // from shared memory, log2(lanes) shuffles, the cell, and one block barrier (two for
 // reset_after=False). Its blocks never wait on each other: any batch size, in as many blocks
-// as it takes (an ordinary launch). Reads FusedRnnArgs' xproj (the input projection, computed
-// before it); xchg, sync, hbuf, U and groups are unused.
+// as it takes (an ordinary launch, as a programmatic dependent of the kernel before it: its
+// prologue overlaps that kernel, and it waits for it before reading xproj). Reads
+// FusedRnnArgs' xproj (the input projection, computed before it); xchg, sync, hbuf, U and
+// groups are unused.
 inline constexpr int kFusedBlockRegMaxHidden = 64;
 inline constexpr int kFusedBlockRegLanes[] = {1, 2, 4, 8};
 // Whether it is compiled for (cell, H, lanes): a lane keeps at most 128 weights of R, so one lane
@@ -232,7 +234,7 @@ bool FusedRnnBlockRegCompiled(FusedRnnCell cell, int H, int lanes);
 // FusedRnn's input projection where it is small (its own launch costs more than its arithmetic):
 // out [rows, N] = x [rows, I] . Wt [I, N] (+ bias [N] where not null), one kernel, a thread an
 // output, FP32 FMAs in four chains (cuBLAS plus a bias kernel are two launches and ~10 us more
-// at these sizes).
+// at these sizes). It lets a programmatic dependent launched after it start at once.
 cudaError_t LaunchFusedRnnSmallProjection(const float* x, const float* Wt, const float* bias,
                                           float* out, int64_t rows, int I, int N,
                                           cudaStream_t stream);

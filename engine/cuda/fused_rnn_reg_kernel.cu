@@ -18,53 +18,17 @@
 #include "engine/cuda/fused_rnn_cluster.cuh"
 #include "engine/cuda/fused_rnn_exchange.cuh"
 #include "engine/cuda/fused_rnn_kernel.h"
+#include "engine/cuda/fused_rnn_rows.cuh"
 #include "engine/cuda/launch.cuh"
 
 namespace rnnserve::engine::cuda {
 namespace {
 
-// The dot products of gate rows kQ0 .. kQ1 - 1 of this warp's unit with sequences b0 .. b0 +
-// kN - 1 of hs (kN at once, for overlap), each summed across the warp; lane b0 + n takes
-// sequence b0 + n's into gates[kQ0 .. kQ1 - 1].
-template <int kN, FusedRnnWeights kW, int kH, int kQ0, int kQ1, typename Chunk, int G, int kI>
-__device__ __forceinline__ void SumGates(const Chunk (&w)[G][kI], const float* hs, int b0, int lane,
-                                         float (&gates)[G]) {
-  float acc[kN][G];
-#pragma unroll
-  for (int n = 0; n < kN; ++n) {
-#pragma unroll
-    for (int q = kQ0; q < kQ1; ++q) acc[n][q] = 0.0f;
-  }
-#pragma unroll
-  for (int i = 0; i < kI; ++i) {
-#pragma unroll
-    for (int n = 0; n < kN; ++n) {
-      const float4 hv = reinterpret_cast<const float4*>(hs + (b0 + n) * kH)[lane + 32 * i];
-#pragma unroll
-      for (int q = kQ0; q < kQ1; ++q)
-        acc[n][q] = cluster_detail::DotChunk<kW>(w[q][i], hv, acc[n][q]);
-    }
-  }
-#pragma unroll
-  for (int n = 0; n < kN; ++n) {
-#pragma unroll
-    for (int q = kQ0; q < kQ1; ++q) {
-#pragma unroll
-      for (int off = 16; off > 0; off >>= 1) {
-        acc[n][q] += __shfl_xor_sync(0xffffffffu, acc[n][q], off);
-      }
-      if (lane == b0 + n) gates[q] = acc[n][q];
-    }
-  }
-}
-
-// SumGates for every one of the B sequences of hs, two at a time.
+// A warp's unit: its 32 lanes hold the unit's rows (fused_rnn_rows.cuh).
 template <FusedRnnWeights kW, int kH, int kQ0, int kQ1, typename Chunk, int G, int kI>
 __device__ __forceinline__ void SumRows(const Chunk (&w)[G][kI], const float* hs, int B, int lane,
                                         float (&gates)[G]) {
-  int b = 0;
-  for (; b + 2 <= B; b += 2) SumGates<2, kW, kH, kQ0, kQ1>(w, hs, b, lane, gates);
-  if (b < B) SumGates<1, kW, kH, kQ0, kQ1>(w, hs, b, lane, gates);
+  SumLaneRowsAll<kW, kH, 32, kQ0, kQ1>(w, hs, B, lane, gates);
 }
 
 // The end of a step for the cell of (sequence lane, unit j), where `mine`: its h(t) into the next

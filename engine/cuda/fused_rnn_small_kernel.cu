@@ -6,6 +6,7 @@
 #include "engine/cuda/fused_rnn_cell.cuh"
 #include "engine/cuda/fused_rnn_cluster.cuh"
 #include "engine/cuda/fused_rnn_kernel.h"
+#include "engine/cuda/fused_rnn_rows.cuh"
 #include "engine/cuda/launch.cuh"
 
 namespace rnnserve::engine::cuda {
@@ -230,44 +231,11 @@ namespace {
 // two buffers: one block barrier a step. Fewer lanes a unit mean fewer warps, each applying more
 // cells at once (every warp issues the cell's instructions, which bound the step when few of its
 // lanes apply one); more lanes, shorter dot products.
-template <int kN, int kQ0, int kQ1, int kH, int kL, int G, int kC>
-__device__ __forceinline__ void SumUnitRows(const float4 (&w)[G][kC], const float* hs, int b0,
-                                            int sub, float (&gates)[G]) {
-  float acc[kN][G];
-#pragma unroll
-  for (int n = 0; n < kN; ++n) {
-#pragma unroll
-    for (int q = kQ0; q < kQ1; ++q) acc[n][q] = 0.0f;
-  }
-#pragma unroll
-  for (int i = 0; i < kC; ++i) {
-#pragma unroll
-    for (int n = 0; n < kN; ++n) {
-      const float4 hv = reinterpret_cast<const float4*>(hs + (b0 + n) * kH)[sub + kL * i];
-#pragma unroll
-      for (int q = kQ0; q < kQ1; ++q) acc[n][q] = cluster_detail::Dot4(w[q][i], hv, acc[n][q]);
-    }
-  }
-#pragma unroll
-  for (int n = 0; n < kN; ++n) {
-#pragma unroll
-    for (int q = kQ0; q < kQ1; ++q) {
-#pragma unroll
-      for (int off = kL / 2; off > 0; off >>= 1) {
-        acc[n][q] += __shfl_xor_sync(0xffffffffu, acc[n][q], off);
-      }
-      if (sub == b0 + n) gates[q] = acc[n][q];
-    }
-  }
-}
-
-// SumUnitRows for every one of the B sequences, two at a time.
+// A unit's kL lanes (fused_rnn_rows.cuh).
 template <int kQ0, int kQ1, int kH, int kL, int G, int kC>
 __device__ __forceinline__ void SumUnitRowsAll(const float4 (&w)[G][kC], const float* hs, int B,
                                                int sub, float (&gates)[G]) {
-  int b = 0;
-  for (; b + 2 <= B; b += 2) SumUnitRows<2, kQ0, kQ1, kH, kL>(w, hs, b, sub, gates);
-  if (b < B) SumUnitRows<1, kQ0, kQ1, kH, kL>(w, hs, b, sub, gates);
+  SumLaneRowsAll<FusedRnnWeights::kFp32, kH, kL, kQ0, kQ1>(w, hs, B, sub, gates);
 }
 
 // Steps of input projection a cell has in flight (a step here is shorter than a load from L2),
@@ -316,8 +284,12 @@ __global__ void __launch_bounds__(kL* kH) FusedRnnBlockRegKernel(FusedRnnArgs ar
 #pragma unroll
     for (int i = 0; i < kC; ++i) {
       const int k = 4 * (sub + kL * i);
-      auto at = [&](int c) { return unit && k + c < H ? __ldg(row + k + c) : 0.0f; };
-      w[q][i] = make_float4(at(0), at(1), at(2), at(3));
+      if (unit && k + 4 <= H && H % 4 == 0) {  // the row starts on a 16-byte boundary
+        w[q][i] = __ldg(reinterpret_cast<const float4*>(row + k));
+      } else {
+        auto at = [&](int c) { return unit && k + c < H ? __ldg(row + k + c) : 0.0f; };
+        w[q][i] = make_float4(at(0), at(1), at(2), at(3));
+      }
     }
   }
   for (int i = threadIdx.x; i < static_cast<int>(sizeof(hbuf) / sizeof(float)); i += blockDim.x) {
@@ -325,8 +297,13 @@ __global__ void __launch_bounds__(kL* kH) FusedRnnBlockRegKernel(FusedRnnArgs ar
   }
   FusedCell<kCell, false> cell;  // x from the slots
   float xq[kBlockRegAhead][G];
+  if (mine) cell.Start(a, sub, j);
+    // Launched as a programmatic dependent of the input projection (LaunchFusedRnnBlockRegKernel):
+    // everything above overlapped it; xproj is read only from here (a no-op otherwise).
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
   if (mine) {
-    cell.Start(a, sub, j);
 #pragma unroll
     for (int d = 0; d < kBlockRegAhead; ++d) {
       if (d < cell.len) LoadProjection(a, sub, j, d, xq[d]);
@@ -442,8 +419,18 @@ cudaError_t LaunchFusedRnnBlockRegKernel(const FusedRnnArgs& args, int lanes, cu
   if (!k) return cudaErrorInvalidValue;
   const int per_block = args.seqs_per_block > 0 ? args.seqs_per_block : lanes;
   if (per_block > lanes) return cudaErrorInvalidValue;
-  k<<<(args.B + per_block - 1) / per_block, lanes*(args.H <= 32 ? 32 : 64), 0, stream>>>(args);
-  return cudaGetLastError();
+  // A programmatic dependent of the kernel before it (the input projection): its prologue
+  // (R into registers, the states) runs while that kernel finishes.
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3((args.B + per_block - 1) / per_block);
+  cfg.blockDim = dim3(lanes * (args.H <= 32 ? 32 : 64));
+  cfg.stream = stream;
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, k, args);
 }
 
 namespace {
@@ -453,6 +440,11 @@ namespace {
 __global__ void __launch_bounds__(256)
     SmallProjectionKernel(const float* __restrict__ x, const float* __restrict__ Wt,
                           const float* __restrict__ bias, float* __restrict__ out, int I, int N) {
+  // The recurrent kernel launched after this one (a programmatic dependent) may start its
+  // prologue now; it waits for this grid's results before reading them.
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;");
+#endif
   const int n = blockIdx.x * blockDim.x + threadIdx.x;
   const int64_t r = blockIdx.y + int64_t{65535} * blockIdx.z;
   if (n >= N) return;
