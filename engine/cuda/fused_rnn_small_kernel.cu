@@ -435,30 +435,54 @@ cudaError_t LaunchFusedRnnBlockRegKernel(const FusedRnnArgs& args, int lanes, cu
 
 namespace {
 
-// out[r][n] = bias[n] + x[r] . Wt[:, n]: a thread an output, the sum in four chains added in a
-// fixed order (the threads of a block share a row of x, read once for all of them).
+// Rows of x a thread of the small projection takes (each W^T load serves that many).
+constexpr int kProjectionRows = 4;
+
+// out[r][n] = bias[n] + x[r] . Wt[:, n] for kProjectionRows rows r from 4 blockIdx.y (plus
+// 65535 blockIdx.z) and n a thread: each W^T weight read once for the rows, x read 16 bytes at a
+// time where I allows (every block's threads share its rows), one FMA chain a row.
 __global__ void __launch_bounds__(256)
     SmallProjectionKernel(const float* __restrict__ x, const float* __restrict__ Wt,
-                          const float* __restrict__ bias, float* __restrict__ out, int I, int N) {
+                          const float* __restrict__ bias, float* __restrict__ out, int64_t rows,
+                          int I, int N) {
   // The recurrent kernel launched after this one (a programmatic dependent) may start its
   // prologue now; it waits for this grid's results before reading them.
 #if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;");
 #endif
   const int n = blockIdx.x * blockDim.x + threadIdx.x;
-  const int64_t r = blockIdx.y + int64_t{65535} * blockIdx.z;
-  if (n >= N) return;
-  const float* xr = x + r * I;
-  float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  int k = 0;
-  for (; k + 4 <= I; k += 4) {
+  const int64_t r0 = kProjectionRows * (blockIdx.y + int64_t{65535} * blockIdx.z);
+  if (n >= N || r0 >= rows) return;
+  const float* xr[kProjectionRows];
 #pragma unroll
-    for (int q = 0; q < 4; ++q)
-      part[q] = fmaf(__ldg(xr + k + q), __ldg(Wt + int64_t{k + q} * N + n), part[q]);
+  for (int i = 0; i < kProjectionRows; ++i) xr[i] = x + (r0 + i < rows ? r0 + i : rows - 1) * I;
+  float acc[kProjectionRows] = {};
+  int k = 0;
+  if (I % 4 == 0) {  // rows of x start on 16-byte boundaries
+    for (; k < I; k += 4) {
+      float w[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) w[q] = __ldg(Wt + int64_t{k + q} * N + n);
+#pragma unroll
+      for (int i = 0; i < kProjectionRows; ++i) {
+        const float4 xv = __ldg(reinterpret_cast<const float4*>(xr[i] + k));
+        acc[i] = fmaf(xv.x, w[0], acc[i]);
+        acc[i] = fmaf(xv.y, w[1], acc[i]);
+        acc[i] = fmaf(xv.z, w[2], acc[i]);
+        acc[i] = fmaf(xv.w, w[3], acc[i]);
+      }
+    }
   }
-  for (; k < I; ++k) part[0] = fmaf(__ldg(xr + k), __ldg(Wt + int64_t{k} * N + n), part[0]);
-  const float sum = (part[0] + part[1]) + (part[2] + part[3]);
-  out[r * N + n] = bias ? bias[n] + sum : sum;
+  for (; k < I; ++k) {
+    const float w = __ldg(Wt + int64_t{k} * N + n);
+#pragma unroll
+    for (int i = 0; i < kProjectionRows; ++i) acc[i] = fmaf(__ldg(xr[i] + k), w, acc[i]);
+  }
+  const float b = bias ? bias[n] : 0.0f;
+#pragma unroll
+  for (int i = 0; i < kProjectionRows; ++i) {
+    if (r0 + i < rows) out[(r0 + i) * N + n] = bias ? b + acc[i] : acc[i];
+  }
 }
 
 }  // namespace
@@ -466,19 +490,11 @@ __global__ void __launch_bounds__(256)
 cudaError_t LaunchFusedRnnSmallProjection(const float* x, const float* Wt, const float* bias,
                                           float* out, int64_t rows, int I, int N,
                                           cudaStream_t stream) {
-  if (rows < 1 || I < 1 || N < 1 || rows > int64_t{65535} * 65535) return cudaErrorInvalidValue;
-  const dim3 grid((N + 255) / 256, static_cast<unsigned>(std::min<int64_t>(rows, 65535)),
-                  static_cast<unsigned>((rows + 65534) / 65535));
-  if (rows % 65535 != 0 && grid.z > 1) {
-    // Rows past the last full slab: a second launch keeps every block's row in range.
-    const int64_t full = (rows / 65535) * 65535;
-    SmallProjectionKernel<<<dim3(grid.x, 65535, static_cast<unsigned>(rows / 65535)), 256, 0,
-                            stream>>>(x, Wt, bias, out, I, N);
-    SmallProjectionKernel<<<dim3(grid.x, static_cast<unsigned>(rows - full), 1), 256, 0, stream>>>(
-        x + full * I, Wt, bias, out + full * N, I, N);
-    return cudaGetLastError();
-  }
-  SmallProjectionKernel<<<grid, 256, 0, stream>>>(x, Wt, bias, out, I, N);
+  const int64_t groups = (rows + kProjectionRows - 1) / kProjectionRows;
+  if (rows < 1 || I < 1 || N < 1 || groups > int64_t{65535} * 65535) return cudaErrorInvalidValue;
+  const dim3 grid((N + 255) / 256, static_cast<unsigned>(std::min<int64_t>(groups, 65535)),
+                  static_cast<unsigned>((groups + 65534) / 65535));
+  SmallProjectionKernel<<<grid, 256, 0, stream>>>(x, Wt, bias, out, rows, I, N);
   return cudaGetLastError();
 }
 
