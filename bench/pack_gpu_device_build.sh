@@ -14,6 +14,11 @@
 # env:   PERF_ANALYZER  the perf_analyzer binary (default: PATH, then /opt/perf_analyzer/bin)
 #        PERF           a perf binary (linux-perf) to pack as well, for gpu_device_run.sh's
 #                       profile stage; rnnserve then keeps its symbol table
+#        MINIMAL_LIBS=1 pack only the libraries the device tool's image (Ubuntu 24.04) lacks:
+#                       abseil, libzip, gRPC's, prometheus-cpp's and civetweb (it has hdf5,
+#                       protobuf, curl, OpenSSL and the C++ runtime): a pack a third the size,
+#                       for the device's 64 MiB upload limit
+#        BINS           the binaries to pack instead of the default list (paths)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-$ROOT/build/release}
@@ -27,6 +32,7 @@ for t in gpu_availability_test gpu_conformance_test gpu_engine_test example_mode
   gpu_host_io_test gpu_fused_lstm_test gpu_fused_half_test gpu_torch_test gpu_multi_gpu_test cellular_conformance_test slot_states_test; do
   bins+=("$(find "$BUILD/tests" -name "$t" -type f -executable | head -1)")
 done
+[ -n "${BINS:-}" ] && read -r -a bins <<< "$BINS"
 # perf_analyzer loads libcudart.so.12 even for gRPC runs; PyPI's nvidia-cuda-runtime-cu12.
 CUDART=$(python3 -c 'import nvidia.cuda_runtime as m; print(list(m.__path__)[0] + "/lib")' \
   2>/dev/null || true)
@@ -44,6 +50,12 @@ for b in "${bins[@]}"; do
       libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libresolv.so*) continue ;;
     esac
     case "$lib" in /usr/local/cuda*) continue ;; esac
+    if [ "${MINIMAL_LIBS:-0}" = 1 ]; then
+      case "$(basename "$lib")" in
+        libabsl_*|libzip*|libgrpc*|libgpr*|libupb*|libaddress_sorting*|libre2*|libcares*|libprometheus*|libcivetweb*) ;;
+        *) continue ;;
+      esac
+    fi
     [ -e "$DEST/lib/$(basename "$lib")" ] || cp -L "$lib" "$DEST/lib/"
   done
 done
