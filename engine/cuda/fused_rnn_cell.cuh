@@ -35,6 +35,21 @@ __device__ __forceinline__ float FusedCellStep(const float* x, const float* g, f
   }
 }
 
+// Narrows *a to sequences [b0, b0 + B) of its batch (G gates a unit): the lengths, states,
+// input projection and outputs from sequence b0 on, B of them (kernels that split a batch into
+// groups of sequences on blocks of their own).
+template <int G>
+__device__ __forceinline__ void NarrowFusedArgs(FusedRnnArgs* a, int b0, int B) {
+  a->B = B;
+  a->lengths += b0;
+  if (a->h0) a->h0 += b0 * a->H;
+  if (a->c0) a->c0 += b0 * a->H;
+  a->xproj += static_cast<int64_t>(b0) * a->T * G * a->H;
+  if (a->y) a->y += static_cast<int64_t>(b0) * a->T * a->H;
+  a->hy += b0 * a->H;
+  if (a->cy) a->cy += b0 * a->H;
+}
+
 // One (sequence b, unit j) cell of the grid and register kernels (one forward direction, the
 // layouts of FusedRnnArgs): its state in registers and the input projection of its next step,
 // loaded before the kernel waits for h(t-1). kProjected false: the kernel computes x itself

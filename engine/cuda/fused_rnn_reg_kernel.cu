@@ -90,14 +90,7 @@ __global__ void __launch_bounds__(kFusedRegMaxThreads, 1) FusedRnnRegKernel(Fuse
   const int B = max(0, min(seqs, a.B - b0)), lane = threadIdx.x % 32;
   const int j = (blockIdx.x % per_group) * a.U + threadIdx.x / 32;
   FusedRnnArgs ga = a;
-  ga.B = B;
-  ga.lengths += b0;
-  if (ga.h0) ga.h0 += b0 * kH;
-  if (ga.c0) ga.c0 += b0 * kH;
-  ga.xproj += static_cast<int64_t>(b0) * a.T * G * kH;
-  if (ga.y) ga.y += static_cast<int64_t>(b0) * a.T * kH;
-  ga.hy += b0 * kH;
-  if (ga.cy) ga.cy += b0 * kH;
+  NarrowFusedArgs<G>(&ga, b0, B);
   ga.xchg += static_cast<int64_t>(group) * kXchgParts<kCell> * a.xchg_stride;
   typename Chunk::Type w[G][kI];
   LoadUnitRows<kW, kH>(a, j, lane, w);

@@ -230,12 +230,22 @@ namespace {
 // log2(kL) shuffles, and lane b applies sequence b's cell (b < kL), writing h(t) into the other of
 // two buffers: one block barrier a step. Fewer lanes a unit mean fewer warps, each applying more
 // cells at once (every warp issues the cell's instructions, which bound the step when few of its
-// lanes apply one); more lanes, shorter dot products.
-// A unit's kL lanes (fused_rnn_rows.cuh).
-template <int kQ0, int kQ1, int kH, int kL, int G, int kC>
-__device__ __forceinline__ void SumUnitRowsAll(const float4 (&w)[G][kC], const float* hs, int B,
-                                               int sub, float (&gates)[G]) {
-  SumLaneRowsAll<FusedRnnWeights::kFp32, kH, kL, kQ0, kQ1>(w, hs, B, sub, gates);
+// lanes apply one); more lanes, shorter dot products (SumLaneRowsAll over a unit's kL lanes).
+
+// Programmatic dependent launch (sm_90): a grid launched with
+// cudaLaunchAttributeProgrammaticStreamSerialization after this one may start once every block
+// of this one has called LaunchDependentGrids; WaitForPrimaryGrid in it returns once the grid
+// before it has finished and its writes are visible (at once where there is no such grid).
+__device__ __forceinline__ void LaunchDependentGrids() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;");
+#endif
+}
+
+__device__ __forceinline__ void WaitForPrimaryGrid() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
 }
 
 // Steps of input projection a cell has in flight (a step here is shorter than a load from L2),
@@ -261,18 +271,12 @@ __global__ void __launch_bounds__(kL* kH) FusedRnnBlockRegKernel(FusedRnnArgs ar
   __shared__ __align__(16) float hbuf[(kCell == FusedRnnCell::kGruBefore ? 3 : 2) * kBH];
   // This block's sequences [b0, b0 + B), seqs_per_block (up to kL) of them (fewer in the last
   // block): a is args for them alone, stepping to their longest length.
+  constexpr FusedRnnWeights kFp32 = FusedRnnWeights::kFp32;
   const int per_block = args.seqs_per_block > 0 ? args.seqs_per_block : kL;
-  const int H = args.H, T = args.T, b0 = blockIdx.x * per_block;
+  const int H = args.H, b0 = blockIdx.x * per_block;
   const int B = min(per_block, args.B - b0);
   FusedRnnArgs a = args;
-  a.B = B;
-  a.lengths += b0;
-  if (a.h0) a.h0 += b0 * H;
-  if (a.c0) a.c0 += b0 * H;
-  a.xproj += static_cast<int64_t>(b0) * T * G * H;
-  if (a.y) a.y += static_cast<int64_t>(b0) * T * H;
-  a.hy += b0 * H;
-  if (a.cy) a.cy += b0 * H;
+  NarrowFusedArgs<G>(&a, b0, B);
   a.steps = 0;
   for (int b = 0; b < B; ++b) a.steps = max(a.steps, a.lengths[b]);
   const int sub = threadIdx.x % kL, j = threadIdx.x / kL;
@@ -298,11 +302,9 @@ __global__ void __launch_bounds__(kL* kH) FusedRnnBlockRegKernel(FusedRnnArgs ar
   FusedCell<kCell, false> cell;  // x from the slots
   float xq[kBlockRegAhead][G];
   if (mine) cell.Start(a, sub, j);
-    // Launched as a programmatic dependent of the input projection (LaunchFusedRnnBlockRegKernel):
-    // everything above overlapped it; xproj is read only from here (a no-op otherwise).
-#if __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
+  // A programmatic dependent of the input projection (LaunchFusedRnnBlockRegKernel): everything
+  // above overlapped it; xproj is read only from here.
+  WaitForPrimaryGrid();
   if (mine) {
 #pragma unroll
     for (int d = 0; d < kBlockRegAhead; ++d) {
@@ -327,7 +329,7 @@ __global__ void __launch_bounds__(kL* kH) FusedRnnBlockRegKernel(FusedRnnArgs ar
       if constexpr (kCell == FusedRnnCell::kGruBefore) {
         // reset_after=False: r and z from h(t-1), then n from r * h(t-1) of every unit.
         float* rh = hbuf + 2 * kBH;
-        SumUnitRowsAll<0, 2, kH, kL>(w, hs, B, sub, gates);
+        SumLaneRowsAll<kFp32, kH, kL, 0, 2>(w, hs, B, sub, gates);
         float z = 0.0f;
         if (mine) {
           const float r = FusedSigmoid(cell.x[0] + gates[0]);
@@ -335,13 +337,13 @@ __global__ void __launch_bounds__(kL* kH) FusedRnnBlockRegKernel(FusedRnnArgs ar
           rh[sub * kH + j] = s < cell.len ? r * cell.h : 0.0f;
         }
         __syncthreads();
-        SumUnitRowsAll<2, 3, kH, kL>(w, rh, B, sub, gates);
+        SumLaneRowsAll<kFp32, kH, kL, 2, 3>(w, rh, B, sub, gates);
         if (mine && s < cell.len) {
           const float n = tanhf(cell.x[2] + gates[2]);
           cell.h = (1.0f - z) * n + z * cell.h;
         }
       } else {
-        SumUnitRowsAll<0, G, kH, kL>(w, hs, B, sub, gates);
+        SumLaneRowsAll<kFp32, kH, kL, 0, G>(w, hs, B, sub, gates);
         if (mine && s < cell.len) {
           cell.h = FusedCellStep<kCell>(cell.x, gates, cell.h, cell.c, cell.bRn);
         }
@@ -445,11 +447,8 @@ __global__ void __launch_bounds__(256)
     SmallProjectionKernel(const float* __restrict__ x, const float* __restrict__ Wt,
                           const float* __restrict__ bias, float* __restrict__ out, int64_t rows,
                           int I, int N) {
-  // The recurrent kernel launched after this one (a programmatic dependent) may start its
-  // prologue now; it waits for this grid's results before reading them.
-#if __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;");
-#endif
+  // The recurrent kernel launched after this one may start its prologue now.
+  LaunchDependentGrids();
   const int n = blockIdx.x * blockDim.x + threadIdx.x;
   const int64_t r0 = kProjectionRows * (blockIdx.y + int64_t{65535} * blockIdx.z);
   if (n >= N || r0 >= rows) return;
