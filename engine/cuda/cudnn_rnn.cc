@@ -139,7 +139,9 @@ absl::Status CudnnRecurrent::Init() {
     const FusedRnnWeights weights = math_ == MathMode::kFp16   ? FusedRnnWeights::kFp16
                                     : math_ == MathMode::kBf16 ? FusedRnnWeights::kBf16
                                                                : FusedRnnWeights::kFp32;
-    if (auto f = FusedRnn::Create(spec_, stream_, weights); f.ok()) fused_ = std::move(*f);
+    if (auto f = FusedRnn::Create(spec_, stream_, weights, math_ == MathMode::kTf32); f.ok()) {
+      fused_ = std::move(*f);
+    }
   }
   for (cudnnRNNDataDescriptor_t* d : {&x_desc_, &y_desc_, &x_seq_desc_, &y_seq_desc_}) {
     RNNSERVE_RETURN_IF_ERROR(

@@ -150,8 +150,9 @@ class CudnnRecurrent {
   absl::Status ForceAlgorithm(cudnnRNNAlgo_t algo);
   // The algorithm used for B sequences of T steps ("" before the first such batch).
   std::string AlgorithmFor(int B, int T) const;
-  // What each of the fused algorithm's grid, register and one-block kernels took when timed
-  // for batches of B (FusedRnn::GridTimingsFor; "" if none was).
+  // What each of the fused algorithm's grid, register and one-block kernels and each shape of
+  // the batch-tiled kernel took when timed for batches of B (FusedRnn::GridTimingsFor,
+  // BatchedTimingsFor; "" if none was).
   std::string FusedTimingsFor(int B) const;
   // Every timed choice so far, e.g. "B=1 T<=128: fused_cluster_fp32, B=5..8 T<=128: standard".
   std::string ChoicesSummary() const;

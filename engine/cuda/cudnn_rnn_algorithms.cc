@@ -249,7 +249,9 @@ std::string CudnnRecurrent::AlgorithmFor(int B, int T) const {
 }
 
 std::string CudnnRecurrent::FusedTimingsFor(int B) const {
-  return fused_ ? fused_->GridTimingsFor(B) : "";
+  if (!fused_) return "";
+  const std::string grid = fused_->GridTimingsFor(B), batched = fused_->BatchedTimingsFor(B);
+  return absl::StrCat(grid, !grid.empty() && !batched.empty() ? "," : "", batched);
 }
 
 std::string CudnnRecurrent::NameFor(cudnnRNNAlgo_t algo, int B) const {

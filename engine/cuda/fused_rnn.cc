@@ -39,7 +39,7 @@ absl::Status Supports(const RecurrentSpec& spec) {
 
 absl::StatusOr<std::unique_ptr<FusedRnn>> FusedRnn::Create(const RecurrentSpec& spec,
                                                            cudaStream_t stream,
-                                                           FusedRnnWeights weights) {
+                                                           FusedRnnWeights weights, bool tf32) {
   RNNSERVE_RETURN_IF_ERROR(Supports(spec));
   const FusedRnnCell cell = spec.cell == CellType::kLstm ? FusedRnnCell::kLstm
                             : spec.reset_after           ? FusedRnnCell::kGru
@@ -64,6 +64,7 @@ absl::StatusOr<std::unique_ptr<FusedRnn>> FusedRnn::Create(const RecurrentSpec& 
           "fused RNN: two directions, or GRU reset_after=False, in exact FP32 only");
     }
     std::unique_ptr<FusedRnn> f(new FusedRnn(cell, weights, I, H, {}, 0, stream));
+    f->tf32_ = tf32;
     if (cell != FusedRnnCell::kGruBefore) RNNSERVE_RETURN_IF_ERROR(f->FindCluster());
     if (coop) RNNSERVE_RETURN_IF_ERROR(f->PrepareRegisters(sms));
     if (coop) RNNSERVE_RETURN_IF_ERROR(f->PrepareStack(sms));
@@ -91,6 +92,7 @@ absl::StatusOr<std::unique_ptr<FusedRnn>> FusedRnn::Create(const RecurrentSpec& 
     // Both directions in one launch of the batch-tiled kernel, half of the SMs each.
     std::unique_ptr<FusedRnn> f(new FusedRnn(cell, FusedRnnWeights::kFp32, I, H, {}, 0, stream));
     f->dirs_ = 2;
+    f->tf32_ = tf32;
     RNNSERVE_RETURN_IF_ERROR(f->PrepareBatched(sms / 2, smem_optin));
     if (!f->has_batched()) {
       return absl::UnimplementedError(absl::StrCat(
@@ -138,6 +140,7 @@ absl::StatusOr<std::unique_ptr<FusedRnn>> FusedRnn::Create(const RecurrentSpec& 
   RNNSERVE_RETURN_IF_ERROR(f->PrepareStack(sms));
   RNNSERVE_RETURN_IF_ERROR(f->FindCluster());
   RNNSERVE_RETURN_IF_ERROR(f->PrepareSmall(d, smem_optin));
+  f->tf32_ = tf32;
   RNNSERVE_RETURN_IF_ERROR(f->PrepareBatched(sms, smem_optin));
   f->block_reg_ = H <= kFusedBlockRegMaxHidden;
   return f;
@@ -146,8 +149,10 @@ absl::StatusOr<std::unique_ptr<FusedRnn>> FusedRnn::Create(const RecurrentSpec& 
 absl::Status FusedRnn::Upload(const std::vector<RecurrentDirection>& dirs) {
   RNNSERVE_RETURN_IF_ERROR(CublasOk(cublasCreate(&cublas_), "cublasCreate"));
   RNNSERVE_RETURN_IF_ERROR(CublasOk(cublasSetStream(cublas_, stream_), "cublasSetStream"));
-  RNNSERVE_RETURN_IF_ERROR(
-      CublasOk(cublasSetMathMode(cublas_, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode"));
+  // TF32 layers project in TF32 too, as cuDNN's and PyTorch's TF32 modes do.
+  RNNSERVE_RETURN_IF_ERROR(CublasOk(
+      cublasSetMathMode(cublas_, tf32_ ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH),
+      "cublasSetMathMode"));
   const int G = G_, H = H_;
   // The directions side by side: W [dirs*G*H, I] (one projection for both; stored transposed,
   // [I, dirs*G*H], which cuBLAS multiplies ~8 % faster at these shapes), R [dirs][G*H][H],
@@ -346,11 +351,21 @@ absl::Status FusedRnn::Forward(const RecurrentIO& io, Kernel kernel) {
       }
     }
     bool timed = false;
+    std::vector<float> times;
     auto best = Fastest(
-        candidates, [&](int i) { return ForwardBatched(io, batched_shapes_[i]); }, &timed);
+        candidates, [&](int i) { return ForwardBatched(io, batched_shapes_[i]); }, &timed,
+        &times);
     if (!best.ok()) return best.status();
     const BatchedShape shape = batched_shapes_[*best];
-    if (timed) batched_by_batch_[io.B] = shape;
+    if (timed) {
+      batched_by_batch_[io.B] = shape;
+      std::string& out = batched_times_by_batch_[io.B];
+      out.clear();
+      for (size_t i = 0; i < times.size(); ++i) {
+        absl::StrAppend(&out, i ? "," : "", BatchedShapeName(batched_shapes_[candidates[i]]), ":",
+                        absl::SixDigits(times[i]));
+      }
+    }
     return ForwardBatched(io, shape);
   }
   // Past kMaxBatch only the one-block register kernel (Kernel::kGrid) runs a batch.
@@ -465,9 +480,19 @@ std::string FusedRnn::GridKernelName(int blocks) {
 std::string FusedRnn::BatchedKernelFor(int B) const {
   auto it = batched_by_batch_.find(B);
   if (it == batched_by_batch_.end()) return "";
-  const BatchedShape& shape = it->second;
+  return BatchedShapeName(it->second);
+}
+
+std::string FusedRnn::BatchedShapeName(const BatchedShape& shape) {
   const FusedBatchedTile& tile = kBatchedTiles[shape.tile];
-  return absl::StrCat("g", shape.groups, "b", shape.blocks, "t", tile.units, "x", tile.seqs);
+  return absl::StrCat("g", shape.groups, "b", shape.blocks,
+                      tile.mma ? absl::StrCat("tf32x", tile.mma, "_") : "t", tile.units, "x",
+                      tile.seqs);
+}
+
+std::string FusedRnn::BatchedTimingsFor(int B) const {
+  auto it = batched_times_by_batch_.find(B);
+  return it == batched_times_by_batch_.end() ? "" : it->second;
 }
 
 absl::Status FusedRnn::ForwardCluster(const RecurrentIO& io, int index) {

@@ -111,9 +111,11 @@ class FusedRnn {
   // from H = 128.
   // kBf16 / kFp16 `weights`: also UNIMPLEMENTED where neither a cluster kernel nor the register
   // kernel runs the layer's width on this device.
+  // tf32: a TF32 layer (FP32 weights): the batch-tiled kernel's tensor-core tiles round R and
+  // h to TF32 instead of keeping FP32 accuracy with three TF32 products a product.
   static absl::StatusOr<std::unique_ptr<FusedRnn>> Create(
       const RecurrentSpec& spec, cudaStream_t stream,
-      FusedRnnWeights weights = FusedRnnWeights::kFp32);
+      FusedRnnWeights weights = FusedRnnWeights::kFp32, bool tf32 = false);
   ~FusedRnn();
   FusedRnn(const FusedRnn&) = delete;
   FusedRnn& operator=(const FusedRnn&) = delete;
@@ -168,6 +170,10 @@ class FusedRnn {
   // The shape chosen for batches of B, e.g. "g2b64t2x8" (2 groups of 64 blocks, tiles of 2
   // units x 8 sequences); "" before the first such batch.
   std::string BatchedKernelFor(int B) const;
+  static std::string BatchedShapeName(const BatchedShape& shape);
+  // What each shape took when they were timed for batches of B, e.g.
+  // "g4b32t2x8:1.05,g4b32tf32x3_16x16:0.93" (ms); "" before the first such batch.
+  std::string BatchedTimingsFor(int B) const;
   // The kernel Kernel::kGrid chose for batches of B: "grid66" (the grid kernel on 66 blocks),
   // "reg4" (the register kernel, 4 units a block), "reg8x2" (in 2 groups) or "one_block"; ""
   // before the first such batch.
@@ -330,6 +336,10 @@ class FusedRnn {
   // The batch-tiled kernel's shapes, largest grid first; each grid size divides H.
   std::vector<BatchedShape> batched_shapes_;
   size_t batched_smem_limit_ = 0;                 // shared memory its plans may use per block
+  std::map<int, std::string> batched_times_by_batch_;  // BatchedTimingsFor
+  // A TF32 layer: the projection in TF32, the batch-tiled kernel's TF32 tiles (kBatchedTiles'
+  // mma 1) instead of the 3xTF32 ones (mma 3).
+  bool tf32_ = false;
   std::map<int, BatchedShape> batched_by_batch_;  // the fastest shape, per batch size
   // The stacked kernel's units a block offered, each with the most layers whose blocks fit.
   std::vector<std::pair<int, int>> stack_fit_;

@@ -14,8 +14,9 @@ absl::Status FusedRnn::PrepareBatched(int sms, int smem_optin) {
   // For each split of the batch into groups (1, 2, 4) of their own blocks: grid sizes a group
   // that divide H, the largest up to the group's share of the SMs (the most rows a step spread
   // over the most SMs) and the largest up to half of it (a cheaper grid barrier, twice the rows
-  // a block); each with every register tile. More groups put more rows of R in a block and read
-  // less of h(t-1) a step. The chooser times them per batch size.
+  // a block); each with every register tile: the FMA tiles and the tensor-core tiles of
+  // this layer's math (3xTF32 for FP32 layers, TF32 for TF32 layers). More groups put more rows of R
+  // in a block and read less of h(t-1) a step. The chooser times them per batch size.
   std::vector<BatchedShape> shapes;
   for (int groups : {1, 2, 4}) {
     std::vector<int> grids;
@@ -30,6 +31,7 @@ absl::Status FusedRnn::PrepareBatched(int sms, int smem_optin) {
     const int seqs = (kMaxBatchedBatch + groups - 1) / groups;
     for (int blocks : grids) {
       for (int tile = 0; tile < kBatchedTileCount; ++tile) {
+        if (kBatchedTiles[tile].mma != 0 && kBatchedTiles[tile].mma != (tf32_ ? 1 : 3)) continue;
         const FusedBatchedPlan plan =
             PlanFusedBatched(seqs, H_, G_, blocks, tile, static_cast<size_t>(smem_optin));
         int per_sm = 0;

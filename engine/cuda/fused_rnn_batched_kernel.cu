@@ -4,6 +4,9 @@
 #include <cooperative_groups.h>
 
 #include <algorithm>
+#include <array>
+#include <cstdint>
+#include <utility>
 
 #include "engine/cuda/fused_rnn_batched_kernel.h"
 #include "engine/cuda/fused_rnn_cell.cuh"
@@ -61,14 +64,46 @@ __device__ __forceinline__ void CpAsyncWaitAtMost(int n) {
   }
 }
 
+// d += a . b, one m16n8k8 TF32 tensor-core product with FP32 accumulation.
+__device__ __forceinline__ void MmaTf32(float (&d)[4], const uint32_t (&a)[4],
+                                        const uint32_t (&b)[2]) {
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// An operand of the tensor-core tiles as the bits mma.sync reads (the top 19 of each, so it
+// truncates to TF32). kMma 1: x as it is. kMma 3: hi = x rounded to TF32 (to nearest, ties away
+// from zero: the add carries into the exponent where it must) and lo = x - hi (exact; |lo| <=
+// 2^-11 |x|, of which the tensor core keeps 11 bits). Integer and FP32 arithmetic only:
+// cvt.rna.tf32.f32 issues at a fraction of their rate, and a step splits every weight it reads.
+template <int kMma, int N>
+__device__ __forceinline__ void SplitTf32(const float (&x)[N], uint32_t (&hi)[N],
+                                          uint32_t (&lo)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    if constexpr (kMma == 3) {
+      hi[i] = (__float_as_uint(x[i]) + 0x1000u) & 0xffffe000u;
+      lo[i] = __float_as_uint(x[i] - __uint_as_float(hi[i]));
+    } else {
+      hi[i] = __float_as_uint(x[i]);
+    }
+  }
+}
+
 // FusedBatchedSlots as a constant that device code may read.
 template <FusedRnnCell kCell>
 inline constexpr int kFusedBatchedSlots = FusedBatchedSlots(kCell);
 
-template <FusedRnnCell kCell, int kTU, int kTB>
+template <FusedRnnCell kCell, int kTU, int kTB, int kMma>
 __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBatchedArgs args) {
   constexpr int G = kFusedGates<kCell>;
   constexpr int kPanels = kTB / 4;  // float4s of sequences a tile reads per column
+  // Tensor cores: M-tiles (16 rows) and N-tiles (8 sequences) of a warp's tile.
+  constexpr int kMT = kMma ? kTU / 4 : 1, kNT = kMma ? kTB / 8 : 1;
+  static_assert(kMma == 0 || (kMT >= 1 && kNT >= 1 && kMT * 4 == kTU && kNT * 8 == kTB));
+  constexpr int kAccU = kMma ? 1 : kTU, kAccB = kMma ? 1 : kTB;  // FMA tiles' accumulators
   cg::grid_group grid = cg::this_grid();
   const FusedRnnArgs& a = args.a;
   const FusedBatchedPlan& p = args.plan;
@@ -79,7 +114,7 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
   const int per_part = gridDim.x / (args.dirs * args.groups), part = blockIdx.x / per_part;
   const int d = part / args.groups, group = part % args.groups;
   const int seqs = (a.B + args.groups - 1) / args.groups, b0 = group * seqs;
-  const int H = a.H, B = max(0, min(seqs, a.B - b0)), U = p.U, Bp = p.Bp, KC = p.KC;
+  const int H = a.H, B = max(0, min(seqs, a.B - b0)), U = p.U, Bp = p.Bp, BS = p.BS, KC = p.KC;
   const bool reverse = d == 1;
   const int XS = args.dirs * G * H, YS = args.dirs * H;  // row strides of xproj and y
   const float* R = a.R + static_cast<int64_t>(d) * G * H * H;
@@ -96,11 +131,12 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
   const int j0 = (blockIdx.x % per_part) * U;
   const int tid = threadIdx.x;
   extern __shared__ float4 smem4[];
-  const int WS = p.WS, Q = p.Q;                 // float4s a row of Ws; quads of gate rows
+  // float4s a row of Ws; quads of gate rows; float4s a row of the partial sums
+  const int WS = p.WS, Q = p.Q, RQ = p.RQ;
   float* Ws = reinterpret_cast<float*>(smem4);  // [H][WS][4], quads [0, Q) of each row used
   float* bs = Ws + 4 * H * WS;                  // [4][U] the units' biases
-  float* hb = bs + 4 * U;                       // [bufs][KC][Bp]
-  float* red = hb;                              // [KS][Bp][Q][4], once the chunks are done
+  float* hb = bs + 4 * U;                       // [bufs][KC][BS]
+  float* red = hb;                              // [KS][Bp][RQ][4], once the chunks are done
   const float4* Ws4 = reinterpret_cast<const float4*>(Ws);
   float4* red4 = reinterpret_cast<float4*>(red);
 
@@ -156,36 +192,88 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
   // of each panel m of 4*PW4 sequences, sequences m*4*PW4 + bg*4 .. +3; and the columns ks,
   // ks + KS, ... of each chunk (interleaved, so that the lanes of a warp that differ in ks
   // read neighbouring rows of the chunk and of Ws: different banks).
-  const bool gemm = tid < p.tiles * p.KS;
-  const int ks = tid / p.tiles, tile = tid % p.tiles;
-  const int tu = tile / PW4, tbg = tile % PW4;
-  const int chunk4 = KC * Bp / 4;  // 16-byte copies a chunk
+  // Tensor cores: warp w has tile w % tiles and columns part w / tiles; its rows [e0, e0 + 4 kTU)
+  // and sequences [n0, n0 + kTB); lane (g, c) = (lane / 4, lane % 4) of the fragments.
+  const int gemm_threads = kMma ? kBatchedThreads : p.tiles * p.KS;
+  const bool gemm = tid < gemm_threads;
+  const int ks = kMma ? tid / 32 / p.tiles : tid / p.tiles;
+  const int tile = kMma ? tid / 32 % p.tiles : tid % p.tiles;
+  const int tu = kMma ? tile / (Bp / kTB) : tile / PW4, tbg = kMma ? tile % (Bp / kTB) : tile % PW4;
+  const int lg = (tid % 32) / 4, lc = tid % 4;
+  const int e0 = tu * 4 * kTU, n0 = tbg * kTB;
+  const int row4 = Bp / 4, chunk4 = KC * row4;  // 16-byte copies a column, a chunk
 
+  // Chunk cc of src [H][Bp] into chunk buffer buf, rows of BS floats.
+  auto copy_chunk = [&](const float* src, int buf, int cc) {
+    for (int i = tid; i < chunk4; i += blockDim.x) {
+      const int k = i / row4, c4 = i - k * row4;
+      CpAsync16(hb + (buf * KC + k) * BS + 4 * c4, src + (cc * KC + k) * Bp + 4 * c4);
+    }
+    CpAsyncCommit();
+  };
   // Every gate row of the block times src [H][Bp] (h(t-1), or r * h(t-1)), left as the KS
   // partial sums in red; `before` runs between issuing the first chunks' copies and the GEMM.
   auto gemm_rows = [&](const float* src, auto before) {
-    for (int cc = 0; cc < min(p.bufs, p.chunks); ++cc) {
-      for (int i = tid; i < chunk4; i += blockDim.x) {
-        CpAsync16(hb + cc * KC * Bp + 4 * i, src + cc * KC * Bp + 4 * i);
-      }
-      CpAsyncCommit();
-    }
+    for (int cc = 0; cc < min(p.bufs, p.chunks); ++cc) copy_chunk(src, cc, cc);
     before();
-    float acc[kTU][kTB][4];  // [quad][sequence][row of the quad]
+    [[maybe_unused]] float acc[kAccU][kAccB][4];  // [quad][sequence][row of the quad]
+    // Tensor cores: [M-tile][N-tile][fragment], hi.hi and (kMma 3) hi.lo + lo.hi.
+    [[maybe_unused]] float big[kMT][kNT][4], small[kMT][kNT][4];
+    if constexpr (kMma) {
 #pragma unroll
-    for (int v = 0; v < kTU; ++v) {
+      for (int m = 0; m < kMT; ++m) {
 #pragma unroll
-      for (int i = 0; i < kTB; ++i) {
+        for (int n = 0; n < kNT; ++n) {
 #pragma unroll
-        for (int q = 0; q < 4; ++q) acc[v][i][q] = 0.0f;
+          for (int q = 0; q < 4; ++q) big[m][n][q] = small[m][n][q] = 0.0f;
+        }
+      }
+    } else {
+#pragma unroll
+      for (int v = 0; v < kTU; ++v) {
+#pragma unroll
+        for (int i = 0; i < kTB; ++i) {
+#pragma unroll
+          for (int q = 0; q < 4; ++q) acc[v][i][q] = 0.0f;
+        }
       }
     }
     for (int cc = 0; cc < p.chunks; ++cc) {
       CpAsyncWaitAtMost(min(p.bufs - 1, p.chunks - 1 - cc));
       __syncthreads();
       const int buf = cc % p.bufs;
-      if (gemm) {
-        const float4* h4 = reinterpret_cast<const float4*>(hb + buf * KC * Bp) + tbg;
+      if constexpr (kMma) {
+        // Columns kk .. kk + 7 of the chunk a k-step; A (16 x 8, rows x columns) from Ws, B
+        // (8 x 8, columns x sequences) from the chunk: a0 (g, c), a1 (g + 8, c), a2 (g, c + 4),
+        // a3 (g + 8, c + 4); b0 (c, g), b1 (c + 4, g).
+        const float* hk = hb + (buf * KC + lc) * BS + n0 + lg;
+        const float* wk = Ws + (cc * KC + lc) * 4 * WS + e0 + lg;
+#pragma unroll 2
+        for (int kk = ks * 8; kk < KC; kk += p.KS * 8) {
+          uint32_t bh[kNT][2], bl[kNT][2];
+#pragma unroll
+          for (int n = 0; n < kNT; ++n) {
+            const float v[2] = {hk[kk * BS + 8 * n], hk[(kk + 4) * BS + 8 * n]};
+            SplitTf32<kMma>(v, bh[n], bl[n]);
+          }
+#pragma unroll
+          for (int m = 0; m < kMT; ++m) {
+            const float* w = wk + kk * 4 * WS + 16 * m;
+            const float v[4] = {w[0], w[8], w[16 * WS], w[16 * WS + 8]};
+            uint32_t ah[4], al[4];
+            SplitTf32<kMma>(v, ah, al);
+#pragma unroll
+            for (int n = 0; n < kNT; ++n) {
+              MmaTf32(big[m][n], ah, bh[n]);
+              if constexpr (kMma == 3) {
+                MmaTf32(small[m][n], ah, bl[n]);
+                MmaTf32(small[m][n], al, bh[n]);
+              }
+            }
+          }
+        }
+      } else if (gemm) {
+        const float4* h4 = reinterpret_cast<const float4*>(hb + buf * KC * BS) + tbg;
         const float4* w4 = Ws4 + cc * KC * WS + tu * kTU;
 #pragma unroll(kTU == 1 ? 4 : 2)
         for (int k = ks; k < KC; k += p.KS) {
@@ -213,14 +301,25 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
       }
       if (cc + p.bufs < p.chunks) {
         __syncthreads();  // every thread is done with this buffer
-        for (int i = tid; i < chunk4; i += blockDim.x) {
-          CpAsync16(hb + buf * KC * Bp + 4 * i, src + (cc + p.bufs) * KC * Bp + 4 * i);
-        }
-        CpAsyncCommit();
+        copy_chunk(src, buf, cc + p.bufs);
       }
     }
     __syncthreads();  // the partial sums take the chunks' space
-    if (gemm) {
+    if constexpr (kMma) {
+      // d0 (g, 2c), d1 (g, 2c + 1), d2 (g + 8, 2c), d3 (g + 8, 2c + 1) of each tile, as
+      // red [ks][sequence][row].
+#pragma unroll
+      for (int m = 0; m < kMT; ++m) {
+#pragma unroll
+        for (int n = 0; n < kNT; ++n) {
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            const int e = e0 + 16 * m + lg + 8 * (q / 2), b = n0 + 8 * n + 2 * lc + q % 2;
+            red[(ks * Bp + b) * 4 * RQ + e] = big[m][n][q] + small[m][n][q];
+          }
+        }
+      }
+    } else if (gemm) {
 #pragma unroll
       for (int v = 0; v < kTU; ++v) {
 #pragma unroll
@@ -228,7 +327,7 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
 #pragma unroll
           for (int i = 0; i < 4; ++i) {
             const float* g = acc[v][m * 4 + i];
-            red4[(ks * Bp + (m * PW4 + tbg) * 4 + i) * Q + tu * kTU + v] =
+            red4[(ks * Bp + (m * PW4 + tbg) * 4 + i) * RQ + tu * kTU + v] =
                 make_float4(g[0], g[1], g[2], g[3]);
           }
         }
@@ -243,7 +342,7 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
     if constexpr (G == 4) {  // the unit's rows are one quad
 #pragma unroll 8
       for (int k = 0; k < p.KS; ++k) {
-        const float4 v = red4[(k * Bp + b) * Q + u];
+        const float4 v = red4[(k * Bp + b) * RQ + u];
         g[0] += v.x;
         g[1] += v.y;
         g[2] += v.z;
@@ -252,7 +351,7 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
     } else {
 #pragma unroll 8
       for (int k = 0; k < p.KS; ++k) {
-        const float* v = red + ((k * Bp + b) * Q) * 4 + u * G;
+        const float* v = red + ((k * Bp + b) * RQ) * 4 + u * G;
 #pragma unroll
         for (int q = 0; q < G; ++q) g[q] += v[q];
       }
@@ -340,11 +439,15 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
 
 using Kernel = void (*)(FusedBatchedArgs);
 
+template <FusedRnnCell kCell, size_t... I>
+constexpr std::array<Kernel, sizeof...(I)> MakeKernels(std::index_sequence<I...>) {
+  return {FusedBatchedKernel<kCell, kBatchedTiles[I].units, kBatchedTiles[I].seqs,
+                             kBatchedTiles[I].mma>...};
+}
+
 template <FusedRnnCell kCell>
-constexpr Kernel kKernels[kBatchedTileCount] = {FusedBatchedKernel<kCell, 1, 4>,
-                                                FusedBatchedKernel<kCell, 2, 8>};
-static_assert(kBatchedTiles[0].units == 1 && kBatchedTiles[0].seqs == 4 &&
-              kBatchedTiles[1].units == 2 && kBatchedTiles[1].seqs == 8);
+constexpr std::array<Kernel, kBatchedTileCount> kKernels =
+    MakeKernels<kCell>(std::make_index_sequence<kBatchedTileCount>());
 
 Kernel KernelFor(FusedRnnCell cell, int tile) {
   switch (cell) {
@@ -388,26 +491,42 @@ FusedBatchedPlan PlanFusedBatched(int B, int H, int gates, int blocks, int tile,
   p.U = H / blocks;
   p.Q = (gates * p.U + 3) / 4;
   p.Bp = (B + t.seqs - 1) / t.seqs * t.seqs;
+  // Tensor cores: whole M-tiles (4 quads; zero rows past the gates'), and chunk columns of 8 or
+  // 24 floats modulo 32 banks (a fragment's 4 columns x 8 sequences on 32 banks).
+  if (t.mma) p.Q = (p.Q + 3) / 4 * 4;
+  p.BS = t.mma && p.Bp % 16 == 0 ? p.Bp + 8 : p.Bp;
   if (p.Q % t.units != 0) return p;
   p.tiles = p.Q / t.units * (p.Bp / t.seqs);
   if (p.tiles > kBatchedThreads || p.U * B > kBatchedMaxCells * kBatchedThreads) return p;
-  // Chunks of at most 8192 floats (32 KiB) and a multiple of 4 columns each.
-  p.chunks = (H * p.Bp + 8191) / 8192;
-  while (p.chunks <= H && (H % p.chunks != 0 || (H / p.chunks) % 4 != 0)) ++p.chunks;
+  if (t.mma && kBatchedWarps % p.tiles != 0) return p;  // a warp a tile and part of the columns
+  // Chunks of at most 8192 floats (32 KiB) and a multiple of 4 columns each (tensor cores: 8).
+  const int step = t.mma ? 8 : 4;
+  p.chunks = (H * p.BS + 8191) / 8192;
+  while (p.chunks <= H && (H % p.chunks != 0 || (H / p.chunks) % step != 0)) ++p.chunks;
   if (p.chunks > H) return p;
   p.KC = H / p.chunks;
-  // The most threads per tile, each over 4 columns of a chunk at least (not a power of 2 where
-  // the tiles are not: the GRU's 3 gate rows a unit leave 12 or 24 tiles, whose threads take
-  // ceil(KC / KS) columns, some one fewer).
-  p.KS = std::max(1, std::min(kBatchedThreads / p.tiles, p.KC / 4));
-  // The row of Ws whose loads take the fewest wavefronts, the shortest of those.
-  p.WS = p.Q;
-  for (int ws = p.Q + 1, fewest = WeightLoadWavefronts(p, t, p.Q); ws < p.Q + 8; ++ws) {
-    if (const int w = WeightLoadWavefronts(p, t, ws); w < fewest) p.WS = ws, fewest = w;
+  if (t.mma) {
+    // Every warp: its tile over k-steps ks, ks + KS, ... of 8 columns of each chunk. A row of
+    // Ws of 2 modulo 4 float4s puts the A fragment's 4 columns 8 or 24 banks apart.
+    p.KS = kBatchedWarps / p.tiles;
+    p.WS = p.Q + (6 - p.Q % 4) % 4;
+  } else {
+    // The most threads per tile, each over 4 columns of a chunk at least (not a power of 2
+    // where the tiles are not: the GRU's 3 gate rows a unit leave 12 or 24 tiles, whose
+    // threads take ceil(KC / KS) columns, some one fewer).
+    p.KS = std::max(1, std::min(kBatchedThreads / p.tiles, p.KC / 4));
+    // The row of Ws whose loads take the fewest wavefronts, the shortest of those.
+    p.WS = p.Q;
+    for (int ws = p.Q + 1, fewest = WeightLoadWavefronts(p, t, p.Q); ws < p.Q + 8; ++ws) {
+      if (const int w = WeightLoadWavefronts(p, t, ws); w < fewest) p.WS = ws, fewest = w;
+    }
   }
   const size_t weights = sizeof(float) * size_t{4} * (size_t{1} * H * p.WS + p.U);  // + biases
-  const size_t partials = sizeof(float) * size_t{4} * p.KS * p.Q * p.Bp;
-  const size_t chunk = sizeof(float) * size_t{1} * p.KC * p.Bp;
+  // Tensor cores: a lane's partial sums go to sequences 2c (c = lane % 4) of one row; rows of
+  // Q + 1 float4s put them 8 banks apart where Q is a multiple of 8.
+  p.RQ = t.mma && p.Q % 2 == 0 ? p.Q + 1 : p.Q;
+  const size_t partials = sizeof(float) * size_t{4} * p.KS * p.RQ * p.Bp;
+  const size_t chunk = sizeof(float) * size_t{1} * p.KC * p.BS;
   if (weights + std::max(chunk, partials) > smem_limit) return p;
   p.bufs = static_cast<int>(std::min<size_t>(
       {(smem_limit - weights) / chunk, size_t{kBatchedMaxBufs}, static_cast<size_t>(p.chunks)}));

@@ -17,6 +17,15 @@
 //     tile over the columns ks, ks + KS, ... of each chunk with FP32 FMAs, and the KS partial
 //     sums of each gate are added in ks order (in shared memory that the chunk buffers free at
 //     the end of the step);
+//   - or, with tensor cores (tiles with mma > 0), each warp takes a tile of whole 16-row
+//     M-tiles x 8-sequence N-tiles and its part of a chunk's columns, 8 at a time, with
+//     mma.sync m16n8k8 TF32 and FP32 accumulators: mma = 1 truncates R and h(t-1) to TF32 (for
+//     TF32 layers, as cuDNN's and PyTorch's TF32 modes); mma = 3 keeps FP32 accuracy by
+//     splitting each operand into a TF32 head and a tail (x = hi + lo, hi = x rounded to TF32,
+//     lo = x - hi) and adding hi.hi in one accumulator and hi.lo + lo.hi in another, so that the
+//     small terms are not rounded against the large sum (what it leaves out, lo.lo and the
+//     tail's bits past TF32, is ~2^-21 of each product; FP32 FMAs round at 2^-24). The chunk rows are
+//     padded (BS) and Ws's rows sized (WS) so that a warp's fragment loads hit 32 banks;
 //   - one thread per (unit, sequence) applies the cell (fused_rnn_cell.cuh), keeps h and the
 //     LSTM's c in registers for all steps, loads the next step's input projection at the start
 //     of the step, writes h(t) into the other hT buffer and y, and the grid synchronises.
@@ -39,12 +48,17 @@ inline constexpr int kBatchedMaxCells = 4;
 // Chunk buffers of h(t-1) a block may keep in flight.
 inline constexpr int kBatchedMaxBufs = 8;
 
-// The register tiles compiled: quads of gate rows x sequences a thread accumulates.
+// The register tiles compiled: quads of gate rows x sequences a thread (mma 0: FP32 FMAs) or a
+// warp (mma 1: TF32 tensor cores, mma 3: three TF32 products a product, FP32 accuracy)
+// accumulates; a warp's tile is whole M-tiles of 16 rows (4 quads) by N-tiles of 8 sequences.
 struct FusedBatchedTile {
-  int units, seqs;
+  int units, seqs, mma;
 };
-inline constexpr FusedBatchedTile kBatchedTiles[] = {{1, 4}, {2, 8}};
-inline constexpr int kBatchedTileCount = 2;
+inline constexpr FusedBatchedTile kBatchedTiles[] = {
+    {1, 4, 0},   {2, 8, 0},   {16, 16, 3}, {12, 16, 3}, {8, 32, 3}, {4, 32, 3},
+    {16, 16, 1}, {12, 16, 1}, {8, 32, 1},  {4, 32, 1}};
+inline constexpr int kBatchedTileCount = sizeof(kBatchedTiles) / sizeof(kBatchedTiles[0]);
+inline constexpr int kBatchedWarps = kBatchedThreads / 32;
 
 // How a grid of `blocks` runs B sequences of H units of `gates` gates (4: LSTM, 3: GRU) with
 // tile kBatchedTiles[tile]; smem == 0 when it does not fit.
@@ -52,19 +66,23 @@ struct FusedBatchedPlan {
   int blocks = 0;
   int tile = 0;    // index into kBatchedTiles
   int U = 0;       // hidden units a block
-  int Q = 0;       // quads of gate rows a block, ceil(gates * U / 4)
+  int Q = 0;       // quads of gate rows a block, ceil(gates * U / 4) (tensor cores: rounded up to
+                   // the tile's, the rows past gates * U zero)
   int Bp = 0;      // B rounded up to a multiple of the tile's sequences
+  int BS = 0;      // floats a column of a chunk in shared memory (Bp; padded for tensor cores)
   int tiles = 0;   // (Q / units) * (Bp / seqs) register tiles
-  int KS = 0;      // threads sharing a tile, each over its part of a chunk's columns
+  int KS = 0;      // threads (tensor cores: warps) sharing a tile, each over its part of a chunk's
+                   // columns
   int KC = 0;      // columns of h(t-1) a chunk
   int chunks = 0;  // H / KC
   int bufs = 0;    // chunk buffers in shared memory
   int WS = 0;      // float4s a row of Ws, Q or more (padding that spreads a warp's loads)
+  int RQ = 0;      // float4s a row of the partial sums, Q or more (padding, as WS)
   size_t smem = 0;
 };
 
-// Shared memory (floats): Ws [H][WS][4], the biases [4][U], then the chunks [bufs][KC][Bp],
-// whose space the partial sums [KS][Bp][Q][4] take over at the end of each step (the larger of
+// Shared memory (floats): Ws [H][WS][4], the biases [4][U], then the chunks [bufs][KC][BS],
+// whose space the partial sums [KS][Bp][RQ][4] take over at the end of each step (the larger of
 // the two).
 FusedBatchedPlan PlanFusedBatched(int B, int H, int gates, int blocks, int tile, size_t smem_limit);
 

@@ -296,5 +296,46 @@ INSTANTIATE_TEST_SUITE_P(Torch, HalfChooserTest,
                                   (std::get<1>(info.param) == MathMode::kBf16 ? "Bf16" : "Fp16");
                          });
 
+// TF32 layers: the batch-tiled kernel's TF32 tensor-core tiles (R and h(t-1) rounded to TF32,
+// FP32 sums), every shape offered pinned at batches up to 64 of the batch-tiled fixtures (H=256,
+// mixed lengths), within TF32's bound of PyTorch's exact answers; the 3xTF32 tiles of FP32
+// layers are not offered to them. The 3xTF32 tiles meet kFp32Exact (BatchedKernelTest).
+TEST(Tf32BatchedKernelTest, EveryTensorCoreShapeWithinBound) {
+  RNNSERVE_SKIP_WITHOUT_GPU();
+  const ReducedPrecisionBound& bound = BoundOf(MathMode::kTf32);
+  StreamAndHandle sh;
+  ASSERT_TRUE(sh.ok());
+  for (const std::string fixture : {"TorchLstmBatchedH256", "TorchGruBatchedH256"}) {
+    const std::string dir = "tests/fixtures/torch/" + fixture + "/";
+    auto model = TorchFixtureModel(dir);
+    ASSERT_TRUE(model.ok()) << model.status();
+    const auto& spec = std::get<engine::RecurrentSpec>(model->layers[0].spec);
+    const int n = static_cast<int>(LoadNpy(dir + "lengths.npy").shape[0]);
+    auto fused = FusedRnn::Create(spec, sh.stream, FusedRnnWeights::kFp32, /*tf32=*/true);
+    ASSERT_TRUE(fused.ok()) << fused.status();
+    int tf32_shapes = 0;
+    double worst = 0;
+    for (const auto& shape : (*fused)->batched_shapes()) {
+      const int mma = engine::cuda::kBatchedTiles[shape.tile].mma;
+      EXPECT_NE(mma, 3) << "tile " << shape.tile;
+      if (mma != 1) continue;
+      ++tf32_shapes;
+      for (int batch : {1, 9, 16, 33, n}) {
+        SCOPED_TRACE(::testing::Message() << fixture << " blocks=" << shape.blocks
+                                          << " tile=" << shape.tile << " groups=" << shape.groups
+                                          << " B=" << batch);
+        const Errors e = RunFixture(dir, spec, batch, 1, sh.stream, [&](const RecurrentIO& io) {
+          return (*fused)->ForwardBatched(io, shape);
+        });
+        EXPECT_LE(e.Max(), bound.relative_l2);
+        worst = std::max(worst, e.Max());
+      }
+    }
+    EXPECT_GT(tf32_shapes, 0) << fixture;
+    std::cout << "[ TF32 ] " << fixture << ": " << tf32_shapes
+              << " tensor-core shapes, largest rel L2 " << worst << "\n";
+  }
+}
+
 }  // namespace
 }  // namespace rnnserve::testing

@@ -478,8 +478,10 @@ INSTANTIATE_TEST_SUITE_P(Torch, BidirectionalBatchedTest,
                                            "TorchGruWideHidden"),
                          [](const auto& info) { return info.param; });
 
-// The batch-tiled kernel in every shape it is offered (groups x grid size x register tile; a
-// batch smaller than its groups leaves some empty), each pinned,
+// The batch-tiled kernel in every shape it is offered (groups x grid size x register tile: the
+// FP32 FMA tiles and the tensor-core tiles that keep FP32 accuracy with three TF32 products a
+// product, which must meet the same bound; a batch smaller than its groups leaves some empty),
+// each pinned,
 // at batch sizes 1..64 of fixtures of 64 (LSTM) and 48 (GRU) sequences of mixed lengths at
 // H=256: sizes that are not multiples of the tile's 4 or 8 sequences pad the last tile, and
 // sizes past 32 need more than one (unit, sequence) cell a thread on the smaller grid. At
@@ -499,11 +501,19 @@ TEST_P(BatchedKernelTest, EveryShapeMatchesPyTorch) {
     auto fused = engine::cuda::FusedRnn::Create(spec, stream);
     ASSERT_TRUE(fused.ok()) << fused.status();
     const auto& shapes = (*fused)->batched_shapes();
+    using engine::cuda::kBatchedTiles;
     for (int tile = 0; tile < engine::cuda::kBatchedTileCount; ++tile) {
-      EXPECT_TRUE(std::any_of(shapes.begin(), shapes.end(),
-                              [&](const auto& shape) { return shape.tile == tile; }))
-          << "tile " << tile << " not offered at H=" << spec.hidden_size;
+      const bool offered = std::any_of(shapes.begin(), shapes.end(),
+                                       [&](const auto& shape) { return shape.tile == tile; });
+      // Every FMA tile; never a TF32 one (an FP32 layer).
+      if (kBatchedTiles[tile].mma != 3) {
+        EXPECT_EQ(offered, kBatchedTiles[tile].mma == 0) << "tile " << tile;
+      }
     }
+    EXPECT_TRUE(std::any_of(shapes.begin(), shapes.end(), [&](const auto& shape) {
+      return kBatchedTiles[shape.tile].mma == 3;
+    })) << "no 3xTF32 tile offered at H="
+        << spec.hidden_size;
     for (const auto& shape : shapes) {
       for (int batch = 1; batch <= std::min(n, engine::cuda::FusedRnn::kMaxBatchedBatch); ++batch) {
         if (batch > 9 && batch % 8 != 0 && batch % 8 != 1 && batch % 8 != 7 && batch != n) {
@@ -558,6 +568,29 @@ TEST(BatchedPlanTest, PacksGateRowsAndFitsSharedMemory) {
   EXPECT_GT(PlanFusedBatched(64, 512, 3, 128, 0, kSmem).smem, 0u);
   // 32 LSTM units of H=1024 are 512 KiB of R: more than a block's shared memory.
   EXPECT_EQ(PlanFusedBatched(8, 1024, 4, 32, 0, kSmem).smem, 0u);
+  // Tensor cores (tile 2: 16 quads x 16 sequences a warp, 3xTF32): one warp tile, the columns
+  // over the 8 warps; Ws rows of 2 mod 4 float4s and chunk columns padded to 8 mod 16 floats.
+  ASSERT_EQ(engine::cuda::kBatchedTiles[2].mma, 3);
+  const auto tc = PlanFusedBatched(16, 512, 4, 32, 2, kSmem);
+  EXPECT_EQ(tc.Q, 16);
+  EXPECT_EQ(tc.tiles, 1);
+  EXPECT_EQ(tc.KS, engine::cuda::kBatchedWarps);
+  EXPECT_EQ(tc.WS % 4, 2);
+  EXPECT_EQ(tc.BS, 24);
+  EXPECT_EQ(tc.KC % 8, 0);
+  EXPECT_GT(tc.smem, 0u);
+  // GRU on 8 units a block: 24 rows, padded to 32 (tile 4: 8 quads x 32 sequences).
+  ASSERT_EQ(engine::cuda::kBatchedTiles[4].units, 8);
+  const auto tc_gru = PlanFusedBatched(32, 512, 3, 64, 4, kSmem);
+  EXPECT_EQ(tc_gru.Q, 8);
+  EXPECT_EQ(tc_gru.BS, 40);
+  EXPECT_EQ(tc_gru.tiles, 1);
+  EXPECT_GT(tc_gru.smem, 0u);
+  // Warp tiles that do not divide the 8 warps (2 x 3 of 16 quads x 16 sequences): refused, and
+  // a tile of more quads than the block's rows take, rounded up to whole M-tiles.
+  EXPECT_EQ(PlanFusedBatched(48, 256, 4, 8, 2, kSmem).smem, 0u);
+  EXPECT_GT(PlanFusedBatched(32, 256, 4, 8, 2, kSmem).smem, 0u);
+  EXPECT_EQ(PlanFusedBatched(16, 512, 4, 64, 2, kSmem).smem, 0u);
   // Past kBatchedMaxBatch sequences, or gates other than 3 or 4: no plan.
   EXPECT_EQ(PlanFusedBatched(engine::cuda::kBatchedMaxBatch + 1, 512, 4, 128, 0, kSmem).smem, 0u);
   EXPECT_EQ(PlanFusedBatched(8, 512, 2, 128, 0, kSmem).smem, 0u);
