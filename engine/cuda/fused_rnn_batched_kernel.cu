@@ -11,6 +11,7 @@
 #include "engine/cuda/fused_rnn_batched_kernel.h"
 #include "engine/cuda/fused_rnn_cell.cuh"
 #include "engine/cuda/launch.cuh"
+#include "engine/cuda/tf32_mma.cuh"
 
 namespace rnnserve::engine::cuda {
 namespace {
@@ -61,34 +62,6 @@ __device__ __forceinline__ void CpAsyncWaitAtMost(int n) {
     default:
       CpAsyncWait<7>();
       break;
-  }
-}
-
-// d += a . b, one m16n8k8 TF32 tensor-core product with FP32 accumulation.
-__device__ __forceinline__ void MmaTf32(float (&d)[4], const uint32_t (&a)[4],
-                                        const uint32_t (&b)[2]) {
-  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-// An operand of the tensor-core tiles as the bits mma.sync reads (the top 19 of each, so it
-// truncates to TF32). kMma 1: x as it is. kMma 3: hi = x rounded to TF32 (to nearest, ties away
-// from zero: the add carries into the exponent where it must) and lo = x - hi (exact; |lo| <=
-// 2^-11 |x|, of which the tensor core keeps 11 bits). Integer and FP32 arithmetic only:
-// cvt.rna.tf32.f32 issues at a fraction of their rate, and a step splits every weight it reads.
-template <int kMma, int N>
-__device__ __forceinline__ void SplitTf32(const float (&x)[N], uint32_t (&hi)[N],
-                                          uint32_t (&lo)[N]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) {
-    if constexpr (kMma == 3) {
-      hi[i] = (__float_as_uint(x[i]) + 0x1000u) & 0xffffe000u;
-      lo[i] = __float_as_uint(x[i] - __uint_as_float(hi[i]));
-    } else {
-      hi[i] = __float_as_uint(x[i]);
-    }
   }
 }
 
@@ -263,13 +236,7 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
             uint32_t ah[4], al[4];
             SplitTf32<kMma>(v, ah, al);
 #pragma unroll
-            for (int n = 0; n < kNT; ++n) {
-              MmaTf32(big[m][n], ah, bh[n]);
-              if constexpr (kMma == 3) {
-                MmaTf32(small[m][n], ah, bl[n]);
-                MmaTf32(small[m][n], al, bh[n]);
-              }
-            }
+            for (int n = 0; n < kNT; ++n) MmaSplit<kMma>(big[m][n], small[m][n], ah, al, bh[n], bl[n]);
           }
         }
       } else if (gemm) {

@@ -20,11 +20,9 @@
 //   - or, with tensor cores (tiles with mma > 0), each warp takes a tile of whole 16-row
 //     M-tiles x 8-sequence N-tiles and its part of a chunk's columns, 8 at a time, with
 //     mma.sync m16n8k8 TF32 and FP32 accumulators: mma = 1 truncates R and h(t-1) to TF32 (for
-//     TF32 layers, as cuDNN's and PyTorch's TF32 modes); mma = 3 keeps FP32 accuracy by
-//     splitting each operand into a TF32 head and a tail (x = hi + lo, hi = x rounded to TF32,
-//     lo = x - hi) and adding hi.hi in one accumulator and hi.lo + lo.hi in another, so that the
-//     small terms are not rounded against the large sum (what it leaves out, lo.lo and the
-//     tail's bits past TF32, is ~2^-21 of each product; FP32 FMAs round at 2^-24). The chunk rows are
+//     TF32 layers, as cuDNN's and PyTorch's TF32 modes); mma = 3 keeps FP32 accuracy with three
+//     TF32 products a product (tf32_mma.cuh: ~2^-21 of each product left out, where FP32 FMAs
+//     round at 2^-24). The chunk rows are
 //     padded (BS) and Ws's rows sized (WS) so that a warp's fragment loads hit 32 banks;
 //   - one thread per (unit, sequence) applies the cell (fused_rnn_cell.cuh), keeps h and the
 //     LSTM's c in registers for all steps, loads the next step's input projection at the start
