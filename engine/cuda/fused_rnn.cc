@@ -353,8 +353,7 @@ absl::Status FusedRnn::Forward(const RecurrentIO& io, Kernel kernel) {
     bool timed = false;
     std::vector<float> times;
     auto best = Fastest(
-        candidates, [&](int i) { return ForwardBatched(io, batched_shapes_[i]); }, &timed,
-        &times);
+        candidates, [&](int i) { return ForwardBatched(io, batched_shapes_[i]); }, &timed, &times);
     if (!best.ok()) return best.status();
     const BatchedShape shape = batched_shapes_[*best];
     if (timed) {

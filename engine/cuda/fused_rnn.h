@@ -28,7 +28,9 @@
 //     from shared memory serves 4 sequences instead of one; the grid kernel and the cluster
 //     kernel read a block's rows once per sequence, which bounds them past B = 4. It may split
 //     the batch into 2 or 4 groups of sequences, each on its own blocks holding more units'
-//     rows (less of h(t-1) to read a step);
+//     rows (less of h(t-1) to read a step); its GEMM also has tensor-core tiles (mma.sync TF32),
+//     for exact-FP32 layers with three TF32 products a product (FP32 accuracy; tf32_mma.cuh),
+//     for TF32 layers one, timed beside the FMA tiles;
 //   - or, for H = 128, 256, 512 and 1024, the register kernel (fused_rnn_kernel.h): the grid
 //     kernel's exchange, with each warp holding its unit's G rows of R in registers and
 //     applying that unit's cell itself, one block barrier a step; also with the batch split
@@ -50,8 +52,9 @@
 // the stacked register kernel (ForwardStack; FusedRnnStackArgs in fused_rnn_kernel.h): each
 // layer on its own blocks, the layers above the first projecting the lower layer's h(t) in the
 // kernel, so that layer l + 1's step t runs beside layer l's step t + 1.
-// The kernels compute the same sums in the same FP32 arithmetic; they differ only in the order
-// of the partial sums of each dot product (FMA rounding). The caller chooses between the
+// The kernels compute the same sums in FP32 arithmetic; they differ only in the order of the
+// partial sums of each dot product (FMA rounding) and, for the batch-tiled kernel's 3xTF32
+// tiles, in products carried to ~2^-21 instead of 2^-24. The caller chooses between the
 // cluster kernel, the batch-tiled kernel and the others by timing (CudnnRecurrent: kFusedAlgo,
 // kFusedClusterAlgo, kFusedBatchedAlgo); the grid sizes and the one-block kernel are timed
 // against each other here, per batch size, and so are the batch-tiled kernel's grid sizes.
@@ -335,7 +338,7 @@ class FusedRnn {
   size_t reg_smem_ = 0;
   // The batch-tiled kernel's shapes, largest grid first; each grid size divides H.
   std::vector<BatchedShape> batched_shapes_;
-  size_t batched_smem_limit_ = 0;                 // shared memory its plans may use per block
+  size_t batched_smem_limit_ = 0;                      // shared memory its plans may use per block
   std::map<int, std::string> batched_times_by_batch_;  // BatchedTimingsFor
   // A TF32 layer: the projection in TF32, the batch-tiled kernel's TF32 tiles (kBatchedTiles'
   // mma 1) instead of the 3xTF32 ones (mma 3).

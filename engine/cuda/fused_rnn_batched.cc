@@ -15,8 +15,8 @@ absl::Status FusedRnn::PrepareBatched(int sms, int smem_optin) {
   // that divide H, the largest up to the group's share of the SMs (the most rows a step spread
   // over the most SMs) and the largest up to half of it (a cheaper grid barrier, twice the rows
   // a block); each with every register tile: the FMA tiles and the tensor-core tiles of
-  // this layer's math (3xTF32 for FP32 layers, TF32 for TF32 layers). More groups put more rows of R
-  // in a block and read less of h(t-1) a step. The chooser times them per batch size.
+  // this layer's math (3xTF32 for FP32 layers, TF32 for TF32 layers). More groups put more rows of
+  // R in a block and read less of h(t-1) a step. The chooser times them per batch size.
   std::vector<BatchedShape> shapes;
   for (int groups : {1, 2, 4}) {
     std::vector<int> grids;

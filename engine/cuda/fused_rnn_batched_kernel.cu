@@ -236,7 +236,8 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
             uint32_t ah[4], al[4];
             SplitTf32<kMma>(v, ah, al);
 #pragma unroll
-            for (int n = 0; n < kNT; ++n) MmaSplit<kMma>(big[m][n], small[m][n], ah, al, bh[n], bl[n]);
+            for (int n = 0; n < kNT; ++n)
+              MmaSplit<kMma>(big[m][n], small[m][n], ah, al, bh[n], bl[n]);
           }
         }
       } else if (gemm) {

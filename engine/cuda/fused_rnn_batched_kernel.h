@@ -53,8 +53,8 @@ struct FusedBatchedTile {
   int units, seqs, mma;
 };
 inline constexpr FusedBatchedTile kBatchedTiles[] = {
-    {1, 4, 0},   {2, 8, 0},   {16, 16, 3}, {12, 16, 3}, {8, 32, 3}, {4, 32, 3},
-    {16, 16, 1}, {12, 16, 1}, {8, 32, 1},  {4, 32, 1}};
+    {1, 4, 0},  {2, 8, 0},   {16, 16, 3}, {12, 16, 3}, {8, 32, 3},
+    {4, 32, 3}, {16, 16, 1}, {12, 16, 1}, {8, 32, 1},  {4, 32, 1}};
 inline constexpr int kBatchedTileCount = sizeof(kBatchedTiles) / sizeof(kBatchedTiles[0]);
 inline constexpr int kBatchedWarps = kBatchedThreads / 32;
 

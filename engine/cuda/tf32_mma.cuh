@@ -45,9 +45,9 @@ __device__ __forceinline__ void SplitTf32(const float (&x)[N], uint32_t (&hi)[N]
 
 // big += a . b and, for kMma 3, small += the cross terms (hi . lo + lo . hi).
 template <int kMma>
-__device__ __forceinline__ void MmaSplit(float (&big)[4], float (&small)[4], const uint32_t (&ah)[4],
-                                         const uint32_t (&al)[4], const uint32_t (&bh)[2],
-                                         const uint32_t (&bl)[2]) {
+__device__ __forceinline__ void MmaSplit(float (&big)[4], float (&small)[4],
+                                         const uint32_t (&ah)[4], const uint32_t (&al)[4],
+                                         const uint32_t (&bh)[2], const uint32_t (&bl)[2]) {
   MmaTf32(big, ah, bh);
   if constexpr (kMma == 3) {
     MmaTf32(small, ah, bl);

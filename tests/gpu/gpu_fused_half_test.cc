@@ -321,9 +321,9 @@ TEST(Tf32BatchedKernelTest, EveryTensorCoreShapeWithinBound) {
       if (mma != 1) continue;
       ++tf32_shapes;
       for (int batch : {1, 9, 16, 33, n}) {
-        SCOPED_TRACE(::testing::Message() << fixture << " blocks=" << shape.blocks
-                                          << " tile=" << shape.tile << " groups=" << shape.groups
-                                          << " B=" << batch);
+        SCOPED_TRACE(::testing::Message()
+                     << fixture << " blocks=" << shape.blocks << " tile=" << shape.tile
+                     << " groups=" << shape.groups << " B=" << batch);
         const Errors e = RunFixture(dir, spec, batch, 1, sh.stream, [&](const RecurrentIO& io) {
           return (*fused)->ForwardBatched(io, shape);
         });

@@ -510,10 +510,9 @@ TEST_P(BatchedKernelTest, EveryShapeMatchesPyTorch) {
         EXPECT_EQ(offered, kBatchedTiles[tile].mma == 0) << "tile " << tile;
       }
     }
-    EXPECT_TRUE(std::any_of(shapes.begin(), shapes.end(), [&](const auto& shape) {
-      return kBatchedTiles[shape.tile].mma == 3;
-    })) << "no 3xTF32 tile offered at H="
-        << spec.hidden_size;
+    EXPECT_TRUE(std::any_of(shapes.begin(), shapes.end(),
+                            [&](const auto& shape) { return kBatchedTiles[shape.tile].mma == 3; }))
+        << "no 3xTF32 tile offered at H=" << spec.hidden_size;
     for (const auto& shape : shapes) {
       for (int batch = 1; batch <= std::min(n, engine::cuda::FusedRnn::kMaxBatchedBatch); ++batch) {
         if (batch > 9 && batch % 8 != 0 && batch % 8 != 1 && batch % 8 != 7 && batch != n) {
