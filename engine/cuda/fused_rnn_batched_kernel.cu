@@ -65,6 +65,18 @@ __device__ __forceinline__ void CpAsyncWaitAtMost(int n) {
   }
 }
 
+template <int kA, int kB>
+__device__ __forceinline__ void ZeroTiles(float (&t)[kA][kB][4]) {
+#pragma unroll
+  for (int a = 0; a < kA; ++a) {
+#pragma unroll
+    for (int b = 0; b < kB; ++b) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) t[a][b][q] = 0.0f;
+    }
+  }
+}
+
 // FusedBatchedSlots as a constant that device code may read.
 template <FusedRnnCell kCell>
 inline constexpr int kFusedBatchedSlots = FusedBatchedSlots(kCell);
@@ -193,23 +205,10 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
     // Tensor cores: [M-tile][N-tile][fragment], hi.hi and (kMma 3) hi.lo + lo.hi.
     [[maybe_unused]] float big[kMT][kNT][4], small[kMT][kNT][4];
     if constexpr (kMma) {
-#pragma unroll
-      for (int m = 0; m < kMT; ++m) {
-#pragma unroll
-        for (int n = 0; n < kNT; ++n) {
-#pragma unroll
-          for (int q = 0; q < 4; ++q) big[m][n][q] = small[m][n][q] = 0.0f;
-        }
-      }
+      ZeroTiles(big);
+      ZeroTiles(small);
     } else {
-#pragma unroll
-      for (int v = 0; v < kTU; ++v) {
-#pragma unroll
-        for (int i = 0; i < kTB; ++i) {
-#pragma unroll
-          for (int q = 0; q < 4; ++q) acc[v][i][q] = 0.0f;
-        }
-      }
+      ZeroTiles(acc);
     }
     for (int cc = 0; cc < p.chunks; ++cc) {
       CpAsyncWaitAtMost(min(p.bufs - 1, p.chunks - 1 - cc));
