@@ -466,9 +466,11 @@ FusedBatchedPlan PlanFusedBatched(int B, int H, int gates, int blocks, int tile,
   p.tiles = p.Q / t.units * (p.Bp / t.seqs);
   if (p.tiles > kBatchedThreads || p.U * B > kBatchedMaxCells * kBatchedThreads) return p;
   if (t.mma && kBatchedWarps % p.tiles != 0) return p;  // a warp a tile and part of the columns
-  // Chunks of at most 8192 floats (32 KiB) and a multiple of 4 columns each (tensor cores: 8).
-  const int step = t.mma ? 8 : 4;
-  p.chunks = (H * p.BS + 8191) / 8192;
+  // Chunks of at most 8192 floats (32 KiB; tensor cores 16384, whose padded columns would
+  // otherwise split H = 512 at 16 sequences in two) and a multiple of 4 columns each (tensor
+  // cores: 8).
+  const int step = t.mma ? 8 : 4, most = t.mma ? 16384 : 8192;
+  p.chunks = (H * p.BS + most - 1) / most;
   while (p.chunks <= H && (H % p.chunks != 0 || (H / p.chunks) % step != 0)) ++p.chunks;
   if (p.chunks > H) return p;
   p.KC = H / p.chunks;
