@@ -341,7 +341,10 @@ absl::Status FusedRnn::Forward(const RecurrentIO& io, Kernel kernel) {
       return absl::FailedPreconditionError(
           absl::StrCat(name(), ": no batch-tiled kernel for H=", H_, " on this device"));
     }
-    auto it = batched_by_batch_.find(io.B);
+    // Batch sizes share a timing as the grid kernels' do (GridKey): a batcher's sizes 33..64
+    // are timed once, not once each (a timing runs every shape four times).
+    const int key = GridKey(io.B);
+    auto it = batched_by_batch_.find(key);
     if (it != batched_by_batch_.end()) return ForwardBatched(io, it->second);
     // Groups of fewer than 4 sequences would pad most of each register tile.
     std::vector<int> candidates;
@@ -357,8 +360,8 @@ absl::Status FusedRnn::Forward(const RecurrentIO& io, Kernel kernel) {
     if (!best.ok()) return best.status();
     const BatchedShape shape = batched_shapes_[*best];
     if (timed) {
-      batched_by_batch_[io.B] = shape;
-      std::string& out = batched_times_by_batch_[io.B];
+      batched_by_batch_[key] = shape;
+      std::string& out = batched_times_by_batch_[key];
       out.clear();
       for (size_t i = 0; i < times.size(); ++i) {
         absl::StrAppend(&out, i ? "," : "", BatchedShapeName(batched_shapes_[candidates[i]]), ":",
@@ -477,7 +480,7 @@ std::string FusedRnn::GridKernelName(int blocks) {
 }
 
 std::string FusedRnn::BatchedKernelFor(int B) const {
-  auto it = batched_by_batch_.find(B);
+  auto it = batched_by_batch_.find(GridKey(B));
   if (it == batched_by_batch_.end()) return "";
   return BatchedShapeName(it->second);
 }
@@ -490,7 +493,7 @@ std::string FusedRnn::BatchedShapeName(const BatchedShape& shape) {
 }
 
 std::string FusedRnn::BatchedTimingsFor(int B) const {
-  auto it = batched_times_by_batch_.find(B);
+  auto it = batched_times_by_batch_.find(GridKey(B));
   return it == batched_times_by_batch_.end() ? "" : it->second;
 }
 

@@ -168,10 +168,12 @@ class FusedRnn {
     int groups = 1;
   };
   // The shapes offered (empty: the kernel is not offered); Forward(io, Kernel::kBatched) times
-  // them per batch size and runs the fastest.
+  // them once per batch-size bucket (B up to kMaxBatch, then 16, 32, 64: GridKey) and runs the
+  // fastest.
   const std::vector<BatchedShape>& batched_shapes() const { return batched_shapes_; }
-  // The shape chosen for batches of B, e.g. "g2b64t2x8" (2 groups of 64 blocks, tiles of 2
-  // units x 8 sequences); "" before the first such batch.
+  // The shape chosen for batches of B (its bucket), e.g. "g2b64t2x8" (2 groups of 64 blocks,
+  // tiles of 2 units x 8 sequences; "g4b32tf32x3_16x16": tensor-core tiles of 16 quads x 16
+  // sequences, three TF32 products a product); "" before the first such batch.
   std::string BatchedKernelFor(int B) const;
   static std::string BatchedShapeName(const BatchedShape& shape);
   // What each shape took when they were timed for batches of B, e.g.
@@ -343,7 +345,7 @@ class FusedRnn {
   // A TF32 layer: the projection in TF32, the batch-tiled kernel's TF32 tiles (kBatchedTiles'
   // mma 1) instead of the 3xTF32 ones (mma 3).
   bool tf32_ = false;
-  std::map<int, BatchedShape> batched_by_batch_;  // the fastest shape, per batch size
+  std::map<int, BatchedShape> batched_by_batch_;  // the fastest shape, per GridKey
   // The stacked kernel's units a block offered, each with the most layers whose blocks fit.
   std::vector<std::pair<int, int>> stack_fit_;
   size_t stack_smem_ = 0;

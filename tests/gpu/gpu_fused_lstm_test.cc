@@ -613,6 +613,32 @@ TEST(BatchedKernelChooserTest, OffersItPastEightSequences) {
   std::cout << "B=64 H=256 T=12: " << (*rnn)->ChoicesSummary() << "\n";
 }
 
+// Batch sizes of one bucket (33..64) share the batch-tiled kernel's timing: the first size
+// times every shape, the others run its choice (and match PyTorch); the next bucket down has
+// none yet.
+TEST(BatchedKernelChooserTest, BatchSizesOfABucketShareATiming) {
+  RNNSERVE_SKIP_WITHOUT_GPU();
+  const std::string dir = "tests/fixtures/torch/TorchLstmBatchedH256/";
+  auto model = TorchFixtureModel(dir);
+  if (!model.ok()) GTEST_SKIP() << "no fixture " << dir << ": " << model.status();
+  const auto& spec = std::get<engine::RecurrentSpec>(model->layers[0].spec);
+  StreamAndHandle sh;
+  ASSERT_TRUE(sh.ok());
+  auto fused = engine::cuda::FusedRnn::Create(spec, sh.stream);
+  ASSERT_TRUE(fused.ok()) << fused.status();
+  auto batched = [&](const auto& io) {
+    return (*fused)->Forward(io, engine::cuda::FusedRnn::Kernel::kBatched);
+  };
+  CheckForward(dir, spec, 40, sh.stream, batched);
+  const std::string timed = (*fused)->BatchedTimingsFor(40);
+  EXPECT_FALSE(timed.empty());
+  CheckForward(dir, spec, 64, sh.stream, batched);
+  CheckForward(dir, spec, 33, sh.stream, batched);
+  EXPECT_EQ((*fused)->BatchedTimingsFor(64), timed) << "timed again";
+  EXPECT_EQ((*fused)->BatchedKernelFor(33), (*fused)->BatchedKernelFor(40));
+  EXPECT_TRUE((*fused)->BatchedTimingsFor(32).empty());
+}
+
 // A fused kernel's captured graph bakes in only the batch's longest length (cudnn_rnn.cc,
 // GraphKey), so a batch of the same size and longest length whose rows have other lengths
 // replays it: the answers are still PyTorch's. Step-level batching's chunks come this way.
