@@ -595,16 +595,24 @@ TEST(BatchedPlanTest, PacksGateRowsAndFitsSharedMemory) {
   EXPECT_EQ(PlanFusedBatched(8, 512, 2, 128, 0, kSmem).smem, 0u);
 }
 
+// The batch-tiled kernel's choosers on the 64 LSTM sequences of H=256 of TorchLstmBatchedH256.
+class BatchedKernelChooserTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    RNNSERVE_SKIP_WITHOUT_GPU();
+    auto model = TorchFixtureModel(dir);
+    if (!model.ok()) GTEST_SKIP() << "no fixture " << dir << ": " << model.status();
+    spec = std::get<engine::RecurrentSpec>(model->layers[0].spec);
+    ASSERT_TRUE(sh.ok());
+  }
+  const std::string dir = "tests/fixtures/torch/TorchLstmBatchedH256/";
+  engine::RecurrentSpec spec;
+  StreamAndHandle sh;
+};
+
 // Past the cluster and grid kernels' 8 sequences the batch-tiled kernel is offered, and the
 // engine's own choice (by timing) matches PyTorch at B=64.
-TEST(BatchedKernelChooserTest, OffersItPastEightSequences) {
-  RNNSERVE_SKIP_WITHOUT_GPU();
-  const std::string dir = "tests/fixtures/torch/TorchLstmBatchedH256/";
-  auto model = TorchFixtureModel(dir);
-  if (!model.ok()) GTEST_SKIP() << "no fixture " << dir << ": " << model.status();
-  const auto& spec = std::get<engine::RecurrentSpec>(model->layers[0].spec);
-  StreamAndHandle sh;
-  ASSERT_TRUE(sh.ok());
+TEST_F(BatchedKernelChooserTest, OffersItPastEightSequences) {
   auto rnn = CudnnRecurrent::Create(spec, "lstm", engine::MathMode::kFp32, sh.handle, sh.stream);
   ASSERT_TRUE(rnn.ok()) << rnn.status();
   const auto algos = (*rnn)->algorithms();
@@ -616,14 +624,7 @@ TEST(BatchedKernelChooserTest, OffersItPastEightSequences) {
 // Batch sizes of one bucket (33..64) share the batch-tiled kernel's timing: the first size
 // times every shape, the others run its choice (and match PyTorch); the next bucket down has
 // none yet.
-TEST(BatchedKernelChooserTest, BatchSizesOfABucketShareATiming) {
-  RNNSERVE_SKIP_WITHOUT_GPU();
-  const std::string dir = "tests/fixtures/torch/TorchLstmBatchedH256/";
-  auto model = TorchFixtureModel(dir);
-  if (!model.ok()) GTEST_SKIP() << "no fixture " << dir << ": " << model.status();
-  const auto& spec = std::get<engine::RecurrentSpec>(model->layers[0].spec);
-  StreamAndHandle sh;
-  ASSERT_TRUE(sh.ok());
+TEST_F(BatchedKernelChooserTest, BatchSizesOfABucketShareATiming) {
   auto fused = engine::cuda::FusedRnn::Create(spec, sh.stream);
   ASSERT_TRUE(fused.ok()) << fused.status();
   auto batched = [&](const auto& io) {
