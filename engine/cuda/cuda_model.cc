@@ -21,7 +21,7 @@ namespace {
 const char* MathName(MathMode m) {
   switch (m) {
     case MathMode::kFp32:
-      return "FP32 (FMA math)";
+      return "FP32";
     case MathMode::kTf32:
       return "TF32";
     case MathMode::kFp16:

@@ -33,7 +33,9 @@
 // GPU_GRAPHS_OFF }) or RNNSERVE_GPU_MODEL_GRAPHS=0 turns them off (a recurrent layer then still
 // replays its own).
 //
-// Math modes: kFp32 is exact FP32 (cuDNN FMA math, cuBLAS default FP32 math); kTf32 lets
+// Math modes: kFp32 is exact FP32 (cuDNN FMA math, cuBLAS default FP32 math, the fused
+// kernels' FP32 sums; the batch-tiled kernel's tensor-core tiles keep FP32 accuracy with three
+// TF32 products a product, docs/gpu-kernels.md); kTf32 lets
 // cuDNN and cuBLAS use TF32 tensor cores; kFp16 / kBf16 keep recurrent weights and data in
 // half precision with FP32 accumulation (dense layers stay FP32).
 //
