@@ -1,5 +1,6 @@
 // The batch-tiled persistent kernel of FusedRnn (fused_rnn_batched_kernel.h), LSTM or GRU.
-// Plain FP32: FMAs and precise expf / tanhf, as the other fused kernels and the CPU engine.
+// FP32 FMAs (or, in the tensor-core tiles, TF32 products: three a product at FP32 accuracy,
+// tf32_mma.cuh) and precise expf / tanhf, as the other fused kernels and the CPU engine.
 
 #include <cooperative_groups.h>
 
