@@ -35,6 +35,8 @@ inline const char* AlgoName(cudnnRNNAlgo_t algo, cudnnDataType_t dtype = CUDNN_D
   if (algo == kFusedClusterAlgo && dtype == CUDNN_DATA_HALF) return "fused_cluster_fp16";
   if (algo == kFusedAlgo && dtype == CUDNN_DATA_BFLOAT16) return "fused_bf16";
   if (algo == kFusedAlgo && dtype == CUDNN_DATA_HALF) return "fused_fp16";
+  if (algo == kFusedBatchedAlgo && dtype == CUDNN_DATA_BFLOAT16) return "fused_batched_bf16";
+  if (algo == kFusedBatchedAlgo && dtype == CUDNN_DATA_HALF) return "fused_batched_fp16";
   switch (static_cast<int>(algo)) {
     case CUDNN_RNN_ALGO_STANDARD:
       return "standard";

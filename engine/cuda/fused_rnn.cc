@@ -55,8 +55,9 @@ absl::StatusOr<std::unique_ptr<FusedRnn>> FusedRnn::Create(const RecurrentSpec& 
              "shared memory limit"));
   RNNSERVE_RETURN_IF_ERROR(CudaOk(
       cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, device), "cooperative launch"));
-  // Half weights: the cluster and register kernels; GRU reset_after=False: the register kernel.
-  // Every kernel but the cluster kernel is a cooperative launch.
+  // Half weights: the cluster, register and batch-tiled kernels; GRU reset_after=False: the
+  // register and batch-tiled kernels. Every kernel but the cluster kernel is a cooperative
+  // launch.
   if (weights != FusedRnnWeights::kFp32 || cell == FusedRnnCell::kGruBefore) {
     if (spec.directions.size() != 1 ||
         (cell == FusedRnnCell::kGruBefore && weights != FusedRnnWeights::kFp32)) {
@@ -68,9 +69,11 @@ absl::StatusOr<std::unique_ptr<FusedRnn>> FusedRnn::Create(const RecurrentSpec& 
     if (cell != FusedRnnCell::kGruBefore) RNNSERVE_RETURN_IF_ERROR(f->FindCluster());
     if (coop) RNNSERVE_RETURN_IF_ERROR(f->PrepareRegisters(sms));
     if (coop) RNNSERVE_RETURN_IF_ERROR(f->PrepareStack(sms));
-    // GRU reset_after=False past the register kernel's batches: the batch-tiled kernel, from
-    // 128 units (below, FusedRecurrent's block a sequence is cheaper than a grid barrier a step).
-    if (coop && cell == FusedRnnCell::kGruBefore && H >= 128) {
+    // The batch-tiled kernel, from 128 units (below, a grid barrier a step costs more than
+    // FusedRecurrent's block a sequence or cuDNN's persistent half kernels): GRU
+    // reset_after=False past the register kernel's batches; half weights beside cuDNN's
+    // half-precision algorithms (R widened to FP32 in shared memory, every sum FP32).
+    if (coop && H >= 128) {
       RNNSERVE_RETURN_IF_ERROR(f->PrepareBatched(sms, smem_optin));
     }
     f->block_reg_ = weights == FusedRnnWeights::kFp32 && H <= kFusedBlockRegMaxHidden;

@@ -67,15 +67,16 @@
 // such mode, so the model runs it for the batches these take and FusedRecurrent
 // (fused_recurrent.h) for the others.
 //
-// For layers compiled in FP16 or BF16 (Create's `weights`), only the cluster kernel and the
-// register kernel are offered, with R rounded once to that precision (half the bytes: more rows a
-// warp fit in registers) and everything else as in exact FP32: the input projection is the same
-// FP32 SGEMM with FP32 W, h, c, the gates and every sum are FP32. Its error is the rounding of R
-// alone, below cuDNN's half modes, which also round x, W, h and y. Every cluster kernel compiled
-// for the width that runs on the device is offered, the FMA kernel (a row's weights read once per
-// sequence) and the tensor-core kernel (one mma.sync serves all 8 sequences a batch may have; h
-// enters it as two half terms, hi + lo, so that it keeps about 16 bits), over each cluster size,
-// and the fastest is chosen per batch size by timing.
+// For layers compiled in FP16 or BF16 (Create's `weights`), the cluster kernel, the register
+// kernel and (one direction, batches up to kMaxBatchedBatch, R widened back to FP32 in its shared
+// memory) the batch-tiled kernel are offered, with R rounded once to that precision (half the
+// bytes: more rows a warp fit in registers) and everything else as in exact FP32: the input
+// projection is the same FP32 SGEMM with FP32 W, h, c, the gates and every sum are FP32. Its error
+// is the rounding of R alone, below cuDNN's half modes, which also round x, W, h and y. Every
+// cluster kernel compiled for the width that runs on the device is offered, the FMA kernel (a row's
+// weights read once per sequence) and the tensor-core kernel (one mma.sync serves all 8 sequences a
+// batch may have; h enters it as two half terms, hi + lo, so that it keeps about 16 bits), over
+// each cluster size, and the fastest is chosen per batch size by timing.
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -112,8 +113,8 @@ class FusedRnn {
   // batch-tiled kernel only, both in one launch on half the SMs each; GRU reset_after=False
   // (one direction, exact FP32) the register kernel at its widths and the batch-tiled kernel
   // from H = 128.
-  // kBf16 / kFp16 `weights`: also UNIMPLEMENTED where neither a cluster kernel nor the register
-  // kernel runs the layer's width on this device.
+  // kBf16 / kFp16 `weights`: also UNIMPLEMENTED where neither a cluster kernel, the register
+  // kernel nor the batch-tiled kernel runs the layer's width on this device.
   // tf32: a TF32 layer (FP32 weights): the batch-tiled kernel's tensor-core tiles round R and
   // h to TF32 instead of keeping FP32 accuracy with three TF32 products a product.
   static absl::StatusOr<std::unique_ptr<FusedRnn>> Create(

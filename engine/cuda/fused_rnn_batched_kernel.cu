@@ -3,6 +3,7 @@
 // tf32_mma.cuh) and precise expf / tanhf, as the other fused kernels and the CPU engine.
 
 #include <cooperative_groups.h>
+#include <cuda_fp16.h>
 
 #include <algorithm>
 #include <array>
@@ -66,6 +67,14 @@ __device__ __forceinline__ void CpAsyncWaitAtMost(int n) {
   }
 }
 
+// R's element i as FP32, whatever it is stored as (FusedRnnArgs::weights).
+__device__ __forceinline__ float WeightOf(const FusedRnnArgs& a, int64_t i) {
+  if (a.weights == FusedRnnWeights::kFp32) return a.R[i];
+  const uint16_t v = a.R16[i];
+  return a.weights == FusedRnnWeights::kBf16 ? __uint_as_float(uint32_t{v} << 16)
+                                             : __half2float(__ushort_as_half(v));
+}
+
 template <int kA, int kB>
 __device__ __forceinline__ void ZeroTiles(float (&t)[kA][kB][4]) {
 #pragma unroll
@@ -102,8 +111,8 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
   const int seqs = (a.B + args.groups - 1) / args.groups, b0 = group * seqs;
   const int H = a.H, B = max(0, min(seqs, a.B - b0)), U = p.U, Bp = p.Bp, BS = p.BS, KC = p.KC;
   const bool reverse = d == 1;
-  const int XS = args.dirs * G * H, YS = args.dirs * H;  // row strides of xproj and y
-  const float* R = a.R + static_cast<int64_t>(d) * G * H * H;
+  const int XS = args.dirs * G * H, YS = args.dirs * H;    // row strides of xproj and y
+  const int64_t r0 = static_cast<int64_t>(d) * G * H * H;  // this direction's R
   const float* xproj = a.xproj + static_cast<int64_t>(b0) * a.T * XS + d * G * H;
   const int* lengths = a.lengths + b0;
   // hT by step parity, and for GRU reset_after=False r * h(t-1) too.
@@ -128,10 +137,11 @@ __global__ void __launch_bounds__(kBatchedThreads, 1) FusedBatchedKernel(FusedBa
 
   // R's rows of this block's units, read along k (coalesced): gate row e = u*G + q of the block
   // is R's row q*H + j0+u, Ws[k][e / 4][e % 4] = R[q*H + j0+u][k]; zero past the G*U rows.
+  // Half weights are widened here, once: every sum stays FP32.
   for (int i = tid; i < 4 * Q * H; i += blockDim.x) {
     const int k = i % H, e = i / H, u = e / G, q = e % G;
     Ws[(k * WS + e / 4) * 4 + e % 4] =
-        e < G * U ? R[(static_cast<int64_t>(q) * H + j0 + u) * H + k] : 0.0f;
+        e < G * U ? WeightOf(a, r0 + (static_cast<int64_t>(q) * H + j0 + u) * H + k) : 0.0f;
   }
   // The biases, added to xproj's (unbiased) values in the cell: from shared memory, since the
   // grid barrier's acquire leaves L1 cold every step.

@@ -159,7 +159,8 @@ TEST_P(HalfClusterKernelTest, EveryClusterAndBatchSizeWithinBound) {
     ASSERT_TRUE(fused.ok()) << fused.status();
     EXPECT_TRUE((*fused)->has_cluster());
     EXPECT_EQ((*fused)->has_grid(), !(*fused)->register_units().empty());
-    EXPECT_FALSE((*fused)->has_batched());
+    // The batch-tiled kernel from 128 units (HalfBatchedKernelTest runs it).
+    EXPECT_EQ((*fused)->has_batched(), spec.hidden_size >= 128);
     EXPECT_FALSE((*fused)->has_one_block());
     const auto shapes = (*fused)->cluster_shapes();
     EXPECT_TRUE(std::any_of(shapes.begin(), shapes.end(), [](const auto& k) { return k.mma; }))
@@ -256,7 +257,7 @@ TEST_P(HalfChooserTest, OfferedAndCloserThanCudnn) {
     return std::find(algos.begin(), algos.end(), a) != algos.end();
   };
   EXPECT_EQ(offered(engine::cuda::kFusedAlgo), engine::cuda::FusedRnnRegCompiled(spec.hidden_size));
-  EXPECT_FALSE(offered(engine::cuda::kFusedBatchedAlgo));
+  EXPECT_EQ(offered(engine::cuda::kFusedBatchedAlgo), spec.hidden_size >= 128);
   if (offered(engine::cuda::kFusedAlgo)) {
     auto registers = make();
     ASSERT_TRUE(registers.ok()) << registers.status();
@@ -294,6 +295,59 @@ INSTANTIATE_TEST_SUITE_P(Torch, HalfChooserTest,
                          [](const auto& info) {
                            return std::get<0>(info.param) +
                                   (std::get<1>(info.param) == MathMode::kBf16 ? "Bf16" : "Fp16");
+                         });
+
+// BF16 and FP16 layers on the batch-tiled kernel (R widened back to FP32 in shared memory,
+// every sum FP32): every shape offered (FMA tiles and 3xTF32 tiles, never the TF32 ones) pinned
+// at batches up to 64 of the batch-tiled fixtures (H=256, mixed lengths), within the mode's
+// bound; and through CudnnRecurrent, offered beside cuDNN's half algorithms, at B=40 as chosen.
+class HalfBatchedKernelTest : public ::testing::TestWithParam<MathMode> {};
+
+TEST_P(HalfBatchedKernelTest, EveryShapeWithinBound) {
+  RNNSERVE_SKIP_WITHOUT_GPU();
+  const MathMode mode = GetParam();
+  const ReducedPrecisionBound& bound = BoundOf(mode);
+  StreamAndHandle sh;
+  ASSERT_TRUE(sh.ok());
+  for (const std::string fixture : {"TorchLstmBatchedH256", "TorchGruBatchedH256"}) {
+    const std::string dir = "tests/fixtures/torch/" + fixture + "/";
+    auto model = TorchFixtureModel(dir);
+    ASSERT_TRUE(model.ok()) << model.status();
+    const auto& spec = std::get<engine::RecurrentSpec>(model->layers[0].spec);
+    const int n = static_cast<int>(LoadNpy(dir + "lengths.npy").shape[0]);
+    auto fused = FusedRnn::Create(spec, sh.stream, WeightsOf(mode));
+    ASSERT_TRUE(fused.ok()) << fused.status();
+    ASSERT_TRUE((*fused)->has_batched()) << fixture;
+    double worst = 0;
+    for (const auto& shape : (*fused)->batched_shapes()) {
+      EXPECT_NE(engine::cuda::kBatchedTiles[shape.tile].mma, 1) << "tile " << shape.tile;
+      for (int batch : {1, 9, 33, n}) {
+        SCOPED_TRACE(::testing::Message()
+                     << fixture << " blocks=" << shape.blocks << " tile=" << shape.tile
+                     << " groups=" << shape.groups << " B=" << batch);
+        const Errors e = RunFixture(dir, spec, batch, 1, sh.stream, [&](const RecurrentIO& io) {
+          return (*fused)->ForwardBatched(io, shape);
+        });
+        EXPECT_LE(e.Max(), bound.relative_l2);
+        worst = std::max(worst, e.Max());
+      }
+    }
+    auto rnn = CudnnRecurrent::Create(spec, "rnn", mode, sh.handle, sh.stream);
+    ASSERT_TRUE(rnn.ok()) << rnn.status();
+    const auto algos = (*rnn)->algorithms();
+    EXPECT_NE(std::find(algos.begin(), algos.end(), engine::cuda::kFusedBatchedAlgo), algos.end());
+    const Errors chosen = RunFixture(dir, spec, 40, 3, sh.stream,
+                                     [&](const RecurrentIO& io) { return (*rnn)->Forward(io); });
+    EXPECT_LE(chosen.Max(), bound.relative_l2);
+    std::cout << "[ " << bound.name << " ] " << fixture << ": batch-tiled shapes' largest rel L2 "
+              << worst << "; B=40 as chosen (" << (*rnn)->ChoicesSummary() << ") " << chosen.Max()
+              << "\n";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Torch, HalfBatchedKernelTest,
+                         ::testing::Values(MathMode::kBf16, MathMode::kFp16), [](const auto& info) {
+                           return std::string(info.param == MathMode::kBf16 ? "Bf16" : "Fp16");
                          });
 
 // TF32 layers: the batch-tiled kernel's TF32 tensor-core tiles (R and h(t-1) rounded to TF32,
