@@ -133,8 +133,8 @@ absl::Status CudnnRecurrent::Init() {
   // Exact FP32 has its own persistent kernels for small batches (fused_rnn.h), and TF32 layers
   // are offered the same (exact FP32 is within TF32's error, and at small batches faster than
   // cuDNN's TF32) with their input projection in TF32 and the batch-tiled kernel's TF32
-  // tensor-core tiles; FP16 and BF16 have the cluster and register kernels with R in that precision
-  // and everything else in FP32.
+  // tensor-core tiles; FP16 and BF16 have the cluster, register and batch-tiled kernels with R
+  // in that precision and everything else in FP32.
   if (math_ == MathMode::kFp32 || math_ == MathMode::kTf32 || math_ == MathMode::kFp16 ||
       math_ == MathMode::kBf16) {
     const FusedRnnWeights weights = math_ == MathMode::kFp16   ? FusedRnnWeights::kFp16
