@@ -35,6 +35,17 @@ absl::Status Supports(const RecurrentSpec& spec) {
   return absl::OkStatus();
 }
 
+// "name:ms,name:ms" of the candidates Fastest timed (times: theirs, in order).
+template <typename Name>
+std::string TimingsOf(const std::vector<int>& candidates, const std::vector<float>& times,
+                      Name name) {
+  std::string out;
+  for (size_t i = 0; i < times.size(); ++i) {
+    absl::StrAppend(&out, i ? "," : "", name(candidates[i]), ":", absl::SixDigits(times[i]));
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<FusedRnn>> FusedRnn::Create(const RecurrentSpec& spec,
@@ -364,12 +375,8 @@ absl::Status FusedRnn::Forward(const RecurrentIO& io, Kernel kernel) {
     const BatchedShape shape = batched_shapes_[*best];
     if (timed) {
       batched_by_batch_[key] = shape;
-      std::string& out = batched_times_by_batch_[key];
-      out.clear();
-      for (size_t i = 0; i < times.size(); ++i) {
-        absl::StrAppend(&out, i ? "," : "", BatchedShapeName(batched_shapes_[candidates[i]]), ":",
-                        absl::SixDigits(times[i]));
-      }
+      batched_times_by_batch_[key] =
+          TimingsOf(candidates, times, [&](int i) { return BatchedShapeName(batched_shapes_[i]); });
     }
     return ForwardBatched(io, shape);
   }
@@ -473,7 +480,7 @@ std::string FusedRnn::GridTimingsFor(int B) const {
 std::string FusedRnn::GridKernelName(int blocks) {
   if (blocks == 0) return "one_block";
   if (blocks > kBlockRegLaunch) {  // "one_block_reg2" (2 lanes, 2 a block), "one_block_reg2x1"
-    const int lanes = (blocks - kBlockRegLaunch) % 16, per_block = (blocks - kBlockRegLaunch) / 16;
+    const int lanes = BlockRegLanes(blocks), per_block = BlockRegPerBlock(blocks);
     return absl::StrCat("one_block_reg", lanes,
                         per_block == lanes ? "" : absl::StrCat("x", per_block));
   }
@@ -537,12 +544,7 @@ absl::StatusOr<int> FusedRnn::ChooseGrid(const RecurrentIO& io) {
       candidates, [&](int blocks) { return Launch(io, blocks); }, &timed, &times);
   if (best.ok() && timed) {
     grid_by_batch_[key] = *best;
-    std::string& out = grid_times_by_batch_[key];
-    out.clear();
-    for (size_t i = 0; i < times.size(); ++i) {
-      absl::StrAppend(&out, i ? "," : "", GridKernelName(candidates[i]), ":",
-                      absl::SixDigits(times[i]));
-    }
+    grid_times_by_batch_[key] = TimingsOf(candidates, times, GridKernelName);
   }
   return best;
 }
@@ -640,8 +642,8 @@ absl::Status FusedRnn::Launch(const RecurrentIO& io, int blocks) {
   RNNSERVE_RETURN_IF_ERROR(Project(io));
   FusedRnnArgs a = Args(io);
   if (blocks > kBlockRegLaunch) {
-    a.seqs_per_block = (blocks - kBlockRegLaunch) / 16;
-    return CudaOk(LaunchFusedRnnBlockRegKernel(a, (blocks - kBlockRegLaunch) % 16, stream_),
+    a.seqs_per_block = BlockRegPerBlock(blocks);
+    return CudaOk(LaunchFusedRnnBlockRegKernel(a, BlockRegLanes(blocks), stream_),
                   absl::StrCat("kernel launch (", name(), ", one block, registers)").c_str());
   }
   a.xchg = xchg_.as<unsigned long long>();

@@ -279,8 +279,18 @@ class FusedRnn {
   // Launch's `blocks` for the one-block register kernel with `lanes` lanes a unit and `per_block`
   // sequences a block (more blocks than a grid has).
   static constexpr int kBlockRegLaunch = 1 << 20;
+  static constexpr int kBlockRegLanesCode = 16;  // > the most lanes a unit
+  static_assert(kFusedBlockRegLanes[sizeof(kFusedBlockRegLanes) / sizeof(int) - 1] <
+                kBlockRegLanesCode);
   static constexpr int BlockRegLaunch(int lanes, int per_block) {
-    return kBlockRegLaunch + lanes + 16 * per_block;
+    return kBlockRegLaunch + lanes + kBlockRegLanesCode * per_block;
+  }
+  // BlockRegLaunch's lanes and per_block back from a launch code past kBlockRegLaunch.
+  static constexpr int BlockRegLanes(int blocks) {
+    return (blocks - kBlockRegLaunch) % kBlockRegLanesCode;
+  }
+  static constexpr int BlockRegPerBlock(int blocks) {
+    return (blocks - kBlockRegLaunch) / kBlockRegLanesCode;
   }
   // blocks > 0: the grid kernel on that many blocks (past kBlockRegLaunch: the one-block
   // register kernel); 0: the one-block kernel; < 0: the register kernel (RegistersLaunch).

@@ -297,10 +297,44 @@ INSTANTIATE_TEST_SUITE_P(Torch, HalfChooserTest,
                                   (std::get<1>(info.param) == MathMode::kBf16 ? "Bf16" : "Fp16");
                          });
 
+// The batch-tiled kernel's fixtures (H=256, mixed lengths: 64 LSTM, 48 GRU sequences).
+constexpr const char* kBatchedFixtures[] = {"TorchLstmBatchedH256", "TorchGruBatchedH256"};
+
+// What EveryBatchedShape ran: the shapes and the largest relative L2 error of any.
+struct ShapesRun {
+  int shapes = 0;
+  double worst = 0;
+};
+
+// Pins every shape of `fused`'s batch-tiled kernel whose tile's mma (kBatchedTiles) is `only`
+// (-1: every shape) at each of `batches` sequences of the fixture in `dir` (0: all of them),
+// each within `bound`; no shape offered may have mma `never`.
+void EveryBatchedShape(const std::string& dir, const engine::RecurrentSpec& spec, FusedRnn& fused,
+                       int never, int only, const std::vector<int>& batches,
+                       const ReducedPrecisionBound& bound, cudaStream_t stream, ShapesRun* run) {
+  const int n = static_cast<int>(LoadNpy(dir + "lengths.npy").shape[0]);
+  for (const auto& shape : fused.batched_shapes()) {
+    const int mma = engine::cuda::kBatchedTiles[shape.tile].mma;
+    EXPECT_NE(mma, never) << "tile " << shape.tile;
+    if (only >= 0 && mma != only) continue;
+    ++run->shapes;
+    for (int batch : batches) {
+      SCOPED_TRACE(::testing::Message()
+                   << dir << " blocks=" << shape.blocks << " tile=" << shape.tile
+                   << " groups=" << shape.groups << " B=" << (batch > 0 ? batch : n));
+      const Errors e =
+          RunFixture(dir, spec, batch > 0 ? batch : n, 1, stream,
+                     [&](const RecurrentIO& io) { return fused.ForwardBatched(io, shape); });
+      EXPECT_LE(e.Max(), bound.relative_l2);
+      run->worst = std::max(run->worst, e.Max());
+    }
+  }
+}
+
 // BF16 and FP16 layers on the batch-tiled kernel (R widened back to FP32 in shared memory,
 // every sum FP32): every shape offered (FMA tiles and 3xTF32 tiles, never the TF32 ones) pinned
-// at batches up to 64 of the batch-tiled fixtures (H=256, mixed lengths), within the mode's
-// bound; and through CudnnRecurrent, offered beside cuDNN's half algorithms, at B=40 as chosen.
+// at batches up to 64 of the batch-tiled fixtures, within the mode's bound; and through
+// CudnnRecurrent, offered beside cuDNN's half algorithms, at B=40 as chosen.
 class HalfBatchedKernelTest : public ::testing::TestWithParam<MathMode> {};
 
 TEST_P(HalfBatchedKernelTest, EveryShapeWithinBound) {
@@ -309,29 +343,17 @@ TEST_P(HalfBatchedKernelTest, EveryShapeWithinBound) {
   const ReducedPrecisionBound& bound = BoundOf(mode);
   StreamAndHandle sh;
   ASSERT_TRUE(sh.ok());
-  for (const std::string fixture : {"TorchLstmBatchedH256", "TorchGruBatchedH256"}) {
+  for (const std::string fixture : kBatchedFixtures) {
     const std::string dir = "tests/fixtures/torch/" + fixture + "/";
     auto model = TorchFixtureModel(dir);
     ASSERT_TRUE(model.ok()) << model.status();
     const auto& spec = std::get<engine::RecurrentSpec>(model->layers[0].spec);
-    const int n = static_cast<int>(LoadNpy(dir + "lengths.npy").shape[0]);
     auto fused = FusedRnn::Create(spec, sh.stream, WeightsOf(mode));
     ASSERT_TRUE(fused.ok()) << fused.status();
     ASSERT_TRUE((*fused)->has_batched()) << fixture;
-    double worst = 0;
-    for (const auto& shape : (*fused)->batched_shapes()) {
-      EXPECT_NE(engine::cuda::kBatchedTiles[shape.tile].mma, 1) << "tile " << shape.tile;
-      for (int batch : {1, 9, 33, n}) {
-        SCOPED_TRACE(::testing::Message()
-                     << fixture << " blocks=" << shape.blocks << " tile=" << shape.tile
-                     << " groups=" << shape.groups << " B=" << batch);
-        const Errors e = RunFixture(dir, spec, batch, 1, sh.stream, [&](const RecurrentIO& io) {
-          return (*fused)->ForwardBatched(io, shape);
-        });
-        EXPECT_LE(e.Max(), bound.relative_l2);
-        worst = std::max(worst, e.Max());
-      }
-    }
+    ShapesRun run;
+    EveryBatchedShape(dir, spec, **fused, /*never=*/1, /*only=*/-1, {1, 9, 33, 0}, bound, sh.stream,
+                      &run);
     auto rnn = CudnnRecurrent::Create(spec, "rnn", mode, sh.handle, sh.stream);
     ASSERT_TRUE(rnn.ok()) << rnn.status();
     const auto algos = (*rnn)->algorithms();
@@ -340,8 +362,8 @@ TEST_P(HalfBatchedKernelTest, EveryShapeWithinBound) {
                                      [&](const RecurrentIO& io) { return (*rnn)->Forward(io); });
     EXPECT_LE(chosen.Max(), bound.relative_l2);
     std::cout << "[ " << bound.name << " ] " << fixture << ": batch-tiled shapes' largest rel L2 "
-              << worst << "; B=40 as chosen (" << (*rnn)->ChoicesSummary() << ") " << chosen.Max()
-              << "\n";
+              << run.worst << "; B=40 as chosen (" << (*rnn)->ChoicesSummary() << ") "
+              << chosen.Max() << "\n";
   }
 }
 
@@ -351,43 +373,26 @@ INSTANTIATE_TEST_SUITE_P(Torch, HalfBatchedKernelTest,
                          });
 
 // TF32 layers: the batch-tiled kernel's TF32 tensor-core tiles (R and h(t-1) rounded to TF32,
-// FP32 sums), every shape offered pinned at batches up to 64 of the batch-tiled fixtures (H=256,
-// mixed lengths), within TF32's bound of PyTorch's exact answers; the 3xTF32 tiles of FP32
-// layers are not offered to them. The 3xTF32 tiles meet kFp32Exact (BatchedKernelTest).
+// FP32 sums), every shape offered pinned at batches up to 64 of the batch-tiled fixtures,
+// within TF32's bound of PyTorch's exact answers; the 3xTF32 tiles of FP32 layers are not
+// offered to them. The 3xTF32 tiles meet kFp32Exact (BatchedKernelTest).
 TEST(Tf32BatchedKernelTest, EveryTensorCoreShapeWithinBound) {
   RNNSERVE_SKIP_WITHOUT_GPU();
-  const ReducedPrecisionBound& bound = BoundOf(MathMode::kTf32);
   StreamAndHandle sh;
   ASSERT_TRUE(sh.ok());
-  for (const std::string fixture : {"TorchLstmBatchedH256", "TorchGruBatchedH256"}) {
+  for (const std::string fixture : kBatchedFixtures) {
     const std::string dir = "tests/fixtures/torch/" + fixture + "/";
     auto model = TorchFixtureModel(dir);
     ASSERT_TRUE(model.ok()) << model.status();
     const auto& spec = std::get<engine::RecurrentSpec>(model->layers[0].spec);
-    const int n = static_cast<int>(LoadNpy(dir + "lengths.npy").shape[0]);
     auto fused = FusedRnn::Create(spec, sh.stream, FusedRnnWeights::kFp32, /*tf32=*/true);
     ASSERT_TRUE(fused.ok()) << fused.status();
-    int tf32_shapes = 0;
-    double worst = 0;
-    for (const auto& shape : (*fused)->batched_shapes()) {
-      const int mma = engine::cuda::kBatchedTiles[shape.tile].mma;
-      EXPECT_NE(mma, 3) << "tile " << shape.tile;
-      if (mma != 1) continue;
-      ++tf32_shapes;
-      for (int batch : {1, 9, 16, 33, n}) {
-        SCOPED_TRACE(::testing::Message()
-                     << fixture << " blocks=" << shape.blocks << " tile=" << shape.tile
-                     << " groups=" << shape.groups << " B=" << batch);
-        const Errors e = RunFixture(dir, spec, batch, 1, sh.stream, [&](const RecurrentIO& io) {
-          return (*fused)->ForwardBatched(io, shape);
-        });
-        EXPECT_LE(e.Max(), bound.relative_l2);
-        worst = std::max(worst, e.Max());
-      }
-    }
-    EXPECT_GT(tf32_shapes, 0) << fixture;
-    std::cout << "[ TF32 ] " << fixture << ": " << tf32_shapes
-              << " tensor-core shapes, largest rel L2 " << worst << "\n";
+    ShapesRun run;
+    EveryBatchedShape(dir, spec, **fused, /*never=*/3, /*only=*/1, {1, 9, 16, 33, 0},
+                      BoundOf(MathMode::kTf32), sh.stream, &run);
+    EXPECT_GT(run.shapes, 0) << fixture;
+    std::cout << "[ TF32 ] " << fixture << ": " << run.shapes
+              << " tensor-core shapes, largest rel L2 " << run.worst << "\n";
   }
 }
 
