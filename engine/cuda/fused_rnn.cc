@@ -66,12 +66,12 @@ absl::StatusOr<std::unique_ptr<FusedRnn>> FusedRnn::Create(const RecurrentSpec& 
              "shared memory limit"));
   RNNSERVE_RETURN_IF_ERROR(CudaOk(
       cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, device), "cooperative launch"));
-  // Half weights: the cluster, register and batch-tiled kernels; GRU reset_after=False: the
-  // register and batch-tiled kernels. Every kernel but the cluster kernel is a cooperative
-  // launch.
-  if (weights != FusedRnnWeights::kFp32 || cell == FusedRnnCell::kGruBefore) {
-    if (spec.directions.size() != 1 ||
-        (cell == FusedRnnCell::kGruBefore && weights != FusedRnnWeights::kFp32)) {
+  // Half weights: the cluster, register and batch-tiled kernels; GRU reset_after=False of one
+  // direction: the register and batch-tiled kernels (of two: as every cell, below). Every kernel
+  // but the cluster kernel is a cooperative launch.
+  const bool two = spec.directions.size() == 2;
+  if (weights != FusedRnnWeights::kFp32 || (cell == FusedRnnCell::kGruBefore && !two)) {
+    if (two || (cell == FusedRnnCell::kGruBefore && weights != FusedRnnWeights::kFp32)) {
       return absl::UnimplementedError(
           "fused RNN: two directions, or GRU reset_after=False, in exact FP32 only");
     }
@@ -102,8 +102,9 @@ absl::StatusOr<std::unique_ptr<FusedRnn>> FusedRnn::Create(const RecurrentSpec& 
     return f;
   }
   if (!coop) return absl::UnimplementedError("fused RNN: no cooperative launch on this device");
-  if (spec.directions.size() == 2) {
-    // Both directions in one launch of the batch-tiled kernel, half of the SMs each.
+  if (two) {
+    // Both directions in one launch of the batch-tiled kernel, half of the SMs each (GRU
+    // reset_after=False too: its second GEMM a step, over r * h(t-1), is each direction's own).
     std::unique_ptr<FusedRnn> f(new FusedRnn(cell, FusedRnnWeights::kFp32, I, H, {}, 0, stream));
     f->dirs_ = 2;
     f->tf32_ = tf32;

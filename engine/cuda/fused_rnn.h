@@ -62,8 +62,9 @@
 // GRU reset_after=False (r applied before the n gate's matmul) runs on the register kernel,
 // with a second exchange a step (r * h(t-1)), for the widths it is compiled for, on the
 // one-block register kernel up to 64 units (any batch; r * h(t-1) through shared memory, a
-// second block barrier a step), and on the batch-tiled kernel past 8 sequences (a second grid
-// barrier and a second GEMM of every gate row a step, of which the n rows count); cuDNN has no
+// second block barrier a step), and on the batch-tiled kernel past 8 sequences and for both
+// directions of a bidirectional layer (a second grid barrier and a second GEMM of every gate
+// row a step, of which the n rows count); cuDNN has no
 // such mode, so the model runs it for the batches these take and FusedRecurrent
 // (fused_recurrent.h) for the others.
 //
@@ -109,10 +110,10 @@ class FusedRnn {
 
   // UNIMPLEMENTED when the layer or the device does not fit (the caller keeps cuDNN): another
   // cell, activations other than sigmoid/tanh, clip, peepholes, input_forget, a projection, a
-  // lone reversed direction. Two directions (forward and reverse, exact FP32) get the
-  // batch-tiled kernel only, both in one launch on half the SMs each; GRU reset_after=False
-  // (one direction, exact FP32) the register kernel at its widths and the batch-tiled kernel
-  // from H = 128.
+  // lone reversed direction. Two directions (forward and reverse, exact FP32; LSTM and both
+  // GRUs) get the batch-tiled kernel only, both in one launch on half the SMs each; GRU
+  // reset_after=False of one direction (exact FP32) the register kernel at its widths and the
+  // batch-tiled kernel from H = 128.
   // kBf16 / kFp16 `weights`: also UNIMPLEMENTED where neither a cluster kernel, the register
   // kernel nor the batch-tiled kernel runs the layer's width on this device.
   // tf32: a TF32 layer (FP32 weights): the batch-tiled kernel's tensor-core tiles round R and

@@ -460,6 +460,12 @@ def wide_node_cases():
               dims=(11, 20, 10, 56),
               seq_lens=[11, 3, 8, 1, 11, 6, 9, 2, 11, 5, 7, 11, 4, 10, 1, 11, 8, 3, 6, 11],
               init_h=True, init_c=True, rng=rng, wscale=1 / 7)
+    # Both directions of a GRU linear_before_reset=0 in one launch of the batch-tiled kernel
+    # (each direction on half of the SMs): 20 sequences of mixed lengths, initial states.
+    node_case("GruLinearBeforeReset0BidirH128B20MatchesOnnxruntime", "GRU",
+              direction="bidirectional", linear_before_reset=0, dims=(8, 20, 16, 128),
+              seq_lens=[8, 3, 6, 1, 8, 5, 7, 2, 8, 4, 6, 8, 1, 7, 3, 8, 5, 2, 8, 6],
+              init_h=True, rng=rng, wscale=1 / 12)
 
 
 def main():

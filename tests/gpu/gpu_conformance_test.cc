@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/cuda_model.h"
 #include "engine/cuda/cudnn_support.h"
+#include "engine/cuda/fused_rnn.h"
 #include "engine/cuda/fused_rnn_kernel.h"
 #include "gtest/gtest.h"
 #include "models/model_loader.h"
@@ -43,6 +44,12 @@ struct FixtureCase {
 };
 
 void PrintTo(const FixtureCase& c, std::ostream* os) { *os << c.name; }
+
+// Whether FusedRnn offers the layer its batch-tiled kernel on this device.
+bool FusedRnnOffersBatched(const engine::RecurrentSpec& spec) {
+  auto f = engine::cuda::FusedRnn::Create(spec, nullptr);
+  return f.ok() && (*f)->has_batched();
+}
 
 std::vector<std::string> Numbered(const fs::path& dir, const std::string& prefix) {
   std::vector<std::string> out;
@@ -233,13 +240,24 @@ TEST_P(GpuConformanceTest, MatchesFrameworkInExactFp32) {
           << p.layer << ": " << p.reason;
       // GRU reset_after=False at the register kernels' widths (multiples of 128 up to 1024,
       // and up to 64 on the one-block kernel): batches of up to 8 there.
-      if (rnn->cell == engine::CellType::kGru && !rnn->reset_after && rnn->directions.size() == 1 &&
-          !rnn->directions[0].reverse && rnn->clip == 0.0f &&
-          rnn->directions[0].f.kind == engine::ActivationKind::kSigmoid &&
-          rnn->directions[0].g.kind == engine::ActivationKind::kTanh &&
+      // Both directions of one (sigmoid/tanh, no clip), where FusedRnn offers it (widths whose
+      // chunks split into columns of 4): the batch-tiled persistent kernel.
+      const auto& dirs = rnn->directions;
+      const bool plain_gru_before =
+          rnn->cell == engine::CellType::kGru && !rnn->reset_after && rnn->clip == 0.0f &&
+          std::all_of(dirs.begin(), dirs.end(), [](const engine::RecurrentDirection& d) {
+            return d.f.kind == engine::ActivationKind::kSigmoid &&
+                   d.g.kind == engine::ActivationKind::kTanh;
+          });
+      if (plain_gru_before && dirs.size() == 1 && !dirs[0].reverse &&
           (engine::cuda::FusedRnnRegCompiled(rnn->hidden_size) ||
            rnn->hidden_size <= engine::cuda::kFusedBlockRegMaxHidden)) {
         EXPECT_TRUE(absl::StrContains(p.reason, "persistent register kernel"))
+            << p.layer << ": " << p.reason;
+      }
+      if (plain_gru_before && dirs.size() == 2 && !dirs[0].reverse && dirs[1].reverse &&
+          FusedRnnOffersBatched(*rnn)) {
+        EXPECT_TRUE(absl::StrContains(p.reason, "batch-tiled persistent kernel"))
             << p.layer << ": " << p.reason;
       }
     }

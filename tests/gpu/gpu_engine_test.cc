@@ -96,6 +96,13 @@ std::vector<Case> Cases() {
                                                          .masking = MaskSemantics::kOnnx,
                                                          .reset_after = false,
                                                          .clip = 0.9f});
+  // Without clip: both directions on FusedRnn's batch-tiled kernel (one launch).
+  add("FusedBidirectionalGruResetAfterFalseSumStates", {.cell = CellType::kGru,
+                                                        .directions = 2,
+                                                        .merge = MergeMode::kSum,
+                                                        .return_state = true,
+                                                        .initial_states = true,
+                                                        .reset_after = false});
   add("FusedGruHardSigmoidResetAfter",
       {.cell = CellType::kGru, .recurrent_activation = engine::Activation::HardSigmoidKeras3()});
   add("FusedSimpleRnnSoftsign", {.cell = CellType::kSimpleRnn,
@@ -219,6 +226,20 @@ TEST(GpuEngineTest, GruResetAfterFalseRunsOnFusedKernelAndSaysWhy) {
   auto cpu = CompileOn(EngineKind::kCpu, model);
   ASSERT_TRUE(cpu.ok());
   ExpectSameOutputs(**gpu, **cpu, {RandomInputs(model, 3, 5, 4), {5, 4, 2}});
+}
+
+// Both directions of a GRU reset_after=False: batches up to FusedRnn::kMaxBatchedBatch on the
+// batch-tiled persistent kernel, as the placement says.
+TEST(GpuEngineTest, BidirectionalGruResetAfterFalseRunsOnBatchTiledKernel) {
+  RNNSERVE_SKIP_WITHOUT_GPU();
+  const engine::Model model =
+      RandomRnnModel({.cell = CellType::kGru, .directions = 2, .reset_after = false, .seed = 7});
+  auto gpu = CompileOn(EngineKind::kCuda, model);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  const auto& p = (*gpu)->placements()[0];
+  EXPECT_EQ(p.engine, "cuda");
+  EXPECT_TRUE(absl::StrContains(p.reason, "batch-tiled persistent kernel")) << p.reason;
+  EXPECT_TRUE(absl::StrContains(p.reason, "reset_after")) << p.reason;
 }
 
 TEST(GpuEngineTest, SequenceOfLengthZeroMatchesCpu) {

@@ -1,6 +1,7 @@
 // FusedRnn's kernels against onnxruntime's answers for single ONNX LSTM and GRU nodes
 // (models/scripts/make_onnx_fixtures.py): GRU linear_before_reset=0 (Keras's reset_after=False),
-// which cuDNN cannot run, on the batch-tiled and one-block register kernels, and the one-block
+// which cuDNN cannot run, on the batch-tiled kernel (one direction, and both in one launch) and
+// the one-block register kernel, and the one-block
 // register kernel past 8 sequences (a block a group of sequences), pinned and as the engine's
 // chooser runs it.
 
@@ -29,10 +30,10 @@ using engine::cuda::DeviceBuffer;
 using engine::cuda::FusedRnn;
 using engine::cuda::RecurrentIO;
 
-// One fixture of tests/fixtures/onnx/node/: an LSTM or GRU node of one forward direction over N
-// sequences of mixed lengths with initial states (in_0 X [T, N, I], in_1 sequence_lens, in_2
-// initial_h, LSTM: in_3 initial_c; out_0 Y, out_1 Y_h, LSTM: out_2 Y_c), on the device
-// batch-major.
+// One fixture of tests/fixtures/onnx/node/: an LSTM or GRU node of one forward direction, or
+// forward and reverse, over N sequences of mixed lengths with initial states (in_0 X [T, N, I],
+// in_1 sequence_lens, in_2 initial_h [D, N, H], LSTM: in_3 initial_c; out_0 Y [T, D, N, H],
+// out_1 Y_h, LSTM: out_2 Y_c), on the device batch-major.
 class OnnxRecurrentCase {
  public:
   void Load(const std::string& name) {
@@ -54,6 +55,7 @@ class OnnxRecurrentCase {
     N_ = static_cast<int>(x.shape[1]);
     I_ = static_cast<int>(x.shape[2]);
     H_ = spec_.hidden_size;
+    D_ = static_cast<int>(spec_.directions.size());
     // x [T, N, I] -> [N, T, I].
     std::vector<float> xb(size_t(N_) * T_ * I_);
     for (int t = 0; t < T_; ++t) {
@@ -67,15 +69,14 @@ class OnnxRecurrentCase {
     const client::NpyArray& lens = data_.at("in_1");
     lengths_.assign(lens.values.begin(), lens.values.end());
     Upload(xb, &dx_);
-    Upload(std::vector<float>(data_.at("in_2").values.begin(), data_.at("in_2").values.end()),
-           &dh0_);
+    const size_t states = size_t(D_) * N_ * H_ * 4;
+    ASSERT_TRUE(dh0_.Reserve(states).ok());
     if (lstm_) {
-      Upload(std::vector<float>(data_.at("in_3").values.begin(), data_.at("in_3").values.end()),
-             &dc0_);
-      ASSERT_TRUE(dc_.Reserve(size_t(N_) * H_ * 4).ok());
+      ASSERT_TRUE(dc0_.Reserve(states).ok());
+      ASSERT_TRUE(dc_.Reserve(states).ok());
     }
-    ASSERT_TRUE(dy_.Reserve(size_t(N_) * T_ * H_ * 4).ok());
-    ASSERT_TRUE(dh_.Reserve(size_t(N_) * H_ * 4).ok());
+    ASSERT_TRUE(dy_.Reserve(size_t(N_) * T_ * D_ * H_ * 4).ok());
+    ASSERT_TRUE(dh_.Reserve(states).ok());
     ASSERT_TRUE(dl_.Reserve(N_ * 4).ok());
     cudaMemcpy(dl_.get(), lengths_.data(), N_ * 4, cudaMemcpyHostToDevice);
   }
@@ -83,9 +84,12 @@ class OnnxRecurrentCase {
   const engine::RecurrentSpec& spec() const { return spec_; }
   int sequences() const { return N_; }
 
-  // The first B sequences, their y set to NaN bits (every element must be written).
+  // The first B sequences (their initial states [D, B, H]), their y set to NaN bits (every
+  // element must be written).
   RecurrentIO IO(int B) {
-    cudaMemset(dy_.get(), 0xff, size_t(B) * T_ * H_ * 4);
+    Upload(First(data_.at("in_2"), B), &dh0_);
+    if (lstm_) Upload(First(data_.at("in_3"), B), &dc0_);
+    cudaMemset(dy_.get(), 0xff, size_t(B) * T_ * D_ * H_ * 4);
     return RecurrentIO{.B = B,
                        .T = T_,
                        .lengths = absl::MakeConstSpan(lengths_.data(), B),
@@ -101,22 +105,25 @@ class OnnxRecurrentCase {
   // Y (zero past each length), Y_h and the LSTM's Y_c of the first B sequences, after `stream`.
   void Check(int B, cudaStream_t stream) const {
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-    engine::Tensor y = engine::Tensor::Float({B, T_, H_}), h = engine::Tensor::Float({1, B, H_});
+    engine::Tensor y = engine::Tensor::Float({B, T_, D_ * H_});
+    engine::Tensor h = engine::Tensor::Float({D_, B, H_});
     cudaMemcpy(y.f32(), dy_.get(), y.num_elements() * 4, cudaMemcpyDeviceToHost);
     cudaMemcpy(h.f32(), dh_.get(), h.num_elements() * 4, cudaMemcpyDeviceToHost);
-    const client::NpyArray& y_want = data_.at("out_0");  // [T, 1, N, H]
-    client::NpyArray yw{.descr = "<f4", .shape = {B, T_, H_}};
+    const client::NpyArray& y_want = data_.at("out_0");  // [T, D, N, H]
+    client::NpyArray yw{.descr = "<f4", .shape = {B, T_, D_ * H_}};
     for (int b = 0; b < B; ++b) {
       for (int t = 0; t < T_; ++t) {
-        for (int j = 0; j < H_; ++j) {
-          yw.values.push_back(y_want.values[(size_t(t) * N_ + b) * H_ + j]);
+        for (int d = 0; d < D_; ++d) {
+          for (int j = 0; j < H_; ++j) {
+            yw.values.push_back(y_want.values[((size_t(t) * D_ + d) * N_ + b) * H_ + j]);
+          }
         }
       }
     }
     EXPECT_TRUE(AllClose(y, yw, kFp32Exact)) << "Y";
     EXPECT_TRUE(AllClose(h, First(data_.at("out_1"), B), kFp32Exact)) << "Y_h";
     if (lstm_) {
-      engine::Tensor c = engine::Tensor::Float({1, B, H_});
+      engine::Tensor c = engine::Tensor::Float({D_, B, H_});
       cudaMemcpy(c.f32(), dc_.get(), c.num_elements() * 4, cudaMemcpyDeviceToHost);
       EXPECT_TRUE(AllClose(c, First(data_.at("out_2"), B), kFp32Exact)) << "Y_c";
     }
@@ -127,17 +134,23 @@ class OnnxRecurrentCase {
     ASSERT_TRUE(to->Reserve(v.size() * 4).ok());
     cudaMemcpy(to->get(), v.data(), v.size() * 4, cudaMemcpyHostToDevice);
   }
-  // A state [1, N, H]'s first B sequences.
+  static void Upload(const client::NpyArray& a, DeviceBuffer* to) {
+    Upload(std::vector<float>(a.values.begin(), a.values.end()), to);
+  }
+  // A state [D, N, H]'s first B sequences of each direction.
   client::NpyArray First(const client::NpyArray& state, int B) const {
-    client::NpyArray out{.descr = "<f4", .shape = {1, B, H_}};
-    out.values.assign(state.values.begin(), state.values.begin() + size_t(B) * H_);
+    client::NpyArray out{.descr = "<f4", .shape = {D_, B, H_}};
+    for (int d = 0; d < D_; ++d) {
+      const auto from = state.values.begin() + size_t(d) * N_ * H_;
+      out.values.insert(out.values.end(), from, from + size_t(B) * H_);
+    }
     return out;
   }
 
   engine::RecurrentSpec spec_;
   bool lstm_ = false;
   std::map<std::string, client::NpyArray> data_;
-  int T_ = 0, N_ = 0, I_ = 0, H_ = 0;
+  int T_ = 0, N_ = 0, I_ = 0, H_ = 0, D_ = 1;
   std::vector<int32_t> lengths_;
   DeviceBuffer dx_, dh0_, dc0_, dy_, dh_, dc_, dl_;
 };
@@ -172,6 +185,39 @@ TEST(BatchedOnnxTest, GruResetBeforeEveryShapeMatchesOnnxruntime) {
                  [&](const RecurrentIO& io) { return (*fused)->ForwardBatched(io, shape); });
     if (HasFailure()) return;
   }
+}
+
+// Both directions of a GRU reset_after=False in one launch of the batch-tiled kernel (half of
+// the SMs each, the reverse direction from each sequence's last step): every shape pinned at
+// batches of 1, 7 and 20 of mixed lengths, then as FusedRnn's own choice (KernelTaking, as the
+// engine's model runs the layer); no other kernel takes it, nor batches past kMaxBatchedBatch.
+TEST(BatchedOnnxTest, GruResetBeforeBidirectionalEveryShapeMatchesOnnxruntime) {
+  RNNSERVE_SKIP_WITHOUT_GPU();
+  OnnxRecurrentCase c;
+  ASSERT_NO_FATAL_FAILURE(c.Load("GruLinearBeforeReset0BidirH128B20MatchesOnnxruntime"));
+  ASSERT_FALSE(c.spec().reset_after);
+  ASSERT_EQ(c.spec().directions.size(), 2u);
+  StreamAndHandle sh;
+  ASSERT_TRUE(sh.ok());
+  auto fused = FusedRnn::Create(c.spec(), sh.stream);
+  ASSERT_TRUE(fused.ok()) << fused.status();
+  ASSERT_TRUE((*fused)->has_batched());
+  EXPECT_FALSE((*fused)->has_grid());
+  EXPECT_FALSE((*fused)->has_cluster());
+  EXPECT_TRUE((*fused)->Takes(FusedRnn::kMaxBatchedBatch));
+  EXPECT_FALSE((*fused)->Takes(FusedRnn::kMaxBatchedBatch + 1));
+  for (const auto& shape : (*fused)->batched_shapes()) {
+    SCOPED_TRACE(::testing::Message() << "blocks=" << shape.blocks << " tile=" << shape.tile
+                                      << " groups=" << shape.groups);
+    CheckBatches(c, {1, 7, 20}, sh.stream,
+                 [&](const RecurrentIO& io) { return (*fused)->ForwardBatched(io, shape); });
+    if (HasFailure()) return;
+  }
+  EXPECT_EQ((*fused)->KernelTaking(c.sequences()), FusedRnn::Kernel::kBatched);
+  CheckBatches(c, {c.sequences()}, sh.stream, [&](const RecurrentIO& io) {
+    return (*fused)->Forward(io, (*fused)->KernelTaking(io.B));
+  });
+  EXPECT_FALSE((*fused)->BatchedKernelFor(c.sequences()).empty());
 }
 
 // GRU reset_after=False up to 64 units on the one-block register kernel (r * h(t-1) through
