@@ -4,11 +4,13 @@
 //   gpu_peers MANIFEST RESULTS
 //
 // MANIFEST: one case a line, "name cell I H layers bidirectional B T math weights.npz x.npy
-// out.npy" (cell lstm|gru; math fp32|tf32|fp16|bf16; weights: PyTorch's state_dict names).
+// out.npy" (cell lstm|gru|gru_before, the last GRU reset_after=False, which cuDNN cannot run;
+// math fp32|tf32|fp16|bf16; weights: PyTorch's state_dict names, and their gate order r, z, n).
 // For each case, on one stream, after warm-up, timed with CUDA events (median of REPS):
 //   - the layer stack on device buffers: with the algorithm the engine chose, eagerly, replayed
 //     from one CUDA graph of the stack, and as the engine runs it (a graph per layer for batches
-//     up to 64); then eagerly once per algorithm cuDNN accepts;
+//     up to 64); then eagerly once per algorithm cuDNN accepts (gru_before: on FusedRnn's
+//     kernel of its choice, then on FusedRecurrent);
 //   - CompiledModel::Run end to end (host input in, host output out; host clock), with the
 //     input in pageable memory and in the engine's page-locked host tensor, beside the PCIe
 //     floor of that input and output at the pinned bandwidth measured first.
@@ -37,6 +39,8 @@
 #include "engine/cuda/cuda_model.h"
 #include "engine/cuda/cuda_util.h"
 #include "engine/cuda/cudnn_rnn.h"
+#include "engine/cuda/fused_recurrent.h"
+#include "engine/cuda/fused_rnn.h"
 #include "engine/cuda/kernels.h"
 
 namespace rnnserve::bench {
@@ -45,6 +49,8 @@ namespace {
 using engine::cuda::CudaOk;
 using engine::cuda::CudnnRecurrent;
 using engine::cuda::DeviceBuffer;
+using engine::cuda::FusedRecurrent;
+using engine::cuda::FusedRnn;
 using engine::cuda::LaunchSwap01;
 
 constexpr int kWarmup = 20;
@@ -74,7 +80,8 @@ engine::Model ModelFrom(const Case& c, const std::map<std::string, client::NpyAr
   const int dirs = c.bidir ? 2 : 1;
   for (int l = 0; l < c.layers; ++l) {
     engine::RecurrentSpec spec;
-    spec.cell = c.cell == "gru" ? engine::CellType::kGru : engine::CellType::kLstm;
+    spec.cell = c.cell == "lstm" ? engine::CellType::kLstm : engine::CellType::kGru;
+    spec.reset_after = c.cell != "gru_before";
     spec.input_size = l == 0 ? c.I : dirs * c.H;
     spec.hidden_size = c.H;
     spec.return_sequences = true;
@@ -154,18 +161,90 @@ absl::StatusOr<Link> MeasureLink() {
   return link;
 }
 
-absl::Status RunCase(const Case& c, const Link& link, std::ostream& results) {
-  auto sd = client::ReadNpz(c.weights);
-  if (!sd.ok()) return sd.status();
-  auto xa = client::ReadNpy(c.x);
-  if (!xa.ok()) return xa.status();
-  const engine::Model model = ModelFrom(c, *sd);
-  const engine::MathMode math = ParseMath(c.math);
-  const int dirs = c.bidir ? 2 : 1;
-  std::ostringstream line;
-  line << c.name;
+// Device buffers of a stack over one batch of full-length sequences: x, every layer's own y, hy
+// and cy (the layers of a stacked launch write theirs at once; at least two y, for the transpose
+// timed below). Layer l reads y[l - 1] (x for the first) and writes y[l] and its part of hy, cy.
+class StackBuffers {
+ public:
+  absl::Status Init(const Case& c, size_t layers, const std::vector<float>& xf) {
+    c_ = c;
+    dirs_ = c.bidir ? 2 : 1;
+    y_.resize(std::max<size_t>(layers, 2));
+    lengths_.assign(c.B, c.T);
+    const int64_t states = int64_t{1} * layers * dirs_ * c.B * c.H * 4;
+    RNNSERVE_RETURN_IF_ERROR(x_.Reserve(xf.size() * 4));
+    for (auto& b : y_) RNNSERVE_RETURN_IF_ERROR(b.Reserve(y_n() * 4));
+    RNNSERVE_RETURN_IF_ERROR(hy_.Reserve(states));
+    RNNSERVE_RETURN_IF_ERROR(cy_.Reserve(states));
+    RNNSERVE_RETURN_IF_ERROR(lens_.Reserve(c.B * 4));
+    RNNSERVE_RETURN_IF_ERROR(
+        CudaOk(cudaMemcpy(x_.get(), xf.data(), xf.size() * 4, cudaMemcpyHostToDevice), "x"));
+    return CudaOk(cudaMemcpy(lens_.get(), lengths_.data(), c.B * 4, cudaMemcpyHostToDevice),
+                  "lengths");
+  }
+  int64_t y_n() const { return int64_t{c_.B} * c_.T * dirs_ * c_.H; }
+  engine::cuda::RecurrentIO IO(size_t l) {
+    const int64_t states = int64_t{dirs_} * c_.B * c_.H * static_cast<int64_t>(l);
+    return engine::cuda::RecurrentIO{.B = c_.B,
+                                     .T = c_.T,
+                                     .lengths = lengths_,
+                                     .lengths_dev = lens_.as<int32_t>(),
+                                     .x = l == 0 ? x_.as<float>() : y_[l - 1].as<float>(),
+                                     .y = y_[l].as<float>(),
+                                     .hy = hy_.as<float>() + states,
+                                     .cy = cy_.as<float>() + states};
+  }
+  // Layer l's y on the host.
+  std::vector<float> Y(size_t l) const {
+    std::vector<float> out(y_n());
+    cudaMemcpy(out.data(), y_[l].get(), y_n() * 4, cudaMemcpyDeviceToHost);
+    return out;
+  }
+  DeviceBuffer& y(size_t l) { return y_[l]; }
 
-  // 1. The recurrent stack on device buffers, as the engine runs it.
+ private:
+  Case c_;
+  int dirs_ = 1;
+  std::vector<int32_t> lengths_;
+  DeviceBuffer x_, hy_, cy_, lens_;
+  std::vector<DeviceBuffer> y_;
+};
+
+// The engine's output (the last layer's y), for the driver to compare with PyTorch's.
+void WriteOutput(const Case& c, const std::vector<float>& y) {
+  std::ofstream(c.out, std::ios::binary)
+      << client::SerializeNpyFloat32({c.B, c.T, (c.bidir ? 2 : 1) * c.H}, y);
+}
+
+// forward captured once into a CUDA graph and replayed: " graph_ms=..." (-1 where it could not
+// be captured, with graph_error=...).
+template <typename Fn>
+void TimeGraph(cudaStream_t stream, Fn forward, std::ostream& line) {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  float graph_ms = -1.0f;
+  if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess) {
+    const absl::Status s = forward();
+    const cudaError_t e = cudaStreamEndCapture(stream, &graph);
+    if (s.ok() && e == cudaSuccess && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess) {
+      graph_ms = TimeIt(stream,
+                        [&]() { return CudaOk(cudaGraphLaunch(exec, stream), "cudaGraphLaunch"); });
+    } else {
+      line << " graph_error=" << (s.ok() ? cudaGetErrorName(e) : "capture");
+    }
+  }
+  cudaGetLastError();
+  if (exec) cudaGraphExecDestroy(exec);
+  if (graph) cudaGraphDestroy(graph);
+  line << " graph_ms=" << graph_ms;
+}
+
+// The recurrent stack on device buffers through CudnnRecurrent, as the engine runs a layer
+// cuDNN can run: with the algorithm the engine chose, eagerly, from one graph, as the engine
+// runs it, and eagerly once per algorithm cuDNN accepts.
+absl::Status TimeCudnnStack(const Case& c, const engine::Model& model, engine::MathMode math,
+                            const std::vector<float>& xf, std::ostream& line) {
+  const int dirs = c.bidir ? 2 : 1;
   cudaStream_t stream;
   cudnnHandle_t handle;
   RNNSERVE_RETURN_IF_ERROR(
@@ -184,38 +263,15 @@ absl::Status RunCase(const Case& c, const Link& link, std::ostream& results) {
   };
   Stack layers;
   RNNSERVE_RETURN_IF_ERROR(make_stack(&layers));
-  const int64_t x_n = int64_t{c.B} * c.T * c.I, y_n = int64_t{c.B} * c.T * dirs * c.H;
-  // Every layer its own y, hy and cy (the layers of a stacked launch write theirs at once); at
-  // least two y for the transpose timed below.
   const size_t n_layers = layers.size();
-  DeviceBuffer x, hy, cy, lens;
-  std::vector<DeviceBuffer> y(std::max<size_t>(n_layers, 2));
-  RNNSERVE_RETURN_IF_ERROR(x.Reserve(x_n * 4));
-  for (auto& b : y) RNNSERVE_RETURN_IF_ERROR(b.Reserve(y_n * 4));
-  RNNSERVE_RETURN_IF_ERROR(hy.Reserve(int64_t{1} * n_layers * dirs * c.B * c.H * 4));
-  RNNSERVE_RETURN_IF_ERROR(cy.Reserve(int64_t{1} * n_layers * dirs * c.B * c.H * 4));
-  RNNSERVE_RETURN_IF_ERROR(lens.Reserve(c.B * 4));
-  const std::vector<float> xf = Floats(*xa);
-  const std::vector<int32_t> lengths(c.B, c.T);
-  cudaMemcpy(x.get(), xf.data(), x_n * 4, cudaMemcpyHostToDevice);
-  cudaMemcpy(lens.get(), lengths.data(), c.B * 4, cudaMemcpyHostToDevice);
-  // Layer l reads y[l - 1] (x for the first) and writes y[l] and its part of hy, cy; the layers
-  // run through ForwardStack (runs of layers in one launch where that is faster).
-  auto layer_io = [&](size_t l) {
-    const int64_t states = int64_t{dirs} * c.B * c.H * static_cast<int64_t>(l);
-    return engine::cuda::RecurrentIO{.B = c.B,
-                                     .T = c.T,
-                                     .lengths = lengths,
-                                     .lengths_dev = lens.as<int32_t>(),
-                                     .x = l == 0 ? x.as<float>() : y[l - 1].as<float>(),
-                                     .y = y[l].as<float>(),
-                                     .hy = hy.as<float>() + states,
-                                     .cy = cy.as<float>() + states};
-  };
+  StackBuffers bufs;
+  RNNSERVE_RETURN_IF_ERROR(bufs.Init(c, n_layers, xf));
+  const int64_t y_n = bufs.y_n();
+  // The layers run through ForwardStack (runs of layers in one launch where that is faster).
   auto run = [&](Stack& stack) -> absl::Status {
-    if (stack.size() == 1) return stack[0]->Forward(layer_io(0));
+    if (stack.size() == 1) return stack[0]->Forward(bufs.IO(0));
     std::vector<CudnnRecurrent::StackEntry> entries;
-    for (size_t l = 0; l < stack.size(); ++l) entries.push_back({stack[l].get(), layer_io(l)});
+    for (size_t l = 0; l < stack.size(); ++l) entries.push_back({stack[l].get(), bufs.IO(l)});
     return CudnnRecurrent::ForwardStack(entries);
   };
   // The algorithm of the first layer, and how the stack ran (runs of layers, or apart).
@@ -232,18 +288,15 @@ absl::Status RunCase(const Case& c, const Link& link, std::ostream& results) {
   if (const std::string t = layers[0]->FusedTimingsFor(c.B); !t.empty()) {
     line << " fused_kernels_ms=" << t;
   }
-  // The engine's output, for the driver to compare with PyTorch's.
-  std::vector<float> yh(y_n);
-  cudaMemcpy(yh.data(), y[n_layers - 1].get(), y_n * 4, cudaMemcpyDeviceToHost);
-  std::ofstream(c.out, std::ios::binary) << client::SerializeNpyFloat32({c.B, c.T, dirs * c.H}, yh);
+  const std::vector<float> yh = bufs.Y(n_layers - 1);
+  WriteOutput(c, yh);
   // A stack: the same layers one after the other on their own algorithms, against the run above
   // (the stacked launches where chosen): the largest difference, relative to the largest value.
   if (n_layers > 1) {
-    for (size_t l = 0; l < n_layers; ++l) RNNSERVE_RETURN_IF_ERROR(layers[l]->Forward(layer_io(l)));
+    for (size_t l = 0; l < n_layers; ++l) RNNSERVE_RETURN_IF_ERROR(layers[l]->Forward(bufs.IO(l)));
     // The stream does not block: the copy below waits for nothing on it by itself.
     RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaStreamSynchronize(stream), "cudaStreamSynchronize"));
-    std::vector<float> apart(y_n);
-    cudaMemcpy(apart.data(), y[n_layers - 1].get(), y_n * 4, cudaMemcpyDeviceToHost);
+    const std::vector<float> apart = bufs.Y(n_layers - 1);
     float diff = 0.0f, scale = 0.0f;
     for (int64_t i = 0; i < y_n; ++i) {
       diff = std::max(diff, std::abs(apart[i] - yh[i]));
@@ -251,25 +304,8 @@ absl::Status RunCase(const Case& c, const Link& link, std::ostream& results) {
     }
     line << " stacked_vs_apart=" << (scale > 0.0f ? diff / scale : diff);
   }
-
   // CUDA graph of the whole stack with the chosen algorithm.
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  float graph_ms = -1.0f;
-  if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess) {
-    const absl::Status s = forward();
-    const cudaError_t e = cudaStreamEndCapture(stream, &graph);
-    if (s.ok() && e == cudaSuccess && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess) {
-      graph_ms = TimeIt(stream,
-                        [&]() { return CudaOk(cudaGraphLaunch(exec, stream), "cudaGraphLaunch"); });
-    } else {
-      line << " graph_error=" << (s.ok() ? cudaGetErrorName(e) : "capture");
-    }
-  }
-  cudaGetLastError();
-  if (exec) cudaGraphExecDestroy(exec);
-  if (graph) cudaGraphDestroy(graph);
-  line << " graph_ms=" << graph_ms;
+  TimeGraph(stream, forward, line);
   // As CompiledModel runs it: fresh layers, graphs per layer for launch-bound batches, the
   // algorithm chosen the way it will run.
   {
@@ -292,14 +328,88 @@ absl::Status RunCase(const Case& c, const Link& link, std::ostream& results) {
   // sequence-major y, not a copy).
   if (c.B >= 256) {
     line << " y_transpose_ms=" << TimeIt(stream, [&]() {
-      return CudaOk(
-          LaunchSwap01(y[0].as<float>(), y[1].as<float>(), c.T, c.B, int64_t{dirs} * c.H, stream),
-          "transpose");
+      return CudaOk(LaunchSwap01(bufs.y(0).as<float>(), bufs.y(1).as<float>(), c.T, c.B,
+                                 int64_t{dirs} * c.H, stream),
+                    "transpose");
     });
   }
   layers.clear();
   cudnnDestroy(handle);
   cudaStreamDestroy(stream);
+  return absl::OkStatus();
+}
+
+// A stack that cuDNN cannot run (GRU reset_after=False) on FusedRnn, as the engine's model runs
+// it (Forward on KernelTaking's kernel, which times its kernels per batch size): eagerly and from
+// one graph; then on FusedRecurrent (a block a sequence, which the model runs where FusedRnn
+// does not take the layer or the batch), eagerly, as algo_fused_recurrent_ms.
+absl::Status TimeFusedStack(const Case& c, const engine::Model& model, const std::vector<float>& xf,
+                            std::ostream& line) {
+  cudaStream_t stream;
+  RNNSERVE_RETURN_IF_ERROR(
+      CudaOk(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream"));
+  std::vector<std::unique_ptr<FusedRnn>> layers;
+  std::vector<std::unique_ptr<FusedRecurrent>> plain;
+  for (const auto& layer : model.layers) {
+    const auto& spec = std::get<engine::RecurrentSpec>(layer.spec);
+    auto f = FusedRnn::Create(spec, stream);
+    if (!f.ok()) return f.status();
+    if (!(*f)->Takes(c.B)) {
+      return absl::UnimplementedError(absl::StrCat("FusedRnn does not take batches of ", c.B));
+    }
+    layers.push_back(std::move(*f));
+    auto p = FusedRecurrent::Create(spec, stream);
+    if (!p.ok()) return p.status();
+    plain.push_back(std::move(*p));
+  }
+  StackBuffers bufs;
+  RNNSERVE_RETURN_IF_ERROR(bufs.Init(c, layers.size(), xf));
+  auto forward = [&]() -> absl::Status {
+    for (size_t l = 0; l < layers.size(); ++l) {
+      RNNSERVE_RETURN_IF_ERROR(layers[l]->Forward(bufs.IO(l), layers[l]->KernelTaking(c.B)));
+    }
+    return absl::OkStatus();
+  };
+  const float auto_ms = TimeIt(stream, forward);
+  const FusedRnn& first = *layers[0];
+  const bool batched = first.KernelTaking(c.B) == FusedRnn::Kernel::kBatched;
+  const std::string algo = batched ? "fused_batched_fp32/" + first.BatchedKernelFor(c.B)
+                                   : "fused_fp32/" + first.GridKernelFor(c.B);
+  line << " auto_ms=" << auto_ms << " auto_algo=" << algo;
+  const std::string t = batched ? first.BatchedTimingsFor(c.B) : first.GridTimingsFor(c.B);
+  if (!t.empty()) line << " fused_kernels_ms=" << t;
+  WriteOutput(c, bufs.Y(layers.size() - 1));
+  TimeGraph(stream, forward, line);
+  // The model runs this same call a layer.
+  line << " engine_ms=" << auto_ms << " engine_algo=" << algo;
+  line << " algo_fused_recurrent_ms=" << TimeIt(stream, [&]() -> absl::Status {
+    for (size_t l = 0; l < plain.size(); ++l) {
+      RNNSERVE_RETURN_IF_ERROR(plain[l]->Forward(bufs.IO(l), nullptr));
+    }
+    return absl::OkStatus();
+  });
+  layers.clear();
+  plain.clear();
+  cudaStreamDestroy(stream);
+  return absl::OkStatus();
+}
+
+absl::Status RunCase(const Case& c, const Link& link, std::ostream& results) {
+  auto sd = client::ReadNpz(c.weights);
+  if (!sd.ok()) return sd.status();
+  auto xa = client::ReadNpy(c.x);
+  if (!xa.ok()) return xa.status();
+  const engine::Model model = ModelFrom(c, *sd);
+  const engine::MathMode math = ParseMath(c.math);
+  const int dirs = c.bidir ? 2 : 1;
+  const int64_t x_n = int64_t{c.B} * c.T * c.I, y_n = int64_t{c.B} * c.T * dirs * c.H;
+  const std::vector<float> xf = Floats(*xa);
+  std::ostringstream line;
+  line << c.name;
+
+  // 1. The recurrent stack on device buffers.
+  RNNSERVE_RETURN_IF_ERROR(c.cell == "gru_before" ? TimeFusedStack(c, model, xf, line)
+                                                  : TimeCudnnStack(c, model, math, xf, line));
 
   // 2. CompiledModel::Run end to end: host input in, host output out.
   auto compiled = engine::cuda::CompileForGpu(model, {.math_mode = math}, 0);

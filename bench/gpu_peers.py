@@ -74,6 +74,13 @@ SHAPES = [
     ("gru_b1_t100_h512_2l", "gru", 512, 2, 0, 1, 100),
     ("gru_b1_t100_h256_3l", "gru", 256, 3, 0, 1, 100),
     ("gru_b8_t100_h512_2l", "gru", 512, 2, 0, 8, 100),
+    # GRU reset_after=False (Keras 2's GRU, ONNX linear_before_reset=0), which neither cuDNN nor
+    # torch.nn.GRU computes: PyTorch runs GruResetBefore below, a step at a time (fp32 only).
+    ("gru_before_b1_t100_h512", "gru_before", 512, 1, 0, 1, 100),
+    ("gru_before_b8_t100_h512", "gru_before", 512, 1, 0, 8, 100),
+    ("gru_before_b64_t100_h512", "gru_before", 512, 1, 0, 64, 100),
+    ("gru_before_b8_t100_h512_bidir", "gru_before", 512, 1, 1, 8, 100),
+    ("gru_before_b64_t100_h512_bidir", "gru_before", 512, 1, 1, 64, 100),
 ]
 MODES = ["fp32", "tf32", "fp16", "bf16"]
 DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16,
@@ -94,12 +101,58 @@ def median_ms(fn):
     return statistics.median(s.elapsed_time(e) for s, e in ev)
 
 
+class GruResetBefore(torch.nn.Module):
+    """GRU with the reset gate applied before the recurrent matmul of the n gate (Keras's
+    reset_after=False): n = tanh(W_n x + b_in + b_hn + R_n (r * h)). nn.GRU's parameter names,
+    shapes and gate order (r, z, n); batch-first; the input projection of all steps in one
+    matmul, then one step at a time."""
+
+    def __init__(self, I, H, num_layers, bidirectional):
+        super().__init__()
+        self.H, self.layers, self.dirs = H, num_layers, 2 if bidirectional else 1
+        for l in range(num_layers):
+            for d in range(self.dirs):
+                sfx = f"_l{l}" + ("_reverse" if d else "")
+                isz = I if l == 0 else self.dirs * H
+                self.register_parameter("weight_ih" + sfx,
+                                        torch.nn.Parameter(torch.empty(3 * H, isz)))
+                self.register_parameter("weight_hh" + sfx,
+                                        torch.nn.Parameter(torch.empty(3 * H, H)))
+                self.register_parameter("bias_ih" + sfx, torch.nn.Parameter(torch.empty(3 * H)))
+                self.register_parameter("bias_hh" + sfx, torch.nn.Parameter(torch.empty(3 * H)))
+
+    def direction(self, x, sfx, reverse):
+        H = self.H
+        W, R = getattr(self, "weight_ih" + sfx), getattr(self, "weight_hh" + sfx)
+        xp = torch.addmm(getattr(self, "bias_ih" + sfx) + getattr(self, "bias_hh" + sfx),
+                         x.reshape(-1, x.shape[-1]), W.t()).view(x.shape[0], x.shape[1], 3 * H)
+        r_rz, r_n = R[: 2 * H].t(), R[2 * H:].t()
+        h = x.new_zeros(x.shape[0], H)
+        out = [None] * x.shape[1]
+        for t in (reversed(range(x.shape[1])) if reverse else range(x.shape[1])):
+            g = xp[:, t]
+            r, z = torch.sigmoid(torch.addmm(g[:, : 2 * H], h, r_rz)).chunk(2, 1)
+            n = torch.tanh(torch.addmm(g[:, 2 * H:], r * h, r_n))
+            h = torch.lerp(n, h, z)  # (1 - z) * n + z * h
+            out[t] = h
+        return torch.stack(out, 1)
+
+    def forward(self, x):
+        for l in range(self.layers):
+            x = torch.cat([self.direction(x, f"_l{l}" + ("_reverse" if d else ""), d == 1)
+                           for d in range(self.dirs)], -1)
+        return x, None
+
+
 def torch_case(cell, H, layers, bidir, B, T, mode, workdir, name):
     torch.backends.cudnn.allow_tf32 = mode == "tf32"
     torch.backends.cuda.matmul.allow_tf32 = mode == "tf32"
     torch.manual_seed(abs(hash(name)) % (2**31))
-    cls = torch.nn.LSTM if cell == "lstm" else torch.nn.GRU
-    m = cls(H, H, num_layers=layers, bidirectional=bool(bidir), batch_first=True)
+    cls = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU, "gru_before": GruResetBefore}[cell]
+    if cell == "gru_before":
+        m = cls(H, H, layers, bool(bidir))
+    else:
+        m = cls(H, H, num_layers=layers, bidirectional=bool(bidir), batch_first=True)
     with torch.no_grad():
         for p in m.parameters():
             p.uniform_(-1.0 / np.sqrt(H), 1.0 / np.sqrt(H))
@@ -155,6 +208,8 @@ def main():
         if args.only and name not in args.only:
             continue
         for mode in args.modes:
+            if cell == "gru_before" and mode != "fp32":
+                continue  # the engine computes it in exact FP32 only
             case = f"{name}_{mode}"
             res, y, wpath, xpath = torch_case(cell, H, layers, bidir, B, T, mode, workdir, case)
             ys[case] = y
@@ -178,7 +233,8 @@ def main():
         ours[parts[0]] = kv
 
     algo_names = {"0": "std", "1": "ps", "2": "pd", "3": "ps_small_h", "100": "fused",
-                  "101": "fused_cluster", "102": "std_seq", "103": "fused_batched"}
+                  "101": "fused_cluster", "102": "std_seq", "103": "fused_batched",
+                  "fused_recurrent": "fused_recurrent"}
     out = ["| case | mode | PyTorch eager ms | PyTorch graph ms | ours eager ms (algo) |"
            " ours graph ms | ours as the engine runs it ms (algo) | eager speedup | graph speedup |"
            " engine vs PyTorch's best |"
