@@ -44,6 +44,9 @@ SHAPES = [
     ("lstm_b256_t100_h1024", "lstm", 1024, 1, 0, 256, 100),
     ("lstm_b1024_t50_h512", "lstm", 512, 1, 0, 1024, 50),
     ("lstm_b64_t100_h512_2l_bidir", "lstm", 512, 2, 1, 64, 100),
+    ("lstm_b1_t100_h512_bidir", "lstm", 512, 1, 1, 1, 100),  # both directions, one launch
+    ("lstm_b8_t100_h512_bidir", "lstm", 512, 1, 1, 8, 100),
+    ("lstm_b1_t100_h1024_bidir", "lstm", 1024, 1, 1, 1, 100),
     ("lstm_b1_t100_h512_2l", "lstm", 512, 2, 0, 1, 100),  # stacked: both layers in one launch
     ("lstm_b4_t100_h512_2l", "lstm", 512, 2, 0, 4, 100),
     ("lstm_b8_t100_h512_2l", "lstm", 512, 2, 0, 8, 100),
@@ -74,11 +77,14 @@ SHAPES = [
     ("gru_b1_t100_h512_2l", "gru", 512, 2, 0, 1, 100),
     ("gru_b1_t100_h256_3l", "gru", 256, 3, 0, 1, 100),
     ("gru_b8_t100_h512_2l", "gru", 512, 2, 0, 8, 100),
+    ("gru_b1_t100_h512_bidir", "gru", 512, 1, 1, 1, 100),
+    ("gru_b4_t100_h256_bidir", "gru", 256, 1, 1, 4, 100),
     # GRU reset_after=False (Keras 2's GRU, ONNX linear_before_reset=0), which neither cuDNN nor
     # torch.nn.GRU computes: PyTorch runs GruResetBefore below, a step at a time (fp32 only).
     ("gru_before_b1_t100_h512", "gru_before", 512, 1, 0, 1, 100),
     ("gru_before_b8_t100_h512", "gru_before", 512, 1, 0, 8, 100),
     ("gru_before_b64_t100_h512", "gru_before", 512, 1, 0, 64, 100),
+    ("gru_before_b1_t100_h512_bidir", "gru_before", 512, 1, 1, 1, 100),
     ("gru_before_b8_t100_h512_bidir", "gru_before", 512, 1, 1, 8, 100),
     ("gru_before_b64_t100_h512_bidir", "gru_before", 512, 1, 1, 64, 100),
 ]

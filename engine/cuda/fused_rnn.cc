@@ -103,17 +103,22 @@ absl::StatusOr<std::unique_ptr<FusedRnn>> FusedRnn::Create(const RecurrentSpec& 
   }
   if (!coop) return absl::UnimplementedError("fused RNN: no cooperative launch on this device");
   if (two) {
-    // Both directions in one launch of the batch-tiled kernel, half of the SMs each (GRU
-    // reset_after=False too: its second GEMM a step, over r * h(t-1), is each direction's own).
+    // Both directions in one launch of the batch-tiled kernel, half of the SMs each, and (up to
+    // kMaxBatch sequences, at the widths it is compiled for) of the register kernel, each
+    // direction on blocks of its own (GRU reset_after=False too: its second exchange or GEMM a
+    // step, over r * h(t-1), is each direction's own).
     std::unique_ptr<FusedRnn> f(new FusedRnn(cell, FusedRnnWeights::kFp32, I, H, {}, 0, stream));
     f->dirs_ = 2;
     f->tf32_ = tf32;
     RNNSERVE_RETURN_IF_ERROR(f->PrepareBatched(sms / 2, smem_optin));
-    if (!f->has_batched()) {
-      return absl::UnimplementedError(absl::StrCat(
-          f->name(), ": no batch-tiled kernel for two directions of H=", H, " on this device"));
+    RNNSERVE_RETURN_IF_ERROR(f->PrepareRegisters(sms));
+    if (!f->has_batched() && f->reg_units_.empty()) {
+      return absl::UnimplementedError(
+          absl::StrCat(f->name(), ": no batch-tiled or register kernel for two directions of H=", H,
+                       " on this device"));
     }
     RNNSERVE_RETURN_IF_ERROR(f->Upload(spec.directions));
+    if (!f->reg_units_.empty()) RNNSERVE_RETURN_IF_ERROR(f->PrepareExchange());
     return f;
   }
   // Grid sizes (at most one block per SM) that split H evenly: the largest, and about a half
@@ -212,9 +217,9 @@ absl::Status FusedRnn::Upload(const std::vector<RecurrentDirection>& dirs) {
 }
 
 absl::Status FusedRnn::PrepareExchange() {
-  // Sized for the largest batch once, so that the words never move (a graph keeps them) and
-  // start as zeros, which no launch's tags are.
-  const size_t bytes = static_cast<size_t>(FusedRnnXchgParts(cell_)) *
+  // Sized for the largest batch once (of each direction), so that the words never move (a
+  // graph keeps them) and start as zeros, which no launch's tags are.
+  const size_t bytes = static_cast<size_t>(dirs_) * FusedRnnXchgParts(cell_) *
                        FusedRnnXchgStride(kMaxBatch, H_) * sizeof(unsigned long long);
   RNNSERVE_RETURN_IF_ERROR(xchg_.Reserve(bytes));
   RNNSERVE_RETURN_IF_ERROR(sync_.Reserve(sizeof(FusedRnnSync)));
@@ -229,8 +234,9 @@ absl::Status FusedRnn::PrepareRegisters(int sms) {
     cudaGetLastError();  // not offered; the error is not sticky
     return absl::OkStatus();
   }
-  // The fewest units a block (the most blocks) that the device runs at once, and twice that
-  // (a cheaper exchange, twice the work a block); the chooser times them.
+  // The fewest units a block (the most blocks: a direction's at most one an SM) that the device
+  // runs at once, and twice that (a cheaper exchange, twice the work a block); the chooser
+  // times them.
   for (int U = 1; U * 32 <= kFusedRegMaxThreads && reg_units_.size() < 2; ++U) {
     if (H_ % U != 0 || H_ / U > sms || (!reg_units_.empty() && U != 2 * reg_units_.front())) {
       continue;
@@ -240,11 +246,11 @@ absl::Status FusedRnn::PrepareRegisters(int sms) {
       cudaGetLastError();
       continue;
     }
-    if (per_sm * sms < H_ / U) continue;
+    if (per_sm * sms < dirs_ * (H_ / U)) continue;
     reg_units_.push_back(U);
     // Groups of sequences on blocks of their own, as many an SM as the device runs at once.
     for (int groups : {2, 4}) {
-      if (per_sm * sms >= groups * (H_ / U)) reg_groups_.push_back({U, groups});
+      if (per_sm * sms >= dirs_ * groups * (H_ / U)) reg_groups_.push_back({U, groups});
     }
   }
   reg_smem_ = smem;
@@ -655,7 +661,8 @@ absl::Status FusedRnn::Launch(const RecurrentIO& io, int blocks) {
     a.groups = -blocks / kRegGroupsCode + 1;
     const int seqs = (io.B + a.groups - 1) / a.groups;
     a.xchg_stride = FusedRnnXchgStride(seqs, H_);
-    const int64_t words = int64_t{a.groups} * FusedRnnXchgParts(cell_) * a.xchg_stride;
+    a.dirs = dirs_;
+    const int64_t words = int64_t{dirs_} * a.groups * FusedRnnXchgParts(cell_) * a.xchg_stride;
     if (words * static_cast<int64_t>(sizeof(unsigned long long)) >
         static_cast<int64_t>(xchg_.bytes())) {
       return absl::InvalidArgumentError(absl::StrCat(name(), ": ", a.groups, " groups of ", seqs,

@@ -35,7 +35,8 @@
 //     kernel's exchange, with each warp holding its unit's G rows of R in registers and
 //     applying that unit's cell itself, one block barrier a step; also with the batch split
 //     into groups of sequences on blocks of their own, two or four blocks an SM, so that a
-//     warp takes fewer sequences one after another (B = 4 to 8);
+//     warp takes fewer sequences one after another (B = 4 to 8); and both directions of a
+//     bidirectional layer, each on blocks of its own (FusedRnnArgs::dirs);
 //   - or, for an LSTM or GRU of small H (up to kSmallMaxHidden, where the weights fit in one
 //     block's shared memory, for as many sequences as fit beside them), one block that runs the
 //     whole layer, input projection included, with two block barriers a step
@@ -111,9 +112,9 @@ class FusedRnn {
   // UNIMPLEMENTED when the layer or the device does not fit (the caller keeps cuDNN): another
   // cell, activations other than sigmoid/tanh, clip, peepholes, input_forget, a projection, a
   // lone reversed direction. Two directions (forward and reverse, exact FP32; LSTM and both
-  // GRUs) get the batch-tiled kernel only, both in one launch on half the SMs each; GRU
-  // reset_after=False of one direction (exact FP32) the register kernel at its widths and the
-  // batch-tiled kernel from H = 128.
+  // GRUs) get the batch-tiled kernel, both in one launch on half the SMs each, and the register
+  // kernel at its widths, both in one launch; GRU reset_after=False of one direction (exact
+  // FP32) the register kernel at its widths and the batch-tiled kernel from H = 128.
   // kBf16 / kFp16 `weights`: also UNIMPLEMENTED where neither a cluster kernel, the register
   // kernel nor the batch-tiled kernel runs the layer's width on this device.
   // tf32: a TF32 layer (FP32 weights): the batch-tiled kernel's tensor-core tiles round R and
@@ -323,7 +324,8 @@ class FusedRnn {
   const FusedRnnCell cell_;
   const FusedRnnWeights weights_;  // kFp32: every kernel; kBf16 / kFp16: the cluster kernel only
   const int G_;                    // gates a unit: 4 (LSTM), 3 (GRU)
-  // 2: a bidirectional layer (forward, then reverse), which only the batch-tiled kernel runs.
+  // 2: a bidirectional layer (forward, then reverse), which only the batch-tiled and register
+  // kernels run.
   int dirs_ = 1;
   const int I_, H_;
   // Grid sizes that split H evenly and fit on the device at once, largest first (none with half

@@ -44,10 +44,29 @@ __device__ __forceinline__ void NarrowFusedArgs(FusedRnnArgs* a, int b0, int B) 
   a->lengths += b0;
   if (a->h0) a->h0 += b0 * a->H;
   if (a->c0) a->c0 += b0 * a->H;
-  a->xproj += static_cast<int64_t>(b0) * a->T * G * a->H;
-  if (a->y) a->y += static_cast<int64_t>(b0) * a->T * a->H;
+  a->xproj += static_cast<int64_t>(b0) * a->T * a->dirs * G * a->H;
+  if (a->y) a->y += static_cast<int64_t>(b0) * a->T * a->dirs * a->H;
   a->hy += b0 * a->H;
   if (a->cy) a->cy += b0 * a->H;
+}
+
+// Narrows *a (of FusedRnnArgs::dirs directions, before NarrowFusedArgs) to direction d: its rows
+// of R, its bRn and states, its columns of the input projection and of y; the second direction
+// runs in reverse.
+template <int G>
+__device__ __forceinline__ void NarrowFusedDirection(FusedRnnArgs* a, int d) {
+  if (d == 0) return;
+  const int64_t rows = static_cast<int64_t>(G) * a->H, states = static_cast<int64_t>(a->B) * a->H;
+  if (a->R) a->R += d * rows * a->H;
+  if (a->R16) a->R16 += d * rows * a->H;
+  if (a->bRn) a->bRn += d * a->H;
+  if (a->h0) a->h0 += d * states;
+  if (a->c0) a->c0 += d * states;
+  a->hy += d * states;
+  if (a->cy) a->cy += d * states;
+  a->xproj += d * rows;
+  if (a->y) a->y += d * a->H;
+  a->reverse = true;
 }
 
 // One (sequence b, unit j) cell of the grid and register kernels (one forward direction, the
@@ -67,13 +86,17 @@ struct FusedCell {
     h = a.h0 ? a.h0[b * a.H + j] : 0.0f;
     c = a.c0 ? a.c0[b * a.H + j] : 0.0f;
     if constexpr (kCell == FusedRnnCell::kGru) bRn = a.bRn[j];
-    if constexpr (kProjected) LoadProjection(a, b, j, 0);
+    if constexpr (kProjected) LoadProjection(a, b, j, a.reverse ? len - 1 : 0);
   }
-  // After step s (h is h(s)): its output, zero past the length, and the next step's projection.
+  // After step s (h is h(s)): its output, zero past the length (at time s; reverse: step s is
+  // time len - 1 - s), and the next step's projection.
   __device__ __forceinline__ void Emit(const FusedRnnArgs& a, int b, int j, int s) {
-    if (a.y) a.y[(static_cast<int64_t>(b) * a.T + s) * a.H + j] = s < len ? h : 0.0f;
+    if (a.y) {
+      const int t = a.reverse && s < len ? len - 1 - s : s;
+      a.y[(static_cast<int64_t>(b) * a.T + t) * a.dirs * a.H + j] = s < len ? h : 0.0f;
+    }
     if constexpr (kProjected) {
-      if (s + 1 < len) LoadProjection(a, b, j, s + 1);
+      if (s + 1 < len) LoadProjection(a, b, j, a.reverse ? len - 2 - s : s + 1);
     }
   }
   // After the last step: hy, cy and zero outputs for the steps past the longest length.
@@ -82,14 +105,14 @@ struct FusedCell {
     if (a.cy) a.cy[b * a.H + j] = c;
     if (a.y) {
       for (int t = a.steps; t < a.T; ++t) {
-        a.y[(static_cast<int64_t>(b) * a.T + t) * a.H + j] = 0.0f;
+        a.y[(static_cast<int64_t>(b) * a.T + t) * a.dirs * a.H + j] = 0.0f;
       }
     }
   }
 
  private:
   __device__ __forceinline__ void LoadProjection(const FusedRnnArgs& a, int b, int j, int t) {
-    const float* xp = a.xproj + (static_cast<int64_t>(b) * a.T + t) * G * a.H + j;
+    const float* xp = a.xproj + (static_cast<int64_t>(b) * a.T + t) * a.dirs * G * a.H + j;
 #pragma unroll
     for (int q = 0; q < G; ++q) x[q] = xp[q * a.H];
   }

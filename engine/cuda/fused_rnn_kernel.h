@@ -74,6 +74,15 @@ struct FusedRnnArgs {
   // for a group's sequences), as many blocks an SM as groups: a group's warps take half or a
   // quarter of the sequences one after another.
   int groups = 1;
+  // Register kernel: 2 for both directions of a bidirectional layer, each on blocks of its own
+  // (the forward direction's first), with exchange words of their own after the forward
+  // direction's; then R is [dirs][G*H][H], bRn [dirs][H], the states [dirs][B][H], and the rows
+  // of xproj and y hold every direction's columns ([B, T, dirs*G*H], [B, T, dirs*H]).
+  // NarrowFusedDirection points a direction's blocks at theirs; `reverse` (its second
+  // direction) runs each sequence from its last valid step, and writes step s's output at time
+  // len - 1 - s.
+  int dirs = 1;
+  bool reverse = false;
   int steps = 0;        // the longest length
   int xchg_stride = 0;  // grid kernels: FusedRnnXchgStride(B, H)
   // One-block register kernel: sequences a block, 1 .. its lanes a unit (0: as many as lanes).
@@ -106,9 +115,11 @@ cudaError_t LaunchFusedRnnKernel(const FusedRnnArgs& args, int blocks, size_t sm
 // trip a step: xchg then holds [4][FusedRnnXchgStride] words (h by parity, then r * h by parity)
 // and shared memory [3][B][H].
 // args.groups > 1 splits the batch, each group on its own H / U blocks with its own
-// [2 or 4][xchg_stride] words (xchg_stride for ceil(B / groups) sequences).
-// Launch: `blocks` = H / U blocks a group of 32 * U threads, U <= kFusedRegMaxThreads / 32,
-// B <= 32.
+// [2 or 4][xchg_stride] words (xchg_stride for ceil(B / groups) sequences); args.dirs = 2 runs
+// both directions of a bidirectional layer, each on its own groups' blocks and words (the
+// forward direction's first).
+// Launch: `blocks` = H / U blocks a group and direction of 32 * U threads,
+// U <= kFusedRegMaxThreads / 32, B <= 32.
 inline constexpr int kFusedRegMaxThreads = 256;
 bool FusedRnnRegCompiled(int H);
 inline size_t FusedRnnRegSmemBytes(FusedRnnCell cell, int B, int H) {

@@ -471,6 +471,40 @@ TEST_P(BidirectionalBatchedTest, EveryBatchSizeMatchesPyTorch) {
                                  engine::cuda::FusedRnn::kMaxBatchedBatch);
 }
 
+// Both directions of a bidirectional layer in one launch of the register kernel (each on blocks
+// of its own, the reverse one from each sequence's last valid step), in every number of units a
+// block and of groups offered, pinned, at every batch size up to kMaxBatch of PyTorch fixtures
+// of mixed lengths.
+class BidirectionalRegisterKernelTest : public PinnedKernelTest {};
+
+TEST_P(BidirectionalRegisterKernelTest, EveryBatchSizeMatchesPyTorch) {
+  ASSERT_EQ(f_.spec.directions.size(), 2u);
+  ASSERT_FALSE(fused_->register_units().empty()) << "H=" << f_.spec.hidden_size;
+  const int most = std::min(f_.sequences, engine::cuda::FusedRnn::kMaxBatch);
+  for (int units : fused_->register_units()) {
+    for (int batch = 1; batch <= most; ++batch) {
+      SCOPED_TRACE(::testing::Message() << "units " << units << ", B=" << batch);
+      CheckForward(f_.dir, f_.spec, batch, sh_->stream,
+                   [&](const auto& io) { return fused_->ForwardRegisters(io, units); });
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+  for (const auto& [units, groups] : fused_->register_groups()) {
+    for (int batch = 2 * groups; batch <= most; ++batch) {
+      SCOPED_TRACE(::testing::Message()
+                   << "units " << units << ", groups " << groups << ", B=" << batch);
+      CheckForward(f_.dir, f_.spec, batch, sh_->stream,
+                   [&](const auto& io) { return fused_->ForwardRegisters(io, units, groups); });
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Torch, BidirectionalRegisterKernelTest,
+                         ::testing::Values("TorchLstmBidirectionalBatchedH128",
+                                           "TorchGruBidirectionalBatchedH128"),
+                         [](const auto& info) { return info.param; });
+
 INSTANTIATE_TEST_SUITE_P(Torch, BidirectionalBatchedTest,
                          ::testing::Values("TorchLstmBidirectionalBatchedH128",
                                            "TorchGruBidirectionalBatchedH128",

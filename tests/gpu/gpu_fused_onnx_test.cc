@@ -189,8 +189,10 @@ TEST(BatchedOnnxTest, GruResetBeforeEveryShapeMatchesOnnxruntime) {
 
 // Both directions of a GRU reset_after=False in one launch of the batch-tiled kernel (half of
 // the SMs each, the reverse direction from each sequence's last step): every shape pinned at
-// batches of 1, 7 and 20 of mixed lengths, then as FusedRnn's own choice (KernelTaking, as the
-// engine's model runs the layer); no other kernel takes it, nor batches past kMaxBatchedBatch.
+// batches of 1, 7 and 20 of mixed lengths; and of the register kernel (each direction on blocks
+// of its own), in every number of units a block and of groups offered, at every batch up to
+// kMaxBatch; then as FusedRnn's own choice (KernelTaking, as the engine's model runs the
+// layer). Batches past kMaxBatchedBatch are not taken.
 TEST(BatchedOnnxTest, GruResetBeforeBidirectionalEveryShapeMatchesOnnxruntime) {
   RNNSERVE_SKIP_WITHOUT_GPU();
   OnnxRecurrentCase c;
@@ -202,7 +204,7 @@ TEST(BatchedOnnxTest, GruResetBeforeBidirectionalEveryShapeMatchesOnnxruntime) {
   auto fused = FusedRnn::Create(c.spec(), sh.stream);
   ASSERT_TRUE(fused.ok()) << fused.status();
   ASSERT_TRUE((*fused)->has_batched());
-  EXPECT_FALSE((*fused)->has_grid());
+  ASSERT_FALSE((*fused)->register_units().empty());
   EXPECT_FALSE((*fused)->has_cluster());
   EXPECT_TRUE((*fused)->Takes(FusedRnn::kMaxBatchedBatch));
   EXPECT_FALSE((*fused)->Takes(FusedRnn::kMaxBatchedBatch + 1));
@@ -213,6 +215,23 @@ TEST(BatchedOnnxTest, GruResetBeforeBidirectionalEveryShapeMatchesOnnxruntime) {
                  [&](const RecurrentIO& io) { return (*fused)->ForwardBatched(io, shape); });
     if (HasFailure()) return;
   }
+  std::vector<int> small(FusedRnn::kMaxBatch);
+  for (int B = 1; B <= FusedRnn::kMaxBatch; ++B) small[B - 1] = B;
+  for (int units : (*fused)->register_units()) {
+    SCOPED_TRACE(::testing::Message() << "registers, " << units << " units a block");
+    CheckBatches(c, small, sh.stream,
+                 [&](const RecurrentIO& io) { return (*fused)->ForwardRegisters(io, units); });
+    if (HasFailure()) return;
+  }
+  for (const auto& [units, groups] : (*fused)->register_groups()) {
+    SCOPED_TRACE(::testing::Message()
+                 << "registers, " << units << " units, " << groups << " groups");
+    CheckBatches(c, {2 * groups, FusedRnn::kMaxBatch}, sh.stream, [&](const RecurrentIO& io) {
+      return (*fused)->ForwardRegisters(io, units, groups);
+    });
+    if (HasFailure()) return;
+  }
+  EXPECT_EQ((*fused)->KernelTaking(FusedRnn::kMaxBatch), FusedRnn::Kernel::kGrid);
   EXPECT_EQ((*fused)->KernelTaking(c.sequences()), FusedRnn::Kernel::kBatched);
   CheckBatches(c, {c.sequences()}, sh.stream, [&](const RecurrentIO& io) {
     return (*fused)->Forward(io, (*fused)->KernelTaking(io.B));
