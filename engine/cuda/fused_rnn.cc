@@ -105,8 +105,9 @@ absl::StatusOr<std::unique_ptr<FusedRnn>> FusedRnn::Create(const RecurrentSpec& 
   if (two) {
     // Both directions in one launch of the batch-tiled kernel, half of the SMs each, and (up to
     // kMaxBatch sequences, at the widths it is compiled for) of the register kernel, each
-    // direction on blocks of its own (GRU reset_after=False too: its second exchange or GEMM a
-    // step, over r * h(t-1), is each direction's own).
+    // direction on blocks of its own, or one launch after the other where they do not fit at
+    // once (GRU reset_after=False too: its second exchange or GEMM a step, over r * h(t-1), is
+    // each direction's own).
     std::unique_ptr<FusedRnn> f(new FusedRnn(cell, FusedRnnWeights::kFp32, I, H, {}, 0, stream));
     f->dirs_ = 2;
     f->tf32_ = tf32;
@@ -236,7 +237,8 @@ absl::Status FusedRnn::PrepareRegisters(int sms) {
   }
   // The fewest units a block (the most blocks: a direction's at most one an SM) that the device
   // runs at once, and twice that (a cheaper exchange, twice the work a block); the chooser
-  // times them.
+  // times them. Two directions: both at once where their blocks fit together, else one launch
+  // after the other (RegistersApart).
   for (int U = 1; U * 32 <= kFusedRegMaxThreads && reg_units_.size() < 2; ++U) {
     if (H_ % U != 0 || H_ / U > sms || (!reg_units_.empty() && U != 2 * reg_units_.front())) {
       continue;
@@ -246,18 +248,20 @@ absl::Status FusedRnn::PrepareRegisters(int sms) {
       cudaGetLastError();
       continue;
     }
-    if (per_sm * sms < dirs_ * (H_ / U)) continue;
+    if (per_sm * sms < H_ / U) continue;
     reg_units_.push_back(U);
+    reg_blocks_per_sm_[U] = per_sm;
     // Groups of sequences on blocks of their own, as many an SM as the device runs at once.
     for (int groups : {2, 4}) {
-      if (per_sm * sms >= dirs_ * groups * (H_ / U)) reg_groups_.push_back({U, groups});
+      if (per_sm * sms >= groups * (H_ / U)) reg_groups_.push_back({U, groups});
     }
   }
+  sms_ = sms;
   reg_smem_ = smem;
   return absl::OkStatus();
 }
 
-absl::Status FusedRnn::ForwardRegisters(const RecurrentIO& io, int units, int groups) {
+absl::Status FusedRnn::ForwardRegisters(const RecurrentIO& io, int units, int groups, bool apart) {
   if (std::find(reg_units_.begin(), reg_units_.end(), units) == reg_units_.end() ||
       (groups != 1 && std::find(reg_groups_.begin(), reg_groups_.end(),
                                 std::make_pair(units, groups)) == reg_groups_.end())) {
@@ -273,7 +277,13 @@ absl::Status FusedRnn::ForwardRegisters(const RecurrentIO& io, int units, int gr
     return absl::InvalidArgumentError(
         absl::StrCat(name(), " takes batches of at most ", kMaxBatch, "; got ", io.B));
   }
-  return Launch(io, RegistersLaunch(units, groups));
+  if (apart && dirs_ != 2) {
+    return absl::InvalidArgumentError(absl::StrCat(name(), ": one direction, none apart"));
+  }
+  force_apart_ = apart;
+  const absl::Status s = Launch(io, RegistersLaunch(units, groups));
+  force_apart_ = false;
+  return s;
 }
 
 const char* FusedRnn::name() const {
@@ -668,8 +678,14 @@ absl::Status FusedRnn::Launch(const RecurrentIO& io, int blocks) {
       return absl::InvalidArgumentError(absl::StrCat(name(), ": ", a.groups, " groups of ", seqs,
                                                      " sequences exceed the exchange words"));
     }
-    return CudaOk(LaunchFusedRnnRegKernel(a, H_ / a.U, reg_smem_, stream_),
-                  absl::StrCat("cudaLaunchCooperativeKernel (", name(), ", registers)").c_str());
+    const bool apart = force_apart_ || RegistersApart(a.U, a.groups);
+    for (int d = apart ? 0 : -1; d < (apart ? dirs_ : 0); ++d) {
+      a.only_dir = d;
+      RNNSERVE_RETURN_IF_ERROR(
+          CudaOk(LaunchFusedRnnRegKernel(a, H_ / a.U, reg_smem_, stream_),
+                 absl::StrCat("cudaLaunchCooperativeKernel (", name(), ", registers)").c_str()));
+    }
+    return absl::OkStatus();
   }
   a.U = H_ / blocks;
   return CudaOk(LaunchFusedRnnKernel(a, blocks, smem_, stream_),

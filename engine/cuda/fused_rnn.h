@@ -36,7 +36,8 @@
 //     applying that unit's cell itself, one block barrier a step; also with the batch split
 //     into groups of sequences on blocks of their own, two or four blocks an SM, so that a
 //     warp takes fewer sequences one after another (B = 4 to 8); and both directions of a
-//     bidirectional layer, each on blocks of its own (FusedRnnArgs::dirs);
+//     bidirectional layer, each on blocks of its own (FusedRnnArgs::dirs), in one launch, or
+//     one launch after the other where their blocks do not fit on the device at once;
 //   - or, for an LSTM or GRU of small H (up to kSmallMaxHidden, where the weights fit in one
 //     block's shared memory, for as many sequences as fit beside them), one block that runs the
 //     whole layer, input projection included, with two block barriers a step
@@ -113,7 +114,8 @@ class FusedRnn {
   // cell, activations other than sigmoid/tanh, clip, peepholes, input_forget, a projection, a
   // lone reversed direction. Two directions (forward and reverse, exact FP32; LSTM and both
   // GRUs) get the batch-tiled kernel, both in one launch on half the SMs each, and the register
-  // kernel at its widths, both in one launch; GRU reset_after=False of one direction (exact
+  // kernel at its widths (both in one launch where they fit); GRU reset_after=False of one
+  // direction (exact
   // FP32) the register kernel at its widths and the batch-tiled kernel from H = 128.
   // kBf16 / kFp16 `weights`: also UNIMPLEMENTED where neither a cluster kernel, the register
   // kernel nor the batch-tiled kernel runs the layer's width on this device.
@@ -160,8 +162,11 @@ class FusedRnn {
   // groups: the batch split into groups of sequences on blocks of their own); the chooser
   // times them for batches of at least 2 sequences a group.
   const std::vector<std::pair<int, int>>& register_groups() const { return reg_groups_; }
-  // Runs the register kernel with `units` units a block (in `groups` groups), pinned (tests).
-  absl::Status ForwardRegisters(const RecurrentIO& io, int units, int groups = 1);
+  // Runs the register kernel with `units` units a block (in `groups` groups), pinned (tests);
+  // `apart`: a bidirectional layer's directions one launch after the other even where they fit
+  // in one.
+  absl::Status ForwardRegisters(const RecurrentIO& io, int units, int groups = 1,
+                                bool apart = false);
   bool has_batched() const { return !batched_shapes_.empty(); }
   // A launch of the batch-tiled kernel: its grid size a group of sequences, register tile (an
   // index into kBatchedTiles) and groups (FusedBatchedArgs::groups).
@@ -327,6 +332,17 @@ class FusedRnn {
   // 2: a bidirectional layer (forward, then reverse), which only the batch-tiled and register
   // kernels run.
   int dirs_ = 1;
+  // The register kernel's blocks an SM runs at once, by units a block; the device's SMs.
+  std::map<int, int> reg_blocks_per_sm_;
+  int sms_ = 0;
+  bool force_apart_ = false;  // ForwardRegisters' `apart`, for the launch it makes
+  // Whether the register kernel with `units` a block in `groups` runs a bidirectional layer's
+  // directions one launch after the other: where the blocks of both do not fit at once.
+  bool RegistersApart(int units, int groups) const {
+    auto it = reg_blocks_per_sm_.find(units);
+    return dirs_ == 2 && it != reg_blocks_per_sm_.end() &&
+           it->second * sms_ < dirs_ * groups * (H_ / units);
+  }
   const int I_, H_;
   // Grid sizes that split H evenly and fit on the device at once, largest first (none with half
   // weights: the grid kernel is not offered). Fewer blocks

@@ -80,8 +80,10 @@ struct FusedRnnArgs {
   // of xproj and y hold every direction's columns ([B, T, dirs*G*H], [B, T, dirs*H]).
   // NarrowFusedDirection points a direction's blocks at theirs; `reverse` (its second
   // direction) runs each sequence from its last valid step, and writes step s's output at time
-  // len - 1 - s.
+  // len - 1 - s. only_dir >= 0: the launch runs that direction alone (where both directions'
+  // blocks do not fit on the device at once, one launch after the other).
   int dirs = 1;
+  int only_dir = -1;
   bool reverse = false;
   int steps = 0;        // the longest length
   int xchg_stride = 0;  // grid kernels: FusedRnnXchgStride(B, H)
@@ -118,7 +120,7 @@ cudaError_t LaunchFusedRnnKernel(const FusedRnnArgs& args, int blocks, size_t sm
 // [2 or 4][xchg_stride] words (xchg_stride for ceil(B / groups) sequences); args.dirs = 2 runs
 // both directions of a bidirectional layer, each on its own groups' blocks and words (the
 // forward direction's first).
-// Launch: `blocks` = H / U blocks a group and direction of 32 * U threads,
+// Launch: `blocks` = H / U blocks a group and direction (all, or args.only_dir) of 32 * U threads,
 // U <= kFusedRegMaxThreads / 32, B <= 32.
 inline constexpr int kFusedRegMaxThreads = 256;
 bool FusedRnnRegCompiled(int H);

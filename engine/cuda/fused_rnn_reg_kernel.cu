@@ -83,10 +83,11 @@ __global__ void __launch_bounds__(kFusedRegMaxThreads, 1) FusedRnnRegKernel(Fuse
   extern __shared__ float4 smem4[];
   // h(t-1) [2][B][kH] by step parity; reset_after=False: then r * h(t-1) [B][kH].
   float* hbufs = reinterpret_cast<float*>(smem4);
-  // This block's direction (a.dirs of gridDim.x / a.dirs blocks each) and group of sequences
-  // [b0, b0 + B) in it (a.groups of per_group blocks); ga is a for the direction and group
-  // alone (its weights, sequences and exchange words).
-  const int per_dir = gridDim.x / a.dirs, dir = blockIdx.x / per_dir;
+  // This block's direction (a.dirs of gridDim.x / a.dirs blocks each, or a.only_dir on all)
+  // and group of sequences [b0, b0 + B) in it (a.groups of per_group blocks); ga is a for the
+  // direction and group alone (its weights, sequences and exchange words).
+  const int per_dir = a.only_dir < 0 ? gridDim.x / a.dirs : gridDim.x;
+  const int dir = a.only_dir < 0 ? blockIdx.x / per_dir : a.only_dir;
   const int per_group = per_dir / a.groups, group = blockIdx.x % per_dir / per_group;
   const int seqs = (a.B + a.groups - 1) / a.groups, b0 = group * seqs;
   const int B = max(0, min(seqs, a.B - b0)), lane = threadIdx.x % 32;
@@ -393,14 +394,16 @@ cudaError_t LaunchFusedRnnRegKernel(const FusedRnnArgs& args, int blocks, size_t
   const int seqs = args.groups < 1 ? 0 : (args.B + args.groups - 1) / args.groups;
   if (!k || args.xchg == nullptr || args.sync == nullptr || args.B > 32 || seqs < 1 ||
       args.xchg_stride < seqs * args.H || 32 * args.U > kFusedRegMaxThreads ||
-      blocks * args.U != args.H || (args.dirs != 1 && args.dirs != 2) || args.reverse) {
+      blocks * args.U != args.H || (args.dirs != 1 && args.dirs != 2) ||
+      args.only_dir >= args.dirs || args.reverse) {
     return cudaErrorInvalidValue;
   }
   FusedRnnArgs copy = args;
   void* params[] = {&copy};
+  const int dirs = args.only_dir < 0 ? args.dirs : 1;
   return cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(k),
-                                     dim3(blocks * args.groups * args.dirs), dim3(32 * args.U),
-                                     params, smem, stream);
+                                     dim3(blocks * args.groups * dirs), dim3(32 * args.U), params,
+                                     smem, stream);
 }
 
 bool FusedRnnStackCompiled(FusedRnnCell cell, int H, FusedRnnWeights weights) {

@@ -474,7 +474,8 @@ TEST_P(BidirectionalBatchedTest, EveryBatchSizeMatchesPyTorch) {
 // Both directions of a bidirectional layer in one launch of the register kernel (each on blocks
 // of its own, the reverse one from each sequence's last valid step), in every number of units a
 // block and of groups offered, pinned, at every batch size up to kMaxBatch of PyTorch fixtures
-// of mixed lengths.
+// of mixed lengths; and one launch after the other (as wider layers run where both directions'
+// blocks do not fit at once).
 class BidirectionalRegisterKernelTest : public PinnedKernelTest {};
 
 TEST_P(BidirectionalRegisterKernelTest, EveryBatchSizeMatchesPyTorch) {
@@ -495,6 +496,15 @@ TEST_P(BidirectionalRegisterKernelTest, EveryBatchSizeMatchesPyTorch) {
                    << "units " << units << ", groups " << groups << ", B=" << batch);
       CheckForward(f_.dir, f_.spec, batch, sh_->stream,
                    [&](const auto& io) { return fused_->ForwardRegisters(io, units, groups); });
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+  for (int units : fused_->register_units()) {
+    for (int batch : {1, 3, most}) {
+      SCOPED_TRACE(::testing::Message() << "apart, units " << units << ", B=" << batch);
+      CheckForward(f_.dir, f_.spec, batch, sh_->stream, [&](const auto& io) {
+        return fused_->ForwardRegisters(io, units, 1, /*apart=*/true);
+      });
       if (::testing::Test::HasFatalFailure()) return;
     }
   }
