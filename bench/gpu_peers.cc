@@ -340,7 +340,7 @@ absl::Status TimeCudnnStack(const Case& c, const engine::Model& model, engine::M
 }
 
 // A stack that cuDNN cannot run (GRU reset_after=False) on FusedRnn, as the engine's model runs
-// it (Forward on KernelTaking's kernel, which times its kernels per batch size): eagerly and from
+// it (ForwardFastest, which times its kernels per batch size): eagerly and from
 // one graph; then on FusedRecurrent (a block a sequence, which the model runs where FusedRnn
 // does not take the layer or the batch), eagerly, as algo_fused_recurrent_ms.
 absl::Status TimeFusedStack(const Case& c, const engine::Model& model, const std::vector<float>& xf,
@@ -366,13 +366,13 @@ absl::Status TimeFusedStack(const Case& c, const engine::Model& model, const std
   RNNSERVE_RETURN_IF_ERROR(bufs.Init(c, layers.size(), xf));
   auto forward = [&]() -> absl::Status {
     for (size_t l = 0; l < layers.size(); ++l) {
-      RNNSERVE_RETURN_IF_ERROR(layers[l]->Forward(bufs.IO(l), layers[l]->KernelTaking(c.B)));
+      RNNSERVE_RETURN_IF_ERROR(layers[l]->ForwardFastest(bufs.IO(l)));
     }
     return absl::OkStatus();
   };
   const float auto_ms = TimeIt(stream, forward);
   const FusedRnn& first = *layers[0];
-  const bool batched = first.KernelTaking(c.B) == FusedRnn::Kernel::kBatched;
+  const bool batched = first.FastestKernelFor(c.B) == FusedRnn::Kernel::kBatched;
   const std::string algo = batched ? "fused_batched_fp32/" + first.BatchedKernelFor(c.B)
                                    : "fused_fp32/" + first.GridKernelFor(c.B);
   line << " auto_ms=" << auto_ms << " auto_algo=" << algo;

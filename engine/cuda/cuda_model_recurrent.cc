@@ -71,14 +71,13 @@ absl::Status CudaCompiledModel::RunRecurrentGpu(const Layer& layer, const Recurr
   RecurrentRun run;
   RNNSERVE_RETURN_IF_ERROR(BeginRecurrentGpu(layer, spec, plan, batch, &run));
   const RecurrentIO& io = run.io;
-  const int B = io.B;
   if (kernel == RecurrentKernel::kCudnn) {
     RNNSERVE_RETURN_IF_ERROR(plan.rnn->Forward(io));
     if (capture_ != nullptr && plan.rnn->last_bakes_lengths()) {
       capture_->graph->exact_lengths = true;
     }
   } else if (kernel == RecurrentKernel::kFusedRnn) {
-    RNNSERVE_RETURN_IF_ERROR(plan.fused_rnn->Forward(io, plan.fused_rnn->KernelTaking(B)));
+    RNNSERVE_RETURN_IF_ERROR(plan.fused_rnn->ForwardFastest(io));
     RNNSERVE_RETURN_IF_ERROR(RepeatKerasLastOutputs(spec, io, stream_));
   } else {
     const DevValue& in = values_[layer.inputs[0]];

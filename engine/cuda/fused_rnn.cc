@@ -475,6 +475,30 @@ FusedRnn::Kernel FusedRnn::KernelTaking(int B) const {
   return B <= kMaxBatchedBatch && has_batched() ? Kernel::kBatched : Kernel::kGrid;
 }
 
+FusedRnn::Kernel FusedRnn::FastestKernelFor(int B) const {
+  auto it = fastest_by_batch_.find(GridKey(B));
+  return it == fastest_by_batch_.end() ? KernelTaking(B) : it->second;
+}
+
+absl::Status FusedRnn::ForwardFastest(const RecurrentIO& io) {
+  const int key = GridKey(io.B);
+  const bool both = io.B <= kMaxBatch && has_grid() && has_batched();
+  if (!both || fastest_by_batch_.contains(key) || StreamCapturing(stream_)) {
+    return Forward(io, FastestKernelFor(io.B));
+  }
+  // Each kernel's own choice first (its timings), then the two against each other.
+  RNNSERVE_RETURN_IF_ERROR(Forward(io, Kernel::kGrid));
+  RNNSERVE_RETURN_IF_ERROR(Forward(io, Kernel::kBatched));
+  const std::vector<int> candidates = {static_cast<int>(Kernel::kGrid),
+                                       static_cast<int>(Kernel::kBatched)};
+  bool timed = false;
+  auto best = Fastest(
+      candidates, [&](int k) { return Forward(io, static_cast<Kernel>(k)); }, &timed);
+  if (!best.ok()) return best.status();
+  if (timed) fastest_by_batch_[key] = static_cast<Kernel>(*best);
+  return Forward(io, static_cast<Kernel>(*best));
+}
+
 int FusedRnn::GridKey(int B) {
   int key = B;
   if (B > kMaxBatch) {

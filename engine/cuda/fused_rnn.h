@@ -200,6 +200,14 @@ class FusedRnn {
   // callers that use FusedRnn alone (GRU reset_after=False).
   bool Takes(int B) const;
   Kernel KernelTaking(int B) const;
+  // Forward on KernelTaking's kernel, except where both the grid kernels and the batch-tiled
+  // kernel take the batch (B up to kMaxBatch): there on the faster of the two, timed once per
+  // batch-size bucket (GridKey) after each has chosen its own fastest (not while the stream is
+  // capturing a graph: then KernelTaking's). How the engine's model runs a layer that cuDNN
+  // cannot run.
+  absl::Status ForwardFastest(const RecurrentIO& io);
+  // The kernel ForwardFastest runs batches of B on (KernelTaking's before it has timed them).
+  Kernel FastestKernelFor(int B) const;
   // Runs the batch-tiled kernel in one shape, pinned (tests).
   absl::Status ForwardBatched(const RecurrentIO& io, BatchedShape shape);
   // Stops offering the cluster kernel (after it failed on this device).
@@ -365,6 +373,7 @@ class FusedRnn {
   int small_chunk_ = 1;                             // steps of input projection computed at once
   std::map<int, int> grid_by_batch_;                // as Launch's `blocks`
   std::map<int, std::string> grid_times_by_batch_;  // GridTimingsFor
+  std::map<int, Kernel> fastest_by_batch_;          // ForwardFastest's timed choice
   std::vector<int> reg_units_;                      // the register kernel's units a block, offered
   std::vector<std::pair<int, int>> reg_groups_;     // its (units, groups > 1), offered
   size_t reg_smem_ = 0;

@@ -191,8 +191,9 @@ TEST(BatchedOnnxTest, GruResetBeforeEveryShapeMatchesOnnxruntime) {
 // the SMs each, the reverse direction from each sequence's last step): every shape pinned at
 // batches of 1, 7 and 20 of mixed lengths; and of the register kernel (each direction on blocks
 // of its own), in every number of units a block and of groups offered, at every batch up to
-// kMaxBatch; then as FusedRnn's own choice (KernelTaking, as the engine's model runs the
-// layer). Batches past kMaxBatchedBatch are not taken.
+// kMaxBatch; then as FusedRnn's own choice (ForwardFastest, as the engine's model runs the
+// layer: at kMaxBatch sequences the register or batch-tiled kernel, whichever is faster). Batches
+// past kMaxBatchedBatch are not taken.
 TEST(BatchedOnnxTest, GruResetBeforeBidirectionalEveryShapeMatchesOnnxruntime) {
   RNNSERVE_SKIP_WITHOUT_GPU();
   OnnxRecurrentCase c;
@@ -233,10 +234,13 @@ TEST(BatchedOnnxTest, GruResetBeforeBidirectionalEveryShapeMatchesOnnxruntime) {
   }
   EXPECT_EQ((*fused)->KernelTaking(FusedRnn::kMaxBatch), FusedRnn::Kernel::kGrid);
   EXPECT_EQ((*fused)->KernelTaking(c.sequences()), FusedRnn::Kernel::kBatched);
-  CheckBatches(c, {c.sequences()}, sh.stream, [&](const RecurrentIO& io) {
-    return (*fused)->Forward(io, (*fused)->KernelTaking(io.B));
-  });
+  CheckBatches(c, {FusedRnn::kMaxBatch, c.sequences()}, sh.stream,
+               [&](const RecurrentIO& io) { return (*fused)->ForwardFastest(io); });
+  EXPECT_EQ((*fused)->FastestKernelFor(c.sequences()), FusedRnn::Kernel::kBatched);
   EXPECT_FALSE((*fused)->BatchedKernelFor(c.sequences()).empty());
+  // Both were timed at kMaxBatch sequences.
+  EXPECT_FALSE((*fused)->GridKernelFor(FusedRnn::kMaxBatch).empty());
+  EXPECT_FALSE((*fused)->BatchedKernelFor(FusedRnn::kMaxBatch).empty());
 }
 
 // GRU reset_after=False up to 64 units on the one-block register kernel (r * h(t-1) through
@@ -244,7 +248,7 @@ TEST(BatchedOnnxTest, GruResetBeforeBidirectionalEveryShapeMatchesOnnxruntime) {
 // offered, at every batch size (a block a group of that many sequences, and a block a
 // sequence); H = 48 leaves 16 of its
 // units idle. Then 24 sequences of H = 40, pinned and as FusedRnn's own choice
-// (KernelTaking, as the engine's model runs a layer that cuDNN cannot).
+// (ForwardFastest, as the engine's model runs a layer that cuDNN cannot).
 TEST(OneBlockRegisterOnnxTest, GruResetBeforeEveryBatchSizeMatchesOnnxruntime) {
   RNNSERVE_SKIP_WITHOUT_GPU();
   StreamAndHandle sh;
@@ -271,9 +275,8 @@ TEST(OneBlockRegisterOnnxTest, GruResetBeforeEveryBatchSizeMatchesOnnxruntime) {
       }
     }
     EXPECT_TRUE((*fused)->Takes(c.sequences()));
-    CheckBatches(c, {c.sequences()}, sh.stream, [&](const RecurrentIO& io) {
-      return (*fused)->Forward(io, (*fused)->KernelTaking(io.B));
-    });
+    CheckBatches(c, {c.sequences()}, sh.stream,
+                 [&](const RecurrentIO& io) { return (*fused)->ForwardFastest(io); });
     EXPECT_NE((*fused)->GridKernelFor(c.sequences()).find("one_block_reg"), std::string::npos);
   }
 }
