@@ -66,15 +66,14 @@ absl::StatusOr<std::unique_ptr<FusedRnn>> FusedRnn::Create(const RecurrentSpec& 
              "shared memory limit"));
   RNNSERVE_RETURN_IF_ERROR(CudaOk(
       cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, device), "cooperative launch"));
-  // Half weights: the cluster, register and batch-tiled kernels; GRU reset_after=False of one
-  // direction: the register and batch-tiled kernels (of two: as every cell, below). Every kernel
-  // but the cluster kernel is a cooperative launch.
-  const bool two = spec.directions.size() == 2;
-  if (weights != FusedRnnWeights::kFp32 || (cell == FusedRnnCell::kGruBefore && !two)) {
-    if (two || (cell == FusedRnnCell::kGruBefore && weights != FusedRnnWeights::kFp32)) {
-      return absl::UnimplementedError(
-          "fused RNN: two directions, or GRU reset_after=False, in exact FP32 only");
-    }
+  // Half weights of one direction: the cluster, register and batch-tiled kernels; GRU
+  // reset_after=False of one direction: the register and batch-tiled kernels (two directions:
+  // below). Every kernel but the cluster kernel is a cooperative launch.
+  const bool two = spec.directions.size() == 2, half = weights != FusedRnnWeights::kFp32;
+  if (cell == FusedRnnCell::kGruBefore && half) {
+    return absl::UnimplementedError("fused RNN: GRU reset_after=False in exact FP32 only");
+  }
+  if (!two && (half || cell == FusedRnnCell::kGruBefore)) {
     std::unique_ptr<FusedRnn> f(new FusedRnn(cell, weights, I, H, {}, 0, stream));
     f->tf32_ = tf32;
     if (cell != FusedRnnCell::kGruBefore) RNNSERVE_RETURN_IF_ERROR(f->FindCluster());
@@ -107,11 +106,12 @@ absl::StatusOr<std::unique_ptr<FusedRnn>> FusedRnn::Create(const RecurrentSpec& 
     // kMaxBatch sequences, at the widths it is compiled for) of the register kernel, each
     // direction on blocks of its own, or one launch after the other where they do not fit at
     // once (GRU reset_after=False too: its second exchange or GEMM a step, over r * h(t-1), is
-    // each direction's own).
-    std::unique_ptr<FusedRnn> f(new FusedRnn(cell, FusedRnnWeights::kFp32, I, H, {}, 0, stream));
+    // each direction's own). Half weights: the batch-tiled kernel from 128 units, as for one
+    // direction.
+    std::unique_ptr<FusedRnn> f(new FusedRnn(cell, weights, I, H, {}, 0, stream));
     f->dirs_ = 2;
     f->tf32_ = tf32;
-    RNNSERVE_RETURN_IF_ERROR(f->PrepareBatched(sms / 2, smem_optin));
+    if (!half || H >= 128) RNNSERVE_RETURN_IF_ERROR(f->PrepareBatched(sms / 2, smem_optin));
     RNNSERVE_RETURN_IF_ERROR(f->PrepareRegisters(sms));
     if (!f->has_batched() && f->reg_units_.empty()) {
       return absl::UnimplementedError(

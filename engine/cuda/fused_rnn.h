@@ -112,11 +112,11 @@ class FusedRnn {
 
   // UNIMPLEMENTED when the layer or the device does not fit (the caller keeps cuDNN): another
   // cell, activations other than sigmoid/tanh, clip, peepholes, input_forget, a projection, a
-  // lone reversed direction. Two directions (forward and reverse, exact FP32; LSTM and both
-  // GRUs) get the batch-tiled kernel, both in one launch on half the SMs each, and the register
-  // kernel at its widths (both in one launch where they fit); GRU reset_after=False of one
-  // direction (exact
-  // FP32) the register kernel at its widths and the batch-tiled kernel from H = 128.
+  // lone reversed direction. Two directions (forward and reverse; LSTM and both GRUs, half
+  // weights LSTM and GRU) get the batch-tiled kernel, both in one launch on half the SMs each
+  // (half weights: from H = 128), and the register kernel at its widths (both in one launch
+  // where they fit); GRU reset_after=False (exact FP32 only) of one direction the register
+  // kernel at its widths and the batch-tiled kernel from H = 128.
   // kBf16 / kFp16 `weights`: also UNIMPLEMENTED where neither a cluster kernel, the register
   // kernel nor the batch-tiled kernel runs the layer's width on this device.
   // tf32: a TF32 layer (FP32 weights): the batch-tiled kernel's tensor-core tiles round R and
@@ -335,7 +335,7 @@ class FusedRnn {
   absl::Status PrepareBatched(int sms, int smem_optin);
 
   const FusedRnnCell cell_;
-  const FusedRnnWeights weights_;  // kFp32: every kernel; kBf16 / kFp16: the cluster kernel only
+  const FusedRnnWeights weights_;  // kFp32: every kernel; kBf16 / kFp16: not the grid kernels
   const int G_;                    // gates a unit: 4 (LSTM), 3 (GRU)
   // 2: a bidirectional layer (forward, then reverse), which only the batch-tiled and register
   // kernels run.

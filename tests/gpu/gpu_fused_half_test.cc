@@ -63,23 +63,24 @@ struct Errors {
 
 using Forward = std::function<absl::Status(const RecurrentIO&)>;
 
-// Runs `forward` (the fixture's single layer) on its first `batch` sequences `runs` times and
-// returns the largest relative L2 errors of y, h_n and c_n against PyTorch; every step past a
-// sequence's length must be exactly zero.
+// Runs `forward` (the fixture's single layer, one direction or two) on its first `batch`
+// sequences `runs` times and returns the largest relative L2 errors of y, h_n and c_n against
+// PyTorch; every step past a sequence's length must be exactly zero.
 Errors RunFixture(const std::string& dir, const engine::RecurrentSpec& spec, int batch, int runs,
                   cudaStream_t stream, const Forward& forward) {
   Errors worst;
   const auto x = LoadNpy(dir + "input_0.npy");
   const auto len = LoadNpy(dir + "lengths.npy");
   const int B = batch, T = x.shape[1], I = x.shape[2], H = spec.hidden_size;
+  const int D = static_cast<int>(spec.directions.size()), DH = D * H;
   const bool lstm = spec.cell == engine::CellType::kLstm;
   std::vector<float> xf(x.values.begin(), x.values.begin() + int64_t{B} * T * I);
   std::vector<int32_t> lengths(len.values.begin(), len.values.begin() + B);
   DeviceBuffer dx, dy, dh, dc, dl;
   EXPECT_TRUE(dx.Reserve(xf.size() * 4).ok());
-  EXPECT_TRUE(dy.Reserve(size_t(B) * T * H * 4).ok());
-  EXPECT_TRUE(dh.Reserve(size_t(B) * H * 4).ok());
-  EXPECT_TRUE(dc.Reserve(size_t(B) * H * 4).ok());
+  EXPECT_TRUE(dy.Reserve(size_t(B) * T * DH * 4).ok());
+  EXPECT_TRUE(dh.Reserve(size_t(B) * DH * 4).ok());
+  EXPECT_TRUE(dc.Reserve(size_t(B) * DH * 4).ok());
   EXPECT_TRUE(dl.Reserve(B * 4).ok());
   cudaMemcpy(dx.get(), xf.data(), xf.size() * 4, cudaMemcpyHostToDevice);
   cudaMemcpy(dl.get(), lengths.data(), B * 4, cudaMemcpyHostToDevice);
@@ -96,15 +97,15 @@ Errors RunFixture(const std::string& dir, const engine::RecurrentSpec& spec, int
   const auto want_c = lstm ? FirstSequences(LoadNpy(dir + "expected_2.npy"), 1, B).values : want_h;
   for (int run = 0; run < runs; ++run) {
     // Poison the outputs: every element must be written.
-    cudaMemset(dy.get(), 0xff, size_t(B) * T * H * 4);
-    cudaMemset(dh.get(), 0xff, size_t(B) * H * 4);
-    cudaMemset(dc.get(), 0xff, size_t(B) * H * 4);
+    cudaMemset(dy.get(), 0xff, size_t(B) * T * DH * 4);
+    cudaMemset(dh.get(), 0xff, size_t(B) * DH * 4);
+    cudaMemset(dc.get(), 0xff, size_t(B) * DH * 4);
     const absl::Status s = forward(io);
     EXPECT_TRUE(s.ok()) << s;
     EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
     if (!s.ok()) return {1e9, 1e9, 1e9};
-    engine::Tensor y = engine::Tensor::Float({B, T, H}), h = engine::Tensor::Float({1, B, H}),
-                   c = engine::Tensor::Float({1, B, H});
+    engine::Tensor y = engine::Tensor::Float({B, T, DH}), h = engine::Tensor::Float({D, B, H}),
+                   c = engine::Tensor::Float({D, B, H});
     cudaMemcpy(y.f32(), dy.get(), y.num_elements() * 4, cudaMemcpyDeviceToHost);
     cudaMemcpy(h.f32(), dh.get(), h.num_elements() * 4, cudaMemcpyDeviceToHost);
     cudaMemcpy(c.f32(), dc.get(), c.num_elements() * 4, cudaMemcpyDeviceToHost);
@@ -114,7 +115,7 @@ Errors RunFixture(const std::string& dir, const engine::RecurrentSpec& spec, int
     int64_t nonzero = 0;
     for (int b = 0; b < B; ++b) {
       for (int t = lengths[b]; t < T; ++t) {
-        for (int j = 0; j < H; ++j) nonzero += y.f32()[(int64_t{b} * T + t) * H + j] != 0.0f;
+        for (int j = 0; j < DH; ++j) nonzero += y.f32()[(int64_t{b} * T + t) * DH + j] != 0.0f;
       }
     }
     EXPECT_EQ(nonzero, 0) << "outputs past the lengths, run " << run;
@@ -371,6 +372,63 @@ INSTANTIATE_TEST_SUITE_P(Torch, HalfBatchedKernelTest,
                          ::testing::Values(MathMode::kBf16, MathMode::kFp16), [](const auto& info) {
                            return std::string(info.param == MathMode::kBf16 ? "Bf16" : "Fp16");
                          });
+
+// Both directions of a bidirectional layer with R in BF16 / FP16: the register kernel, both in
+// one launch at every batch 1..8 and one after the other at 8, in every number of units a block
+// offered; every batch-tiled shape (FMA and 3xTF32 tiles, never the TF32 ones) at 1, 8 and all
+// of the fixture's sequences; each pinned, within the mode's bound of PyTorch's FP32 answers;
+// and through CudnnRecurrent, which offers both beside cuDNN's half algorithms, as chosen.
+class HalfBidirectionalTest : public ::testing::TestWithParam<std::tuple<std::string, MathMode>> {};
+
+TEST_P(HalfBidirectionalTest, RegisterAndBatchTiledKernelsWithinBound) {
+  RNNSERVE_SKIP_WITHOUT_GPU();
+  const auto& [fixture, mode] = GetParam();
+  const ReducedPrecisionBound& bound = BoundOf(mode);
+  auto f = LoadTorchLayerFixture(fixture);
+  ASSERT_TRUE(f.ok()) << f.status();
+  ASSERT_EQ(f->spec.directions.size(), 2u);
+  StreamAndHandle sh;
+  ASSERT_TRUE(sh.ok());
+  auto fused = FusedRnn::Create(f->spec, sh.stream, WeightsOf(mode));
+  ASSERT_TRUE(fused.ok()) << fused.status();
+  ASSERT_FALSE((*fused)->register_units().empty());
+  ASSERT_TRUE((*fused)->has_batched());
+  const int most = std::min(f->sequences, FusedRnn::kMaxBatch);
+  double worst = 0;
+  for (int units : (*fused)->register_units()) {
+    for (int batch = 1; batch <= most + 1; ++batch) {
+      const bool apart = batch > most;  // then both directions one after the other, at `most`
+      SCOPED_TRACE(::testing::Message() << "registers, units " << units << (apart ? " apart" : "")
+                                        << " B=" << std::min(batch, most));
+      const Errors e = RunFixture(
+          f->dir, f->spec, std::min(batch, most), 2, sh.stream,
+          [&](const RecurrentIO& io) { return (*fused)->ForwardRegisters(io, units, 1, apart); });
+      EXPECT_LE(e.Max(), bound.relative_l2);
+      worst = std::max(worst, e.Max());
+      if (HasFailure()) return;
+    }
+  }
+  ShapesRun run;
+  EveryBatchedShape(f->dir, f->spec, **fused, /*never=*/1, /*only=*/-1, {1, most, 0}, bound,
+                    sh.stream, &run);
+  auto rnn = CudnnRecurrent::Create(f->spec, "rnn", mode, sh.handle, sh.stream);
+  ASSERT_TRUE(rnn.ok()) << rnn.status();
+  const auto algos = (*rnn)->algorithms();
+  EXPECT_NE(std::find(algos.begin(), algos.end(), engine::cuda::kFusedAlgo), algos.end());
+  EXPECT_NE(std::find(algos.begin(), algos.end(), engine::cuda::kFusedBatchedAlgo), algos.end());
+  const Errors chosen = RunFixture(f->dir, f->spec, 1, 3, sh.stream,
+                                   [&](const RecurrentIO& io) { return (*rnn)->Forward(io); });
+  EXPECT_LE(chosen.Max(), bound.relative_l2);
+  std::cout << "[ " << bound.name << " ] " << fixture << ": register kernel's largest rel L2 "
+            << worst << ", batch-tiled shapes' " << run.worst << "; B=1 as chosen ("
+            << (*rnn)->ChoicesSummary() << ") " << chosen.Max() << "\n";
+}
+
+INSTANTIATE_TEST_SUITE_P(Torch, HalfBidirectionalTest,
+                         ::testing::Combine(::testing::Values("TorchLstmBidirectionalBatchedH128",
+                                                              "TorchGruBidirectionalBatchedH128"),
+                                            ::testing::Values(MathMode::kBf16, MathMode::kFp16)),
+                         HalfFixtureName);
 
 // TF32 layers: the batch-tiled kernel's TF32 tensor-core tiles (R and h(t-1) rounded to TF32,
 // FP32 sums), every shape offered pinned at batches up to 64 of the batch-tiled fixtures,

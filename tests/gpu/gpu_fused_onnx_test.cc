@@ -166,6 +166,18 @@ void CheckBatches(OnnxRecurrentCase& c, const std::vector<int>& batches, cudaStr
   }
 }
 
+// Every shape of the batch-tiled kernel that `fused` offers, pinned, on `batches` of the case.
+void CheckEveryBatchedShape(OnnxRecurrentCase& c, FusedRnn& fused, const std::vector<int>& batches,
+                            cudaStream_t stream) {
+  for (const auto& shape : fused.batched_shapes()) {
+    SCOPED_TRACE(::testing::Message() << "blocks=" << shape.blocks << " tile=" << shape.tile
+                                      << " groups=" << shape.groups);
+    CheckBatches(c, batches, stream,
+                 [&](const RecurrentIO& io) { return fused.ForwardBatched(io, shape); });
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
 // GRU reset_after=False on the batch-tiled kernel: a second GEMM a step over r * h(t-1). Every
 // shape pinned at batches 9..24 of a fixture of 24 sequences.
 TEST(BatchedOnnxTest, GruResetBeforeEveryShapeMatchesOnnxruntime) {
@@ -178,13 +190,7 @@ TEST(BatchedOnnxTest, GruResetBeforeEveryShapeMatchesOnnxruntime) {
   auto fused = FusedRnn::Create(c.spec(), sh.stream);
   ASSERT_TRUE(fused.ok()) << fused.status();
   ASSERT_TRUE((*fused)->has_batched());
-  for (const auto& shape : (*fused)->batched_shapes()) {
-    SCOPED_TRACE(::testing::Message() << "blocks=" << shape.blocks << " tile=" << shape.tile
-                                      << " groups=" << shape.groups);
-    CheckBatches(c, {9, 16, 24}, sh.stream,
-                 [&](const RecurrentIO& io) { return (*fused)->ForwardBatched(io, shape); });
-    if (HasFailure()) return;
-  }
+  CheckEveryBatchedShape(c, **fused, {9, 16, 24}, sh.stream);
 }
 
 // Both directions of a GRU reset_after=False in one launch of the batch-tiled kernel (half of
@@ -209,13 +215,8 @@ TEST(BatchedOnnxTest, GruResetBeforeBidirectionalEveryShapeMatchesOnnxruntime) {
   EXPECT_FALSE((*fused)->has_cluster());
   EXPECT_TRUE((*fused)->Takes(FusedRnn::kMaxBatchedBatch));
   EXPECT_FALSE((*fused)->Takes(FusedRnn::kMaxBatchedBatch + 1));
-  for (const auto& shape : (*fused)->batched_shapes()) {
-    SCOPED_TRACE(::testing::Message() << "blocks=" << shape.blocks << " tile=" << shape.tile
-                                      << " groups=" << shape.groups);
-    CheckBatches(c, {1, 7, 20}, sh.stream,
-                 [&](const RecurrentIO& io) { return (*fused)->ForwardBatched(io, shape); });
-    if (HasFailure()) return;
-  }
+  CheckEveryBatchedShape(c, **fused, {1, 7, 20}, sh.stream);
+  if (HasFailure()) return;
   std::vector<int> small(FusedRnn::kMaxBatch);
   for (int B = 1; B <= FusedRnn::kMaxBatch; ++B) small[B - 1] = B;
   for (int units : (*fused)->register_units()) {
