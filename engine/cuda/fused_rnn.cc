@@ -390,8 +390,8 @@ absl::Status FusedRnn::Forward(const RecurrentIO& io, Kernel kernel) {
         candidates, [&](int i) { return ForwardBatched(io, batched_shapes_[i]); }, &timed, &times);
     if (!best.ok()) return best.status();
     const BatchedShape shape = batched_shapes_[*best];
+    if (timed || candidates.size() == 1) batched_by_batch_[key] = shape;
     if (timed) {
-      batched_by_batch_[key] = shape;
       batched_times_by_batch_[key] =
           TimingsOf(candidates, times, [&](int i) { return BatchedShapeName(batched_shapes_[i]); });
     }
@@ -583,9 +583,10 @@ absl::StatusOr<int> FusedRnn::ChooseGrid(const RecurrentIO& io) {
   std::vector<float> times;
   auto best = Fastest(
       candidates, [&](int blocks) { return Launch(io, blocks); }, &timed, &times);
-  if (best.ok() && timed) {
+  // A lone candidate is the choice without timing (and is named by GridKernelFor too).
+  if (best.ok() && (timed || candidates.size() == 1)) {
     grid_by_batch_[key] = *best;
-    grid_times_by_batch_[key] = TimingsOf(candidates, times, GridKernelName);
+    if (timed) grid_times_by_batch_[key] = TimingsOf(candidates, times, GridKernelName);
   }
   return best;
 }
