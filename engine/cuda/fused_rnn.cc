@@ -595,6 +595,9 @@ absl::StatusOr<int> FusedRnn::Fastest(const std::vector<int>& candidates,
                                       const std::function<absl::Status(int)>& launch, bool* timed,
                                       std::vector<float>* times) {
   *timed = false;
+  if (candidates.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(name(), ": no kernel to choose from"));
+  }
   int best = candidates.front();
   if (candidates.size() <= 1 || StreamCapturing(stream_)) return best;
   cudaEvent_t start, stop;
