@@ -43,7 +43,9 @@ std::string FusedRnnPlacement(const FusedRnn& f) {
   if (f.has_one_block_registers()) {
     kernels = "any size on the one-block persistent register kernel (a block a group of sequences)";
   } else if (f.has_grid()) {
-    absl::StrAppend(&kernels, "up to ", FusedRnn::kMaxBatch, " on the persistent register kernel");
+    // FusedRnn::ForwardFastest times the two for each batch size up to kMaxBatch.
+    absl::StrAppend(&kernels, "up to ", FusedRnn::kMaxBatch, " on the persistent register kernel",
+                    f.has_batched() ? " or the batch-tiled one, whichever is faster" : "");
   }
   if (f.has_batched()) {
     absl::StrAppend(&kernels, kernels.empty() ? "" : ", ", "up to ", FusedRnn::kMaxBatchedBatch,
