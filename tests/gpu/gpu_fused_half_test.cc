@@ -345,10 +345,10 @@ TEST_P(HalfBatchedKernelTest, EveryShapeWithinBound) {
   StreamAndHandle sh;
   ASSERT_TRUE(sh.ok());
   for (const std::string fixture : kBatchedFixtures) {
-    const std::string dir = "tests/fixtures/torch/" + fixture + "/";
-    auto model = TorchFixtureModel(dir);
-    ASSERT_TRUE(model.ok()) << model.status();
-    const auto& spec = std::get<engine::RecurrentSpec>(model->layers[0].spec);
+    auto f = LoadTorchLayerFixture(fixture);
+    ASSERT_TRUE(f.ok()) << f.status();
+    const std::string& dir = f->dir;
+    const engine::RecurrentSpec& spec = f->spec;
     auto fused = FusedRnn::Create(spec, sh.stream, WeightsOf(mode));
     ASSERT_TRUE(fused.ok()) << fused.status();
     ASSERT_TRUE((*fused)->has_batched()) << fixture;
@@ -439,14 +439,12 @@ TEST(Tf32BatchedKernelTest, EveryTensorCoreShapeWithinBound) {
   StreamAndHandle sh;
   ASSERT_TRUE(sh.ok());
   for (const std::string fixture : kBatchedFixtures) {
-    const std::string dir = "tests/fixtures/torch/" + fixture + "/";
-    auto model = TorchFixtureModel(dir);
-    ASSERT_TRUE(model.ok()) << model.status();
-    const auto& spec = std::get<engine::RecurrentSpec>(model->layers[0].spec);
-    auto fused = FusedRnn::Create(spec, sh.stream, FusedRnnWeights::kFp32, /*tf32=*/true);
+    auto f = LoadTorchLayerFixture(fixture);
+    ASSERT_TRUE(f.ok()) << f.status();
+    auto fused = FusedRnn::Create(f->spec, sh.stream, FusedRnnWeights::kFp32, /*tf32=*/true);
     ASSERT_TRUE(fused.ok()) << fused.status();
     ShapesRun run;
-    EveryBatchedShape(dir, spec, **fused, /*never=*/3, /*only=*/1, {1, 9, 16, 33, 0},
+    EveryBatchedShape(f->dir, f->spec, **fused, /*never=*/3, /*only=*/1, {1, 9, 16, 33, 0},
                       BoundOf(MathMode::kTf32), sh.stream, &run);
     EXPECT_GT(run.shapes, 0) << fixture;
     std::cout << "[ TF32 ] " << fixture << ": " << run.shapes
