@@ -308,8 +308,10 @@ class FusedRnn {
     return (blocks - kBlockRegLaunch) / kBlockRegLanesCode;
   }
   // blocks > 0: the grid kernel on that many blocks (past kBlockRegLaunch: the one-block
-  // register kernel); 0: the one-block kernel; < 0: the register kernel (RegistersLaunch).
-  absl::Status Launch(const RecurrentIO& io, int blocks);
+  // register kernel); 0: the one-block kernel; < 0: the register kernel (RegistersLaunch), a
+  // bidirectional layer's directions one launch after the other where `apart` or where they do
+  // not fit at once (RegistersApart).
+  absl::Status Launch(const RecurrentIO& io, int blocks, bool apart = false);
   // Offers the register kernel where it is compiled for H and fits on the device.
   absl::Status PrepareRegisters(int sms);
   // Offers the one-block kernel where the cell (LSTM, GRU reset_after), H and the shared memory
@@ -317,7 +319,11 @@ class FusedRnn {
   absl::Status PrepareSmall(const RecurrentDirection& d, int smem_optin);
   absl::Status LaunchCluster(const RecurrentIO& io);
   absl::Status LaunchClusterOf(const RecurrentIO& io, int index);
+  // The kernel for io's batch size among the grid, register and one-block kernels (as Launch's
+  // `blocks`), or the batch-tiled kernel's shape: each timed once per batch-size bucket
+  // (fused_rnn_choose.cc).
   absl::StatusOr<int> ChooseGrid(const RecurrentIO& io);
+  absl::StatusOr<BatchedShape> ChooseBatched(const RecurrentIO& io);
   // The fastest of `candidates` run by `launch` (a warm-up, then the minimum of three timed
   // runs), or the first one, untimed, while the stream is being captured (*timed: false).
   // `times`, if given, receives each candidate's time (ms) in order.
@@ -343,7 +349,6 @@ class FusedRnn {
   // The register kernel's blocks an SM runs at once, by units a block; the device's SMs.
   std::map<int, int> reg_blocks_per_sm_;
   int sms_ = 0;
-  bool force_apart_ = false;  // ForwardRegisters' `apart`, for the launch it makes
   // Whether the register kernel with `units` a block in `groups` runs a bidirectional layer's
   // directions one launch after the other: where the blocks of both do not fit at once.
   bool RegistersApart(int units, int groups) const {
