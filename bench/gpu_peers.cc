@@ -340,8 +340,9 @@ absl::Status TimeCudnnStack(const Case& c, const engine::Model& model, engine::M
 }
 
 // A stack that cuDNN cannot run (GRU reset_after=False) on FusedRnn, as the engine's model runs
-// it (ForwardFastest, which times its kernels per batch size): eagerly and from
-// one graph; then on FusedRecurrent (a block a sequence, which the model runs where FusedRnn
+// it (a layer: ForwardFastest, which times its kernels per batch size; layers: ForwardChain,
+// stacked or apart, whichever it timed faster, and each layer on ForwardFastest as apart_ms):
+// eagerly and from one graph; then on FusedRecurrent (a block a sequence, which the model runs where FusedRnn
 // does not take the layer or the batch), eagerly, as algo_fused_recurrent_ms.
 absl::Status TimeFusedStack(const Case& c, const engine::Model& model, const std::vector<float>& xf,
                             std::ostream& line) {
@@ -364,23 +365,35 @@ absl::Status TimeFusedStack(const Case& c, const engine::Model& model, const std
   }
   StackBuffers bufs;
   RNNSERVE_RETURN_IF_ERROR(bufs.Init(c, layers.size(), xf));
-  auto forward = [&]() -> absl::Status {
+  auto apart = [&]() -> absl::Status {
     for (size_t l = 0; l < layers.size(); ++l) {
       RNNSERVE_RETURN_IF_ERROR(layers[l]->ForwardFastest(bufs.IO(l)));
     }
     return absl::OkStatus();
   };
+  auto forward = [&]() -> absl::Status {
+    if (layers.size() == 1) return apart();
+    std::vector<FusedRnn::StackLayer> chain;
+    for (size_t l = 0; l < layers.size(); ++l) chain.push_back({layers[l].get(), bufs.IO(l)});
+    return FusedRnn::ForwardChain(chain);
+  };
   const float auto_ms = TimeIt(stream, forward);
   const FusedRnn& first = *layers[0];
   const bool batched = first.FastestKernelFor(c.B) == FusedRnn::Kernel::kBatched;
-  const std::string algo = batched ? "fused_batched_fp32/" + first.BatchedKernelFor(c.B)
-                                   : "fused_fp32/" + first.GridKernelFor(c.B);
+  std::string algo = batched ? "fused_batched_fp32/" + first.BatchedKernelFor(c.B)
+                             : "fused_fp32/" + first.GridKernelFor(c.B);
+  if (layers.size() > 1) {  // how the layers ran: "stacked_2/u8" or "apart"
+    std::string runs = first.ChainFor(c.B, c.T);
+    std::replace(runs.begin(), runs.end(), ' ', '_');
+    absl::StrAppend(&algo, ",", runs);
+  }
   line << " auto_ms=" << auto_ms << " auto_algo=" << algo;
   const std::string t = batched ? first.BatchedTimingsFor(c.B) : first.GridTimingsFor(c.B);
   if (!t.empty()) line << " fused_kernels_ms=" << t;
   WriteOutput(c, bufs.Y(layers.size() - 1));
   TimeGraph(stream, forward, line);
-  // The model runs this same call a layer.
+  if (layers.size() > 1) line << " apart_ms=" << TimeIt(stream, apart);
+  // The model runs this same call.
   line << " engine_ms=" << auto_ms << " engine_algo=" << algo;
   line << " algo_fused_recurrent_ms=" << TimeIt(stream, [&]() -> absl::Status {
     for (size_t l = 0; l < plain.size(); ++l) {

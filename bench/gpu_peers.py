@@ -88,6 +88,10 @@ SHAPES = [
     ("gru_before_b1_t100_h512_bidir", "gru_before", 512, 1, 1, 1, 100),
     ("gru_before_b8_t100_h512_bidir", "gru_before", 512, 1, 1, 8, 100),
     ("gru_before_b64_t100_h512_bidir", "gru_before", 512, 1, 1, 64, 100),
+    # Two layers, one on the other: both in one launch of the stacked kernel where faster.
+    ("gru_before_b1_t100_h512_2l", "gru_before", 512, 2, 0, 1, 100),
+    ("gru_before_b8_t100_h512_2l", "gru_before", 512, 2, 0, 8, 100),
+    ("gru_before_b1_t100_h256_3l", "gru_before", 256, 3, 0, 1, 100),
 ]
 MODES = ["fp32", "tf32", "fp16", "bf16"]
 DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16,

@@ -51,7 +51,9 @@ struct LayerPlan {
   bool device_layer = false;                      // run by RunDeviceLayer (device_layers.h)
   // A recurrent layer on cuDNN's placement whose next layer is one too, of one direction,
   // reading this layer's sequence and nothing else: a chain of such layers runs through
-  // CudnnRecurrent::ForwardStack (runs of layers in one launch where that is faster).
+  // CudnnRecurrent::ForwardStack (runs of layers in one launch where that is faster). Layers
+  // cuDNN cannot run (on FusedRnn) whose FusedRnn stack (FusedRnn::Stacks) do likewise
+  // through FusedRnn::ForwardChain.
   bool stacks_on_next = false;
   DeviceLayerState device;
 };
@@ -203,8 +205,9 @@ class CudaCompiledModel final : public CompiledModel, public SlotStatesProvider 
   absl::Status EndRecurrentGpu(const Layer& layer, const RecurrentSpec& spec, LayerPlan& plan,
                                const Batch& batch, const RecurrentRun& run);
   // The chain of layers from `index` that stack (LayerPlan::stacks_on_next) together, through
-  // CudnnRecurrent::ForwardStack, where the batch is one they all run on cuDNN's path; returns
-  // the layers run (0: none, the batch runs layer by layer).
+  // CudnnRecurrent::ForwardStack where the batch is one they all run on cuDNN's path, or
+  // FusedRnn::ForwardChain where they are layers cuDNN cannot run and FusedRnn takes the batch;
+  // returns the layers run (0: none, the batch runs layer by layer).
   absl::StatusOr<size_t> RunRecurrentStack(size_t index, const Batch& batch);
   // The initial states into plan.h0 [dirs, B, H'] and plan.c0 [dirs, B, H]; false when the
   // batch gives none (zeros).

@@ -114,9 +114,14 @@ absl::Status CudaCompiledModel::Init() {
     const Layer& upper = model_.layers[i + 1];
     const auto* a = std::get_if<RecurrentSpec>(&lower.spec);
     const auto* b = std::get_if<RecurrentSpec>(&upper.spec);
+    // Both on cuDNN's path (CudnnRecurrent), or both layers cuDNN cannot run that FusedRnn's
+    // stacked kernel takes together.
+    const LayerPlan& p = plans_[i];
+    const LayerPlan& q = plans_[i + 1];
+    const bool pair = (p.rnn && q.rnn) || (!p.rnn && !q.rnn && p.fused_rnn && q.fused_rnn &&
+                                           p.fused_rnn->Stacks(*q.fused_rnn));
     plans_[i].stacks_on_next =
-        a != nullptr && b != nullptr && plans_[i].where == Where::kGpu &&
-        plans_[i + 1].where == Where::kGpu && plans_[i].rnn && plans_[i + 1].rnn &&
+        a != nullptr && b != nullptr && p.where == Where::kGpu && q.where == Where::kGpu && pair &&
         a->directions.size() == 1 && b->directions.size() == 1 && a->return_sequences &&
         upper.inputs.size() == 1 && !lower.outputs.empty() && upper.inputs[0] == lower.outputs[0] &&
         b->input_size == a->output_size();
@@ -605,6 +610,10 @@ std::vector<LayerPlacement> CudaCompiledModel::placements() const {
     std::string reason = plans_[i].reason;
     if (plans_[i].rnn) {
       if (const std::string chosen = plans_[i].rnn->ChoicesSummary(); !chosen.empty()) {
+        absl::StrAppend(&reason, "; chosen by timing: ", chosen);
+      }
+    } else if (plans_[i].fused_rnn) {
+      if (const std::string chosen = plans_[i].fused_rnn->ChainSummary(); !chosen.empty()) {
         absl::StrAppend(&reason, "; chosen by timing: ", chosen);
       }
     }

@@ -100,15 +100,20 @@ absl::StatusOr<size_t> CudaCompiledModel::RunRecurrentStack(size_t index, const 
   const Layer& bottom = model_.layers[index];
   const auto& bottom_spec = std::get<RecurrentSpec>(bottom.spec);
   const DevValue& in = values_[bottom.inputs[0]];
-  // Batches that every layer runs on cuDNN's path (CudnnRecurrent), as RunLayer would choose;
-  // RunLayer runs (and refuses) the others.
+  // Batches that every layer runs on cuDNN's path (CudnnRecurrent), or (layers cuDNN cannot
+  // run) on FusedRnn, as RunLayer would choose; RunLayer runs (and refuses) the others.
   if (!PlainSequences(in) || in.shape.size() != 3 || in.shape[0] == 0 || in.shape[1] == 0 ||
       in.dtype != DType::kFloat32 || in.shape[2] != bottom_spec.input_size) {
     return 0;
   }
+  const bool fused = !plans_[index].rnn;  // FusedRnn::ForwardChain
+  for (size_t l = index; fused && l < end; ++l) {
+    if (!plans_[l].fused_rnn->Takes(static_cast<int>(in.shape[0]))) return 0;
+  }
   const std::vector<int32_t>& lengths = in.lengths;  // the bottom's input: not written below
   std::vector<RecurrentRun> runs(end - index);  // not resized below: io.lengths points into each
   std::vector<CudnnRecurrent::StackEntry> entries;
+  std::vector<FusedRnn::StackLayer> chain;
   for (size_t l = index; l < end; ++l) {
     const Layer& layer = model_.layers[l];
     if (l > index) {  // the lower layer's sequence, written by the launches to come
@@ -119,14 +124,22 @@ absl::StatusOr<size_t> CudaCompiledModel::RunRecurrentStack(size_t index, const 
     RecurrentRun& run = runs[l - index];
     RNNSERVE_RETURN_IF_ERROR(
         BeginRecurrentGpu(layer, std::get<RecurrentSpec>(layer.spec), plans_[l], batch, &run));
-    entries.push_back({plans_[l].rnn.get(), run.io});
+    if (fused) {
+      chain.push_back({plans_[l].fused_rnn.get(), run.io});
+    } else {
+      entries.push_back({plans_[l].rnn.get(), run.io});
+    }
   }
-  RNNSERVE_RETURN_IF_ERROR(CudnnRecurrent::ForwardStack(entries));
+  RNNSERVE_RETURN_IF_ERROR(fused ? FusedRnn::ForwardChain(chain)
+                                 : CudnnRecurrent::ForwardStack(entries));
   for (size_t l = index; l < end; ++l) {
-    if (capture_ != nullptr && plans_[l].rnn->last_bakes_lengths()) {
+    const Layer& layer = model_.layers[l];
+    if (fused) {
+      RNNSERVE_RETURN_IF_ERROR(
+          RepeatKerasLastOutputs(std::get<RecurrentSpec>(layer.spec), runs[l - index].io, stream_));
+    } else if (capture_ != nullptr && plans_[l].rnn->last_bakes_lengths()) {
       capture_->graph->exact_lengths = true;
     }
-    const Layer& layer = model_.layers[l];
     RNNSERVE_RETURN_IF_ERROR(EndRecurrentGpu(layer, std::get<RecurrentSpec>(layer.spec), plans_[l],
                                              batch, runs[l - index]));
   }

@@ -49,6 +49,7 @@
 #include "absl/types/span.h"
 #include "engine/cuda/cuda_util.h"
 #include "engine/cuda/cudnn_support.h"
+#include "engine/cuda/stack_timing.h"
 #include "engine/engine.h"
 #include "engine/ir.h"
 
@@ -222,7 +223,7 @@ class CudnnRecurrent {
   std::map<std::pair<int, int>, cudnnRNNAlgo_t> algo_by_batch_;
   // ForwardStack's choice per batch size and step bucket (this layer at the bottom): the layers
   // of each launch, bottom first (1: a layer on its own); empty: every layer apart.
-  std::map<std::pair<int, int>, std::vector<int>> stack_by_batch_;
+  StackChoices stack_by_batch_;
   bool varlen_standard_only_ = false;  // a persistent algorithm failed on padded lengths
   bool forced_ = false;
   cudnnRNNAlgo_t forced_algo_ = CUDNN_RNN_ALGO_STANDARD;

@@ -15,29 +15,6 @@
 #include "engine/cuda/fused_rnn.h"
 
 namespace rnnserve::engine::cuda {
-namespace {
-
-// The least of three timed runs of `run` on the stream (after the caller's warm-up), in ms;
-// 1e30 when a run fails.
-float LeastOfThree(cudaStream_t stream, cudaEvent_t start, cudaEvent_t stop,
-                   const std::function<absl::Status()>& run) {
-  float ms_min = 1e30f;
-  for (int rep = 0; rep < 3; ++rep) {
-    float ms = 0.0f;
-    cudaEventRecord(start, stream);
-    const absl::Status s = run();
-    cudaEventRecord(stop, stream);
-    if (!s.ok() || cudaEventSynchronize(stop) != cudaSuccess ||
-        cudaEventElapsedTime(&ms, start, stop) != cudaSuccess) {
-      ms = 1e30f;
-    }
-    ms_min = std::min(ms_min, ms);
-  }
-  return ms_min;
-}
-
-}  // namespace
-
 absl::StatusOr<cudnnRNNAlgo_t> CudnnRecurrent::ChooseAlgorithm(const RecurrentIO& io) {
   if (forced_) return forced_algo_;
   const std::pair<int, int> key = {BatchBucket(io.B), StepBucket(io.T)};
@@ -152,18 +129,15 @@ absl::Status CudnnRecurrent::ForwardStack(const std::vector<StackEntry>& layers)
            up.B == io.B && up.T == io.T && up.x == layers[i].io.y &&
            std::equal(io.lengths.begin(), io.lengths.end(), up.lengths.begin(), up.lengths.end());
   };
-  // Runs of layers from the bottom, each as long as its layers stack and fit at once.
-  std::vector<int> runs;
-  for (size_t i = 0; i < layers.size();) {
-    size_t j = i + 1;
-    const CudnnRecurrent& first = *layers[i].rnn;
-    const int most = io.B <= FusedRnn::kMaxBatch && first.fused_ && !first.forced_
-                         ? first.fused_->max_stack_layers()
-                         : 0;
-    while (j < layers.size() && static_cast<int>(j - i) < most && stacks_on(j - 1)) ++j;
-    runs.push_back(static_cast<int>(j - i));
-    i = j;
-  }
+  const std::vector<int> runs = StackRuns(
+      layers.size(),
+      [&](size_t i) {
+        const CudnnRecurrent& first = *layers[i].rnn;
+        return io.B <= FusedRnn::kMaxBatch && first.fused_ && !first.forced_
+                   ? first.fused_->max_stack_layers()
+                   : 0;
+      },
+      stacks_on);
   if (std::all_of(runs.begin(), runs.end(), [](int n) { return n == 1; })) return apart();
   auto stacked = [&]() -> absl::Status {
     size_t i = 0;
@@ -191,41 +165,17 @@ absl::Status CudnnRecurrent::ForwardStack(const std::vector<StackEntry>& layers)
   if (it == bottom.stack_by_batch_.end()) {
     // Timed against every layer apart (each on the algorithm it chooses), the first time.
     if (StreamCapturing(bottom.stream_)) return apart();
-    const cudaStream_t stream = bottom.stream_;
-    cudaEvent_t start, stop;
-    RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaEventCreate(&start), "cudaEventCreate"));
-    RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaEventCreate(&stop), "cudaEventCreate"));
-    absl::Status warm = apart();
-    if (warm.ok()) warm = CudaOk(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-    absl::Status warm_stacked = stacked();
-    if (warm_stacked.ok()) {
-      warm_stacked = CudaOk(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-    }
-    cudaGetLastError();
-    // Two rounds, each way in turn, the least of each.
-    float apart_ms = 1e30f, stacked_ms = 1e30f;
-    for (int round = 0; round < 2 && warm.ok(); ++round) {
-      apart_ms = std::min(apart_ms, LeastOfThree(stream, start, stop, apart));
-      if (warm_stacked.ok()) {
-        stacked_ms = std::min(stacked_ms, LeastOfThree(stream, start, stop, stacked));
-      }
-    }
-    cudaEventDestroy(start);
-    cudaEventDestroy(stop);
-    RNNSERVE_RETURN_IF_ERROR(warm);
-    it = bottom.stack_by_batch_.emplace(key, stacked_ms < apart_ms ? runs : std::vector<int>{})
-             .first;
+    auto faster = StackedFaster(bottom.stream_, apart, stacked);
+    if (!faster.ok()) return faster.status();
+    it = bottom.stack_by_batch_.emplace(key, *faster ? runs : std::vector<int>{}).first;
   }
   if (it->second != runs) return apart();
   return stacked();
 }
 
 std::string CudnnRecurrent::StackFor(int B, int T) const {
-  auto it = stack_by_batch_.find({B, StepBucket(T)});
-  if (it == stack_by_batch_.end()) return "";
-  if (it->second.empty()) return "apart";
-  return absl::StrCat("stacked ", absl::StrJoin(it->second, "+"), "/",
-                      fused_->StackKernelFor(B, it->second[0]));
+  return StackChoiceFor(stack_by_batch_, B, T,
+                        [&](int b, int layers) { return fused_->StackKernelFor(b, layers); });
 }
 
 absl::Status CudnnRecurrent::ForceAlgorithm(cudnnRNNAlgo_t algo) {
@@ -286,10 +236,9 @@ std::string CudnnRecurrent::ChoicesSummary() const {
                     "B=", lo == key.first ? absl::StrCat(lo) : absl::StrCat(lo, "..", key.first),
                     " T<=", key.second, ": ", NameFor(algo, key.first));
   }
-  for (const auto& [key, runs] : stack_by_batch_) {
-    absl::StrAppend(&out, out.empty() ? "" : ", ", "B=", key.first, " T<=", key.second,
-                    " with the layers above: ", StackFor(key.first, key.second));
-  }
+  const std::string stacks = StackChoicesSummary(
+      stack_by_batch_, [&](int b, int layers) { return fused_->StackKernelFor(b, layers); });
+  absl::StrAppend(&out, !out.empty() && !stacks.empty() ? ", " : "", stacks);
   return out;
 }
 

@@ -8,6 +8,7 @@
 
 #include "engine/cuda/cudnn_rnn.h"
 #include "engine/cuda/kernels.h"
+#include "engine/cuda/stack_timing.h"
 
 namespace rnnserve::engine::cuda {
 
@@ -15,13 +16,6 @@ namespace rnnserve::engine::cuda {
 inline bool EveryLengthFull(const RecurrentIO& io) {
   return std::all_of(io.lengths.begin(), io.lengths.end(),
                      [&](int32_t len) { return len == io.T; });
-}
-
-// T rounded up to a power of two.
-inline int StepBucket(int T) {
-  int b = 1;
-  while (b < T && b < (1 << 30)) b <<= 1;
-  return b;
 }
 
 // B rounded up to a power of two: the batch sizes one timed choice serves (5..8 share the

@@ -53,7 +53,8 @@
 // Stacks of 2 to kFusedStackMaxLayers one-direction layers of one width run in one launch of
 // the stacked register kernel (ForwardStack; FusedRnnStackArgs in fused_rnn_kernel.h): each
 // layer on its own blocks, the layers above the first projecting the lower layer's h(t) in the
-// kernel, so that layer l + 1's step t runs beside layer l's step t + 1.
+// kernel, so that layer l + 1's step t runs beside layer l's step t + 1 (GRU reset_after=False
+// too, with its second exchange a step in each layer).
 // The kernels compute the same sums in FP32 arithmetic; they differ only in the order of the
 // partial sums of each dot product (FMA rounding) and, for the batch-tiled kernel's 3xTF32
 // tiles, in products carried to ~2^-21 instead of 2^-24. The caller chooses between the
@@ -224,9 +225,9 @@ class FusedRnn {
   // Whether this layer and `upper`, the next layer of a stack (its input is this layer's
   // sequence), run in one launch of the stacked register kernel (fused_rnn_kernel.h:
   // FusedRnnStackArgs): R in the same precision in both (exact FP32, or BF16 / FP16 weights),
-  // one forward direction, the same cell (LSTM or GRU reset_after) and width H (one the kernel
-  // is compiled for), upper's input size H, and a grid of two layers' blocks fits on the device
-  // at once.
+  // one forward direction, the same cell (LSTM, GRU reset_after, or GRU reset_after=False in
+  // exact FP32) and width H (one the kernel is compiled for), upper's input size H, and a grid
+  // of two layers' blocks fits on the device at once.
   bool Stacks(const FusedRnn& upper) const;
   // The most layers (up to kFusedStackMaxLayers) whose blocks fit on the device at once with
   // this layer at the bottom (0: no stacked kernel), and the units a block offered for a stack of
@@ -252,6 +253,18 @@ class FusedRnn {
   // The stacked kernel's units a block chosen for stacks of `layers` at batches of B, e.g.
   // "u8"; "" before the first.
   std::string StackKernelFor(int B, int layers = 2) const;
+  // Runs `layers`, a chain of layers that cuDNN cannot run (bottom first; each one's x the y of
+  // the one below, the same batch and lengths), as CudnnRecurrent::ForwardStack does theirs:
+  // runs of layers that stack (StackRuns) in one launch of the stacked kernel, or every layer
+  // on ForwardFastest, whichever timed faster for the batch size and step bucket (the first
+  // such batch, eagerly; a batch captured before then runs apart).
+  static absl::Status ForwardChain(const std::vector<StackLayer>& layers);
+  // ForwardChain's choice with this layer at the bottom for B sequences of T steps: "stacked
+  // 2/u8" (runs of layers and the first one's units a block), "apart", or "" before the first.
+  std::string ChainFor(int B, int T) const;
+  // "B=3 T<=32 with the layers above: stacked 2/u8, ..." of every choice ForwardChain made with
+  // this layer at the bottom; "" before the first.
+  std::string ChainSummary() const;
   int64_t memory_bytes() const;
   // The device buffers a launch bakes into a captured graph; they move when a larger batch
   // grows them, so a graph key must include them.
@@ -395,6 +408,8 @@ class FusedRnn {
   size_t stack_smem_ = 0;
   // Its fastest units a block, per batch size and layers.
   std::map<std::pair<int, int>, int> stack_by_batch_;
+  // ForwardChain's choices with this layer at the bottom.
+  StackChoices chain_by_batch_;
   cublasHandle_t cublas_ = nullptr;
   DeviceBuffer W_;      // W^T [I, dirs*G*H]
   DeviceBuffer R_;      // [dirs][G*H, H], FP32 or (weights_ kBf16 / kFp16) 16-bit
@@ -407,8 +422,9 @@ class FusedRnn {
   DeviceBuffer xchg_;
   DeviceBuffer sync_;
   // The stacked kernel's words (its own: tags of this layer's FusedRnnSync only): a ring of h
-  // [kFusedStackRing][FusedRnnXchgStride(kMaxBatch, H)] for each layer of a stack, and the
-  // progress words of the blocks of each layer past the first [kFusedStackMaxLayers - 1][H].
+  // [FusedRnnStackXchgBlocks][FusedRnnXchgStride(kMaxBatch, H)] for each layer of a stack (GRU
+  // reset_after=False: r * h(t-1) after the ring), and the progress words of the blocks of each
+  // layer past the first [kFusedStackMaxLayers - 1][H].
   DeviceBuffer stack_xchg_;
   DeviceBuffer stack_done_;
   DeviceBuffer Wt_;  // [I, 4H] W transposed, for the one-block kernel

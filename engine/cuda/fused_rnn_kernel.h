@@ -145,24 +145,30 @@ cudaError_t LaunchFusedRnnRegKernel(const FusedRnnArgs& args, int blocks, size_t
 // [B][H] word blocks (h(t) in block (t + 1) % ring, h0 in block 0) instead of two by parity, so
 // that a layer runs up to ring - 1 steps ahead of the one above; before overwriting a block a
 // layer waits for every block of the layer above to have gathered what the block held (`done`:
-// the tag of the last step each such block gathered). One FusedRnnSync (a[0].sync) for the
-// launch.
+// the tag of the last step each such block gathered). GRU reset_after=False: each layer's
+// r * h(t-1) by step parity in two more word blocks after its ring, exchanged as the register
+// kernel does. One FusedRnnSync (a[0].sync) for the launch.
 inline constexpr int kFusedStackRing = 8;
 inline constexpr int kFusedStackMaxLayers = 4;
+// [xchg_stride] word blocks of a layer's exchange: its ring, then r * h(t-1) by parity.
+constexpr int FusedRnnStackXchgBlocks(FusedRnnCell cell) {
+  return kFusedStackRing + (cell == FusedRnnCell::kGruBefore ? 2 : 0);
+}
 struct FusedRnnStackArgs {
   // Each layer's FusedRnnArgs (B, T, H, U, steps, lengths and xchg_stride equal in all): a[l].xchg
-  // its ring [kFusedStackRing][xchg_stride]; a[l].xproj, l >= 1, unused.
+  // its [FusedRnnStackXchgBlocks][xchg_stride] words; a[l].xproj, l >= 1, unused.
   FusedRnnArgs a[kFusedStackMaxLayers];
   const float* W[kFusedStackMaxLayers] = {};     // layer l >= 1: input weights W^T [H, G*H]
   const float* bias[kFusedStackMaxLayers] = {};  // layer l >= 1: biases [G*H], folded as xproj's
   unsigned* done = nullptr;  // [layers - 1][H / U]: one word a block of each layer l >= 1
   int layers = 2;
 };
-// Compiled for H = 128, 256, 512, LSTM and GRU (reset_after), each weights. Shared memory: h(t-1)
-// by parity, and for layers past the first the lower layer's h(t) by parity.
+// Compiled for H = 128, 256, 512, LSTM and GRU, each weights (GRU reset_after=False: exact FP32
+// only). Shared memory: h(t-1) by parity, for layers past the first the lower layer's h(t) by
+// parity, and for GRU reset_after=False r * h(t-1).
 bool FusedRnnStackCompiled(FusedRnnCell cell, int H, FusedRnnWeights weights);
-inline size_t FusedRnnStackSmemBytes(int B, int H) {
-  return sizeof(float) * 4 * static_cast<size_t>(B) * H;
+inline size_t FusedRnnStackSmemBytes(FusedRnnCell cell, int B, int H) {
+  return sizeof(float) * (cell == FusedRnnCell::kGruBefore ? 5 : 4) * static_cast<size_t>(B) * H;
 }
 cudaError_t ConfigureFusedRnnStackKernel(FusedRnnCell cell, int H, FusedRnnWeights weights,
                                          size_t smem);

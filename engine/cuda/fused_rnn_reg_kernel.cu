@@ -72,6 +72,58 @@ __device__ __forceinline__ void LoadUnitRows(const FusedRnnArgs& a, int j, int l
 template <FusedRnnCell kCell>
 inline constexpr int kXchgParts = FusedRnnXchgParts(kCell);
 
+// GRU reset_after=False's step for the cell of (sequence lane, unit j), its input projection in
+// cell.x and h(t-1) of every unit in shared memory `hs`: r and z from h(t-1); then r * h(t-1) of
+// every unit, which takes a second exchange (words `rh`, tagged `want` as h(t-1), gathered into
+// shared memory `rhs`) and its own dot products, for n; then PublishCell (tag want + 1).
+template <FusedRnnWeights kW, int kH, int kPairs, typename Cell, typename Chunk, int G, int kI>
+__device__ __forceinline__ void GruBeforeStepAndPublish(const Chunk (&w)[G][kI], const float* hs,
+                                                        FusedWord* rh, float* rhs, Cell& cell,
+                                                        const FusedRnnArgs& a, FusedWord* out,
+                                                        int B, int lane, int j, int s,
+                                                        unsigned want, bool mine) {
+  float gates[G];
+#pragma unroll
+  for (int q = 0; q < G; ++q) gates[q] = 0.0f;
+  SumRows<kW, kH, 0, 2>(w, hs, B, lane, gates);
+  float z = 0.0f;
+  if (mine) {
+    const float r = FusedSigmoid(cell.x[0] + gates[0]);
+    z = FusedSigmoid(cell.x[1] + gates[1]);
+    StoreFusedWord(rh + lane * kH + j, s < cell.len ? r * cell.h : 0.0f, want);
+  }
+  GatherFusedWords<kPairs>(rh, rhs, B * kH, want);
+  __syncthreads();
+  SumRows<kW, kH, 2, 3>(w, rhs, B, lane, gates);
+  if (mine && s < cell.len) {
+    const float n = tanhf(cell.x[2] + gates[2]);
+    cell.h = (1.0f - z) * n + z * cell.h;
+  }
+  PublishCell<kH>(cell, a, out, lane, j, s, want + 1, mine);
+}
+
+// A step of the register kernels for the cell of (sequence lane, unit j), its input projection
+// in cell.x and h(t-1) of every unit in `hs`, to its h(t) published (tag want + 1): the cell's
+// G dot products and its update; GRU reset_after=False with its second exchange (rh, rhs:
+// GruBeforeStepAndPublish).
+template <FusedRnnCell kCell, FusedRnnWeights kW, int kH, int kPairs, typename Cell, typename Chunk,
+          int G, int kI>
+__device__ __forceinline__ void StepAndPublish(const Chunk (&w)[G][kI], const float* hs,
+                                               FusedWord* rh, float* rhs, Cell& cell,
+                                               const FusedRnnArgs& a, FusedWord* out, int B,
+                                               int lane, int j, int s, unsigned want, bool mine) {
+  if constexpr (kCell == FusedRnnCell::kGruBefore) {
+    GruBeforeStepAndPublish<kW, kH, kPairs>(w, hs, rh, rhs, cell, a, out, B, lane, j, s, want,
+                                            mine);
+  } else {
+    float gates[G];
+#pragma unroll
+    for (int q = 0; q < G; ++q) gates[q] = 0.0f;
+    SumRows<kW, kH, 0, G>(w, hs, B, lane, gates);
+    StepAndPublishCell<kCell, kH>(cell, gates, a, out, lane, j, s, want + 1, mine);
+  }
+}
+
 template <FusedRnnCell kCell, int kH, FusedRnnWeights kW>
 __global__ void __launch_bounds__(kFusedRegMaxThreads, 1) FusedRnnRegKernel(FusedRnnArgs a) {
   using Chunk = cluster_detail::WeightChunk<kW>;
@@ -114,33 +166,10 @@ __global__ void __launch_bounds__(kFusedRegMaxThreads, 1) FusedRnnRegKernel(Fuse
     float* hs = hbufs + (s & 1) * BH;
     GatherFusedWords<kGatherPairs>(in, hs, BH, want);
     __syncthreads();
-    float gates[G];
-#pragma unroll
-    for (int q = 0; q < G; ++q) gates[q] = 0.0f;
-    if constexpr (kCell == FusedRnnCell::kGruBefore) {
-      // reset_after=False: r and z from h(t-1); then n from r * h(t-1) of every unit, which
-      // takes a second exchange (rh words, tagged as h(t-1)) and its own dot products.
-      SumRows<kW, kH, 0, 2>(w, hs, B, lane, gates);
-      float z = 0.0f;
-      FusedWord* rh = ga.xchg + (2 + (s & 1)) * stride;
-      if (mine) {
-        const float r = FusedSigmoid(cell.x[0] + gates[0]);
-        z = FusedSigmoid(cell.x[1] + gates[1]);
-        StoreFusedWord(rh + lane * kH + j, s < cell.len ? r * cell.h : 0.0f, want);
-      }
-      float* rhs = hbufs + 2 * BH;
-      GatherFusedWords<kGatherPairs>(rh, rhs, BH, want);
-      __syncthreads();
-      SumRows<kW, kH, 2, 3>(w, rhs, B, lane, gates);
-      if (mine && s < cell.len) {
-        const float n = tanhf(cell.x[2] + gates[2]);
-        cell.h = (1.0f - z) * n + z * cell.h;
-      }
-      PublishCell<kH>(cell, ga, out, lane, j, s, want + 1, mine);
-    } else {
-      SumRows<kW, kH, 0, G>(w, hs, B, lane, gates);
-      StepAndPublishCell<kCell, kH>(cell, gates, ga, out, lane, j, s, want + 1, mine);
-    }
+    // reset_after=False: r * h(t-1) by step parity after h's words, into hbufs[2].
+    StepAndPublish<kCell, kW, kH, kGatherPairs>(w, hs, ga.xchg + (2 + (s & 1)) * stride,
+                                                hbufs + 2 * BH, cell, ga, out, B, lane, j, s, want,
+                                                mine);
   }
   if (mine) cell.Finish(ga, lane, j);
   LeaveFusedExchange(a.sync, base, a.steps);
@@ -181,7 +210,9 @@ __global__ void __launch_bounds__(kFusedRegMaxThreads, 1)
   constexpr int kRing = kFusedStackRing;
   static_assert(kH % 128 == 0);
   extern __shared__ float4 smem4[];
-  // h(t-1) [2][B][kH] by step parity; past layer 0, then the lower layer's h(t) [2][B][kH].
+  // h(t-1) [2][B][kH] by step parity; past layer 0, then the lower layer's h(t) [2][B][kH];
+  // GRU reset_after=False: then r * h(t-1) [B][kH] (rhs, in every layer), its words by step
+  // parity after the layer's ring.
   float* hbufs = reinterpret_cast<float*>(smem4);
   const int per_layer = gridDim.x / sa.layers, layer = blockIdx.x / per_layer;
   const int block = blockIdx.x % per_layer;
@@ -197,6 +228,7 @@ __global__ void __launch_bounds__(kFusedRegMaxThreads, 1)
   const unsigned base = __ldcg(&sa.a[0].sync->base);
   const bool mine = lane < B;
   const int BH = B * kH, stride = a.xchg_stride;
+  float* rhs = hbufs + 4 * BH;
   const bool top = layer + 1 == sa.layers;
   // The progress words of the layer above (to wait on) and of this layer's blocks (to set).
   const unsigned* above = top ? nullptr : sa.done + layer * per_layer;
@@ -215,11 +247,8 @@ __global__ void __launch_bounds__(kFusedRegMaxThreads, 1)
       GatherFusedWords<4>(in, hs, BH, want);
       if (!top) WaitForLayerAbove(above, per_layer, s, want, &cleared);
       __syncthreads();
-      float gates[G];
-#pragma unroll
-      for (int q = 0; q < G; ++q) gates[q] = 0.0f;
-      SumRows<kW, kH, 0, G>(w, hs, B, lane, gates);
-      StepAndPublishCell<kCell, kH>(cell, gates, a, out, lane, j, s, want + 1, mine);
+      StepAndPublish<kCell, kW, kH, 4>(w, hs, a.xchg + (kRing + (s & 1)) * stride, rhs, cell, a,
+                                       out, B, lane, j, s, want, mine);
     }
     if (mine) cell.Finish(a, lane, j);
   } else {
@@ -265,14 +294,14 @@ __global__ void __launch_bounds__(kFusedRegMaxThreads, 1)
       if (!top) WaitForLayerAbove(above, per_layer, s, want, &cleared);
       __syncthreads();
       if (threadIdx.x == 0) StoreFusedFlag(mine_done, want + 1);
-      float xg[G], gates[G];
+      float xg[G];
 #pragma unroll
-      for (int q = 0; q < G; ++q) xg[q] = gates[q] = 0.0f;
+      for (int q = 0; q < G; ++q) xg[q] = 0.0f;
       SumRows<kFp32, kH, 0, G>(wx, xs, B, lane, xg);
-      SumRows<kW, kH, 0, G>(w, hs, B, lane, gates);
 #pragma unroll
       for (int q = 0; q < G; ++q) cell.x[q] = xg[q] + bias[q];
-      StepAndPublishCell<kCell, kH>(cell, gates, a, out, lane, j, s, want + 1, mine);
+      StepAndPublish<kCell, kW, kH, 4>(w, hs, a.xchg + (kRing + (s & 1)) * stride, rhs, cell, a,
+                                       out, B, lane, j, s, want, mine);
     }
     if (mine) cell.Finish(a, lane, j);
   }
@@ -295,7 +324,7 @@ struct RegisterFamily {
 struct StackFamily {
   using Fn = void (*)(FusedRnnStackArgs);
   static constexpr int kMaxH = 512;  // layer 1's W and R in registers
-  static constexpr bool kGruBefore = false;
+  static constexpr bool kGruBefore = true;
   template <FusedRnnCell kCell, int kH, FusedRnnWeights kW>
   static Fn Get() {
     return FusedRnnStackKernel<kCell, kH, kW>;

@@ -9,12 +9,13 @@
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/fused_rnn.h"
 #include "engine/cuda/fused_rnn_kernel.h"
+#include "engine/cuda/stack_timing.h"
 
 namespace rnnserve::engine::cuda {
 
 absl::Status FusedRnn::PrepareStack(int sms) {
   if (!FusedRnnStackCompiled(cell_, H_, weights_)) return absl::OkStatus();
-  const size_t smem = FusedRnnStackSmemBytes(kMaxBatch, H_);
+  const size_t smem = FusedRnnStackSmemBytes(cell_, kMaxBatch, H_);
   if (ConfigureFusedRnnStackKernel(cell_, H_, weights_, smem) != cudaSuccess) {
     cudaGetLastError();  // not offered; the error is not sticky
     return absl::OkStatus();
@@ -102,9 +103,66 @@ std::string FusedRnn::StackKernelFor(int B, int layers) const {
   return it == stack_by_batch_.end() ? "" : absl::StrCat("u", it->second);
 }
 
+absl::Status FusedRnn::ForwardChain(const std::vector<StackLayer>& layers) {
+  auto apart = [&]() -> absl::Status {
+    for (const StackLayer& e : layers) RNNSERVE_RETURN_IF_ERROR(e.rnn->ForwardFastest(e.io));
+    return absl::OkStatus();
+  };
+  if (layers.empty()) return absl::OkStatus();
+  FusedRnn& bottom = *layers[0].rnn;
+  const RecurrentIO& io = layers[0].io;
+  auto stacks_on = [&](size_t i) {
+    const RecurrentIO& up = layers[i + 1].io;
+    return layers[i].rnn->Stacks(*layers[i + 1].rnn) && up.B == io.B && up.T == io.T &&
+           up.x == layers[i].io.y &&
+           std::equal(io.lengths.begin(), io.lengths.end(), up.lengths.begin(), up.lengths.end());
+  };
+  const std::vector<int> runs = StackRuns(
+      layers.size(),
+      [&](size_t i) { return io.B <= kMaxBatch ? layers[i].rnn->max_stack_layers() : 0; },
+      stacks_on);
+  if (std::all_of(runs.begin(), runs.end(), [](int n) { return n == 1; })) return apart();
+  auto stacked = [&]() -> absl::Status {
+    size_t i = 0;
+    for (int n : runs) {
+      const StackLayer& base = layers[i];
+      if (n == 1) {
+        RNNSERVE_RETURN_IF_ERROR(base.rnn->ForwardFastest(base.io));
+      } else {
+        const std::vector<StackLayer> uppers(layers.begin() + i + 1, layers.begin() + i + n);
+        RNNSERVE_RETURN_IF_ERROR(base.rnn->ForwardStack(base.io, uppers));
+      }
+      i += n;
+    }
+    return absl::OkStatus();
+  };
+  const std::pair<int, int> key = {io.B, StepBucket(io.T)};
+  auto it = bottom.chain_by_batch_.find(key);
+  if (it == bottom.chain_by_batch_.end()) {
+    // Timed against every layer apart (each on its fastest kernel), the first time.
+    if (StreamCapturing(bottom.stream_)) return apart();
+    auto faster = StackedFaster(bottom.stream_, apart, stacked);
+    if (!faster.ok()) return faster.status();
+    it = bottom.chain_by_batch_.emplace(key, *faster ? runs : std::vector<int>{}).first;
+  }
+  if (it->second != runs) return apart();
+  return stacked();
+}
+
+std::string FusedRnn::ChainFor(int B, int T) const {
+  return StackChoiceFor(chain_by_batch_, B, T,
+                        [&](int b, int layers) { return StackKernelFor(b, layers); });
+}
+
+std::string FusedRnn::ChainSummary() const {
+  return StackChoicesSummary(chain_by_batch_,
+                             [&](int b, int layers) { return StackKernelFor(b, layers); });
+}
+
 absl::Status FusedRnn::LaunchStack(const RecurrentIO& io, const std::vector<StackLayer>& uppers,
                                    int units) {
-  const int64_t words = FusedRnnXchgStride(kMaxBatch, H_);
+  // Each layer's words: FusedRnnStackXchgBlocks blocks of the widest batch's stride.
+  const int64_t words = FusedRnnStackXchgBlocks(cell_) * FusedRnnXchgStride(kMaxBatch, H_);
   if (stack_xchg_.get() == nullptr) {
     // Allocated with the first stacked batch (run eagerly before any graph is captured), zeroed:
     // no launch's tags are zero.
@@ -112,8 +170,7 @@ absl::Status FusedRnn::LaunchStack(const RecurrentIO& io, const std::vector<Stac
       return absl::FailedPreconditionError(
           absl::StrCat(name(), ": a stacked batch captured before one ran eagerly"));
     }
-    const size_t bytes =
-        size_t{kFusedStackMaxLayers} * kFusedStackRing * words * sizeof(unsigned long long);
+    const size_t bytes = size_t{kFusedStackMaxLayers} * words * sizeof(unsigned long long);
     const size_t done_bytes = size_t{kFusedStackMaxLayers - 1} * H_ * sizeof(unsigned);
     RNNSERVE_RETURN_IF_ERROR(stack_xchg_.Reserve(bytes));
     RNNSERVE_RETURN_IF_ERROR(stack_done_.Reserve(done_bytes));
@@ -136,7 +193,7 @@ absl::Status FusedRnn::LaunchStack(const RecurrentIO& io, const std::vector<Stac
   auto* xchg = stack_xchg_.as<unsigned long long>();
   for (int l = 0; l < sa.layers; ++l) {
     FusedRnnArgs& a = sa.a[l];
-    a.xchg = xchg + l * kFusedStackRing * words;
+    a.xchg = xchg + l * words;
     a.sync = sync_.as<FusedRnnSync>();
     a.xchg_stride = FusedRnnXchgStride(io.B, H_);
     a.U = units;

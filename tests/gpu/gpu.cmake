@@ -6,7 +6,8 @@ rnnserve_test(gpu_layers_test gpu ${CMAKE_CURRENT_LIST_DIR}/gpu_layers_test.cc)
 if(RNNSERVE_HAVE_CUDA)
   # Pins engine-internal algorithms, so it needs the CUDA build's headers.
   rnnserve_test(gpu_fused_lstm_test gpu ${CMAKE_CURRENT_LIST_DIR}/gpu_fused_lstm_test.cc
-    ${CMAKE_CURRENT_LIST_DIR}/gpu_fused_onnx_test.cc)
+    ${CMAKE_CURRENT_LIST_DIR}/gpu_fused_onnx_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/gpu_fused_stack_keras_test.cc)
   rnnserve_test(gpu_fused_half_test gpu ${CMAKE_CURRENT_LIST_DIR}/gpu_fused_half_test.cc)
   # Reads the pinned pool of the engine's compiled model.
   rnnserve_test(gpu_host_io_test gpu ${CMAKE_CURRENT_LIST_DIR}/gpu_host_io_test.cc)
