@@ -138,39 +138,24 @@ absl::Status CudnnRecurrent::ForwardStack(const std::vector<StackEntry>& layers)
                    : 0;
       },
       stacks_on);
-  if (std::all_of(runs.begin(), runs.end(), [](int n) { return n == 1; })) return apart();
-  auto stacked = [&]() -> absl::Status {
-    size_t i = 0;
-    for (int n : runs) {
-      const StackEntry& base = layers[i];
-      if (n == 1) {
-        RNNSERVE_RETURN_IF_ERROR(base.rnn->Forward(base.io));
-      } else {
-        std::vector<FusedRnn::StackLayer> uppers;
-        for (int k = 1; k < n; ++k)
-          uppers.push_back({layers[i + k].rnn->fused_.get(), layers[i + k].io});
-        RNNSERVE_RETURN_IF_ERROR(base.rnn->fused_->ForwardStack(base.io, uppers));
-        for (int k = 0; k < n; ++k) {
-          CudnnRecurrent& r = *layers[i + k].rnn;
-          r.last_bakes_lengths_ = false;
-          RNNSERVE_RETURN_IF_ERROR(RepeatKerasLastOutputs(r.spec_, layers[i + k].io, r.stream_));
-        }
-      }
-      i += n;
+  // A run of n layers from layer i: one launch of FusedRnn's stacked kernel (n > 1). Against
+  // every layer apart, each on the algorithm it chooses.
+  auto run = [&](size_t i, int n) -> absl::Status {
+    const StackEntry& base = layers[i];
+    if (n == 1) return base.rnn->Forward(base.io);
+    std::vector<FusedRnn::StackLayer> uppers;
+    for (int k = 1; k < n; ++k) {
+      uppers.push_back({layers[i + k].rnn->fused_.get(), layers[i + k].io});
+    }
+    RNNSERVE_RETURN_IF_ERROR(base.rnn->fused_->ForwardStack(base.io, uppers));
+    for (int k = 0; k < n; ++k) {
+      CudnnRecurrent& r = *layers[i + k].rnn;
+      r.last_bakes_lengths_ = false;
+      RNNSERVE_RETURN_IF_ERROR(RepeatKerasLastOutputs(r.spec_, layers[i + k].io, r.stream_));
     }
     return absl::OkStatus();
   };
-  const std::pair<int, int> key = {io.B, StepBucket(io.T)};
-  auto it = bottom.stack_by_batch_.find(key);
-  if (it == bottom.stack_by_batch_.end()) {
-    // Timed against every layer apart (each on the algorithm it chooses), the first time.
-    if (StreamCapturing(bottom.stream_)) return apart();
-    auto faster = StackedFaster(bottom.stream_, apart, stacked);
-    if (!faster.ok()) return faster.status();
-    it = bottom.stack_by_batch_.emplace(key, *faster ? runs : std::vector<int>{}).first;
-  }
-  if (it->second != runs) return apart();
-  return stacked();
+  return RunStackedOrApart(&bottom.stack_by_batch_, io.B, io.T, runs, bottom.stream_, apart, run);
 }
 
 std::string CudnnRecurrent::StackFor(int B, int T) const {

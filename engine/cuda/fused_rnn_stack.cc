@@ -121,32 +121,15 @@ absl::Status FusedRnn::ForwardChain(const std::vector<StackLayer>& layers) {
       layers.size(),
       [&](size_t i) { return io.B <= kMaxBatch ? layers[i].rnn->max_stack_layers() : 0; },
       stacks_on);
-  if (std::all_of(runs.begin(), runs.end(), [](int n) { return n == 1; })) return apart();
-  auto stacked = [&]() -> absl::Status {
-    size_t i = 0;
-    for (int n : runs) {
-      const StackLayer& base = layers[i];
-      if (n == 1) {
-        RNNSERVE_RETURN_IF_ERROR(base.rnn->ForwardFastest(base.io));
-      } else {
-        const std::vector<StackLayer> uppers(layers.begin() + i + 1, layers.begin() + i + n);
-        RNNSERVE_RETURN_IF_ERROR(base.rnn->ForwardStack(base.io, uppers));
-      }
-      i += n;
-    }
-    return absl::OkStatus();
-  };
-  const std::pair<int, int> key = {io.B, StepBucket(io.T)};
-  auto it = bottom.chain_by_batch_.find(key);
-  if (it == bottom.chain_by_batch_.end()) {
-    // Timed against every layer apart (each on its fastest kernel), the first time.
-    if (StreamCapturing(bottom.stream_)) return apart();
-    auto faster = StackedFaster(bottom.stream_, apart, stacked);
-    if (!faster.ok()) return faster.status();
-    it = bottom.chain_by_batch_.emplace(key, *faster ? runs : std::vector<int>{}).first;
-  }
-  if (it->second != runs) return apart();
-  return stacked();
+  // Against every layer apart, each on its fastest kernel.
+  return RunStackedOrApart(&bottom.chain_by_batch_, io.B, io.T, runs, bottom.stream_, apart,
+                           [&](size_t i, int n) -> absl::Status {
+                             const StackLayer& base = layers[i];
+                             if (n == 1) return base.rnn->ForwardFastest(base.io);
+                             const std::vector<StackLayer> uppers(layers.begin() + i + 1,
+                                                                  layers.begin() + i + n);
+                             return base.rnn->ForwardStack(base.io, uppers);
+                           });
 }
 
 std::string FusedRnn::ChainFor(int B, int T) const {

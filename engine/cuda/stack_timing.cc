@@ -39,6 +39,10 @@ std::vector<int> StackRuns(size_t n, const std::function<int(size_t)>& most,
   return runs;
 }
 
+namespace {
+
+// Whether `stacked` runs faster than `apart` (RunStackedOrApart); false where only `stacked`
+// fails.
 absl::StatusOr<bool> StackedFaster(cudaStream_t stream, const std::function<absl::Status()>& apart,
                                    const std::function<absl::Status()>& stacked) {
   cudaEvent_t start, stop;
@@ -62,6 +66,32 @@ absl::StatusOr<bool> StackedFaster(cudaStream_t stream, const std::function<absl
   cudaEventDestroy(stop);
   RNNSERVE_RETURN_IF_ERROR(warm);
   return stacked_ms < apart_ms;
+}
+
+}  // namespace
+
+absl::Status RunStackedOrApart(StackChoices* choices, int B, int T, const std::vector<int>& runs,
+                               cudaStream_t stream, const std::function<absl::Status()>& apart,
+                               const std::function<absl::Status(size_t, int)>& run) {
+  if (std::all_of(runs.begin(), runs.end(), [](int n) { return n == 1; })) return apart();
+  auto stacked = [&]() -> absl::Status {
+    size_t i = 0;
+    for (int n : runs) {
+      RNNSERVE_RETURN_IF_ERROR(run(i, n));
+      i += n;
+    }
+    return absl::OkStatus();
+  };
+  const std::pair<int, int> key = {B, StepBucket(T)};
+  auto it = choices->find(key);
+  if (it == choices->end()) {
+    if (StreamCapturing(stream)) return apart();
+    auto faster = StackedFaster(stream, apart, stacked);
+    if (!faster.ok()) return faster.status();
+    it = choices->emplace(key, *faster ? runs : std::vector<int>{}).first;
+  }
+  if (it->second != runs) return apart();
+  return stacked();
 }
 
 std::string StackChoiceFor(const StackChoices& choices, int B, int T,

@@ -37,15 +37,18 @@ float LeastOfThree(cudaStream_t stream, cudaEvent_t start, cudaEvent_t stop,
 std::vector<int> StackRuns(size_t n, const std::function<int(size_t)>& most,
                            const std::function<bool(size_t)>& stacks_on);
 
-// Whether `stacked` runs faster than `apart` on the stream: each once to warm up, then two rounds
-// of each in turn, the least of three runs each. An error where `apart` fails; false where only
-// `stacked` does.
-absl::StatusOr<bool> StackedFaster(cudaStream_t stream, const std::function<absl::Status()>& apart,
-                                   const std::function<absl::Status()>& stacked);
-
 // The choices of a chain's bottom layer per (batch size, step bucket): the runs of stacked
 // layers, or none where the layers ran apart.
 using StackChoices = std::map<std::pair<int, int>, std::vector<int>>;
+
+// Runs a chain of layers `apart`, or stacked: run(i, n) for each of its runs of n layers from
+// layer i (StackRuns' `runs`), as `choices` has it for B sequences of T steps. Where every run is
+// one layer, apart. The first such batch times the two on the stream (each once to warm up, then
+// two rounds of each in turn, the least of three runs each) and records the faster; a batch
+// captured into a graph before then runs apart. An error where `apart` fails.
+absl::Status RunStackedOrApart(StackChoices* choices, int B, int T, const std::vector<int>& runs,
+                               cudaStream_t stream, const std::function<absl::Status()>& apart,
+                               const std::function<absl::Status(size_t, int)>& run);
 // How a chain runs B sequences of T steps: "stacked 2+1/u8" (the runs, and the stacked kernel of
 // the first run, kernel(B, layers)), "apart", or "" before its first such batch.
 std::string StackChoiceFor(const StackChoices& choices, int B, int T,

@@ -21,6 +21,7 @@
 #include "models/model_loader.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/gpu/gpu_tolerances.h"
+#include "tests/gpu/graph_replay.h"
 #include "tests/gpu/stream_and_handle.h"
 #include "tests/gpu/torch_state_dict.h"
 #include "tests/support/fixtures.h"
@@ -414,22 +415,7 @@ TEST_P(StackedKernelTest, ChooserMatchesPyTorchEagerAndReplayed) {
     EXPECT_NE(rnn[0]->StackFor(B, T), "") << "no choice recorded";
     std::cout << "B=" << B << ": " << rnn[0]->StackFor(B, T) << std::endl;
     CheckStack(dir_, layers(), lstm(), B, sh_->stream, [&](const auto& ios) {
-      cudaGraph_t graph = nullptr;
-      cudaGraphExec_t exec = nullptr;
-      if (cudaStreamBeginCapture(sh_->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
-        return absl::InternalError("capture");
-      }
-      const absl::Status s = forward(ios);
-      if (cudaStreamEndCapture(sh_->stream, &graph) != cudaSuccess || !s.ok()) {
-        return s.ok() ? absl::InternalError("end capture") : s;
-      }
-      const bool ok = cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess &&
-                      cudaGraphLaunch(exec, sh_->stream) == cudaSuccess &&
-                      cudaGraphLaunch(exec, sh_->stream) == cudaSuccess;
-      cudaStreamSynchronize(sh_->stream);
-      if (exec) cudaGraphExecDestroy(exec);
-      cudaGraphDestroy(graph);
-      return ok ? absl::OkStatus() : absl::InternalError("graph launch");
+      return ReplayTwice(sh_->stream, [&]() { return forward(ios); });
     });
   }
 }

@@ -22,6 +22,7 @@
 #include "models/model_loader.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/gpu/gpu_tolerances.h"
+#include "tests/gpu/graph_replay.h"
 #include "tests/gpu/stream_and_handle.h"
 #include "tests/gpu/torch_state_dict.h"
 #include "tests/support/fixtures.h"
@@ -161,22 +162,7 @@ TEST_F(KerasGruBeforeStackTest, ChainMatchesKerasEagerAndReplayed) {
     EXPECT_NE(fused_[0]->ChainFor(B, T_), "") << "no choice recorded";
     std::cout << "B=" << B << ": " << fused_[0]->ChainFor(B, T_) << std::endl;
     Check(B, [&](const std::vector<RecurrentIO>& ios) {
-      cudaGraph_t graph = nullptr;
-      cudaGraphExec_t exec = nullptr;
-      if (cudaStreamBeginCapture(sh_->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
-        return absl::InternalError("capture");
-      }
-      const absl::Status s = forward(ios);
-      if (cudaStreamEndCapture(sh_->stream, &graph) != cudaSuccess || !s.ok()) {
-        return s.ok() ? absl::InternalError("end capture") : s;
-      }
-      const bool ok = cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess &&
-                      cudaGraphLaunch(exec, sh_->stream) == cudaSuccess &&
-                      cudaGraphLaunch(exec, sh_->stream) == cudaSuccess;
-      cudaStreamSynchronize(sh_->stream);
-      if (exec) cudaGraphExecDestroy(exec);
-      cudaGraphDestroy(graph);
-      return ok ? absl::OkStatus() : absl::InternalError("graph launch");
+      return ReplayTwice(sh_->stream, [&]() { return forward(ios); });
     });
   }
 }
