@@ -342,8 +342,8 @@ absl::Status TimeCudnnStack(const Case& c, const engine::Model& model, engine::M
 // A stack that cuDNN cannot run (GRU reset_after=False) on FusedRnn, as the engine's model runs
 // it (a layer: ForwardFastest, which times its kernels per batch size; layers: ForwardChain,
 // stacked or apart, whichever it timed faster, and each layer on ForwardFastest as apart_ms):
-// eagerly and from one graph; then on FusedRecurrent (a block a sequence, which the model runs where FusedRnn
-// does not take the layer or the batch), eagerly, as algo_fused_recurrent_ms.
+// eagerly and from one graph; then on FusedRecurrent (a block a sequence, which the model runs
+// where FusedRnn does not take the layer or the batch), eagerly, as algo_fused_recurrent_ms.
 absl::Status TimeFusedStack(const Case& c, const engine::Model& model, const std::vector<float>& xf,
                             std::ostream& line) {
   cudaStream_t stream;

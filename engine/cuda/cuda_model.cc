@@ -114,12 +114,12 @@ absl::Status CudaCompiledModel::Init() {
     const Layer& upper = model_.layers[i + 1];
     const auto* a = std::get_if<RecurrentSpec>(&lower.spec);
     const auto* b = std::get_if<RecurrentSpec>(&upper.spec);
-    // Both on cuDNN's path (CudnnRecurrent), or both layers cuDNN cannot run that FusedRnn's
-    // stacked kernel takes together.
+    // Both on cuDNN's path (CudnnRecurrent), or both layers cuDNN cannot run (only those have a
+    // fused_rnn) that FusedRnn's stacked kernel takes together.
     const LayerPlan& p = plans_[i];
     const LayerPlan& q = plans_[i + 1];
-    const bool pair = (p.rnn && q.rnn) || (!p.rnn && !q.rnn && p.fused_rnn && q.fused_rnn &&
-                                           p.fused_rnn->Stacks(*q.fused_rnn));
+    const bool pair =
+        (p.rnn && q.rnn) || (p.fused_rnn && q.fused_rnn && p.fused_rnn->Stacks(*q.fused_rnn));
     plans_[i].stacks_on_next =
         a != nullptr && b != nullptr && p.where == Where::kGpu && q.where == Where::kGpu && pair &&
         a->directions.size() == 1 && b->directions.size() == 1 && a->return_sequences &&
