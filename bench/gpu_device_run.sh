@@ -18,7 +18,7 @@
 #        "cellular" runs bench/cellular_bench.py (step-level against request-level batching) on
 #        CELLULAR_MODEL (default bench/server_models/lstm256) with CELLULAR_ARGS, for
 #        DEVBUILD/bin/rnnserve and, when present, DEVBUILD/bin/rnnserve-before; it needs grpcio,
-#        protobuf and the client's rnnserve.v1 modules on PYTHONPATH (PYLIBS);
+#        protobuf and the Python client's package (rnnserve_client) on PYTHONPATH (PYLIBS);
 #        "c1" runs bench/server_batching_c1.sh once per C1_FLAGS entry (space-separated; flags
 #        of one entry joined by commas; "default" for none);
 #        "paired" compares DEVBUILD/bin/rnnserve-before with DEVBUILD/bin/rnnserve
@@ -144,6 +144,10 @@ run_profile() {  # where the server's CPU goes under load: perf, per-thread CPU,
 }
 
 run_cpucheck() {  # the CPU engine on this host: LSTM H=256 T=50 through the server, per kernel set
+  if [ ! -d "$ROOT/bench/server_models/lstm256" ]; then  # a pack without SOURCES=1
+    echo "cpucheck: skipped, no $ROOT/bench/server_models/lstm256 (pack_gpu_device_build.sh with SOURCES=1 packs it)" >> "$SUMMARY"
+    return
+  fi
   for set in "" avx2 plain; do
     RNNSERVE_CPU_KERNELS=$set "${SERVER_PIN[@]}" "$BIN/rnnserve" \
       --model-repository "$ROOT/bench/server_models" --port 18901 --metrics-port 18902 \

@@ -11,7 +11,8 @@
 # DEST/shared/models: for a machine that gets another checkout than this one.
 #
 # usage: bench/pack_gpu_device_build.sh [BUILD_DIR (build/release)] [DEST (.devbuild-gpu)]
-# env:   PERF_ANALYZER  the perf_analyzer binary (default: PATH, then /opt/perf_analyzer/bin)
+# env:   PERF_ANALYZER  the perf_analyzer binary (default: PATH, then /opt/perf_analyzer/bin); a
+#                       pyenv shim that PATH finds is resolved to the binary it runs
 #        PERF           a perf binary (linux-perf) to pack as well, for gpu_device_run.sh's
 #                       profile stage; rnnserve then keeps its symbol table
 #        MINIMAL_LIBS=1 pack only the libraries the device tool's image (Ubuntu 24.04) lacks:
@@ -24,6 +25,24 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-$ROOT/build/release}
 DEST=${2:-$ROOT/.devbuild-gpu}
 PA=${PERF_ANALYZER:-$(command -v perf_analyzer || echo /opt/perf_analyzer/bin/perf_analyzer)}
+# The executable itself: through symlinks, and through a pyenv shim (a bash script that asks pyenv
+# which version's binary to exec; packed, it would run nowhere). Anything else that is not an ELF
+# file is refused, as strip and the GPU machine could not use it.
+resolve_elf() {
+  local path
+  path=$(readlink -f "$1") || { echo "missing: $1" >&2; return 1; }
+  if [ "$(head -c 4 "$path" 2>/dev/null | tail -c 3)" != ELF ] && grep -q pyenv "$path" 2>/dev/null &&
+    command -v pyenv >/dev/null 2>&1; then
+    path=$(readlink -f "$(pyenv which "$(basename "$1")")") ||
+      { echo "pyenv which $(basename "$1") failed for the shim $1" >&2; return 1; }
+  fi
+  if [ "$(head -c 4 "$path" 2>/dev/null | tail -c 3)" != ELF ]; then
+    echo "$1 ($path) is not an ELF executable (a wrapper script?); set PERF_ANALYZER to the binary" >&2
+    return 1
+  fi
+  echo "$path"
+}
+PA=$(resolve_elf "$PA")
 rm -rf "$DEST"
 mkdir -p "$DEST/bin" "$DEST/lib"
 bins=("$BUILD/server/rnnserve" "$BUILD/bench/gpu_peers" "$BUILD/bench/gpu_request_path"
@@ -40,10 +59,12 @@ export LD_LIBRARY_PATH=${CUDART:+$CUDART:}${LD_LIBRARY_PATH:-}
 [ -n "${PERF:-}" ] && bins+=("$PERF")
 for b in "${bins[@]}"; do
   [ -x "$b" ] || { echo "missing: $b"; exit 1; }
-  if [ -n "${PERF:-}" ] && [ "$(basename "$b")" = rnnserve ]; then
+  name=$(basename "$b")
+  [ "$b" = "$PA" ] && name=perf_analyzer  # whatever the resolved file is called
+  if [ -n "${PERF:-}" ] && [ "$name" = rnnserve ]; then
     cp "$b" "$DEST/bin/rnnserve"  # symbols, for perf report
   else
-    strip --strip-unneeded -o "$DEST/bin/$(basename "$b")" "$b"
+    strip --strip-unneeded -o "$DEST/bin/$name" "$b"
   fi
   ldd "$b" | awk '/=> \//{print $3}' | while read -r lib; do
     case "$(basename "$lib")" in
@@ -68,7 +89,7 @@ if [ "${SOURCES:-0}" = 1 ]; then
   cp -r "$ROOT/tests/fixtures" "$DEST/src/tests/"
   cp -r "$ROOT/models/examples" "$DEST/src/models/"
   cp "$ROOT"/bench/*.sh "$ROOT"/bench/*.py "$DEST/src/bench/"
-  cp -r "$ROOT/bench/server_models_gpu" "$DEST/src/bench/"
+  cp -r "$ROOT/bench/server_models" "$ROOT/bench/server_models_gpu" "$DEST/src/bench/"
   [ -d "$ROOT/../shared/models" ] && cp -r "$ROOT/../shared/models" "$DEST/shared/"
   git -C "$ROOT" rev-parse --short HEAD > "$DEST/src/COMMIT"
   git -C "$ROOT" status --short | grep -q . && echo "+ uncommitted changes" >> "$DEST/src/COMMIT"

@@ -8,8 +8,12 @@
 # Test mode also installs podman and what building and composing images with it needs (the
 # deploy tests; ../shared/CONTAINERS.md), and the linters of the deploy files.
 set -euo pipefail
+source "$(dirname "$0")/progress.sh"
 
 mode="${1:-all}"
+# pip's whole output, shown in part when it fails.
+PIP_LOG="${TMPDIR:-/tmp}/rnnserve-install_deps-pip.log"
+export PIP_ROOT_USER_ACTION=ignore  # pip's warning about root, where the tests run as root
 
 APT_BUILD=(
   build-essential cmake pkg-config ccache git
@@ -18,7 +22,8 @@ APT_BUILD=(
   prometheus-cpp-dev libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0
 )
 APT_TEST=(
-  libgtest-dev libgmock-dev libbenchmark-dev libonnx-testdata python3 python3-pip prometheus
+  libgtest-dev libgmock-dev libbenchmark-dev libonnx-testdata python3 python3-pip python3-venv
+  prometheus
   libb64-0d openssl
   podman buildah runc fuse-overlayfs slirp4netns uidmap catatonit containernetworking-plugins
   golang-github-containernetworking-plugin-dnsname iptables mmdebstrap podman-compose curl
@@ -40,11 +45,16 @@ for p in "${packages[@]}"; do
   fi
 done
 
-# python3/pip may come from elsewhere (pyenv); only ask apt for them when there is none.
+# python3/pip may come from elsewhere (pyenv); only ask apt for them when there is none, and for
+# venv (the Python client's wheel test makes venvs) when python3 cannot make one.
 if command -v python3 >/dev/null 2>&1; then
   kept=()
   for p in "${missing[@]}"; do
-    case "$p" in python3|python3-pip) ;; *) kept+=("$p") ;; esac
+    case "$p" in
+      python3|python3-pip) ;;
+      python3-venv) python3 -c "import ensurepip, venv" 2>/dev/null || kept+=("$p") ;;
+      *) kept+=("$p") ;;
+    esac
   done
   missing=("${kept[@]+"${kept[@]}"}")
 fi
@@ -53,8 +63,9 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 if [ "${#missing[@]}" -gt 0 ]; then
-  echo "install_deps: installing Debian packages: ${missing[*]}"
+  step "updating apt's package lists"
   $SUDO apt-get update -qq
+  step "installing ${#missing[@]} Debian packages (minutes on a fresh machine): ${missing[*]}"
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
@@ -67,15 +78,15 @@ if [ "$mode" != "--serve" ]; then
     command -v "${entry%%:*}" >/dev/null 2>&1 || pip_missing+=("${entry#*:}")
   done
   if [ "${#pip_missing[@]}" -gt 0 ]; then
-    echo "install_deps: installing PyPI packages: ${pip_missing[*]}"
-    python3 -m pip install -q "${pip_missing[@]}" 2>&1 | grep -v "Running pip as the 'root' user" || true
+    step "installing PyPI packages with pip (a minute or more): ${pip_missing[*]}"
+    run_logged "$PIP_LOG" python3 -m pip install -q "${pip_missing[@]}"
   fi
 
   # perf_analyzer: its current wheels need glibc >= 2.38 (Debian 12 has 2.36); the binary inside
   # tritonclient 2.47.0 runs here. Kept apart so it does not replace the client library above.
   if [ ! -x /opt/perf_analyzer/bin/perf_analyzer ] && ! command -v perf_analyzer >/dev/null 2>&1; then
-    echo "install_deps: installing perf_analyzer (tritonclient 2.47.0) under /opt/perf_analyzer"
-    $SUDO python3 -m pip install -q --no-deps --target /opt/perf_analyzer tritonclient==2.47.0 \
-      2>&1 | grep -v "Running pip as the 'root' user" || true
+    step "installing perf_analyzer (tritonclient 2.47.0) under /opt/perf_analyzer"
+    run_logged "$PIP_LOG" $SUDO python3 -m pip install -q --no-deps \
+      --target /opt/perf_analyzer tritonclient==2.47.0
   fi
 fi

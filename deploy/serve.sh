@@ -4,9 +4,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+source deploy/progress.sh
+
+step "checking the build dependencies (deploy/install_deps.sh --serve)"
 deploy/install_deps.sh --serve
-cmake --preset release >/dev/null
-cmake --build --preset release -j "$(nproc)" --target rnnserve rnnserve-cli
+step "configuring build/release (cmake --preset release)"
+run_logged build/release/serve-configure.log cmake --preset release
+step "building rnnserve and rnnserve-cli on $(nproc) cores (a first build takes many minutes;" \
+  "output in build/release/serve-build.log)"
+run_logged build/release/serve-build.log \
+  cmake --build --preset release -j "$(nproc)" --target rnnserve rnnserve-cli
 
 PORT=8500
 METRICS_PORT=8502
