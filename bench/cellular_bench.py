@@ -32,9 +32,9 @@ import urllib.request
 import grpc
 import numpy as np
 
-from rnnserve.v1 import model_config_pb2 as cfg
-from rnnserve.v1 import rnnserve_pb2 as pb
-from rnnserve.v1 import rnnserve_pb2_grpc as pb_grpc
+from rnnserve_client import proto as cfg
+from rnnserve_client import proto as pb
+from rnnserve_client import proto as pb_grpc
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))

@@ -15,8 +15,9 @@ What it checks, and prints as a markdown report:
 Exit status 0 when all of these hold, 1 otherwise.
 
 The load comes from --workers processes (Python gRPC, one channel each, back to back). The
-hostile client runs in its own process. Needs numpy and grpcio; the rnnserve.v1 stubs come from
-the Python client package, installed into a temporary directory from client/python.
+hostile client runs in its own process. Needs numpy and grpcio; the rnnserve.v1 messages and
+stub come from the Python client package (rnnserve_client.proto), installed into a temporary
+directory from client/python.
 """
 
 import argparse
@@ -75,9 +76,9 @@ def valid_worker(site, address, stop, counts, lock):
     sys.path.insert(0, site)
     import grpc
     import numpy as np
-    from rnnserve.v1 import model_config_pb2 as cfg
-    from rnnserve.v1 import rnnserve_pb2 as pb
-    from rnnserve.v1 import rnnserve_pb2_grpc as pb_grpc
+    from rnnserve_client import proto as cfg
+    from rnnserve_client import proto as pb
+    from rnnserve_client import proto as pb_grpc
 
     x = np.load(os.path.join(ROOT, "tests/fixtures/example/input.npy")).astype("<f4")
     want = np.load(os.path.join(ROOT, "tests/fixtures/example/expected.npy"))
@@ -181,9 +182,9 @@ def bad_requests(pb, cfg):
 def hostile_worker(site, address, stop, counts, lock):
     sys.path.insert(0, site)
     import grpc
-    from rnnserve.v1 import model_config_pb2 as cfg
-    from rnnserve.v1 import rnnserve_pb2 as pb
-    from rnnserve.v1 import rnnserve_pb2_grpc as pb_grpc
+    from rnnserve_client import proto as cfg
+    from rnnserve_client import proto as pb
+    from rnnserve_client import proto as pb_grpc
 
     channel = grpc.insecure_channel(address)
     stub = pb_grpc.RnnServeStub(channel)
@@ -246,8 +247,8 @@ def main():
     address = f"127.0.0.1:{port}"
     sys.path.insert(0, site)
     import grpc
-    from rnnserve.v1 import rnnserve_pb2 as pb
-    from rnnserve.v1 import rnnserve_pb2_grpc as pb_grpc
+    from rnnserve_client import proto as pb
+    from rnnserve_client import proto as pb_grpc
     stub = pb_grpc.RnnServeStub(grpc.insecure_channel(address))
     deadline = time.monotonic() + 120
     while True:

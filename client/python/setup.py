@@ -1,38 +1,47 @@
-"""Generates the rnnserve.v1 gRPC stubs from ../../proto while the package is built.
+"""Builds the wheel of rnnserve_client without writing into the source tree.
 
-The stubs are installed as the package `rnnserve.v1` (the module names protoc gives the protos'
-import paths), beside `rnnserve_client`. Their code checks at import that protobuf and grpcio are
-no older than the generator, so the dependencies are pinned from below to the versions in the
-build environment.
+The rnnserve.v1 API travels in the package as a serialized FileDescriptorSet
+(rnnserve_client/rnnserve_v1.binpb), made here from ../../proto by grpcio-tools' protoc. No
+Python code is generated: rnnserve_client/proto.py builds the message classes and the service
+stub from the descriptors through protobuf's public API at import, so the package carries no
+gencode version and works with every protobuf runtime from the floor in pyproject.toml up
+(generated *_pb2.py files refuse a runtime older than their generator).
+
+setuptools' scratch folders (build/, *.egg-info) go to a temporary folder, so `pip wheel` and
+`pip install` leave the checkout as it was.
 """
+import atexit
 import os
-from importlib.metadata import version
+import shutil
+import tempfile
 
-import grpc_tools
-from grpc_tools import protoc
-from google import protobuf
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROTO_ROOT = os.path.normpath(os.path.join(HERE, "..", "..", "proto"))
 PROTOS = ["rnnserve/v1/model_config.proto", "rnnserve/v1/rnnserve.proto"]
+DESCRIPTORS = os.path.join("rnnserve_client", "rnnserve_v1.binpb")
 
 
-class BuildPyWithStubs(build_py):
+class BuildPyWithDescriptors(build_py):
     def run(self):
         super().run()
+        import grpc_tools
+        from grpc_tools import protoc
+
+        out = os.path.join(self.build_lib, DESCRIPTORS)
         well_known = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
-        args = ["grpc_tools.protoc", f"-I{PROTO_ROOT}", f"-I{well_known}",
-                f"--python_out={self.build_lib}", f"--grpc_python_out={self.build_lib}"]
+        args = ["grpc_tools.protoc", f"-I{PROTO_ROOT}", f"-I{well_known}", "--include_imports",
+                f"--descriptor_set_out={out}"]
         if protoc.main(args + [os.path.join(PROTO_ROOT, p) for p in PROTOS]) != 0:
             raise RuntimeError(f"protoc failed on {PROTOS} under {PROTO_ROOT}")
-        for package in ("rnnserve", os.path.join("rnnserve", "v1")):
-            open(os.path.join(self.build_lib, package, "__init__.py"), "a").close()
 
 
+scratch = tempfile.mkdtemp(prefix="rnnserve_client_build_")
+atexit.register(shutil.rmtree, scratch, ignore_errors=True)
 setup(
-    cmdclass={"build_py": BuildPyWithStubs},
-    install_requires=["numpy", f"grpcio>={version('grpcio-tools')}",
-                      f"protobuf>={protobuf.__version__}"],
+    cmdclass={"build_py": BuildPyWithDescriptors},
+    options={"build": {"build_base": os.path.join(scratch, "build")},
+             "egg_info": {"egg_base": scratch}},
 )

@@ -29,9 +29,16 @@ target_link_libraries(errors_integration_test PRIVATE rnnserve_server_process)
 add_test(NAME PythonClient.PredictEvaluateStreamMatchKeras
   COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/python_client_test.py ${PROJECT_SOURCE_DIR}
           $<TARGET_FILE:rnnserve>)
-# pip builds client/python in place: one test at a time builds it.
 set_tests_properties(PythonClient.PredictEvaluateStreamMatchKeras PROPERTIES
-  LABELS integration SKIP_RETURN_CODE 77 TIMEOUT 120 RESOURCE_LOCK rnnserve_client_python_build)
+  LABELS integration SKIP_RETURN_CODE 77 TIMEOUT 120)
+
+# The wheel built out of the checkout, in cached venvs at the stated floors and beside
+# tritonclient[grpc] (the venvs are made once from the package index, then reused).
+add_test(NAME PythonClient.WheelAtFloorsAndBesideTritonclient
+  COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/python_client_wheel_test.py ${PROJECT_SOURCE_DIR}
+          $<TARGET_FILE:rnnserve> ${CMAKE_CURRENT_BINARY_DIR}/python_client_wheel)
+set_tests_properties(PythonClient.WheelAtFloorsAndBesideTritonclient PROPERTIES
+  LABELS integration SKIP_RETURN_CODE 77 TIMEOUT 600)
 
 rnnserve_test(onnx_serving_test integration ${CMAKE_CURRENT_LIST_DIR}/onnx_serving_test.cc)
 target_link_libraries(onnx_serving_test PRIVATE rnnserve_server_process)

@@ -9,6 +9,5 @@ target_link_libraries(security_integration_test PRIVATE rnnserve_server_process
 add_test(NAME PythonClient.TlsTokensAndReflection
   COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/security_client_test.py ${PROJECT_SOURCE_DIR}
           $<TARGET_FILE:rnnserve>)
-# pip builds client/python in place: one test at a time builds it.
 set_tests_properties(PythonClient.TlsTokensAndReflection PROPERTIES
-  LABELS integration SKIP_RETURN_CODE 77 TIMEOUT 120 RESOURCE_LOCK rnnserve_client_python_build)
+  LABELS integration SKIP_RETURN_CODE 77 TIMEOUT 120)

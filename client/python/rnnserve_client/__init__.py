@@ -5,7 +5,8 @@
     probs = c.predict("waveform_lstm", x)["probabilities"]      # x: [B, T, F] float array
     c.evaluate("waveform_lstm", x, y)                            # {"loss": ..., "accuracy": ...}
 
-Install with `pip install ./client/python` (from the repository root): the build generates the
-gRPC stubs.
+Install with `pip install ./client/python` (from the repository root). The rnnserve.v1 messages
+and service stub are built at import from descriptors compiled into the package
+(rnnserve_client.proto), so any protobuf from the package's floor up serves.
 """
 from .client import Client, RnnServeError  # noqa: F401

@@ -2,10 +2,8 @@
 import grpc
 import numpy as np
 
-# Generated from proto/ when the package is built (setup.py).
-from rnnserve.v1 import model_config_pb2 as cfg
-from rnnserve.v1 import rnnserve_pb2 as pb
-from rnnserve.v1 import rnnserve_pb2_grpc as pb_grpc
+# Messages and the stub from the descriptors compiled into the package (proto.py).
+from . import proto as pb
 
 
 class RnnServeError(RuntimeError):
@@ -20,19 +18,19 @@ def _to_tensor(array, integer):
     a = np.asarray(array)
     t = pb.Tensor(shape=list(a.shape))
     if integer:
-        t.dtype = cfg.TYPE_INT64
+        t.dtype = pb.TYPE_INT64
         t.raw_content = np.ascontiguousarray(a, dtype="<i8").tobytes()
     else:
-        t.dtype = cfg.TYPE_FP32
+        t.dtype = pb.TYPE_FP32
         t.raw_content = np.ascontiguousarray(a, dtype="<f4").tobytes()
     return t
 
 
 def _to_array(t):
     shape = tuple(t.shape)
-    if t.dtype in (cfg.TYPE_INT64, cfg.TYPE_INT32):
+    if t.dtype in (pb.TYPE_INT64, pb.TYPE_INT32):
         if t.raw_content:
-            dt = "<i8" if t.dtype == cfg.TYPE_INT64 else "<i4"
+            dt = "<i8" if t.dtype == pb.TYPE_INT64 else "<i4"
             return np.frombuffer(t.raw_content, dtype=dt).reshape(shape)
         vals = list(t.int64_val) or list(t.int_val)
         return np.array(vals, dtype=np.int64).reshape(shape)
@@ -80,7 +78,7 @@ class Client:
             self._channel = grpc.insecure_channel(server, options=opts)
         token = _token_of(token, token_file)
         self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
-        self._stub = pb_grpc.RnnServeStub(self._channel)
+        self._stub = pb.RnnServeStub(self._channel)
         self._timeout = timeout
         self._meta = {}
 
@@ -111,7 +109,7 @@ class Client:
             if len(meta.inputs) != 1:
                 raise ValueError(f"model {model!r} has {len(meta.inputs)} inputs: pass a dict")
             inputs = {meta.inputs[0].name: inputs}
-        kinds = {i.name: i.dtype == cfg.TYPE_INT64 for i in meta.inputs}
+        kinds = {i.name: i.dtype == pb.TYPE_INT64 for i in meta.inputs}
         for name in inputs:
             if name not in kinds:
                 raise ValueError(f"model {model!r} has no input {name!r}; its inputs: "
@@ -148,7 +146,7 @@ class Client:
         chunks = list(chunks)
         meta = self.metadata(model)
         name = meta.inputs[0].name
-        integer = meta.inputs[0].dtype == cfg.TYPE_INT64
+        integer = meta.inputs[0].dtype == pb.TYPE_INT64
 
         def requests():
             for i, c in enumerate(chunks):
