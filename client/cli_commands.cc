@@ -2,8 +2,10 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -71,9 +73,39 @@ struct StreamFlags {
   int64_t chunk_steps = 0;
   uint64_t sequence_id = 1;
   std::vector<int32_t> lengths;
+  std::string output;
   bool verbose = false;
   bool json = false;
 };
+
+// Each output of every sequence's final answer ([1, ...] each), stacked along axis 0 in sequence
+// order: [sequences, ...], as predict gives a batch's. Outputs whose final answers differ in
+// shape between sequences (per-step outputs of final chunks of different lengths) cannot stack.
+absl::StatusOr<std::map<std::string, NpyArray>> StackFinalAnswers(
+    const std::map<int64_t, std::map<std::string, NpyArray>>& last) {
+  std::map<std::string, NpyArray> out;
+  for (const auto& [seq, outs] : last) {
+    for (const auto& [name, a] : outs) {
+      auto [it, first] = out.try_emplace(name, a);
+      NpyArray& stacked = it->second;
+      const bool stacks = !a.shape.empty() && a.shape[0] == 1 &&
+                          std::equal(a.shape.begin() + 1, a.shape.end(), stacked.shape.begin() + 1,
+                                     stacked.shape.end());
+      if (!stacks) {
+        std::vector<int64_t> want = stacked.shape;
+        if (!want.empty()) want[0] = 1;
+        return absl::InvalidArgumentError(
+            absl::StrCat("--output: output '", name, "' of sequence ", seq, " has shape [",
+                         absl::StrJoin(a.shape, ","), "], not [", absl::StrJoin(want, ","),
+                         "]: final answers of different shapes do not stack (use --json)"));
+      }
+      if (first) continue;
+      stacked.shape[0] += 1;
+      stacked.values.insert(stacked.values.end(), a.values.begin(), a.values.end());
+    }
+  }
+  return out;
+}
 
 int Stream(const StreamFlags& f) {
   auto inputs = ReadNamedFiles(f.inputs, "input");
@@ -95,6 +127,11 @@ int Stream(const StreamFlags& f) {
         last[seq] = std::move(outs);
       });
   if (!status.ok()) return Fail(status);
+  if (!f.output.empty()) {
+    auto stacked = StackFinalAnswers(last);
+    if (!stacked.ok()) return Fail(stacked.status());
+    if (auto s = WriteArraysNpz(f.output, *stacked); !s.ok()) return Fail(s);
+  }
   if (f.json) {
     Json out = Json::array();
     for (const auto& [seq, outs] : last) {
@@ -111,6 +148,7 @@ int Stream(const StreamFlags& f) {
                 static_cast<unsigned long long>(f.sequence_id + seq));
     PrintArrays(outs);
   }
+  if (!f.output.empty()) std::printf("wrote %s\n", f.output.c_str());
   return 0;
 }
 
@@ -223,6 +261,9 @@ Command AddStreamCommand(CLI::App& app) {
                   "id of the first sequence; the others count up from it")
       ->capture_default_str();
   cmd->add_option("--lengths", f->lengths, "each sequence's length, e.g. 40,25,12")->delimiter(',');
+  cmd->add_option("--output", f->output,
+                  "also write each sequence's final answer to this .npz, one row per sequence "
+                  "(as predict --output)");
   cmd->add_flag("--verbose", f->verbose, "print every chunk's answer");
   cmd->add_flag("--json", f->json, "print JSON");
   return {cmd, [f] { return Stream(*f); }};

@@ -129,6 +129,18 @@ int Fail(const absl::Status& s) {
   return 1;
 }
 
+absl::Status WriteArraysNpz(const std::string& path,
+                            const std::map<std::string, NpyArray>& arrays) {
+  std::map<std::string, std::string> files;
+  for (const auto& [name, a] : arrays) {
+    files[name] =
+        a.descr == "<i8"
+            ? SerializeNpyInt64(a.shape, std::vector<int64_t>(a.values.begin(), a.values.end()))
+            : SerializeNpyFloat32(a.shape, std::vector<float>(a.values.begin(), a.values.end()));
+  }
+  return WriteNpz(path, files);
+}
+
 void PrintArrays(const std::map<std::string, NpyArray>& arrays) {
   for (const auto& [name, a] : arrays) {
     std::printf("%s: %s [%s]\n", name.c_str(), a.descr == "<i8" ? "INT64" : "FP32",

@@ -32,6 +32,8 @@ std::string TypeName(v1::DataType t);
 nlohmann::json Nest(const NpyArray& a);
 // Prints "error: CODE: message" to stderr; returns exit code 1.
 int Fail(const absl::Status& s);
+// Writes named arrays to an .npz (int64 arrays as "<i8", the others as "<f4").
+absl::Status WriteArraysNpz(const std::string& path, const std::map<std::string, NpyArray>& arrays);
 // Prints named arrays: "name: FP32 [3,3]" and one line per row of the last axis.
 void PrintArrays(const std::map<std::string, NpyArray>& arrays);
 

@@ -31,6 +31,11 @@ std::string Dims(const google::protobuf::RepeatedField<int64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
 }
 
+// " (why)", or nothing for no reason.
+std::string Reason(const std::string& why) {
+  return why.empty() ? "" : absl::StrCat(" (", why, ")");
+}
+
 struct PredictFlags {
   ClientOptions connection;
   std::string model;
@@ -52,17 +57,7 @@ int Predict(const PredictFlags& f) {
   std::map<std::string, NpyArray> outputs;
   for (const auto& [name, tensor] : resp->outputs()) outputs[name] = ToArray(tensor);
   if (!f.output.empty()) {
-    std::map<std::string, std::string> files;
-    for (const auto& [name, a] : outputs) {
-      if (a.descr == "<i8") {
-        files[name] =
-            SerializeNpyInt64(a.shape, std::vector<int64_t>(a.values.begin(), a.values.end()));
-      } else {
-        files[name] =
-            SerializeNpyFloat32(a.shape, std::vector<float>(a.values.begin(), a.values.end()));
-      }
-    }
-    if (auto s = WriteNpz(f.output, files); !s.ok()) return Fail(s);
+    if (auto s = WriteArraysNpz(f.output, outputs); !s.ok()) return Fail(s);
   }
   if (f.json) {
     Json out;
@@ -134,6 +129,10 @@ int Metadata(const MetadataFlags& f) {
         {"platform", meta->platform()},
         {"source_file", meta->source_file()},
         {"masking", meta->masking()},
+        {"streamable", meta->streamable()},
+        {"streamable_reason", meta->streamable_reason()},
+        {"scheduler", meta->scheduler()},
+        {"scheduler_reason", meta->scheduler_reason()},
         {"inputs", tensors(meta->inputs())},
         {"outputs", tensors(meta->outputs())}};
     out["instances"] = Json::array();
@@ -154,6 +153,9 @@ int Metadata(const MetadataFlags& f) {
               meta->model_spec().name().c_str(),
               static_cast<long long>(meta->model_spec().version()), meta->platform().c_str(),
               meta->masking().c_str(), meta->source_file().c_str());
+  std::printf("  scheduler %s%s\n  streaming %s%s\n", meta->scheduler().c_str(),
+              Reason(meta->scheduler_reason()).c_str(), meta->streamable() ? "yes" : "no",
+              Reason(meta->streamable_reason()).c_str());
   for (const auto& t : meta->inputs()) {
     std::printf("  input  %-20s %-6s %s\n", t.name().c_str(), TypeName(t.dtype()).c_str(),
                 Dims(t.shape()).c_str());

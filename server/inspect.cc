@@ -8,8 +8,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/cudnn_support.h"
+#include "engine/engine.h"
 #include "engine/ir.h"
 #include "models/model_loader.h"
+#include "server/model_probe.h"
+#include "server/servable.h"
 
 namespace rnnserve::server {
 namespace {
@@ -81,6 +84,36 @@ std::string GpuPlacement(const LayerSpec& spec) {
   return "GPU engine";
 }
 
+// The outputs' dtypes and shapes as the server learns them at load (Servable::ProbeSignature): the
+// CPU engine runs a probe of 1 sequence of 2 steps and one of 2 of 3; an axis that differs is
+// dynamic (-1).
+absl::StatusOr<std::vector<ValueInfo>> ProbeOutputs(const Model& model) {
+  std::vector<TensorSignature> inputs;
+  for (const ValueInfo& v : model.inputs) {
+    if (v.shape.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat("input '", v.name, "' has no known rank"));
+    }
+    inputs.push_back({.name = v.name, .dtype = v.dtype, .shape = v.shape});
+  }
+  auto cpu = Engine::Create(EngineOptions{.kind = EngineKind::kCpu});
+  if (!cpu.ok()) return cpu.status();
+  auto compiled = (*cpu)->Compile(model, CompileOptions{.num_threads = 1});
+  if (!compiled.ok()) return compiled.status();
+  std::vector<Tensor> a, b;
+  if (auto s = (*compiled)->Run(ProbeBatch(inputs, 1, 2), &a); !s.ok()) return s;
+  if (auto s = (*compiled)->Run(ProbeBatch(inputs, 2, 3), &b); !s.ok()) return s;
+  std::vector<ValueInfo> outputs = model.outputs;
+  for (size_t i = 0; i < outputs.size() && i < a.size(); ++i) {
+    Shape shape = a[i].shape();
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (i >= b.size() || d >= b[i].shape().size() || b[i].shape()[d] != shape[d]) shape[d] = -1;
+    }
+    outputs[i].dtype = a[i].dtype();
+    outputs[i].shape = std::move(shape);
+  }
+  return outputs;
+}
+
 }  // namespace
 
 int RunInspect(int argc, char** argv) {
@@ -108,6 +141,13 @@ int RunInspect(int argc, char** argv) {
     return 1;
   }
   auto shape = [](const ValueInfo& v) { return ShapeString(v.shape); };
+  // The outputs as the server sees them, or, where the CPU engine cannot run the model, as the
+  // file declares them (a shape the file leaves out is unknown, and the reason is shown).
+  const absl::StatusOr<std::vector<ValueInfo>> probed = ProbeOutputs(*model);
+  const std::vector<ValueInfo>& outputs = probed.ok() ? *probed : model->outputs;
+  auto unknown = [&](const ValueInfo& o) {
+    return probed.ok() || !o.shape.empty() ? std::string() : std::string(probed.status().message());
+  };
   if (json) {
     Json out = {{"file", path},
                 {"format", model->source_format},
@@ -117,7 +157,11 @@ int RunInspect(int argc, char** argv) {
       out["inputs"].push_back(
           {{"name", in.name}, {"dtype", DTypeName(in.dtype)}, {"shape", in.shape}});
     }
-    for (const auto& o : model->outputs) out["outputs"].push_back({{"name", o.name}});
+    for (const auto& o : outputs) {
+      Json info = {{"name", o.name}, {"dtype", DTypeName(o.dtype)}, {"shape", o.shape}};
+      if (!unknown(o).empty()) info["shape_unknown"] = unknown(o);
+      out["outputs"].push_back(info);
+    }
     out["layers"] = Json::array();
     for (const Layer& l : model->layers) {
       out["layers"].push_back({{"name", l.name},
@@ -135,7 +179,11 @@ int RunInspect(int argc, char** argv) {
     std::printf("  input  %-20s %-6s %s\n", in.name.c_str(), DTypeName(in.dtype).c_str(),
                 shape(in).c_str());
   }
-  for (const auto& o : model->outputs) std::printf("  output %s\n", o.name.c_str());
+  for (const auto& o : outputs) {
+    std::printf("  output %-20s %-6s %s\n", o.name.c_str(), DTypeName(o.dtype).c_str(),
+                unknown(o).empty() ? ShapeString(o.shape).c_str()
+                                   : absl::StrCat("shape unknown: ", unknown(o)).c_str());
+  }
   std::printf("  layers:\n");
   for (const Layer& l : model->layers) {
     std::printf("    %-22s %-18s %s\n", l.name.c_str(), l.source_class.c_str(),

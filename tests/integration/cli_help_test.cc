@@ -53,7 +53,7 @@ std::vector<CommandLine> CommandLines() {
       {{RNNSERVE_CLI_BIN, "stream"},
        {"--model", "m", "--input", "x.npy", "--chunk-steps", "4"},
        with_connection({"--model", "--input", "--chunk-steps", "--sequence-id", "--lengths",
-                        "--verbose", "--json"})},
+                        "--output", "--verbose", "--json"})},
       {{RNNSERVE_CLI_BIN, "load"}, {"--model", "m"}, with_connection({"--model"})},
       {{RNNSERVE_CLI_BIN, "unload"}, {"--model", "m"}, with_connection({"--model"})},
       {{RNNSERVE_CLI_BIN, "server"}, {}, with_connection({"--json"})},

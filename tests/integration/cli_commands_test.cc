@@ -1,0 +1,146 @@
+// rnnserve-cli's and `rnnserve inspect`'s output against the real server binary: stream's
+// --output file, metadata --json's scheduling fields, and inspect's output shapes, checked
+// against the Keras and onnxruntime outputs of the fixtures.
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "client/client.h"
+#include "client/npy.h"
+#include "gtest/gtest.h"
+#include "tests/integration/server_process.h"
+#include "tests/support/fixtures.h"
+
+namespace rnnserve::testing {
+namespace {
+
+using Json = nlohmann::json;
+
+std::string TempPath(const std::string& stem) {
+  return (std::filesystem::temp_directory_path() / (stem + "_" + std::to_string(getpid()) + ".npz"))
+      .string();
+}
+
+client::NpyArray Fixture(const std::string& relative) {
+  auto a = client::ReadNpy(SourcePath(relative));
+  EXPECT_TRUE(a.ok()) << a.status();
+  return a.ok() ? *a : client::NpyArray{};
+}
+
+// The lengths the example's fixtures were made with (tests/fixtures/example/lengths.npy).
+std::string ExampleLengths() {
+  const client::NpyArray lengths = Fixture("tests/fixtures/example/lengths.npy");
+  std::string out;
+  for (double v : lengths.values) {
+    if (!out.empty()) out += ",";
+    out += std::to_string(static_cast<int64_t>(v));
+  }
+  return out;
+}
+
+class CliCommandsTest : public ServerSuite<> {
+ protected:
+  static void SetUpTestSuite() { StartServer(SourcePath("models/examples")); }
+};
+
+TEST_F(CliCommandsTest, StreamOutputWritesEachSequencesFinalAnswerAsKeras) {
+  const std::string out = TempPath("rnnserve_cli_stream");
+  std::string log;
+  ASSERT_EQ(RunCommand({RNNSERVE_CLI_BIN, "stream", "--server", server()->address(), "--model",
+                        "waveform_lstm", "--input", SourcePath("tests/fixtures/example/input.npy"),
+                        "--lengths", ExampleLengths(), "--chunk-steps", "7", "--output", out},
+                       &log),
+            0)
+      << log;
+  EXPECT_NE(log.find("wrote " + out), std::string::npos) << log;
+  auto arrays = client::ReadNpz(out);
+  ASSERT_TRUE(arrays.ok()) << arrays.status();
+  ASSERT_EQ(arrays->count("probabilities"), 1u);
+  const client::NpyArray& got = arrays->at("probabilities");
+  const client::NpyArray want = Fixture("tests/fixtures/example/expected.npy");
+  ASSERT_EQ(got.shape, want.shape);  // one row per sequence, as predict's
+  for (size_t k = 0; k < want.values.size(); ++k) {
+    EXPECT_NEAR(got.values[k], want.values[k], 1e-5 + 1e-5 * std::abs(want.values[k])) << k;
+  }
+  std::remove(out.c_str());
+}
+
+TEST_F(CliCommandsTest, MetadataShowsStreamableAndSchedulerAsTheServerSays) {
+  client::RnnServeClient rpc({.server = server()->address()});
+  auto meta = rpc.Metadata("waveform_lstm", 0);
+  ASSERT_TRUE(meta.ok()) << meta.status();
+  ASSERT_FALSE(meta->scheduler().empty());
+
+  std::string log;
+  ASSERT_EQ(RunCommand({RNNSERVE_CLI_BIN, "metadata", "--server", server()->address(), "--model",
+                        "waveform_lstm", "--json"},
+                       &log),
+            0)
+      << log;
+  const Json j = Json::parse(log);
+  EXPECT_EQ(j.at("streamable").get<bool>(), meta->streamable());
+  EXPECT_TRUE(j.at("streamable").get<bool>()) << "a forward LSTM with a Dense head streams";
+  EXPECT_EQ(j.at("streamable_reason").get<std::string>(), meta->streamable_reason());
+  EXPECT_EQ(j.at("scheduler").get<std::string>(), meta->scheduler());
+  EXPECT_EQ(j.at("scheduler_reason").get<std::string>(), meta->scheduler_reason());
+
+  ASSERT_EQ(RunCommand({RNNSERVE_CLI_BIN, "metadata", "--server", server()->address(), "--model",
+                        "waveform_lstm"},
+                       &log),
+            0)
+      << log;
+  EXPECT_NE(log.find("scheduler " + meta->scheduler()), std::string::npos) << log;
+  EXPECT_NE(log.find("streaming yes"), std::string::npos) << log;
+}
+
+// `rnnserve inspect --json`'s output shapes: batch and time axes dynamic (-1), the others as
+// the framework's output (Keras's expected.npy, onnxruntime's out_0) has them.
+Json InspectOutputs(const std::string& model_file) {
+  std::string log;
+  EXPECT_EQ(RunCommand({RNNSERVE_BIN, "inspect", SourcePath(model_file), "--json"}, &log), 0)
+      << log;
+  return Json::parse(log).at("outputs");
+}
+
+TEST(InspectOutputs, ShowsTheKerasExamplesOutputShape) {
+  const Json outs = InspectOutputs("models/examples/waveform_lstm/1/model.h5");
+  ASSERT_EQ(outs.size(), 1u) << outs;
+  const client::NpyArray want = Fixture("tests/fixtures/example/expected.npy");  // [B, 3]
+  EXPECT_EQ(outs[0].at("shape").get<std::vector<int64_t>>(),
+            (std::vector<int64_t>{-1, want.shape[1]}))
+      << outs;
+  EXPECT_EQ(outs[0].at("dtype"), "FP32") << outs;
+
+  std::string log;
+  ASSERT_EQ(
+      RunCommand({RNNSERVE_BIN, "inspect", SourcePath("models/examples/waveform_lstm/1/model.h5")},
+                 &log),
+      0)
+      << log;
+  EXPECT_NE(
+      log.find("output probabilities        FP32   [?," + std::to_string(want.shape[1]) + "]\n"),
+      std::string::npos)
+      << log;
+}
+
+TEST(InspectOutputs, ShowsATorchExportsPerStepOutputShape) {
+  const std::string dir =
+      "tests/fixtures/onnx/torch/TorchLstmBatchFirstBidirectionalStackedSoftmaxOpset17";
+  auto data = client::ReadNpz(SourcePath(dir + "/data.npz"));
+  ASSERT_TRUE(data.ok()) << data.status();
+  const std::vector<int64_t>& ort = data->at("out_0").shape;  // onnxruntime's [B, T, 5]
+  ASSERT_EQ(ort.size(), 3u);
+  const Json outs = InspectOutputs(dir + "/model.onnx");
+  ASSERT_EQ(outs.size(), 1u) << outs;
+  EXPECT_EQ(outs[0].at("shape").get<std::vector<int64_t>>(), (std::vector<int64_t>{-1, -1, ort[2]}))
+      << outs;
+}
+
+}  // namespace
+}  // namespace rnnserve::testing
