@@ -8,12 +8,14 @@
 # Test mode also installs podman and what building and composing images with it needs (the
 # deploy tests; ../shared/CONTAINERS.md), and the linters of the deploy files.
 set -euo pipefail
-source "$(dirname "$0")/progress.sh"
 
 mode="${1:-all}"
-# pip's whole output, shown in part when it fails.
-PIP_LOG="${TMPDIR:-/tmp}/rnnserve-install_deps-pip.log"
-export PIP_ROOT_USER_ACTION=ignore  # pip's warning about root, where the tests run as root
+# A line for each step that can take minutes. (Self-contained: the CPU image's build copies
+# this file alone.)
+step() { echo "install_deps.sh: $*"; }
+# pip's warning about running as root, where images and tests run as root; pip's errors still
+# show, and fail the script.
+export PIP_ROOT_USER_ACTION=ignore
 
 APT_BUILD=(
   build-essential cmake pkg-config ccache git
@@ -79,14 +81,14 @@ if [ "$mode" != "--serve" ]; then
   done
   if [ "${#pip_missing[@]}" -gt 0 ]; then
     step "installing PyPI packages with pip (a minute or more): ${pip_missing[*]}"
-    run_logged "$PIP_LOG" python3 -m pip install -q "${pip_missing[@]}"
+    python3 -m pip install -q "${pip_missing[@]}"
   fi
 
   # perf_analyzer: its current wheels need glibc >= 2.38 (Debian 12 has 2.36); the binary inside
   # tritonclient 2.47.0 runs here. Kept apart so it does not replace the client library above.
   if [ ! -x /opt/perf_analyzer/bin/perf_analyzer ] && ! command -v perf_analyzer >/dev/null 2>&1; then
     step "installing perf_analyzer (tritonclient 2.47.0) under /opt/perf_analyzer"
-    run_logged "$PIP_LOG" $SUDO python3 -m pip install -q --no-deps \
+    $SUDO env PIP_ROOT_USER_ACTION=ignore python3 -m pip install -q --no-deps \
       --target /opt/perf_analyzer tritonclient==2.47.0
   fi
 fi
