@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by deploy/install_deps.sh, deploy/serve.sh and tests/run.sh: a line for each step that
 # can take minutes, and for a long command (a build, the tests) its progress every 10 % instead
 # of each of its lines. The whole output of such a command goes to a log file, whose last lines

@@ -36,11 +36,13 @@ echo "PASS PipFailureFailsTheScriptWithPipsMessage"
 # The progress the scripts print for a long command (deploy/progress.sh): a 600-step build is
 # shown as at most 11 lines (each 10 %), and a failure shows the command's last lines.
 source "$ROOT/deploy/progress.sh"
+# shellcheck disable=SC2016  # the loop runs in the child shell
 run_logged "$W/build.log" bash -c 'for i in $(seq 1 600); do echo "[$i/600] Building CXX object o$i.o"; done' \
   > "$W/progress.out"
 lines=$(wc -l < "$W/progress.out")
-[ "$lines" -le 11 ] && grep -q "^  100%$" "$W/progress.out" ||
-  { cat "$W/progress.out"; echo "FAIL: $lines progress lines for 600 build steps"; exit 1; }
+if [ "$lines" -gt 11 ] || ! grep -q "^  100%$" "$W/progress.out"; then
+  cat "$W/progress.out"; echo "FAIL: $lines progress lines for 600 build steps"; exit 1
+fi
 [ "$(wc -l < "$W/build.log")" -eq 600 ] || { echo "FAIL: the log lacks the build's lines"; exit 1; }
 if run_logged "$W/fail.log" bash -c 'echo "[ 10%] Building a.o"; echo "a.cc:1: error: boom"; exit 2' \
   > "$W/fail.out"; then
