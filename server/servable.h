@@ -32,9 +32,9 @@
 #include "models/training_config.h"
 #include "rnnserve/v1/model_config.pb.h"
 #include "server/batching/async_runner.h"
+#include "server/batching/scheduler.h"
 #include "server/batching/cellular_scheduler.h"
 #include "server/batching/dynamic_batcher.h"
-#include "server/batching/instance_pool.h"
 #include "server/metrics/server_metrics.h"
 #include "server/serving_recorder.h"
 
@@ -138,11 +138,10 @@ class Servable : public std::enable_shared_from_this<Servable> {
   // Largest batch one engine call takes; 0: unlimited.
   int max_batch_size() const { return config_.max_batch_size(); }
 
-  // Runs a validated batch and blocks until its outputs are in *outputs. With dynamic
-  // batching (server/batching/dynamic_batcher.h) the batch queues and may share engine calls
-  // with other requests; without, it runs on the caller's thread on the next free instance,
-  // split into engine calls of at most max_batch_size sequences.
-  absl::Status Run(const engine::Batch& batch, std::vector<engine::Tensor>* outputs,
+  // Runs a validated batch and blocks until its outputs are in *outputs: RunAsync and a wait
+  // for its answer. The batch may run on the calling thread (the scheduler allows it there).
+  // The batch is taken by value: callers that are done with it move it in (no copy).
+  absl::Status Run(engine::Batch batch, std::vector<engine::Tensor>* outputs,
                    const RunOptions& options = {}) const;
 
   // Where RunAsync delivers a batch's outputs, or why there are none.
@@ -150,29 +149,31 @@ class Servable : public std::enable_shared_from_this<Servable> {
   // Run for a caller that should not block for long (a gRPC callback handler): `done` is
   // called exactly once with the outputs or the error. While the model's recent engine calls
   // are short (ServableOptions::run_on_caller_budget) and an instance is idle, the batch runs on
-  // the calling thread, as Run's would (no hand-off to another thread and back); otherwise it is
-  // queued and `done` runs on the thread that ran it (the scheduler's worker, or ServableOptions::
-  // completions when set; without a scheduler, one of the servable's runner threads, one an
-  // instance), or on the calling thread when the batch could not be queued. `done` must not block.
+  // the calling thread (no hand-off to another thread and back); otherwise it is queued on the
+  // model's scheduler and `done` runs on the thread that ran it (a scheduler thread, or, for
+  // the batching schedulers, ServableOptions::completions when set), or on the calling thread
+  // when the batch could not be queued. `done` must not block.
   // A caller that holds the servable (as shared by ShareServable) in `done` keeps an unloaded
   // version answering until its requests are done.
   void RunAsync(engine::Batch batch, const RunOptions& options, RunDone done) const;
 
   // Runs a batch on instance `instance` (an index into instances()) and nothing else, waiting
   // while another caller holds it: checks of one instance, e.g. each GPU of a multi-GPU
-  // model. FAILED_PRECONDITION with dynamic batching, whose workers own the instances.
+  // model. FAILED_PRECONDITION with a batching scheduler, whose workers own the instances.
   absl::Status RunOn(int instance, const engine::Batch& batch,
                      std::vector<engine::Tensor>* outputs) const;
 
-  // The model's dynamic batcher (counters and an observer for metrics); null without dynamic
-  // batching.
-  batching::DynamicBatcher* batcher() const { return batcher_.get(); }
-  // The model's step-level scheduler; null unless config.pbtxt asks for cellular_batching and
-  // the model can run that way.
-  batching::CellularScheduler* cellular() const { return cellular_.get(); }
+  // The model's one scheduler (server/batching/scheduler.h), chosen at load.
+  batching::SchedulerKind scheduler_kind() const { return scheduler_->kind(); }
+  // The same scheduler as a dynamic batcher (counters and an observer for metrics); null
+  // unless the model batches dynamically.
+  batching::DynamicBatcher* batcher() const { return batcher_; }
+  // The same scheduler as a step-level scheduler; null unless config.pbtxt asks for
+  // cellular_batching and the model can run that way.
+  batching::CellularScheduler* cellular() const { return cellular_; }
   // "cellular", "dynamic" or "none"; and, when cellular_batching was asked for and the model
   // cannot run that way, why (it then batches requests dynamically).
-  const std::string& scheduler() const { return scheduler_; }
+  std::string scheduler() const { return std::string(batching::SchedulerKindName(scheduler_kind())); }
   const std::string& scheduler_reason() const { return scheduler_reason_; }
   // Whether the calling thread is one of the servable's scheduler or runner threads.
   bool IsServingThread() const;
@@ -201,7 +202,12 @@ class Servable : public std::enable_shared_from_this<Servable> {
   // sizes, max_batch_size), so the first requests do not pay for it. CPU instances need none.
   absl::Status WarmUpGpuInstances();
   static constexpr int64_t kWarmUpSteps = 100;
-  absl::Status StartBatcher();
+  // The instances, for a scheduler (which uses them until it is destroyed).
+  std::vector<engine::CompiledModel*> InstancePointers() const;
+  // Chooses and starts the model's one scheduler: step-level, dynamic or direct.
+  absl::Status StartScheduler();
+  absl::Status StartDynamic(const v1::ModelConfig& batching);
+  absl::Status StartDirect();
   // Starts the step-level scheduler. FAILED_PRECONDITION, saying why, for a model that cannot
   // run that way (not causal, an input without a time axis, per-step outputs under ONNX
   // masking, max_batch_size 0); INVALID_ARGUMENT for bad settings.
@@ -214,17 +220,18 @@ class Servable : public std::enable_shared_from_this<Servable> {
   void ReportLoaded(absl::Duration load_duration);
   // After an engine fault on `instance`: runs the load-time probe on it and logs the outcome.
   absl::Status ProbeAfterFault(int instance, const absl::Status& fault) const;
-  absl::Status RunOnInstance(const engine::Batch& batch, std::vector<engine::Tensor>* out,
-                             absl::Time deadline = absl::InfiniteFuture()) const;
   // Follows the engine time of the last few calls (an exponential average).
   void NoteComputeTime(absl::Duration compute) const;
   bool RecentCallsAreShort() const;
-  // Queues the batch on the dynamic batcher or the cellular scheduler; `done` as RunAsync's.
-  // may_run_on_caller: the calling thread may run the batch itself on an idle instance.
-  // hand_over: `done` goes to ServableOptions::completions when another thread than the
-  // caller's calls it.
+  // Queues the batch on the scheduler; `done` as RunAsync's. hand_over: `done` goes to
+  // ServableOptions::completions when another thread than the caller's calls it.
+  struct ScheduleMode {
+    bool may_run_on_caller = false;  // BatchRequest::may_run_on_caller
+    bool caller_blocks = false;      // BatchRequest::caller_blocks
+    bool hand_over = false;
+  };
   void Schedule(engine::Batch batch, const RunOptions& options, RunDone done,
-                bool may_run_on_caller, bool hand_over) const;
+                ScheduleMode mode) const;
 
   const int64_t version_;
   const v1::ModelConfig config_;  // as given
@@ -243,22 +250,15 @@ class Servable : public std::enable_shared_from_this<Servable> {
   ServingRecorder recorder_;
   // ServableOptions::run_on_caller_budget, resolved for this model's instances at load.
   absl::Duration run_on_caller_budget_;
-  // NoteComputeTime's average; updated by the schedulers' threads, so declared before them.
+  // NoteComputeTime's average; updated by the scheduler's threads, so declared before it.
   mutable std::atomic<int64_t> recent_compute_ns_{0};
-  // Without a scheduler: RunAsync requests running now, on callers' threads or the runner's.
-  mutable std::atomic<int> async_running_{0};
-  // Declared after instances_ and recorder_, so it stops (and joins its workers, which use
-  // both) before they are destroyed.
-  std::unique_ptr<batching::DynamicBatcher> batcher_;
-  std::unique_ptr<batching::CellularScheduler> cellular_;  // like batcher_; at most one is set
-  std::string scheduler_ = "none";
   std::string scheduler_reason_;
-
-  // The instances no caller holds, for Run without a batcher; drops faulted instances.
-  std::unique_ptr<batching::InstancePool> pool_;
-  // Without a scheduler: the threads RunAsync's requests run on. Declared last, so that it
-  // stops (failing what it has not started) before what its tasks use is destroyed.
-  std::unique_ptr<batching::AsyncRunner> runner_;
+  // The one scheduler, set by StartScheduler. Declared after instances_ and recorder_, so it
+  // stops (answering what it has not started, joining its threads, which use both) before
+  // they are destroyed. batcher_ and cellular_ view it when it is of that kind.
+  std::unique_ptr<batching::Scheduler> scheduler_;
+  batching::DynamicBatcher* batcher_ = nullptr;
+  batching::CellularScheduler* cellular_ = nullptr;
 };
 
 }  // namespace rnnserve::server

@@ -132,15 +132,13 @@ absl::Status Servable::StartCellular() {
       .fixed_chunk_steps = gpu,
       .shape = *std::move(shape)};
   if (auto st = WarmUpCellularGpu(options); !st.ok()) return st;
-  std::vector<engine::CompiledModel*> instances;
-  for (const auto& i : instances_) instances.push_back(i.get());
-  auto scheduler = batching::CellularScheduler::Create(options, std::move(instances));
+  auto scheduler = batching::CellularScheduler::Create(options, InstancePointers());
   if (!scheduler.ok()) return scheduler.status();
-  cellular_ = *std::move(scheduler);
+  cellular_ = scheduler->get();
   cellular_->SetObserver([this](const batching::ChunkStats& stats) {
     recorder_.ObserveChunk(stats, cellular_->active());
   });
-  scheduler_ = "cellular";
+  scheduler_ = *std::move(scheduler);
   LogInfo(absl::StrCat("model ", name(), " v", version_, ": cellular batching, ",
                        options.max_active_sequences, " slots per instance, chunks of up to ",
                        options.chunk_steps, " steps, ", instances_.size(), " instance(s)"));

@@ -15,6 +15,7 @@
 #include "models/model_loader.h"
 #include "server/batch_util.h"
 #include "server/batching/batching_config.h"
+#include "server/batching/direct_scheduler.h"
 #include "server/batching/instance_threads.h"
 #include "server/log.h"
 #include "server/model_check.h"
@@ -116,7 +117,7 @@ absl::StatusOr<std::unique_ptr<Servable>> Servable::Build(std::unique_ptr<Servab
   if (auto st = s->ProbeSignature(); !st.ok()) return st;
   if (auto st = s->CheckBatchAxis(); !st.ok()) return st;
   if (auto st = s->WarmUpGpuInstances(); !st.ok()) return st;
-  if (auto st = s->StartBatcher(); !st.ok()) return st;
+  if (auto st = s->StartScheduler(); !st.ok()) return st;
   s->ReportLoaded(absl::Now() - load_started);
   return s;
 }
@@ -260,9 +261,6 @@ absl::Status Servable::CreateInstances() {
       instances_.push_back(std::move(compiled));
     }
   }
-  pool_ = std::make_unique<batching::InstancePool>(
-      name(), static_cast<int>(instances_.size()),
-      [this](int instance, const absl::Status& fault) { return ProbeAfterFault(instance, fault); });
   return absl::OkStatus();
 }
 
@@ -298,7 +296,8 @@ absl::Status Servable::WarmUpGpuInstances() {
 }
 
 absl::Status Servable::RunProbe(const engine::Batch& batch, std::vector<engine::Tensor>* out) {
-  const absl::Status s = RunOnInstance(batch, out);
+  // Before the scheduler starts, nothing else runs the instances.
+  const absl::Status s = instances_[0]->Run(batch, out);
   if (s.ok()) return s;
   return absl::Status(s.code(), absl::StrCat(source_file_, ": test run failed: ", s.message()));
 }
@@ -345,7 +344,7 @@ absl::Status Servable::CheckBatchAxis() {
       "request alone"));
 }
 
-absl::Status Servable::StartBatcher() {
+absl::Status Servable::StartScheduler() {
   run_on_caller_budget_ = options_.run_on_caller_budget.value_or(absl::Microseconds(250));
   v1::ModelConfig batching = config_;
   if (config_.has_cellular_batching()) {
@@ -357,15 +356,28 @@ absl::Status Servable::StartBatcher() {
                             "; requests are batched whole (dynamic batching)"));
     batching.mutable_dynamic_batching();
   }
-  if (!batching::WantsDynamicBatching(batching)) {
-    if (config_.has_dynamic_batching()) {
-      LogWarning(absl::StrCat("model ", name(), " v", version_,
-                              ": dynamic_batching needs max_batch_size > 0; requests run alone"));
-    }
-    // RunAsync's requests wait for an instance on these threads, one an instance.
-    runner_ = std::make_unique<batching::AsyncRunner>(static_cast<int>(instances_.size()));
-    return absl::OkStatus();
+  if (batching::WantsDynamicBatching(batching)) return StartDynamic(batching);
+  if (config_.has_dynamic_batching()) {
+    LogWarning(absl::StrCat("model ", name(), " v", version_,
+                            ": dynamic_batching needs max_batch_size > 0; requests run alone"));
   }
+  return StartDirect();
+}
+
+absl::Status Servable::StartDirect() {
+  auto direct = batching::DirectScheduler::Create(
+      {.model_name = name(), .max_batch_size = max_batch_size()}, InstancePointers(),
+      [this](int instance, const absl::Status& fault) { return ProbeAfterFault(instance, fault); });
+  if (!direct.ok()) return direct.status();
+  (*direct)->SetObserver([this](const batching::BatchStats& stats) {
+    NoteComputeTime(stats.compute);
+    recorder_.Observe(stats);
+  });
+  scheduler_ = *std::move(direct);
+  return absl::OkStatus();
+}
+
+absl::Status Servable::StartDynamic(const v1::ModelConfig& batching) {
   // Axis 1 is the time axis where the signature leaves it dynamic.
   auto time_axes = [](const std::vector<TensorSignature>& sigs) {
     std::vector<bool> axes;
@@ -380,22 +392,26 @@ absl::Status Servable::StartBatcher() {
   if (on_gpu && !config_.parameters().contains(batching::kMaxComputedStepsRatioParameter)) {
     options->max_computed_steps_ratio = batching::kGpuMaxComputedStepsRatio;
   }
-  std::vector<engine::CompiledModel*> instances;
-  for (const auto& i : instances_) instances.push_back(i.get());
-  auto batcher = batching::DynamicBatcher::Create(*options, std::move(instances));
+  auto batcher = batching::DynamicBatcher::Create(*options, InstancePointers());
   if (!batcher.ok()) return batcher.status();
-  batcher_ = std::move(*batcher);
+  batcher_ = batcher->get();
   batcher_->SetInstanceProbe(
       [this](int instance, const absl::Status& fault) { return ProbeAfterFault(instance, fault); });
   batcher_->SetObserver([this](const batching::BatchStats& stats) {
     NoteComputeTime(stats.compute);
     recorder_.Observe(stats);
   });
-  scheduler_ = "dynamic";
+  scheduler_ = *std::move(batcher);
   LogInfo(absl::StrCat("model ", name(), " v", version_, ": dynamic batching up to ",
                        options->max_batch_size, " sequences, ", options->max_queue_delay_us,
                        " us queue delay, ", instances_.size(), " instance worker(s)"));
   return absl::OkStatus();
+}
+
+std::vector<engine::CompiledModel*> Servable::InstancePointers() const {
+  std::vector<engine::CompiledModel*> out;
+  for (const auto& i : instances_) out.push_back(i.get());
+  return out;
 }
 
 void Servable::ReportLoaded(absl::Duration load_duration) {

@@ -32,6 +32,10 @@ struct BatchRequest {
   // With run_on_caller_when_idle: whether the caller of Schedule may run the batch on its own
   // thread. false for a caller that must not block (a gRPC callback handler): a worker runs it.
   bool may_run_on_caller = true;
+  // Whether the caller waits for the answer on its own thread (a synchronous run). The direct
+  // scheduler then runs the request there even while every instance is busy, waiting for one
+  // until the deadline, instead of handing it to a thread of its own.
+  bool caller_blocks = false;
   // Called exactly once, outside the scheduler's locks, with one tensor per model output
   // holding exactly this request's B rows in order (time axes cropped back to this request's
   // T), or with why not.

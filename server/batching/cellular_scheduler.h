@@ -59,6 +59,7 @@
 #include "server/batching/batch_request.h"
 #include "server/batching/cellular_chunk.h"
 #include "server/batching/clock.h"
+#include "server/batching/scheduler.h"
 
 namespace rnnserve::server::batching {
 
@@ -96,12 +97,12 @@ struct ChunkStats {
 
 using ChunkObserver = std::function<void(const ChunkStats&)>;
 
-class CellularScheduler {
+class CellularScheduler final : public Scheduler {
  public:
   static absl::StatusOr<std::unique_ptr<CellularScheduler>> Create(
       const CellularSchedulerOptions& options, std::vector<engine::CompiledModel*> instances,
       const Clock* clock = RealClock());
-  ~CellularScheduler();
+  ~CellularScheduler() override;
 
   CellularScheduler(const CellularScheduler&) = delete;
   CellularScheduler& operator=(const CellularScheduler&) = delete;
@@ -109,9 +110,12 @@ class CellularScheduler {
   // Queues *request and takes it on success; on failure it stays with the caller and `done` is
   // not called. INVALID_ARGUMENT for a request without a time axis; DEADLINE_EXCEEDED when its
   // deadline has passed; RESOURCE_EXHAUSTED when the queue is full; UNAVAILABLE after Drain().
-  absl::Status Schedule(std::unique_ptr<BatchRequest>* request);
+  absl::Status Schedule(std::unique_ptr<BatchRequest>* request) override;
+  SchedulerKind kind() const override { return SchedulerKind::kCellular; }
+  // Requests report their time to first step through ChunkStats, not queue waits.
+  bool reports_queue_waits() const override { return false; }
 
-  void Drain();
+  void Drain() override;
   // Called after every chunk on the worker thread; set before the first request.
   void SetObserver(ChunkObserver observer) { observer_ = std::move(observer); }
   const CellularSchedulerOptions& options() const { return options_; }
@@ -119,7 +123,7 @@ class CellularScheduler {
   int64_t queued() const;
   int64_t active() const;
   // Whether the calling thread is one of the scheduler's workers.
-  bool IsWorkerThread() const;
+  bool IsWorkerThread() const override;
 
  private:
   CellularScheduler(const CellularSchedulerOptions& options,

@@ -68,17 +68,18 @@
 #include "server/batching/batcher_options.h"
 #include "server/batching/clock.h"
 #include "server/batching/instance_pool.h"
+#include "server/batching/scheduler.h"
 
 namespace rnnserve::server::batching {
 
-class DynamicBatcher {
+class DynamicBatcher final : public Scheduler {
  public:
   // One worker per instance. The instances and the clock must outlive the batcher; each
   // instance is used only by its worker. INVALID_ARGUMENT for bad options or no instances.
   static absl::StatusOr<std::unique_ptr<DynamicBatcher>> Create(
       const DynamicBatcherOptions& options, std::vector<engine::CompiledModel*> instances,
       const Clock* clock = RealClock());
-  ~DynamicBatcher();
+  ~DynamicBatcher() override;
 
   DynamicBatcher(const DynamicBatcher&) = delete;
   DynamicBatcher& operator=(const DynamicBatcher&) = delete;
@@ -88,11 +89,12 @@ class DynamicBatcher {
   // With run_on_caller_when_idle (and the request's may_run_on_caller), when an instance is
   // free the batch (this request and any queued with it) runs on the calling thread before
   // Schedule returns, and `done` is called there: no hand-off to a worker and back.
-  absl::Status Schedule(std::unique_ptr<BatchRequest>* request);
+  absl::Status Schedule(std::unique_ptr<BatchRequest>* request) override;
+  SchedulerKind kind() const override { return SchedulerKind::kDynamic; }
 
   // Stops taking requests (UNAVAILABLE), runs what is queued without waiting for the delay,
   // and returns when every queued request has finished.
-  void Drain();
+  void Drain() override;
 
   // Called after every engine call, on the worker thread; replaces the previous observer.
   void SetObserver(BatchObserver observer);
@@ -101,7 +103,7 @@ class DynamicBatcher {
   void SetInstanceProbe(InstancePool::Probe probe);
   BatcherCounters counters() const;
   // Whether the calling thread is one of the batcher's workers.
-  bool IsWorkerThread() const;
+  bool IsWorkerThread() const override;
   const DynamicBatcherOptions& options() const { return options_; }
 
  private:

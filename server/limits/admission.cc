@@ -28,7 +28,7 @@ absl::StatusOr<Admission> Admit(const RequestLimits& limits, const Servable& mod
   auto reservation = ReserveIn(limits.bytes, request_bytes);
   if (!reservation.ok()) return reservation.status();
   admission.bytes = *std::move(reservation);
-  if (limits.concurrency != nullptr && model.batcher() == nullptr && model.cellular() == nullptr) {
+  if (limits.concurrency != nullptr && model.scheduler_kind() == batching::SchedulerKind::kDirect) {
     auto slot = limits.concurrency->Acquire(&model, model.name(),
                                             static_cast<int>(model.instances().size()));
     if (!slot.ok()) return slot.status();

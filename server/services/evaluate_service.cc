@@ -107,7 +107,7 @@ absl::Status EvaluateChunk(const v1::EvaluateRequest& req, const Servable& model
     }
   }
   std::vector<engine::Tensor> outputs;
-  if (auto s = model.Run(*batch, &outputs, options); !s.ok()) return s;
+  if (auto s = model.Run(*std::move(batch), &outputs, options); !s.ok()) return s;
   const engine::Tensor& y_pred = outputs[output];
   if (!*acc) {
     auto made = MakeAccumulator(req, model, y_true->shape(), y_pred.shape());

@@ -38,7 +38,7 @@ absl::Status ManagedSequences::Run(const Servable& servable,
   chunk.continues = !sequence.start;
   LayerStates final_states;
   chunk.final_states = &final_states;
-  const absl::Status s = lease->servable->Run(chunk, outputs, options);
+  const absl::Status s = lease->servable->Run(std::move(chunk), outputs, options);
   manager_->Release(servable.name(), id, std::move(final_states), sequence.end, !s.ok(),
                     chunk_steps);
   return s;

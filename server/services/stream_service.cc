@@ -65,7 +65,7 @@ absl::Status RnnServeService::StreamChunk(const grpc::ServerContext& context,
   batch->final_states = &final_states;
   const RunOptions options = RunOptionsFor(context);
   std::vector<engine::Tensor> outputs;
-  s = model.Run(*batch, &outputs, options);
+  s = model.Run(*std::move(batch), &outputs, options);
   sequences_->Release(name, req.sequence_id(), std::move(final_states), req.end(), !s.ok(),
                       chunk_steps);
   if (!s.ok()) return s;

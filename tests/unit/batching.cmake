@@ -26,3 +26,7 @@ target_link_libraries(batching_cellular_test PRIVATE rnnserve_batching_test_supp
 rnnserve_test(batching_async_runner_test unit
   ${CMAKE_CURRENT_LIST_DIR}/batching_async_runner_test.cc)
 target_link_libraries(batching_async_runner_test PRIVATE rnnserve_batching)
+
+rnnserve_test(batching_direct_scheduler_test unit
+  ${CMAKE_CURRENT_LIST_DIR}/batching_direct_scheduler_test.cc)
+target_link_libraries(batching_direct_scheduler_test PRIVATE rnnserve_batching_test_support)

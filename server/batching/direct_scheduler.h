@@ -1,0 +1,107 @@
+#pragma once
+
+// DirectScheduler: runs each request alone, without batching (a model whose config.pbtxt asks
+// for no dynamic_batching or cellular_batching, or has max_batch_size 0).
+//
+// PARAMETERS AND BEHAVIOR
+//   Schedule() runs a request on the next free instance, in engine calls of at most
+//   max_batch_size sequences (0: the whole request in one call); their outputs, and the final
+//   states when the request asks for them, are joined back in row order. The request holds
+//   the instance for all of its calls.
+//   - where: on the calling thread when its caller waits for the answer there
+//     (BatchRequest::caller_blocks), or allows it (may_run_on_caller) and an instance is idle;
+//     otherwise on one of the scheduler's threads (one per instance), which wait for a free
+//     instance.
+//   - deadlines: a request whose deadline passes before it gets an instance fails with
+//     DEADLINE_EXCEEDED and costs no compute; one already past it is refused by Schedule().
+//   - faults: the rule of instance_pool.h (an instance that fails its probe leaves rotation).
+//   - every engine call is reported to the observer (BatchStats: one request; the request's
+//     wait for its instance in queue_durations of its first call).
+//
+// THREADS AND SHUTDOWN
+//   Thread-safe. Drain() stops taking requests (UNAVAILABLE) and returns when every request it
+//   took has been answered. The destructor answers requests that wait for a thread with
+//   UNAVAILABLE, waits for the running ones and joins its threads; it must not run on one of
+//   them.
+//
+// LATENCY BOUND
+//   A request starts when an instance frees: at most the engine time of the requests ahead of
+//   it, one per instance.
+//
+// RECOMMENDED USE
+//   Models served to few concurrent clients, large models whose single call already fills the
+//   machine, and models that cannot be batched (time-major exports: max_batch_size 0).
+
+#include <optional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "engine/engine.h"
+#include "server/batching/async_runner.h"
+#include "server/batching/batch_request.h"
+#include "server/batching/instance_pool.h"
+#include "server/batching/scheduler.h"
+
+namespace rnnserve::server::batching {
+
+struct DirectSchedulerOptions {
+  std::string model_name;  // in errors and the log
+  // The most sequences per engine call; 0: a request runs in one call, whatever its size.
+  // Must not be negative.
+  int max_batch_size = 0;
+};
+
+class DirectScheduler final : public Scheduler {
+ public:
+  // The instances must outlive the scheduler. `probe` checks an instance after an engine fault
+  // (instance_pool.h). INVALID_ARGUMENT for bad options or no instances.
+  static absl::StatusOr<std::unique_ptr<DirectScheduler>> Create(
+      const DirectSchedulerOptions& options, std::vector<engine::CompiledModel*> instances,
+      InstancePool::Probe probe);
+  ~DirectScheduler() override;
+
+  SchedulerKind kind() const override { return SchedulerKind::kDirect; }
+  absl::Status Schedule(std::unique_ptr<BatchRequest>* request) override;
+  void Drain() override;
+  bool IsWorkerThread() const override;
+
+  // Called after every engine call, on the thread that made it; set before the first request.
+  void SetObserver(BatchObserver observer) { observer_ = std::move(observer); }
+  // Runs a batch on instance `instance` and nothing else, waiting while a request holds it
+  // (checks of one instance, e.g. each GPU of a multi-GPU model). Not reported.
+  absl::Status RunOn(int instance, const engine::Batch& batch,
+                     std::vector<engine::Tensor>* outputs);
+
+ private:
+  DirectScheduler(const DirectSchedulerOptions& options,
+                  std::vector<engine::CompiledModel*> instances, InstancePool::Probe probe);
+  // Runs the request to its answer and calls its `done`.
+  void Run(std::unique_ptr<BatchRequest> request, absl::Time queued);
+  // The request's engine calls on `instance`; the first reports `waited`.
+  absl::StatusOr<std::vector<engine::Tensor>> RunCalls(int instance, const engine::Batch& batch,
+                                                       absl::Duration waited);
+  absl::Status Call(int instance, const engine::Batch& batch, std::vector<engine::Tensor>* out,
+                    std::optional<absl::Duration> waited);
+  // One request fewer in flight; wakes Drain.
+  void Finished();
+
+  const DirectSchedulerOptions options_;
+  const std::vector<engine::CompiledModel*> instances_;
+  InstancePool pool_;
+  BatchObserver observer_;  // set before the first request
+
+  absl::Mutex mu_;
+  // Requests taken and not yet answered, running on a caller's thread or waiting for or
+  // running on a runner's.
+  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  // Declared last: stops (answering what it has not started) before the rest is destroyed.
+  std::unique_ptr<AsyncRunner> runner_;
+};
+
+}  // namespace rnnserve::server::batching
