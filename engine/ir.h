@@ -312,7 +312,11 @@ struct Layer {
 struct ValueInfo {
   std::string name;
   DType dtype = DType::kFloat32;
-  Shape shape;  // with the batch axis first; -1 for dynamic axes
+  Shape shape;  // -1 for dynamic axes
+  // The axis of `shape` that holds the batch's rows (independent sequences): 0 for most; 1 for
+  // ONNX's recurrent states [num_layers * num_directions, batch, hidden] and time-major
+  // inputs [time, batch, features], as the importer traces them to the recurrent layers.
+  int batch_axis = 0;
 };
 
 struct Model {

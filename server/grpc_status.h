@@ -21,6 +21,22 @@ inline grpc::Status ToGrpc(const absl::Status& s) {
       BoundedErrorMessage(std::string_view(s.message().data(), s.message().size())));
 }
 
+// Whether a request failed through the server's fault (INTERNAL, UNKNOWN, DATA_LOSS,
+// UNAVAILABLE: worth an ERROR line) rather than the client's (a malformed request, a model
+// that cannot do what was asked, a deadline, a full queue: the client is told, nothing is
+// logged above debug).
+inline bool IsServerFault(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kInternal:
+    case absl::StatusCode::kUnknown:
+    case absl::StatusCode::kDataLoss:
+    case absl::StatusCode::kUnavailable:
+      return true;
+    default:
+      return false;
+  }
+}
+
 // The client's deadline (if it set one) and its cancellation as the request's RunOptions. The
 // context outlives the call that runs the request.
 inline RunOptions RunOptionsFor(const grpc::ServerContextBase& context) {

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <variant>
 
 #include "absl/strings/str_cat.h"
+#include "server/batch_layout.h"
 #include "server/servable.h"
 
 namespace rnnserve::server {
@@ -12,7 +12,7 @@ namespace rnnserve::server {
 engine::Batch ProbeBatch(const std::vector<TensorSignature>& inputs, int64_t B, int64_t T) {
   engine::Batch batch;
   for (const TensorSignature& in : inputs) {
-    engine::Shape shape = in.shape;
+    engine::Shape shape = MoveAxis(in.shape, in.batch_axis, 0);
     shape[0] = B;
     for (size_t i = 1; i < shape.size(); ++i) {
       if (shape[i] < 0) shape[i] = T;
@@ -38,34 +38,6 @@ engine::Batch DistinctRowsProbe(const std::vector<TensorSignature>& inputs) {
     }
   }
   return pair;
-}
-
-absl::Status CheckStreamable(const engine::Model& model) {
-  for (const engine::Layer& layer : model.layers) {
-    const engine::LayerSpec& spec = layer.spec;
-    std::string why;
-    if (const auto* r = std::get_if<engine::RecurrentSpec>(&spec)) {
-      if (r->directions.size() != 1 || r->directions[0].reverse) {
-        why = "runs backwards over the sequence (bidirectional or reverse)";
-      }
-    } else if (const auto* sm = std::get_if<engine::SoftmaxSpec>(&spec)) {
-      if (sm->axis != -1) why = "normalises over an axis other than the features";
-    } else if (!(std::holds_alternative<engine::DenseSpec>(spec) ||
-                 std::holds_alternative<engine::MaskingSpec>(spec) ||
-                 std::holds_alternative<engine::EmbeddingSpec>(spec) ||
-                 std::holds_alternative<engine::ActivationSpec>(spec) ||
-                 std::holds_alternative<engine::IdentitySpec>(spec) ||
-                 std::holds_alternative<engine::BatchNormSpec>(spec) ||
-                 std::holds_alternative<engine::LayerNormSpec>(spec))) {
-      why = "needs the whole sequence at once";
-    }
-    if (!why.empty()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("layer '", layer.name, "' (", layer.source_class, ") ", why,
-                       ": StreamPredict needs a model whose layers are all causal; use Predict"));
-    }
-  }
-  return absl::OkStatus();
 }
 
 std::string BatchAxisProblem(const std::vector<engine::Tensor>& both,

@@ -25,12 +25,12 @@ absl::Status CheckShape(const engine::Tensor& t, const TensorSignature& sig) {
   for (int d = 0; d < t.rank(); ++d) {
     if (sig.shape[d] >= 0 && t.dim(d) != sig.shape[d]) return error();
   }
-  if (t.dim(0) == 0) {
+  if (t.dim(sig.batch_axis) == 0) {
     return absl::InvalidArgumentError(absl::StrCat("input '", sig.name, "': empty batch (shape ",
                                                    engine::ShapeString(t.shape()), ")"));
   }
-  for (int d = 1; d < t.rank(); ++d) {
-    if (t.dim(d) == 0) {
+  for (int d = 0; d < t.rank(); ++d) {
+    if (d != sig.batch_axis && t.dim(d) == 0) {
       return absl::InvalidArgumentError(absl::StrCat("input '", sig.name, "': axis ", d,
                                                      " is empty (shape ",
                                                      engine::ShapeString(t.shape()), ")"));
@@ -94,12 +94,15 @@ absl::StatusOr<engine::Batch> ValidatePredict(const v1::PredictRequest& request,
     auto tensor = ids ? DecodeTokenIds(it->second, what) : DecodeTensor(it->second, what);
     if (!tensor.ok()) return tensor.status();
     if (auto s = CheckShape(*tensor, sig); !s.ok()) return s;
-    if (B >= 0 && tensor->dim(0) != B) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": batch size ", tensor->dim(0),
-                                                     " differs from the other inputs' ", B));
+    // The batch is on the input's batch_axis (axis 1 of an ONNX state [layers, batch, H]).
+    const int64_t rows = tensor->dim(sig.batch_axis);
+    if (B >= 0 && rows != B) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": batch size ", rows, " (axis ", sig.batch_axis,
+                       ") differs from the other inputs' ", B));
     }
-    B = tensor->dim(0);
-    if (tensor->rank() >= 2) T = std::max(T, tensor->dim(1));
+    B = rows;
+    if (sig.batch_axis == 0 && tensor->rank() >= 2) T = std::max(T, tensor->dim(1));
     if (sig.reject_non_finite) {
       if (absl::Status f = CheckFinite(*tensor, what); !f.ok()) return f;
     }

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "server/batch_layout.h"
 #include "server/batching/direct_scheduler.h"
 #include "server/log.h"
 #include "server/model_probe.h"
@@ -56,12 +57,26 @@ absl::Status Servable::RunOn(int instance, const engine::Batch& batch,
     return absl::FailedPreconditionError(absl::StrCat(
         "model '", name(), "' batches dynamically: its batcher's workers own the instances"));
   }
-  return static_cast<batching::DirectScheduler*>(scheduler_.get())->RunOn(instance, batch, outputs);
+  auto* direct = static_cast<batching::DirectScheduler*>(scheduler_.get());
+  if (!moves_batch_axes_) return direct->RunOn(instance, batch, outputs);
+  engine::Batch batch_first = batch;
+  ToBatchFirst(input_batch_axes_, &batch_first);
+  const absl::Status s = direct->RunOn(instance, batch_first, outputs);
+  if (s.ok()) FromBatchFirst(output_batch_axes_, outputs);
+  return s;
 }
 
 void Servable::Schedule(engine::Batch batch, const RunOptions& options, RunDone done,
                         ScheduleMode mode) const {
   using Result = absl::StatusOr<std::vector<engine::Tensor>>;
+  // The schedulers and the compiled model work batch first; the caller has the file's layout.
+  if (moves_batch_axes_) {
+    ToBatchFirst(input_batch_axes_, &batch);
+    done = [this, done = std::move(done)](Result result) mutable {
+      if (result.ok()) FromBatchFirst(output_batch_axes_, &*result);
+      done(std::move(result));
+    };
+  }
   // The scheduler's observer reports the queue wait of requests whose rows start; a request
   // that leaves the queue without starting (deadline, unloading, refused) is reported here.
   // The cellular scheduler reports its own.
@@ -128,9 +143,9 @@ absl::Status Servable::Run(engine::Batch batch, std::vector<engine::Tensor>* out
   using Result = absl::StatusOr<std::vector<engine::Tensor>>;
   std::promise<Result> promise;
   std::future<Result> answer = promise.get_future();
-  Schedule(
-      std::move(batch), options, [&promise](Result result) { promise.set_value(std::move(result)); },
-      {.may_run_on_caller = true, .caller_blocks = true});
+  Schedule(std::move(batch), options,
+           [&promise](Result result) { promise.set_value(std::move(result)); },
+           {.may_run_on_caller = true, .caller_blocks = true});
   Result result = answer.get();
   if (!result.ok()) return result.status();
   *outputs = std::move(*result);

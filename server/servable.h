@@ -32,9 +32,9 @@
 #include "models/training_config.h"
 #include "rnnserve/v1/model_config.pb.h"
 #include "server/batching/async_runner.h"
-#include "server/batching/scheduler.h"
 #include "server/batching/cellular_scheduler.h"
 #include "server/batching/dynamic_batcher.h"
+#include "server/batching/scheduler.h"
 #include "server/metrics/server_metrics.h"
 #include "server/serving_recorder.h"
 
@@ -43,7 +43,10 @@ namespace rnnserve::server {
 struct TensorSignature {
   std::string name;
   engine::DType dtype = engine::DType::kFloat32;
-  engine::Shape shape;  // batch axis first; -1 marks a dynamic axis
+  engine::Shape shape;  // in the file's layout; -1 marks a dynamic axis
+  // The axis of `shape` that holds the batch: 0, or where the file has it (an ONNX state
+  // [layers * directions, batch, hidden] or a time-major input: 1; server/batch_layout.h).
+  int batch_axis = 0;
   bool reject_non_finite = false;
 };
 
@@ -140,7 +143,9 @@ class Servable : public std::enable_shared_from_this<Servable> {
 
   // Runs a validated batch and blocks until its outputs are in *outputs: RunAsync and a wait
   // for its answer. The batch may run on the calling thread (the scheduler allows it there).
-  // The batch is taken by value: callers that are done with it move it in (no copy).
+  // The batch is taken by value: callers that are done with it move it in (no copy). Inputs
+  // and outputs are in the layout of inputs() and outputs(), each with its batch on its
+  // batch_axis (the schedulers and the engine get them batch first: batch_layout.h).
   absl::Status Run(engine::Batch batch, std::vector<engine::Tensor>* outputs,
                    const RunOptions& options = {}) const;
 
@@ -173,7 +178,9 @@ class Servable : public std::enable_shared_from_this<Servable> {
   batching::CellularScheduler* cellular() const { return cellular_; }
   // "cellular", "dynamic" or "none"; and, when cellular_batching was asked for and the model
   // cannot run that way, why (it then batches requests dynamically).
-  std::string scheduler() const { return std::string(batching::SchedulerKindName(scheduler_kind())); }
+  std::string scheduler() const {
+    return std::string(batching::SchedulerKindName(scheduler_kind()));
+  }
   const std::string& scheduler_reason() const { return scheduler_reason_; }
   // Whether the calling thread is one of the servable's scheduler or runner threads.
   bool IsServingThread() const;
@@ -243,6 +250,11 @@ class Servable : public std::enable_shared_from_this<Servable> {
   engine::Model model_;
   std::vector<TensorSignature> inputs_;
   std::vector<TensorSignature> outputs_;
+  // Each input's and output's batch_axis; model_ is the file's model batch first
+  // (BatchFirstModel) when any is not 0 (moves_batch_axes_).
+  std::vector<int> input_batch_axes_;
+  std::vector<int> output_batch_axes_;
+  bool moves_batch_axes_ = false;
   std::vector<InstanceInfo> instance_info_;
   std::vector<std::unique_ptr<engine::CompiledModel>> instances_;
   // The one place serving metrics are recorded; attached at the end of the load, before the

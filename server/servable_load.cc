@@ -13,6 +13,7 @@
 #include "engine/cpu/panel_gemm.h"
 #include "engine/cpu/quant_gemm.h"
 #include "models/model_loader.h"
+#include "server/batch_layout.h"
 #include "server/batch_util.h"
 #include "server/batching/batching_config.h"
 #include "server/batching/direct_scheduler.h"
@@ -105,8 +106,24 @@ absl::StatusOr<std::unique_ptr<Servable>> Servable::FromModel(engine::Model mode
 
 absl::StatusOr<std::unique_ptr<Servable>> Servable::Build(std::unique_ptr<Servable> s,
                                                           absl::Time load_started) {
-  s->streamable_ = CheckStreamable(s->model_);
   if (auto st = s->BuildInputSignature(); !st.ok()) return st;
+  // From here on the model runs batch first; clients keep the file's layout.
+  for (const TensorSignature& in : s->inputs_) s->input_batch_axes_.push_back(in.batch_axis);
+  for (const engine::ValueInfo& out : s->model_.outputs) {
+    s->output_batch_axes_.push_back(out.batch_axis);
+  }
+  s->moves_batch_axes_ = HasMovedBatchAxes(s->model_);
+  if (s->moves_batch_axes_) s->model_ = BatchFirstModel(std::move(s->model_));
+  s->streamable_ = CheckStreamable(s->model_);
+  for (const TensorSignature& in : s->inputs_) {
+    if (in.batch_axis == 0 || !s->streamable_.ok()) continue;
+    // A state input [layers * directions, batch, hidden] would override the state a stream
+    // carries; chunks of a time-major input are not [1, T, ...].
+    s->streamable_ = absl::FailedPreconditionError(absl::StrCat(
+        "input '", in.name, "' holds the batch on axis ", in.batch_axis,
+        " (an initial state or a time-major input): StreamPredict carries the recurrent state "
+        "itself and takes batch-first [1, T, ...] chunks; use Predict"));
+  }
   s->masking_ = "keras";
   for (const engine::Layer& l : s->model_.layers) {
     if (const auto* r = std::get_if<engine::RecurrentSpec>(&l.spec)) {
@@ -132,9 +149,10 @@ absl::Status Servable::BuildInputSignature() {
   }
   for (size_t i = 0; i < model_.inputs.size(); ++i) {
     const engine::ValueInfo& v = model_.inputs[i];
-    TensorSignature sig{v.name, v.dtype, v.shape, false};
+    TensorSignature sig{v.name, v.dtype, v.shape, v.batch_axis, false};
     if (sig.shape.empty()) sig.shape = {-1, -1, -1};
-    sig.shape[0] = -1;
+    if (sig.batch_axis >= static_cast<int>(sig.shape.size())) sig.batch_axis = 0;
+    sig.shape[sig.batch_axis] = -1;
     if (!cfg_in.empty()) {
       const v1::ModelTensor& c = cfg_in[static_cast<int>(i)];
       sig.name = c.name();
@@ -145,14 +163,16 @@ absl::Status Servable::BuildInputSignature() {
             "; the model takes ", DTypeName(v.dtype)));
       }
       if (c.dims_size() > 0) {
-        engine::Shape dims = {-1};
-        dims.insert(dims.end(), c.dims().begin(), c.dims().end());
+        // dims leave out the batch axis, wherever the file has it.
+        engine::Shape dims(c.dims().begin(), c.dims().end());
+        dims.insert(dims.begin() + std::min<size_t>(sig.batch_axis, dims.size()), -1);
         if (dims.size() != sig.shape.size()) {
           return absl::InvalidArgumentError(absl::StrCat(
               name(), ": input '", c.name(), "' dims ", engine::ShapeString(dims),
               " (batch first) differ in rank from the model's ", engine::ShapeString(sig.shape)));
         }
-        for (size_t d = 1; d < dims.size(); ++d) {
+        for (size_t d = 0; d < dims.size(); ++d) {
+          if (static_cast<int>(d) == sig.batch_axis) continue;
           if (sig.shape[d] >= 0 && dims[d] >= 0 && sig.shape[d] != dims[d]) {
             return absl::InvalidArgumentError(
                 absl::StrCat(name(), ": input '", c.name(), "' dims ", engine::ShapeString(dims),
@@ -316,11 +336,16 @@ absl::Status Servable::ProbeSignature() {
     TensorSignature sig;
     sig.name = cfg_out.empty() ? model_.outputs[i].name : cfg_out[static_cast<int>(i)].name();
     sig.dtype = a[i].dtype();
-    sig.shape = a[i].shape();
+    sig.shape = a[i].shape();  // batch first
     for (size_t d = 0; d < sig.shape.size(); ++d) {
       if (d >= b[i].shape().size() || b[i].dim(static_cast<int>(d)) != sig.shape[d]) {
         sig.shape[d] = -1;
       }
+    }
+    if (i < output_batch_axes_.size() &&
+        output_batch_axes_[i] < static_cast<int>(sig.shape.size())) {
+      sig.batch_axis = output_batch_axes_[i];
+      sig.shape = MoveAxis(sig.shape, 0, sig.batch_axis);
     }
     outputs_.push_back(std::move(sig));
   }
@@ -378,10 +403,13 @@ absl::Status Servable::StartDirect() {
 }
 
 absl::Status Servable::StartDynamic(const v1::ModelConfig& batching) {
-  // Axis 1 is the time axis where the signature leaves it dynamic.
+  // Axis 1 (batch first) is the time axis where the signature leaves it dynamic.
   auto time_axes = [](const std::vector<TensorSignature>& sigs) {
     std::vector<bool> axes;
-    for (const TensorSignature& s : sigs) axes.push_back(s.shape.size() >= 2 && s.shape[1] < 0);
+    for (const TensorSignature& s : sigs) {
+      const engine::Shape shape = MoveAxis(s.shape, s.batch_axis, 0);
+      axes.push_back(shape.size() >= 2 && shape[1] < 0);
+    }
     return axes;
   };
   auto options =

@@ -15,11 +15,13 @@ target_include_directories(rnnserve_onnx_proto PUBLIC ${PROJECT_BINARY_DIR})
 target_link_libraries(rnnserve_onnx_proto PUBLIC protobuf::libprotobuf)
 
 add_library(rnnserve_onnx STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/onnx_batch_axes.cc
   ${CMAKE_CURRENT_LIST_DIR}/onnx_model.cc
   ${CMAKE_CURRENT_LIST_DIR}/onnx_graph.cc
   ${CMAKE_CURRENT_LIST_DIR}/onnx_ops.cc
   ${CMAKE_CURRENT_LIST_DIR}/onnx_recurrent.cc
-  ${CMAKE_CURRENT_LIST_DIR}/onnx_tensor.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/onnx_tensor.cc
+  ${CMAKE_CURRENT_LIST_DIR}/onnx_zero_state.cc)
 target_compile_options(rnnserve_onnx PRIVATE ${RNNSERVE_WARNINGS})
 target_link_libraries(rnnserve_onnx PUBLIC rnnserve_engine rnnserve_onnx_proto absl::status
   absl::statusor absl::strings)

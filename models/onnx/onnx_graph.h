@@ -82,6 +82,22 @@ absl::Status ImportNode(const NodeProto& node, GraphBuilder* builder);
 // Imports an LSTM, GRU or RNN node (onnx_recurrent.cc).
 absl::Status ImportRecurrentNode(const NodeProto& node, GraphBuilder* builder);
 
+// Where the graph's inputs and outputs hold the batch, where that is not axis 0
+// (onnx_batch_axes.cc): [D, B, H] states of time-major recurrent nodes, time-major inputs.
+struct BatchAxes {
+  std::map<std::string, int> inputs;   // graph input name -> batch axis (> 0)
+  std::map<std::string, int> outputs;  // graph output name -> batch axis (> 0)
+};
+BatchAxes FindBatchAxes(const GraphProto& graph);
+
+// Whether `ref` is all zeros whatever the batch: a zero constant, or a runtime value made by
+// ConstantOfShape(0) / Expand(0) and reshaped or sliced (the exporter's zero initial state,
+// onnx_zero_state.cc).
+bool IsZeroTensor(const Ref& ref, const engine::Model& model);
+
+// Drops generic tensor-op layers whose outputs no layer and no model output reads.
+void DropUnusedTensorOps(engine::Model* model);
+
 // An empty layer with its name and class.
 engine::Layer NewLayer(const std::string& name, const std::string& source_class);
 

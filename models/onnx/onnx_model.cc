@@ -34,6 +34,13 @@ std::string ForeignFormat(const std::string& bytes) {
   return "";
 }
 
+// The traced batch axis of a graph input or output, where its declared rank has it.
+int BatchAxisOf(const std::map<std::string, int>& traced, const engine::ValueInfo& info) {
+  const auto it = traced.find(info.name);
+  if (it == traced.end() || it->second >= static_cast<int>(info.shape.size())) return 0;
+  return it->second;
+}
+
 absl::StatusOr<engine::ValueInfo> ValueInfoOf(const ValueInfoProto& v) {
   engine::ValueInfo info;
   info.name = v.name();
@@ -91,10 +98,12 @@ absl::StatusOr<engine::Model> ImportGraph(const ModelProto& proto, const std::st
     if (auto s = builder.Bind(init.name(), Ref{.constant = std::move(*t)}); !s.ok()) return s;
     initializer_names.insert(init.name());
   }
+  const BatchAxes batch_axes = FindBatchAxes(graph);
   for (const ValueInfoProto& in : graph.input()) {
     if (initializer_names.count(in.name())) continue;  // IR < 4 lists initializers as inputs
     auto info = ValueInfoOf(in);
     if (!info.ok()) return info.status();
+    info->batch_axis = BatchAxisOf(batch_axes.inputs, *info);
     const int id = builder.NewValue();
     model.inputs.push_back(std::move(*info));
     if (auto s = builder.Bind(in.name(), Ref{.id = id}); !s.ok()) return s;
@@ -107,6 +116,7 @@ absl::StatusOr<engine::Model> ImportGraph(const ModelProto& proto, const std::st
   for (const ValueInfoProto& out : graph.output()) {
     auto info = ValueInfoOf(out);
     if (!info.ok()) return info.status();
+    info->batch_axis = BatchAxisOf(batch_axes.outputs, *info);
     auto ref = builder.Resolve(out.name());
     if (!ref.ok()) return ref.status();
     auto id = builder.Materialize(*ref, "output/" + out.name());
@@ -125,6 +135,7 @@ absl::StatusOr<engine::Model> ImportGraph(const ModelProto& proto, const std::st
     model.output_values.push_back(*id);
   }
   if (model.outputs.empty()) return absl::InvalidArgumentError("the graph has no outputs");
+  DropUnusedTensorOps(&model);
   return model;
 }
 

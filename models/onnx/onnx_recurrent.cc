@@ -299,6 +299,12 @@ absl::Status WireInitialStates(const std::vector<Ref>& in, const RecurrentAttrib
                                std::vector<int>* inputs) {
   const bool has_init = !in[5].absent || (a.cell == CellType::kLstm && !in[6].absent);
   if (!has_init) return absl::OkStatus();
+  // The exporter's zero state (Shape -> ... -> ConstantOfShape): the layer starts from zeros
+  // without it, and a stream's carried state can replace it.
+  if (IsZeroTensor(in[5], b->model()) &&
+      (a.cell != CellType::kLstm || in[6].absent || IsZeroTensor(in[6], b->model()))) {
+    return absl::OkStatus();
+  }
   const int n_states = a.states_per_dir();
   for (int d = 0; d < a.D; ++d) {
     Ref states[2];

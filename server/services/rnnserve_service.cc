@@ -82,9 +82,11 @@ grpc::ServerUnaryReactor* RnnServeService::Predict(grpc::CallbackServerContext* 
                    const absl::Status s = outputs.status();
                    if (s.ok()) {
                      EncodePredict(*request, *call, *outputs, response);
-                   } else if (s.code() != absl::StatusCode::kInvalidArgument) {
-                     LogError(absl::StrCat("model ", call->model->name(), " v",
-                                           call->model->version(), ": ", s.message()));
+                   } else {
+                     const std::string line = absl::StrCat("model ", call->model->name(), " v",
+                                                           call->model->version(), ": ",
+                                                           s.message());
+                     IsServerFault(s) ? LogError(line) : LogDebug(line);
                    }
                    // Released before the answer goes out, as a synchronous handler would.
                    call.reset();

@@ -205,11 +205,9 @@ void KServeService::Complete(std::unique_ptr<Call> call,
   call->sample.infer = ran_at - call->decoded_at;
   if (!outputs.ok()) {
     const absl::Status& run = outputs.status();
-    if (run.code() != absl::StatusCode::kInvalidArgument &&
-        run.code() != absl::StatusCode::kDeadlineExceeded) {
-      LogError(absl::StrCat("model ", call->ran_on->name(), " v", call->ran_on->version(), ": ",
-                            run.message()));
-    }
+    const std::string line = absl::StrCat("model ", call->ran_on->name(), " v",
+                                          call->ran_on->version(), ": ", run.message());
+    IsServerFault(run) ? LogError(line) : LogDebug(line);
     return Finish(std::move(call), run);
   }
   const Servable& ran_on = *call->ran_on;
