@@ -97,9 +97,9 @@ absl::StatusOr<engine::Batch> ValidatePredict(const v1::PredictRequest& request,
     // The batch is on the input's batch_axis (axis 1 of an ONNX state [layers, batch, H]).
     const int64_t rows = tensor->dim(sig.batch_axis);
     if (B >= 0 && rows != B) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, ": batch size ", rows, " (axis ", sig.batch_axis,
-                       ") differs from the other inputs' ", B));
+      return absl::InvalidArgumentError(absl::StrCat(what, ": batch size ", rows, " (axis ",
+                                                     sig.batch_axis,
+                                                     ") differs from the other inputs' ", B));
     }
     B = rows;
     if (sig.batch_axis == 0 && tensor->rank() >= 2) T = std::max(T, tensor->dim(1));

@@ -150,7 +150,9 @@ absl::Status CheckStreamable(const engine::Model& model) {
     values[i] = rank == 0 ? TimeAxis{.axis = 1, .rank = -1}
                           : TimeAxis{.axis = rank >= 2 ? 1 : -1, .rank = rank};
   }
-  auto at = [&](int v) { return v >= 0 && v < static_cast<int>(values.size()) ? values[v] : TimeAxis{}; };
+  auto at = [&](int v) {
+    return v >= 0 && v < static_cast<int>(values.size()) ? values[v] : TimeAxis{};
+  };
   for (const engine::Layer& layer : model.layers) {
     const engine::LayerSpec& spec = layer.spec;
     const TimeAxis x = layer.inputs.empty() ? TimeAxis{} : at(layer.inputs[0]);

@@ -55,7 +55,8 @@ class Tracer {
     if (node.input_size() == 0) return;
     if (node.op_type() == "Transpose") {
       const std::vector<int64_t> perm = NodeAttributes(node).Ints("perm");
-      if (axis < static_cast<int64_t>(perm.size())) TraceToInput(node.input(0), perm[axis], depth + 1);
+      if (axis < static_cast<int64_t>(perm.size()))
+        TraceToInput(node.input(0), perm[axis], depth + 1);
     } else if (KeepsAxes(node.op_type())) {
       TraceToInput(node.input(0), axis, depth + 1);
     }
@@ -75,7 +76,7 @@ class Tracer {
     if (IsRecurrent(op)) {
       const bool time_major = NodeAttributes(node).Int("layout", 0) == 0;
       if (node.output_size() > 0 && node.output(0) == name) return time_major ? 2 : 0;  // Y
-      return time_major ? 1 : 0;                                                       // Y_h, Y_c
+      return time_major ? 1 : 0;                                                        // Y_h, Y_c
     }
     if (node.input_size() == 0) return std::nullopt;
     if (op == "Transpose") {
@@ -104,8 +105,8 @@ class Tracer {
 
  private:
   const GraphProto& graph_;
-  std::set<std::string> inputs_;                // runtime graph inputs
-  std::map<std::string, int> producer_;         // tensor -> index of the node writing it
+  std::set<std::string> inputs_;               // runtime graph inputs
+  std::map<std::string, int> producer_;        // tensor -> index of the node writing it
   std::map<std::string, int64_t> input_axes_;  // graph input -> batch axis (-1: conflicting)
 };
 
@@ -117,7 +118,8 @@ BatchAxes FindBatchAxes(const GraphProto& graph) {
     if (!IsRecurrent(node.op_type())) continue;
     const int64_t batch = NodeAttributes(node).Int("layout", 0) == 0 ? 1 : 0;
     for (int i : {0, 5, 6}) {  // X, initial_h, initial_c
-      if (i < node.input_size() && !node.input(i).empty()) tracer.TraceToInput(node.input(i), batch);
+      if (i < node.input_size() && !node.input(i).empty())
+        tracer.TraceToInput(node.input(i), batch);
     }
   }
   BatchAxes axes;

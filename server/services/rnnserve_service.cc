@@ -83,9 +83,9 @@ grpc::ServerUnaryReactor* RnnServeService::Predict(grpc::CallbackServerContext* 
                    if (s.ok()) {
                      EncodePredict(*request, *call, *outputs, response);
                    } else {
-                     const std::string line = absl::StrCat("model ", call->model->name(), " v",
-                                                           call->model->version(), ": ",
-                                                           s.message());
+                     const std::string line =
+                         absl::StrCat("model ", call->model->name(), " v", call->model->version(),
+                                      ": ", s.message());
                      IsServerFault(s) ? LogError(line) : LogDebug(line);
                    }
                    // Released before the answer goes out, as a synchronous handler would.

@@ -43,6 +43,13 @@ set_tests_properties(PythonClient.WheelAtFloorsAndBesideTritonclient PROPERTIES
 rnnserve_test(onnx_serving_test integration ${CMAKE_CURRENT_LIST_DIR}/onnx_serving_test.cc)
 target_link_libraries(onnx_serving_test PRIVATE rnnserve_server_process)
 
+# PyTorch's h0 / c0 inputs and its zero-state export through Predict, StreamPredict and KServe
+# sequences (tests/fixtures/torch_state).
+rnnserve_test(torch_state_integration_test integration
+  ${CMAKE_CURRENT_LIST_DIR}/torch_state_integration_test.cc)
+target_link_libraries(torch_state_integration_test PRIVATE rnnserve_server_process
+  rnnserve_kserve_proto)
+
 rnnserve_test(limits_integration_test integration
   ${CMAKE_CURRENT_LIST_DIR}/limits_integration_test.cc)
 target_link_libraries(limits_integration_test PRIVATE rnnserve_server_process rnnserve_kserve_proto)

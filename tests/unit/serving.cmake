@@ -3,6 +3,8 @@ target_link_libraries(sequence_manager_test PRIVATE rnnserve_server_lib)
 
 rnnserve_test(serving_batch_axis_test unit ${CMAKE_CURRENT_LIST_DIR}/serving_batch_axis_test.cc)
 target_link_libraries(serving_batch_axis_test PRIVATE rnnserve_server_lib)
+rnnserve_test(serving_torch_state_test unit ${CMAKE_CURRENT_LIST_DIR}/serving_torch_state_test.cc)
+target_link_libraries(serving_torch_state_test PRIVATE rnnserve_server_lib)
 
 rnnserve_test(health_service_test unit ${CMAKE_CURRENT_LIST_DIR}/health_service_test.cc)
 target_link_libraries(health_service_test PRIVATE rnnserve_server_lib)
