@@ -81,7 +81,8 @@ class TorchStateServingTest : public ::testing::Test {
         SourcePath(std::string("tests/fixtures/onnx/torch/") + kBidirectional + "/model.onnx"),
         *repo_ / "bidirectional" / "1" / "model.onnx");
     log_ = new std::string((*repo_ / "server.log").string());
-    auto s = ServerProcess::Start(repo_->string(), {}, {}, *log_);
+    // At info level, so that the log shows the loads (and so is known to be read).
+    auto s = ServerProcess::Start(repo_->string(), {"--log-level", "info"}, {}, *log_);
     if (s.ok()) server_ = s->release();
     if (!s.ok()) *log_ = std::string(s.status().message());
   }
@@ -161,6 +162,21 @@ TEST_F(TorchStateServingTest, MetadataShowsStatesInTheFilesLayout) {
   EXPECT_EQ(meta->inputs(1).shape(0), 1);
   EXPECT_EQ(meta->inputs(1).shape(1), -1);
   EXPECT_EQ(meta->inputs(1).shape(2), 32);
+}
+
+TEST_F(TorchStateServingTest, KServeModelConfigLeavesOutEachTensorsBatchAxis) {
+  inference::ModelConfigRequest req;
+  req.set_name("docs_batched");
+  inference::ModelConfigResponse resp;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(KServe()->ModelConfig(&ctx, req, &resp).ok());
+  ASSERT_EQ(resp.config().input_size(), 3);
+  EXPECT_EQ(resp.config().input(0).dims_size(), 2);  // x [batch, time, 6]: [-1, 6]
+  for (int k : {1, 2}) {                              // h0, c0 [1, batch, 32]: [1, 32]
+    ASSERT_EQ(resp.config().input(k).dims_size(), 2) << k;
+    EXPECT_EQ(resp.config().input(k).dims(0), 1) << k;
+    EXPECT_EQ(resp.config().input(k).dims(1), 32) << k;
+  }
 }
 
 TEST_F(TorchStateServingTest, StreamedChunksOfTheZeroStateExportEqualPyTorchOnTheWhole) {

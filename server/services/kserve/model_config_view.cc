@@ -7,9 +7,14 @@
 namespace rnnserve::server::kserve {
 namespace {
 
+// The shape without the batch axis (`batch_axis`; -1: none, all dims are listed). An ONNX
+// state [layers, batch, H] has its batch on axis 1, which Triton's dims cannot say: they list
+// [layers, H].
 template <typename Dims>
-void AddDims(const engine::Shape& shape, bool batched, Dims* dims) {
-  for (size_t d = batched ? 1 : 0; d < shape.size(); ++d) dims->Add(shape[d]);
+void AddDims(const engine::Shape& shape, int batch_axis, Dims* dims) {
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (static_cast<int>(d) != batch_axis) dims->Add(shape[d]);
+  }
 }
 
 }  // namespace
@@ -27,13 +32,13 @@ inference::ModelConfig TritonConfig(const Servable& servable) {
     inference::ModelInput* in = out.add_input();
     in->set_name(sig.name);
     in->set_data_type(ConfigType(sig.dtype));
-    AddDims(sig.shape, batched, in->mutable_dims());
+    AddDims(sig.shape, batched ? sig.batch_axis : -1, in->mutable_dims());
   }
   for (const TensorSignature& sig : servable.outputs()) {
     inference::ModelOutput* o = out.add_output();
     o->set_name(sig.name);
     o->set_data_type(ConfigType(sig.dtype));
-    AddDims(sig.shape, batched, o->mutable_dims());
+    AddDims(sig.shape, batched ? sig.batch_axis : -1, o->mutable_dims());
   }
   for (const InstanceInfo& info : servable.instances()) {
     inference::ModelInstanceGroup* g = out.add_instance_group();
