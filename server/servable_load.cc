@@ -114,7 +114,7 @@ absl::StatusOr<std::unique_ptr<Servable>> Servable::Build(std::unique_ptr<Servab
   }
   s->moves_batch_axes_ = HasMovedBatchAxes(s->model_);
   if (s->moves_batch_axes_) s->model_ = BatchFirstModel(std::move(s->model_));
-  s->streamable_ = CheckStreamable(s->model_);
+  s->streamable_ = absl::OkStatus();
   for (const TensorSignature& in : s->inputs_) {
     if (in.batch_axis == 0 || !s->streamable_.ok()) continue;
     // A state input [layers * directions, batch, hidden] would override the state a stream
@@ -124,6 +124,7 @@ absl::StatusOr<std::unique_ptr<Servable>> Servable::Build(std::unique_ptr<Servab
         " (an initial state or a time-major input): StreamPredict carries the recurrent state "
         "itself and takes batch-first [1, T, ...] chunks; use Predict"));
   }
+  if (s->streamable_.ok()) s->streamable_ = CheckStreamable(s->model_);
   s->masking_ = "keras";
   for (const engine::Layer& l : s->model_.layers) {
     if (const auto* r = std::get_if<engine::RecurrentSpec>(&l.spec)) {

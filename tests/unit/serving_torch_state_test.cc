@@ -192,5 +192,22 @@ TEST(ServableTorchStateTest, StateBatchThatDiffersFromTheInputsIsRefusedNamingIt
   EXPECT_TRUE(server::ValidatePredict(request, **servable).ok());
 }
 
+// The exporter's zero-state chain is dropped, so a causal export streams; a model that takes
+// h0 / c0 as inputs does not (they would replace the state the stream carries).
+TEST(ServableTorchStateTest, CausalExportStreamsAndOneWithStateInputsSaysWhyNot) {
+  for (const char* fixture : {"TorchLstmCausalLinearZeroState",
+                              "TorchLstmStackedCausalLinearZeroState",
+                              "TorchGruCausalLinearZeroState"}) {
+    auto servable = Load(fixture, kNoConfig);
+    ASSERT_TRUE(servable.ok()) << fixture << ": " << servable.status();
+    EXPECT_TRUE((*servable)->streamable().ok()) << fixture << ": " << (*servable)->streamable();
+  }
+  auto states = Load(kDocs, kNoConfig);
+  ASSERT_TRUE(states.ok()) << states.status();
+  EXPECT_EQ((*states)->streamable().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains((*states)->streamable().message(), "input 'h0'"))
+      << (*states)->streamable();
+}
+
 }  // namespace
 }  // namespace rnnserve::testing
