@@ -42,8 +42,8 @@ struct EngineOptions {
   // runs too: "" keeps the one chosen already, by default the widest this CPU has (CPUID);
   // "avx512", "avx2" or "plain" forces one (the server takes it from RNNSERVE_CPU_KERNELS).
   // One set runs per process, chosen before the first kernel runs: Create fails with
-  // INVALID_ARGUMENT for another name and FAILED_PRECONDITION when another set runs already;
-  // a forced set this CPU lacks makes the CPU engine refuse to compile (FAILED_PRECONDITION).
+  // FAILED_PRECONDITION when another set runs already. An unknown name (INVALID_ARGUMENT) or a
+  // set this CPU lacks (FAILED_PRECONDITION) makes the CPU engine refuse to compile.
   std::string cpu_kernels;
 };
 
@@ -138,9 +138,9 @@ class Engine {
  public:
   virtual ~Engine() = default;
   // The factory over every engine of this build (defined in engine/factory/engine_factory.cc,
-  // CMake target rnnserve_engine, the one place that knows the engines). kCpu fails only for a
-  // bad cpu_kernels; kCuda fails with UNAVAILABLE where there is no GPU or the build has no
-  // CUDA.
+  // CMake target rnnserve_engine, the one place that knows the engines). Fails when
+  // cpu_kernels asks for another set than the one running; kCuda also with UNAVAILABLE where
+  // there is no GPU or the build has no CUDA.
   static absl::StatusOr<std::unique_ptr<Engine>> Create(const EngineOptions& options);
 
   virtual absl::StatusOr<std::unique_ptr<CompiledModel>> Compile(
