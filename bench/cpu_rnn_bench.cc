@@ -124,6 +124,13 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
+  // RNNSERVE_CPU_KERNELS forces a kernel set, as it does in the server (before any kernel runs).
+  if (const char* kernels = std::getenv("RNNSERVE_CPU_KERNELS"); kernels != nullptr) {
+    if (auto s = rnnserve::engine::cpu::UseCpuKernelSet(kernels); !s.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
+      return 2;
+    }
+  }
   if (gemm) return Gemm();
   if (bandwidth) return Bandwidth(threads > 0 ? threads : 2);
   auto arrays = rnnserve::client::ReadNpz(file);

@@ -425,7 +425,9 @@ absl::Status RunCase(const Case& c, const Link& link, std::ostream& results) {
                                                   : TimeCudnnStack(c, model, math, xf, line));
 
   // 2. CompiledModel::Run end to end: host input in, host output out.
-  auto compiled = engine::cuda::CompileForGpu(model, {.math_mode = math}, 0);
+  auto gpu = engine::Engine::Create({.kind = engine::EngineKind::kCuda});
+  if (!gpu.ok()) return gpu.status();
+  auto compiled = (*gpu)->Compile(model, {.math_mode = math});
   if (!compiled.ok()) return compiled.status();
   // Twice: the input in pageable memory (a lone request's decoded tensor), then in the
   // engine's host tensor (page-locked; how batch assembly builds a batch). Each call's outputs

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <iostream>
@@ -82,8 +83,8 @@ engine::Model Prefix(const engine::Model& m, size_t k) {
 }
 
 // Step-level batching's chunks (--chunks): see the file comment.
-int Chunks(const engine::Model& model, engine::Engine& cuda, int T, int reps) {
-  auto compiled = cuda.Compile(model, {.max_batch_size = 64});
+int Chunks(const engine::Model& model, engine::Engine& cuda, int T, int reps, bool graphs) {
+  auto compiled = cuda.Compile(model, {.max_batch_size = 64, .whole_batch_graphs = graphs});
   if (!compiled.ok()) {
     std::cerr << compiled.status() << "\n";
     return 1;
@@ -168,7 +169,7 @@ int Chunks(const engine::Model& model, engine::Engine& cuda, int T, int reps) {
   return 0;
 }
 
-int Main(const std::string& path, int B, int T, int reps, bool chunks) {
+int Main(const std::string& path, int B, int T, int reps, bool chunks, bool graphs) {
   auto model = models::LoadModelFile(path);
   if (!model.ok()) {
     std::cerr << model.status() << "\n";
@@ -179,7 +180,7 @@ int Main(const std::string& path, int B, int T, int reps, bool chunks) {
     std::cerr << cuda.status() << "\n";
     return 1;
   }
-  if (chunks) return Chunks(*model, **cuda, T, reps);
+  if (chunks) return Chunks(*model, **cuda, T, reps, graphs);
   std::printf("# %s, B=%d T=%d, %d timed calls; median and p90 in microseconds\n", path.c_str(), B,
               T, reps);
   std::printf("%-44s %9s %9s\n", "what", "median_us", "p90_us");
@@ -205,7 +206,8 @@ int Main(const std::string& path, int B, int T, int reps, bool chunks) {
   std::vector<double> idle_run_us;
   for (size_t k = 1; k <= model->layers.size(); ++k) {
     const bool whole = k == model->layers.size();
-    auto compiled = (*cuda)->Compile(whole ? *model : Prefix(*model, k), {});
+    auto compiled =
+        (*cuda)->Compile(whole ? *model : Prefix(*model, k), {.whole_batch_graphs = graphs});
     if (!compiled.ok()) {
       std::cerr << "layers 1.." << k << ": " << compiled.status() << "\n";
       continue;
@@ -306,5 +308,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
-  return rnnserve::bench::Main(path, batch, steps, reps, chunks);
+  // RNNSERVE_GPU_MODEL_GRAPHS=0 turns whole-batch graphs off, as it does in the server.
+  const char* graphs = std::getenv("RNNSERVE_GPU_MODEL_GRAPHS");
+  return rnnserve::bench::Main(path, batch, steps, reps, chunks,
+                               graphs == nullptr || std::string(graphs) != "0");
 }

@@ -2,25 +2,19 @@
 
 #include <utility>
 
-#include "engine/cpu/cpu_engine.h"
-#include "engine/cuda/cuda_factory.h"
+#include "engine/slot_states.h"
 
 namespace rnnserve::engine {
 
-absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
-  switch (options.kind) {
-    case EngineKind::kCpu:
-      return cpu::CreateCpuEngine();
-    case EngineKind::kCuda:
-      return cuda::CreateCudaEngine(options);
-  }
-  return absl::InvalidArgumentError("unknown engine kind");
-}
-
-bool CudaAvailable(std::string* why_not) { return cuda::VisibleGpus(why_not) > 0; }
+// Engine::Create, CudaAvailable and CpuKernelsNote are the engine factory's
+// (engine/factory/engine_factory.cc): the core names no engine.
 
 Tensor CompiledModel::NewHostTensor(DType dtype, Shape shape) const {
   return dtype == DType::kInt64 ? Tensor::Int64(std::move(shape)) : Tensor::Float(std::move(shape));
+}
+
+absl::StatusOr<std::unique_ptr<SlotStates>> CompiledModel::NewSlotStates(const StateRows&, int) {
+  return nullptr;
 }
 
 }  // namespace rnnserve::engine

@@ -4,7 +4,14 @@
 //
 // A CompiledModel owns its weights in the engine's preferred layout and its scratch, both
 // allocated at compile time. Run() is used by one scheduler thread at a time per instance; the
-// scheduler makes as many instances as the config asks for.
+// scheduler makes as many instances as the config asks for. What an engine supports beyond Run
+// (slot states in its own memory, counters, timing per shape) it says through CompiledModel's
+// virtual methods, never through its name or a cast. docs/architecture.md describes the
+// contract and the layers (this header is the engine core's: it names no engine).
+//
+// Every setting is an option here, read once by the caller (the server's main.cc reads the
+// environment variables RNNSERVE_CPU_KERNELS and RNNSERVE_GPU_MODEL_GRAPHS into them); nothing
+// in engine/ reads the environment.
 
 #include <cstdint>
 #include <map>
@@ -31,6 +38,13 @@ enum class CpuWeights { kFp32, kBf16, kInt8 };
 struct EngineOptions {
   EngineKind kind = EngineKind::kCpu;
   int device = 0;  // GPU ordinal for kCuda
+  // The CPU engine's kernel set (engine/cpu/panel_gemm.h), which the GPU engine's host fallback
+  // runs too: "" keeps the one chosen already, by default the widest this CPU has (CPUID);
+  // "avx512", "avx2" or "plain" forces one (the server takes it from RNNSERVE_CPU_KERNELS).
+  // One set runs per process, chosen before the first kernel runs: Create fails with
+  // FAILED_PRECONDITION when another set runs already. An unknown name (INVALID_ARGUMENT) or a
+  // set this CPU lacks (FAILED_PRECONDITION) makes the CPU engine refuse to compile.
+  std::string cpu_kernels;
 };
 
 struct CompileOptions {
@@ -41,7 +55,9 @@ struct CompileOptions {
   // Largest batch a Run takes (scratch is sized for it); 0 means 64, grown on demand.
   int max_batch_size = 0;
   // GPU engine: capture a batch whole into a CUDA graph the second time its shape comes, and
-  // replay it from then on (engine/cuda/cuda_model.h). Other engines ignore it.
+  // replay it from then on (engine/cuda/cuda_model.h). Other engines ignore it. The server turns
+  // it off for a model whose config.pbtxt says gpu_graphs: GPU_GRAPHS_OFF, and for every model
+  // when RNNSERVE_GPU_MODEL_GRAPHS=0.
   bool whole_batch_graphs = true;
 };
 
@@ -75,6 +91,23 @@ struct LayerPlacement {
   std::string reason;
 };
 
+class SlotStates;  // engine/slot_states.h
+// Per recurrent layer, the shape of each state row (the batch axis left out).
+using StateRows = std::map<std::string, std::vector<Shape>>;
+
+// What an instance counts about its runs, for tests, benchmarks and the log; zero and empty for
+// an engine that has nothing of the kind.
+struct RunCounters {
+  // Device-to-host copies the last Run made before fetching its outputs: values that layers
+  // placed on the host read. 0 for a GPU model that stays on the device, and on the CPU.
+  int64_t host_copies_in_last_run = 0;
+  // Batches answered by replaying a whole-batch CUDA graph.
+  int64_t graph_replays = 0;
+  // Why whole-batch graphs are off for this instance, or why the last batch that could not be
+  // captured could not ("" when none).
+  std::string graph_note;
+};
+
 class CompiledModel {
  public:
   virtual ~CompiledModel() = default;
@@ -87,13 +120,27 @@ class CompiledModel {
   // A zeroed host tensor in the memory this engine reads fastest, for building a batch's inputs
   // (the GPU engine's is page-locked, so the copy to the device is one DMA at full PCIe speed).
   virtual Tensor NewHostTensor(DType dtype, Shape shape) const;
+  // Slot states for step-level batching kept in the engine's own memory (the GPU engine's:
+  // device memory), or null where it keeps none for these layers; engine::NewSlotStates
+  // (slot_states.h) then keeps them in host tensors. Default: null.
+  virtual absl::StatusOr<std::unique_ptr<SlotStates>> NewSlotStates(const StateRows& rows,
+                                                                    int capacity);
+  virtual RunCounters counters() const { return {}; }
+  // True when the engine chooses its kernels by timing them per batch shape (batch size and
+  // step bucket) the first time a shape comes, and an engine call costs about as much as tens
+  // of steps of a small model (launches, copies, one synchronisation): the GPU engine. A server
+  // then runs a batch of each size it expects at load, so that no request pays for the timing,
+  // and gives step-level chunks a fixed, longer step count.
+  virtual bool times_kernels_per_shape() const { return false; }
 };
 
 class Engine {
  public:
   virtual ~Engine() = default;
-  // kCpu always succeeds; kCuda fails with UNAVAILABLE where there is no GPU or the build has
-  // no CUDA.
+  // The factory over every engine of this build (defined in engine/factory/engine_factory.cc,
+  // CMake target rnnserve_engine, the one place that knows the engines). Fails when
+  // cpu_kernels asks for another set than the one running; kCuda also with UNAVAILABLE where
+  // there is no GPU or the build has no CUDA.
   static absl::StatusOr<std::unique_ptr<Engine>> Create(const EngineOptions& options);
 
   virtual absl::StatusOr<std::unique_ptr<CompiledModel>> Compile(
@@ -101,7 +148,11 @@ class Engine {
   virtual std::string name() const = 0;
 };
 
+// Defined by the engine factory too (engine/factory/engine_factory.cc):
 // True when this build has the CUDA engine and a GPU is visible.
 bool CudaAvailable(std::string* why_not);
+// What the CPU engine runs recurrent layers with in this process, for metadata and the log:
+// "CPU kernels: <set>; CPU weights: <how `weights` are stored and multiplied>".
+std::string CpuKernelsNote(CpuWeights weights);
 
 }  // namespace rnnserve::engine

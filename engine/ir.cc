@@ -1,5 +1,7 @@
 #include "engine/ir.h"
 
+#include <iterator>
+
 #include "absl/strings/str_cat.h"
 
 namespace rnnserve::engine {
@@ -160,6 +162,19 @@ absl::Status Model::Validate() const {
     }
   }
   return absl::OkStatus();
+}
+
+std::string TensorOpName(TensorOpKind kind) {
+  static const char* const kNames[] = {
+      "Constant",     "Shape",     "Gather",     "Concat",     "Unsqueeze", "Squeeze",
+      "Slice",        "Transpose", "Reshape",    "Expand",     "Cast",      "ConstantOfShape",
+      "Add",          "Sub",       "Mul",        "Div",        "Pow",       "Min",
+      "Max",          "MatMul",    "Gemm",       "Activation", "Neg",       "Abs",
+      "Sqrt",         "Exp",       "Log",        "Reciprocal", "Softmax",   "LogSoftmax",
+      "Flatten",      "Split",     "ReduceMean", "ReduceSum",  "ReduceMax", "Range",
+      "AttachLengths"};
+  const size_t i = static_cast<size_t>(kind);
+  return i < std::size(kNames) ? kNames[i] : "?";
 }
 
 }  // namespace rnnserve::engine

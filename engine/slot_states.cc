@@ -171,10 +171,8 @@ absl::StatusOr<std::unique_ptr<SlotStates>> NewSlotStates(CompiledModel* model,
     return absl::InvalidArgumentError(
         absl::StrCat("slot states need a capacity of at least 1; was ", capacity));
   }
-  if (auto* provider = dynamic_cast<SlotStatesProvider*>(model); provider != nullptr) {
-    auto own = provider->NewSlotStates(rows, capacity);
-    if (!own.ok() || *own != nullptr) return own;
-  }
+  auto own = model->NewSlotStates(rows, capacity);
+  if (!own.ok() || *own != nullptr) return own;
   return std::make_unique<HostSlotStates>(model, rows, capacity);
 }
 

@@ -28,8 +28,7 @@ namespace rnnserve::engine {
 // Recurrent states by layer name, in the order of Batch::initial_states: per layer h, then c for
 // LSTM; each tensor [rows, ...].
 using StateMap = std::map<std::string, std::vector<Tensor>>;
-// Per recurrent layer, the shape of each state row (the batch axis left out).
-using StateRows = std::map<std::string, std::vector<Shape>>;
+// StateRows (engine.h): per recurrent layer, the shape of each state row.
 
 class SlotStates {
  public:
@@ -58,19 +57,9 @@ class SlotStates {
   const int capacity_;
 };
 
-// Implemented beside CompiledModel by engines that keep slot states in their own memory.
-class SlotStatesProvider {
- public:
-  virtual ~SlotStatesProvider() = default;
-  // The engine's own slot states for the layers in `rows`, or null where it cannot keep these
-  // (then the host's serve).
-  virtual absl::StatusOr<std::unique_ptr<SlotStates>> NewSlotStates(const StateRows& rows,
-                                                                    int capacity) = 0;
-};
-
-// `capacity` zeroed slots of `rows`' states for `model`: the engine's own when it offers them,
-// else host tensors passed through Batch::initial_states/final_states. INVALID_ARGUMENT for a
-// capacity below 1.
+// `capacity` zeroed slots of `rows`' states for `model`: the engine's own when it offers them
+// (CompiledModel::NewSlotStates), else host tensors passed through Batch::initial_states and
+// final_states. INVALID_ARGUMENT for a capacity below 1.
 absl::StatusOr<std::unique_ptr<SlotStates>> NewSlotStates(CompiledModel* model,
                                                           const StateRows& rows, int capacity);
 

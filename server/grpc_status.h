@@ -12,6 +12,29 @@
 
 namespace rnnserve::server {
 
+// absl's status codes and gRPC's share their numbering: ToGrpc casts one to the other.
+inline constexpr bool SameCode(absl::StatusCode a, grpc::StatusCode g) {
+  return static_cast<int>(a) == static_cast<int>(g);
+}
+static_assert(SameCode(absl::StatusCode::kOk, grpc::StatusCode::OK));
+static_assert(SameCode(absl::StatusCode::kCancelled, grpc::StatusCode::CANCELLED));
+static_assert(SameCode(absl::StatusCode::kUnknown, grpc::StatusCode::UNKNOWN));
+static_assert(SameCode(absl::StatusCode::kInvalidArgument, grpc::StatusCode::INVALID_ARGUMENT));
+static_assert(SameCode(absl::StatusCode::kDeadlineExceeded, grpc::StatusCode::DEADLINE_EXCEEDED));
+static_assert(SameCode(absl::StatusCode::kNotFound, grpc::StatusCode::NOT_FOUND));
+static_assert(SameCode(absl::StatusCode::kAlreadyExists, grpc::StatusCode::ALREADY_EXISTS));
+static_assert(SameCode(absl::StatusCode::kPermissionDenied, grpc::StatusCode::PERMISSION_DENIED));
+static_assert(SameCode(absl::StatusCode::kResourceExhausted, grpc::StatusCode::RESOURCE_EXHAUSTED));
+static_assert(SameCode(absl::StatusCode::kFailedPrecondition,
+                       grpc::StatusCode::FAILED_PRECONDITION));
+static_assert(SameCode(absl::StatusCode::kAborted, grpc::StatusCode::ABORTED));
+static_assert(SameCode(absl::StatusCode::kOutOfRange, grpc::StatusCode::OUT_OF_RANGE));
+static_assert(SameCode(absl::StatusCode::kUnimplemented, grpc::StatusCode::UNIMPLEMENTED));
+static_assert(SameCode(absl::StatusCode::kInternal, grpc::StatusCode::INTERNAL));
+static_assert(SameCode(absl::StatusCode::kUnavailable, grpc::StatusCode::UNAVAILABLE));
+static_assert(SameCode(absl::StatusCode::kDataLoss, grpc::StatusCode::DATA_LOSS));
+static_assert(SameCode(absl::StatusCode::kUnauthenticated, grpc::StatusCode::UNAUTHENTICATED));
+
 // absl::Status -> grpc::Status; the codes share their numbering. The message is cut to what a
 // client can receive (client_text.h).
 inline grpc::Status ToGrpc(const absl::Status& s) {

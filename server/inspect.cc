@@ -7,7 +7,7 @@
 #include <variant>
 
 #include "absl/strings/str_cat.h"
-#include "engine/cuda/cudnn_support.h"
+#include "engine/cudnn_support.h"
 #include "engine/engine.h"
 #include "engine/ir.h"
 #include "models/model_loader.h"
@@ -78,7 +78,7 @@ std::string Describe(const LayerSpec& spec) {
 // Where a layer runs on a GPU node, and why.
 std::string GpuPlacement(const LayerSpec& spec) {
   if (const auto* r = std::get_if<RecurrentSpec>(&spec)) {
-    const absl::Status s = cuda::CudnnSupports(*r);
+    const absl::Status s = engine::CudnnSupports(*r);
     return s.ok() ? "cuDNN" : absl::StrCat("not cuDNN: ", s.message(), "; runs on the CPU engine");
   }
   return "GPU engine";

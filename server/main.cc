@@ -10,7 +10,9 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -38,6 +40,12 @@
 
 namespace rnnserve::server {
 namespace {
+
+// The variable's value; "" when it is not set.
+std::string EnvironmentVariable(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? value : "";
+}
 
 // Parses the command line into *flags and sets the log level. Returns -1 to go on serving,
 // otherwise the exit code (0 after --help, 2 for a bad flag).
@@ -189,7 +197,11 @@ int Main(int argc, char** argv) {
                     .run_on_caller_budget =
                         flags.inline_run_budget_us < 0
                             ? std::nullopt
-                            : std::optional(absl::Microseconds(flags.inline_run_budget_us))},
+                            : std::optional(absl::Microseconds(flags.inline_run_budget_us)),
+                    // The engine's environment variables, read here once (README.md,
+                    // "Environment variables"); nothing below main reads the environment.
+                    .cpu_kernels = EnvironmentVariable("RNNSERVE_CPU_KERNELS"),
+                    .whole_batch_graphs = EnvironmentVariable("RNNSERVE_GPU_MODEL_GRAPHS") != "0"},
        .allow_outside_root = flags.allow_symlinks_outside_repository});
   if (!repository.ok()) {
     LogError(repository.status().message());

@@ -97,6 +97,12 @@ struct ServableOptions {
   // on one server (bench/results/server-gpu-h100-2026-11-26b.md); on the 2-core CPU machine the
   // caller's thread is 1.2x faster at concurrency 1.
   std::optional<absl::Duration> run_on_caller_budget;
+  // Engine settings of the process, read once from the environment in main.cc (README.md,
+  // "Environment"): every instance's EngineOptions::cpu_kernels (RNNSERVE_CPU_KERNELS; "" the
+  // widest set this CPU has), and false turns CompileOptions::whole_batch_graphs off for every
+  // model whatever its config.pbtxt says (RNNSERVE_GPU_MODEL_GRAPHS=0).
+  std::string cpu_kernels;
+  bool whole_batch_graphs = true;
 };
 
 class Servable;

@@ -55,7 +55,7 @@ absl::Status Servable::WarmUpCellularGpu(const batching::CellularSchedulerOption
   // size and step bucket), not by the first requests.
   const std::vector<TensorSignature> free = FreeTimeAxes(inputs_);
   for (size_t i = 0; i < instances_.size(); ++i) {
-    if (instances_[i]->engine_name() != "cuda") continue;
+    if (!instances_[i]->times_kernels_per_shape()) continue;
     auto slots = engine::NewSlotStates(instances_[i].get(), options.shape.state_rows,
                                        options.max_active_sequences);
     if (!slots.ok()) return slots.status();
@@ -121,7 +121,7 @@ absl::Status Servable::StartCellular() {
     }
   }
   bool gpu = false;
-  for (const auto& i : instances_) gpu |= i->engine_name() == "cuda";
+  for (const auto& i : instances_) gpu |= i->times_kernels_per_shape();
   const int default_chunk = gpu ? kDefaultGpuChunkSteps : kDefaultCpuChunkSteps;
   batching::CellularSchedulerOptions options{
       .model_name = name(),

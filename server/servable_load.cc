@@ -10,8 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "engine/cpu/panel_gemm.h"
-#include "engine/cpu/quant_gemm.h"
+#include "engine/engine.h"
 #include "models/model_loader.h"
 #include "server/batch_layout.h"
 #include "server/batch_util.h"
@@ -30,6 +29,17 @@ namespace fs = std::filesystem;
 
 // Instances on each GPU of an instance_group that leaves count unset (CreateInstances).
 constexpr int kDefaultGpuInstances = 2;
+
+// config.pbtxt's enums become the engine's by number (CreateInstances): the numbers must agree.
+static_assert(static_cast<int>(engine::MathMode::kFp32) == v1::ModelOptimization::MATH_FP32);
+static_assert(static_cast<int>(engine::MathMode::kTf32) == v1::ModelOptimization::MATH_TF32);
+static_assert(static_cast<int>(engine::MathMode::kFp16) == v1::ModelOptimization::MATH_FP16);
+static_assert(static_cast<int>(engine::MathMode::kBf16) == v1::ModelOptimization::MATH_BF16);
+static_assert(v1::ModelOptimization::MathMode_MAX == v1::ModelOptimization::MATH_BF16);
+static_assert(static_cast<int>(engine::CpuWeights::kFp32) == v1::ModelOptimization::FP32);
+static_assert(static_cast<int>(engine::CpuWeights::kBf16) == v1::ModelOptimization::BF16);
+static_assert(static_cast<int>(engine::CpuWeights::kInt8) == v1::ModelOptimization::INT8);
+static_assert(v1::ModelOptimization::CpuWeights_MAX == v1::ModelOptimization::INT8);
 
 absl::StatusOr<std::string> FindModelFile(const fs::path& version_dir,
                                           const v1::ModelConfig& config) {
@@ -190,8 +200,10 @@ absl::Status Servable::BuildInputSignature() {
 
 absl::StatusOr<std::unique_ptr<engine::Engine>> Servable::MakeEngine(
     const engine::EngineOptions& o) const {
-  if (options_.engine_factory) return options_.engine_factory(o);
-  return engine::Engine::Create(o);
+  engine::EngineOptions with_settings = o;
+  with_settings.cpu_kernels = options_.cpu_kernels;
+  if (options_.engine_factory) return options_.engine_factory(with_settings);
+  return engine::Engine::Create(with_settings);
 }
 
 absl::Status Servable::CreateInstances() {
@@ -228,6 +240,7 @@ absl::Status Servable::CreateInstances() {
       options.math_mode = static_cast<engine::MathMode>(config_.optimization().math_mode());
       options.max_batch_size = config_.max_batch_size();
       options.whole_batch_graphs =
+          options_.whole_batch_graphs &&
           config_.optimization().gpu_graphs() != v1::ModelOptimization::GPU_GRAPHS_OFF;
       if (want_gpu[k]) {
         // Instances i, i + count, ... of GPU j: the GPUs take turns.
@@ -269,9 +282,7 @@ absl::Status Servable::CreateInstances() {
                           : absl::StrCat("KIND_AUTO without a usable GPU: ", why_not_gpu_here);
         // Which of the CPU engine's kernel sets runs (engine/cpu/panel_gemm.h), and how it
         // stores and multiplies the recurrent weights (engine/cpu/quant_gemm.h).
-        absl::StrAppend(&info.reason, "; CPU kernels: ",
-                        engine::cpu::CpuKernelSetName(*engine::cpu::ActiveCpuKernelSet()),
-                        "; CPU weights: ", engine::cpu::CpuWeightsPath(options.cpu_weights));
+        absl::StrAppend(&info.reason, "; ", engine::CpuKernelsNote(options.cpu_weights));
       }
       info.engine = compiled->engine_name();
       info.layers = compiled->placements();
@@ -299,7 +310,7 @@ absl::Status Servable::WarmUpGpuInstances() {
     steps = inputs_[0].shape[1];
   }
   for (size_t i = 0; i < instances_.size(); ++i) {
-    if (instances_[i]->engine_name() != "cuda") continue;
+    if (!instances_[i]->times_kernels_per_shape()) continue;
     for (int64_t B : sizes) {
       std::vector<engine::Tensor> out;
       if (auto st = instances_[i]->Run(ProbeBatch(inputs_, B, steps), &out); !st.ok()) {

@@ -6,7 +6,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "engine/cpu/activation.h"
+#include "engine/ops/activation.h"
 #include "engine/plan/layer_plans.h"
 
 namespace rnnserve::engine::cpu {

@@ -207,7 +207,7 @@ class CpuEngine final : public Engine {
     if (options.math_mode != MathMode::kFp32) {
       return absl::InvalidArgumentError("the CPU engine computes in FP32 only");
     }
-    // A kernel set forced through RNNSERVE_CPU_KERNELS that this CPU cannot run.
+    // A kernel set forced (EngineOptions::cpu_kernels) that this CPU cannot run.
     if (auto set = ActiveCpuKernelSet(); !set.ok()) return set.status();
     const int threads = options.num_threads > 0
                             ? options.num_threads

@@ -3,8 +3,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "engine/cpu/activation.h"
 #include "engine/cpu/vector_types.h"
+#include "engine/ops/activation.h"
 
 namespace rnnserve::engine::cpu {
 namespace {

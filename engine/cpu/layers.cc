@@ -3,7 +3,7 @@
 #include <Eigen/Core>
 
 #include "absl/strings/str_cat.h"
-#include "engine/cpu/activation.h"
+#include "engine/ops/activation.h"
 #include "engine/plan/masks.h"
 
 namespace rnnserve::engine::cpu {

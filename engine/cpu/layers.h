@@ -8,21 +8,14 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "engine/host_fallback.h"
 #include "engine/ir.h"
 #include "engine/tensor.h"
 
 namespace rnnserve::engine::cpu {
 
-struct Value {
-  Tensor tensor;
-  // Keras mask of a sequence value, as per-sequence lengths: size B when the value is a masked
-  // sequence (steps at or past lengths[b] are masked); else empty.
-  std::vector<int32_t> lengths;
-  // [B, T] step mask (1 = valid), set only when some step before a sequence's length is masked
-  // (e.g. Masking on data with all-zero steps inside a sequence). Agrees with `lengths`: every
-  // step at or past lengths[b] is 0 and the step lengths[b]-1 is 1.
-  std::vector<uint8_t> step_mask;
-};
+// A value is a HostValue (engine/host_fallback.h): a tensor and its mask.
+using Value = HostValue;
 
 // Copies the mask (lengths and step mask) of `from` onto `to`.
 inline void KeepMask(const Value& from, Value* to) {

@@ -1,11 +1,13 @@
 #include "engine/cpu/panel_gemm.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <string_view>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "engine/cpu/vector_types.h"
 
 namespace rnnserve::engine::cpu {
@@ -109,18 +111,27 @@ bool CpuHas(CpuKernelSet set) {
   return false;
 }
 
-// The set chosen once: RNNSERVE_CPU_KERNELS, or the best the CPU has.
+// The set chosen once, before the first kernel runs: the one UseCpuKernelSet asked for, or the
+// best the CPU has.
 struct Choice {
   CpuKernelSet set = CpuKernelSet::kPlain;
   absl::Status status;
+  std::string requested;  // "" for the best
 };
+
+absl::Mutex choice_mu;
+// What UseCpuKernelSet asked for while the choice was still open.
+std::string* requested_set ABSL_GUARDED_BY(choice_mu) = nullptr;
+bool choice_made ABSL_GUARDED_BY(choice_mu) = false;
 
 const Choice& Chosen() {
   static const Choice choice = [] {
+    absl::MutexLock lock(&choice_mu);
+    choice_made = true;
     Choice c;
-    const char* forced = std::getenv("RNNSERVE_CPU_KERNELS");
-    if (forced != nullptr && *forced != '\0') {
-      const std::string name(forced);
+    if (requested_set != nullptr) {
+      const std::string& name = *requested_set;
+      c.requested = name;
       bool known = false;
       for (CpuKernelSet set : {CpuKernelSet::kAvx512, CpuKernelSet::kAvx2, CpuKernelSet::kPlain}) {
         if (name != CpuKernelSetName(set)) continue;
@@ -179,6 +190,21 @@ CpuKernelSet BestCpuKernelSet() {
     if (CpuHas(set)) return set;
   }
   return CpuKernelSet::kPlain;
+}
+
+absl::Status UseCpuKernelSet(const std::string& name) {
+  if (name.empty()) return absl::OkStatus();
+  {
+    absl::MutexLock lock(&choice_mu);
+    if (!choice_made && requested_set == nullptr) requested_set = new std::string(name);
+  }
+  if (const Choice& c = Chosen(); c.requested != name) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the CPU kernel set '", name, "' was asked for after ",
+                     c.requested.empty() ? CpuKernelSetName(c.set) : c.requested,
+                     " was chosen; one set runs per process"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<CpuKernelSet> ActiveCpuKernelSet() {

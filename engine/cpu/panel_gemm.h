@@ -7,7 +7,8 @@
 // the micro-kernel streams each panel sequentially. The micro-kernel holds rows x 32 columns of
 // C in vector registers (GCC vector extensions). It is built three times, for AVX-512 (12 rows),
 // AVX2+FMA (2 rows) and the build's baseline (1 row), and the set is chosen once at run time:
-// the best the CPU has (CPUID), or RNNSERVE_CPU_KERNELS=avx512|avx2|plain. Rows of A are
+// the best the CPU has (CPUID), or the one UseCpuKernelSet forces (EngineOptions::cpu_kernels;
+// the server's RNNSERVE_CPU_KERNELS=avx512|avx2|plain). Rows of A are
 // blocked so a block stays in L2 while the panels stream past.
 // Single-threaded: callers split the columns (units) between threads. Results equal a plain
 // dot product up to FMA rounding.
@@ -15,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <new>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -48,7 +50,12 @@ enum class CpuKernelSet { kAvx512, kAvx2, kPlain };
 const char* CpuKernelSetName(CpuKernelSet set);
 // The best set this CPU runs.
 CpuKernelSet BestCpuKernelSet();
-// The set PanelGemm runs: RNNSERVE_CPU_KERNELS when set, else BestCpuKernelSet().
+// Forces the set by name ("avx512", "avx2", "plain"; "" changes nothing) for the whole process,
+// before the first kernel runs (the engine factory calls it with EngineOptions::cpu_kernels;
+// test and benchmark mains with RNNSERVE_CPU_KERNELS). FAILED_PRECONDITION when another set
+// was chosen already; a name it cannot run is reported by ActiveCpuKernelSet. Thread-safe.
+absl::Status UseCpuKernelSet(const std::string& name);
+// The set PanelGemm runs: the one UseCpuKernelSet forced, else BestCpuKernelSet().
 // INVALID_ARGUMENT for an unknown name, FAILED_PRECONDITION for a set this CPU lacks (PanelGemm
 // then runs the plain set; the CPU engine refuses to compile models).
 absl::StatusOr<CpuKernelSet> ActiveCpuKernelSet();

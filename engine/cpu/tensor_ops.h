@@ -11,7 +11,8 @@
 // op allocates more than plan::kMaxTensorOpElements elements. Shapes are planned by
 // engine/plan/tensor_op_plans.h, which the GPU engine shares.
 //
-// Importers fold constant subgraphs through engine/tensor_op_eval.h, which runs EvalTensorOp.
+// The ops themselves, on host tensors, are in the engine core (engine/tensor_op_eval.h,
+// engine/ops/), where importers fold constant subgraphs through them too.
 
 #include <cstdint>
 #include <string>
@@ -25,12 +26,6 @@
 #include "engine/tensor.h"
 
 namespace rnnserve::engine::cpu {
-
-// Evaluates the op over its operands, one per spec.operands entry (null where the operand is
-// kAbsent). Fills `outputs` with plan::TensorOpOutputs(spec) tensors. kAttachLengths returns
-// operand 0 unchanged (the lengths live beside tensors, in Value).
-absl::Status EvalTensorOp(const TensorOpSpec& spec, absl::Span<const Tensor* const> operands,
-                          std::vector<Tensor>* outputs);
 
 // Runs a TensorOpSpec layer: resolves operands from `values` (the layer's inputs) and the
 // spec's constants, evaluates, and writes the layer's outputs. Outputs carry no per-sequence

@@ -17,8 +17,6 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "engine/cpu/layers.h"
-#include "engine/cpu/recurrent.h"
 #include "engine/cuda/cuda_util.h"
 #include "engine/cuda/cudnn_rnn.h"
 #include "engine/cuda/dev_value.h"
@@ -27,6 +25,7 @@
 #include "engine/cuda/fused_rnn.h"
 #include "engine/cuda/pinned_pool.h"
 #include "engine/engine.h"
+#include "engine/host_fallback.h"
 #include "engine/slot_states.h"
 
 namespace rnnserve::engine::cuda {
@@ -45,7 +44,7 @@ struct LayerPlan {
   // (FusedRnn::Takes: up to 8 or 64 sequences, none of length 0, no masked steps inside a
   // sequence).
   std::unique_ptr<FusedRnn> fused_rnn;
-  std::unique_ptr<cpu::RecurrentKernel> cpu_rnn;  // CPU placement and stateful batches
+  std::unique_ptr<HostRecurrent> cpu_rnn;         // CPU placement and stateful batches (host_)
   DeviceBuffer kernel, bias;                      // Dense [in, out], [out]; Embedding table
   DeviceBuffer hy, cy, y, h0, c0;                 // recurrent scratch
   bool device_layer = false;                      // run by RunDeviceLayer (device_layers.h)
@@ -58,10 +57,11 @@ struct LayerPlan {
   DeviceLayerState device;
 };
 
-class CudaCompiledModel final : public CompiledModel, public SlotStatesProvider {
+class CudaCompiledModel final : public CompiledModel {
  public:
-  CudaCompiledModel(const Model& model, const CompileOptions& options, int device)
-      : model_(model), options_(options), device_(device) {}
+  CudaCompiledModel(const Model& model, const CompileOptions& options, int device,
+                    std::shared_ptr<const HostFallback> host)
+      : model_(model), options_(options), device_(device), host_(std::move(host)) {}
   ~CudaCompiledModel() override;
 
   absl::Status Init();
@@ -75,12 +75,15 @@ class CudaCompiledModel final : public CompiledModel, public SlotStatesProvider 
   // null (the host's) for other layers.
   absl::StatusOr<std::unique_ptr<SlotStates>> NewSlotStates(const StateRows& rows,
                                                             int capacity) override;
-  int64_t host_copies_in_last_run() const { return host_copies_in_last_run_; }
+  RunCounters counters() const override {
+    return {.host_copies_in_last_run = host_copies_in_last_run_,
+            .graph_replays = graph_replays_,
+            .graph_note = graph_note_};
+  }
+  // Its cuDNN algorithms and persistent kernels are chosen by timing, per batch size and step
+  // bucket (cudnn_rnn.h, fused_rnn.h, stack_timing.h).
+  bool times_kernels_per_shape() const override { return true; }
   const PinnedPool& pinned_pool() const { return *pinned_; }
-  int64_t graph_replays() const { return graph_replays_; }
-  // Why whole-batch graphs are off for this model, or why the last batch that could not be
-  // captured could not ("" when none).
-  const std::string& graph_note() const { return graph_note_; }
 
  private:
   friend class CudaSlotStates;
@@ -236,6 +239,8 @@ class CudaCompiledModel final : public CompiledModel, public SlotStatesProvider 
   const Model model_;
   const CompileOptions options_;
   const int device_;
+  // The CPU engine's kernels, for the layers and batches placed on the host (never null).
+  const std::shared_ptr<const HostFallback> host_;
   cudaStream_t stream_ = nullptr;
   cudnnHandle_t cudnn_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
@@ -244,7 +249,7 @@ class CudaCompiledModel final : public CompiledModel, public SlotStatesProvider 
   DeviceBuffer lengths_dev_;      // [B] int32, the lengths of the recurrent layer running
   DeviceBuffer step_mask_dev_;    // [B, T] uint8, its step mask when it has one
   // Slots for the layers run on the host (RunCpuLayer); empty between layers.
-  std::vector<cpu::Value> host_values_;
+  std::vector<HostValue> host_values_;
   // Inputs and outputs in page-locked memory. Free blocks kept: the largest batch's inputs and
   // outputs twice over (a response may still be encoding while the next batch runs).
   static constexpr size_t kMaxCachedPinnedBytes = size_t{1} << 30;
@@ -261,8 +266,8 @@ class CudaCompiledModel final : public CompiledModel, public SlotStatesProvider 
   static constexpr int64_t kMaxGraphSteps = 128;
   static constexpr size_t kMaxGraphInputBytes = size_t{4} << 20;
   static constexpr size_t kMaxGraphBytes = size_t{256} << 20;  // page-locked, all graphs
-  // CompileOptions::whole_batch_graphs, unless RNNSERVE_GPU_MODEL_GRAPHS=0, and no model layer
-  // that reads the request's values on the host (Init).
+  // CompileOptions::whole_batch_graphs, and no model layer that reads the request's values on
+  // the host (Init).
   bool use_graphs_ = true;
   const Batch* batch_ = nullptr;  // the batch EnqueueBatch runs
   // Per value of the running batch: 1 when its host copy follows from the batch's shapes alone

@@ -3,6 +3,8 @@
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/cuda_factory.h"
 #include "engine/cuda/cuda_model.h"
@@ -12,16 +14,18 @@ namespace {
 
 class CudaEngine final : public Engine {
  public:
-  explicit CudaEngine(int device) : device_(device) {}
+  CudaEngine(int device, std::shared_ptr<const HostFallback> host)
+      : device_(device), host_(std::move(host)) {}
 
   absl::StatusOr<std::unique_ptr<CompiledModel>> Compile(
       const Model& model, const CompileOptions& options) const override {
-    return CompileForGpu(model, options, device_);
+    return CompileForGpu(model, options, device_, host_);
   }
   std::string name() const override { return absl::StrCat("cuda:", device_); }
 
  private:
   const int device_;
+  const std::shared_ptr<const HostFallback> host_;
 };
 
 }  // namespace
@@ -39,7 +43,9 @@ int VisibleGpus(std::string* why_not) {
   return count;
 }
 
-absl::StatusOr<std::unique_ptr<Engine>> CreateCudaEngine(const EngineOptions& options) {
+absl::StatusOr<std::unique_ptr<Engine>> CreateCudaEngine(const EngineOptions& options,
+                                                         std::shared_ptr<const HostFallback> host) {
+  if (host == nullptr) return absl::InvalidArgumentError("the GPU engine needs a host fallback");
   std::string why;
   const int gpus = VisibleGpus(&why);
   if (gpus == 0) return absl::UnavailableError(why);
@@ -52,7 +58,7 @@ absl::StatusOr<std::unique_ptr<Engine>> CreateCudaEngine(const EngineOptions& op
     return absl::FailedPreconditionError(absl::StrCat(
         "cuDNN ", cudnn_version, " loaded; this build needs cuDNN ", CUDNN_MAJOR, ".x"));
   }
-  return std::unique_ptr<Engine>(new CudaEngine(options.device));
+  return std::unique_ptr<Engine>(new CudaEngine(options.device, std::move(host)));
 }
 
 }  // namespace rnnserve::engine::cuda

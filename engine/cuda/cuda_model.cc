@@ -1,7 +1,6 @@
 #include "engine/cuda/cuda_model.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -9,7 +8,6 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
-#include "engine/cpu/host_layer.h"
 #include "engine/cuda/cuda_compiled_model.h"
 #include "engine/cuda/kernels.h"
 #include "engine/lengths.h"
@@ -78,9 +76,6 @@ absl::Status CudaCompiledModel::Upload(const float* src, int64_t n, DeviceBuffer
 absl::Status CudaCompiledModel::Init() {
   RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaSetDevice(device_), "cudaSetDevice"));
   use_graphs_ = options_.whole_batch_graphs;
-  if (const char* env = std::getenv("RNNSERVE_GPU_MODEL_GRAPHS"); env != nullptr) {
-    use_graphs_ = use_graphs_ && std::string(env) != "0";
-  }
   if (!use_graphs_) graph_note_ = "whole-batch graphs off";
   RNNSERVE_RETURN_IF_ERROR(
       CudaOk(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate"));
@@ -141,7 +136,7 @@ absl::Status CudaCompiledModel::PlanLayer(const Layer& layer, LayerPlan* plan) {
   }
   if (const auto* rnn = std::get_if<RecurrentSpec>(&layer.spec)) {
     // The CPU kernel validates the layer and is the fallback for lengths of 0.
-    auto cpu_kernel = cpu::RecurrentKernel::Create(*rnn, layer.name);
+    auto cpu_kernel = host_->NewRecurrent(*rnn, layer.name);
     if (!cpu_kernel.ok()) return cpu_kernel.status();
     if (static_cast<int>(layer.outputs.size()) > (*cpu_kernel)->num_outputs()) {
       return absl::InvalidArgumentError(absl::StrCat("layer '", layer.name, "' declares ",
@@ -519,16 +514,16 @@ absl::Status CudaCompiledModel::RunCpuLayer(const Layer& layer) {
   for (int id : layer.inputs) {
     DevValue& v = values_[id];
     RNNSERVE_RETURN_IF_ERROR(ToHost(&v));
-    host_values_[id] = cpu::Value{v.host_tensor(), v.lengths, v.step_mask};
+    host_values_[id] = HostValue{v.host_tensor(), v.lengths, v.step_mask};
   }
-  const absl::Status s = cpu::RunHostLayer(layer, &host_values_);
-  for (int id : layer.inputs) host_values_[id] = cpu::Value{};
+  const absl::Status s = host_->RunLayer(layer, &host_values_);
+  for (int id : layer.inputs) host_values_[id] = HostValue{};
   if (!s.ok()) {
-    for (int id : layer.outputs) host_values_[id] = cpu::Value{};
+    for (int id : layer.outputs) host_values_[id] = HostValue{};
     return s;
   }
   for (int id : layer.outputs) {
-    cpu::Value& hv = host_values_[id];
+    HostValue& hv = host_values_[id];
     DevValue& out = values_[id];
     out.input = nullptr;
     out.host = std::move(hv.tensor);
@@ -539,7 +534,7 @@ absl::Status CudaCompiledModel::RunCpuLayer(const Layer& layer) {
     out.host_valid = true;
     out.dev_valid = false;
     clean_[id] = clean ? 1 : 0;
-    hv = cpu::Value{};
+    hv = HostValue{};
   }
   return absl::OkStatus();
 }
@@ -637,24 +632,14 @@ int64_t CudaCompiledModel::memory_bytes() const {
   return static_cast<int64_t>(bytes);
 }
 
-absl::StatusOr<std::unique_ptr<CompiledModel>> CompileForGpu(const Model& model,
-                                                             const CompileOptions& options,
-                                                             int device) {
+absl::StatusOr<std::unique_ptr<CompiledModel>> CompileForGpu(
+    const Model& model, const CompileOptions& options, int device,
+    std::shared_ptr<const HostFallback> host) {
+  if (host == nullptr) return absl::InvalidArgumentError("CompileForGpu needs a host fallback");
   RNNSERVE_RETURN_IF_ERROR(model.Validate());
-  auto compiled = std::make_unique<CudaCompiledModel>(model, options, device);
+  auto compiled = std::make_unique<CudaCompiledModel>(model, options, device, std::move(host));
   RNNSERVE_RETURN_IF_ERROR(compiled->Init());
   return std::unique_ptr<CompiledModel>(std::move(compiled));
-}
-
-int64_t HostCopiesInLastRun(const CompiledModel& model) {
-  const auto* gpu = dynamic_cast<const CudaCompiledModel*>(&model);
-  return gpu != nullptr ? gpu->host_copies_in_last_run() : 0;
-}
-
-int64_t GraphReplays(const CompiledModel& model, std::string* note) {
-  const auto* gpu = dynamic_cast<const CudaCompiledModel*>(&model);
-  if (note != nullptr) *note = gpu != nullptr ? gpu->graph_note() : "";
-  return gpu != nullptr ? gpu->graph_replays() : 0;
 }
 
 }  // namespace rnnserve::engine::cuda

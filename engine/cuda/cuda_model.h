@@ -30,8 +30,13 @@
 // or the request's values, states given or returned on the host) always run eagerly; shape
 // arithmetic on the host (ONNX Shape, Gather, Concat over shapes) follows from the key.
 // CompileOptions::whole_batch_graphs = false (config.pbtxt: optimization { gpu_graphs:
-// GPU_GRAPHS_OFF }) or RNNSERVE_GPU_MODEL_GRAPHS=0 turns them off (a recurrent layer then still
-// replays its own).
+// GPU_GRAPHS_OFF }, or RNNSERVE_GPU_MODEL_GRAPHS=0 in the server's environment) turns them off
+// (a recurrent layer then still replays its own). CompiledModel::counters() counts the
+// replays and the device-to-host copies of a run.
+//
+// Host fallback: the layers and batches placed on the host run on the CPU engine's kernels,
+// reached through engine/host_fallback.h (the engine factory hands them in; engine/cuda never
+// includes engine/cpu).
 //
 // Math modes: kFp32 is exact FP32 (cuDNN FMA math, cuBLAS default FP32 math, the fused
 // kernels' FP32 sums; the batch-tiled kernel's tensor-core tiles keep FP32 accuracy with three
@@ -47,19 +52,13 @@
 
 #include "absl/status/statusor.h"
 #include "engine/engine.h"
+#include "engine/host_fallback.h"
 
 namespace rnnserve::engine::cuda {
 
-absl::StatusOr<std::unique_ptr<CompiledModel>> CompileForGpu(const Model& model,
-                                                             const CompileOptions& options,
-                                                             int device);
-
-// Device-to-host copies the last Run of `model` (a CompileForGpu model) made before fetching
-// its outputs: values that host-placed layers read. 0 for a model that stays on the device.
-int64_t HostCopiesInLastRun(const CompiledModel& model);
-
-// Batches `model` (a CompileForGpu model) answered by replaying a whole-batch CUDA graph; with
-// `note`, why graphs are off for it or why the last batch that could not be captured could not.
-int64_t GraphReplays(const CompiledModel& model, std::string* note = nullptr);
+// `host` runs what is placed on the host (engine/cpu/host_fallback.h); never null.
+absl::StatusOr<std::unique_ptr<CompiledModel>> CompileForGpu(
+    const Model& model, const CompileOptions& options, int device,
+    std::shared_ptr<const HostFallback> host);
 
 }  // namespace rnnserve::engine::cuda

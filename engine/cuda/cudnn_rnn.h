@@ -48,8 +48,8 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/cuda/cuda_util.h"
-#include "engine/cuda/cudnn_support.h"
 #include "engine/cuda/stack_timing.h"
+#include "engine/cudnn_support.h"
 #include "engine/engine.h"
 #include "engine/ir.h"
 

@@ -23,7 +23,7 @@ struct DevValue {
   DType dtype = DType::kFloat32;
   Shape shape;
   std::vector<int32_t> lengths;  // size B for a masked sequence; else empty
-  // [B, T] (1 = valid) when a step inside a sequence is masked (cpu::Value::step_mask); cuDNN
+  // [B, T] (1 = valid) when a step inside a sequence is masked (HostValue::step_mask); cuDNN
   // cannot skip such steps, so a recurrent layer reading it runs on the CPU kernel.
   std::vector<uint8_t> step_mask;
 

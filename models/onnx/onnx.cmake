@@ -23,5 +23,5 @@ add_library(rnnserve_onnx STATIC
   ${CMAKE_CURRENT_LIST_DIR}/onnx_tensor.cc
   ${CMAKE_CURRENT_LIST_DIR}/onnx_zero_state.cc)
 target_compile_options(rnnserve_onnx PRIVATE ${RNNSERVE_WARNINGS})
-target_link_libraries(rnnserve_onnx PUBLIC rnnserve_engine rnnserve_onnx_proto absl::status
+target_link_libraries(rnnserve_onnx PUBLIC rnnserve_engine_core rnnserve_onnx_proto absl::status
   absl::statusor absl::strings)

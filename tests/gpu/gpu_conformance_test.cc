@@ -22,9 +22,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/cuda_model.h"
-#include "engine/cuda/cudnn_support.h"
 #include "engine/cuda/fused_rnn.h"
 #include "engine/cuda/fused_rnn_kernel.h"
+#include "engine/cudnn_support.h"
 #include "gtest/gtest.h"
 #include "models/model_loader.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -215,8 +215,9 @@ TEST_P(GpuConformanceTest, MatchesFrameworkInExactFp32) {
       EXPECT_TRUE(AllClose(out[i], expected_[i], tol_)) << "output " << i;
     }
   }
-  std::string graph_note;
-  const int64_t replays = engine::cuda::GraphReplays(**gpu, &graph_note);
+  const engine::RunCounters counters = (*gpu)->counters();
+  const int64_t replays = counters.graph_replays;
+  const std::string& graph_note = counters.graph_note;
   std::cout << "[ graph ] whole-batch graph replays: " << replays << " " << graph_note << "\n";
   const auto placements = (*gpu)->placements();
   ASSERT_EQ(placements.size(), model_.layers.size());
@@ -235,7 +236,7 @@ TEST_P(GpuConformanceTest, MatchesFrameworkInExactFp32) {
     all_on_device = all_on_device && p.engine == "cuda";
     const auto* rnn = std::get_if<engine::RecurrentSpec>(&layer.spec);
     if (rnn == nullptr) continue;
-    if (!engine::cuda::CudnnSupports(*rnn).ok()) {
+    if (!engine::CudnnSupports(*rnn).ok()) {
       EXPECT_TRUE(absl::StrContains(p.reason, "fused CUDA recurrent kernel"))
           << p.layer << ": " << p.reason;
       // GRU reset_after=False at the register kernels' widths (multiples of 128 up to 1024,
@@ -264,7 +265,7 @@ TEST_P(GpuConformanceTest, MatchesFrameworkInExactFp32) {
   }
   // No value goes back to the host between layers of a model placed wholly on the device
   // (the model's inputs go up once and its outputs come down once).
-  const int64_t copies = engine::cuda::HostCopiesInLastRun(**gpu);
+  const int64_t copies = (*gpu)->counters().host_copies_in_last_run;
   std::cout << "[ copies ] device-to-host copies between layers: " << copies << "\n";
   if (all_on_device) {
     EXPECT_EQ(copies, 0);
@@ -329,9 +330,9 @@ TEST_P(GpuConformanceTest, GraphReplaysAnswerOtherValuesAndLengthsAsTheCpuEngine
       EXPECT_TRUE(AllClose(got[i], w, kFp32CrossEngine)) << "output " << i;
     }
   }
-  std::string note;
-  std::cout << "[ graph ] replays of four batches of one key: "
-            << engine::cuda::GraphReplays(**gpu, &note) << " " << note << "\n";
+  const engine::RunCounters counters = (*gpu)->counters();
+  std::cout << "[ graph ] replays of four batches of one key: " << counters.graph_replays << " "
+            << counters.graph_note << "\n";
 }
 
 TEST_P(GpuConformanceTest, ReducedPrecisionWithinStatedBounds) {

@@ -102,7 +102,7 @@ TEST(GpuHostIoTest, SteadyBatchesReuseThePinnedBlocks) {
   EXPECT_GT(pinned_after_capture, 0);
   EXPECT_EQ(pool.pinned_bytes(), pinned_after_capture);
   EXPECT_EQ(pool.cached_bytes(), cached_after_capture);  // every caller's block back in the pool
-  EXPECT_EQ(engine::cuda::GraphReplays(**gpu), 18);
+  EXPECT_EQ((*gpu)->counters().graph_replays, 18);
 }
 
 TEST(GpuHostIoTest, GraphsOffRunsEveryBatchEagerlyWithTheSameAnswers) {
@@ -123,9 +123,9 @@ TEST(GpuHostIoTest, GraphsOffRunsEveryBatchEagerlyWithTheSameAnswers) {
       EXPECT_LE(RelativeError(got[k], Doubles(want[k])), 1e-5) << "batch " << i << " output " << k;
     }
   }
-  std::string note;
-  EXPECT_EQ(engine::cuda::GraphReplays(**gpu, &note), 0);
-  EXPECT_EQ(note, "whole-batch graphs off");
+  const engine::RunCounters counters = (*gpu)->counters();
+  EXPECT_EQ(counters.graph_replays, 0);
+  EXPECT_EQ(counters.graph_note, "whole-batch graphs off");
 }
 
 }  // namespace

@@ -88,7 +88,7 @@ void ExpectGpuMatchesCpu(const Model& model, engine::Batch batch, bool on_device
   for (const auto& p : (*gpu)->placements()) {
     EXPECT_EQ(p.engine, on_device ? "cuda" : "cpu") << p.layer << ": " << p.reason;
   }
-  EXPECT_EQ(engine::cuda::HostCopiesInLastRun(**gpu), 0);
+  EXPECT_EQ((*gpu)->counters().host_copies_in_last_run, 0);
 }
 
 class GpuLayersTest : public ::testing::Test {
@@ -331,7 +331,7 @@ TEST_F(GpuLayersTest, Int64ShapeArithmeticStaysOnTheHost) {
   ASSERT_TRUE((*gpu)->Run({{x}, {}}, &out).ok());
   ASSERT_EQ(out[0].dtype(), DType::kInt64);
   EXPECT_EQ(out[0].i64()[0], 4);
-  EXPECT_EQ(engine::cuda::HostCopiesInLastRun(**gpu), 0);
+  EXPECT_EQ((*gpu)->counters().host_copies_in_last_run, 0);
 }
 
 TEST_F(GpuLayersTest, BadInputNamesTheLayerAndTheExpectedShape) {

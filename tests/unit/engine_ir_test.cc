@@ -1,7 +1,7 @@
 #include "engine/ir.h"
 
-#include "engine/cpu/activation.h"
 #include "engine/engine.h"
+#include "engine/ops/activation.h"
 #include "gtest/gtest.h"
 
 namespace rnnserve::engine {
@@ -53,10 +53,10 @@ TEST(Model, ValidateRejectsReadBeforeDefinition) {
 
 TEST(Activation, HardSigmoidFormsDiffer) {
   // Keras 2: clip(0.2x + 0.5); Keras 3: clip(x/6 + 0.5).
-  EXPECT_FLOAT_EQ(cpu::Activate(Activation::HardSigmoidKeras2(), 1.0f), 0.7f);
-  EXPECT_FLOAT_EQ(cpu::Activate(Activation::HardSigmoidKeras3(), 1.0f), 0.5f + 1.0f / 6.0f);
-  EXPECT_FLOAT_EQ(cpu::Activate(Activation::HardSigmoidKeras2(), 3.0f), 1.0f);
-  EXPECT_FLOAT_EQ(cpu::Activate(Activation::HardSigmoidKeras3(), -4.0f), 0.0f);
+  EXPECT_FLOAT_EQ(Activate(Activation::HardSigmoidKeras2(), 1.0f), 0.7f);
+  EXPECT_FLOAT_EQ(Activate(Activation::HardSigmoidKeras3(), 1.0f), 0.5f + 1.0f / 6.0f);
+  EXPECT_FLOAT_EQ(Activate(Activation::HardSigmoidKeras2(), 3.0f), 1.0f);
+  EXPECT_FLOAT_EQ(Activate(Activation::HardSigmoidKeras3(), -4.0f), 0.0f);
 }
 
 TEST(CpuEngine, CompileRejectsUnsupportedLayerByNameAndClass) {

@@ -114,6 +114,28 @@ TEST_F(ServableTest, GpuGraphsSettingReachesTheEngine) {
   EXPECT_TRUE(absl::StrContains(bad.status().message(), "optimization.gpu_graphs")) << bad.status();
 }
 
+// The engine settings main.cc reads from the environment (RNNSERVE_CPU_KERNELS,
+// RNNSERVE_GPU_MODEL_GRAPHS=0) reach every instance's engine and compile options; the engine
+// reads no environment variable itself.
+TEST_F(ServableTest, ProcessEngineSettingsReachEveryInstance) {
+  std::vector<engine::EngineOptions> created;
+  auto factory = engines_.Factory();
+  auto servable = Servable::FromModel(
+      FakeEngineFactory::Model(), 1,
+      Config(absl::StrCat(kUnbatched, " optimization { gpu_graphs: GPU_GRAPHS_ON }")),
+      {.engine_factory =
+           [&](const engine::EngineOptions& o) {
+             created.push_back(o);
+             return factory(o);
+           },
+       .cpu_kernels = "plain",
+       .whole_batch_graphs = false});
+  ASSERT_TRUE(servable.ok()) << servable.status();
+  ASSERT_EQ(created.size(), 1u);
+  EXPECT_EQ(created[0].cpu_kernels, "plain");
+  EXPECT_FALSE(engines_.options(engines_.instances() - 1).whole_batch_graphs);
+}
+
 // The kernel set the CPU engine picked at run time (CPUID, or RNNSERVE_CPU_KERNELS) is in the
 // metadata and the load log.
 TEST_F(ServableTest, MetadataNamesTheCpuKernelSetThatRuns) {

@@ -6,9 +6,9 @@
 #include "absl/status/status.h"
 #include "engine/ir.h"
 
-namespace rnnserve::engine::cuda {
+namespace rnnserve::engine {
 
 // OK when cudnnRNNForward computes `spec` exactly; otherwise UNIMPLEMENTED with the reason.
 absl::Status CudnnSupports(const RecurrentSpec& spec);
 
-}  // namespace rnnserve::engine::cuda
+}  // namespace rnnserve::engine

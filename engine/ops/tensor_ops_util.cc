@@ -1,4 +1,4 @@
-#include "engine/cpu/tensor_op_kernels.h"
+#include "engine/ops/tensor_op_kernels.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace rnnserve::engine::cpu::tensor_ops {
+namespace rnnserve::engine::tensor_ops {
 
 Tensor Make(DType dtype, Shape shape) {
   return dtype == DType::kFloat32 ? Tensor::Float(std::move(shape))
@@ -28,4 +28,4 @@ Tensor CopyStrided(const Tensor& x, const Shape& os, const std::vector<int64_t>&
   return out;
 }
 
-}  // namespace rnnserve::engine::cpu::tensor_ops
+}  // namespace rnnserve::engine::tensor_ops

@@ -1,4 +1,4 @@
-#include "engine/cpu/tensor_op_kernels.h"
+#include "engine/ops/tensor_op_kernels.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace rnnserve::engine::cpu::tensor_ops {
+namespace rnnserve::engine::tensor_ops {
 
 absl::Status Transpose(const TensorOpSpec& spec, const Tensor& x, Tensor* out) {
   auto plan = PlanTranspose(spec, x.shape());
@@ -72,4 +72,4 @@ absl::Status Slice(const TensorOpSpec& spec, absl::Span<const Tensor* const> in,
   return absl::OkStatus();
 }
 
-}  // namespace rnnserve::engine::cpu::tensor_ops
+}  // namespace rnnserve::engine::tensor_ops

@@ -5,7 +5,7 @@
 
 #include "engine/ir.h"
 
-namespace rnnserve::engine::cpu {
+namespace rnnserve::engine {
 
 // Scalar form of every activation a recurrent cell or dense layer can carry (not softmax).
 inline float Activate(const Activation& a, float x) {
@@ -79,4 +79,4 @@ inline void SoftmaxRows(float* x, int64_t rows, int64_t cols) {
   }
 }
 
-}  // namespace rnnserve::engine::cpu
+}  // namespace rnnserve::engine

@@ -1,8 +1,10 @@
 #pragma once
 
-// What the tensor op files share (tensor_ops.cc dispatches; tensor_ops_math.cc holds the
-// arithmetic, tensor_ops_layout.cc the ops that move elements): typed access and each op's
-// kernel, over the shared plans of engine/plan. Internal to engine/cpu.
+// What the tensor op files share (engine/tensor_op_eval.cc dispatches; tensor_ops_math.cc holds
+// the arithmetic, tensor_ops_layout.cc the ops that move elements): typed access and each op's
+// kernel on host tensors, over the shared plans of engine/plan. Part of the engine core: the CPU
+// engine runs them, the GPU engine borrows them through the CPU engine's host fallback, and
+// importers fold constants through them (engine/tensor_op_eval.h). Internal to engine/.
 
 #include <cstdint>
 #include <string>
@@ -12,10 +14,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "engine/cpu/tensor_ops.h"
+#include "engine/ir.h"
 #include "engine/plan/tensor_op_plans.h"
+#include "engine/tensor.h"
+#include "engine/tensor_op_eval.h"
 
-namespace rnnserve::engine::cpu::tensor_ops {
+namespace rnnserve::engine::tensor_ops {
 
 // The shared shape plans and shape arithmetic (engine/plan/tensor_op_plans.h), which the
 // kernels below call unqualified.
@@ -115,4 +119,4 @@ absl::Status Transpose(const TensorOpSpec& spec, const Tensor& x, Tensor* out);
 absl::Status Gather(const TensorOpSpec& spec, const Tensor& x, const Tensor& indices, Tensor* out);
 absl::Status Concat(const TensorOpSpec& spec, absl::Span<const Tensor* const> xs, Tensor* out);
 absl::Status Slice(const TensorOpSpec& spec, absl::Span<const Tensor* const> in, Tensor* out);
-}  // namespace rnnserve::engine::cpu::tensor_ops
+}  // namespace rnnserve::engine::tensor_ops

@@ -1,4 +1,4 @@
-#include "engine/cpu/tensor_op_kernels.h"
+#include "engine/ops/tensor_op_kernels.h"
 
 #include <Eigen/Core>
 #include <algorithm>
@@ -8,9 +8,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "engine/cpu/activation.h"
+#include "engine/ops/activation.h"
 
-namespace rnnserve::engine::cpu::tensor_ops {
+namespace rnnserve::engine::tensor_ops {
 
 namespace {
 
@@ -286,4 +286,4 @@ absl::Status Range(const TensorOpSpec& spec, absl::Span<const Tensor* const> in,
   });
 }
 
-}  // namespace rnnserve::engine::cpu::tensor_ops
+}  // namespace rnnserve::engine::tensor_ops

@@ -1,8 +1,8 @@
-#include "engine/cuda/cudnn_support.h"
+#include "engine/cudnn_support.h"
 
 #include "absl/strings/str_cat.h"
 
-namespace rnnserve::engine::cuda {
+namespace rnnserve::engine {
 namespace {
 
 bool Is(const Activation& a, ActivationKind kind) { return a.kind == kind; }
@@ -62,4 +62,4 @@ absl::Status CudnnSupports(const RecurrentSpec& spec) {
   return absl::OkStatus();
 }
 
-}  // namespace rnnserve::engine::cuda
+}  // namespace rnnserve::engine
