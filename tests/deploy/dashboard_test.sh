@@ -11,8 +11,8 @@
 #   tests/deploy/dashboard_test.sh RNNSERVE RNNSERVE_CLI
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
-server_bin=${1:?usage: dashboard_test.sh RNNSERVE RNNSERVE_CLI}
-cli=${2:?usage: dashboard_test.sh RNNSERVE RNNSERVE_CLI}
+server_bin=$(realpath "${1:?usage: dashboard_test.sh RNNSERVE RNNSERVE_CLI}")
+cli=$(realpath "${2:?usage: dashboard_test.sh RNNSERVE RNNSERVE_CLI}")
 for tool in prometheus promtool curl python3; do
   command -v "$tool" >/dev/null 2>&1 ||
     { echo "SKIPPED: no $tool (deploy/install_deps.sh installs Debian's prometheus)"; exit 77; }
@@ -57,7 +57,7 @@ k8s = yaml.safe_load(cm["data"]["rnnserve-scrape.yml"])
 found["deploy/k8s/common/prometheus-scrape-config.yaml"] = jobs({"scrape_configs": k8s}, "k8s")
 yaml.safe_dump({"scrape_configs": k8s}, open(sys.argv[1], "w"))
 for path in ("deploy/k8s/cpu/deployment.yaml", "deploy/k8s/gpu/deployment.yaml"):
-    annotations = yaml.safe_load(open(path))["spec"]["template"]["metadata"].get("annotations", {})
+    annotations = yaml.safe_load(open(path))["spec"]["template"]["metadata"].get("annotations") or {}
     assert "prometheus.io/scrape" not in annotations, (
         f"{path}: prometheus.io/scrape annotations give a job other than the dashboard's")
 
@@ -99,7 +99,11 @@ prom_port=$(free_port)
 "$server_bin" --model-repository models/examples --port "$grpc_port" \
   --metrics-port "$metrics_port" --log-level warning &
 pids+=($!)
-wait_http "http://127.0.0.1:$metrics_port/metrics" 60
+for _ in $(seq 1 300); do  # ready: the example model has loaded
+  "$cli" health --server "127.0.0.1:$grpc_port" --timeout-ms 500 >/dev/null 2>&1 && break
+  sleep 0.2
+done
+"$cli" health --server "127.0.0.1:$grpc_port" >/dev/null || { echo "FAIL: rnnserve is not ready"; exit 1; }
 python3 - "$tmp/prometheus.yml" "127.0.0.1:$metrics_port" "$ROOT" <<'PY'
 import sys
 import yaml
@@ -130,10 +134,12 @@ for n, (B, T) in enumerate([(1, 16), (2, 32), (4, 24), (8, 40), (16, 12)]):
 json.dump([[[0.0, 0.0, 0.0]] * 4], open(f"{d}/bad.json", "w"))
 PY
 (
+  set +e
   while true; do
     for i in 0 1 2 3 4; do
       "$cli" predict --server "127.0.0.1:$grpc_port" --model waveform_lstm \
-        --input "waveform=$tmp/in$i.json" --lengths "$(cat "$tmp/in$i.len")" >/dev/null
+        --input "waveform=$tmp/in$i.json" --lengths "$(cat "$tmp/in$i.len")" >/dev/null ||
+        echo "load: predict $i failed"
     done
     "$cli" predict --server "127.0.0.1:$grpc_port" --model waveform_lstm \
       --input "waveform=$tmp/bad.json" >/dev/null 2>&1 || true
