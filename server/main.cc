@@ -252,7 +252,8 @@ int Main(int argc, char** argv) {
   // Known and NOT_SERVING until ready (the whole server "" too); then health follows readiness
   // through every load, failed load and unload.
   for (const std::string& name : services) (*health)->SetServingStatus(name, false);
-  const int follow = (*repository)->Subscribe([&] { (*health)->SetServingStatus(readiness.Ready()); });
+  const int follow =
+      (*repository)->Subscribe([&] { (*health)->SetServingStatus(readiness.Ready()); });
   LogInfo(absl::StrCat("rnnserve listening on ", flags.address, ":", bound_port, " (gRPC",
                        flags.tls_cert.empty() ? "" : " over TLS",
                        flags.tls_client_ca.empty() ? "" : ", client certificates required",

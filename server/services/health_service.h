@@ -20,11 +20,11 @@
 //     already has is no change and sends nothing), until the client cancels,
 //     the server shuts down, or Shutdown() is called.
 //   - Shutdown(): every status but liveness becomes NOT_SERVING for good (later
-//     SetServingStatus calls are ignored) and every Watch ends with OK, so a draining server reports itself unhealthy
-//     and its Watch calls do not hold up grpc::Server::Shutdown. It returns once every Watch
-//     handler has returned (at most 1 s: a client that stopped reading cannot hold it), so
-//     call it before grpc::Server::Shutdown: no Watch is then in flight when the server
-//     starts closing its connections.
+//     SetServingStatus calls are ignored) and every Watch ends with OK, so a draining server
+//     reports itself unhealthy and its Watch calls do not hold up grpc::Server::Shutdown. It
+//     returns once every Watch handler has returned (at most 1 s: a client that stopped reading
+//     cannot hold it), so call it before grpc::Server::Shutdown: no Watch is then in flight when
+//     the server starts closing its connections.
 // Watch holds one server thread per watcher while it waits (the synchronous API), and looks
 // for a cancelled client every watch_poll_ms.
 

@@ -223,8 +223,8 @@ TEST_F(RepositoryTest, ModelFileThatHangsTheParserFailsOnlyItsOwnLoad) {
   fs::copy_file(SourcePath("tests/fixtures/corrupt/hdf5_global_heap_loop.h5"),
                 repo_ / "hang" / "1" / "model.h5");
   const auto start = std::chrono::steady_clock::now();
-  auto server =
-      ServerProcess::Start(repo_.string(), {"--model-check-seconds", "2", "--strict-readiness=false"});
+  auto server = ServerProcess::Start(repo_.string(),
+                                     {"--model-check-seconds", "2", "--strict-readiness=false"});
   ASSERT_TRUE(server.ok()) << server.status();
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
   client::RnnServeClient c({.server = (*server)->address()});
@@ -285,10 +285,10 @@ TEST_F(RepositoryTest, SigtermWhileLoadingExitsPromptlyAndLeavesNoCheckBehind) {
 TEST_F(RepositoryTest, FailedFileIsNotParsedAgainUntilItChanges) {
   AddHangingVersion("hang");
   const fs::path log = repo_.string() + ".log";
-  auto server = ServerProcess::Start(repo_.string(),
-                                     {"--model-check-seconds", "1", "--repository-poll-seconds",
-                                      "1", "--strict-readiness=false"},
-                                     {}, log.string());
+  auto server = ServerProcess::Start(
+      repo_.string(),
+      {"--model-check-seconds", "1", "--repository-poll-seconds", "1", "--strict-readiness=false"},
+      {}, log.string());
   ASSERT_TRUE(server.ok()) << server.status();
   const std::string needle = (repo_ / "hang").string();
   bool checked_again = false;

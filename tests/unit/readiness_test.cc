@@ -38,8 +38,8 @@ class ReadinessTest : public ::testing::Test {
   void AddGood(const std::string& model, int version) {
     const fs::path dir = repo_ / model / std::to_string(version);
     fs::create_directories(dir);
-    fs::copy_file(testing::SourcePath("models/examples/waveform_lstm/1/model.h5"),
-                  dir / "model.h5", fs::copy_options::overwrite_existing);
+    fs::copy_file(testing::SourcePath("models/examples/waveform_lstm/1/model.h5"), dir / "model.h5",
+                  fs::copy_options::overwrite_existing);
   }
   // <repo>/<model>/<version>/model.h5 that is not an HDF5 file.
   void AddBroken(const std::string& model, int version) {
