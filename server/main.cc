@@ -280,13 +280,14 @@ int Main(int argc, char** argv) {
                        loading ? ": stopping the initial loads"
                                : absl::StrCat(": draining for ", drain_seconds, " s"),
                        ", then shutting down"));
-  // Loads stop after the model in progress; a model file check in progress is killed.
+  // Never ready again (first: a load that ends now must not turn health SERVING). Loads stop
+  // after the model in progress; a model file check in progress is killed.
+  readiness.Shutdown();
   (*repository)->Stop();
   CancelModelFileChecks();
   // Health answers NOT_SERVING at once while requests are still served, so that load balancers
   // take this server out before the listener closes; then calls in flight and open streams get
   // as long again to finish. A server still loading was never ready: no drain.
-  readiness.Shutdown();
   (*health)->Shutdown();
   absl::SleepFor(absl::Seconds(drain_seconds));
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(drain_seconds));
