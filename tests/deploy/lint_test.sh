@@ -37,7 +37,7 @@ for name, service in services.items():
         assert port.startswith("${RNNSERVE_BIND_ADDRESS:-127.0.0.1}:"), f"{name}: publishes {port}"
 rnnserve = services["rnnserve"]
 assert "cpus" in rnnserve and "mem_limit" in rnnserve, "rnnserve: no CPU or memory limit"
-assert "${RNNSERVE_ARGS:-}" in rnnserve["command"], "rnnserve: RNNSERVE_ARGS is not passed"
+assert "${RNNSERVE_ARGS:- }" in rnnserve["command"], "rnnserve: RNNSERVE_ARGS is not passed"
 assert rnnserve["volumes"][0].startswith("${RNNSERVE_MODELS:-../models/examples}:/models"), rnnserve["volumes"]
 print("compose: ports on ${RNNSERVE_BIND_ADDRESS:-127.0.0.1}, rnnserve limited, RNNSERVE_ARGS passed")
 # The Kubernetes Deployments: the models volume is polled (models-pvc.yaml says so), readiness
