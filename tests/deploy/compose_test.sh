@@ -53,7 +53,7 @@ podman logs "$server" 2>&1 | grep -q "1 model(s) ready from /models" ||
   { echo "FAIL: the log does not say the example loaded:"; podman logs "$server" 2>&1 | tail; exit 1; }
 cpus=$(podman inspect -f '{{.HostConfig.NanoCpus}}' "$server")
 [ "$cpus" = 1000000000 ] || { echo "FAIL: CPU limit $cpus nano-CPUs, not RNNSERVE_CPUS=1"; exit 1; }
-bindings=$(podman inspect -f '{{range $p, $b := .HostConfig.PortBindings}}{{range $b}}{{.HostIp}} {{end}}{{end}}' "$server")
+bindings=$(podman inspect -f '{{range $p, $b := .HostConfig.PortBindings}}{{range $b}}{{.HostIP}} {{end}}{{end}}' "$server")
 for ip in $bindings; do
   [ "$ip" = 127.0.0.1 ] || { echo "FAIL: a port is published on '$ip', not 127.0.0.1"; exit 1; }
 done

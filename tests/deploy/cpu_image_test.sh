@@ -15,7 +15,7 @@ require_podman
 max_bytes=$((250 * 1000 * 1000))
 grace_s=30
 name="rnnserve-deploy-test-$$"
-trap 'podman rm -f "$name" "$name-volume" >/dev/null 2>&1 || true' EXIT
+trap 'for c in "$name" "$name-volume"; do podman rm -f "$c" >/dev/null 2>&1 || true; done' EXIT
 
 make_base
 build_cpu_image
