@@ -29,7 +29,9 @@ RNNSERVE_GRPC_PORT=$(free_port)
 RNNSERVE_METRICS_PORT=$(free_port)
 PROMETHEUS_PORT=$(free_port)
 export RNNSERVE_GRPC_PORT RNNSERVE_METRICS_PORT PROMETHEUS_PORT
-trap '"${compose[@]}" down -t 30 >/dev/null 2>&1 || true' EXIT
+# podman-compose 1.0's down leaves the project's network behind.
+trap '"${compose[@]}" down -t 30 >/dev/null 2>&1 || true
+      podman network rm -f "${project}_default" >/dev/null 2>&1 || true' EXIT
 
 make_base
 build_cpu_image  # compose's own build would drop the HEALTHCHECK (OCI format)
@@ -99,6 +101,7 @@ echo "compose: RNNSERVE_ARGS reached rnnserve (drain 1 s)"
 
 start=$SECONDS
 "${compose[@]}" down -t 30
+podman network rm -f "${project}_default" >/dev/null 2>&1 || true
 echo "timing: compose down $((SECONDS - start)) s"
 trap - EXIT
 echo "PASS"
