@@ -104,6 +104,11 @@ void AddFlags(CLI::App& app, ServerFlags* f) {
                  "LoadModel/UnloadModel always work)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_flag("--strict-readiness,!--no-strict-readiness", f->strict_readiness,
+               "ready (gRPC health SERVING, KServe ServerReady) only when every model of the "
+               "repository is loaded; --strict-readiness=false: ready once every model has been "
+               "tried, even if some failed (liveness is unaffected)")
+      ->capture_default_str();
   app.add_flag("--allow-symlinks-outside-repository", f->allow_symlinks_outside_repository,
                "serve model directories and files that are symbolic links to places outside "
                "--model-repository (refused by default)");

@@ -32,6 +32,9 @@ struct ServerFlags {
   std::string log_level = "info";
   int64_t max_message_bytes = 64 << 20;
   int repository_poll_seconds = 0;  // 0: load once at start
+  // Ready (gRPC health SERVING, KServe ServerReady) only when every model of the repository is
+  // loaded; false: once every model has been tried (server/readiness.h).
+  bool strict_readiness = true;
   // Serve model files and directories that resolve (symlinks) outside --model-repository.
   bool allow_symlinks_outside_repository = false;
   // gRPC's synchronous server (every method but KServe ModelInfer and rnnserve.v1 Predict, which

@@ -33,6 +33,7 @@
 #include "server/metrics/server_metrics.h"
 #include "server/model_check.h"
 #include "server/model_repository.h"
+#include "server/readiness.h"
 #include "server/services/health_service.h"
 #include "server/services/kserve/kserve_service.h"
 #include "server/services/kserve_sequences.h"
@@ -221,6 +222,8 @@ int Main(int argc, char** argv) {
   RnnServeService service(
       repository->get(), sequences->get(), authorizer->get(),
       {.requests = server_limits->requests(), .streams = server_limits->streams.get()});
+  // Live and ready: one answer for gRPC health and KServe ServerLive/ServerReady.
+  Readiness readiness(repository->get(), {.strict = flags.strict_readiness});
   // Health checking on the synchronous API (health_service.h says why not gRPC's default).
   grpc::EnableDefaultHealthCheckService(false);
   auto health = HealthService::Create();
@@ -246,7 +249,8 @@ int Main(int argc, char** argv) {
                                                            .authorizer = authorizer->get(),
                                                            .limits = server_limits->requests(),
                                                            .streams = server_limits->streams.get(),
-                                                           .blocking = &kserve_blocking});
+                                                           .blocking = &kserve_blocking,
+                                                           .readiness = &readiness});
   builder.RegisterService(&kserve_service);
   builder.RegisterService(health->get());
   builder.experimental().SetInterceptorCreators(metrics::NewInterceptorFactories(&process_metrics));
@@ -257,21 +261,27 @@ int Main(int argc, char** argv) {
   }
   const std::vector<std::string> services = {v1::RnnServe::service_full_name(),
                                              inference::GRPCInferenceService::service_full_name()};
-  // Known and NOT_SERVING until the initial loads finish (the whole server "" too).
+  // Known and NOT_SERVING until ready (the whole server "" too); then health follows readiness
+  // through every load, failed load and unload.
   for (const std::string& name : services) (*health)->SetServingStatus(name, false);
+  const int follow =
+      (*repository)->Subscribe([&] { (*health)->SetServingStatus(readiness.Ready()); });
   LogInfo(absl::StrCat("rnnserve listening on ", flags.address, ":", bound_port, " (gRPC",
                        flags.tls_cert.empty() ? "" : " over TLS",
                        flags.tls_client_ca.empty() ? "" : ", client certificates required",
                        (*authorizer)->enabled() ? ", bearer tokens required" : "",
                        "); loading the models"));
   // The initial loads, on a thread of their own. Requests for a model that has loaded are
-  // served at once; readiness turns true when all have been tried.
+  // served at once; the server is ready when all have been tried, and with strict readiness
+  // when all have loaded.
   std::thread loader([&] {
     ModelRepository& repo = **repository;
     repo.LoadAll();
     repo.StartPolling(flags.repository_poll_seconds);
     LogInfo(absl::StrCat(repo.ready_models(), " model(s) ready from ", flags.model_repository));
-    (*health)->SetServingStatus(true);
+    if (absl::Status ready = readiness.CheckReady(); !ready.ok()) {
+      LogWarning(absl::StrCat("not ready: ", ready.message()));
+    }
   });
 
   int sig = 0;
@@ -282,7 +292,9 @@ int Main(int argc, char** argv) {
                        loading ? ": stopping the initial loads"
                                : absl::StrCat(": draining for ", drain_seconds, " s"),
                        ", then shutting down"));
-  // Loads stop after the model in progress; a model file check in progress is killed.
+  // Never ready again (first: a load that ends now must not turn health SERVING). Loads stop
+  // after the model in progress; a model file check in progress is killed.
+  readiness.Shutdown();
   (*repository)->Stop();
   CancelModelFileChecks();
   // Health answers NOT_SERVING at once while requests are still served, so that load balancers
@@ -293,6 +305,7 @@ int Main(int argc, char** argv) {
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(drain_seconds));
   server->Wait();
   loader.join();
+  (*repository)->Unsubscribe(follow);
   LogInfo("stopped");
   return 0;
 }

@@ -140,8 +140,26 @@ void ModelRepository::LoadAll() {
   for (const std::string& name : ModelDirs(root_, /*warn=*/true)) {
     if (stop_.HasBeenNotified()) break;
     LoadModel(name, /*retry_failed=*/false).IgnoreError();
+    Changed();
   }
   if (!loaded_all_.HasBeenNotified()) loaded_all_.Notify();
+  Changed();
+}
+
+int ModelRepository::Subscribe(std::function<void()> on_change) {
+  absl::MutexLock lock(&observers_mu_);
+  observers_[next_observer_] = std::move(on_change);
+  return next_observer_++;
+}
+
+void ModelRepository::Unsubscribe(int id) {
+  absl::MutexLock lock(&observers_mu_);
+  observers_.erase(id);
+}
+
+void ModelRepository::Changed() {
+  absl::MutexLock lock(&observers_mu_);
+  for (const auto& [id, on_change] : observers_) on_change();
 }
 
 void ModelRepository::Stop() {
@@ -205,7 +223,9 @@ ModelRepository::~ModelRepository() {
 }
 
 absl::StatusOr<ModelState> ModelRepository::Load(const std::string& name) {
-  return LoadModel(name, /*retry_failed=*/true);
+  absl::StatusOr<ModelState> state = LoadModel(name, /*retry_failed=*/true);
+  Changed();
+  return state;
 }
 
 absl::StatusOr<ModelState> ModelRepository::LoadModel(const std::string& name, bool retry_failed) {
@@ -296,6 +316,7 @@ absl::StatusOr<ModelState> ModelRepository::LoadModel(const std::string& name, b
     Entry& e = models_[name];
     e.reason = next.reason;
     e.failed = next.failed;
+    e.newest_failed = true;
     return absl::FailedPreconditionError(
         absl::StrCat("model '", name, "' did not reload: ", next.reason));
   }
@@ -321,6 +342,12 @@ absl::StatusOr<ModelState> ModelRepository::LoadModel(const std::string& name, b
 }
 
 absl::Status ModelRepository::Unload(const std::string& name) {
+  absl::Status unloaded = UnloadModel(name);
+  if (unloaded.ok()) Changed();
+  return unloaded;
+}
+
+absl::Status ModelRepository::UnloadModel(const std::string& name) {
   if (auto s = ValidateModelName(name); !s.ok()) return s;
   absl::MutexLock serial(&load_mu_);
   absl::MutexLock lock(&mu_);
@@ -353,6 +380,7 @@ void ModelRepository::Poll() {
   for (const std::string& name : present) {
     if (stop_.HasBeenNotified()) return;
     LoadModel(name, /*retry_failed=*/false).IgnoreError();
+    Changed();
   }
 }
 
@@ -372,6 +400,7 @@ ModelState ModelRepository::StateOf(const std::string& name, const Entry& e) con
   }
   s.state = e.versions.empty() ? "UNAVAILABLE" : "READY";
   s.reason = e.reason;
+  s.all_loaded = !e.versions.empty() && e.failed.empty() && !e.config_failed && !e.newest_failed;
   return s;
 }
 

@@ -20,8 +20,12 @@
 // each: the status-change time moves on every write, whatever the modification time says), so
 // a file that hangs or crashes the parser costs one check, not one per poll. LoadModel
 // (Load()) always tries again. Failure lines are logged with a backoff per model.
+//
+// State changes are events: Subscribe()'s callbacks run after every load, failed load and
+// unload, and once the initial loads are done (server/readiness.h follows them).
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -44,6 +48,10 @@ struct ModelState {
   std::string state;              // "READY" or "UNAVAILABLE"
   std::string reason;             // why UNAVAILABLE (or why a version failed)
   std::string platform;
+  // Every version the version policy selects is loaded, and config.pbtxt as it is now loaded
+  // too: false for an UNAVAILABLE model, and for a READY one whose newest files failed to load
+  // (it serves the versions loaded before). Triton's strict readiness asks this of each model.
+  bool all_loaded = false;
 };
 
 struct RepositoryOptions {
@@ -78,6 +86,15 @@ class ModelRepository {
                                                       int64_t version) const;
   std::vector<ModelState> List() const;
   int ready_models() const;
+
+  // Calls `on_change` after every change of a model's state (a load, a failed load, an unload,
+  // LoadAll()'s end), on the thread that made it, with none of the repository's locks held.
+  // Calls do not overlap, and each reads the state after its change: the last call sees the
+  // last state. A callback may read the repository (List(), Get()), never change it or
+  // (un)subscribe. Returns the id Unsubscribe takes.
+  int Subscribe(std::function<void()> on_change) ABSL_LOCKS_EXCLUDED(observers_mu_);
+  // Returns once no call of that callback runs, and none follows.
+  void Unsubscribe(int id) ABSL_LOCKS_EXCLUDED(observers_mu_);
   const std::string& root() const { return root_; }
   // `text` with the root's path taken out of every path in it: "<model>/<version>/<file>".
   std::string RelativePath(absl::string_view text) const;
@@ -103,6 +120,8 @@ class ModelRepository {
     std::string config_fingerprint;
     bool config_failed = false;
     std::map<int64_t, std::string> failed;  // version -> fingerprint of the files that failed
+    // The files as they are now did not load and the versions loaded before still serve.
+    bool newest_failed = false;
     std::string reason;
   };
   ModelRepository(std::string root, RepositoryOptions options);
@@ -110,6 +129,8 @@ class ModelRepository {
   // tried again.
   absl::StatusOr<ModelState> LoadModel(const std::string& name, bool retry_failed)
       ABSL_LOCKS_EXCLUDED(load_mu_, mu_);
+  // Unload() without the notification.
+  absl::Status UnloadModel(const std::string& name) ABSL_LOCKS_EXCLUDED(load_mu_, mu_);
   // OK when every path of the model's selected files stays inside the root (or may leave it).
   absl::Status CheckConfined(const std::string& name, const std::vector<int64_t>& versions) const;
   // A model's load failure, logged with a backoff (repeats of one reason are spaced out).
@@ -118,6 +139,8 @@ class ModelRepository {
   // rnnserve_model_loaded 0 (when options_ name metrics).
   void ModelLoadFailed(const std::string& name, int64_t version) const;
   void ModelUnloaded(const std::string& name, int64_t version) const;
+  // Calls every Subscribe() callback.
+  void Changed() ABSL_LOCKS_EXCLUDED(observers_mu_);
 
   const std::string root_;
   const std::string canonical_root_;  // symlinks resolved
@@ -129,6 +152,10 @@ class ModelRepository {
   std::map<std::string, Entry> models_ ABSL_GUARDED_BY(mu_);
   absl::Notification stop_;
   std::thread poller_;
+  // Held while the callbacks run, so that Unsubscribe waits for a call in progress.
+  absl::Mutex observers_mu_;
+  std::map<int, std::function<void()>> observers_ ABSL_GUARDED_BY(observers_mu_);
+  int next_observer_ ABSL_GUARDED_BY(observers_mu_) = 0;
 };
 
 }  // namespace rnnserve::server

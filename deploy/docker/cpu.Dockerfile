@@ -3,8 +3,11 @@
 # Prometheus metrics on 8502.
 #
 #   docker build -f deploy/docker/cpu.Dockerfile -t rnnserve:cpu .
-#   docker run --rm -p 8500:8500 -p 8502:8502 rnnserve:cpu
-#   docker run --rm -p 8500:8500 -v "$PWD/models:/models:ro" rnnserve:cpu
+#   docker run --rm -p 127.0.0.1:8500:8500 -p 127.0.0.1:8502:8502 rnnserve:cpu
+# A model repository mounted at /models (DIR/<model>/<version>/<file>: from the repository root
+# models/examples is one, models/ is not; put yours in its place):
+#   docker run --rm -p 127.0.0.1:8500:8500 -v "$PWD/models/examples:/models:ro" rnnserve:cpu
+# Arguments after the image replace CMD's flags: repeat those you keep (see CMD below).
 #
 # Build arguments:
 #   BASE_IMAGE  the Debian (or Ubuntu) image both stages start from

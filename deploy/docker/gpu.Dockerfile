@@ -5,7 +5,7 @@
 # CPU engine, and `rnnserve-cli metadata` says which engine runs each layer.
 #
 #   docker build -f deploy/docker/gpu.Dockerfile -t rnnserve:gpu .
-#   docker run --rm --gpus all -p 8500:8500 -p 8502:8502 rnnserve:gpu
+#   docker run --rm --gpus all -p 127.0.0.1:8500:8500 -p 127.0.0.1:8502:8502 rnnserve:gpu
 #
 # Build arguments:
 #   BUILD_IMAGE  CUDA 13 + cuDNN 9 development image (nvcc, headers) for the build stage

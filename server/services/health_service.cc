@@ -28,27 +28,39 @@ absl::StatusOr<std::unique_ptr<HealthService>> HealthService::Create(
 HealthService::HealthService(const HealthServiceOptions& options) : options_(options) {
   absl::MutexLock lock(&mu_);
   statuses_[""] = HealthCheckResponse::NOT_SERVING;
+  if (!options_.liveness_service.empty()) {
+    statuses_[options_.liveness_service] = HealthCheckResponse::SERVING;
+  }
 }
 
 void HealthService::SetServingStatus(const std::string& service, bool serving) {
   absl::MutexLock lock(&mu_);
   if (shut_down_) return;
-  statuses_[service] = serving ? HealthCheckResponse::SERVING : HealthCheckResponse::NOT_SERVING;
+  const Status next = serving ? HealthCheckResponse::SERVING : HealthCheckResponse::NOT_SERVING;
+  auto [it, added] = statuses_.try_emplace(service, next);
+  if (!added && it->second == next) return;
+  it->second = next;
   ++version_;
 }
 
 void HealthService::SetServingStatus(bool serving) {
   absl::MutexLock lock(&mu_);
   if (shut_down_) return;
+  const Status next = serving ? HealthCheckResponse::SERVING : HealthCheckResponse::NOT_SERVING;
+  bool changed = false;
   for (auto& [name, status] : statuses_) {
-    status = serving ? HealthCheckResponse::SERVING : HealthCheckResponse::NOT_SERVING;
+    if (name == options_.liveness_service) continue;
+    changed |= status != next;
+    status = next;
   }
-  ++version_;
+  if (changed) ++version_;
 }
 
 void HealthService::Shutdown() {
   absl::MutexLock lock(&mu_);
-  for (auto& [name, status] : statuses_) status = HealthCheckResponse::NOT_SERVING;
+  for (auto& [name, status] : statuses_) {
+    if (name != options_.liveness_service) status = HealthCheckResponse::NOT_SERVING;
+  }
   shut_down_ = true;
   ++version_;
   auto ended = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return watchers_ == 0; };

@@ -12,14 +12,19 @@
 // Behaviour (as the protocol specifies):
 //   - Statuses are kept per service name; "" is the whole server. Names not registered with
 //     SetServingStatus are unknown: Check answers NOT_FOUND, Watch sends SERVICE_UNKNOWN.
-//   - Watch sends the current status at once, then each change, until the client cancels,
+//   - rnnserve's statuses: "" and each served service are its readiness (server/readiness.h);
+//     options.liveness_service is its liveness: SERVING while the process answers, whatever
+//     the models, through the drain (Kubernetes' livenessProbe names it, its readinessProbe
+//     asks ""; a pod with a broken model is not ready and not restarted).
+//   - Watch sends the current status at once, then each change (setting the status a service
+//     already has is no change and sends nothing), until the client cancels,
 //     the server shuts down, or Shutdown() is called.
-//   - Shutdown(): every status becomes NOT_SERVING for good (later SetServingStatus calls are
-//     ignored) and every Watch ends with OK, so a draining server reports itself unhealthy
-//     and its Watch calls do not hold up grpc::Server::Shutdown. It returns once every Watch
-//     handler has returned (at most 1 s: a client that stopped reading cannot hold it), so
-//     call it before grpc::Server::Shutdown: no Watch is then in flight when the server
-//     starts closing its connections.
+//   - Shutdown(): every status but liveness becomes NOT_SERVING for good (later
+//     SetServingStatus calls are ignored) and every Watch ends with OK, so a draining server
+//     reports itself unhealthy and its Watch calls do not hold up grpc::Server::Shutdown. It
+//     returns once every Watch handler has returned (at most 1 s: a client that stopped reading
+//     cannot hold it), so call it before grpc::Server::Shutdown: no Watch is then in flight when
+//     the server starts closing its connections.
 // Watch holds one server thread per watcher while it waits (the synchronous API), and looks
 // for a cancelled client every watch_poll_ms.
 
@@ -38,6 +43,9 @@ namespace rnnserve::server {
 struct HealthServiceOptions {
   // How often a waiting Watch asks whether its client went away; must be positive.
   int64_t watch_poll_ms = 1000;
+  // Registered SERVING at creation and left so: SetServingStatus(bool) and Shutdown() do not
+  // change it. Empty: none.
+  std::string liveness_service = "liveness";
 };
 
 class HealthService final : public grpc::health::v1::Health::Service {
@@ -48,9 +56,9 @@ class HealthService final : public grpc::health::v1::Health::Service {
   static absl::StatusOr<std::unique_ptr<HealthService>> Create(
       const HealthServiceOptions& options = {});
 
-  // Registers `service` (or changes its status) and wakes its watchers.
+  // Registers `service` (or changes its status) and wakes its watchers if that changed it.
   void SetServingStatus(const std::string& service, bool serving) ABSL_LOCKS_EXCLUDED(mu_);
-  // Every registered service, "" included.
+  // Every registered service, "" included, but the liveness service.
   void SetServingStatus(bool serving) ABSL_LOCKS_EXCLUDED(mu_);
   void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
 

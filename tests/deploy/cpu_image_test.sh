@@ -2,7 +2,10 @@
 # The CPU image, built and run for real: it builds on the local base, stays within its size,
 # passes its HEALTHCHECK (gRPC health), answers the example's predict with Keras's numbers from
 # the host's rnnserve-cli, serves /metrics, runs as a non-root user, and on `podman stop`
-# (SIGTERM to PID 1) drains and exits 0 within the grace period.
+# (SIGTERM to PID 1) drains and exits 0 within the grace period. Then the volume example of
+# docs/deploy.md (the same in cpu.Dockerfile's header), run as written from the repository root
+# with podman for docker and free ports: its mount is a model repository whose models all load
+# (the image's HEALTHCHECK, strict readiness, would fail otherwise) and it answers the predict.
 #   tests/deploy/cpu_image_test.sh RNNSERVE_CLI
 set -euo pipefail
 source "$(dirname "$0")/podman_env.sh"
@@ -12,7 +15,7 @@ require_podman
 max_bytes=$((250 * 1000 * 1000))
 grace_s=30
 name="rnnserve-deploy-test-$$"
-trap 'podman rm -f "$name" >/dev/null 2>&1 || true' EXIT
+trap 'for c in "$name" "$name-volume"; do podman rm -f "$c" >/dev/null 2>&1 || true; done' EXIT
 
 make_base
 build_cpu_image
@@ -53,4 +56,25 @@ echo "stop: exit $code after $took s"
 grep -q "signal 15: draining" <<<"$logs" && grep -q "stopped" <<<"$logs" || {
   echo "FAIL: the log does not show the drain:"; tail -20 <<<"$logs"; exit 1
 }
+
+example=$(grep -m1 -E '^docker run .* -v "\$PWD/[^"]*:/models:ro" rnnserve:cpu' "$ROOT/docs/deploy.md" |
+  sed 's/ *#.*//')
+[ -n "$example" ] || { echo "FAIL: docs/deploy.md has no volume example"; exit 1; }
+grep -qF "#   $example" "$ROOT/deploy/docker/cpu.Dockerfile" ||
+  { echo "FAIL: cpu.Dockerfile's header does not have docs/deploy.md's example: $example"; exit 1; }
+echo "example: $example"
+grpc_port=$(free_port)
+run=${example/#docker run/podman run -d --name $name-volume}
+run=${run/127.0.0.1:8500:8500/127.0.0.1:$grpc_port:8500}
+run=${run/% rnnserve:cpu/ localhost/rnnserve:cpu}
+[ "$run" != "$example" ] && grep -q "$grpc_port:8500" <<<"$run" ||
+  { echo "FAIL: cannot run the example with a free port: $example"; exit 1; }
+(cd "$ROOT" && eval "$run") >/dev/null
+wait_healthy "$name-volume" 120
+mounts=$(podman inspect -f '{{range .Mounts}}{{.Source}}:{{.Destination}} {{end}}' "$name-volume")
+echo "example: mounts $mounts"
+podman logs "$name-volume" 2>&1 | grep -q "1 model(s) ready from /models" ||
+  { echo "FAIL: the example's repository:"; podman logs "$name-volume" 2>&1 | tail; exit 1; }
+predict_matches_keras "$cli" "127.0.0.1:$grpc_port"
+podman rm -f "$name-volume" >/dev/null
 echo "PASS"

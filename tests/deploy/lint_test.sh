@@ -30,5 +30,26 @@ for name, service in services.items():
             path = os.path.join("deploy", source)
             assert os.path.exists(path), f"{name}: mounts {path}, which does not exist"
 print(f"compose: {len(services)} services, their Dockerfiles and mounted files exist")
+# Published on 127.0.0.1 unless RNNSERVE_BIND_ADDRESS says otherwise; rnnserve has CPU and
+# memory limits, serves the example repository by default and takes RNNSERVE_ARGS.
+for name, service in services.items():
+    for port in service.get("ports", []):
+        assert port.startswith("${RNNSERVE_BIND_ADDRESS:-127.0.0.1}:"), f"{name}: publishes {port}"
+rnnserve = services["rnnserve"]
+assert "cpus" in rnnserve and "mem_limit" in rnnserve, "rnnserve: no CPU or memory limit"
+assert "${RNNSERVE_ARGS:- }" in rnnserve["command"], "rnnserve: RNNSERVE_ARGS is not passed"
+assert rnnserve["volumes"][0].startswith("${RNNSERVE_MODELS:-../models/examples}:/models"), rnnserve["volumes"]
+print("compose: ports on ${RNNSERVE_BIND_ADDRESS:-127.0.0.1}, rnnserve limited, RNNSERVE_ARGS passed")
+# The Kubernetes Deployments: the models volume is polled (models-pvc.yaml says so), readiness
+# asks the whole server's health, startup and liveness the `liveness` service.
+for kind in ("cpu", "gpu"):
+    path = f"deploy/k8s/{kind}/deployment.yaml"
+    (container,) = yaml.safe_load(open(path))["spec"]["template"]["spec"]["containers"]
+    args = container["args"]
+    assert "--repository-poll-seconds" in args, f"{path}: the models volume is not polled"
+    assert "service" not in container["readinessProbe"]["grpc"], f"{path}: readiness"
+    for probe in ("startupProbe", "livenessProbe"):
+        assert container[probe]["grpc"].get("service") == "liveness", f"{path}: {probe}"
+print("k8s: Deployments poll the repository; readiness and liveness probes apart")
 PY
 echo "PASS"

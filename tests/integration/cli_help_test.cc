@@ -33,7 +33,7 @@ std::vector<CommandLine> CommandLines() {
         "--grpc-min-pollers", "--grpc-max-pollers", "--model-check-seconds", "--drain-seconds",
         "--max-inflight-bytes", "--max-concurrent-per-model", "--max-streams",
         "--stream-idle-seconds", "--grpc-max-threads", "--max-sequences-per-client",
-        "rnnserve inspect FILE"}},
+        "--strict-readiness", "rnnserve inspect FILE"}},
       {{RNNSERVE_BIN, "--check-model"}, {"model.h5"}, {"FILE", "--format", "--architecture"}},
       {{RNNSERVE_BIN, "inspect"}, {"model.h5"}, {"FILE", "--architecture", "--json"}},
       {{RNNSERVE_CLI_BIN},

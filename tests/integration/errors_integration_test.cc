@@ -342,7 +342,8 @@ TEST(Errors, EveryDocumentedBadRequestGetsItsCodeAndMessageAndTheServerKeepsServ
       << "input { name: \"waveform\" reject_non_finite: true }\n";
   fs::create_directories(repo / "broken" / "1");
   std::ofstream(repo / "broken" / "1" / "model.h5") << "not a model";
-  auto server = ServerProcess::Start(repo.string(), {"--max-message-bytes", "4194304"});
+  auto server = ServerProcess::Start(
+      repo.string(), {"--max-message-bytes", "4194304", "--strict-readiness=false"});
   ASSERT_TRUE(server.ok()) << server.status();
   auto stub = v1::RnnServe::NewStub(
       grpc::CreateChannel((*server)->address(), grpc::InsecureChannelCredentials()));

@@ -116,6 +116,44 @@ TEST_F(HealthServiceTest, WatchSendsTheStatusThenEachChange) {
   EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
 }
 
+// Readiness is set again after every model load (ModelRepository::Subscribe); a watcher hears
+// only what changed.
+TEST_F(HealthServiceTest, WatchSendsNothingWhenAStatusIsSetAgain) {
+  health_->SetServingStatus("rnnserve.v1.RnnServe", true);
+  health_->SetServingStatus(true);
+  grpc::ClientContext ctx;
+  auto reader = WatchServer(&ctx);
+  health_->SetServingStatus(true);
+  health_->SetServingStatus("rnnserve.v1.RnnServe", true);
+  health_->SetServingStatus(false);
+  HealthCheckResponse response;
+  ASSERT_TRUE(reader->Read(&response));
+  EXPECT_EQ(response.status(), HealthCheckResponse::NOT_SERVING);
+  ctx.TryCancel();
+  while (reader->Read(&response)) {
+  }
+}
+
+// Kubernetes' livenessProbe asks "liveness": a server that is not ready (a broken model, the
+// drain) is still alive and must not be restarted.
+TEST_F(HealthServiceTest, LivenessServesWhateverTheReadinessAndThroughShutdown) {
+  HealthCheckResponse response;
+  ASSERT_TRUE(Check("liveness", &response).ok());
+  EXPECT_EQ(response.status(), HealthCheckResponse::SERVING);
+  health_->SetServingStatus(true);
+  health_->SetServingStatus(false);
+  ASSERT_TRUE(Check("liveness", &response).ok());
+  EXPECT_EQ(response.status(), HealthCheckResponse::SERVING);
+  ASSERT_TRUE(Check("", &response).ok());
+  EXPECT_EQ(response.status(), HealthCheckResponse::NOT_SERVING);
+  health_->SetServingStatus(true);
+  health_->Shutdown();
+  ASSERT_TRUE(Check("liveness", &response).ok());
+  EXPECT_EQ(response.status(), HealthCheckResponse::SERVING);
+  ASSERT_TRUE(Check("", &response).ok());
+  EXPECT_EQ(response.status(), HealthCheckResponse::NOT_SERVING);
+}
+
 TEST_F(HealthServiceTest, WatchOfUnknownServiceSendsServiceUnknownThenItsStatus) {
   grpc::ClientContext ctx;
   HealthCheckRequest request;

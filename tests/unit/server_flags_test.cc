@@ -75,6 +75,23 @@ TEST(ServerFlagsTest, DefaultsAreKept) {
   EXPECT_EQ(flags->repository_poll_seconds, 0);
 }
 
+TEST(ServerFlagsTest, StrictReadinessIsOnByDefaultAndTurnsOffInEveryForm) {
+  auto defaults = Parse({});
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_TRUE(defaults->strict_readiness);
+  for (const char* off : {"--strict-readiness=false", "--no-strict-readiness"}) {
+    auto flags = Parse({off});
+    ASSERT_TRUE(flags.ok()) << off << ": " << flags.status();
+    EXPECT_FALSE(flags->strict_readiness) << off;
+  }
+  auto on = Parse({"--strict-readiness=false", "--strict-readiness"});
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_TRUE(on->strict_readiness);
+  auto bad = Parse({"--strict-readiness=maybe"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("strict-readiness"));
+}
+
 TEST(ServerFlagsTest, CompletionThreadsDefaultToTheCoresShareAndTakeACount) {
   auto defaults = Parse({});
   ASSERT_TRUE(defaults.ok()) << defaults.status();

@@ -25,3 +25,5 @@ rnnserve_test(client_text_test unit ${CMAKE_CURRENT_LIST_DIR}/client_text_test.c
 target_link_libraries(client_text_test PRIVATE rnnserve_server_lib)
 rnnserve_test(limits_test unit ${CMAKE_CURRENT_LIST_DIR}/limits_test.cc)
 target_link_libraries(limits_test PRIVATE rnnserve_server_lib)
+rnnserve_test(readiness_test unit ${CMAKE_CURRENT_LIST_DIR}/readiness_test.cc)
+target_link_libraries(readiness_test PRIVATE rnnserve_server_lib)

@@ -47,16 +47,14 @@ void FillTensor(const TensorSignature& sig, inference::ModelMetadataResponse::Te
 
 grpc::Status KServeService::ServerLive(grpc::ServerContext*, const inference::ServerLiveRequest*,
                                        inference::ServerLiveResponse* response) {
-  response->set_live(true);
+  response->set_live(options_.readiness == nullptr || options_.readiness->Live());
   return grpc::Status::OK;
 }
 
 grpc::Status KServeService::ServerReady(grpc::ServerContext*, const inference::ServerReadyRequest*,
                                         inference::ServerReadyResponse* response) {
-  // Not ready while the initial loads run, nor while a model is unavailable.
-  bool ready = repository_->loaded_all();
-  for (const ModelState& state : repository_->List()) ready &= state.state == "READY";
-  response->set_ready(ready);
+  response->set_ready(options_.readiness != nullptr ? options_.readiness->Ready()
+                                                    : Readiness(repository_, {}).Ready());
   return grpc::Status::OK;
 }
 

@@ -5,9 +5,8 @@
 // grpc::ServerBuilder, and so the same port, as rnnserve.v1.
 //
 // Behaviour:
-//   - ServerLive: true while the process serves. ServerReady: true when every model in the
-//     repository loaded (a model that failed to load makes the server not ready, as in
-//     Triton's strict readiness); ModelReady: false, not an error, for an unknown model.
+//   - ServerLive and ServerReady: KServeServiceOptions::readiness's answers (server/readiness.h,
+//     the same as gRPC health's); ModelReady: false, not an error, for an unknown model.
 //   - ModelInfer: see infer_codec.h for tensors and parameters. It is served on gRPC's
 //     callback API: the handler decodes the request and queues it on the model's scheduler
 //     and returns; the thread that finishes the batch encodes the response and completes the
@@ -35,6 +34,7 @@
 #include "server/limits/admission.h"
 #include "server/limits/stream_limits.h"
 #include "server/model_repository.h"
+#include "server/readiness.h"
 #include "server/services/kserve/sequence.h"
 #include "server/services/kserve/statistics.h"
 
@@ -57,6 +57,9 @@ struct KServeServiceOptions {
   // runs the engine), so that it does not hold gRPC's callback threads; not owned, must
   // outlive the service. Null: on the handler's thread.
   batching::AsyncRunner* blocking = nullptr;
+  // ServerLive and ServerReady; not owned, must outlive the service. Null: strict readiness
+  // of the repository.
+  const Readiness* readiness = nullptr;
 };
 
 // ModelInfer on the callback API, the other methods on the synchronous one.
