@@ -25,3 +25,6 @@ rnnserve_test(client_text_test unit ${CMAKE_CURRENT_LIST_DIR}/client_text_test.c
 target_link_libraries(client_text_test PRIVATE rnnserve_server_lib)
 rnnserve_test(limits_test unit ${CMAKE_CURRENT_LIST_DIR}/limits_test.cc)
 target_link_libraries(limits_test PRIVATE rnnserve_server_lib)
+rnnserve_test(evaluate_keras_logits_test unit
+  ${CMAKE_CURRENT_LIST_DIR}/evaluate_keras_logits_test.cc)
+target_link_libraries(evaluate_keras_logits_test PRIVATE rnnserve_server_lib)
