@@ -286,20 +286,19 @@ absl::Status Servable::CreateInstances() {
         log_reason = no_device ? "KIND_AUTO, no usable GPU" : info.reason;
         // Which of the CPU engine's kernel sets runs (engine/cpu/panel_gemm.h), and how it
         // stores and multiplies the recurrent weights (engine/cpu/quant_gemm.h).
-        const std::string kernels =
-            absl::StrCat("; CPU kernels: ",
-                         engine::cpu::CpuKernelSetName(*engine::cpu::ActiveCpuKernelSet()),
-                         "; CPU weights: ", engine::cpu::CpuWeightsPath(options.cpu_weights));
+        const std::string kernels = absl::StrCat(
+            "; CPU kernels: ", engine::cpu::CpuKernelSetName(*engine::cpu::ActiveCpuKernelSet()),
+            "; CPU weights: ", engine::cpu::CpuWeightsPath(options.cpu_weights));
         absl::StrAppend(&info.reason, kernels);
         absl::StrAppend(&log_reason, kernels);
       } else {
         log_reason = info.reason;
       }
       if (instances_.empty()) {
-        first_engine_ = compiled->engine_name() == "cuda"
-                            ? engine::EngineOptions{.kind = engine::EngineKind::kCuda,
-                                                    .device = gpu_device}
-                            : engine::EngineOptions{.kind = engine::EngineKind::kCpu};
+        first_engine_ =
+            compiled->engine_name() == "cuda"
+                ? engine::EngineOptions{.kind = engine::EngineKind::kCuda, .device = gpu_device}
+                : engine::EngineOptions{.kind = engine::EngineKind::kCpu};
         first_compile_ = options;
       }
       info.engine = compiled->engine_name();

@@ -30,12 +30,12 @@ absl::Status Servable::RunWithLogits(int output, const engine::Batch& batch,
   if (!compiled) {
     auto engine = MakeEngine(first_engine_);
     if (!engine.ok()) return engine.status();
-    auto c = (*engine)->Compile(evaluate::WithLogitsOutput(model_, output, *logits),
-                                first_compile_);
+    auto c =
+        (*engine)->Compile(evaluate::WithLogitsOutput(model_, output, *logits), first_compile_);
     if (!c.ok()) {
-      return absl::Status(c.status().code(),
-                          absl::StrCat(source_file_, " with its logits as an output: ",
-                                       c.status().message()));
+      return absl::Status(
+          c.status().code(),
+          absl::StrCat(source_file_, " with its logits as an output: ", c.status().message()));
     }
     compiled = std::move(*c);
   }

@@ -35,8 +35,8 @@ int VisibleGpus(std::string* why_not) {
       int driver = 0, runtime = 0;
       if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
       if (cudaRuntimeGetVersion(&runtime) != cudaSuccess) runtime = 0;
-      *why_not = NoCudaDeviceReason(err != cudaSuccess ? cudaGetErrorString(err) : "",
-                                    driver, runtime);
+      *why_not =
+          NoCudaDeviceReason(err != cudaSuccess ? cudaGetErrorString(err) : "", driver, runtime);
     }
     return 0;
   }

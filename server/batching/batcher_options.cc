@@ -61,8 +61,9 @@ std::string DescribeForming(const DynamicBatcherOptions& o) {
   if (!o.wait_when_idle) {
     absl::StrAppend(&out, "work-conserving (a free instance takes what is queued at once)");
     if (o.max_queue_delay_us > 0 || !o.preferred_batch_sizes.empty()) {
-      absl::StrAppend(&out, "; max_queue_delay_microseconds and preferred_batch_size are unused "
-                            "without wait_for_delay_when_idle");
+      absl::StrAppend(&out,
+                      "; max_queue_delay_microseconds and preferred_batch_size are unused "
+                      "without wait_for_delay_when_idle");
     }
     return out;
   }

@@ -50,8 +50,9 @@ absl::Status Accumulator::Add(const engine::Tensor& y_pred, const engine::Tensor
   std::vector<double> values;
   if (logits != nullptr && loss_.cross_entropy()) {
     if (logits->shape() != ps) {
-      return absl::InternalError(absl::StrCat("logits of shape ", engine::ShapeString(logits->shape()),
-                                              " for a prediction of shape ", engine::ShapeString(ps)));
+      return absl::InternalError(
+          absl::StrCat("logits of shape ", engine::ShapeString(logits->shape()),
+                       " for a prediction of shape ", engine::ShapeString(ps)));
     }
     LossSpec from_logits = loss_;
     from_logits.from_logits = true;

@@ -27,8 +27,7 @@ std::vector<float> Floats(const engine::Tensor& t) {
 }
 
 // The loss the request names, or the one the file's training config records.
-absl::StatusOr<evaluate::LossSpec> MakeLoss(const v1::EvaluateRequest& req,
-                                            const Servable& model) {
+absl::StatusOr<evaluate::LossSpec> MakeLoss(const v1::EvaluateRequest& req, const Servable& model) {
   const auto& training = model.training_config();
   std::string loss_name = req.loss();
   bool from_logits = req.from_logits();

@@ -128,8 +128,7 @@ INSTANTIATE_TEST_SUITE_P(
                       "saturated_softmax_sequence_sparse", "saturated_dropout_softmax_sparse",
                       "saturated_timedistributed_softmax_categorical",
                       "keras3_saturated_bilstm_batchnorm_categorical",
-                      "keras3_saturated_softmax_sparse_weighted",
-                      "keras3_saturated_sigmoid_binary",
+                      "keras3_saturated_softmax_sparse_weighted", "keras3_saturated_sigmoid_binary",
                       "keras3_saturated_dropout_sigmoid_binary_weighted",
                       "keras3_saturated_timedistributed_sigmoid_binary"),
     CaseName);

@@ -3,11 +3,11 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <unistd.h>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
-#include <unistd.h>
 
 #include "gtest/gtest.h"
 #include "rnnserve/v1/rnnserve.grpc.pb.h"
@@ -36,7 +36,8 @@ int Count(const std::string& text, const std::string& what) {
 class LoadLogTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    repo_ = new fs::path(fs::temp_directory_path() / ("rnnserve_loadlog_" + std::to_string(getpid())));
+    repo_ =
+        new fs::path(fs::temp_directory_path() / ("rnnserve_loadlog_" + std::to_string(getpid())));
     for (const char* name : {"plain", "batched"}) {
       fs::create_directories(*repo_ / name / "1");
       fs::copy_file(SourcePath("tests/fixtures/evaluate/saturated_softmax_categorical/1/model.h5"),
@@ -112,7 +113,8 @@ TEST_F(LoadLogTest, WhyNoGpuIsSaidOnceInTheLogAndPerInstanceNotPerLayer) {
       << instance.reason();
   ASSERT_GE(instance.layers_size(), 2);  // LSTM, Dense
   for (const v1::LayerPlacement& layer : instance.layers()) {
-    EXPECT_EQ(layer.reason().find(why), std::string::npos) << layer.layer() << ": " << layer.reason();
+    EXPECT_EQ(layer.reason().find(why), std::string::npos)
+        << layer.layer() << ": " << layer.reason();
     EXPECT_EQ(layer.reason().find("KIND_AUTO"), std::string::npos) << layer.layer();
     EXPECT_NE(layer.reason().find("CPU engine"), std::string::npos) << layer.layer();
   }

@@ -27,12 +27,10 @@ server::batching::DynamicBatcherOptions OptionsOf(const std::string& text) {
 }
 
 TEST(BatchingConfigTest, DescriptionSaysTheQueueDelayIsUnusedWithoutWaitWhenIdle) {
-  const std::string work_conserving =
-      server::batching::DescribeForming(OptionsOf(R"pb(name: "m"
-                                                       max_batch_size: 8
-                                                       dynamic_batching {
-                                                         max_queue_delay_microseconds: 500
-                                                       })pb"));
+  const std::string work_conserving = server::batching::DescribeForming(
+      OptionsOf(R"pb(name: "m"
+                     max_batch_size: 8
+                     dynamic_batching { max_queue_delay_microseconds: 500 })pb"));
   EXPECT_EQ(work_conserving,
             "dynamic batching up to 8 sequences, work-conserving (a free instance takes what is "
             "queued at once); max_queue_delay_microseconds and preferred_batch_size are unused "

@@ -83,10 +83,10 @@ TEST(CpuEngine, CompileRejectsUnsupportedLayerByNameAndClass) {
 
 // What a CPU host's user reads for why no GPU runs their model: plain words, then CUDA's.
 TEST(NoCudaDeviceReasonTest, SaysPlainlyThatThereIsNoDriverThenWhatCudaSaid) {
-  EXPECT_EQ(NoCudaDeviceReason("CUDA driver version is insufficient for CUDA runtime version", 0,
-                               13000),
-            "no CUDA device: no NVIDIA driver found (CUDA runtime: CUDA driver version is "
-            "insufficient for CUDA runtime version)");
+  EXPECT_EQ(
+      NoCudaDeviceReason("CUDA driver version is insufficient for CUDA runtime version", 0, 13000),
+      "no CUDA device: no NVIDIA driver found (CUDA runtime: CUDA driver version is "
+      "insufficient for CUDA runtime version)");
   EXPECT_EQ(NoCudaDeviceReason("CUDA driver version is insufficient for CUDA runtime version",
                                12020, 13000),
             "no CUDA device: the NVIDIA driver supports CUDA 12.2; this build needs 13.0 (CUDA "
