@@ -129,7 +129,7 @@ class Servable : public std::enable_shared_from_this<Servable> {
   const v1::ModelConfig& config() const { return config_; }
   const std::string& source_file() const { return source_file_; }
   const std::string& platform() const { return model_.source_format; }
-  // The model as its file gave it.
+  // The model in IR, as the engines compile it (batch first: batch_layout.h).
   const engine::Model& ir() const { return model_; }
   const std::string& masking() const { return masking_; }
   const std::vector<TensorSignature>& inputs() const { return inputs_; }

@@ -10,13 +10,15 @@
 namespace rnnserve::server {
 
 bool Servable::HasOutputLogits(int output) const {
-  return evaluate::FindOutputLogits(model_, output).has_value();
+  // Keras models keep their batch on axis 0; one whose axes the servable moves is not one.
+  return !moves_batch_axes_ && evaluate::FindOutputLogits(model_, output).has_value();
 }
 
 absl::Status Servable::RunWithLogits(int output, const engine::Batch& batch,
                                      std::vector<engine::Tensor>* outputs,
                                      const RunOptions& options) const {
-  const std::optional<evaluate::OutputLogits> logits = evaluate::FindOutputLogits(model_, output);
+  const std::optional<evaluate::OutputLogits> logits =
+      HasOutputLogits(output) ? evaluate::FindOutputLogits(model_, output) : std::nullopt;
   if (!logits) {
     return absl::FailedPreconditionError(
         absl::StrCat("model '", name(), "': output ", output,
