@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -134,6 +135,8 @@ class Servable : public std::enable_shared_from_this<Servable> {
   const v1::ModelConfig& config() const { return config_; }
   const std::string& source_file() const { return source_file_; }
   const std::string& platform() const { return model_.source_format; }
+  // The model in IR, as the engines compile it (batch first: batch_layout.h).
+  const engine::Model& ir() const { return model_; }
   const std::string& masking() const { return masking_; }
   const std::vector<TensorSignature>& inputs() const { return inputs_; }
   const std::vector<TensorSignature>& outputs() const { return outputs_; }
@@ -173,6 +176,18 @@ class Servable : public std::enable_shared_from_this<Servable> {
   // model. FAILED_PRECONDITION with a batching scheduler, whose workers own the instances.
   absl::Status RunOn(int instance, const engine::Batch& batch,
                      std::vector<engine::Tensor>* outputs) const;
+
+  // Evaluate's cross-entropy losses take output `output` from the logits of the softmax or
+  // sigmoid that produced it, as Keras does (server/evaluate/keras_logits.h), when it has them.
+  bool HasOutputLogits(int output) const;
+  // Runs `batch` as Run does (split into engine calls of at most max_batch_size sequences), on a
+  // copy of the model that returns, after its outputs, output `output`'s logits. The copy is
+  // compiled on first use, as instance 0 was (same engine, device and options), and kept;
+  // callers take turns on it. It runs outside the schedulers and the serving metrics.
+  // FAILED_PRECONDITION when HasOutputLogits(output) is false.
+  absl::Status RunWithLogits(int output, const engine::Batch& batch,
+                             std::vector<engine::Tensor>* outputs,
+                             const RunOptions& options = {}) const;
 
   // The model's one scheduler (server/batching/scheduler.h), chosen at load.
   batching::SchedulerKind scheduler_kind() const { return scheduler_->kind(); }
@@ -263,6 +278,13 @@ class Servable : public std::enable_shared_from_this<Servable> {
   bool moves_batch_axes_ = false;
   std::vector<InstanceInfo> instance_info_;
   std::vector<std::unique_ptr<engine::CompiledModel>> instances_;
+  // How instance 0 was made; RunWithLogits compiles its copy of the model the same way.
+  engine::EngineOptions first_engine_;
+  engine::CompileOptions first_compile_;
+  // RunWithLogits's compiled copies, by output; a caller holds the lock while it runs one.
+  mutable absl::Mutex logits_mu_;
+  mutable std::map<int, std::unique_ptr<engine::CompiledModel>> logits_models_
+      ABSL_GUARDED_BY(logits_mu_);
   // The one place serving metrics are recorded; attached at the end of the load, before the
   // servable is handed out, and records nothing before. The batcher's workers report to it.
   ServingRecorder recorder_;

@@ -7,6 +7,7 @@
 #include <set>
 #include <thread>
 
+#include "absl/base/call_once.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -40,6 +41,15 @@ static_assert(static_cast<int>(engine::CpuWeights::kFp32) == v1::ModelOptimizati
 static_assert(static_cast<int>(engine::CpuWeights::kBf16) == v1::ModelOptimization::BF16);
 static_assert(static_cast<int>(engine::CpuWeights::kInt8) == v1::ModelOptimization::INT8);
 static_assert(v1::ModelOptimization::CpuWeights_MAX == v1::ModelOptimization::INT8);
+
+// Why no GPU is usable is the same for every model: logged once, the first time a KIND_AUTO
+// group finds none; each instance's line then says only that it runs on the CPU.
+void LogNoGpuOnce(const std::string& why) {
+  static absl::once_flag once;
+  absl::call_once(once, [&why] {
+    LogInfo(absl::StrCat(why, "; instance groups of KIND_AUTO run on the CPU engine"));
+  });
+}
 
 absl::StatusOr<std::string> FindModelFile(const fs::path& version_dir,
                                           const v1::ModelConfig& config) {
@@ -234,6 +244,7 @@ absl::Status Servable::CreateInstances() {
     const auto& g = groups[k];
     for (int i = 0; i < group_instances[k]; ++i) {
       InstanceInfo info;
+      std::string log_reason;
       std::unique_ptr<engine::CompiledModel> compiled;
       std::string why_not_gpu_here = why_not_gpu[k];
       engine::CompileOptions options;
@@ -242,9 +253,11 @@ absl::Status Servable::CreateInstances() {
       options.whole_batch_graphs =
           options_.whole_batch_graphs &&
           config_.optimization().gpu_graphs() != v1::ModelOptimization::GPU_GRAPHS_OFF;
+      int gpu_device = 0;
       if (want_gpu[k]) {
         // Instances i, i + count, ... of GPU j: the GPUs take turns.
         const int device = g.gpus_size() > 0 ? g.gpus(i % g.gpus_size()) : 0;
+        gpu_device = device;
         auto eng = MakeEngine({.kind = engine::EngineKind::kCuda, .device = device});
         absl::StatusOr<std::unique_ptr<engine::CompiledModel>> c =
             eng.ok() ? (*eng)->Compile(model_, options)
@@ -277,18 +290,33 @@ absl::Status Servable::CreateInstances() {
         }
         compiled = std::move(*c);
         info.kind = "KIND_CPU";
+        // Where no GPU is visible at all, the log says why once; the metadata, per instance.
+        const bool no_device = g.kind() == v1::ModelInstanceGroup::KIND_AUTO && !want_gpu[k];
+        if (no_device) LogNoGpuOnce(why_not_gpu_here);
         info.reason = g.kind() == v1::ModelInstanceGroup::KIND_CPU
                           ? "instance_group asks for KIND_CPU"
                           : absl::StrCat("KIND_AUTO without a usable GPU: ", why_not_gpu_here);
+        log_reason = no_device ? "KIND_AUTO, no usable GPU" : info.reason;
         // Which of the CPU engine's kernel sets runs (engine/cpu/panel_gemm.h), and how it
         // stores and multiplies the recurrent weights (engine/cpu/quant_gemm.h).
-        absl::StrAppend(&info.reason, "; ", engine::CpuKernelsNote(options.cpu_weights));
+        const std::string kernels = absl::StrCat("; ", engine::CpuKernelsNote(options.cpu_weights));
+        absl::StrAppend(&info.reason, kernels);
+        absl::StrAppend(&log_reason, kernels);
+      } else {
+        log_reason = info.reason;
+      }
+      if (instances_.empty()) {
+        first_engine_ =
+            info.kind == "KIND_GPU"
+                ? engine::EngineOptions{.kind = engine::EngineKind::kCuda, .device = gpu_device}
+                : engine::EngineOptions{.kind = engine::EngineKind::kCpu};
+        first_compile_ = options;
       }
       info.engine = compiled->engine_name();
       info.layers = compiled->placements();
       info.memory_bytes = compiled->memory_bytes();
       LogInfo(absl::StrCat("model ", name(), " v", version_, " instance ", instances_.size(), ": ",
-                           info.engine, " engine (", info.reason, ")"));
+                           info.engine, " engine (", log_reason, ")"));
       instance_info_.push_back(std::move(info));
       instances_.push_back(std::move(compiled));
     }
@@ -442,9 +470,8 @@ absl::Status Servable::StartDynamic(const v1::ModelConfig& batching) {
     recorder_.Observe(stats);
   });
   scheduler_ = *std::move(batcher);
-  LogInfo(absl::StrCat("model ", name(), " v", version_, ": dynamic batching up to ",
-                       options->max_batch_size, " sequences, ", options->max_queue_delay_us,
-                       " us queue delay, ", instances_.size(), " instance worker(s)"));
+  LogInfo(absl::StrCat("model ", name(), " v", version_, ": ", batching::DescribeForming(*options),
+                       "; ", instances_.size(), " instance worker(s)"));
   return absl::OkStatus();
 }
 

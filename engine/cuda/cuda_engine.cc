@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/cuda_factory.h"
 #include "engine/cuda/cuda_model.h"
+#include "engine/no_cuda_reason.h"
 
 namespace rnnserve::engine::cuda {
 namespace {
@@ -35,8 +36,11 @@ int VisibleGpus(std::string* why_not) {
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess || count == 0) {
     if (why_not) {
-      *why_not = err != cudaSuccess ? absl::StrCat("no GPU: ", cudaGetErrorString(err))
-                                    : std::string("no GPU visible");
+      int driver = 0, runtime = 0;
+      if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
+      if (cudaRuntimeGetVersion(&runtime) != cudaSuccess) runtime = 0;
+      *why_not =
+          NoCudaDeviceReason(err != cudaSuccess ? cudaGetErrorString(err) : "", driver, runtime);
     }
     return 0;
   }

@@ -1,6 +1,7 @@
 #include "server/batching/batcher_options.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace rnnserve::server::batching {
 
@@ -53,6 +54,30 @@ absl::Status ValidateOptions(const DynamicBatcherOptions& o) {
     return bad("the batcher needs one input_time_axis entry per model input; got none");
   }
   return absl::OkStatus();
+}
+
+std::string DescribeForming(const DynamicBatcherOptions& o) {
+  std::string out = absl::StrCat("dynamic batching up to ", o.max_batch_size, " sequences, ");
+  if (!o.wait_when_idle) {
+    absl::StrAppend(&out, "work-conserving (a free instance takes what is queued at once)");
+    if (o.max_queue_delay_us > 0 || !o.preferred_batch_sizes.empty()) {
+      absl::StrAppend(&out,
+                      "; max_queue_delay_microseconds and preferred_batch_size are unused "
+                      "without wait_for_delay_when_idle");
+    }
+    return out;
+  }
+  if (o.max_queue_delay_us == 0) {
+    absl::StrAppend(&out, "a free instance takes what is queued at once (queue delay 0)");
+    return out;
+  }
+  absl::StrAppend(&out, "a free instance waits up to ", o.max_queue_delay_us,
+                  " us for a full batch");
+  if (!o.preferred_batch_sizes.empty()) {
+    absl::StrAppend(&out, " or one of ", absl::StrJoin(o.preferred_batch_sizes, ", "),
+                    " sequences");
+  }
+  return out;
 }
 
 }  // namespace rnnserve::server::batching

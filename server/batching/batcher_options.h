@@ -62,4 +62,8 @@ struct DynamicBatcherOptions {
 // INVALID_ARGUMENT naming the first bad field and the values it accepts.
 absl::Status ValidateOptions(const DynamicBatcherOptions& options);
 
+// How the batcher forms batches, in the log's words: what it honours, and a setting that the
+// other settings leave unused (a queue delay without wait_when_idle) said to be unused.
+std::string DescribeForming(const DynamicBatcherOptions& options);
+
 }  // namespace rnnserve::server::batching

@@ -6,9 +6,9 @@
 
 namespace rnnserve::server::evaluate {
 
-absl::Status Accumulator::Add(const engine::Tensor& y_pred, const engine::Shape& y_true_shape,
-                              const std::vector<float>& y_true, const std::vector<float>& weights,
-                              const std::string& target) {
+absl::Status Accumulator::Add(const engine::Tensor& y_pred, const engine::Tensor* logits,
+                              const engine::Shape& y_true_shape, const std::vector<float>& y_true,
+                              const std::vector<float>& weights, const std::string& target) {
   const engine::Shape& ps = y_pred.shape();
   if (ps.empty() || ps[0] == 0) return absl::InvalidArgumentError("empty prediction");
   const int64_t B = ps[0];
@@ -48,7 +48,18 @@ absl::Status Accumulator::Add(const engine::Tensor& y_pred, const engine::Shape&
   };
 
   std::vector<double> values;
-  LossRows(loss_, y_pred.f32(), y_true.data(), rows, C, &values);
+  if (logits != nullptr && loss_.cross_entropy()) {
+    if (logits->shape() != ps) {
+      return absl::InternalError(
+          absl::StrCat("logits of shape ", engine::ShapeString(logits->shape()),
+                       " for a prediction of shape ", engine::ShapeString(ps)));
+    }
+    LossSpec from_logits = loss_;
+    from_logits.from_logits = true;
+    LossRows(from_logits, logits->f32(), y_true.data(), rows, C, &values);
+  } else {
+    LossRows(loss_, y_pred.f32(), y_true.data(), rows, C, &values);
+  }
   for (int64_t r = 0; r < rows; ++r) loss_sum_ += weight(r) * values[r];
   loss_count_ += static_cast<double>(rows);
   for (size_t i = 0; i < metrics_.size(); ++i) {

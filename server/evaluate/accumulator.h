@@ -25,9 +25,12 @@ class Accumulator {
 
   // y_pred: [B, ..., C]; y_true: [B, ..., C], or class ids [B, ...] / [B, ..., 1] for the sparse
   // loss and metrics; weights: empty or B values. Errors name `target` and the expected shape.
-  absl::Status Add(const engine::Tensor& y_pred, const engine::Shape& y_true_shape,
-                   const std::vector<float>& y_true, const std::vector<float>& weights,
-                   const std::string& target);
+  // logits: null, or [B, ..., C], the input of the softmax or sigmoid that produced y_pred
+  // (keras_logits.h): a cross-entropy loss is then computed from them, as Keras does, whatever
+  // the loss's from_logits says; the metrics always take y_pred.
+  absl::Status Add(const engine::Tensor& y_pred, const engine::Tensor* logits,
+                   const engine::Shape& y_true_shape, const std::vector<float>& y_true,
+                   const std::vector<float>& weights, const std::string& target);
 
   double loss() const { return loss_count_ > 0 ? loss_sum_ / loss_count_ : 0.0; }
   std::map<std::string, double> metrics() const;

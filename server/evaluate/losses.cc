@@ -8,7 +8,10 @@
 namespace rnnserve::server::evaluate {
 namespace {
 
-double Clip(double p) { return std::clamp(p, kEpsilon, 1.0 - kEpsilon); }
+// Keras clips probabilities in float32: to [1e-7f, 1 - 1e-7f] = [1e-7, 0.99999988]. Near 0 and
+// 1, where a saturated output sits, the float32 bounds are what sets the loss.
+constexpr float kEpsilonF = static_cast<float>(kEpsilon);
+float Clip(float p) { return std::clamp(p, kEpsilonF, 1.0f - kEpsilonF); }
 
 double Softplus(double x) { return x > 30 ? x : std::log1p(std::exp(x)); }
 
@@ -66,9 +69,14 @@ double RowLoss(const LossSpec& loss, const float* p, const float* t, int64_t col
           // sigmoid_cross_entropy_with_logits, in its stable form.
           const double z = p[c];
           acc += std::max(z, 0.0) - z * t[c] + std::log1p(std::exp(-std::fabs(z)));
+        } else if (loss.keras_major >= 3) {
+          // Keras 3: log(q) and log(1 - q) of the clipped q, in float32.
+          const float q = Clip(p[c]);
+          acc -= t[c] * std::log(q) + (1.0 - t[c]) * std::log(1.0f - q);
         } else {
-          const double q = Clip(p[c]);
-          acc -= t[c] * std::log(q + kEpsilon) + (1.0 - t[c]) * std::log(1.0 - q + kEpsilon);
+          // Keras 2: log(q + epsilon) and log(1 - q + epsilon), in float32.
+          const float q = Clip(p[c]);
+          acc -= t[c] * std::log(q + kEpsilonF) + (1.0 - t[c]) * std::log(1.0f - q + kEpsilonF);
         }
       }
       return acc / cols;
@@ -77,7 +85,7 @@ double RowLoss(const LossSpec& loss, const float* p, const float* t, int64_t col
         for (int64_t c = 0; c < cols; ++c) acc -= t[c] * LogSoftmax(p, cols, c);
         return acc;
       }
-      double sum = 0;
+      float sum = 0;
       for (int64_t c = 0; c < cols; ++c) sum += p[c];
       for (int64_t c = 0; c < cols; ++c) acc -= t[c] * std::log(Clip(p[c] / sum));
       return acc;
@@ -88,7 +96,7 @@ double RowLoss(const LossSpec& loss, const float* p, const float* t, int64_t col
       // Keras takes log of the clipped probabilities as logits: -log(q_label / sum(q)).
       double sum = 0;
       for (int64_t c = 0; c < cols; ++c) sum += Clip(p[c]);
-      return -(std::log(Clip(p[label])) - std::log(sum));
+      return -(std::log(double(Clip(p[label]))) - std::log(sum));
     }
   }
   return 0;

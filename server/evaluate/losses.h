@@ -1,7 +1,7 @@
 #pragma once
 
-// Keras's losses and metrics, per element, as tf.keras (Keras 2) computes them in
-// model.evaluate. y_pred is [N, C] (N = batch, or batch x time for sequence outputs);
+// Keras's losses and metrics, per element, as Keras's TF backend (tf-keras, Keras 3) computes
+// them in model.evaluate. y_pred is [N, C] (N = batch, or batch x time for sequence outputs);
 // y_true is [N, C], or [N] class ids for the sparse forms. Each function returns one value
 // per row.
 
@@ -32,7 +32,13 @@ struct LossSpec {
   std::string name;  // canonical, as models::CanonicalLossName gives it
   bool from_logits = false;
   double huber_delta = 1.0;
+  // Binary cross-entropy from probabilities: Keras 3 takes log(q), Keras 2 log(q + 1e-7).
+  int keras_major = 2;
   bool sparse() const { return kind == LossKind::kSparseCategoricalCrossentropy; }
+  bool cross_entropy() const {
+    return kind == LossKind::kBinaryCrossentropy || kind == LossKind::kCategoricalCrossentropy ||
+           kind == LossKind::kSparseCategoricalCrossentropy;
+  }
 };
 
 absl::StatusOr<LossSpec> MakeLoss(const std::string& canonical_name, bool from_logits,

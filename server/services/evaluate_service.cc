@@ -1,12 +1,14 @@
 // Evaluate and EvaluateStream of the rnnserve.v1 service: loss and metrics as Keras's
 // model.evaluate returns them.
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/evaluate/accumulator.h"
+#include "server/evaluate/keras_logits.h"
 #include "server/grpc_status.h"
 #include "server/request_validation.h"
 #include "server/services/rnnserve_service.h"
@@ -24,12 +26,8 @@ std::vector<float> Floats(const engine::Tensor& t) {
   return v;
 }
 
-// Builds the accumulator from the request (or the file's training config) and the first
-// chunk's shapes.
-absl::StatusOr<std::unique_ptr<Accumulator>> MakeAccumulator(const v1::EvaluateRequest& req,
-                                                             const Servable& model,
-                                                             const engine::Shape& y_true,
-                                                             const engine::Shape& y_pred) {
+// The loss the request names, or the one the file's training config records.
+absl::StatusOr<evaluate::LossSpec> MakeLoss(const v1::EvaluateRequest& req, const Servable& model) {
   const auto& training = model.training_config();
   std::string loss_name = req.loss();
   bool from_logits = req.from_logits();
@@ -47,6 +45,18 @@ absl::StatusOr<std::unique_ptr<Accumulator>> MakeAccumulator(const v1::EvaluateR
   }
   auto loss = evaluate::MakeLoss(models::CanonicalLossName(loss_name), from_logits, delta);
   if (!loss.ok()) return loss.status();
+  loss->keras_major = std::max(loss->keras_major, evaluate::KerasMajor(model.ir()));
+  return loss;
+}
+
+// Builds the accumulator from the loss, the request's metrics (or the file's training
+// config's) and the first chunk's shapes.
+absl::StatusOr<std::unique_ptr<Accumulator>> MakeAccumulator(const v1::EvaluateRequest& req,
+                                                             const Servable& model,
+                                                             evaluate::LossSpec loss,
+                                                             const engine::Shape& y_true,
+                                                             const engine::Shape& y_pred) {
+  const auto& training = model.training_config();
   std::vector<models::MetricConfig> wanted;
   if (req.metrics_size() > 0 || req.weighted_metrics_size() > 0) {
     for (const auto& m : req.metrics()) wanted.push_back({m, "", false});
@@ -62,7 +72,7 @@ absl::StatusOr<std::unique_ptr<Accumulator>> MakeAccumulator(const v1::EvaluateR
     if (!spec.ok()) return spec.status();
     metrics.push_back(*spec);
   }
-  return std::make_unique<Accumulator>(*loss, std::move(metrics));
+  return std::make_unique<Accumulator>(std::move(loss), std::move(metrics));
 }
 
 }  // namespace
@@ -106,15 +116,24 @@ absl::Status EvaluateChunk(const v1::EvaluateRequest& req, const Servable& model
       }
     }
   }
+  absl::StatusOr<evaluate::LossSpec> loss =
+      *acc ? absl::StatusOr<evaluate::LossSpec>((*acc)->loss_spec()) : MakeLoss(req, model);
+  if (!loss.ok()) return loss.status();
+  // A cross-entropy loss on an output that a softmax or sigmoid produced is computed from that
+  // activation's logits, which the model then returns as one more output, last.
+  const bool with_logits = loss->cross_entropy() && model.HasOutputLogits(output);
   std::vector<engine::Tensor> outputs;
-  if (auto s = model.Run(*std::move(batch), &outputs, options); !s.ok()) return s;
+  const absl::Status ran = with_logits ? model.RunWithLogits(output, *batch, &outputs, options)
+                                       : model.Run(*std::move(batch), &outputs, options);
+  if (!ran.ok()) return ran;
   const engine::Tensor& y_pred = outputs[output];
   if (!*acc) {
-    auto made = MakeAccumulator(req, model, y_true->shape(), y_pred.shape());
+    auto made = MakeAccumulator(req, model, *loss, y_true->shape(), y_pred.shape());
     if (!made.ok()) return made.status();
     *acc = std::move(*made);
   }
-  return (*acc)->Add(y_pred, y_true->shape(), Floats(*y_true), weights, target_name);
+  return (*acc)->Add(y_pred, with_logits ? &outputs.back() : nullptr, y_true->shape(),
+                     Floats(*y_true), weights, target_name);
 }
 
 namespace {

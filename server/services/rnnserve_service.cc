@@ -125,14 +125,16 @@ grpc::Status RnnServeService::ModelMetadata(grpc::ServerContext* context,
     out->set_engine(info.engine);
     out->set_kind(info.kind);
     out->set_scratch_bytes(info.memory_bytes);
+    out->set_reason(info.reason);
     for (const auto& p : info.layers) {
       v1::LayerPlacement* l = out->add_layers();
       l->set_layer(p.layer);
       l->set_engine(p.engine);
-      // The GPU engine gives a reason per layer (cuDNN, its own kernel, or why the CPU runs it);
-      // on the CPU engine every layer runs there for the instance's reason.
-      const bool own = info.engine == "cuda" ? p.reason.empty() : p.engine == info.engine;
-      l->set_reason(own || p.reason.empty() ? info.reason : p.reason);
+      // The GPU engine gives a reason per layer (cuDNN, its own kernel, or why the CPU runs it)
+      // and leaves it empty where the instance's reason says it ("GPU 0 (cuDNN)"); the CPU
+      // engine's is the kernel and weights of each layer. Why the instance runs on the CPU at
+      // all is said once, in the instance's reason.
+      l->set_reason(p.reason.empty() ? info.reason : p.reason);
     }
   }
   return grpc::Status::OK;

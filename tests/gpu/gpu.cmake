@@ -15,3 +15,5 @@ endif()
 # Loads a model through the server's Servable on GPUs 0 and 1.
 rnnserve_test(gpu_multi_gpu_test gpu ${CMAKE_CURRENT_LIST_DIR}/gpu_multi_gpu_test.cc)
 target_link_libraries(gpu_multi_gpu_test PRIVATE rnnserve_server_lib)
+rnnserve_test(gpu_evaluate_logits_test gpu ${CMAKE_CURRENT_LIST_DIR}/gpu_evaluate_logits_test.cc)
+target_link_libraries(gpu_evaluate_logits_test PRIVATE rnnserve_server_lib)

@@ -74,6 +74,9 @@ class EvaluateTest : public ServerSuite<::testing::TestWithParam<std::string>> {
   }
 };
 
+// The test's name ends in the case's, the fixture folder's.
+std::string CaseName(const ::testing::TestParamInfo<std::string>& info) { return info.param; }
+
 TEST_P(EvaluateTest, EvaluateMatchesKerasModelEvaluate) {
   const Case c = LoadCase(GetParam());
   grpc::ClientContext ctx;
@@ -106,12 +109,29 @@ INSTANTIATE_TEST_SUITE_P(KerasFixtures, EvaluateTest,
                                            "sparse_categorical_logits_weighted", "categorical_topk",
                                            "binary_weighted", "binary_logits", "mse_regression",
                                            "mae_weighted", "mape", "msle", "huber", "log_cosh",
-                                           "sequence_mse_weighted"));
+                                           "sequence_mse_weighted"),
+                         CaseName);
 
 // Keras 3 .keras files: the loss and metrics come from config.json's compile_config.
 INSTANTIATE_TEST_SUITE_P(Keras3Fixtures, EvaluateTest,
                          ::testing::Values("keras3_mse_strings", "keras3_objects_weighted",
-                                           "keras3_sparse_logits", "keras3_binary_weighted"));
+                                           "keras3_sparse_logits", "keras3_binary_weighted"),
+                         CaseName);
+
+// Saturated softmax and sigmoid heads: Keras computes cross-entropy from the activation's
+// logits where the output comes straight from it, and from the clipped probabilities (in
+// float32) where a layer stands between (Keras 2's Dropout, TimeDistributed).
+INSTANTIATE_TEST_SUITE_P(
+    SaturatedKerasFixtures, EvaluateTest,
+    ::testing::Values("saturated_softmax_categorical", "saturated_softmax_layer_sparse_weighted",
+                      "saturated_sigmoid_binary", "saturated_sigmoid_layer_binary_weighted",
+                      "saturated_softmax_sequence_sparse", "saturated_dropout_softmax_sparse",
+                      "saturated_timedistributed_softmax_categorical",
+                      "keras3_saturated_bilstm_batchnorm_categorical",
+                      "keras3_saturated_softmax_sparse_weighted", "keras3_saturated_sigmoid_binary",
+                      "keras3_saturated_dropout_sigmoid_binary_weighted",
+                      "keras3_saturated_timedistributed_sigmoid_binary"),
+    CaseName);
 
 class EvaluateErrorsTest : public EvaluateTest {};
 

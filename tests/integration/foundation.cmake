@@ -13,6 +13,10 @@ rnnserve_test(evaluate_integration_test integration
   ${CMAKE_CURRENT_LIST_DIR}/evaluate_integration_test.cc)
 target_link_libraries(evaluate_integration_test PRIVATE rnnserve_server_process)
 
+rnnserve_test(load_log_integration_test integration
+  ${CMAKE_CURRENT_LIST_DIR}/load_log_integration_test.cc)
+target_link_libraries(load_log_integration_test PRIVATE rnnserve_server_process)
+
 rnnserve_test(repository_integration_test integration
   ${CMAKE_CURRENT_LIST_DIR}/repository_integration_test.cc)
 target_link_libraries(repository_integration_test PRIVATE rnnserve_server_process

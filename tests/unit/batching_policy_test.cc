@@ -26,6 +26,32 @@ server::batching::DynamicBatcherOptions OptionsOf(const std::string& text) {
   return o.ok() ? *o : server::batching::DynamicBatcherOptions{};
 }
 
+TEST(BatchingConfigTest, DescriptionSaysTheQueueDelayIsUnusedWithoutWaitWhenIdle) {
+  const std::string work_conserving = server::batching::DescribeForming(
+      OptionsOf(R"pb(name: "m"
+                     max_batch_size: 8
+                     dynamic_batching { max_queue_delay_microseconds: 500 })pb"));
+  EXPECT_EQ(work_conserving,
+            "dynamic batching up to 8 sequences, work-conserving (a free instance takes what is "
+            "queued at once); max_queue_delay_microseconds and preferred_batch_size are unused "
+            "without wait_for_delay_when_idle");
+  EXPECT_EQ(work_conserving.find("500"), std::string::npos) << work_conserving;
+  EXPECT_EQ(server::batching::DescribeForming(OptionsOf(R"pb(name: "m"
+                                                             max_batch_size: 8
+                                                             dynamic_batching {})pb")),
+            "dynamic batching up to 8 sequences, work-conserving (a free instance takes what is "
+            "queued at once)");
+  EXPECT_EQ(server::batching::DescribeForming(OptionsOf(R"pb(name: "m"
+                                                             max_batch_size: 8
+                                                             dynamic_batching {
+                                                               max_queue_delay_microseconds: 500
+                                                               preferred_batch_size: [ 4, 8 ]
+                                                               wait_for_delay_when_idle: true
+                                                             })pb")),
+            "dynamic batching up to 8 sequences, a free instance waits up to 500 us for a full "
+            "batch or one of 4, 8 sequences");
+}
+
 TEST(BatchingConfigTest, WorkConservingUnlessTheConfigAsksToWaitWhenIdle) {
   EXPECT_FALSE(OptionsOf(R"pb(name: "m"
                               max_batch_size: 8

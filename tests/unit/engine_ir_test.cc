@@ -1,6 +1,7 @@
 #include "engine/ir.h"
 
 #include "engine/engine.h"
+#include "engine/no_cuda_reason.h"
 #include "engine/ops/activation.h"
 #include "gtest/gtest.h"
 
@@ -78,6 +79,21 @@ TEST(CpuEngine, CompileRejectsUnsupportedLayerByNameAndClass) {
   ASSERT_FALSE(compiled.ok());
   EXPECT_NE(compiled.status().message().find("attention_1"), std::string::npos);
   EXPECT_NE(compiled.status().message().find("Attention"), std::string::npos);
+}
+
+// What a CPU host's user reads for why no GPU runs their model: plain words, then CUDA's.
+TEST(NoCudaDeviceReasonTest, SaysPlainlyThatThereIsNoDriverThenWhatCudaSaid) {
+  EXPECT_EQ(
+      NoCudaDeviceReason("CUDA driver version is insufficient for CUDA runtime version", 0, 13000),
+      "no CUDA device: no NVIDIA driver found (CUDA runtime: CUDA driver version is "
+      "insufficient for CUDA runtime version)");
+  EXPECT_EQ(NoCudaDeviceReason("CUDA driver version is insufficient for CUDA runtime version",
+                               12020, 13000),
+            "no CUDA device: the NVIDIA driver supports CUDA 12.2; this build needs 13.0 (CUDA "
+            "runtime: CUDA driver version is insufficient for CUDA runtime version)");
+  EXPECT_EQ(NoCudaDeviceReason("no CUDA-capable device is detected", 13000, 13000),
+            "no CUDA device (CUDA runtime: no CUDA-capable device is detected)");
+  EXPECT_EQ(NoCudaDeviceReason("", 13000, 13000), "no CUDA device");
 }
 
 }  // namespace

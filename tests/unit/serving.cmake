@@ -27,3 +27,6 @@ rnnserve_test(limits_test unit ${CMAKE_CURRENT_LIST_DIR}/limits_test.cc)
 target_link_libraries(limits_test PRIVATE rnnserve_server_lib)
 rnnserve_test(readiness_test unit ${CMAKE_CURRENT_LIST_DIR}/readiness_test.cc)
 target_link_libraries(readiness_test PRIVATE rnnserve_server_lib)
+rnnserve_test(evaluate_keras_logits_test unit
+  ${CMAKE_CURRENT_LIST_DIR}/evaluate_keras_logits_test.cc)
+target_link_libraries(evaluate_keras_logits_test PRIVATE rnnserve_server_lib)
