@@ -143,6 +143,7 @@ int Metadata(const MetadataFlags& f) {
       }
       out["instances"].push_back({{"engine", inst.engine()},
                                   {"kind", inst.kind()},
+                                  {"reason", inst.reason()},
                                   {"memory_bytes", inst.scratch_bytes()},
                                   {"layers", layers}});
     }
@@ -166,8 +167,9 @@ int Metadata(const MetadataFlags& f) {
   }
   for (int i = 0; i < meta->instances_size(); ++i) {
     const auto& inst = meta->instances(i);
-    std::printf("  instance %d: %s engine (%s), %lld bytes\n", i, inst.engine().c_str(),
-                inst.kind().c_str(), static_cast<long long>(inst.scratch_bytes()));
+    std::printf("  instance %d: %s engine (%s), %lld bytes%s\n", i, inst.engine().c_str(),
+                inst.kind().c_str(), static_cast<long long>(inst.scratch_bytes()),
+                Reason(inst.reason()).c_str());
     for (const auto& l : inst.layers()) {
       std::printf("    %-20s %-5s %s\n", l.layer().c_str(), l.engine().c_str(), l.reason().c_str());
     }

@@ -89,6 +89,10 @@ TEST_F(CliCommandsTest, MetadataShowsStreamableAndSchedulerAsTheServerSays) {
   EXPECT_EQ(j.at("streamable_reason").get<std::string>(), meta->streamable_reason());
   EXPECT_EQ(j.at("scheduler").get<std::string>(), meta->scheduler());
   EXPECT_EQ(j.at("scheduler_reason").get<std::string>(), meta->scheduler_reason());
+  // Why each instance runs on its engine (on a host without a GPU: that there is none).
+  ASSERT_EQ(j.at("instances").size(), static_cast<size_t>(meta->instances_size()));
+  ASSERT_FALSE(meta->instances(0).reason().empty());
+  EXPECT_EQ(j.at("instances")[0].at("reason").get<std::string>(), meta->instances(0).reason());
 
   ASSERT_EQ(RunCommand({RNNSERVE_CLI_BIN, "metadata", "--server", server()->address(), "--model",
                         "waveform_lstm"},
@@ -97,6 +101,7 @@ TEST_F(CliCommandsTest, MetadataShowsStreamableAndSchedulerAsTheServerSays) {
       << log;
   EXPECT_NE(log.find("scheduler " + meta->scheduler()), std::string::npos) << log;
   EXPECT_NE(log.find("streaming yes"), std::string::npos) << log;
+  EXPECT_NE(log.find(meta->instances(0).reason()), std::string::npos) << log;
 }
 
 // `rnnserve inspect --json`'s output shapes: batch and time axes dynamic (-1), the others as
