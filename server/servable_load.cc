@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "engine/cpu/panel_gemm.h"
 #include "engine/cpu/quant_gemm.h"
+#include "engine/lengths_rewrite.h"
 #include "models/model_loader.h"
 #include "server/batch_util.h"
 #include "server/batching/batching_config.h"
@@ -106,6 +107,10 @@ absl::StatusOr<std::unique_ptr<Servable>> Servable::FromModel(engine::Model mode
 absl::StatusOr<std::unique_ptr<Servable>> Servable::Build(std::unique_ptr<Servable> s,
                                                           absl::Time load_started) {
   s->streamable_ = CheckStreamable(s->model_);
+  engine::LengthsRewrite lengths = engine::RewriteForLengths(s->model_);
+  s->lengths_ = {.honored = std::move(lengths.honored),
+                 .sequence_inputs = std::move(lengths.sequence_inputs),
+                 .time_major = lengths.time_major};
   if (auto st = s->BuildInputSignature(); !st.ok()) return st;
   s->masking_ = "keras";
   for (const engine::Layer& l : s->model_.layers) {

@@ -20,7 +20,7 @@ std::string TensorOpName(TensorOpKind kind) {
       "Max",          "MatMul",    "Gemm",       "Activation", "Neg",       "Abs",
       "Sqrt",         "Exp",       "Log",        "Reciprocal", "Softmax",   "LogSoftmax",
       "Flatten",      "Split",     "ReduceMean", "ReduceSum",  "ReduceMax", "Range",
-      "AttachLengths"};
+      "AttachLengths", "AttachRequestLengths", "GatherAtLengths", "ZeroPastLengths"};
   const size_t i = static_cast<size_t>(kind);
   return i < std::size(kNames) ? kNames[i] : "?";
 }
@@ -144,11 +144,19 @@ absl::Status EvalTensorOp(const TensorOpSpec& spec, absl::Span<const Tensor* con
       return Reduce(spec, x, out);
     case TensorOpKind::kRange:
       return Range(spec, in, out);
+    case TensorOpKind::kAttachRequestLengths:
+    case TensorOpKind::kGatherAtLengths:
+    case TensorOpKind::kZeroPastLengths:
+      return EvalLengthsOp(spec, x, {}, out);
   }
   return Bad(spec.kind, "unknown op");
 }
 
 absl::Status RunTensorOp(const TensorOpSpec& spec, const Layer& layer, std::vector<Value>* values) {
+  if (spec.kind == TensorOpKind::kAttachRequestLengths ||
+      spec.kind == TensorOpKind::kGatherAtLengths || spec.kind == TensorOpKind::kZeroPastLengths) {
+    return RunLengthsOp(spec, layer, values);
+  }
   std::vector<const Tensor*> operands;
   size_t next = 0;
   for (const TensorOperand& op : spec.operands) {

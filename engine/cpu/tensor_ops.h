@@ -38,4 +38,12 @@ absl::Status EvalTensorOp(const TensorOpSpec& spec, absl::Span<const Tensor* con
 // a [B, T, ...] operand 0).
 absl::Status RunTensorOp(const TensorOpSpec& spec, const Layer& layer, std::vector<Value>* values);
 
+// kAttachRequestLengths, kGatherAtLengths, kZeroPastLengths (engine/ir.h) of x under the
+// request's `lengths` (empty: none given). EvalTensorOp runs them without lengths.
+absl::Status EvalLengthsOp(const TensorOpSpec& spec, const Tensor& x,
+                           absl::Span<const int32_t> lengths, Tensor* out);
+// The same as a layer: lengths from the layer's input 1 (a sequence model input); for
+// kAttachRequestLengths the output carries the shorter, per sequence, of those and input 0's.
+absl::Status RunLengthsOp(const TensorOpSpec& spec, const Layer& layer, std::vector<Value>* values);
+
 }  // namespace rnnserve::engine::cpu

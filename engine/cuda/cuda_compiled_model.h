@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -27,6 +28,7 @@
 #include "engine/cuda/fused_rnn.h"
 #include "engine/cuda/pinned_pool.h"
 #include "engine/engine.h"
+#include "engine/lengths_rewrite.h"
 #include "engine/slot_states.h"
 
 namespace rnnserve::engine::cuda {
@@ -60,8 +62,13 @@ struct LayerPlan {
 
 class CudaCompiledModel final : public CompiledModel, public SlotStatesProvider {
  public:
-  CudaCompiledModel(const Model& model, const CompileOptions& options, int device)
-      : model_(model), options_(options), device_(device) {}
+  CudaCompiledModel(LengthsRewrite rewrite, const CompileOptions& options, int device)
+      : model_(std::move(rewrite.model)),
+        lengths_honored_(std::move(rewrite.honored)),
+        sequence_inputs_(std::move(rewrite.sequence_inputs)),
+        time_major_(rewrite.time_major),
+        options_(options),
+        device_(device) {}
   ~CudaCompiledModel() override;
 
   absl::Status Init();
@@ -233,7 +240,11 @@ class CudaCompiledModel final : public CompiledModel, public SlotStatesProvider 
   absl::Status RunEmbedding(const Layer& layer, const EmbeddingSpec& spec, LayerPlan& plan);
   absl::Status RunCpuLayer(const Layer& layer);
 
-  const Model model_;
+  const Model model_;  // with the lengths ops put in (engine/lengths_rewrite.h)
+  // OK, or why a batch with lengths is refused; which inputs the lengths describe.
+  const absl::Status lengths_honored_;
+  const std::vector<bool> sequence_inputs_;
+  const bool time_major_;
   const CompileOptions options_;
   const int device_;
   cudaStream_t stream_ = nullptr;

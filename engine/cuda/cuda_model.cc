@@ -236,11 +236,12 @@ absl::Status CudaCompiledModel::Run(const Batch& batch, std::vector<Tensor>* out
     return absl::InvalidArgumentError(
         absl::StrCat("expected ", model_.inputs.size(), " inputs, got ", batch.inputs.size()));
   }
+  if (!batch.lengths.empty() && !lengths_honored_.ok()) return lengths_honored_;
   for (size_t i = 0; i < batch.inputs.size(); ++i) {
     const Tensor& t = batch.inputs[i];
-    if (!batch.lengths.empty() && t.rank() >= 2) {
+    if (!batch.lengths.empty() && sequence_inputs_[i]) {
       RNNSERVE_RETURN_IF_ERROR(
-          CheckLengths(batch.lengths, t.dim(0), t.dim(1),
+          CheckLengths(batch.lengths, t.dim(time_major_ ? 1 : 0), t.dim(time_major_ ? 0 : 1),
                        absl::StrCat("input '", model_.inputs[i].name, "': lengths")));
     }
   }
@@ -288,7 +289,7 @@ absl::Status CudaCompiledModel::EnqueueBatch(const Batch& batch) {
     v.host_valid = true;
     v.dtype = t.dtype();
     v.shape = t.shape();
-    if (!batch.lengths.empty() && t.rank() >= 2) v.lengths = batch.lengths;
+    if (!batch.lengths.empty() && sequence_inputs_[i]) v.lengths = batch.lengths;
   }
   if (slots_ != nullptr) {  // the rows' slots (SlotStates::Run), with the inputs
     const size_t bytes = slots_->rows->size() * sizeof(int32_t);
@@ -641,7 +642,9 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> CompileForGpu(const Model& model,
                                                              const CompileOptions& options,
                                                              int device) {
   RNNSERVE_RETURN_IF_ERROR(model.Validate());
-  auto compiled = std::make_unique<CudaCompiledModel>(model, options, device);
+  LengthsRewrite rewrite = RewriteForLengths(model);
+  RNNSERVE_RETURN_IF_ERROR(rewrite.model.Validate());
+  auto compiled = std::make_unique<CudaCompiledModel>(std::move(rewrite), options, device);
   RNNSERVE_RETURN_IF_ERROR(compiled->Init());
   return std::unique_ptr<CompiledModel>(std::move(compiled));
 }

@@ -8,3 +8,5 @@ rnnserve_test(onnx_fixtures_test conformance ${CMAKE_CURRENT_LIST_DIR}/onnx_fixt
 foreach(t keras_conformance_test keras_real_test onnx_backend_test onnx_fixtures_test)
   rnnserve_cpu_kernel_runs(${t} conformance)
 endforeach()
+# Per-sequence lengths on PyTorch exports without sequence_lens (CPU; the GPU half is in tests/gpu).
+rnnserve_test(torch_lengths_test conformance ${CMAKE_CURRENT_LIST_DIR}/torch_lengths_test.cc)
