@@ -77,9 +77,9 @@ class Rewriter {
 
 void Rewriter::Refuse(const Layer& layer, const std::string& why) {
   if (!honored_.ok()) return;
-  honored_ = absl::InvalidArgumentError(absl::StrCat(
-      "lengths: the model cannot apply per-sequence lengths: layer '", layer.name, "' (",
-      layer.source_class, ") ", why, "; send whole sequences without lengths"));
+  honored_ = absl::InvalidArgumentError(
+      absl::StrCat("lengths: the model cannot apply per-sequence lengths: layer '", layer.name,
+                   "' (", layer.source_class, ") ", why, "; send whole sequences without lengths"));
 }
 
 int Rewriter::Attach(const Layer& layer, int value) {
@@ -110,8 +110,7 @@ void Rewriter::VisitTensorOp(Layer layer, const TensorOpSpec& op) {
       operands.push_back(nullptr);
     }
   }
-  OpVerdict v =
-      plan::ClassifyTensorOp(op, operands, static_cast<int>(layer.outputs.size()));
+  OpVerdict v = plan::ClassifyTensorOp(op, operands, static_cast<int>(layer.outputs.size()));
   if (!v.mixes.empty()) Refuse(layer, v.mixes);
   if (v.last_step && !op.operands.empty() &&
       op.operands[0].source == TensorOperand::Source::kInput) {
@@ -211,7 +210,7 @@ LengthsRewrite Rewriter::Run() {
     result.sequence_inputs.push_back(seq);
     // The engines carry the request's lengths beside a batch-first input for the layers that
     // read them (Keras masks); a time-major one has them only for the lengths ops.
-    info_[i] = !seq         ? SeqInfo::Exact(rank)
+    info_[i] = !seq          ? SeqInfo::Exact(rank)
                : time_major_ ? SeqInfo::Steps(rank, 1, 0)
                              : SeqInfo::Steps(rank, 0, 1, /*native=*/true);
     if (seq && source_ < 0) source_ = static_cast<int>(i);
@@ -235,9 +234,9 @@ LengthsRewrite Rewriter::Run() {
   for (size_t k = 0; k < out_.output_values.size(); ++k) {
     const SeqInfo& x = info_[out_.output_values[k]];
     if (x.kind == SeqInfo::Kind::kShape && honored_.ok()) {
-      honored_ = absl::InvalidArgumentError(absl::StrCat(
-          "lengths: the model cannot apply per-sequence lengths: output '", out_.outputs[k].name,
-          "' is computed from the padded length"));
+      honored_ = absl::InvalidArgumentError(
+          absl::StrCat("lengths: the model cannot apply per-sequence lengths: output '",
+                       out_.outputs[k].name, "' is computed from the padded length"));
     }
     if (x.steps() && in_.source_format == "onnx") ZeroOutput(k);
   }

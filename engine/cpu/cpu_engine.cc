@@ -74,8 +74,9 @@ absl::Status CpuCompiledModel::Run(const Batch& batch, std::vector<Tensor>* outp
     values[i].tensor = batch.inputs[i];
     if (!batch.lengths.empty() && sequence_inputs_[i]) {
       const Tensor& t = values[i].tensor;
-      if (auto st = CheckLengths(batch.lengths, t.dim(time_major_ ? 1 : 0), t.dim(time_major_ ? 0 : 1),
-                                 absl::StrCat("input '", model_.inputs[i].name, "': lengths"));
+      if (auto st =
+              CheckLengths(batch.lengths, t.dim(time_major_ ? 1 : 0), t.dim(time_major_ ? 0 : 1),
+                           absl::StrCat("input '", model_.inputs[i].name, "': lengths"));
           !st.ok()) {
         return st;
       }

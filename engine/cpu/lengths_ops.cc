@@ -89,8 +89,8 @@ absl::Status EvalLengthsOp(const TensorOpSpec& spec, const Tensor& x,
 absl::Status RunLengthsOp(const TensorOpSpec& spec, const Layer& layer,
                           std::vector<Value>* values) {
   if (layer.inputs.size() != 2 || layer.outputs.size() != 1 || spec.operands.size() != 2) {
-    return absl::InvalidArgumentError(absl::StrCat("layer '", layer.name, "': ",
-                                                   TensorOpName(spec.kind),
+    return absl::InvalidArgumentError(absl::StrCat("layer '", layer.name,
+                                                   "': ", TensorOpName(spec.kind),
                                                    " takes a value and a sequence input"));
   }
   const Value& x = (*values)[layer.inputs[0]];
@@ -104,8 +104,8 @@ absl::Status RunLengthsOp(const TensorOpSpec& spec, const Layer& layer,
     out.lengths = x.lengths.empty() ? request : x.lengths;
     if (!x.lengths.empty() && !request.empty()) {
       if (request.size() != x.lengths.size()) {
-        return absl::InvalidArgumentError(absl::StrCat("layer '", layer.name, "': ",
-                                                       request.size(), " lengths for a batch of ",
+        return absl::InvalidArgumentError(absl::StrCat("layer '", layer.name, "': ", request.size(),
+                                                       " lengths for a batch of ",
                                                        x.lengths.size()));
       }
       for (size_t b = 0; b < request.size(); ++b) {

@@ -211,8 +211,8 @@ OpVerdict Slice(const SeqInfo& data, const std::vector<const SeqInfo*>& in) {
     const int64_t n = static_cast<int64_t>(data.ints.size());
     auto clamp = [&](int64_t i) { return std::clamp<int64_t>(i < 0 ? i + n : i, 0, n); };
     const int64_t s = clamp((*starts)[0]), e = clamp((*ends)[0]);
-    return One(ShapeOf(std::vector<int64_t>(data.ints.begin() + s,
-                                            data.ints.begin() + std::max(s, e))));
+    return One(
+        ShapeOf(std::vector<int64_t>(data.ints.begin() + s, data.ints.begin() + std::max(s, e))));
   }
   if (!data.steps()) return One(SeqInfo::Exact(data.rank));
   if (!known || starts->size() != ends->size()) return Mixes("slices with runtime bounds");
@@ -356,8 +356,8 @@ OpVerdict MatMul(const SeqInfo& a, const SeqInfo& b) {
 OpVerdict Softmax(const TensorOpSpec& spec, const SeqInfo& x) {
   if (!x.steps()) return One(SeqInfo::Exact(x.rank));
   const int axis = Norm(spec.axis, x.rank);
-  const bool over = spec.coerce_2d ? (x.time >= axis || x.batch >= axis)
-                                   : (axis == x.time || axis == x.batch);
+  const bool over =
+      spec.coerce_2d ? (x.time >= axis || x.batch >= axis) : (axis == x.time || axis == x.batch);
   if (axis < 0 || over) return Mixes("normalises over the time or batch axis");
   return One(x);
 }
@@ -464,7 +464,7 @@ OpVerdict ClassifyTensorOp(const TensorOpSpec& spec, const std::vector<const Seq
           return Mixes("splits along the batch or time axis");
         }
       }
-      SeqInfo each = x.steps() ? SeqInfo::Steps(x.rank, x.batch, x.time)
+      SeqInfo each = x.steps()                ? SeqInfo::Steps(x.rank, x.batch, x.time)
                      : x.kind == Kind::kShape ? UnknownShape()
                                               : SeqInfo::Exact(x.rank);
       return {.outs = std::vector<SeqInfo>(std::max(num_outputs, 1), each)};

@@ -5,12 +5,12 @@
 // that mixes time steps refuses lengths naming the layer. The GPU half is
 // tests/gpu/gpu_torch_lengths_test.cc.
 
+#include "tests/support/torch_lengths.h"
 #include "engine/engine.h"
 #include "engine/lengths_rewrite.h"
 #include "gtest/gtest.h"
 #include "models/model_loader.h"
 #include "tests/support/fixtures.h"
-#include "tests/support/torch_lengths.h"
 
 namespace rnnserve {
 namespace {
@@ -24,9 +24,10 @@ TEST_P(TorchLengthsTest, MatchesPyTorchOnTruncatedRows) {
   EXPECT_TRUE(testing::TorchLengthsCaseMatches(**engine, GetParam(), 1e-5, 1e-6));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Torch, TorchLengthsTest, ::testing::ValuesIn(testing::TorchLengthsCases()),
-    [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(Torch, TorchLengthsTest, ::testing::ValuesIn(testing::TorchLengthsCases()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
 
 TEST(TorchLengths, EveryCaseIsThere) { EXPECT_GE(testing::TorchLengthsCases().size(), 12u); }
 

@@ -19,9 +19,10 @@ TEST_P(GpuTorchLengthsTest, MatchesPyTorchOnTruncatedRows) {
   EXPECT_TRUE(TorchLengthsCaseMatches(**engine, GetParam(), 1e-4, 1e-5, /*runs=*/3));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Torch, GpuTorchLengthsTest, ::testing::ValuesIn(TorchLengthsCases()),
-    [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(Torch, GpuTorchLengthsTest, ::testing::ValuesIn(TorchLengthsCases()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
 
 }  // namespace
 }  // namespace rnnserve::testing
