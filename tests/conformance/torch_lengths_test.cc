@@ -45,5 +45,27 @@ TEST(TorchLengths, RefusalIsKnownAtLoad) {
   EXPECT_TRUE(engine::RewriteForLengths(*ok).honored.ok());
 }
 
+// Keras files honour lengths through their masks; one that convolves over time before its
+// recurrent layer cannot (a padded step would leak into real ones), and now says so instead of
+// answering for the padded sequence.
+TEST(TorchLengths, KerasConvolutionOverTimeRefusesLengths) {
+  const std::string dir = testing::SourcePath("tests/fixtures/keras/Keras2Conv1DPooling/");
+  auto model = models::LoadModelFile(dir + "model.h5");
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto engine = engine::Engine::Create({});
+  ASSERT_TRUE(engine.ok());
+  auto compiled = (*engine)->Compile(*model, {});
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  engine::Batch batch;
+  batch.inputs.push_back(testing::ToFloatTensor(testing::LoadNpy(dir + "input_0.npy")));
+  std::vector<engine::Tensor> out;
+  ASSERT_TRUE((*compiled)->Run(batch, &out).ok());
+  batch.lengths.assign(batch.inputs[0].dim(0), 5);
+  const absl::Status s = (*compiled)->Run(batch, &out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("(Conv1D) convolves or pools over the time axis"), std::string::npos)
+      << s;
+}
+
 }  // namespace
 }  // namespace rnnserve
