@@ -397,14 +397,15 @@ absl::Status Servable::StartDynamic(const v1::ModelConfig& batching) {
   if (on_gpu && !config_.parameters().contains(batching::kMaxComputedStepsRatioParameter)) {
     options->max_computed_steps_ratio = batching::kGpuMaxComputedStepsRatio;
   }
-  if (!lengths_.honored.ok() && options->max_computed_steps_ratio != 1) {
+  const bool has_sequences = std::any_of(lengths_.sequence_inputs.begin(),
+                                         lengths_.sequence_inputs.end(), [](bool b) { return b; });
+  if (has_sequences && !lengths_.honored.ok() && options->max_computed_steps_ratio != 1) {
     // Padding a shorter sequence to a longer one's steps needs lengths, which this model
     // cannot honour: only sequences of one length share a batch.
     LogWarning(absl::StrCat("model ", name(), " v", version_,
                             ": batches only sequences of one length (max_computed_steps_ratio 1, "
                             "not ",
-                            options->max_computed_steps_ratio,
-                            "): ", lengths_.honored.message()));
+                            options->max_computed_steps_ratio, "): ", lengths_.honored.message()));
     options->max_computed_steps_ratio = 1;
   }
   auto batcher = batching::DynamicBatcher::Create(*options, InstancePointers());

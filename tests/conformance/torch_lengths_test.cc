@@ -49,8 +49,8 @@ TEST(TorchLengths, RefusalIsKnownAtLoad) {
 // recurrent layer cannot (a padded step would leak into real ones), and now says so instead of
 // answering for the padded sequence.
 TEST(TorchLengths, KerasConvolutionOverTimeRefusesLengths) {
-  const std::string dir = testing::SourcePath("tests/fixtures/keras/Keras2Conv1DPooling/");
-  auto model = models::LoadModelFile(dir + "model.h5");
+  const std::string dir = "tests/fixtures/keras/Keras2Conv1DPooling/";
+  auto model = models::LoadModelFile(testing::SourcePath(dir + "model.h5"));
   ASSERT_TRUE(model.ok()) << model.status();
   auto engine = engine::Engine::Create({});
   ASSERT_TRUE(engine.ok());
