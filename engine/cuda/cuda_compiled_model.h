@@ -239,6 +239,8 @@ class CudaCompiledModel final : public CompiledModel, public SlotStatesProvider 
   absl::Status RunDense(const Layer& layer, const DenseSpec& spec, LayerPlan& plan);
   absl::Status RunEmbedding(const Layer& layer, const EmbeddingSpec& spec, LayerPlan& plan);
   absl::Status RunCpuLayer(const Layer& layer);
+  // kGatherAtLengths, kZeroPastLengths on the device (cuda_model_lengths.cc).
+  absl::Status RunLengthsOp(const Layer& layer, const TensorOpSpec& op, const Batch& batch);
 
   const Model model_;  // with the lengths ops put in (engine/lengths_rewrite.h)
   // OK, or why a batch with lengths is refused; which inputs the lengths describe.
@@ -250,10 +252,11 @@ class CudaCompiledModel final : public CompiledModel, public SlotStatesProvider 
   cudaStream_t stream_ = nullptr;
   cudnnHandle_t cudnn_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
-  std::vector<LayerPlan> plans_;  // one per layer
-  std::vector<DevValue> values_;  // one per model value; reused across batches
-  DeviceBuffer lengths_dev_;      // [B] int32, the lengths of the recurrent layer running
-  DeviceBuffer step_mask_dev_;    // [B, T] uint8, its step mask when it has one
+  std::vector<LayerPlan> plans_;      // one per layer
+  std::vector<DevValue> values_;      // one per model value; reused across batches
+  DeviceBuffer lengths_dev_;          // [B] int32, the lengths of the recurrent layer running
+  DeviceBuffer request_lengths_dev_;  // [B] int32, the lengths of the lengths op running
+  DeviceBuffer step_mask_dev_;        // [B, T] uint8, its step mask when it has one
   // Slots for the layers run on the host (RunCpuLayer); empty between layers.
   std::vector<cpu::Value> host_values_;
   // Inputs and outputs in page-locked memory. Free blocks kept: the largest batch's inputs and

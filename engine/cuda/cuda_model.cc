@@ -223,6 +223,12 @@ absl::Status CudaCompiledModel::PlanLayer(const Layer& layer, LayerPlan* plan) {
         "host: the lengths it derives must be on the host for cuDNN's sequence descriptors";
     return absl::OkStatus();
   }
+  if (const auto* op = std::get_if<TensorOpSpec>(&layer.spec);
+      op != nullptr &&
+      (op->kind == TensorOpKind::kGatherAtLengths || op->kind == TensorOpKind::kZeroPastLengths)) {
+    plan->reason = "request-lengths kernel (the batch's lengths, re-read at graph replays)";
+    return absl::OkStatus();
+  }
   auto placed = PlanDeviceLayer(layer, stream_, &plan->device);
   if (!placed.ok()) return placed.status();
   plan->device_layer = placed->on_device;
@@ -413,6 +419,11 @@ Tensor CudaCompiledModel::NewHostTensor(DType dtype, Shape shape) const {
 absl::Status CudaCompiledModel::RunLayer(size_t index, const Batch& batch) {
   const Layer& layer = model_.layers[index];
   LayerPlan& plan = plans_[index];
+  if (const auto* op = std::get_if<TensorOpSpec>(&layer.spec);
+      op != nullptr &&
+      (op->kind == TensorOpKind::kGatherAtLengths || op->kind == TensorOpKind::kZeroPastLengths)) {
+    return RunLengthsOp(layer, *op, batch);
+  }
   if (plan.device_layer) {
     // Tensor ops may decide on the host from INT64 operands' values.
     // Tensor ops decide on the host from INT64 operands there: a graph may bake those in only
@@ -625,7 +636,7 @@ std::vector<LayerPlacement> CudaCompiledModel::placements() const {
 }
 
 int64_t CudaCompiledModel::memory_bytes() const {
-  size_t bytes = lengths_dev_.bytes() + step_mask_dev_.bytes();
+  size_t bytes = lengths_dev_.bytes() + step_mask_dev_.bytes() + request_lengths_dev_.bytes();
   for (const LayerPlan& p : plans_) {
     if (p.rnn) bytes += p.rnn->memory_bytes();
     if (p.fused) bytes += p.fused->memory_bytes();

@@ -53,7 +53,7 @@ bool HasDeviceForm(TensorOpKind kind) {
     case TensorOpKind::kShape:
     case TensorOpKind::kConstantOfShape:
     case TensorOpKind::kRange:
-    // The request's lengths live on the host: run beside them (engine/cpu/lengths_ops.cc).
+    // The compiled model runs these itself (cuda_model_lengths.cc), with the batch's lengths.
     case TensorOpKind::kGatherAtLengths:
     case TensorOpKind::kZeroPastLengths:
       return false;
