@@ -173,6 +173,16 @@ std::string TensorOpName(TensorOpKind kind) {
       "Sqrt",         "Exp",       "Log",        "Reciprocal", "Softmax",   "LogSoftmax",
       "Flatten",      "Split",     "ReduceMean", "ReduceSum",  "ReduceMax", "Range",
       "AttachLengths"};
+  switch (kind) {  // the request-lengths ops (engine/lengths_rewrite.h)
+    case TensorOpKind::kAttachRequestLengths:
+      return "AttachRequestLengths";
+    case TensorOpKind::kGatherAtLengths:
+      return "GatherAtLengths";
+    case TensorOpKind::kZeroPastLengths:
+      return "ZeroPastLengths";
+    default:
+      break;
+  }
   const size_t i = static_cast<size_t>(kind);
   return i < std::size(kNames) ? kNames[i] : "?";
 }

@@ -265,6 +265,19 @@ enum class TensorOpKind {
   // Operand 0 flows through; operand 1 (int, [B]) becomes its per-sequence lengths, which a
   // following recurrent layer reads (ONNX sequence_lens).
   kAttachLengths,
+  // The request's lengths (Batch::lengths), put in by engine/lengths_rewrite.h; operand 1 is
+  // always a sequence model input, whose per-sequence lengths are the request's (none when the
+  // request gives none). Each op reads the lengths beside operand 1, not its data.
+  // Operand 0 [B, T, ...] flows through carrying the request's lengths (the shorter of them
+  // and the ones it already carries, per sequence), as a recurrent layer reads them.
+  kAttachRequestLengths,
+  // Operand 0 with its time axis (`axis`) taken at each sequence's last step: step
+  // lengths[b] - 1 of the sequence along batch axis ints[0] (step 0 for length 0; step T - 1
+  // without lengths). keep_dims keeps the time axis with size 1.
+  kGatherAtLengths,
+  // Operand 0 with the steps at or past each sequence's length (time axis `axis`, batch axis
+  // ints[0]) set to zero; unchanged without lengths.
+  kZeroPastLengths,
 };
 
 std::string TensorOpName(TensorOpKind kind);

@@ -11,6 +11,12 @@
 // and its per-step outputs are zero. That is also what Keras gives for a sequence whose every
 // step is masked (Masking, mask_zero): the output repeats the initial (zero) output and the
 // state carries through unchanged. A negative length, or one past T, is INVALID_ARGUMENT.
+//
+// What lengths mean for a whole model (each sequence's answer is the framework's on the
+// sequence truncated to its length, or the model refuses lengths naming the layer) is
+// engine/lengths_rewrite.h. There a length-0 sequence read at its last step (PyTorch's
+// `out[:, -1]` after a recurrent layer) reads the layer's zero output: its initial state when
+// that is zero, as it is unless the graph gives one.
 
 #include <cstdint>
 

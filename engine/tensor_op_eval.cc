@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "engine/ops/lengths_ops.h"
 #include "engine/ops/tensor_op_kernels.h"
 #include "engine/plan/tensor_op_plans.h"
 
@@ -125,6 +126,10 @@ absl::Status EvaluateTensorOp(const TensorOpSpec& spec, absl::Span<const Tensor*
       return Reduce(spec, x, out);
     case TensorOpKind::kRange:
       return Range(spec, in, out);
+    case TensorOpKind::kAttachRequestLengths:
+    case TensorOpKind::kGatherAtLengths:
+    case TensorOpKind::kZeroPastLengths:
+      return EvalLengthsOp(spec, x, {}, out);
   }
   return Bad(spec.kind, "unknown op");
 }

@@ -1,5 +1,6 @@
 #include "server/request_validation.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -107,6 +108,19 @@ absl::StatusOr<engine::Batch> ValidatePredict(const v1::PredictRequest& request,
       if (absl::Status f = CheckFinite(*tensor, what); !f.ok()) return f;
     }
     batch.inputs.push_back(std::move(*tensor));
+  }
+  if (!request.lengths().empty()) {
+    // Refused at the edge by a model that cannot honour lengths (the reason names the layer);
+    // otherwise they describe its sequence inputs, [B, T, ...] or time-major [T, B, ...].
+    const Servable::LengthsSupport& support = servable.lengths();
+    if (!support.honored.ok()) return support.honored;
+    T = -1;
+    for (size_t i = 0; i < batch.inputs.size() && i < support.sequence_inputs.size(); ++i) {
+      if (!support.sequence_inputs[i]) continue;
+      const engine::Tensor& t = batch.inputs[i];
+      B = t.dim(support.time_major ? 1 : 0);
+      T = std::max(T, t.dim(support.time_major ? 0 : 1));
+    }
   }
   // The engines' rule (engine/lengths.h): B lengths, each in [0, T]; 0 is an empty sequence.
   if (auto st = engine::CheckLengths(request.lengths(), B, T); !st.ok()) return st;

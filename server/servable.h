@@ -144,6 +144,15 @@ class Servable : public std::enable_shared_from_this<Servable> {
   // OK when StreamPredict can run the model chunk by chunk (only causal layers); otherwise the
   // reason, naming the layer.
   const absl::Status& streamable() const { return streamable_; }
+  // Whether the model honours per-sequence lengths (engine/lengths_rewrite.h): OK, or the
+  // INVALID_ARGUMENT naming the layer that cannot, for a request with lengths; which inputs the
+  // lengths describe, and whether those are time-major [T, B, ...].
+  struct LengthsSupport {
+    absl::Status honored;
+    std::vector<bool> sequence_inputs;
+    bool time_major = false;
+  };
+  const LengthsSupport& lengths() const { return lengths_; }
   bool HasRecurrentLayer(const std::string& name) const;
   // How the model was compiled, when the file says (Keras training_config).
   const std::optional<models::TrainingConfig>& training_config() const { return training_; }
@@ -268,6 +277,7 @@ class Servable : public std::enable_shared_from_this<Servable> {
   std::string masking_;
   std::optional<models::TrainingConfig> training_;
   absl::Status streamable_;
+  LengthsSupport lengths_;
   engine::Model model_;
   std::vector<TensorSignature> inputs_;
   std::vector<TensorSignature> outputs_;

@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "engine/engine.h"
+#include "engine/lengths_rewrite.h"
 #include "models/model_loader.h"
 #include "server/batch_layout.h"
 #include "server/batch_util.h"
@@ -126,6 +127,12 @@ absl::StatusOr<std::unique_ptr<Servable>> Servable::FromModel(engine::Model mode
 
 absl::StatusOr<std::unique_ptr<Servable>> Servable::Build(std::unique_ptr<Servable> s,
                                                           absl::Time load_started) {
+  // Lengths as clients send them: against the file's layout (the engines check them again on
+  // the model they compile).
+  engine::LengthsRewrite lengths = engine::RewriteForLengths(s->model_);
+  s->lengths_ = {.honored = std::move(lengths.honored),
+                 .sequence_inputs = std::move(lengths.sequence_inputs),
+                 .time_major = lengths.time_major};
   if (auto st = s->BuildInputSignature(); !st.ok()) return st;
   // From here on the model runs batch first; clients keep the file's layout.
   for (const TensorSignature& in : s->inputs_) s->input_batch_axes_.push_back(in.batch_axis);
@@ -459,6 +466,17 @@ absl::Status Servable::StartDynamic(const v1::ModelConfig& batching) {
                                   [](const InstanceInfo& i) { return i.kind == "KIND_GPU"; });
   if (on_gpu && !config_.parameters().contains(batching::kMaxComputedStepsRatioParameter)) {
     options->max_computed_steps_ratio = batching::kGpuMaxComputedStepsRatio;
+  }
+  const bool has_sequences = std::any_of(lengths_.sequence_inputs.begin(),
+                                         lengths_.sequence_inputs.end(), [](bool b) { return b; });
+  if (has_sequences && !lengths_.honored.ok() && options->max_computed_steps_ratio != 1) {
+    // Padding a shorter sequence to a longer one's steps needs lengths, which this model
+    // cannot honour: only sequences of one length share a batch.
+    LogWarning(absl::StrCat("model ", name(), " v", version_,
+                            ": batches only sequences of one length (max_computed_steps_ratio 1, "
+                            "not ",
+                            options->max_computed_steps_ratio, "): ", lengths_.honored.message()));
+    options->max_computed_steps_ratio = 1;
   }
   auto batcher = batching::DynamicBatcher::Create(*options, InstancePointers());
   if (!batcher.ok()) return batcher.status();

@@ -19,6 +19,7 @@
 #include "engine/cpu/quant_gemm.h"
 #include "engine/cpu/recurrent.h"
 #include "engine/lengths.h"
+#include "engine/lengths_rewrite.h"
 #include "engine/plan/layer_plans.h"
 
 namespace rnnserve::engine::cpu {
@@ -26,9 +27,14 @@ namespace {
 
 class CpuCompiledModel final : public CompiledModel {
  public:
-  CpuCompiledModel(const Model& model, std::vector<std::unique_ptr<RecurrentKernel>> kernels,
+  CpuCompiledModel(LengthsRewrite rewrite, std::vector<std::unique_ptr<RecurrentKernel>> kernels,
                    int threads)
-      : model_(model), kernels_(std::move(kernels)), threads_(threads) {}
+      : model_(std::move(rewrite.model)),
+        lengths_honored_(std::move(rewrite.honored)),
+        sequence_inputs_(std::move(rewrite.sequence_inputs)),
+        time_major_(rewrite.time_major),
+        kernels_(std::move(kernels)),
+        threads_(threads) {}
 
   absl::Status Run(const Batch& batch, std::vector<Tensor>* outputs) override;
   std::string engine_name() const override { return "cpu"; }
@@ -40,7 +46,11 @@ class CpuCompiledModel final : public CompiledModel {
   absl::Status RunRecurrent(size_t index, const RecurrentSpec& rnn, const Batch& batch,
                             std::vector<Value>* values);
 
-  const Model model_;
+  const Model model_;  // with the lengths ops put in (engine/lengths_rewrite.h)
+  // OK, or why a batch with lengths is refused; which inputs the lengths describe.
+  const absl::Status lengths_honored_;
+  const std::vector<bool> sequence_inputs_;
+  const bool time_major_;
   // One kernel per layer; null for layers without one.
   const std::vector<std::unique_ptr<RecurrentKernel>> kernels_;
   // Threads of Eigen's GEMMs in Run. Set on the running thread (OpenMP's per-thread
@@ -58,13 +68,15 @@ absl::Status CpuCompiledModel::Run(const Batch& batch, std::vector<Tensor>* outp
     return absl::InvalidArgumentError(
         absl::StrCat("expected ", model_.inputs.size(), " inputs, got ", batch.inputs.size()));
   }
+  if (!batch.lengths.empty() && !lengths_honored_.ok()) return lengths_honored_;
   std::vector<Value> values(model_.num_values);
   for (size_t i = 0; i < batch.inputs.size(); ++i) {
     values[i].tensor = batch.inputs[i];
-    if (!batch.lengths.empty() && values[i].tensor.rank() >= 2) {
+    if (!batch.lengths.empty() && sequence_inputs_[i]) {
       const Tensor& t = values[i].tensor;
-      if (auto st = CheckLengths(batch.lengths, t.dim(0), t.dim(1),
-                                 absl::StrCat("input '", model_.inputs[i].name, "': lengths"));
+      if (auto st =
+              CheckLengths(batch.lengths, t.dim(time_major_ ? 1 : 0), t.dim(time_major_ ? 0 : 1),
+                           absl::StrCat("input '", model_.inputs[i].name, "': lengths"));
           !st.ok()) {
         return st;
       }
@@ -202,7 +214,10 @@ absl::Status ValidateLayer(const Layer& layer) {
 class CpuEngine final : public Engine {
  public:
   absl::StatusOr<std::unique_ptr<CompiledModel>> Compile(
-      const Model& model, const CompileOptions& options) const override {
+      const Model& original, const CompileOptions& options) const override {
+    if (auto s = original.Validate(); !s.ok()) return s;
+    LengthsRewrite rewrite = RewriteForLengths(original);
+    const Model& model = rewrite.model;
     if (auto s = model.Validate(); !s.ok()) return s;
     if (options.math_mode != MathMode::kFp32) {
       return absl::InvalidArgumentError("the CPU engine computes in FP32 only");
@@ -243,7 +258,8 @@ class CpuEngine final : public Engine {
         kernels[i] = std::move(*kernel);
       }
     }
-    return std::unique_ptr<CompiledModel>(new CpuCompiledModel(model, std::move(kernels), threads));
+    return std::unique_ptr<CompiledModel>(
+        new CpuCompiledModel(std::move(rewrite), std::move(kernels), threads));
   }
   std::string name() const override { return "cpu"; }
 };

@@ -16,6 +16,10 @@ namespace rnnserve::engine::cpu {
 using plan::AttachedLengths;
 
 absl::Status RunTensorOp(const TensorOpSpec& spec, const Layer& layer, std::vector<Value>* values) {
+  if (spec.kind == TensorOpKind::kAttachRequestLengths ||
+      spec.kind == TensorOpKind::kGatherAtLengths || spec.kind == TensorOpKind::kZeroPastLengths) {
+    return RunLengthsOp(spec, layer, values);
+  }
   std::vector<const Tensor*> operands;
   size_t next = 0;
   for (const TensorOperand& op : spec.operands) {

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -26,6 +27,7 @@
 #include "engine/cuda/pinned_pool.h"
 #include "engine/engine.h"
 #include "engine/host_fallback.h"
+#include "engine/lengths_rewrite.h"
 #include "engine/slot_states.h"
 
 namespace rnnserve::engine::cuda {
@@ -59,9 +61,15 @@ struct LayerPlan {
 
 class CudaCompiledModel final : public CompiledModel {
  public:
-  CudaCompiledModel(const Model& model, const CompileOptions& options, int device,
+  CudaCompiledModel(LengthsRewrite rewrite, const CompileOptions& options, int device,
                     std::shared_ptr<const HostFallback> host)
-      : model_(model), options_(options), device_(device), host_(std::move(host)) {}
+      : model_(std::move(rewrite.model)),
+        lengths_honored_(std::move(rewrite.honored)),
+        sequence_inputs_(std::move(rewrite.sequence_inputs)),
+        time_major_(rewrite.time_major),
+        options_(options),
+        device_(device),
+        host_(std::move(host)) {}
   ~CudaCompiledModel() override;
 
   absl::Status Init();
@@ -235,8 +243,14 @@ class CudaCompiledModel final : public CompiledModel {
   absl::Status RunDense(const Layer& layer, const DenseSpec& spec, LayerPlan& plan);
   absl::Status RunEmbedding(const Layer& layer, const EmbeddingSpec& spec, LayerPlan& plan);
   absl::Status RunCpuLayer(const Layer& layer);
+  // kGatherAtLengths, kZeroPastLengths on the device (cuda_model_lengths.cc).
+  absl::Status RunLengthsOp(const Layer& layer, const TensorOpSpec& op, const Batch& batch);
 
-  const Model model_;
+  const Model model_;  // with the lengths ops put in (engine/lengths_rewrite.h)
+  // OK, or why a batch with lengths is refused; which inputs the lengths describe.
+  const absl::Status lengths_honored_;
+  const std::vector<bool> sequence_inputs_;
+  const bool time_major_;
   const CompileOptions options_;
   const int device_;
   // The CPU engine's kernels, for the layers and batches placed on the host (never null).
@@ -244,10 +258,11 @@ class CudaCompiledModel final : public CompiledModel {
   cudaStream_t stream_ = nullptr;
   cudnnHandle_t cudnn_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
-  std::vector<LayerPlan> plans_;  // one per layer
-  std::vector<DevValue> values_;  // one per model value; reused across batches
-  DeviceBuffer lengths_dev_;      // [B] int32, the lengths of the recurrent layer running
-  DeviceBuffer step_mask_dev_;    // [B, T] uint8, its step mask when it has one
+  std::vector<LayerPlan> plans_;      // one per layer
+  std::vector<DevValue> values_;      // one per model value; reused across batches
+  DeviceBuffer lengths_dev_;          // [B] int32, the lengths of the recurrent layer running
+  DeviceBuffer request_lengths_dev_;  // [B] int32, the lengths of the lengths op running
+  DeviceBuffer step_mask_dev_;        // [B, T] uint8, its step mask when it has one
   // Slots for the layers run on the host (RunCpuLayer); empty between layers.
   std::vector<HostValue> host_values_;
   // Inputs and outputs in page-locked memory. Free blocks kept: the largest batch's inputs and

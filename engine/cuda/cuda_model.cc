@@ -218,6 +218,12 @@ absl::Status CudaCompiledModel::PlanLayer(const Layer& layer, LayerPlan* plan) {
         "host: the lengths it derives must be on the host for cuDNN's sequence descriptors";
     return absl::OkStatus();
   }
+  if (const auto* op = std::get_if<TensorOpSpec>(&layer.spec);
+      op != nullptr &&
+      (op->kind == TensorOpKind::kGatherAtLengths || op->kind == TensorOpKind::kZeroPastLengths)) {
+    plan->reason = "request-lengths kernel (the batch's lengths, re-read at graph replays)";
+    return absl::OkStatus();
+  }
   auto placed = PlanDeviceLayer(layer, stream_, &plan->device);
   if (!placed.ok()) return placed.status();
   plan->device_layer = placed->on_device;
@@ -231,11 +237,12 @@ absl::Status CudaCompiledModel::Run(const Batch& batch, std::vector<Tensor>* out
     return absl::InvalidArgumentError(
         absl::StrCat("expected ", model_.inputs.size(), " inputs, got ", batch.inputs.size()));
   }
+  if (!batch.lengths.empty() && !lengths_honored_.ok()) return lengths_honored_;
   for (size_t i = 0; i < batch.inputs.size(); ++i) {
     const Tensor& t = batch.inputs[i];
-    if (!batch.lengths.empty() && t.rank() >= 2) {
+    if (!batch.lengths.empty() && sequence_inputs_[i]) {
       RNNSERVE_RETURN_IF_ERROR(
-          CheckLengths(batch.lengths, t.dim(0), t.dim(1),
+          CheckLengths(batch.lengths, t.dim(time_major_ ? 1 : 0), t.dim(time_major_ ? 0 : 1),
                        absl::StrCat("input '", model_.inputs[i].name, "': lengths")));
     }
   }
@@ -283,7 +290,7 @@ absl::Status CudaCompiledModel::EnqueueBatch(const Batch& batch) {
     v.host_valid = true;
     v.dtype = t.dtype();
     v.shape = t.shape();
-    if (!batch.lengths.empty() && t.rank() >= 2) v.lengths = batch.lengths;
+    if (!batch.lengths.empty() && sequence_inputs_[i]) v.lengths = batch.lengths;
   }
   if (slots_ != nullptr) {  // the rows' slots (SlotStates::Run), with the inputs
     const size_t bytes = slots_->rows->size() * sizeof(int32_t);
@@ -407,6 +414,11 @@ Tensor CudaCompiledModel::NewHostTensor(DType dtype, Shape shape) const {
 absl::Status CudaCompiledModel::RunLayer(size_t index, const Batch& batch) {
   const Layer& layer = model_.layers[index];
   LayerPlan& plan = plans_[index];
+  if (const auto* op = std::get_if<TensorOpSpec>(&layer.spec);
+      op != nullptr &&
+      (op->kind == TensorOpKind::kGatherAtLengths || op->kind == TensorOpKind::kZeroPastLengths)) {
+    return RunLengthsOp(layer, *op, batch);
+  }
   if (plan.device_layer) {
     // Tensor ops may decide on the host from INT64 operands' values.
     // Tensor ops decide on the host from INT64 operands there: a graph may bake those in only
@@ -619,7 +631,7 @@ std::vector<LayerPlacement> CudaCompiledModel::placements() const {
 }
 
 int64_t CudaCompiledModel::memory_bytes() const {
-  size_t bytes = lengths_dev_.bytes() + step_mask_dev_.bytes();
+  size_t bytes = lengths_dev_.bytes() + step_mask_dev_.bytes() + request_lengths_dev_.bytes();
   for (const LayerPlan& p : plans_) {
     if (p.rnn) bytes += p.rnn->memory_bytes();
     if (p.fused) bytes += p.fused->memory_bytes();
@@ -637,7 +649,10 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> CompileForGpu(
     std::shared_ptr<const HostFallback> host) {
   if (host == nullptr) return absl::InvalidArgumentError("CompileForGpu needs a host fallback");
   RNNSERVE_RETURN_IF_ERROR(model.Validate());
-  auto compiled = std::make_unique<CudaCompiledModel>(model, options, device, std::move(host));
+  LengthsRewrite rewrite = RewriteForLengths(model);
+  RNNSERVE_RETURN_IF_ERROR(rewrite.model.Validate());
+  auto compiled =
+      std::make_unique<CudaCompiledModel>(std::move(rewrite), options, device, std::move(host));
   RNNSERVE_RETURN_IF_ERROR(compiled->Init());
   return std::unique_ptr<CompiledModel>(std::move(compiled));
 }

@@ -53,6 +53,9 @@ bool HasDeviceForm(TensorOpKind kind) {
     case TensorOpKind::kShape:
     case TensorOpKind::kConstantOfShape:
     case TensorOpKind::kRange:
+    // The compiled model runs these itself (cuda_model_lengths.cc), with the batch's lengths.
+    case TensorOpKind::kGatherAtLengths:
+    case TensorOpKind::kZeroPastLengths:
       return false;
     default:
       return true;
@@ -66,6 +69,7 @@ const char* DeviceFormOf(TensorOpKind kind) {
     case TensorOpKind::kReshape:
     case TensorOpKind::kFlatten:
     case TensorOpKind::kAttachLengths:
+    case TensorOpKind::kAttachRequestLengths:
     case TensorOpKind::kCast:
     case TensorOpKind::kConstant:
       return "device copy";
@@ -174,6 +178,7 @@ absl::StatusOr<bool> TensorOpRunner::Run() {
     case TensorOpKind::kConstant:
     case TensorOpKind::kCast:
     case TensorOpKind::kAttachLengths:
+    case TensorOpKind::kAttachRequestLengths:
     case TensorOpKind::kSqueeze:
     case TensorOpKind::kUnsqueeze:
     case TensorOpKind::kReshape:
@@ -280,6 +285,23 @@ absl::StatusOr<bool> TensorOpRunner::Copy() {
     auto attached = engine::plan::AttachedLengths(layer_.name, x.shape, *host_[1]);
     if (!attached.ok()) return attached.status();
     lengths = std::move(*attached);
+  } else if (spec_.kind == TensorOpKind::kAttachRequestLengths) {
+    // The shorter, per sequence, of the lengths operand 0 carries and the request's (those
+    // beside operand 1, a sequence model input), as engine/cpu/lengths_ops.cc.
+    const std::vector<int32_t>& own = value_[0]->lengths;
+    const std::vector<int32_t>& request = value_[1]->lengths;
+    lengths = own.empty() ? request : own;
+    if (!own.empty() && !request.empty()) {
+      if (own.size() != request.size()) {
+        return Bad(absl::InvalidArgumentError("the request's lengths do not match the batch"));
+      }
+      for (size_t b = 0; b < own.size(); ++b) lengths[b] = std::min(own[b], request[b]);
+    }
+    if (!lengths.empty() &&
+        (x.shape.size() < 2 || static_cast<int64_t>(lengths.size()) != x.shape[0] ||
+         *std::max_element(lengths.begin(), lengths.end()) > x.shape[1])) {
+      return Bad(absl::InvalidArgumentError("the lengths do not fit its input"));
+    }
   } else if (spec_.kind != TensorOpKind::kConstant && spec_.kind != TensorOpKind::kCast) {
     auto relabelled = engine::plan::RelabelShape(spec_, x.shape, host_);
     if (!relabelled.ok()) return Bad(relabelled.status());

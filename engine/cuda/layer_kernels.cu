@@ -208,6 +208,40 @@ __global__ void GatherKernel(const float* x, const int64_t* indices, float* out,
   }
 }
 
+// Output element i of [outer, o0, mid, o1, inner] (o0, o1: n0, n1 with the time one 1).
+__global__ void GatherAtLengthsKernel(const float* x, const int32_t* lengths, float* out,
+                                      int64_t outer, int64_t n0, int64_t mid, int64_t n1,
+                                      int64_t inner, bool time_first) {
+  const int64_t o0 = time_first ? 1 : n0, o1 = time_first ? n1 : 1;
+  RNNSERVE_GRID_LOOP(i, outer * o0 * mid * o1 * inner) {
+    int64_t rest = i;
+    const int64_t k = rest % inner;
+    rest /= inner;
+    const int64_t j1 = rest % o1;
+    rest /= o1;
+    const int64_t m = rest % mid;
+    rest /= mid;
+    const int64_t j0 = rest % o0;
+    const int64_t o = rest / o0;
+    const int64_t b = time_first ? j1 : j0;
+    const int64_t t = lengths[b] > 0 ? lengths[b] - 1 : 0;
+    const int64_t i0 = time_first ? t : j0, i1 = time_first ? j1 : t;
+    out[i] = x[(((o * n0 + i0) * mid + m) * n1 + i1) * inner + k];
+  }
+}
+
+__global__ void ZeroPastLengthsKernel(const float* x, const int32_t* lengths, float* out,
+                                      int64_t outer, int64_t n0, int64_t mid, int64_t n1,
+                                      int64_t inner, bool time_first) {
+  RNNSERVE_GRID_LOOP(i, outer * n0 * mid * n1 * inner) {
+    const int64_t rest = i / inner;
+    const int64_t i1 = rest % n1;
+    const int64_t i0 = (rest / (n1 * mid)) % n0;
+    const int64_t b = time_first ? i1 : i0, t = time_first ? i0 : i1;
+    out[i] = t < lengths[b] ? x[i] : 0.0f;
+  }
+}
+
 __global__ void ReduceKernel(const float* x, IndexMap kept, IndexMap reduced, int64_t count,
                              float* out, int64_t n, int op) {
   RNNSERVE_GRID_LOOP(o, n) {
@@ -311,6 +345,26 @@ cudaError_t LaunchGather(const float* x, const int64_t* indices, float* out, int
   const int64_t total = outer * ni * inner;
   if (total == 0) return cudaSuccess;
   GatherKernel<<<Blocks(total), kBlock, 0, stream>>>(x, indices, out, outer, n, ni, inner);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchGatherAtLengths(const float* x, const int32_t* lengths, float* out,
+                                  int64_t outer, int64_t n0, int64_t mid, int64_t n1,
+                                  int64_t inner, bool time_first, cudaStream_t stream) {
+  const int64_t total = outer * (time_first ? n1 : n0) * mid * inner;
+  if (total == 0) return cudaSuccess;
+  GatherAtLengthsKernel<<<Blocks(total), kBlock, 0, stream>>>(x, lengths, out, outer, n0, mid, n1,
+                                                               inner, time_first);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchZeroPastLengths(const float* x, const int32_t* lengths, float* out,
+                                  int64_t outer, int64_t n0, int64_t mid, int64_t n1,
+                                  int64_t inner, bool time_first, cudaStream_t stream) {
+  const int64_t total = outer * n0 * mid * n1 * inner;
+  if (total == 0) return cudaSuccess;
+  ZeroPastLengthsKernel<<<Blocks(total), kBlock, 0, stream>>>(x, lengths, out, outer, n0, mid, n1,
+                                                               inner, time_first);
   return cudaGetLastError();
 }
 

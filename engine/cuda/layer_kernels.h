@@ -77,6 +77,18 @@ cudaError_t LaunchUnary(const float* in, float* out, int64_t n, UnaryOp op, Devi
 cudaError_t LaunchGather(const float* x, const int64_t* indices, float* out, int64_t outer,
                          int64_t n, int64_t ni, int64_t inner, cudaStream_t stream);
 
+// The request-lengths ops (engine/ir.h kGatherAtLengths, kZeroPastLengths) over x viewed as
+// [outer, n0, mid, n1, inner], the batch and time axes at n0 and n1 (time first when
+// time_first); lengths [B] on the device. Gather: out = x with the time axis of size 1, holding
+// each sequence's step max(lengths[b] - 1, 0). Zero: out = x with the steps at or past each
+// sequence's length set to 0.
+cudaError_t LaunchGatherAtLengths(const float* x, const int32_t* lengths, float* out, int64_t outer,
+                                  int64_t n0, int64_t mid, int64_t n1, int64_t inner,
+                                  bool time_first, cudaStream_t stream);
+cudaError_t LaunchZeroPastLengths(const float* x, const int32_t* lengths, float* out, int64_t outer,
+                                  int64_t n0, int64_t mid, int64_t n1, int64_t inner,
+                                  bool time_first, cudaStream_t stream);
+
 enum class ReduceOp { kSum = 0, kMean, kMax };
 // out[o] = reduce over r of x[kept(o) + reduced(r)], accumulated in double; `count` is the
 // number of reduced elements (product of reduced.dim).

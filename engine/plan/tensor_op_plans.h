@@ -61,6 +61,19 @@ absl::Status CheckOperands(const TensorOpSpec& spec, absl::Span<const Tensor* co
 absl::StatusOr<std::vector<int32_t>> AttachedLengths(const std::string& layer, const Shape& x,
                                                      const Tensor& lens);
 
+// kGatherAtLengths, kZeroPastLengths: operand 0 of shape x viewed as
+// [outer, n0, mid, n1, inner] around its batch and time axes (n0 is the one that comes first),
+// and the lengths the op applies (T for each sequence when the request gives none; each checked
+// to be in [0, T]).
+struct LengthsOpPlan {
+  Shape out;
+  int64_t outer = 1, mid = 1, inner = 1, B = 0, T = 0;
+  bool time_first = false;  // the time axis comes before the batch axis
+  std::vector<int32_t> lengths;
+};
+absl::StatusOr<LengthsOpPlan> PlanLengthsOp(const TensorOpSpec& spec, const Shape& x,
+                                            absl::Span<const int32_t> lengths);
+
 // Squeeze, Unsqueeze, Reshape, Flatten: the output shape (the elements keep their order).
 // `in` as CheckOperands's operands; in[0] is not read (its shape is `x`).
 absl::StatusOr<Shape> RelabelShape(const TensorOpSpec& spec, const Shape& x,

@@ -86,9 +86,10 @@ int TensorOpOutputs(const TensorOpSpec& spec) {
 }
 
 absl::Status CheckOperands(const TensorOpSpec& spec, absl::Span<const Tensor* const> in) {
-  static constexpr int kMinOperands[] = {1, 1, 2, 1, 1, 1, 3, 1, 2, 2, 1, 1, 2, 2, 2, 2, 2, 2, 2,
-                                         2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 3, 2};
-  static_assert(std::size(kMinOperands) == static_cast<size_t>(TensorOpKind::kAttachLengths) + 1);
+  static constexpr int kMinOperands[] = {1, 1, 2, 1, 1, 1, 3, 1, 2, 2, 1, 1, 2, 2,
+                                         2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1,
+                                         1, 1, 1, 1, 1, 1, 1, 3, 2, 2, 2, 2};
+  static_assert(std::size(kMinOperands) == static_cast<size_t>(TensorOpKind::kZeroPastLengths) + 1);
   const int need = kMinOperands[static_cast<int>(spec.kind)];
   const bool variadic = spec.kind == TensorOpKind::kConcat;
   if (static_cast<int>(in.size()) < need) {

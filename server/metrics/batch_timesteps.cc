@@ -5,9 +5,17 @@ namespace rnnserve::server::metrics {
 Timesteps CountTimesteps(const engine::Batch& batch) {
   Timesteps t;
   if (batch.inputs.empty() || batch.inputs[0].shape().empty()) return t;
-  const engine::Tensor& first = batch.inputs[0];  // [B, T, ...], or [B, F] without time
+  const engine::Tensor& first = batch.inputs[0];
   t.batch_size = first.dim(0);
-  const int64_t T = first.shape().size() >= 3 ? first.dim(1) : 1;
+  // The time axis of the first sequence input: [B, T, F...] values or [B, T] token ids; a
+  // model whose inputs are all [B, F] values has none (one step per sequence).
+  int64_t T = 1;
+  for (const engine::Tensor& in : batch.inputs) {
+    if (in.rank() >= 3 || (in.rank() == 2 && in.dtype() == engine::DType::kInt64)) {
+      T = in.dim(1);
+      break;
+    }
+  }
   t.computed = t.batch_size * T;
   if (batch.lengths.empty()) {
     t.real = t.computed;

@@ -116,6 +116,8 @@ grpc::Status RnnServeService::ModelMetadata(grpc::ServerContext* context,
   response->set_masking(model.masking());
   response->set_streamable(model.streamable().ok());
   response->set_streamable_reason(std::string(model.streamable().message()));
+  response->set_lengths(model.lengths().honored.ok());
+  response->set_lengths_reason(std::string(model.lengths().honored.message()));
   response->set_scheduler(model.scheduler());
   response->set_scheduler_reason(model.scheduler_reason());
   for (const auto& sig : model.inputs()) FillInfo(sig, response->add_inputs());

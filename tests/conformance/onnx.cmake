@@ -10,3 +10,6 @@ rnnserve_test(torch_state_test conformance ${CMAKE_CURRENT_LIST_DIR}/torch_state
 foreach(t keras_conformance_test keras_real_test onnx_backend_test onnx_fixtures_test)
   rnnserve_cpu_kernel_runs(${t} conformance)
 endforeach()
+# Per-sequence lengths on PyTorch exports without sequence_lens (CPU; the GPU half is in tests/gpu).
+rnnserve_test(torch_lengths_test conformance ${CMAKE_CURRENT_LIST_DIR}/torch_lengths_test.cc)
+rnnserve_cpu_kernel_runs(torch_lengths_test conformance)

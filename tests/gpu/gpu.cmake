@@ -2,6 +2,7 @@
 rnnserve_test(gpu_engine_test gpu ${CMAKE_CURRENT_LIST_DIR}/gpu_engine_test.cc)
 rnnserve_test(gpu_conformance_test gpu ${CMAKE_CURRENT_LIST_DIR}/gpu_conformance_test.cc)
 rnnserve_test(gpu_torch_test gpu ${CMAKE_CURRENT_LIST_DIR}/gpu_torch_test.cc)
+rnnserve_test(gpu_torch_lengths_test gpu ${CMAKE_CURRENT_LIST_DIR}/gpu_torch_lengths_test.cc)
 rnnserve_test(gpu_layers_test gpu ${CMAKE_CURRENT_LIST_DIR}/gpu_layers_test.cc)
 if(RNNSERVE_HAVE_CUDA)
   # Pins engine-internal algorithms, so it needs the CUDA build's headers.

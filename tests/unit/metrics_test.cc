@@ -293,6 +293,24 @@ TEST(BatchTimestepsTest, LengthsCountRealStepsAndShapeCountsComputed) {
   EXPECT_EQ(t.computed, 15);
 }
 
+// An Embedding model's input: [B, T] token ids, every id a time step.
+TEST(BatchTimestepsTest, TokenIdsCountEveryStep) {
+  engine::Batch batch;
+  batch.inputs.push_back(engine::Tensor::Int64({8, 60}, std::vector<int64_t>(480, 1)));
+  Timesteps t = CountTimesteps(batch);
+  EXPECT_EQ(t.batch_size, 8);
+  EXPECT_EQ(t.computed, 8 * 60);
+  EXPECT_EQ(t.real, 8 * 60);
+  batch.lengths = {60, 1, 0, 10, 20, 30, 40, 50};
+  t = CountTimesteps(batch);
+  EXPECT_EQ(t.computed, 8 * 60);
+  EXPECT_EQ(t.real, 211);
+  // [B, F] values have no time axis: one step per sequence.
+  engine::Batch flat;
+  flat.inputs.push_back(engine::Tensor::Float({4, 16}));
+  EXPECT_EQ(CountTimesteps(flat).computed, 4);
+}
+
 TEST(ProcessMetricsTest, ReadsCpuResidentMemoryAndStartTimeFromProc) {
   ProcessStats s;
   ASSERT_TRUE(ReadProcessStats(&s));
