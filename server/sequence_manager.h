@@ -1,6 +1,7 @@
 #pragma once
 
-// Server-held state of stateful sequences (StreamPredict): for each live sequence, the final
+// The in-process state store (server/core/state_store.h) of stateful sequences: for each live
+// sequence, the final
 // states of every recurrent layer after its last chunk, so the next chunk continues from them.
 //
 // BEHAVIOUR
@@ -34,14 +35,11 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "engine/tensor.h"
+#include "server/core/state_store.h"
 
 namespace rnnserve::server {
 
-class Servable;
-
-using LayerStates = std::map<std::string, std::vector<engine::Tensor>>;
-
-class SequenceManager {
+class SequenceManager final : public core::StateStore {
  public:
   struct Options {
     std::function<absl::Time()> now = [] { return absl::Now(); };
@@ -53,37 +51,20 @@ class SequenceManager {
     // must be positive. The model's own max_sequences still caps all clients together.
     int max_sequences_per_client = 128;
   };
-  // Who sends a chunk. `owner` is what a sequence belongs to (a stream, or a caller identity);
-  // `client` is what the per-client quota counts (the caller identity: a hash of its token, or
-  // its peer address). Neither is ever a token itself.
-  struct Caller {
-    std::string owner;
-    std::string client;
-  };
-  // A model's limits (config.pbtxt sequence_batching; Limits() fills the defaults).
-  struct Limits {
-    absl::Duration max_idle = absl::Seconds(60);  // must be positive
-    int max_sequences = 1024;                     // must be positive
-  };
   static absl::StatusOr<std::unique_ptr<SequenceManager>> Create(Options options);
 
-  struct Lease {
-    std::shared_ptr<const Servable> servable;  // the version this sequence runs on
-    LayerStates states;                        // empty at start: zeros
-    int64_t steps = 0;                         // time steps the earlier chunks carried
-  };
   // Takes the sequence for one chunk. `servable` is used when the chunk starts the sequence.
   absl::StatusOr<Lease> Acquire(const std::string& model, uint64_t id, bool start,
                                 std::shared_ptr<const Servable> servable, const Limits& limits,
-                                const Caller& caller);
+                                const Caller& caller) override;
   // Gives the sequence back after its chunk: keeps `states` unless `end` (or `failed`), and
   // adds `steps_added` (the chunk's steps) to the sequence's count.
   void Release(const std::string& model, uint64_t id, LayerStates states, bool end, bool failed,
-               int64_t steps_added = 0);
+               int64_t steps_added = 0) override;
 
   // Ends every sequence `owner` holds that no chunk holds now (a closed stream); returns how
   // many.
-  int EndOwner(const std::string& owner);
+  int EndOwner(const std::string& owner) override;
 
   int live() const;
   // Drops sequences idle past max_idle; returns how many.
