@@ -34,6 +34,7 @@
 #include "server/model_check.h"
 #include "server/model_repository.h"
 #include "server/readiness.h"
+#include "server/sequence_manager.h"
 #include "server/services/health_service.h"
 #include "server/services/kserve/kserve_service.h"
 #include "server/services/rnnserve_service.h"
