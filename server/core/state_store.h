@@ -16,7 +16,8 @@
 //  - Release() ends the chunk: it puts the new states and adds the chunk's steps, or erases the
 //    sequence when the chunk ended it (`end`) or failed (`failed`). Every successful Acquire is
 //    followed by exactly one Release.
-//  - EndOwner() erases every sequence an owner holds that no chunk holds (a closed stream).
+//  - EndOwner() erases every sequence an owner holds that no chunk holds (a closed stream), and
+//    returns how many.
 
 #include <cstdint>
 #include <map>
