@@ -18,7 +18,6 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -95,21 +94,14 @@ absl::string_view BytesOf(const Values& values) {
   return {reinterpret_cast<const char*>(values.data()), values.size() * sizeof(*values.data())};
 }
 
-// A stateful sequence the request continues (KServe sequence_id, StreamPredict's sequence).
-struct Sequence {
-  uint64_t id = 0;
-  bool start = false;  // the first chunk: state starts from zero
-  bool end = false;    // the last chunk: state is released after it
-};
-
 struct Request {
   std::vector<InputView> inputs;  // keyed by model input name; a single-input model takes any
   std::vector<int32_t> lengths;   // per row; empty: every row is T long (engine/lengths.h)
   // Initial states of recurrent layers by layer name: per direction h then, for LSTM, c.
   std::map<std::string, std::vector<InputView>> initial_states;
   std::vector<std::string> output_filter;  // names; empty: every output
-  RunOptions options;
-  std::optional<Sequence> sequence;
+  // How it runs (deadline, priority, caller, where outputs go) is its RunOptions, and the
+  // stateful sequence it continues, if any, a core::Chunk (sequence_runner.h).
 };
 
 // What a request is checked against: the model's inputs (or a stream's, time axes free), its
