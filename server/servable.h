@@ -124,16 +124,13 @@ class Servable : public std::enable_shared_from_this<Servable> {
   // Whether the model honours per-sequence lengths (engine/lengths_rewrite.h): OK, or the
   // INVALID_ARGUMENT naming the layer that cannot, for a request with lengths; which inputs the
   // lengths describe, and whether those are time-major [T, B, ...].
-  struct LengthsSupport {
-    absl::Status honored;
-    std::vector<bool> sequence_inputs;
-    bool time_major = false;
-  };
+  using LengthsSupport = core::LengthsSupport;
   const LengthsSupport& lengths() const { return lengths_; }
   bool HasRecurrentLayer(const std::string& name) const;
   // What requests are validated against (server/core/request.h).
   core::Signature signature() const {
-    return {inputs_, outputs_, [this](const std::string& l) { return HasRecurrentLayer(l); }};
+    return {inputs_, outputs_, [this](const std::string& l) { return HasRecurrentLayer(l); },
+            &lengths_};
   }
   // How the model was compiled, when the file says (Keras training_config).
   const std::optional<models::TrainingConfig>& training_config() const { return training_; }

@@ -52,10 +52,10 @@ absl::Status CheckStreamWindow(const Servable& servable, const engine::Batch& ch
 absl::StatusOr<engine::Batch> ValidateStreamChunk(const core::Request& request,
                                                   const Servable& servable) {
   const StreamSignature stream = StreamSignatureOf(servable);
-  return core::Validate(request,
-                        {stream.inputs, servable.outputs(), [&servable](const std::string& layer) {
-                           return servable.HasRecurrentLayer(layer);
-                         }});
+  return core::Validate(
+      request, {stream.inputs, servable.outputs(),
+                [&servable](const std::string& layer) { return servable.HasRecurrentLayer(layer); },
+                &servable.lengths()});
 }
 
 }  // namespace rnnserve::server

@@ -104,12 +104,21 @@ struct Request {
   // stateful sequence it continues, if any, a core::Chunk (sequence_runner.h).
 };
 
+// Whether a model honours per-row lengths (else why, naming the layer), and which of its
+// inputs carry the time axis, [B, T, ...] or time-major [T, B, ...] (servable_load.cc).
+struct LengthsSupport {
+  absl::Status honored;
+  std::vector<bool> sequence_inputs;
+  bool time_major = false;
+};
+
 // What a request is checked against: the model's inputs (or a stream's, time axes free), its
 // outputs, and which layers are recurrent (initial states name them).
 struct Signature {
   const std::vector<TensorSignature>& inputs;
   const std::vector<TensorSignature>& outputs;
   std::function<bool(const std::string& layer)> is_recurrent_layer;
+  const LengthsSupport* lengths = nullptr;  // null: lengths describe axis 1 of every input
 };
 
 // The one edge validation: names, dtypes, shapes (batch axis first), lengths, finite values

@@ -137,10 +137,10 @@ absl::StatusOr<engine::Batch> Validate(const Request& request, const Signature& 
     }
     batch.inputs.push_back(std::move(*tensor));
   }
-  if (!request.lengths().empty()) {
+  if (!request.lengths.empty() && signature.lengths != nullptr) {
     // Refused at the edge by a model that cannot honour lengths (the reason names the layer);
     // otherwise they describe its sequence inputs, [B, T, ...] or time-major [T, B, ...].
-    const Servable::LengthsSupport& support = servable.lengths();
+    const LengthsSupport& support = *signature.lengths;
     if (!support.honored.ok()) return support.honored;
     T = -1;
     for (size_t i = 0; i < batch.inputs.size() && i < support.sequence_inputs.size(); ++i) {
