@@ -28,12 +28,13 @@ server_cpu_seconds() {
   awk -v hz="$(getconf CLK_TCK)" '{sub(/.*\) /, ""); print ($12 + $13) / hz}' "/proc/$1/stat"
 }
 
-# server_requests METRICS_PORT: the KServe ModelInfer calls the server has answered (any code).
+# server_requests METRICS_PORT [METHOD]: the calls of METHOD (default the KServe ModelInfer) the
+# server has answered (any code).
 server_requests() {
-  python3 - "$1" <<'PY'
+  python3 - "$1" "${2:-ModelInfer}" <<'PY'
 import sys, urllib.request
 text = urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics").read().decode()
 print(sum(float(l.rsplit(" ", 1)[1]) for l in text.splitlines()
-          if l.startswith("rnnserve_requests_total{") and 'method="ModelInfer"' in l))
+          if l.startswith("rnnserve_requests_total{") and f'method="{sys.argv[2]}"' in l))
 PY
 }

@@ -11,7 +11,8 @@ import statistics
 import sys
 
 METRICS = (("inferences_per_second", "throughput", "infer/s", "lower"),
-           ("server_cpu_us_per_request", "server CPU per request", "us", "higher"))
+           ("server_cpu_us_per_request", "server CPU per request", "us", "higher"),
+           ("p50_latency_us", "p50 latency", "us", "higher"))
 
 
 def bootstrap_median(values, reps=10000, seed=1):
@@ -29,17 +30,22 @@ def main():
     if not pairs:
         print("no complete pair")
         return 1
-    print("| round | A infer/s | B infer/s | B/A | A CPU us/req | B CPU us/req | B/A |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
+    print("| round | A infer/s | B infer/s | B/A | A CPU us/req | B CPU us/req | B/A "
+          "| A p50 us | B p50 us | B/A |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for rnd, a, b in pairs:
         cells = []
         for key, _, _, _ in METRICS:
+            if key not in a:  # runs.csv from before the p50 column
+                continue
             x, y = float(a[key]), float(b[key])
             cells += [f"{x:.1f}", f"{y:.1f}", f"{y / x:.3f}"]
         print(f"| {rnd} | " + " | ".join(cells) + " |")
     print()
     print(f"pairs: {len(pairs)}")
     for key, name, unit, worse in METRICS:
+        if key not in pairs[0][1]:
+            continue
         a = [float(p[1][key]) for p in pairs]
         b = [float(p[2][key]) for p in pairs]
         ratios = [y / x for x, y in zip(a, b)]

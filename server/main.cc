@@ -34,9 +34,9 @@
 #include "server/model_check.h"
 #include "server/model_repository.h"
 #include "server/readiness.h"
+#include "server/sequence_manager.h"
 #include "server/services/health_service.h"
 #include "server/services/kserve/kserve_service.h"
-#include "server/services/kserve_sequences.h"
 #include "server/services/rnnserve_service.h"
 
 namespace rnnserve::server {
@@ -239,13 +239,12 @@ int Main(int argc, char** argv) {
   limits::LimitThreads(flags, &builder);
   builder.RegisterService(&service);
   // KServe v2 / Open Inference Protocol on the same port.
-  ManagedSequences kserve_sequences(sequences->get());
   // KServe sequence chunks wait for their sequence and run the engine: on threads of their own,
   // not gRPC's callback threads. Declared before the service, so that it outlives it.
   batching::AsyncRunner kserve_blocking(
       std::max(4, static_cast<int>(std::thread::hardware_concurrency())));
   kserve::KServeService kserve_service(repository->get(), {.server_version = RNNSERVE_VERSION,
-                                                           .sequences = &kserve_sequences,
+                                                           .sequences = sequences->get(),
                                                            .authorizer = authorizer->get(),
                                                            .limits = server_limits->requests(),
                                                            .streams = server_limits->streams.get(),

@@ -1,18 +1,8 @@
 #pragma once
 
-// Server-held state of stateful sequences (StreamPredict): for each live sequence, the final
-// states of every recurrent layer after its last chunk, so the next chunk continues from them.
-//
-// BEHAVIOUR
-//  - A chunk with start creates a sequence with zero state; a start for an id that is live is
-//    ALREADY_EXISTS (end it first); a chunk without start for a sequence that is not live is
-//    refused (INVALID_ARGUMENT).
-//  - Each sequence belongs to the Caller::owner that started it (a StreamPredict stream, or a
-//    KServe caller identity): a chunk from another owner is PERMISSION_DENIED and changes
-//    nothing. EndOwner() ends every sequence of an owner (its stream closed).
-//  - A sequence is held by one chunk at a time: Acquire() hands its state out, Release() stores
-//    the new state (or drops the sequence when the chunk ended it or failed). A second chunk
-//    while one is in flight gets ABORTED.
+// The in-process state store (server/core/state_store.h says the contract: start, owner,
+// one chunk at a time, release) of stateful sequences: for each live sequence, every recurrent
+// layer's final states after its last chunk. Besides the contract:
 //  - A sequence idle for longer than its model's max_idle is dropped; the next chunk for it is
 //    refused.
 //  - At most Limits::max_sequences live sequences per model, and at most
@@ -34,14 +24,11 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "engine/tensor.h"
+#include "server/core/state_store.h"
 
 namespace rnnserve::server {
 
-class Servable;
-
-using LayerStates = std::map<std::string, std::vector<engine::Tensor>>;
-
-class SequenceManager {
+class SequenceManager final : public core::StateStore {
  public:
   struct Options {
     std::function<absl::Time()> now = [] { return absl::Now(); };
@@ -53,37 +40,14 @@ class SequenceManager {
     // must be positive. The model's own max_sequences still caps all clients together.
     int max_sequences_per_client = 128;
   };
-  // Who sends a chunk. `owner` is what a sequence belongs to (a stream, or a caller identity);
-  // `client` is what the per-client quota counts (the caller identity: a hash of its token, or
-  // its peer address). Neither is ever a token itself.
-  struct Caller {
-    std::string owner;
-    std::string client;
-  };
-  // A model's limits (config.pbtxt sequence_batching; Limits() fills the defaults).
-  struct Limits {
-    absl::Duration max_idle = absl::Seconds(60);  // must be positive
-    int max_sequences = 1024;                     // must be positive
-  };
   static absl::StatusOr<std::unique_ptr<SequenceManager>> Create(Options options);
 
-  struct Lease {
-    std::shared_ptr<const Servable> servable;  // the version this sequence runs on
-    LayerStates states;                        // empty at start: zeros
-    int64_t steps = 0;                         // time steps the earlier chunks carried
-  };
-  // Takes the sequence for one chunk. `servable` is used when the chunk starts the sequence.
   absl::StatusOr<Lease> Acquire(const std::string& model, uint64_t id, bool start,
                                 std::shared_ptr<const Servable> servable, const Limits& limits,
-                                const Caller& caller);
-  // Gives the sequence back after its chunk: keeps `states` unless `end` (or `failed`), and
-  // adds `steps_added` (the chunk's steps) to the sequence's count.
+                                const Caller& caller) override;
   void Release(const std::string& model, uint64_t id, LayerStates states, bool end, bool failed,
-               int64_t steps_added = 0);
-
-  // Ends every sequence `owner` holds that no chunk holds now (a closed stream); returns how
-  // many.
-  int EndOwner(const std::string& owner);
+               int64_t steps_added = 0) override;
+  int EndOwner(const std::string& owner) override;
 
   int live() const;
   // Drops sequences idle past max_idle; returns how many.

@@ -90,6 +90,7 @@ void Servable::Schedule(engine::Batch batch, const RunOptions& options, RunDone 
   request->deadline = options.deadline;
   request->priority = options.priority;
   request->cancelled = options.cancelled;
+  request->allocate_outputs = options.allocate_outputs;
   request->may_run_on_caller = mode.may_run_on_caller;
   request->caller_blocks = mode.caller_blocks;
   // Answered on the scheduling thread only when that thread ran the batch itself (or could

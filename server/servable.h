@@ -36,34 +36,11 @@
 #include "server/batching/cellular_scheduler.h"
 #include "server/batching/dynamic_batcher.h"
 #include "server/batching/scheduler.h"
+#include "server/core/request.h"
 #include "server/metrics/server_metrics.h"
 #include "server/serving_recorder.h"
 
 namespace rnnserve::server {
-
-struct TensorSignature {
-  std::string name;
-  engine::DType dtype = engine::DType::kFloat32;
-  engine::Shape shape;  // in the file's layout; -1 marks a dynamic axis
-  // The axis of `shape` that holds the batch: 0, or where the file has it (an ONNX state
-  // [layers * directions, batch, hidden] or a time-major input: 1; server/batch_layout.h).
-  int batch_axis = 0;
-  bool reject_non_finite = false;
-};
-
-// Per-request scheduling options.
-struct RunOptions {
-  // The request fails with DEADLINE_EXCEEDED, costing no compute, if it has not started by then.
-  absl::Time deadline = absl::InfiniteFuture();
-  // With dynamic batching: 0 is the model's dynamic_batching.default_priority_level; 1 is
-  // served first, then 2, up to priority_levels (larger values are INVALID_ARGUMENT). Without
-  // dynamic batching requests are not queued and priority plays no part.
-  int priority = 0;
-  // Whether the client has cancelled the call; null: it cannot. Step-level batching checks it
-  // between chunks and drops the request's sequences from their slots (CANCELLED); the other
-  // schedulers do not poll it.
-  std::function<bool()> cancelled;
-};
 
 struct InstanceInfo {
   std::string engine;  // "cpu" or "cuda"
@@ -147,13 +124,14 @@ class Servable : public std::enable_shared_from_this<Servable> {
   // Whether the model honours per-sequence lengths (engine/lengths_rewrite.h): OK, or the
   // INVALID_ARGUMENT naming the layer that cannot, for a request with lengths; which inputs the
   // lengths describe, and whether those are time-major [T, B, ...].
-  struct LengthsSupport {
-    absl::Status honored;
-    std::vector<bool> sequence_inputs;
-    bool time_major = false;
-  };
+  using LengthsSupport = core::LengthsSupport;
   const LengthsSupport& lengths() const { return lengths_; }
   bool HasRecurrentLayer(const std::string& name) const;
+  // What requests are validated against (server/core/request.h).
+  core::Signature signature() const {
+    return {inputs_, outputs_, [this](const std::string& l) { return HasRecurrentLayer(l); },
+            &lengths_};
+  }
   // How the model was compiled, when the file says (Keras training_config).
   const std::optional<models::TrainingConfig>& training_config() const { return training_; }
   // Largest batch one engine call takes; 0: unlimited.

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "server/request_validation.h"
 
 namespace rnnserve::server {
 namespace {
@@ -50,13 +49,13 @@ absl::Status CheckStreamWindow(const Servable& servable, const engine::Batch& ch
   return absl::OkStatus();
 }
 
-absl::StatusOr<engine::Batch> ValidateStreamChunk(const v1::PredictRequest& request,
-                                                  const Servable& servable, int64_t steps_before,
-                                                  int64_t* chunk_steps) {
-  auto batch = ValidatePredict(request, servable, StreamSignatureOf(servable).inputs);
-  if (!batch.ok()) return batch;
-  if (auto s = CheckStreamWindow(servable, *batch, steps_before, chunk_steps); !s.ok()) return s;
-  return batch;
+absl::StatusOr<engine::Batch> ValidateStreamChunk(const core::Request& request,
+                                                  const Servable& servable) {
+  const StreamSignature stream = StreamSignatureOf(servable);
+  return core::Validate(
+      request, {stream.inputs, servable.outputs(),
+                [&servable](const std::string& layer) { return servable.HasRecurrentLayer(layer); },
+                &servable.lengths()});
 }
 
 }  // namespace rnnserve::server

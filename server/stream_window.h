@@ -18,7 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/engine.h"
-#include "rnnserve/v1/rnnserve.pb.h"
+#include "server/core/request.h"
 #include "server/servable.h"
 
 namespace rnnserve::server {
@@ -37,10 +37,9 @@ StreamSignature StreamSignatureOf(const Servable& servable);
 absl::Status CheckStreamWindow(const Servable& servable, const engine::Batch& chunk,
                                int64_t steps_before, int64_t* chunk_steps);
 
-// Validates one chunk: ValidatePredict against StreamSignatureOf(servable), then
-// CheckStreamWindow.
-absl::StatusOr<engine::Batch> ValidateStreamChunk(const v1::PredictRequest& request,
-                                                  const Servable& servable, int64_t steps_before,
-                                                  int64_t* chunk_steps);
+// Validates one chunk (core::Validate against StreamSignatureOf(servable)); the window is
+// checked once the sequence's position is known (core/sequence_runner.h).
+absl::StatusOr<engine::Batch> ValidateStreamChunk(const core::Request& request,
+                                                  const Servable& servable);
 
 }  // namespace rnnserve::server

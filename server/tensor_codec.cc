@@ -1,146 +1,133 @@
 #include "server/tensor_codec.h"
 
-#include <cmath>
-#include <cstring>
-
-#include "absl/strings/str_cat.h"
+#include <algorithm>
 
 namespace rnnserve::server {
 namespace {
 
-constexpr int64_t kMaxElements = int64_t{1} << 28;
-
-template <typename T>
-std::vector<T> FromRaw(const std::string& raw, int64_t n) {
-  std::vector<T> v(n);
-  std::memcpy(v.data(), raw.data(), n * sizeof(T));
-  return v;
-}
-
-// The element count of `shape`, checked: no negative axis, at most kMaxElements.
-absl::StatusOr<int64_t> CountElements(const engine::Shape& shape, const std::string& what) {
-  int64_t n = 1;
-  for (int64_t d : shape) {
-    if (d < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, ": negative dimension in shape ", engine::ShapeString(shape)));
-    }
-    // Checked before multiplying: a product past int64 would be undefined, not just large.
-    if (d != 0 && n > kMaxElements / d) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": shape ", engine::ShapeString(shape),
-                                                     " exceeds ", kMaxElements, " elements"));
-    }
-    n *= d;
+core::ElementType ElementTypeOf(v1::DataType dtype) {
+  using core::ElementType;
+  constexpr std::pair<v1::DataType, ElementType> kTypes[] = {
+      {v1::TYPE_BOOL, ElementType::kBool},   {v1::TYPE_UINT8, ElementType::kUint8},
+      {v1::TYPE_INT32, ElementType::kInt32}, {v1::TYPE_INT64, ElementType::kInt64},
+      {v1::TYPE_FP16, ElementType::kFp16},   {v1::TYPE_FP32, ElementType::kFp32},
+      {v1::TYPE_FP64, ElementType::kFp64}};
+  for (const auto& [wire, type] : kTypes) {
+    if (wire == dtype) return type;
   }
-  return n;
-}
-
-absl::Status CountError(const std::string& what, const engine::Shape& shape, int64_t n,
-                        int64_t got) {
-  return absl::InvalidArgumentError(absl::StrCat(what, ": shape ", engine::ShapeString(shape),
-                                                 " needs ", n, " values, got ", got));
-}
-
-// Float values (float_val, double_val or raw_content) as whole-number ids.
-template <typename T>
-absl::StatusOr<engine::Tensor> WholeNumbers(const v1::Tensor& proto,
-                                            const google::protobuf::RepeatedField<T>& typed,
-                                            const std::string& what) {
-  engine::Shape shape(proto.shape().begin(), proto.shape().end());
-  auto n = CountElements(shape, what);
-  if (!n.ok()) return n.status();
-  const bool raw = !proto.raw_content().empty();
-  const int64_t got = raw ? static_cast<int64_t>(proto.raw_content().size() / sizeof(T))
-                          : static_cast<int64_t>(typed.size());
-  if (got != *n || (raw && proto.raw_content().size() % sizeof(T) != 0)) {
-    return CountError(what, shape, *n, got);
-  }
-  const std::vector<T> values =
-      raw ? FromRaw<T>(proto.raw_content(), *n) : std::vector<T>(typed.begin(), typed.end());
-  constexpr double kExact = 9007199254740992.0;  // 2^53: every integer below is exact
-  std::vector<int64_t> ids(values.size());
-  for (size_t i = 0; i < values.size(); ++i) {
-    const double v = values[i];
-    if (!std::isfinite(v) || v != std::trunc(v) || std::fabs(v) > kExact) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, ": value ", i, " is ", v, "; token ids sent as ",
-                       v1::DataType_Name(proto.dtype()), " must be whole numbers"));
-    }
-    ids[i] = static_cast<int64_t>(v);
-  }
-  return engine::Tensor::Int64(shape, std::move(ids));
+  return ElementType::kInvalid;
 }
 
 }  // namespace
 
-absl::StatusOr<engine::Tensor> DecodeTokenIds(const v1::Tensor& proto, const std::string& what) {
-  if (proto.dtype() == v1::TYPE_FP32) return WholeNumbers<float>(proto, proto.float_val(), what);
-  if (proto.dtype() == v1::TYPE_FP64) return WholeNumbers<double>(proto, proto.double_val(), what);
-  return DecodeTensor(proto, what);
+core::InputView ViewOf(const std::string& name, const v1::Tensor& proto) {
+  core::InputView view{.name = name,
+                       .type = ElementTypeOf(proto.dtype()),
+                       .shape = engine::Shape(proto.shape().begin(), proto.shape().end())};
+  if (!proto.raw_content().empty()) {
+    view.bytes = proto.raw_content();
+  } else if (proto.dtype() == v1::TYPE_FP32) {
+    view.bytes = core::BytesOf(proto.float_val());
+  } else if (proto.dtype() == v1::TYPE_INT32) {
+    view.bytes = core::BytesOf(proto.int_val());
+  } else if (proto.dtype() == v1::TYPE_INT64) {
+    view.bytes = core::BytesOf(proto.int64_val());
+  } else if (proto.dtype() == v1::TYPE_FP64) {
+    view.bytes = core::BytesOf(proto.double_val());
+  }
+  return view;
+}
+
+std::vector<core::InputView> ViewsOf(const WireTensors& inputs) {
+  std::vector<core::InputView> views;
+  views.reserve(inputs.size());
+  for (const auto& [name, tensor] : inputs) views.push_back(ViewOf(name, tensor));
+  return views;
+}
+
+core::Request DecodePredict(const v1::PredictRequest& request) {
+  core::Request out{
+      .inputs = ViewsOf(request.inputs()),
+      .lengths = {request.lengths().begin(), request.lengths().end()},
+      .output_filter = {request.output_filter().begin(), request.output_filter().end()}};
+  for (const auto& [layer, states] : request.initial_states()) {
+    std::vector<core::InputView>& views = out.initial_states[layer];
+    for (const v1::Tensor& t : states.states()) views.push_back(ViewOf(layer, t));
+  }
+  return out;
+}
+
+absl::StatusOr<engine::Tensor> DecodeTensor(const v1::Tensor& proto, const std::string& what) {
+  auto t = core::ToEngineTensor(ViewOf(what, proto), /*token_ids=*/false, what);
+  if (!t.ok() || !t->wrapped()) return t;
+  return engine::Tensor(*t);  // a copy of its own: the caller may keep it past the message
 }
 
 v1::DataType WireType(engine::DType dtype) {
   return dtype == engine::DType::kInt64 ? v1::TYPE_INT64 : v1::TYPE_FP32;
 }
 
-absl::StatusOr<engine::Tensor> DecodeTensor(const v1::Tensor& proto, const std::string& what) {
-  engine::Shape shape(proto.shape().begin(), proto.shape().end());
-  auto count = CountElements(shape, what);
-  if (!count.ok()) return count.status();
-  const int64_t n = *count;
-  const bool raw = !proto.raw_content().empty();
-  auto count_error = [&](int64_t got) { return CountError(what, shape, n, got); };
-  switch (proto.dtype()) {
-    case v1::TYPE_FP32: {
-      if (raw) {
-        if (static_cast<int64_t>(proto.raw_content().size()) != n * 4) {
-          return count_error(static_cast<int64_t>(proto.raw_content().size()) / 4);
-        }
-        return engine::Tensor::Float(shape, FromRaw<float>(proto.raw_content(), n));
-      }
-      if (proto.float_val_size() != n) return count_error(proto.float_val_size());
-      return engine::Tensor::Float(shape, {proto.float_val().begin(), proto.float_val().end()});
-    }
-    case v1::TYPE_INT32: {
-      std::vector<int64_t> v;
-      if (raw) {
-        if (static_cast<int64_t>(proto.raw_content().size()) != n * 4) {
-          return count_error(static_cast<int64_t>(proto.raw_content().size()) / 4);
-        }
-        for (int32_t x : FromRaw<int32_t>(proto.raw_content(), n)) v.push_back(x);
-      } else {
-        if (proto.int_val_size() != n) return count_error(proto.int_val_size());
-        v.assign(proto.int_val().begin(), proto.int_val().end());
-      }
-      return engine::Tensor::Int64(shape, std::move(v));
-    }
-    case v1::TYPE_INT64: {
-      if (raw) {
-        if (static_cast<int64_t>(proto.raw_content().size()) != n * 8) {
-          return count_error(static_cast<int64_t>(proto.raw_content().size()) / 8);
-        }
-        return engine::Tensor::Int64(shape, FromRaw<int64_t>(proto.raw_content(), n));
-      }
-      if (proto.int64_val_size() != n) return count_error(proto.int64_val_size());
-      return engine::Tensor::Int64(shape, {proto.int64_val().begin(), proto.int64_val().end()});
-    }
-    default:
-      return absl::InvalidArgumentError(absl::StrCat(what, ": dtype ",
-                                                     v1::DataType_Name(proto.dtype()),
-                                                     " is not accepted (TYPE_FP32, TYPE_INT32 "
-                                                     "or TYPE_INT64)"));
+engine::Tensor AllocateTensor(engine::DType dtype, const engine::Shape& shape, v1::Tensor* proto) {
+  proto->Clear();
+  proto->set_dtype(WireType(dtype));
+  for (int64_t d : shape) proto->add_shape(d);
+  const int n = static_cast<int>(engine::NumElements(shape));
+  void* data = nullptr;
+  if (dtype == engine::DType::kInt64) {
+    proto->mutable_int64_val()->Resize(n, 0);
+    data = proto->mutable_int64_val()->mutable_data();
+  } else {
+    proto->mutable_float_val()->Resize(n, 0.0f);
+    data = proto->mutable_float_val()->mutable_data();
   }
+  return engine::Tensor::Wrap(dtype, shape, data, nullptr);
 }
 
 void EncodeTensor(const engine::Tensor& tensor, v1::Tensor* proto) {
+  const bool ints = tensor.dtype() == engine::DType::kInt64;
+  if (ints ? proto->int64_val().data() == tensor.i64()
+           : proto->float_val().data() == tensor.f32()) {
+    if (tensor.num_elements() > 0) return;  // AllocateTensor's: written in place
+  }
   proto->Clear();
   proto->set_dtype(WireType(tensor.dtype()));
   for (int64_t d : tensor.shape()) proto->add_shape(d);
-  if (tensor.dtype() == engine::DType::kInt64) {
+  if (ints) {
     proto->mutable_int64_val()->Add(tensor.i64(), tensor.i64() + tensor.num_elements());
   } else {
     proto->mutable_float_val()->Add(tensor.f32(), tensor.f32() + tensor.num_elements());
   }
+}
+
+namespace {
+
+bool Wanted(const google::protobuf::RepeatedPtrField<std::string>& filter,
+            const std::string& name) {
+  return filter.empty() || std::find(filter.begin(), filter.end(), name) != filter.end();
+}
+
+}  // namespace
+
+void EncodeOutputs(const Servable& model,
+                   const google::protobuf::RepeatedPtrField<std::string>& filter,
+                   const std::vector<engine::Tensor>& outputs, WireTensors* out) {
+  for (size_t i = 0; i < outputs.size() && i < model.outputs().size(); ++i) {
+    const std::string& name = model.outputs()[i].name;
+    if (Wanted(filter, name)) EncodeTensor(outputs[i], &(*out)[name]);
+  }
+}
+
+OutputAllocator AllocateOutputs(const Servable& model,
+                                const google::protobuf::RepeatedPtrField<std::string>& filter,
+                                WireTensors* out) {
+  return [&model, &filter, out](int i, engine::DType dtype, const engine::Shape& shape) {
+    const std::string& name = model.outputs()[i].name;
+    if (!Wanted(filter, name)) {
+      return dtype == engine::DType::kInt64 ? engine::Tensor::Int64(shape)
+                                            : engine::Tensor::Float(shape);
+    }
+    return AllocateTensor(dtype, shape, &(*out)[name]);
+  };
 }
 
 }  // namespace rnnserve::server

@@ -1,28 +1,48 @@
 #pragma once
 
-// Wire tensors (rnnserve.v1.Tensor) <-> engine tensors. Decoding checks that the values match
-// the declared dtype and shape; it knows nothing of any model.
+// rnnserve.v1 wire tensors <-> the request core (server/core/request.h). Decoding makes views
+// over the message's values (raw_content, or the typed field the dtype names): the message
+// must outlive the request's run. It knows nothing of any model; validation is the core's.
 
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "engine/tensor.h"
 #include "rnnserve/v1/rnnserve.pb.h"
+#include "server/core/request.h"
+#include "server/servable.h"
 
 namespace rnnserve::server {
 
-// `what` names the tensor in errors ("input 'x'").
+using WireTensors = google::protobuf::Map<std::string, v1::Tensor>;
+
+// A view over `proto`'s values under `name`.
+core::InputView ViewOf(const std::string& name, const v1::Tensor& proto);
+// Views of `inputs` (a Predict's, an Evaluate's, a stream chunk's).
+std::vector<core::InputView> ViewsOf(const WireTensors& inputs);
+// A Predict's inputs, lengths, output filter and initial states as a core request.
+core::Request DecodePredict(const v1::PredictRequest& request);
+
+// A wire tensor (FP32, INT32 or INT64) as an engine tensor; `what` names it in errors
+// ("targets 'y'").
 absl::StatusOr<engine::Tensor> DecodeTensor(const v1::Tensor& proto, const std::string& what);
 
-// An integer (token id) input: integer tensors as DecodeTensor reads them, and TYPE_FP32 /
-// TYPE_FP64 tensors whose values are all whole numbers (Keras declares an Embedding model's
-// input float32 and takes float ids). A fractional, infinite or NaN value, or one past 2^53,
-// is INVALID_ARGUMENT naming `what`, the value's index and the value.
-absl::StatusOr<engine::Tensor> DecodeTokenIds(const v1::Tensor& proto, const std::string& what);
-
-// Float tensors as TYPE_FP32 float_val, int tensors as TYPE_INT64 int64_val.
+// Float tensors as TYPE_FP32 float_val, int tensors as TYPE_INT64 int64_val. Values that
+// AllocateTensor placed in `proto` already stay where they are.
 void EncodeTensor(const engine::Tensor& tensor, v1::Tensor* proto);
+// `proto` as `dtype` and `shape` with room for its values, and an engine tensor over them (for
+// RunOptions::allocate_outputs): EncodeTensor of that tensor copies nothing.
+engine::Tensor AllocateTensor(engine::DType dtype, const engine::Shape& shape, v1::Tensor* proto);
 
 v1::DataType WireType(engine::DType dtype);
+
+using OutputFilter = google::protobuf::RepeatedPtrField<std::string>;
+// `model`'s outputs that `filter` names (all when empty) into `out`, by name.
+void EncodeOutputs(const Servable& model, const OutputFilter& filter,
+                   const std::vector<engine::Tensor>& outputs, WireTensors* out);
+// For RunOptions::allocate_outputs: the outputs `filter` names go straight into `out`, so that
+// EncodeOutputs then copies nothing. `model`, `filter` and `out` must outlive the run.
+OutputAllocator AllocateOutputs(const Servable& model, const OutputFilter& filter,
+                                WireTensors* out);
 
 }  // namespace rnnserve::server

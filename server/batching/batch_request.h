@@ -11,6 +11,7 @@
 #include "absl/time/time.h"
 #include "engine/engine.h"
 #include "engine/tensor.h"
+#include "server/core/request.h"
 
 namespace rnnserve::server::batching {
 
@@ -36,6 +37,9 @@ struct BatchRequest {
   // scheduler then runs the request there even while every instance is busy, waiting for one
   // until the deadline, instead of handing it to a thread of its own.
   bool caller_blocks = false;
+  // Where this request's rows of each output go (server/core/request.h); null: tensors of the
+  // scheduler's own.
+  OutputAllocator allocate_outputs;
   // Called exactly once, outside the scheduler's locks, with one tensor per model output
   // holding exactly this request's B rows in order (time axes cropped back to this request's
   // T), or with why not.

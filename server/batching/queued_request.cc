@@ -119,7 +119,12 @@ QueuedRequest::Outcome QueuedRequest::Deliver(
         const bool crop = o < output_time_axis.size() && output_time_axis[o] && shape.size() >= 2 &&
                           shape[1] == padded_steps;
         if (crop) shape[1] = time_steps_;
-        outputs_.push_back(outputs[o].dtype() == engine::DType::kInt64
+        const engine::DType dtype = outputs[o].dtype();
+        if (request_->allocate_outputs) {  // the front end's buffer: the rows go to the wire
+          outputs_.push_back(request_->allocate_outputs(static_cast<int>(o), dtype, shape));
+          continue;
+        }
+        outputs_.push_back(dtype == engine::DType::kInt64
                                ? engine::Tensor::Int64(std::move(shape))
                                : engine::Tensor::Float(std::move(shape)));
       }

@@ -10,7 +10,6 @@
 #include "server/evaluate/accumulator.h"
 #include "server/evaluate/keras_logits.h"
 #include "server/grpc_status.h"
-#include "server/request_validation.h"
 #include "server/services/rnnserve_service.h"
 #include "server/tensor_codec.h"
 
@@ -80,10 +79,9 @@ absl::StatusOr<std::unique_ptr<Accumulator>> MakeAccumulator(const v1::EvaluateR
 // Runs one chunk through the model and adds it to *acc (created from the first chunk).
 absl::Status EvaluateChunk(const v1::EvaluateRequest& req, const Servable& model,
                            const RunOptions& options, std::unique_ptr<Accumulator>* acc) {
-  v1::PredictRequest predict;
-  *predict.mutable_inputs() = req.inputs();
-  *predict.mutable_lengths() = req.lengths();
-  auto batch = ValidatePredict(predict, model);
+  const core::Request request{.inputs = ViewsOf(req.inputs()),
+                              .lengths = {req.lengths().begin(), req.lengths().end()}};
+  auto batch = core::Validate(request, model.signature());
   if (!batch.ok()) return batch.status();
   if (req.targets().empty()) {
     return absl::InvalidArgumentError(

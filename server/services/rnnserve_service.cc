@@ -6,7 +6,6 @@
 #include "absl/time/clock.h"
 #include "server/grpc_status.h"
 #include "server/log.h"
-#include "server/request_validation.h"
 #include "server/tensor_codec.h"
 
 namespace rnnserve::server {
@@ -17,10 +16,6 @@ void FillInfo(const TensorSignature& sig, v1::TensorInfo* info) {
   info->set_dtype(WireType(sig.dtype));
   for (int64_t d : sig.shape) info->add_shape(d);
 }
-
-}  // namespace
-
-namespace {
 
 // What a Predict call keeps until its response is built: the model, its admission (the
 // request's bytes and its place on the model) and the final states the engine fills. Holding
@@ -37,12 +32,7 @@ void EncodePredict(const v1::PredictRequest& request, const PredictCall& call,
   const Servable& model = *call.model;
   response->mutable_model_spec()->set_name(model.name());
   response->mutable_model_spec()->set_version(model.version());
-  const auto& filter = request.output_filter();
-  for (size_t i = 0; i < outputs.size() && i < model.outputs().size(); ++i) {
-    const std::string& name = model.outputs()[i].name;
-    if (!filter.empty() && std::find(filter.begin(), filter.end(), name) == filter.end()) continue;
-    EncodeTensor(outputs[i], &(*response->mutable_outputs())[name]);
-  }
+  EncodeOutputs(model, request.output_filter(), outputs, response->mutable_outputs());
   for (const auto& [layer, states] : call.final_states) {
     v1::LayerStates& out = (*response->mutable_final_states())[layer];
     for (const engine::Tensor& t : states) EncodeTensor(t, out.add_states());
@@ -69,14 +59,18 @@ grpc::ServerUnaryReactor* RnnServeService::Predict(grpc::CallbackServerContext* 
   auto admission =
       limits::Admit(limits_.requests, model, static_cast<int64_t>(request->ByteSizeLong()));
   if (!admission.ok()) return fail(admission.status());
-  if (auto s = ValidateOutputFilter(*request, model); !s.ok()) return fail(s);
-  auto batch = ValidatePredict(*request, model);
+  const core::Request decoded = DecodePredict(*request);
+  if (auto s = core::ValidateOutputFilter(decoded, model.signature()); !s.ok()) return fail(s);
+  auto batch = core::Validate(decoded, model.signature());
   if (!batch.ok()) return fail(batch.status());
   if (auto s = admission->AddBatch(*batch); !s.ok()) return fail(s);
   auto call = std::make_unique<PredictCall>(
       PredictCall{.model = *servable, .admission = *std::move(admission), .final_states = {}});
   if (request->return_states()) batch->final_states = &call->final_states;
-  model.RunAsync(*std::move(batch), RunOptionsFor(*context),
+  RunOptions options = RunOptionsFor(*context);
+  options.allocate_outputs =
+      AllocateOutputs(model, request->output_filter(), response->mutable_outputs());
+  model.RunAsync(*std::move(batch), options,
                  [call = std::move(call), request, response,
                   reactor](absl::StatusOr<std::vector<engine::Tensor>> outputs) mutable {
                    const absl::Status s = outputs.status();

@@ -14,10 +14,10 @@
 
 #include "rnnserve/v1/rnnserve.grpc.pb.h"
 #include "server/auth/token_auth.h"
+#include "server/core/state_store.h"
 #include "server/limits/admission.h"
 #include "server/limits/stream_limits.h"
 #include "server/model_repository.h"
-#include "server/sequence_manager.h"
 
 namespace rnnserve::server {
 
@@ -33,7 +33,7 @@ class RnnServeService final
   // `authorizer` (auth/token_auth.h; null: every call is open) checks each call's bearer token:
   // LoadModel and UnloadModel need admin access, the others inference access. `limits`: the
   // process's bounds on requests and streams (server/limits/).
-  RnnServeService(ModelRepository* repository, SequenceManager* sequences,
+  RnnServeService(ModelRepository* repository, core::StateStore* sequences,
                   const auth::TokenAuthorizer* authorizer = nullptr, RnnServeLimits limits = {})
       : repository_(repository), sequences_(sequences), authorizer_(authorizer), limits_(limits) {}
 
@@ -63,10 +63,10 @@ class RnnServeService final
  private:
   // One chunk of a stateful sequence.
   absl::Status StreamChunk(const grpc::ServerContext& context, const v1::StreamPredictRequest& req,
-                           const SequenceManager::Caller& caller, v1::StreamPredictResponse* resp);
+                           const core::StateStore::Caller& caller, v1::StreamPredictResponse* resp);
 
   ModelRepository* const repository_;
-  SequenceManager* const sequences_;
+  core::StateStore* const sequences_;
   const auth::TokenAuthorizer* const authorizer_;
   const RnnServeLimits limits_;
 };

@@ -1,15 +1,14 @@
 // StreamPredict of the rnnserve.v1 service: chunks of stateful sequences, with each sequence's
-// recurrent states kept on the server between chunks (server/sequence_manager.h).
+// recurrent states kept on the server between chunks (server/core/sequence_runner.h).
 
-#include <algorithm>
 #include <atomic>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "server/core/sequence_runner.h"
 #include "server/grpc_status.h"
 #include "server/limits/caller_identity.h"
 #include "server/log.h"
-#include "server/request_validation.h"
 #include "server/services/rnnserve_service.h"
 #include "server/stream_window.h"
 #include "server/tensor_codec.h"
@@ -17,66 +16,42 @@
 namespace rnnserve::server {
 absl::Status RnnServeService::StreamChunk(const grpc::ServerContext& context,
                                           const v1::StreamPredictRequest& req,
-                                          const SequenceManager::Caller& caller,
+                                          const core::StateStore::Caller& caller,
                                           v1::StreamPredictResponse* resp) {
-  const std::string& name = req.model_spec().name();
-  std::shared_ptr<const Servable> fresh;
-  if (req.start()) {
-    auto servable = repository_->Get(name, req.model_spec().version());
-    if (!servable.ok()) return servable.status();
-    if (!(*servable)->streamable().ok()) return (*servable)->streamable();
-    fresh = *servable;
-  }
-  const SequenceManager::Limits limits =
-      fresh ? SequenceLimitsOf(*fresh) : SequenceManager::Limits{};
-  auto lease = sequences_->Acquire(name, req.sequence_id(), req.start(), fresh, limits, caller);
-  if (!lease.ok()) return lease.status();
-  const Servable& model = *lease->servable;
+  // Admit: the model, the limits and the one validation (core/sequence_runner.h).
+  auto servable = repository_->Get(req.model_spec().name(), req.model_spec().version());
+  if (!servable.ok()) return servable.status();
+  const Servable& model = **servable;
+  if (!model.streamable().ok()) return model.streamable();
   auto admission = limits::Admit(limits_.requests, model, static_cast<int64_t>(req.ByteSizeLong()));
-  if (!admission.ok()) {
-    // Refused before it ran: the sequence is as it was (or, for a start, not begun).
-    sequences_->Release(name, req.sequence_id(), std::move(lease->states), false, req.start());
-    return admission.status();
-  }
-
-  v1::PredictRequest predict;
-  *predict.mutable_inputs() = req.inputs();
-  *predict.mutable_output_filter() = req.output_filter();
-  absl::Status s = ValidateOutputFilter(predict, model);
-  int64_t chunk_steps = 0;
-  auto batch = s.ok() ? ValidateStreamChunk(predict, model, lease->steps, &chunk_steps)
-                      : absl::StatusOr<engine::Batch>(s);
-  if (batch.ok() && batch->inputs[0].dim(0) != 1) {
-    batch = absl::InvalidArgumentError(
+  if (!admission.ok()) return admission.status();
+  const core::Request request{
+      .inputs = ViewsOf(req.inputs()),
+      .output_filter = {req.output_filter().begin(), req.output_filter().end()}};
+  if (auto s = core::ValidateOutputFilter(request, model.signature()); !s.ok()) return s;
+  auto batch = ValidateStreamChunk(request, model);
+  if (!batch.ok()) return batch.status();
+  if (batch->inputs[0].dim(0) != 1) {
+    return absl::InvalidArgumentError(
         absl::StrCat("stream chunks carry one sequence ([1, T, ...]); got a batch of ",
                      batch->inputs[0].dim(0)));
   }
-  if (batch.ok()) {
-    if (absl::Status a = admission->AddBatch(*batch); !a.ok()) batch = a;
-  }
-  if (!batch.ok()) {
-    // A malformed chunk changes nothing: the sequence keeps its state for a corrected retry.
-    sequences_->Release(name, req.sequence_id(), std::move(lease->states), false, false);
-    return batch.status();
-  }
-  batch->initial_states = std::move(lease->states);
-  batch->continues = !req.start();
-  LayerStates final_states;
-  batch->final_states = &final_states;
-  const RunOptions options = RunOptionsFor(context);
+  if (absl::Status a = admission->AddBatch(*batch); !a.ok()) return a;
+  // Own, run, release.
+  std::shared_ptr<const Servable> ran_on;
   std::vector<engine::Tensor> outputs;
-  s = model.Run(*std::move(batch), &outputs, options);
-  sequences_->Release(name, req.sequence_id(), std::move(final_states), req.end(), !s.ok(),
-                      chunk_steps);
+  const absl::Status s =
+      core::RunChunk(*sequences_,
+                     {.id = req.sequence_id(),
+                      .start = req.start(),
+                      .end = req.end(),
+                      .caller = caller,
+                      .servable = *servable},
+                     *std::move(batch), RunOptionsFor(context), &outputs, &ran_on);
   if (!s.ok()) return s;
-  resp->mutable_model_spec()->set_name(model.name());
-  resp->mutable_model_spec()->set_version(model.version());
-  const auto& filter = req.output_filter();
-  for (size_t i = 0; i < outputs.size() && i < model.outputs().size(); ++i) {
-    const std::string& out = model.outputs()[i].name;
-    if (!filter.empty() && std::find(filter.begin(), filter.end(), out) == filter.end()) continue;
-    EncodeTensor(outputs[i], &(*resp->mutable_outputs())[out]);
-  }
+  resp->mutable_model_spec()->set_name(ran_on->name());
+  resp->mutable_model_spec()->set_version(ran_on->version());
+  EncodeOutputs(*ran_on, req.output_filter(), outputs, resp->mutable_outputs());
   return absl::OkStatus();
 }
 
@@ -89,7 +64,7 @@ grpc::Status RnnServeService::StreamPredict(
   // The sequences this stream starts belong to it (no other stream can send their chunks) and
   // end with it; the per-client quota counts them against the caller.
   static std::atomic<uint64_t> next_stream{1};
-  const SequenceManager::Caller caller{
+  const core::StateStore::Caller caller{
       .owner = absl::StrCat("stream-", next_stream.fetch_add(1, std::memory_order_relaxed)),
       .client = limits::CallerIdentity(*context)};
   // Closed for idleness, the stream's sequences end before its client sees CANCELLED.

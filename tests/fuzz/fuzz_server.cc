@@ -14,11 +14,10 @@ FuzzServer::FuzzServer() {
   auto seq = server::SequenceManager::Create({});
   if (!seq.ok()) std::abort();
   sequences = std::move(*seq);
-  kserve_sequences = std::make_unique<server::ManagedSequences>(sequences.get());
   service = std::make_unique<server::RnnServeService>(repository.get(), sequences.get());
   kserve = std::make_unique<server::kserve::KServeService>(
-      repository.get(), server::kserve::KServeServiceOptions{.server_version = "fuzz",
-                                                             .sequences = kserve_sequences.get()});
+      repository.get(),
+      server::kserve::KServeServiceOptions{.server_version = "fuzz", .sequences = sequences.get()});
 }
 
 FuzzServer& Server() {

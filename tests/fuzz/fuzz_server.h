@@ -20,7 +20,6 @@
 #include "server/model_repository.h"
 #include "server/sequence_manager.h"
 #include "server/services/kserve/kserve_service.h"
-#include "server/services/kserve_sequences.h"
 #include "server/services/rnnserve_service.h"
 
 namespace rnnserve::fuzz {
@@ -29,7 +28,6 @@ struct FuzzServer {
   FuzzServer();
   std::unique_ptr<server::ModelRepository> repository;
   std::unique_ptr<server::SequenceManager> sequences;
-  std::unique_ptr<server::ManagedSequences> kserve_sequences;
   std::unique_ptr<server::RnnServeService> service;
   std::unique_ptr<server::kserve::KServeService> kserve;
 };

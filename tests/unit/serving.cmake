@@ -30,3 +30,7 @@ target_link_libraries(readiness_test PRIVATE rnnserve_server_lib)
 rnnserve_test(evaluate_keras_logits_test unit
   ${CMAKE_CURRENT_LIST_DIR}/evaluate_keras_logits_test.cc)
 target_link_libraries(evaluate_keras_logits_test PRIVATE rnnserve_server_lib)
+
+rnnserve_test(request_core_test unit ${CMAKE_CURRENT_LIST_DIR}/request_core_test.cc)
+target_link_libraries(request_core_test PRIVATE rnnserve_kserve rnnserve_server_lib
+  rnnserve_batching_test_support)

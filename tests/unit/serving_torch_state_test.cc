@@ -16,7 +16,7 @@
 #include "absl/strings/match.h"
 #include "client/npy.h"
 #include "gtest/gtest.h"
-#include "server/request_validation.h"
+#include "server/core/request.h"
 #include "server/servable.h"
 #include "server/tensor_codec.h"
 #include "tests/support/fixtures.h"
@@ -180,7 +180,7 @@ TEST(ServableTorchStateTest, StateBatchThatDiffersFromTheInputsIsRefusedNamingIt
   server::EncodeTensor(ToFloatTensor(data.at("in_0_b2")), &(*request.mutable_inputs())["x"]);
   server::EncodeTensor(ToFloatTensor(data.at("in_1_b4")), &(*request.mutable_inputs())["h0"]);
   server::EncodeTensor(ToFloatTensor(data.at("in_2_b2")), &(*request.mutable_inputs())["c0"]);
-  auto batch = server::ValidatePredict(request, **servable);
+  auto batch = server::core::Validate(server::DecodePredict(request), (*servable)->signature());
   ASSERT_FALSE(batch.ok());
   EXPECT_EQ(batch.status().code(), absl::StatusCode::kInvalidArgument);
   for (const char* part : {"input 'h0'", "batch size 4 (axis 1)", "other inputs' 2"}) {
@@ -189,7 +189,7 @@ TEST(ServableTorchStateTest, StateBatchThatDiffersFromTheInputsIsRefusedNamingIt
   }
   // Rows taken from h0 [1, 2, 32] as given: valid.
   server::EncodeTensor(ToFloatTensor(data.at("in_1_b2")), &(*request.mutable_inputs())["h0"]);
-  EXPECT_TRUE(server::ValidatePredict(request, **servable).ok());
+  EXPECT_TRUE(server::core::Validate(server::DecodePredict(request), (*servable)->signature()).ok());
 }
 
 // The exporter's zero-state chain is dropped, so a causal export streams; a model that takes

@@ -4,17 +4,14 @@
 
 namespace rnnserve::server::kserve {
 
-absl::StatusOr<v1::DataType> ParseDatatype(absl::string_view datatype, absl::string_view what) {
-  if (datatype == "FP32") return v1::TYPE_FP32;
-  if (datatype == "INT32") return v1::TYPE_INT32;
-  if (datatype == "INT64") return v1::TYPE_INT64;
-  if (datatype == "FP64") return v1::TYPE_FP64;
+absl::StatusOr<core::ElementType> ParseDatatype(absl::string_view datatype,
+                                                absl::string_view what) {
+  if (datatype == "FP32") return core::ElementType::kFp32;
+  if (datatype == "INT32") return core::ElementType::kInt32;
+  if (datatype == "INT64") return core::ElementType::kInt64;
+  if (datatype == "FP64") return core::ElementType::kFp64;
   return absl::InvalidArgumentError(absl::StrCat(what, ": datatype '", datatype,
                                                  "' is not accepted (FP32, FP64, INT32 or INT64)"));
-}
-
-int64_t ElementBytes(v1::DataType type) {
-  return type == v1::TYPE_INT64 || type == v1::TYPE_FP64 ? 8 : 4;
 }
 
 std::string DatatypeName(engine::DType dtype) {
@@ -23,14 +20,6 @@ std::string DatatypeName(engine::DType dtype) {
 
 inference::DataType ConfigType(engine::DType dtype) {
   return dtype == engine::DType::kInt64 ? inference::TYPE_INT64 : inference::TYPE_FP32;
-}
-
-bool Feeds(v1::DataType given, engine::DType want) {
-  if (want == engine::DType::kInt64) {
-    return given == v1::TYPE_INT32 || given == v1::TYPE_INT64 || given == v1::TYPE_FP32 ||
-           given == v1::TYPE_FP64;
-  }
-  return given == v1::TYPE_FP32;
 }
 
 }  // namespace rnnserve::server::kserve

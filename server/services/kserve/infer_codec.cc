@@ -7,10 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "server/request_validation.h"
 #include "server/services/kserve/datatype.h"
 #include "server/stream_window.h"
-#include "server/tensor_codec.h"
 
 namespace rnnserve::server::kserve {
 namespace {
@@ -51,42 +49,43 @@ std::string ShapeText(const google::protobuf::RepeatedField<int64_t>& shape) {
   return engine::ShapeString(engine::Shape(shape.begin(), shape.end()));
 }
 
-// One KServe input as an rnnserve.v1 tensor; `raw` is its raw_input_contents entry or null.
-absl::Status ToWireTensor(const ModelInferRequest::InferInputTensor& in, const std::string* raw,
-                          const std::string& what, v1::Tensor* out) {
+// One KServe input as a view of its values; `raw` is its raw_input_contents entry or null.
+absl::Status ToView(const ModelInferRequest::InferInputTensor& in, const std::string* raw,
+                    const std::string& what, core::InputView* out) {
   auto type = ParseDatatype(in.datatype(), what);
   if (!type.ok()) return type.status();
-  out->set_dtype(*type);
-  out->mutable_shape()->CopyFrom(in.shape());
+  out->name = in.name();
+  out->type = *type;
+  out->shape.assign(in.shape().begin(), in.shape().end());
   if (raw != nullptr) {
     const int64_t n = ElementCount(in.shape());
-    if (n >= 0 && static_cast<int64_t>(raw->size()) != n * ElementBytes(*type)) {
+    if (n >= 0 && static_cast<int64_t>(raw->size()) != n * core::ElementBytes(*type)) {
       return absl::InvalidArgumentError(absl::StrCat(
           what, ": raw_input_contents holds ", raw->size(), " bytes; shape ", ShapeText(in.shape()),
-          " of ", in.datatype(), " needs ", n * ElementBytes(*type)));
+          " of ", in.datatype(), " needs ", n * core::ElementBytes(*type)));
     }
-    out->set_raw_content(*raw);
+    out->bytes = *raw;
     return absl::OkStatus();
   }
   const inference::InferTensorContents& c = in.contents();
   switch (*type) {
-    case v1::TYPE_FP32:
-      out->mutable_float_val()->CopyFrom(c.fp32_contents());
+    case core::ElementType::kFp32:
+      out->bytes = core::BytesOf(c.fp32_contents());
       break;
-    case v1::TYPE_INT32:
-      out->mutable_int_val()->CopyFrom(c.int_contents());
+    case core::ElementType::kInt32:
+      out->bytes = core::BytesOf(c.int_contents());
       break;
-    case v1::TYPE_FP64:
-      out->mutable_double_val()->CopyFrom(c.fp64_contents());
+    case core::ElementType::kFp64:
+      out->bytes = core::BytesOf(c.fp64_contents());
       break;
     default:
-      out->mutable_int64_val()->CopyFrom(c.int64_contents());
+      out->bytes = core::BytesOf(c.int64_contents());
       break;
   }
   return absl::OkStatus();
 }
 
-absl::Status LengthsFromParameter(const InferParameters& parameters, v1::PredictRequest* req) {
+absl::Status LengthsFromParameter(const InferParameters& parameters, core::Request* req) {
   auto it = parameters.find(kLengths);
   if (it == parameters.end()) return absl::OkStatus();
   if (it->second.parameter_choice_case() != InferParameter::kStringParam) {
@@ -99,19 +98,19 @@ absl::Status LengthsFromParameter(const InferParameters& parameters, v1::Predict
       return absl::InvalidArgumentError(absl::StrCat(
           "parameter 'lengths': '", part, "' is not an integer (expected e.g. \"40,25,12\")"));
     }
-    req->add_lengths(len);
+    req->lengths.push_back(len);
   }
   return absl::OkStatus();
 }
 
-absl::Status LengthsFromInput(const v1::Tensor& wire, v1::PredictRequest* req) {
+absl::Status LengthsFromInput(const core::InputView& view, core::Request* req) {
   const std::string what = "input 'lengths'";
-  if (wire.dtype() == v1::TYPE_FP32 || wire.dtype() == v1::TYPE_FP64) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": datatype ",
-                                                   wire.dtype() == v1::TYPE_FP32 ? "FP32" : "FP64",
-                                                   " given, expected INT32"));
+  if (view.type == core::ElementType::kFp32 || view.type == core::ElementType::kFp64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": datatype ", view.type == core::ElementType::kFp32 ? "FP32" : "FP64",
+                     " given, expected INT32"));
   }
-  auto t = DecodeTensor(wire, what);
+  auto t = core::ToEngineTensor(view, /*token_ids=*/false, what);
   if (!t.ok()) return t.status();
   if (t->rank() != 1) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -120,8 +119,8 @@ absl::Status LengthsFromInput(const v1::Tensor& wire, v1::PredictRequest* req) {
   for (int64_t i = 0; i < t->num_elements(); ++i) {
     const int64_t v = t->i64()[i];
     // The shared validation checks the range against the time axis.
-    req->add_lengths(v < 0 || v > std::numeric_limits<int32_t>::max() ? -1
-                                                                      : static_cast<int32_t>(v));
+    req->lengths.push_back(
+        v < 0 || v > std::numeric_limits<int32_t>::max() ? -1 : static_cast<int32_t>(v));
   }
   return absl::OkStatus();
 }
@@ -155,7 +154,7 @@ absl::StatusOr<DecodedInfer> DecodeInfer(const ModelInferRequest& request,
     model_inputs_given += model_has_lengths_input || in.name() != kLengths;
   }
 
-  v1::PredictRequest predict;
+  core::Request core_request;
   bool lengths_input = false;
   for (int i = 0; i < request.inputs_size(); ++i) {
     const ModelInferRequest::InferInputTensor& in = request.inputs(i);
@@ -164,43 +163,43 @@ absl::StatusOr<DecodedInfer> DecodeInfer(const ModelInferRequest& request,
       return absl::InvalidArgumentError(
           absl::StrCat(what, ": has contents although the request uses raw_input_contents"));
     }
-    v1::Tensor wire;
-    if (auto s = ToWireTensor(in, raw ? &request.raw_input_contents(i) : nullptr, what, &wire);
-        !s.ok()) {
+    core::InputView view;
+    if (auto s = ToView(in, raw ? &request.raw_input_contents(i) : nullptr, what, &view); !s.ok()) {
       return s;
     }
     if (in.name() == kLengths && !model_has_lengths_input) {
-      if (auto s = LengthsFromInput(wire, &predict); !s.ok()) return s;
+      if (auto s = LengthsFromInput(view, &core_request); !s.ok()) return s;
       lengths_input = true;
       continue;
     }
     if (const TensorSignature* sig = FindInput(servable, in.name(), model_inputs_given);
-        sig != nullptr && !Feeds(wire.dtype(), sig->dtype)) {
+        sig != nullptr && !core::Feeds(view.type, sig->dtype)) {
       return absl::InvalidArgumentError(absl::StrCat(
           what, ": datatype ", in.datatype(), " given, expected ", DatatypeName(sig->dtype),
           sig->dtype == engine::DType::kInt64 ? " or INT32 (or whole-number FP32 / FP64)" : ""));
     }
-    if (predict.inputs().contains(in.name())) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": given twice"));
+    for (const core::InputView& other : core_request.inputs) {
+      if (other.name == in.name()) {
+        return absl::InvalidArgumentError(absl::StrCat(what, ": given twice"));
+      }
     }
-    (*predict.mutable_inputs())[in.name()] = std::move(wire);
+    core_request.inputs.push_back(std::move(view));
   }
   if (request.parameters().contains(kLengths)) {
     if (lengths_input) {
       return absl::InvalidArgumentError(
           "lengths: given both as an input and as a parameter; give one");
     }
-    if (auto s = LengthsFromParameter(request.parameters(), &predict); !s.ok()) return s;
+    if (auto s = LengthsFromParameter(request.parameters(), &core_request); !s.ok()) return s;
   }
 
-  for (const auto& out : request.outputs()) predict.add_output_filter(out.name());
-  if (auto s = ValidateOutputFilter(predict, servable); !s.ok()) return s;
+  for (const auto& out : request.outputs()) core_request.output_filter.push_back(out.name());
+  if (auto s = core::ValidateOutputFilter(core_request, servable.signature()); !s.ok()) return s;
   auto sequence = ParseSequence(request.parameters());
   if (!sequence.ok()) return sequence.status();
   // A sequence request is a stream chunk: a fixed window's time axis is free (stream_window.h).
-  auto batch = sequence->has_value()
-                   ? ValidatePredict(predict, servable, StreamSignatureOf(servable).inputs)
-                   : ValidatePredict(predict, servable);
+  auto batch = sequence->has_value() ? ValidateStreamChunk(core_request, servable)
+                                     : core::Validate(core_request, servable.signature());
   if (!batch.ok()) return batch.status();
   decoded.batch = std::move(*batch);
 
@@ -244,32 +243,92 @@ absl::StatusOr<DecodedInfer> DecodeInfer(const ModelInferRequest& request,
   return decoded;
 }
 
-void EncodeInfer(const Servable& servable, const DecodedInfer& decoded,
-                 const std::vector<engine::Tensor>& outputs,
-                 inference::ModelInferResponse* response) {
+namespace {
+
+// The response's outputs, in the order the request asked for them, names only; with a
+// raw_output_contents entry for each when any output is raw (empty for a typed one, so that
+// the entries stay aligned with the outputs). Once per response.
+void Lay(const Servable& servable, const DecodedInfer& decoded,
+         inference::ModelInferResponse* response) {
+  if (response->outputs_size() > 0) return;
   bool any_raw = false;
   for (const auto& o : decoded.outputs) any_raw |= o.raw;
   for (const DecodedInfer::Output& o : decoded.outputs) {
+    response->add_outputs()->set_name(servable.outputs()[o.index].name);
+    if (any_raw) response->add_raw_output_contents();
+  }
+}
+
+void Describe(const engine::Tensor& t, inference::ModelInferResponse::InferOutputTensor* out) {
+  out->set_datatype(DatatypeName(t.dtype()));
+  out->clear_shape();
+  for (int64_t d : t.shape()) out->add_shape(d);
+}
+
+const void* Data(const engine::Tensor& t) {
+  return t.dtype() == engine::DType::kFloat32 ? static_cast<const void*>(t.f32())
+                                              : static_cast<const void*>(t.i64());
+}
+
+}  // namespace
+
+OutputAllocator AllocateInfer(const Servable& servable, const DecodedInfer& decoded,
+                              inference::ModelInferResponse* response) {
+  return
+      [&servable, &decoded, response](int index, engine::DType dtype, const engine::Shape& shape) {
+        Lay(servable, decoded, response);
+        for (size_t k = 0; k < decoded.outputs.size(); ++k) {
+          if (decoded.outputs[k].index != index) continue;
+          const int n = static_cast<int>(engine::NumElements(shape));
+          const bool f32 = dtype == engine::DType::kFloat32;
+          void* data = nullptr;
+          if (decoded.outputs[k].raw) {
+            std::string* raw = response->mutable_raw_output_contents(static_cast<int>(k));
+            raw->resize(n * (f32 ? sizeof(float) : sizeof(int64_t)));
+            data = raw->data();
+          } else if (f32) {
+            auto* c = response->mutable_outputs(static_cast<int>(k))->mutable_contents();
+            c->mutable_fp32_contents()->Resize(n, 0.0f);
+            data = c->mutable_fp32_contents()->mutable_data();
+          } else {
+            auto* c = response->mutable_outputs(static_cast<int>(k))->mutable_contents();
+            c->mutable_int64_contents()->Resize(n, 0);
+            data = c->mutable_int64_contents()->mutable_data();
+          }
+          return engine::Tensor::Wrap(dtype, shape, data, nullptr);
+        }
+        // Not asked for: rows of its own.
+        return dtype == engine::DType::kInt64 ? engine::Tensor::Int64(shape)
+                                              : engine::Tensor::Float(shape);
+      };
+}
+
+void EncodeInfer(const Servable& servable, const DecodedInfer& decoded,
+                 const std::vector<engine::Tensor>& outputs,
+                 inference::ModelInferResponse* response) {
+  Lay(servable, decoded, response);
+  for (size_t k = 0; k < decoded.outputs.size(); ++k) {
+    const DecodedInfer::Output& o = decoded.outputs[k];
     if (o.index >= static_cast<int>(outputs.size())) continue;  // Run fills every output
     const engine::Tensor& t = outputs[o.index];
-    auto* out = response->add_outputs();
-    out->set_name(servable.outputs()[o.index].name);
-    out->set_datatype(DatatypeName(t.dtype()));
-    for (int64_t d : t.shape()) out->add_shape(d);
+    auto* out = response->mutable_outputs(static_cast<int>(k));
+    Describe(t, out);
     const bool f32 = t.dtype() == engine::DType::kFloat32;
+    const size_t bytes = t.num_elements() * (f32 ? sizeof(float) : sizeof(int64_t));
     if (o.raw) {
-      const char* data =
-          f32 ? reinterpret_cast<const char*>(t.f32()) : reinterpret_cast<const char*>(t.i64());
-      response->add_raw_output_contents()->assign(
-          data, t.num_elements() * (f32 ? sizeof(float) : sizeof(int64_t)));
+      std::string* raw = response->mutable_raw_output_contents(static_cast<int>(k));
+      if (raw->data() != Data(t) || raw->size() != bytes) {  // else AllocateInfer's, in place
+        raw->assign(static_cast<const char*>(Data(t)), bytes);
+      }
       continue;
     }
-    // raw_output_contents stays aligned with outputs: an empty entry for a typed output.
-    if (any_raw) response->add_raw_output_contents();
-    if (f32) {
-      out->mutable_contents()->mutable_fp32_contents()->Add(t.f32(), t.f32() + t.num_elements());
-    } else {
-      out->mutable_contents()->mutable_int64_contents()->Add(t.i64(), t.i64() + t.num_elements());
+    auto* c = out->mutable_contents();
+    if (f32 && (c->fp32_contents().data() != t.f32() || t.num_elements() == 0)) {
+      c->clear_fp32_contents();
+      c->mutable_fp32_contents()->Add(t.f32(), t.f32() + t.num_elements());
+    } else if (!f32 && (c->int64_contents().data() != t.i64() || t.num_elements() == 0)) {
+      c->clear_int64_contents();
+      c->mutable_int64_contents()->Add(t.i64(), t.i64() + t.num_elements());
     }
   }
 }

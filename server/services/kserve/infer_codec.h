@@ -2,11 +2,16 @@
 
 // ModelInferRequest -> a validated engine batch, and engine outputs -> ModelInferResponse.
 //
-// Decoding translates the KServe tensors into an rnnserve.v1 PredictRequest and runs the one
-// edge validation every protocol shares (server/request_validation.h): names, shapes (batch
-// axis first), lengths and finite values are checked there. What is KServe's own is checked
-// here: datatype strings, raw_input_contents against the inputs and their byte sizes,
-// requested outputs, and the request parameters.
+// Decoding makes the protocol-neutral request (server/core/request.h) out of views of the
+// KServe tensors (raw_input_contents, or the typed contents) and runs the one edge validation
+// every protocol shares: names, shapes (batch axis first), lengths and finite values are
+// checked there, and an FP32 (or INT64) input reaches the engine as a view of the request's
+// bytes. What is KServe's own is checked here: datatype strings, raw_input_contents against
+// the inputs and their byte sizes, requested outputs, and the request parameters.
+//
+// Encoding: AllocateInfer places the outputs in the response before they are computed (the
+// dynamic batcher writes each request's rows there); EncodeInfer then fills in what is not in
+// place yet, so an output is copied once from the engine to the response.
 //
 // Request parameters:
 //   lengths      string_param "40,25,12": per-sequence lengths (size = batch). An INT32 or
@@ -45,6 +50,11 @@ struct DecodedInfer {
 
 absl::StatusOr<DecodedInfer> DecodeInfer(const inference::ModelInferRequest& request,
                                          const Servable& servable);
+
+// For RunOptions::allocate_outputs: the requested outputs' buffers in `response`. `servable`,
+// `decoded` and `response` must outlive the run.
+OutputAllocator AllocateInfer(const Servable& servable, const DecodedInfer& decoded,
+                              inference::ModelInferResponse* response);
 
 // `outputs` as Servable::Run returned them (one per Servable::outputs()).
 void EncodeInfer(const Servable& servable, const DecodedInfer& decoded,

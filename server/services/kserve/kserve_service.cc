@@ -1,12 +1,14 @@
 #include "server/services/kserve/kserve_service.h"
 
 #include <chrono>
+#include <functional>
 #include <future>
 #include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "server/core/sequence_runner.h"
 #include "server/grpc_status.h"
 #include "server/limits/caller_identity.h"
 #include "server/log.h"
@@ -160,7 +162,8 @@ void KServeService::Infer(const grpc::ServerContextBase* context,
   if (!d.sequence.has_value()) {
     // The batch moves to the scheduler; the response needs none of it.
     engine::Batch batch = std::move(d.batch);
-    const RunOptions options = d.options;
+    RunOptions options = d.options;
+    options.allocate_outputs = AllocateInfer(model, d, response);
     model.RunAsync(std::move(batch), options,
                    [this, call = std::move(call)](
                        absl::StatusOr<std::vector<engine::Tensor>> outputs) mutable {
@@ -177,7 +180,7 @@ void KServeService::Infer(const grpc::ServerContextBase* context,
                       "rnnserve.v1 StreamPredict, or send whole sequences without sequence_id")));
   }
   // The sequence is bound to who started it: its token's hash, or its peer.
-  if (context != nullptr) d.sequence->caller = limits::CallerIdentity(*context);
+  if (context != nullptr) d.options.caller = limits::CallerIdentity(*context);
   if (options_.blocking == nullptr) return RunSequence(std::move(call));
   // A chunk waits for its sequence and runs the engine on this thread: not on gRPC's.
   options_.blocking->Post(
@@ -186,10 +189,27 @@ void KServeService::Infer(const grpc::ServerContextBase* context,
 
 void KServeService::RunSequence(std::unique_ptr<Call> call) {
   DecodedInfer& d = *call->decoded;
-  const std::shared_ptr<const Servable> asked = call->ran_on;
+  const Servable& asked = *call->ran_on;
+  absl::Status run = asked.streamable();
+  if (run.ok() && (d.batch.inputs.empty() || d.batch.inputs[0].dim(0) != 1)) {
+    run = absl::InvalidArgumentError(
+        absl::StrCat("sequence ", d.sequence->ToString(),
+                     ": a sequence request carries one sequence (batch 1)"));
+  }
   std::vector<engine::Tensor> outputs;
-  const absl::Status run =
-      options_.sequences->Run(*asked, *d.sequence, d.batch, &outputs, d.options, &call->ran_on);
+  if (run.ok()) {
+    // String ids share the numeric id space through a hash with the top bit set.
+    const SequenceIdentity& seq = *d.sequence;
+    const uint64_t id =
+        seq.id != 0 ? seq.id : (std::hash<std::string>{}(seq.string_id) | (uint64_t{1} << 63));
+    const core::Chunk chunk{.id = id,
+                            .start = seq.start,
+                            .end = seq.end,
+                            .caller = {.owner = d.options.caller, .client = d.options.caller},
+                            .servable = call->ran_on};
+    run = core::RunChunk(*options_.sequences, chunk, std::move(d.batch), d.options, &outputs,
+                         &call->ran_on);
+  }
   if (run.ok()) {
     Complete(std::move(call), std::move(outputs));
   } else {

@@ -13,7 +13,7 @@
 //     call, so no thread waits for a batch (a chunk of a stateful sequence runs on
 //     KServeServiceOptions::blocking's threads). Errors: unknown model or
 //     version NOT_FOUND; bad datatype, shape, contents or parameter INVALID_ARGUMENT naming the
-//     input and the expected value; a sequence request without a SequenceHandler
+//     input and the expected value; a sequence request without a state store
 //     UNIMPLEMENTED; the servable's own codes (DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED) as is.
 //     The client's deadline bounds the wait; ServerContext::IsCancelled() is not asked (on
 //     the synchronous API it polls the completion queue, a system call per request), so a
@@ -31,6 +31,7 @@
 #include "inference/grpc_service.grpc.pb.h"
 #include "server/auth/token_auth.h"
 #include "server/batching/async_runner.h"
+#include "server/core/state_store.h"
 #include "server/limits/admission.h"
 #include "server/limits/stream_limits.h"
 #include "server/model_repository.h"
@@ -43,9 +44,10 @@ namespace rnnserve::server::kserve {
 struct KServeServiceOptions {
   std::string server_name = "rnnserve";
   std::string server_version;
-  // Runs sequence requests; not owned, must outlive the service. Null: sequence requests
-  // fail with UNIMPLEMENTED and ServerMetadata does not list the "sequence" extension.
-  SequenceHandler* sequences = nullptr;
+  // Keeps sequence requests' states (core/state_store.h); not owned, must outlive the service.
+  // Null: sequence requests fail with UNIMPLEMENTED and ServerMetadata does not list the "sequence"
+  // extension.
+  core::StateStore* sequences = nullptr;
   // Bearer tokens (auth/token_auth.h); not owned. Null: every call is open. ServerLive and
   // ServerReady stay open either way: they are probes.
   const auth::TokenAuthorizer* authorizer = nullptr;

@@ -1,4 +1,4 @@
-#include "server/request_validation.h"
+// The one edge validation (request.h): a Request against a model's signature.
 
 #include <algorithm>
 #include <cmath>
@@ -6,9 +6,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/lengths.h"
-#include "server/tensor_codec.h"
+#include "server/core/request.h"
 
-namespace rnnserve::server {
+namespace rnnserve::server::core {
 namespace {
 
 std::string Names(const std::vector<TensorSignature>& sigs) {
@@ -52,47 +52,75 @@ absl::Status CheckFinite(const engine::Tensor& t, absl::string_view what) {
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<engine::Batch> ValidatePredict(const v1::PredictRequest& request,
-                                              const Servable& servable) {
-  return ValidatePredict(request, servable, servable.inputs());
+const InputView* Find(const std::vector<InputView>& given, const std::string& name) {
+  for (const InputView& v : given) {
+    if (v.name == name) return &v;
+  }
+  return nullptr;
 }
 
-absl::StatusOr<engine::Batch> ValidatePredict(const v1::PredictRequest& request,
-                                              const Servable& servable,
-                                              const std::vector<TensorSignature>& sigs) {
-  const auto& given = request.inputs();
-  for (const auto& [name, tensor] : given) {
-    bool known = false;
-    for (const auto& s : sigs) known |= s.name == name;
-    if (!known && !(sigs.size() == 1 && given.size() == 1)) {
+absl::Status DecodeStates(const Request& request, const Signature& signature, int64_t B,
+                          engine::Batch* batch) {
+  // A model that accepts finite inputs only (reject_non_finite on any input) takes finite
+  // initial states only: a NaN state is as poisonous as a NaN input.
+  bool finite_only = false;
+  for (const TensorSignature& sig : signature.inputs) finite_only |= sig.reject_non_finite;
+  for (const auto& [layer, states] : request.initial_states) {
+    if (!signature.is_recurrent_layer(layer)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("unexpected input '", name, "' (model inputs: ", Names(sigs), ")"));
+          absl::StrCat("initial_states: '", layer, "' is not a recurrent layer of the model"));
+    }
+    std::vector<engine::Tensor>& out = batch->initial_states[layer];
+    for (size_t i = 0; i < states.size(); ++i) {
+      const std::string what = absl::StrCat("initial_states '", layer, "'[", i, "]");
+      auto t = ToEngineTensor(states[i], /*token_ids=*/false, what);
+      if (!t.ok()) return t.status();
+      if (t->dtype() != engine::DType::kFloat32 || t->rank() != 2 || t->dim(0) != B) {
+        return absl::InvalidArgumentError(absl::StrCat(what, ": shape ",
+                                                       engine::ShapeString(t->shape()),
+                                                       " given, expected FP32 [", B, ", units]"));
+      }
+      if (finite_only) {
+        if (absl::Status f = CheckFinite(*t, what); !f.ok()) return f;
+      }
+      out.push_back(std::move(*t));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<engine::Batch> Validate(const Request& request, const Signature& signature) {
+  const std::vector<TensorSignature>& sigs = signature.inputs;
+  const std::vector<InputView>& given = request.inputs;
+  const bool any_name = sigs.size() == 1 && given.size() == 1;
+  for (const InputView& v : given) {
+    const bool known = std::any_of(sigs.begin(), sigs.end(),
+                                   [&](const TensorSignature& s) { return s.name == v.name; });
+    if (!known && !any_name) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unexpected input '", v.name, "' (model inputs: ", Names(sigs), ")"));
     }
   }
   engine::Batch batch;
   int64_t B = -1, T = -1;
   for (const TensorSignature& sig : sigs) {
-    auto it = given.find(sig.name);
-    if (it == given.end() && sigs.size() == 1 && given.size() == 1) it = given.begin();
-    if (it == given.end()) {
+    const InputView* in = Find(given, sig.name);
+    if (in == nullptr && any_name) in = &given[0];
+    if (in == nullptr) {
       return absl::InvalidArgumentError(
           absl::StrCat("missing input '", sig.name, "' (model inputs: ", Names(sigs), ")"));
     }
     const std::string what = absl::StrCat("input '", sig.name, "'");
-    const v1::DataType want = WireType(sig.dtype);
-    const v1::DataType got = it->second.dtype();
     const bool ids = sig.dtype == engine::DType::kInt64;
-    const bool dtype_ok = ids ? (got == v1::TYPE_INT32 || got == v1::TYPE_INT64 ||
-                                 got == v1::TYPE_FP32 || got == v1::TYPE_FP64)
-                              : got == v1::TYPE_FP32;
-    if (!dtype_ok) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, ": dtype ", v1::DataType_Name(got), " given, expected ", v1::DataType_Name(want),
-          ids ? " or TYPE_INT32 (or whole-number TYPE_FP32 / TYPE_FP64)" : ""));
+    if (!Feeds(in->type, sig.dtype)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": dtype ", ElementTypeName(in->type), " given, expected ",
+                       ElementTypeName(ids ? ElementType::kInt64 : ElementType::kFp32),
+                       ids ? " or TYPE_INT32 (or whole-number TYPE_FP32 / TYPE_FP64)" : ""));
     }
-    auto tensor = ids ? DecodeTokenIds(it->second, what) : DecodeTensor(it->second, what);
+    auto tensor = ToEngineTensor(*in, ids, what);
     if (!tensor.ok()) return tensor.status();
     if (auto s = CheckShape(*tensor, sig); !s.ok()) return s;
     // The batch is on the input's batch_axis (axis 1 of an ONNX state [layers, batch, H]).
@@ -109,10 +137,10 @@ absl::StatusOr<engine::Batch> ValidatePredict(const v1::PredictRequest& request,
     }
     batch.inputs.push_back(std::move(*tensor));
   }
-  if (!request.lengths().empty()) {
+  if (!request.lengths.empty() && signature.lengths != nullptr) {
     // Refused at the edge by a model that cannot honour lengths (the reason names the layer);
     // otherwise they describe its sequence inputs, [B, T, ...] or time-major [T, B, ...].
-    const Servable::LengthsSupport& support = servable.lengths();
+    const LengthsSupport& support = *signature.lengths;
     if (!support.honored.ok()) return support.honored;
     T = -1;
     for (size_t i = 0; i < batch.inputs.size() && i < support.sequence_inputs.size(); ++i) {
@@ -123,50 +151,23 @@ absl::StatusOr<engine::Batch> ValidatePredict(const v1::PredictRequest& request,
     }
   }
   // The engines' rule (engine/lengths.h): B lengths, each in [0, T]; 0 is an empty sequence.
-  if (auto st = engine::CheckLengths(request.lengths(), B, T); !st.ok()) return st;
-  batch.lengths.assign(request.lengths().begin(), request.lengths().end());
-  // A model that accepts finite inputs only (reject_non_finite on any input) takes finite
-  // initial states only: a NaN state is as poisonous as a NaN input.
-  bool finite_only = false;
-  for (const TensorSignature& sig : sigs) finite_only |= sig.reject_non_finite;
-  for (const auto& [layer, states] : request.initial_states()) {
-    if (!servable.HasRecurrentLayer(layer)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("initial_states: '", layer, "' is not a recurrent layer of the model"));
-    }
-    std::vector<engine::Tensor>& out = batch.initial_states[layer];
-    for (int i = 0; i < states.states_size(); ++i) {
-      auto t =
-          DecodeTensor(states.states(i), absl::StrCat("initial_states '", layer, "'[", i, "]"));
-      if (!t.ok()) return t.status();
-      if (t->dtype() != engine::DType::kFloat32 || t->rank() != 2 || t->dim(0) != B) {
-        return absl::InvalidArgumentError(absl::StrCat("initial_states '", layer, "'[", i,
-                                                       "]: shape ", engine::ShapeString(t->shape()),
-                                                       " given, expected FP32 [", B, ", units]"));
-      }
-      if (finite_only) {
-        if (absl::Status f = CheckFinite(*t, absl::StrCat("initial_states '", layer, "'[", i, "]"));
-            !f.ok()) {
-          return f;
-        }
-      }
-      out.push_back(std::move(*t));
-    }
-  }
+  if (auto st = engine::CheckLengths(request.lengths, B, T); !st.ok()) return st;
+  batch.lengths = request.lengths;
+  if (auto s = DecodeStates(request, signature, B, &batch); !s.ok()) return s;
   return batch;
 }
 
-absl::Status ValidateOutputFilter(const v1::PredictRequest& request, const Servable& servable) {
-  for (const std::string& name : request.output_filter()) {
-    bool known = false;
-    for (const auto& s : servable.outputs()) known |= s.name == name;
+absl::Status ValidateOutputFilter(const Request& request, const Signature& signature) {
+  for (const std::string& name : request.output_filter) {
+    const bool known = std::any_of(signature.outputs.begin(), signature.outputs.end(),
+                                   [&](const TensorSignature& s) { return s.name == name; });
     if (!known) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("output_filter: unknown output '", name,
-                       "' (model outputs: ", Names(servable.outputs()), ")"));
+      return absl::InvalidArgumentError(absl::StrCat("output_filter: unknown output '", name,
+                                                     "' (model outputs: ", Names(signature.outputs),
+                                                     ")"));
     }
   }
   return absl::OkStatus();
 }
 
-}  // namespace rnnserve::server
+}  // namespace rnnserve::server::core
