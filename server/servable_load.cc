@@ -471,11 +471,18 @@ absl::Status Servable::StartDynamic(const v1::ModelConfig& batching) {
                                          lengths_.sequence_inputs.end(), [](bool b) { return b; });
   if (has_sequences && !lengths_.honored.ok() && options->max_computed_steps_ratio != 1) {
     // Padding a shorter sequence to a longer one's steps needs lengths, which this model
-    // cannot honour: only sequences of one length share a batch.
-    LogWarning(absl::StrCat("model ", name(), " v", version_,
-                            ": batches only sequences of one length (max_computed_steps_ratio 1, "
-                            "not ",
-                            options->max_computed_steps_ratio, "): ", lengths_.honored.message()));
+    // cannot honour: only sequences of one length may share a batch. A bound that config.pbtxt
+    // sets otherwise cannot be honoured, so the load says so; without one, 1 is the default.
+    if (config_.parameters().contains(batching::kMaxComputedStepsRatioParameter)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "model '", name(), "': parameter ", batching::kMaxComputedStepsRatioParameter, " is ",
+          options->max_computed_steps_ratio,
+          ", but the model cannot honour per-sequence lengths (", lengths_.honored.message(),
+          "), so only sequences of one length can share a batch: set it to 1 or leave it out"));
+    }
+    LogInfo(absl::StrCat("model ", name(), " v", version_,
+                         ": batches only sequences of one length (max_computed_steps_ratio 1): ",
+                         lengths_.honored.message()));
     options->max_computed_steps_ratio = 1;
   }
   auto batcher = batching::DynamicBatcher::Create(*options, InstancePointers());

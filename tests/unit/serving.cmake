@@ -34,3 +34,6 @@ target_link_libraries(evaluate_keras_logits_test PRIVATE rnnserve_server_lib)
 rnnserve_test(request_core_test unit ${CMAKE_CURRENT_LIST_DIR}/request_core_test.cc)
 target_link_libraries(request_core_test PRIVATE rnnserve_kserve rnnserve_server_lib
   rnnserve_batching_test_support)
+rnnserve_test(serving_lengths_batching_test unit
+  ${CMAKE_CURRENT_LIST_DIR}/serving_lengths_batching_test.cc)
+target_link_libraries(serving_lengths_batching_test PRIVATE rnnserve_server_lib)
