@@ -51,7 +51,7 @@ echo "timing: compose up to healthy $((SECONDS - start)) s"
 mounts=$(podman inspect -f '{{range .Mounts}}{{.Source}}:{{.Destination}} {{end}}' "$server")
 grep -qF "$ROOT/models/examples:/models" <<<"$mounts" ||
   { echo "FAIL: /models is not models/examples: $mounts"; exit 1; }
-podman logs "$server" 2>&1 | grep -q "1 model(s) ready from /models" ||
+podman logs "$server" 2>&1 | grep -c "1 model(s) ready from /models" >/dev/null ||
   { echo "FAIL: the log does not say the example loaded:"; podman logs "$server" 2>&1 | tail; exit 1; }
 cpus=$(podman inspect -f '{{.HostConfig.NanoCpus}}' "$server")
 [ "$cpus" = 1000000000 ] || { echo "FAIL: CPU limit $cpus nano-CPUs, not RNNSERVE_CPUS=1"; exit 1; }
@@ -95,7 +95,7 @@ echo "prometheus: up{job=\"rnnserve\"} = 1"
 
 # RNNSERVE_ARGS reached rnnserve: its drain is the 1 s asked for, not the default.
 podman stop -t 30 "$server" >/dev/null
-podman logs "$server" 2>&1 | grep -q "draining for 1 s" ||
+podman logs "$server" 2>&1 | grep -c "draining for 1 s" >/dev/null ||
   { echo "FAIL: RNNSERVE_ARGS did not reach rnnserve:"; podman logs "$server" 2>&1 | tail; exit 1; }
 echo "compose: RNNSERVE_ARGS reached rnnserve (drain 1 s)"
 

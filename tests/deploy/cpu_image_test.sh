@@ -38,7 +38,7 @@ predict_matches_keras "$cli" "127.0.0.1:$grpc_port"
 
 metrics=$(curl -fsS "http://127.0.0.1:$metrics_port/metrics")
 grep '^rnnserve_requests_total{' <<<"$metrics" | grep 'model="waveform_lstm"' |
-  grep 'method="Predict"' | grep -q ' 1$' || {
+  grep 'method="Predict"' | grep -c ' 1$' >/dev/null || {
   echo "FAIL: /metrics has no Predict counted for waveform_lstm:"
   grep rnnserve_requests_total <<<"$metrics" || true
   exit 1
@@ -73,7 +73,7 @@ run=${run/% rnnserve:cpu/ localhost/rnnserve:cpu}
 wait_healthy "$name-volume" 120
 mounts=$(podman inspect -f '{{range .Mounts}}{{.Source}}:{{.Destination}} {{end}}' "$name-volume")
 echo "example: mounts $mounts"
-podman logs "$name-volume" 2>&1 | grep -q "1 model(s) ready from /models" ||
+podman logs "$name-volume" 2>&1 | grep -c "1 model(s) ready from /models" >/dev/null ||
   { echo "FAIL: the example's repository:"; podman logs "$name-volume" 2>&1 | tail; exit 1; }
 predict_matches_keras "$cli" "127.0.0.1:$grpc_port"
 podman rm -f "$name-volume" >/dev/null
