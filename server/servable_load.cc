@@ -476,8 +476,8 @@ absl::Status Servable::StartDynamic(const v1::ModelConfig& batching) {
     if (config_.parameters().contains(batching::kMaxComputedStepsRatioParameter)) {
       return absl::FailedPreconditionError(absl::StrCat(
           "model '", name(), "': parameter ", batching::kMaxComputedStepsRatioParameter, " is ",
-          options->max_computed_steps_ratio,
-          ", but the model cannot honour per-sequence lengths (", lengths_.honored.message(),
+          options->max_computed_steps_ratio, ", but the model cannot honour per-sequence lengths (",
+          lengths_.honored.message(),
           "), so only sequences of one length can share a batch: set it to 1 or leave it out"));
     }
     LogInfo(absl::StrCat("model ", name(), " v", version_,

@@ -33,8 +33,9 @@ namespace rnnserve::engine::cpu {
 // a [B, T, ...] operand 0).
 absl::Status RunTensorOp(const TensorOpSpec& spec, const Layer& layer, std::vector<Value>* values);
 
-// The request-lengths ops (engine/ops/lengths_ops.h) as a layer: lengths from the layer's input 1 (a sequence model input); for
-// kAttachRequestLengths the output carries the shorter, per sequence, of those and input 0's.
+// The request-lengths ops (engine/ops/lengths_ops.h) as a layer: lengths from the layer's input 1
+// (a sequence model input); for kAttachRequestLengths the output carries the shorter, per sequence,
+// of those and input 0's.
 absl::Status RunLengthsOp(const TensorOpSpec& spec, const Layer& layer, std::vector<Value>* values);
 
 }  // namespace rnnserve::engine::cpu

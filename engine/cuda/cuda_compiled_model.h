@@ -46,10 +46,10 @@ struct LayerPlan {
   // (FusedRnn::Takes: up to 8 or 64 sequences, none of length 0, no masked steps inside a
   // sequence).
   std::unique_ptr<FusedRnn> fused_rnn;
-  std::unique_ptr<HostRecurrent> cpu_rnn;         // CPU placement and stateful batches (host_)
-  DeviceBuffer kernel, bias;                      // Dense [in, out], [out]; Embedding table
-  DeviceBuffer hy, cy, y, h0, c0;                 // recurrent scratch
-  bool device_layer = false;                      // run by RunDeviceLayer (device_layers.h)
+  std::unique_ptr<HostRecurrent> cpu_rnn;  // CPU placement and stateful batches (host_)
+  DeviceBuffer kernel, bias;               // Dense [in, out], [out]; Embedding table
+  DeviceBuffer hy, cy, y, h0, c0;          // recurrent scratch
+  bool device_layer = false;               // run by RunDeviceLayer (device_layers.h)
   // A recurrent layer on cuDNN's placement whose next layer is one too, of one direction,
   // reading this layer's sequence and nothing else: a chain of such layers runs through
   // CudnnRecurrent::ForwardStack (runs of layers in one launch where that is faster). Layers

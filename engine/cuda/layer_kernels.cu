@@ -348,23 +348,23 @@ cudaError_t LaunchGather(const float* x, const int64_t* indices, float* out, int
   return cudaGetLastError();
 }
 
-cudaError_t LaunchGatherAtLengths(const float* x, const int32_t* lengths, float* out,
-                                  int64_t outer, int64_t n0, int64_t mid, int64_t n1,
-                                  int64_t inner, bool time_first, cudaStream_t stream) {
+cudaError_t LaunchGatherAtLengths(const float* x, const int32_t* lengths, float* out, int64_t outer,
+                                  int64_t n0, int64_t mid, int64_t n1, int64_t inner,
+                                  bool time_first, cudaStream_t stream) {
   const int64_t total = outer * (time_first ? n1 : n0) * mid * inner;
   if (total == 0) return cudaSuccess;
   GatherAtLengthsKernel<<<Blocks(total), kBlock, 0, stream>>>(x, lengths, out, outer, n0, mid, n1,
-                                                               inner, time_first);
+                                                              inner, time_first);
   return cudaGetLastError();
 }
 
-cudaError_t LaunchZeroPastLengths(const float* x, const int32_t* lengths, float* out,
-                                  int64_t outer, int64_t n0, int64_t mid, int64_t n1,
-                                  int64_t inner, bool time_first, cudaStream_t stream) {
+cudaError_t LaunchZeroPastLengths(const float* x, const int32_t* lengths, float* out, int64_t outer,
+                                  int64_t n0, int64_t mid, int64_t n1, int64_t inner,
+                                  bool time_first, cudaStream_t stream) {
   const int64_t total = outer * n0 * mid * n1 * inner;
   if (total == 0) return cudaSuccess;
   ZeroPastLengthsKernel<<<Blocks(total), kBlock, 0, stream>>>(x, lengths, out, outer, n0, mid, n1,
-                                                               inner, time_first);
+                                                              inner, time_first);
   return cudaGetLastError();
 }
 

@@ -40,19 +40,19 @@ DirectScheduler::~DirectScheduler() { runner_.reset(); }
 bool DirectScheduler::IsWorkerThread() const { return runner_->IsRunnerThread(); }
 
 absl::Status DirectScheduler::Schedule(std::unique_ptr<BatchRequest>* request) {
-  if (absl::Now() > (*request)->deadline) {
+  const absl::Time queued = absl::Now();
+  if (queued > (*request)->deadline) {
     return absl::DeadlineExceededError("deadline passed before the request ran");
   }
   int running;
   {
     absl::MutexLock lock(&mu_);
     if (draining_) {
-      return absl::UnavailableError(absl::StrCat(
-          "model '", options_.model_name, "' is unloading; the request did not run; retry"));
+      return absl::UnavailableError(absl::StrCat("model '", options_.model_name,
+                                                 "' is unloading; the request did not run; retry"));
     }
     running = in_flight_++;
   }
-  const absl::Time queued = absl::Now();
   std::unique_ptr<BatchRequest> taken = std::move(*request);
   // A caller that waits anyway, or an idle instance and a caller that may block for one engine
   // call: run here. Otherwise the runner's threads wait for the instances.

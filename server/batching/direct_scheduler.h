@@ -32,8 +32,8 @@
 //   Models served to few concurrent clients, large models whose single call already fills the
 //   machine, and models that cannot be batched (time-major exports: max_batch_size 0).
 
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 

@@ -376,8 +376,7 @@ TEST_F(RepositoryTest, ErrorsAndMetadataNamePathsInsideTheRepository) {
   for (const char* name : {"broken", "empty"}) {
     auto failed = c.Metadata(name);
     EXPECT_EQ(failed.status().code(), absl::StatusCode::kUnavailable) << failed.status();
-    EXPECT_EQ(failed.status().message().find(repo_.string()), std::string::npos)
-        << failed.status();
+    EXPECT_EQ(failed.status().message().find(repo_.string()), std::string::npos) << failed.status();
     EXPECT_NE(failed.status().message().find(name), std::string::npos) << failed.status();
   }
   const grpc::Status missing = LoadModel(**server, "no_such_dir");

@@ -172,7 +172,7 @@ TEST_F(TorchStateServingTest, KServeModelConfigLeavesOutEachTensorsBatchAxis) {
   ASSERT_TRUE(KServe()->ModelConfig(&ctx, req, &resp).ok());
   ASSERT_EQ(resp.config().input_size(), 3);
   EXPECT_EQ(resp.config().input(0).dims_size(), 2);  // x [batch, time, 6]: [-1, 6]
-  for (int k : {1, 2}) {                              // h0, c0 [1, batch, 32]: [1, 32]
+  for (int k : {1, 2}) {                             // h0, c0 [1, batch, 32]: [1, 32]
     ASSERT_EQ(resp.config().input(k).dims_size(), 2) << k;
     EXPECT_EQ(resp.config().input(k).dims(0), 1) << k;
     EXPECT_EQ(resp.config().input(k).dims(1), 32) << k;

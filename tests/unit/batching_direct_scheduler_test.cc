@@ -37,8 +37,8 @@ TEST(DirectSchedulerTest, RefusesBadOptions) {
   EXPECT_TRUE(absl::IsInvalidArgument(
       DirectScheduler::Create({.model_name = "m", .max_batch_size = -1}, {&engine}, nullptr)
           .status()));
-  EXPECT_TRUE(absl::IsInvalidArgument(DirectScheduler::Create({.model_name = "m"}, {}, nullptr)
-                                          .status()));
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(DirectScheduler::Create({.model_name = "m"}, {}, nullptr).status()));
 }
 
 TEST(DirectSchedulerTest, RunsOnTheCallersThreadWhenAnInstanceIsIdle) {
