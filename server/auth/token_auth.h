@@ -27,6 +27,7 @@
 namespace rnnserve::server::auth {
 
 enum class Access {
+  kPublic,     // liveness and readiness: no token
   kInference,  // predict, evaluate, streams, metadata, listing
   kAdmin,      // load and unload models
 };
