@@ -249,7 +249,8 @@ int Main(int argc, char** argv) {
                                                            .limits = server_limits->requests(),
                                                            .streams = server_limits->streams.get(),
                                                            .blocking = &kserve_blocking,
-                                                           .readiness = &readiness});
+                                                           .readiness = &readiness,
+                                                           .metrics = &process_metrics});
   builder.RegisterService(&kserve_service);
   builder.RegisterService(health->get());
   builder.experimental().SetInterceptorCreators(metrics::NewInterceptorFactories(&process_metrics));

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <utility>
 
+#include "absl/time/clock.h"
 #include "prometheus/family.h"
 #include "prometheus/text_serializer.h"
 #include "server/metrics/process_metrics.h"
@@ -158,6 +159,7 @@ void ModelMetrics::QueueLeft(absl::Duration waited) {
   if (queue_depth_ == nullptr) return;
   queue_depth_->Decrement();
   queue_duration_->Observe(absl::ToDoubleSeconds(waited));
+  tally_.Queued(waited);
 }
 
 void ModelMetrics::SetQueueCapacity(int64_t capacity) {
@@ -170,6 +172,7 @@ void ModelMetrics::RecordBatch(const BatchStats& stats) {
   real_timesteps_->Increment(static_cast<double>(stats.real_timesteps));
   computed_timesteps_->Increment(static_cast<double>(stats.computed_timesteps));
   ComputeDuration(stats.engine).Observe(absl::ToDoubleSeconds(stats.compute));
+  tally_.Batch(stats.batch_size, stats.compute);
 }
 
 ModelMetrics::~ModelMetrics() = default;
@@ -232,6 +235,9 @@ void ModelMetrics::RequestFinished(absl::string_view method, absl::StatusCode co
                                    absl::Duration duration) {
   if (inflight_ != nullptr) inflight_->Decrement();
   RequestCounted(method, code, duration);
+  if (method == "Predict" || method == "ModelInfer" || method == "Evaluate") {
+    tally_.Request(code == absl::StatusCode::kOk, duration, absl::Now());
+  }
 }
 
 void ModelMetrics::RequestCounted(absl::string_view method, absl::StatusCode code,

@@ -46,7 +46,8 @@
 //   SetQueueCapacity(n)     the queue limit, once at start (RESOURCE_EXHAUSTED beyond it)
 //   SequenceStarted()/SequenceEnded()   stateful sequences held on the server
 // Request counts, durations and in-flight are recorded by the gRPC interceptor
-// (grpc_interceptor.h) for every service; a scheduler does not record them.
+// (grpc_interceptor.h) for every service; a scheduler does not record them. The same events
+// keep Triton's statistics of the version (inference_statistics.h: KServe ModelStatistics).
 
 #include <array>
 #include <atomic>
@@ -66,6 +67,7 @@
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
+#include "server/metrics/inference_statistics.h"
 
 namespace rnnserve::server::metrics {
 
@@ -125,6 +127,11 @@ class ModelMetrics {
   // Creates the series of `engine` (compute time) at zero.
   void AddEngine(const std::string& engine);
 
+  // A front end that times its decoding and encoding (inference_statistics.h).
+  void RecordCodec(absl::Duration input, absl::Duration output) { tally_.Codec(input, output); }
+  // Triton's statistics of this version, from the events above (inference_statistics.h).
+  InferenceStatistics Statistics() const { return tally_.Snapshot(); }
+
  private:
   friend class ServerMetrics;  // creates a loaded version's request series at zero
   // Method names whose series are resolved once and then updated without a lock.
@@ -163,6 +170,7 @@ class ModelMetrics {
   absl::Mutex cellular_mu_;
   std::unique_ptr<CellularSeries> cellular_ ABSL_GUARDED_BY(cellular_mu_);
   std::atomic<const CellularSeries*> cellular_ready_{nullptr};
+  InferenceTally tally_;
 };
 
 class HiddenSeriesFilter;

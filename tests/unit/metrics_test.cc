@@ -282,6 +282,39 @@ TEST(ServerMetricsTest, ConcurrentRecordingFromManyThreadsIsAllCounted) {
       });
 }
 
+TEST(ServerMetricsTest, TritonStatisticsComeFromTheSameEventsAsTheSeries) {
+  ServerMetrics m;
+  ModelMetrics& model = m.ModelLoaded(Info("a", 1, {"cpu"}));
+  model.RequestStarted();
+  model.RequestFinished("ModelInfer", absl::StatusCode::kOk, absl::Microseconds(30));
+  model.RequestStarted();
+  model.RequestFinished("Predict", absl::StatusCode::kInvalidArgument, absl::Microseconds(5));
+  model.RequestStarted();
+  model.RequestFinished("ModelMetadata", absl::StatusCode::kOk, absl::Microseconds(7));
+  model.QueueEntered();
+  model.QueueLeft(absl::Microseconds(4));
+  model.RecordBatch({.engine = "cpu", .batch_size = 3, .compute = absl::Microseconds(10)});
+  model.RecordBatch({.engine = "cpu", .batch_size = 1, .compute = absl::Microseconds(2)});
+  model.RecordCodec(absl::Microseconds(1), absl::Microseconds(2));
+  const InferenceStatistics s = model.Statistics();
+  EXPECT_EQ(s.success.count, 1u);  // metadata is not an inference
+  EXPECT_EQ(s.success.ns, 30000u);
+  EXPECT_EQ(s.fail.count, 1u);
+  EXPECT_EQ(s.queue.count, 1u);
+  EXPECT_EQ(s.queue.ns, 4000u);
+  EXPECT_EQ(s.execution_count, 2u);
+  EXPECT_EQ(s.inference_count, 4u);
+  EXPECT_EQ(s.compute_infer.ns, 12000u);
+  ASSERT_EQ(s.batch_compute.size(), 2u);
+  EXPECT_EQ(s.batch_compute.at(3).ns, 10000u);
+  EXPECT_EQ(s.compute_input.ns, 1000u);
+  EXPECT_EQ(s.compute_output.ns, 2000u);
+  EXPECT_GT(s.last_inference_ms, 0u);
+  ExpectLines(m.ExpositionText(),
+              {"rnnserve_batch_size_count{model=\"a\",version=\"1\"} 2\n",
+               "rnnserve_queue_duration_seconds_count{model=\"a\",version=\"1\"} 1\n"});
+}
+
 TEST(BatchTimestepsTest, LengthsCountRealStepsAndShapeCountsComputed) {
   engine::Batch batch;
   batch.inputs.push_back(engine::Tensor::Float({3, 5, 2}, std::vector<float>(30, 0.f)));

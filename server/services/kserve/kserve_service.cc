@@ -124,13 +124,16 @@ struct KServeService::Call {
   std::optional<limits::Admission> admission;
   std::optional<DecodedInfer> decoded;
   absl::Time decoded_at;
-  InferSample sample;
+  absl::Duration input, output;  // decoding and encoding
+  bool streamed = false;
 };
 
 void KServeService::Infer(const grpc::ServerContextBase* context,
                           const inference::ModelInferRequest& request,
-                          inference::ModelInferResponse* response, Finished finished) {
+                          inference::ModelInferResponse* response, Finished finished,
+                          bool streamed) {
   auto call = std::make_unique<Call>();
+  call->streamed = streamed;
   call->request = &request;
   call->response = response;
   call->finished = std::move(finished);
@@ -155,9 +158,8 @@ void KServeService::Infer(const grpc::ServerContextBase* context,
   }
   call->decoded = *std::move(decoded);
   call->decoded_at = absl::Now();
-  call->sample.input = call->decoded_at - call->start;
+  call->input = call->decoded_at - call->start;
   DecodedInfer& d = *call->decoded;
-  call->sample.batch_size = d.batch.inputs.empty() ? 0 : d.batch.inputs[0].dim(0);
 
   if (!d.sequence.has_value()) {
     // The batch moves to the scheduler; the response needs none of it.
@@ -220,7 +222,6 @@ void KServeService::RunSequence(std::unique_ptr<Call> call) {
 void KServeService::Complete(std::unique_ptr<Call> call,
                              absl::StatusOr<std::vector<engine::Tensor>> outputs) {
   const absl::Time ran_at = absl::Now();
-  call->sample.infer = ran_at - call->decoded_at;
   if (!outputs.ok()) {
     const absl::Status& run = outputs.status();
     const std::string line = absl::StrCat("model ", call->ran_on->name(), " v",
@@ -234,17 +235,19 @@ void KServeService::Complete(std::unique_ptr<Call> call,
   response->set_model_version(std::to_string(ran_on.version()));
   response->set_id(call->request->id());
   EncodeInfer(ran_on, *call->decoded, *outputs, response);
-  call->sample.output = absl::Now() - ran_at;
+  call->output = absl::Now() - ran_at;
   Finish(std::move(call), absl::OkStatus());
 }
 
 void KServeService::Finish(std::unique_ptr<Call> call, absl::Status status) {
-  if (call->ran_on != nullptr) {
-    call->sample.ok = status.ok();
-    if (!status.ok()) call->sample.batch_size = 0;
-    call->sample.end = absl::Now();
-    call->sample.total = call->sample.end - call->start;
-    statistics_.Record(call->ran_on->name(), call->ran_on->version(), call->sample);
+  // The request itself is counted by the metrics interceptor, as every front end's are.
+  metrics::ModelMetrics* m =
+      call->ran_on == nullptr ? nullptr
+                              : metrics_.Find(call->ran_on->name(), call->ran_on->version());
+  if (m != nullptr && status.ok()) m->RecordCodec(call->input, call->output);
+  if (m != nullptr && call->streamed) {
+    m->RequestStarted();
+    m->RequestFinished("ModelInfer", status.code(), absl::Now() - call->start);
   }
   // Released before the answer goes out, as a synchronous handler releases them on return.
   call->admission.reset();
@@ -259,7 +262,9 @@ absl::Status KServeService::InferAndWait(const grpc::ServerContextBase* context,
                                          inference::ModelInferResponse* response) {
   std::promise<absl::Status> promise;
   std::future<absl::Status> answer = promise.get_future();
-  Infer(context, request, response, [&promise](absl::Status s) { promise.set_value(s); });
+  Infer(
+      context, request, response, [&promise](absl::Status s) { promise.set_value(s); },
+      /*streamed=*/true);
   return answer.get();
 }
 
@@ -326,15 +331,20 @@ grpc::Status KServeService::ModelStatistics(grpc::ServerContext* context,
   if (!request->name().empty()) {
     auto servable = Find(*repository_, request->name(), request->version());
     if (!servable.ok()) return ToGrpc(servable.status());
-    statistics_.Fill((*servable)->name(), (*servable)->version(), response->add_model_stats());
+    Fill((*servable)->name(), (*servable)->version(), response->add_model_stats());
     return grpc::Status::OK;
   }
   for (const ModelState& state : repository_->List()) {
-    for (int64_t v : state.versions) {
-      statistics_.Fill(state.name, v, response->add_model_stats());
-    }
+    for (int64_t v : state.versions) Fill(state.name, v, response->add_model_stats());
   }
   return grpc::Status::OK;
+}
+
+void KServeService::Fill(const std::string& model, int64_t version,
+                         inference::ModelStatistics* out) const {
+  const metrics::ModelMetrics* m = metrics_.Find(model, version);
+  FillStatistics(model, version, m != nullptr ? m->Statistics() : metrics::InferenceStatistics{},
+                 out);
 }
 
 }  // namespace rnnserve::server::kserve

@@ -20,7 +20,7 @@
 //     cancelled request runs and gRPC drops its answer.
 //   - ModelStreamInfer: each request is answered on the stream, in order. A failed request is
 //     answered with error_message "<CODE>: <message>" and the stream goes on.
-//   - ModelConfig: see model_config_view.h. ModelStatistics: see statistics.h; an empty name
+//   - ModelConfig: see model_config_view.h. ModelStatistics: see statistics.h (every front end's requests); an empty name
 //     reports every loaded model version.
 // Model versions are strings on this protocol: "" is the newest loaded version.
 
@@ -37,6 +37,7 @@
 #include "server/model_repository.h"
 #include "server/readiness.h"
 #include "server/services/kserve/sequence.h"
+#include "server/metrics/server_metrics.h"
 #include "server/services/kserve/statistics.h"
 
 namespace rnnserve::server::kserve {
@@ -62,6 +63,9 @@ struct KServeServiceOptions {
   // ServerLive and ServerReady; not owned, must outlive the service. Null: strict readiness
   // of the repository.
   const Readiness* readiness = nullptr;
+  // Where ModelStatistics reads what the versions' metrics tallied, and where this service
+  // adds its decode and encode times; not owned. Null: the process's (ServerMetrics::Global).
+  metrics::ServerMetrics* metrics = nullptr;
 };
 
 // ModelInfer on the callback API, the other methods on the synchronous one.
@@ -105,9 +109,11 @@ class KServeService final : public KServeServiceBase {
   // with the error. `finished` runs on this thread or on the thread the answer was handed to
   // (Servable::RunAsync; options_.blocking for a sequence's chunk); `context` (may be null) is
   // used before Infer returns, `request` and `response` must stay valid until `finished` runs.
+  // `streamed`: a request of ModelStreamInfer, counted here as a ModelInfer (the metrics
+  // interceptor counts the stream as one call).
   void Infer(const grpc::ServerContextBase* context, const inference::ModelInferRequest& request,
-             inference::ModelInferResponse* response, Finished finished);
-  // Infer, waiting for the answer (ModelStreamInfer answers in order).
+             inference::ModelInferResponse* response, Finished finished, bool streamed = false);
+  // Infer of a streamed request, waiting for the answer (ModelStreamInfer answers in order).
   absl::Status InferAndWait(const grpc::ServerContextBase* context,
                             const inference::ModelInferRequest& request,
                             inference::ModelInferResponse* response);
@@ -115,13 +121,16 @@ class KServeService final : public KServeServiceBase {
   void RunSequence(std::unique_ptr<Call> call);
   // Builds the response from `outputs` (or takes their error) and finishes the call.
   void Complete(std::unique_ptr<Call> call, absl::StatusOr<std::vector<engine::Tensor>> outputs);
-  // Records the call's statistics, releases what it holds and calls its `finished`.
+  // ModelStatistics of one version.
+  void Fill(const std::string& model, int64_t version, inference::ModelStatistics* out) const;
+  // Adds the call's decode and encode times to its version's statistics, releases what it holds and calls its `finished`.
   void Finish(std::unique_ptr<Call> call, absl::Status status);
 
   const ModelRepository* const repository_;
   const KServeServiceOptions options_;
   const auth::TokenAuthorizer* const authorizer_ = options_.authorizer;
-  InferStatisticsRecorder statistics_;
+  metrics::ServerMetrics& metrics_ =
+      options_.metrics != nullptr ? *options_.metrics : metrics::ServerMetrics::Global();
 };
 
 }  // namespace rnnserve::server::kserve
