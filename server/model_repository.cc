@@ -18,6 +18,11 @@
 #include "server/model_config.h"
 
 namespace rnnserve::server {
+
+const char* ModelAvailabilityName(ModelAvailability state) {
+  return state == ModelAvailability::kReady ? "READY" : "UNAVAILABLE";
+}
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -398,7 +403,7 @@ ModelState ModelRepository::StateOf(const std::string& name, const Entry& e) con
     s.versions.push_back(v);
     s.platform = version.servable->platform();
   }
-  s.state = e.versions.empty() ? "UNAVAILABLE" : "READY";
+  s.state = e.versions.empty() ? ModelAvailability::kUnavailable : ModelAvailability::kReady;
   s.reason = e.reason;
   s.all_loaded = !e.versions.empty() && e.failed.empty() && !e.config_failed && !e.newest_failed;
   return s;

@@ -42,10 +42,15 @@
 
 namespace rnnserve::server {
 
+// Whether a model serves: some version loaded (READY), or none (UNAVAILABLE, with a reason).
+enum class ModelAvailability { kReady, kUnavailable };
+// "READY", "UNAVAILABLE": the names ListModels and the CLI show.
+const char* ModelAvailabilityName(ModelAvailability state);
+
 struct ModelState {
   std::string name;
   std::vector<int64_t> versions;  // loaded, ascending
-  std::string state;              // "READY" or "UNAVAILABLE"
+  ModelAvailability state = ModelAvailability::kUnavailable;
   std::string reason;             // why UNAVAILABLE (or why a version failed)
   std::string platform;
   // Every version the version policy selects is loaded, and config.pbtxt as it is now loaded

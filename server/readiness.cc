@@ -14,7 +14,7 @@ absl::Status Readiness::CheckReady() const {
     if (model.all_loaded) continue;
     return absl::UnavailableError(absl::StrCat(
         "model '", model.name, "' is ",
-        model.state == "READY" ? "serving versions loaded before its newest files failed"
+        model.state == ModelAvailability::kReady ? "serving versions loaded before its newest files failed"
                                : "not loaded",
         ": ", model.reason, " (--strict-readiness=false: ready when some models failed)"));
   }

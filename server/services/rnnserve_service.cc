@@ -141,7 +141,7 @@ namespace {
 void FillStatus(const ModelState& state, v1::ModelStatus* m) {
   m->set_name(state.name);
   for (int64_t v : state.versions) m->add_versions(v);
-  m->set_state(state.state);
+  m->set_state(ModelAvailabilityName(state.state));
   m->set_platform(state.platform);
   m->set_reason(state.reason);
 }
