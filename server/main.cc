@@ -29,6 +29,7 @@
 #include "server/limits/server_limits.h"
 #include "server/log.h"
 #include "server/metrics/endpoint.h"
+#include "server/auth/access_control.h"
 #include "server/metrics/grpc_interceptor.h"
 #include "server/metrics/server_metrics.h"
 #include "server/model_check.h"
@@ -220,7 +221,7 @@ int Main(int argc, char** argv) {
     return 1;
   }
   RnnServeService service(
-      repository->get(), sequences->get(), authorizer->get(),
+      repository->get(), sequences->get(),
       {.requests = server_limits->requests(), .streams = server_limits->streams.get()});
   // Live and ready: one answer for gRPC health and KServe ServerLive/ServerReady.
   Readiness readiness(repository->get(), {.strict = flags.strict_readiness});
@@ -245,7 +246,6 @@ int Main(int argc, char** argv) {
       std::max(4, static_cast<int>(std::thread::hardware_concurrency())));
   kserve::KServeService kserve_service(repository->get(), {.server_version = RNNSERVE_VERSION,
                                                            .sequences = sequences->get(),
-                                                           .authorizer = authorizer->get(),
                                                            .limits = server_limits->requests(),
                                                            .streams = server_limits->streams.get(),
                                                            .blocking = &kserve_blocking,
@@ -253,7 +253,13 @@ int Main(int argc, char** argv) {
                                                            .metrics = &process_metrics});
   builder.RegisterService(&kserve_service);
   builder.RegisterService(health->get());
-  builder.experimental().SetInterceptorCreators(metrics::NewInterceptorFactories(&process_metrics));
+  // Access control first: the table of auth/access_control.h, for every service.
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+      interceptors = metrics::NewInterceptorFactories(&process_metrics);
+  if (auto access = auth::NewAccessInterceptor(authorizer->get()); access != nullptr) {
+    interceptors.insert(interceptors.begin(), std::move(access));
+  }
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || bound_port == 0) {
     LogError(absl::StrCat("cannot listen on ", flags.address, ":", flags.port));

@@ -67,10 +67,4 @@ class TokenAuthorizer {
   const std::vector<Digest> admin_;
 };
 
-// Check() on a possibly null authorizer: null lets every call through.
-inline grpc::Status Authorize(const TokenAuthorizer* authorizer,
-                              const grpc::ServerContextBase& context, Access access) {
-  return authorizer == nullptr ? grpc::Status::OK : authorizer->Check(context, access);
-}
-
 }  // namespace rnnserve::server::auth

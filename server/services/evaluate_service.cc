@@ -150,7 +150,7 @@ void Fill(const Servable& model, const Accumulator& acc, v1::EvaluateResponse* r
 grpc::Status RnnServeService::Evaluate(grpc::ServerContext* context,
                                        const v1::EvaluateRequest* request,
                                        v1::EvaluateResponse* response) {
-  if (grpc::Status a = auth::Authorize(authorizer_, *context, auth::Access::kInference); !a.ok()) {
+  if (grpc::Status a = auth::Verdict(*context); !a.ok()) {
     return a;
   }
   auto servable = repository_->Get(request->model_spec().name(), request->model_spec().version());
@@ -166,7 +166,7 @@ grpc::Status RnnServeService::Evaluate(grpc::ServerContext* context,
 grpc::Status RnnServeService::EvaluateStream(grpc::ServerContext* context,
                                              grpc::ServerReader<v1::EvaluateRequest>* reader,
                                              v1::EvaluateResponse* response) {
-  if (grpc::Status a = auth::Authorize(authorizer_, *context, auth::Access::kInference); !a.ok()) {
+  if (grpc::Status a = auth::Verdict(*context); !a.ok()) {
     return a;
   }
   v1::EvaluateRequest chunk;

@@ -49,7 +49,7 @@ grpc::ServerUnaryReactor* RnnServeService::Predict(grpc::CallbackServerContext* 
     reactor->Finish(ToGrpc(s));
     return reactor;
   };
-  if (grpc::Status a = auth::Authorize(authorizer_, *context, auth::Access::kInference); !a.ok()) {
+  if (grpc::Status a = auth::Verdict(*context); !a.ok()) {
     reactor->Finish(a);
     return reactor;
   }
@@ -92,7 +92,7 @@ grpc::ServerUnaryReactor* RnnServeService::Predict(grpc::CallbackServerContext* 
 grpc::Status RnnServeService::ModelMetadata(grpc::ServerContext* context,
                                             const v1::ModelMetadataRequest* request,
                                             v1::ModelMetadataResponse* response) {
-  if (grpc::Status a = auth::Authorize(authorizer_, *context, auth::Access::kInference); !a.ok()) {
+  if (grpc::Status a = auth::Verdict(*context); !a.ok()) {
     return a;
   }
   auto servable = repository_->Get(request->model_spec().name(), request->model_spec().version());
@@ -150,7 +150,7 @@ void FillStatus(const ModelState& state, v1::ModelStatus* m) {
 
 grpc::Status RnnServeService::ListModels(grpc::ServerContext* context, const v1::ListModelsRequest*,
                                          v1::ListModelsResponse* response) {
-  if (grpc::Status a = auth::Authorize(authorizer_, *context, auth::Access::kInference); !a.ok()) {
+  if (grpc::Status a = auth::Verdict(*context); !a.ok()) {
     return a;
   }
   for (const ModelState& state : repository_->List()) FillStatus(state, response->add_models());
@@ -160,7 +160,7 @@ grpc::Status RnnServeService::ListModels(grpc::ServerContext* context, const v1:
 grpc::Status RnnServeService::LoadModel(grpc::ServerContext* context,
                                         const v1::LoadModelRequest* request,
                                         v1::LoadModelResponse* response) {
-  if (grpc::Status a = auth::Authorize(authorizer_, *context, auth::Access::kAdmin); !a.ok()) {
+  if (grpc::Status a = auth::Verdict(*context); !a.ok()) {
     return a;
   }
   auto state = repository_->Load(request->name());
@@ -172,7 +172,7 @@ grpc::Status RnnServeService::LoadModel(grpc::ServerContext* context,
 grpc::Status RnnServeService::UnloadModel(grpc::ServerContext* context,
                                           const v1::UnloadModelRequest* request,
                                           v1::UnloadModelResponse*) {
-  if (grpc::Status a = auth::Authorize(authorizer_, *context, auth::Access::kAdmin); !a.ok()) {
+  if (grpc::Status a = auth::Verdict(*context); !a.ok()) {
     return a;
   }
   return ToGrpc(repository_->Unload(request->name()));
@@ -181,7 +181,7 @@ grpc::Status RnnServeService::UnloadModel(grpc::ServerContext* context,
 grpc::Status RnnServeService::ServerMetadata(grpc::ServerContext* context,
                                              const v1::ServerMetadataRequest*,
                                              v1::ServerMetadataResponse* response) {
-  if (grpc::Status a = auth::Authorize(authorizer_, *context, auth::Access::kInference); !a.ok()) {
+  if (grpc::Status a = auth::Verdict(*context); !a.ok()) {
     return a;
   }
   response->set_name("rnnserve");

@@ -13,7 +13,7 @@
 // gRPC; the request's deadline is what stops queued work (RunOptions::deadline).
 
 #include "rnnserve/v1/rnnserve.grpc.pb.h"
-#include "server/auth/token_auth.h"
+#include "server/auth/access_control.h"
 #include "server/core/state_store.h"
 #include "server/limits/admission.h"
 #include "server/limits/stream_limits.h"
@@ -30,12 +30,11 @@ struct RnnServeLimits {
 class RnnServeService final
     : public v1::RnnServe::WithCallbackMethod_Predict<v1::RnnServe::Service> {
  public:
-  // `authorizer` (auth/token_auth.h; null: every call is open) checks each call's bearer token:
-  // LoadModel and UnloadModel need admin access, the others inference access. `limits`: the
+  // Each handler first takes the access check's verdict (auth/access_control.h). `limits`: the
   // process's bounds on requests and streams (server/limits/).
   RnnServeService(ModelRepository* repository, core::StateStore* sequences,
-                  const auth::TokenAuthorizer* authorizer = nullptr, RnnServeLimits limits = {})
-      : repository_(repository), sequences_(sequences), authorizer_(authorizer), limits_(limits) {}
+                  RnnServeLimits limits = {})
+      : repository_(repository), sequences_(sequences), limits_(limits) {}
 
   grpc::ServerUnaryReactor* Predict(grpc::CallbackServerContext* context,
                                     const v1::PredictRequest* request,
@@ -67,7 +66,6 @@ class RnnServeService final
 
   ModelRepository* const repository_;
   core::StateStore* const sequences_;
-  const auth::TokenAuthorizer* const authorizer_;
   const RnnServeLimits limits_;
 };
 

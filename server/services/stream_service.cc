@@ -58,7 +58,7 @@ absl::Status RnnServeService::StreamChunk(const grpc::ServerContext& context,
 grpc::Status RnnServeService::StreamPredict(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::StreamPredictResponse, v1::StreamPredictRequest>* stream) {
-  if (grpc::Status a = auth::Authorize(authorizer_, *context, auth::Access::kInference); !a.ok()) {
+  if (grpc::Status a = auth::Verdict(*context); !a.ok()) {
     return a;
   }
   // The sequences this stream starts belong to it (no other stream can send their chunks) and

@@ -63,7 +63,7 @@ grpc::Status KServeService::ServerReady(grpc::ServerContext*, const inference::S
 grpc::Status KServeService::ModelReady(grpc::ServerContext* context,
                                        const inference::ModelReadyRequest* request,
                                        inference::ModelReadyResponse* response) {
-  if (grpc::Status a = auth::Authorize(authorizer_, *context, auth::Access::kInference); !a.ok()) {
+  if (grpc::Status a = auth::Verdict(*context); !a.ok()) {
     return a;
   }
   auto servable = Find(*repository_, request->name(), request->version());
@@ -80,7 +80,7 @@ grpc::Status KServeService::ModelReady(grpc::ServerContext* context,
 grpc::Status KServeService::ServerMetadata(grpc::ServerContext* context,
                                            const inference::ServerMetadataRequest*,
                                            inference::ServerMetadataResponse* response) {
-  if (grpc::Status a = auth::Authorize(authorizer_, *context, auth::Access::kInference); !a.ok()) {
+  if (grpc::Status a = auth::Verdict(*context); !a.ok()) {
     return a;
   }
   response->set_name(options_.server_name);
@@ -94,7 +94,7 @@ grpc::Status KServeService::ServerMetadata(grpc::ServerContext* context,
 grpc::Status KServeService::ModelMetadata(grpc::ServerContext* context,
                                           const inference::ModelMetadataRequest* request,
                                           inference::ModelMetadataResponse* response) {
-  if (grpc::Status a = auth::Authorize(authorizer_, *context, auth::Access::kInference); !a.ok()) {
+  if (grpc::Status a = auth::Verdict(*context); !a.ok()) {
     return a;
   }
   auto servable = Find(*repository_, request->name(), request->version());
@@ -272,7 +272,7 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext*
                                                     const inference::ModelInferRequest* request,
                                                     inference::ModelInferResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (grpc::Status a = auth::Authorize(authorizer_, *context, auth::Access::kInference); !a.ok()) {
+  if (grpc::Status a = auth::Verdict(*context); !a.ok()) {
     reactor->Finish(a);
     return reactor;
   }
@@ -284,7 +284,7 @@ grpc::Status KServeService::ModelStreamInfer(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<inference::ModelStreamInferResponse, inference::ModelInferRequest>*
         stream) {
-  if (grpc::Status a = auth::Authorize(authorizer_, *context, auth::Access::kInference); !a.ok()) {
+  if (grpc::Status a = auth::Verdict(*context); !a.ok()) {
     return a;
   }
   auto opened = limits::OpenIn(options_.streams, context);
@@ -313,7 +313,7 @@ grpc::Status KServeService::ModelStreamInfer(
 grpc::Status KServeService::ModelConfig(grpc::ServerContext* context,
                                         const inference::ModelConfigRequest* request,
                                         inference::ModelConfigResponse* response) {
-  if (grpc::Status a = auth::Authorize(authorizer_, *context, auth::Access::kInference); !a.ok()) {
+  if (grpc::Status a = auth::Verdict(*context); !a.ok()) {
     return a;
   }
   auto servable = Find(*repository_, request->name(), request->version());
@@ -325,7 +325,7 @@ grpc::Status KServeService::ModelConfig(grpc::ServerContext* context,
 grpc::Status KServeService::ModelStatistics(grpc::ServerContext* context,
                                             const inference::ModelStatisticsRequest* request,
                                             inference::ModelStatisticsResponse* response) {
-  if (grpc::Status a = auth::Authorize(authorizer_, *context, auth::Access::kInference); !a.ok()) {
+  if (grpc::Status a = auth::Verdict(*context); !a.ok()) {
     return a;
   }
   if (!request->name().empty()) {

@@ -29,7 +29,7 @@
 #include "absl/functional/any_invocable.h"
 
 #include "inference/grpc_service.grpc.pb.h"
-#include "server/auth/token_auth.h"
+#include "server/auth/access_control.h"
 #include "server/batching/async_runner.h"
 #include "server/core/state_store.h"
 #include "server/limits/admission.h"
@@ -49,9 +49,6 @@ struct KServeServiceOptions {
   // Null: sequence requests fail with UNIMPLEMENTED and ServerMetadata does not list the "sequence"
   // extension.
   core::StateStore* sequences = nullptr;
-  // Bearer tokens (auth/token_auth.h); not owned. Null: every call is open. ServerLive and
-  // ServerReady stay open either way: they are probes.
-  const auth::TokenAuthorizer* authorizer = nullptr;
   // Request bytes in flight and per-model concurrency (server/limits/); null members: none.
   limits::RequestLimits limits;
   // ModelStreamInfer streams count against --max-streams and close when idle; null: no limit.
@@ -128,7 +125,6 @@ class KServeService final : public KServeServiceBase {
 
   const ModelRepository* const repository_;
   const KServeServiceOptions options_;
-  const auth::TokenAuthorizer* const authorizer_ = options_.authorizer;
   metrics::ServerMetrics& metrics_ =
       options_.metrics != nullptr ? *options_.metrics : metrics::ServerMetrics::Global();
 };

@@ -1,0 +1,62 @@
+// The access table (server/auth/access_control.h): every method of every service the server
+// registers has a role, the roles are the documented ones, and the verdict fails closed.
+
+#include "server/auth/access_control.h"
+
+#include <google/protobuf/descriptor.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "grpc/health/v1/health.pb.h"
+#include "inference/grpc_service.pb.h"
+#include "rnnserve/v1/rnnserve.pb.h"
+
+namespace rnnserve::server::auth {
+namespace {
+
+TEST(AccessControlTest, EveryMethodOfEveryServedServiceHasARole) {
+  const google::protobuf::ServiceDescriptor* services[] = {
+      v1::PredictRequest::descriptor()->file()->FindServiceByName("RnnServe"),
+      inference::ModelInferRequest::descriptor()->file()->FindServiceByName(
+          "GRPCInferenceService"),
+      grpc::health::v1::HealthCheckRequest::descriptor()->file()->FindServiceByName("Health"),
+  };
+  int methods = 0;
+  for (const auto* service : services) {
+    ASSERT_NE(service, nullptr);
+    for (int i = 0; i < service->method_count(); ++i) {
+      const std::string full = "/" + service->full_name() + "/" + service->method(i)->name();
+      EXPECT_TRUE(AccessOf(full).has_value()) << full << " is not in the access table";
+      ++methods;
+    }
+  }
+  EXPECT_GE(methods, 20);
+}
+
+TEST(AccessControlTest, ModelControlIsAdminsProbesArePublicTheRestInference) {
+  EXPECT_EQ(AccessOf("/rnnserve.v1.RnnServe/LoadModel"), Access::kAdmin);
+  EXPECT_EQ(AccessOf("/rnnserve.v1.RnnServe/UnloadModel"), Access::kAdmin);
+  EXPECT_EQ(AccessOf("/inference.GRPCInferenceService/ServerLive"), Access::kPublic);
+  EXPECT_EQ(AccessOf("/grpc.health.v1.Health/Check"), Access::kPublic);
+  EXPECT_EQ(AccessOf("/rnnserve.v1.RnnServe/Predict"), Access::kInference);
+  EXPECT_EQ(AccessOf("/inference.GRPCInferenceService/ModelInfer"), Access::kInference);
+  EXPECT_FALSE(AccessOf("/rnnserve.v1.RnnServe/NoSuchMethod").has_value());
+  EXPECT_FALSE(AccessOf("").has_value());
+}
+
+TEST(AccessControlTest, WithoutTokensNothingIsCheckedWithTokensAnUncheckedCallIsRefused) {
+  grpc::ServerContext context;
+  EXPECT_EQ(NewAccessInterceptor(nullptr), nullptr);
+  EXPECT_TRUE(Verdict(context).ok());
+  const TokenAuthorizer open({}, {});
+  EXPECT_EQ(NewAccessInterceptor(&open), nullptr);
+  EXPECT_TRUE(Verdict(context).ok());
+  static const TokenAuthorizer tokens({"secret-token"}, {});
+  EXPECT_NE(NewAccessInterceptor(&tokens), nullptr);
+  // A call the interceptor never saw (a method of no table) fails closed.
+  EXPECT_EQ(Verdict(context).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+}
+
+}  // namespace
+}  // namespace rnnserve::server::auth
