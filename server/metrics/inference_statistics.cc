@@ -15,22 +15,18 @@ void InferenceTally::Request(bool ok, absl::Duration total, absl::Time end) {
   (ok ? stats_.success : stats_.fail).Add(total);
 }
 
-void InferenceTally::Queued(absl::Duration waited) {
-  absl::MutexLock lock(&mu_);
-  stats_.queue.Add(waited);
-}
-
 void InferenceTally::Batch(int64_t batch_size, absl::Duration compute) {
   absl::MutexLock lock(&mu_);
   ++stats_.execution_count;
   stats_.inference_count += static_cast<uint64_t>(std::max<int64_t>(0, batch_size));
-  stats_.compute_infer.Add(compute);
   stats_.batch_compute[batch_size].Add(compute);
 }
 
-void InferenceTally::Codec(absl::Duration input, absl::Duration output) {
+void InferenceTally::Phases(absl::Duration input, absl::Duration infer, absl::Duration output) {
   absl::MutexLock lock(&mu_);
+  ++stats_.queue.count;
   stats_.compute_input.Add(input);
+  stats_.compute_infer.Add(infer);
   stats_.compute_output.Add(output);
 }
 

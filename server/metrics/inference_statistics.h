@@ -6,11 +6,15 @@
 //   RequestFinished() of an inference method (Predict, ModelInfer, Evaluate; any front end)
 //                  success / fail: the whole request, handler start to response (fail: one
 //                  that named a loaded model and failed, validation included); last_inference
-//   QueueLeft()    queue: the wait in the batcher's queue
-//   RecordBatch()  compute_infer and batch_stats[batch size]: one engine call each;
-//                  execution_count (engine calls) and inference_count (sequences they ran)
-//   RecordCodec()  compute_input / compute_output: decoding and validating a request, and
-//                  encoding its answer, where the front end measures them
+//   RecordBatch()  batch_stats[batch size]: the engine call's time; execution_count (engine
+//                  calls) and inference_count (sequences they ran)
+//   RecordPhases() a request's compute_input (decoding and validating it), compute_infer (its
+//                  run: any wait in a queue or for an instance, the engine call and the
+//                  hand-over of the answer) and compute_output (encoding the answer), recorded
+//                  together by the front ends that time them (KServe's), so that their counts
+//                  are always equal (perf_analyzer refuses statistics whose counts differ);
+//                  queue counts these requests and takes no time of its own (the wait is in
+//                  compute_infer, and in rnnserve_queue_duration_seconds)
 // Durations are cumulative nanoseconds with a count.
 
 #include <cstdint>
@@ -39,9 +43,8 @@ struct InferenceStatistics {
 class InferenceTally {
  public:
   void Request(bool ok, absl::Duration total, absl::Time end);
-  void Queued(absl::Duration waited);
   void Batch(int64_t batch_size, absl::Duration compute);
-  void Codec(absl::Duration input, absl::Duration output);
+  void Phases(absl::Duration input, absl::Duration infer, absl::Duration output);
   InferenceStatistics Snapshot() const;
 
  private:

@@ -159,7 +159,6 @@ void ModelMetrics::QueueLeft(absl::Duration waited) {
   if (queue_depth_ == nullptr) return;
   queue_depth_->Decrement();
   queue_duration_->Observe(absl::ToDoubleSeconds(waited));
-  tally_.Queued(waited);
 }
 
 void ModelMetrics::SetQueueCapacity(int64_t capacity) {

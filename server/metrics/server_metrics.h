@@ -127,8 +127,10 @@ class ModelMetrics {
   // Creates the series of `engine` (compute time) at zero.
   void AddEngine(const std::string& engine);
 
-  // A front end that times its decoding and encoding (inference_statistics.h).
-  void RecordCodec(absl::Duration input, absl::Duration output) { tally_.Codec(input, output); }
+  // A front end that times a request's decoding, run and encoding (inference_statistics.h).
+  void RecordPhases(absl::Duration input, absl::Duration infer, absl::Duration output) {
+    tally_.Phases(input, infer, output);
+  }
   // Triton's statistics of this version, from the events above (inference_statistics.h).
   InferenceStatistics Statistics() const { return tally_.Snapshot(); }
 

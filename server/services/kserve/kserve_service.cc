@@ -124,7 +124,7 @@ struct KServeService::Call {
   std::optional<limits::Admission> admission;
   std::optional<DecodedInfer> decoded;
   absl::Time decoded_at;
-  absl::Duration input, output;  // decoding and encoding
+  absl::Duration input, infer, output;  // decoding, the run, encoding
   bool streamed = false;
 };
 
@@ -222,6 +222,7 @@ void KServeService::RunSequence(std::unique_ptr<Call> call) {
 void KServeService::Complete(std::unique_ptr<Call> call,
                              absl::StatusOr<std::vector<engine::Tensor>> outputs) {
   const absl::Time ran_at = absl::Now();
+  call->infer = ran_at - call->decoded_at;
   if (!outputs.ok()) {
     const absl::Status& run = outputs.status();
     const std::string line = absl::StrCat("model ", call->ran_on->name(), " v",
@@ -244,7 +245,7 @@ void KServeService::Finish(std::unique_ptr<Call> call, absl::Status status) {
   metrics::ModelMetrics* m =
       call->ran_on == nullptr ? nullptr
                               : metrics_.Find(call->ran_on->name(), call->ran_on->version());
-  if (m != nullptr && status.ok()) m->RecordCodec(call->input, call->output);
+  if (m != nullptr && status.ok()) m->RecordPhases(call->input, call->infer, call->output);
   if (m != nullptr && call->streamed) {
     m->RequestStarted();
     m->RequestFinished("ModelInfer", status.code(), absl::Now() - call->start);
