@@ -87,6 +87,9 @@ void AddFlags(CLI::App& app, ServerFlags* f) {
                  "LoadModel and UnloadModel need a token of this file; inference tokens get "
                  "PERMISSION_DENIED there")
       ->type_name("FILE");
+  app.add_flag("--allow-remote-model-control", f->remote_model_control,
+               "let callers beyond loopback load and unload models without an admin token "
+               "(otherwise they need --admin-token-file's tokens, and local callers need none)");
   app.add_flag("!--no-reflection", f->reflection, "turn gRPC server reflection off");
   app.add_option("--drain-seconds", f->drain_seconds,
                  "on SIGTERM, health answers NOT_SERVING for this long while requests are still "

@@ -25,6 +25,9 @@ struct ServerFlags {
   // Bearer tokens (auth/token_auth.h): one token a line.
   std::string auth_token_file;
   std::string admin_token_file;
+  // LoadModel / UnloadModel from callers beyond loopback without admin tokens
+  // (auth/access_control.h).
+  bool remote_model_control = false;
   bool reflection = true;  // --no-reflection turns gRPC server reflection off
   // On SIGTERM: seconds health answers NOT_SERVING before the listener closes, and then the
   // most that calls in flight and streams get to finish.

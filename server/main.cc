@@ -19,6 +19,7 @@
 
 #include "absl/debugging/failure_signal_handler.h"
 #include "absl/debugging/symbolize.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "server/auth/tls.h"
@@ -42,6 +43,12 @@
 
 namespace rnnserve::server {
 namespace {
+
+// Whether a listen address reaches this host only.
+bool IsLoopbackAddress(const std::string& address) {
+  return absl::StartsWith(address, "127.") || address == "::1" || address == "[::1]" ||
+         address == "localhost";
+}
 
 // The variable's value; "" when it is not set.
 std::string EnvironmentVariable(const char* name) {
@@ -256,9 +263,9 @@ int Main(int argc, char** argv) {
   // Access control first: the table of auth/access_control.h, for every service.
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
       interceptors = metrics::NewInterceptorFactories(&process_metrics);
-  if (auto access = auth::NewAccessInterceptor(authorizer->get()); access != nullptr) {
-    interceptors.insert(interceptors.begin(), std::move(access));
-  }
+  interceptors.insert(interceptors.begin(),
+                      auth::NewAccessInterceptor({.authorizer = authorizer->get(),
+                                                  .remote_model_control = flags.remote_model_control}));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || bound_port == 0) {
@@ -277,6 +284,16 @@ int Main(int argc, char** argv) {
                        flags.tls_client_ca.empty() ? "" : ", client certificates required",
                        (*authorizer)->enabled() ? ", bearer tokens required" : "",
                        "); loading the models"));
+  if (!IsLoopbackAddress(flags.address) && (flags.tls_cert.empty() || !(*authorizer)->enabled())) {
+    LogWarning(absl::StrCat(
+        "reachable beyond loopback (--address ", flags.address, ")",
+        flags.tls_cert.empty() ? " in plaintext (no --tls-cert)" : "",
+        (*authorizer)->enabled() ? "" : " without bearer tokens (no --auth-token-file)",
+        ": anyone who reaches port ", bound_port, " can run the models; loading and unloading ",
+        (*authorizer)->has_admin_tokens() || flags.remote_model_control
+            ? "models is open to remote callers as configured"
+            : "models stays local (--admin-token-file or --allow-remote-model-control opens it)"));
+  }
   // The initial loads, on a thread of their own. Requests for a model that has loaded are
   // served at once; the server is ready when all have been tried, and with strict readiness
   // when all have loaded.

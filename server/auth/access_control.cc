@@ -47,9 +47,10 @@ constexpr std::array kAccessTable = {
 };
 
 // The verdicts of the calls in flight, by their context. Enforcing once an interceptor with
-// tokens exists.
+// tokens exists; without, only model control calls have a verdict (`recorded` counts them).
 struct Verdicts {
   std::atomic<bool> enforcing{false};
+  std::atomic<int> recorded{0};
   absl::Mutex mu;
   absl::flat_hash_map<const grpc::ServerContextBase*, grpc::Status> by_call ABSL_GUARDED_BY(mu);
 };
@@ -61,14 +62,14 @@ Verdicts& TheVerdicts() {
 
 class AccessInterceptor final : public grpc::experimental::Interceptor {
  public:
-  AccessInterceptor(const TokenAuthorizer* authorizer, std::optional<Access> access,
-                    const grpc::ServerContextBase* context)
-      : authorizer_(authorizer), access_(access), context_(context) {}
+  AccessInterceptor(const AccessOptions& options, std::optional<Access> access,
+                    grpc::ServerContextBase* context)
+      : options_(options), access_(access), context_(context) {}
 
   ~AccessInterceptor() override {
     Verdicts& v = TheVerdicts();
     absl::MutexLock lock(&v.mu);
-    v.by_call.erase(context_);
+    if (v.by_call.erase(context_) > 0) v.recorded.fetch_sub(1);
   }
 
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
@@ -81,32 +82,42 @@ class AccessInterceptor final : public grpc::experimental::Interceptor {
           const auto it = metadata->find("authorization");
           if (it != metadata->end()) header = std::string_view(it->second.data(), it->second.size());
         }
-        verdict = authorizer_->Check(header, *access_);
+        verdict = options_.authorizer != nullptr ? options_.authorizer->Check(header, *access_)
+                                                 : grpc::Status::OK;
+        if (verdict.ok() && *access_ == Access::kAdmin) {
+          verdict = CheckModelControl(options_, context_->peer());
+        }
       }
       Verdicts& v = TheVerdicts();
       absl::MutexLock lock(&v.mu);
-      v.by_call[context_] = std::move(verdict);
+      if (v.by_call.insert_or_assign(context_, std::move(verdict)).second) v.recorded.fetch_add(1);
     }
     methods->Proceed();
   }
 
  private:
-  const TokenAuthorizer* const authorizer_;
+  const AccessOptions options_;
   const std::optional<Access> access_;
-  const grpc::ServerContextBase* const context_;
+  grpc::ServerContextBase* const context_;
 };
 
 class Factory final : public grpc::experimental::ServerInterceptorFactoryInterface {
  public:
-  explicit Factory(const TokenAuthorizer* authorizer) : authorizer_(authorizer) {}
+  explicit Factory(const AccessOptions& options)
+      : options_(options),
+        tokens_(options.authorizer != nullptr && options.authorizer->enabled()) {}
   grpc::experimental::Interceptor* CreateServerInterceptor(
       grpc::experimental::ServerRpcInfo* info) override {
     const std::string_view method = info->method() != nullptr ? info->method() : "";
-    return new AccessInterceptor(authorizer_, AccessOf(method), info->server_context());
+    const std::optional<Access> access = AccessOf(method);
+    // Without tokens only model control has anything to check.
+    if (!tokens_ && access != Access::kAdmin) return nullptr;
+    return new AccessInterceptor(options_, access, info->server_context());
   }
 
  private:
-  const TokenAuthorizer* const authorizer_;
+  const AccessOptions options_;
+  const bool tokens_;
 };
 
 }  // namespace
@@ -119,21 +130,39 @@ std::optional<Access> AccessOf(std::string_view full_method) {
 }
 
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> NewAccessInterceptor(
-    const TokenAuthorizer* authorizer) {
-  if (authorizer == nullptr || !authorizer->enabled()) return nullptr;
-  TheVerdicts().enforcing.store(true);
-  return std::make_unique<Factory>(authorizer);
+    const AccessOptions& options) {
+  if (options.authorizer != nullptr && options.authorizer->enabled()) {
+    TheVerdicts().enforcing.store(true);
+  }
+  return std::make_unique<Factory>(options);
+}
+
+bool IsLocalPeer(std::string_view peer) {
+  for (std::string_view prefix : {"unix:", "unix-abstract:", "ipv4:127.", "ipv6:[::1]",
+                                  "ipv6:%5B::1%5D", "ipv6:[::ffff:127."}) {
+    if (peer.substr(0, prefix.size()) == prefix) return true;
+  }
+  return false;
+}
+
+grpc::Status CheckModelControl(const AccessOptions& options, std::string_view peer) {
+  const bool admin_tokens = options.authorizer != nullptr && options.authorizer->has_admin_tokens();
+  if (admin_tokens || options.remote_model_control || IsLocalPeer(peer)) return grpc::Status::OK;
+  return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                      "loading and unloading models is open to local callers only: configure "
+                      "--admin-token-file (then an admin token is needed), or pass "
+                      "--allow-remote-model-control");
 }
 
 grpc::Status Verdict(const grpc::ServerContextBase& context) {
   Verdicts& v = TheVerdicts();
-  if (!v.enforcing.load(std::memory_order_relaxed)) return grpc::Status::OK;
+  const bool enforcing = v.enforcing.load(std::memory_order_relaxed);
+  if (!enforcing && v.recorded.load(std::memory_order_acquire) == 0) return grpc::Status::OK;
   absl::MutexLock lock(&v.mu);
   const auto it = v.by_call.find(&context);
-  if (it == v.by_call.end()) {
-    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "this method is not open to callers");
-  }
-  return it->second;
+  if (it != v.by_call.end()) return it->second;
+  if (!enforcing) return grpc::Status::OK;
+  return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "this method is not open to callers");
 }
 
 }  // namespace rnnserve::server::auth

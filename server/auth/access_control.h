@@ -11,6 +11,12 @@
 // is not in the table is refused (PERMISSION_DENIED), so a new RPC is closed until the table
 // names its role; tests/unit/access_control_test.cc checks that every method of every service
 // the server registers is in the table.
+//
+// Model control (admin: LoadModel, UnloadModel, the repository RPCs) is safe by default, as
+// Triton's model-control mode NONE is: without admin tokens it is refused to callers beyond
+// loopback (PERMISSION_DENIED saying what to configure); a local `rnnserve-cli load` works.
+// With --admin-token-file, an admin token is needed from anywhere; --allow-remote-model-control
+// opens it to every caller that passes the token check.
 
 #include <memory>
 #include <optional>
@@ -27,14 +33,25 @@ namespace rnnserve::server::auth {
 // not name it.
 std::optional<Access> AccessOf(std::string_view full_method);
 
-// The interceptor that checks each call against the table with `authorizer` (not owned, must
-// outlive the server). Null, or an authorizer without tokens: every call is let in and no
-// interceptor runs. One server per process enforces tokens.
+struct AccessOptions {
+  const TokenAuthorizer* authorizer = nullptr;  // not owned; null: no tokens
+  bool remote_model_control = false;            // --allow-remote-model-control
+};
+
+// The interceptor that checks each call against the table. Without tokens only model control
+// is checked (where it comes from); every other call costs nothing. One server per process.
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> NewAccessInterceptor(
-    const TokenAuthorizer* authorizer);
+    const AccessOptions& options);
+
+// Whether a gRPC peer ("ipv4:127.0.0.1:5000", "ipv6:[::1]:5000", "unix:...") is this host.
+bool IsLocalPeer(std::string_view peer);
+
+// The verdict on model control (admin access) of a call from `peer` that passed the token
+// check.
+grpc::Status CheckModelControl(const AccessOptions& options, std::string_view peer);
 
 // For a handler: OK, or the UNAUTHENTICATED / PERMISSION_DENIED the interceptor found for the
-// call. OK for every call when no interceptor enforces tokens.
+// call. Without tokens, OK for every call but refused model control.
 grpc::Status Verdict(const grpc::ServerContextBase& context);
 
 }  // namespace rnnserve::server::auth

@@ -55,6 +55,8 @@ class TokenAuthorizer {
 
   // Whether any token is configured.
   bool enabled() const { return !inference_.empty() || !admin_.empty(); }
+  // Whether admin tokens are configured (--admin-token-file).
+  bool has_admin_tokens() const { return !admin_.empty(); }
 
  private:
   using Digest = std::array<unsigned char, 32>;  // SHA-256

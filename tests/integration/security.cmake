@@ -11,3 +11,8 @@ add_test(NAME PythonClient.TlsTokensAndReflection
           $<TARGET_FILE:rnnserve>)
 set_tests_properties(PythonClient.TlsTokensAndReflection PROPERTIES
   LABELS integration SKIP_RETURN_CODE 77 TIMEOUT 120)
+
+# Model control beyond loopback (server/auth/access_control.h).
+rnnserve_test(model_control_integration_test integration
+  ${CMAKE_CURRENT_LIST_DIR}/model_control_integration_test.cc)
+target_link_libraries(model_control_integration_test PRIVATE rnnserve_server_process)

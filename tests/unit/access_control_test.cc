@@ -45,15 +45,37 @@ TEST(AccessControlTest, ModelControlIsAdminsProbesArePublicTheRestInference) {
   EXPECT_FALSE(AccessOf("").has_value());
 }
 
-TEST(AccessControlTest, WithoutTokensNothingIsCheckedWithTokensAnUncheckedCallIsRefused) {
+TEST(AccessControlTest, LocalPeersAreLoopbackAndUnixSockets) {
+  EXPECT_TRUE(IsLocalPeer("ipv4:127.0.0.1:5000"));
+  EXPECT_TRUE(IsLocalPeer("ipv4:127.1.2.3:5000"));
+  EXPECT_TRUE(IsLocalPeer("ipv6:[::1]:5000"));
+  EXPECT_TRUE(IsLocalPeer("ipv6:%5B::1%5D:5000"));
+  EXPECT_TRUE(IsLocalPeer("unix:/tmp/rnnserve.sock"));
+  EXPECT_FALSE(IsLocalPeer("ipv4:10.0.0.7:5000"));
+  EXPECT_FALSE(IsLocalPeer("ipv4:128.0.0.1:5000"));
+  EXPECT_FALSE(IsLocalPeer("ipv6:[2001:db8::1]:5000"));
+  EXPECT_FALSE(IsLocalPeer(""));
+}
+
+TEST(AccessControlTest, ModelControlBeyondLoopbackNeedsAdminTokensOrTheSwitch) {
+  EXPECT_TRUE(CheckModelControl({}, "ipv4:127.0.0.1:1").ok());
+  const grpc::Status refused = CheckModelControl({}, "ipv4:10.0.0.7:1");
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_NE(refused.error_message().find("--allow-remote-model-control"), std::string::npos);
+  const TokenAuthorizer inference_only({"inference-token"}, {});
+  EXPECT_EQ(CheckModelControl({.authorizer = &inference_only}, "ipv4:10.0.0.7:1").error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  const TokenAuthorizer with_admin({}, {"admin-token"});
+  EXPECT_TRUE(CheckModelControl({.authorizer = &with_admin}, "ipv4:10.0.0.7:1").ok());
+  EXPECT_TRUE(CheckModelControl({.remote_model_control = true}, "ipv4:10.0.0.7:1").ok());
+}
+
+TEST(AccessControlTest, WithoutTokensNothingButModelControlIsCheckedWithTokensUncheckedIsRefused) {
   grpc::ServerContext context;
-  EXPECT_EQ(NewAccessInterceptor(nullptr), nullptr);
-  EXPECT_TRUE(Verdict(context).ok());
-  const TokenAuthorizer open({}, {});
-  EXPECT_EQ(NewAccessInterceptor(&open), nullptr);
+  EXPECT_NE(NewAccessInterceptor({}), nullptr);
   EXPECT_TRUE(Verdict(context).ok());
   static const TokenAuthorizer tokens({"secret-token"}, {});
-  EXPECT_NE(NewAccessInterceptor(&tokens), nullptr);
+  EXPECT_NE(NewAccessInterceptor({.authorizer = &tokens}), nullptr);
   // A call the interceptor never saw (a method of no table) fails closed.
   EXPECT_EQ(Verdict(context).error_code(), grpc::StatusCode::PERMISSION_DENIED);
 }
