@@ -9,6 +9,8 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "google/protobuf/stubs/logging.h"
+#include "grpc/support/log.h"
+#include "server/grpc_status.h"
 
 namespace rnnserve::server {
 namespace {
@@ -109,8 +111,36 @@ void ProtobufLogLine(google::protobuf::LogLevel level, const char* file, int lin
   (void)line;
 }
 
+void GrpcLogLine(gpr_log_func_args* args) {
+  static RepeatLimiter* const limiter =
+      new RepeatLimiter(absl::Seconds(10), absl::Minutes(10), /*max_keys=*/256);
+  const LogLevel level = args->severity == GPR_LOG_SEVERITY_ERROR  ? LogLevel::kWarning
+                         : args->severity == GPR_LOG_SEVERITY_INFO ? LogLevel::kInfo
+                                                                   : LogLevel::kDebug;
+  if (static_cast<int>(level) < g_level.load()) return;
+  // Keyed by gRPC's source line: the same failure from many peers differs only in addresses.
+  const std::string key = absl::StrCat(args->file != nullptr ? args->file : "", ":", args->line);
+  int64_t held_back = 0;
+  if (!limiter->Allow(key, key, &held_back)) return;
+  Log(level, absl::StrCat("grpc: ", args->message != nullptr ? args->message : "",
+                          HeldBackSuffix(held_back)));
+}
+
 }  // namespace
 
 void RouteProtobufLog() { google::protobuf::SetLogHandler(&ProtobufLogLine); }
+
+void RouteGrpcLog() { gpr_set_log_function(&GrpcLogLine); }
+
+void LogRunFailure(const std::string& model, int64_t version, const absl::Status& status) {
+  const std::string line = absl::StrCat("model ", model, " v", version, ": ", status.message());
+  if (!IsServerFault(status)) return LogDebug(line);
+  static RepeatLimiter* const limiter =
+      new RepeatLimiter(absl::Seconds(10), absl::Minutes(10), /*max_keys=*/1024);
+  int64_t held_back = 0;
+  if (limiter->Allow(absl::StrCat(model, "/", version), line, &held_back)) {
+    LogError(line + HeldBackSuffix(held_back));
+  }
+}
 
 }  // namespace rnnserve::server

@@ -7,6 +7,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -62,5 +63,16 @@ std::string HeldBackSuffix(int64_t held_back);
 // parser write one per request) through Log at warning level, each distinct line at most once
 // per 10 s at first and then less often (RepeatLimiter). Call once, before serving.
 void RouteProtobufLog();
+
+// Sends gRPC's own log lines (a failed TLS handshake, a malformed HTTP/2 frame: one line per
+// bad connection) through Log, its errors at WARNING (a peer caused them), each source line of
+// gRPC's at most once per 10 s at first and then less often, with a count of what was held
+// back. Call once, before serving.
+void RouteGrpcLog();
+
+// The failure of a request's run on `model` v`version`: a server fault (grpc_status.h
+// IsServerFault) at ERROR, spaced out per model and message (RepeatLimiter), what the client
+// caused at DEBUG.
+void LogRunFailure(const std::string& model, int64_t version, const absl::Status& status);
 
 }  // namespace rnnserve::server

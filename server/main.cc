@@ -167,6 +167,7 @@ int Main(int argc, char** argv) {
   EnableModelFileCheck("/proc/self/exe", absl::Seconds(flags.model_check_seconds));
   // A request with invalid UTF-8 makes protobuf log a line; at most one per 10 s gets out.
   RouteProtobufLog();
+  RouteGrpcLog();
   // absl's Mutex deadlock detection is a debugging aid, on by default where absl was built
   // without NDEBUG (Debian's packages): it updates a global lock graph on every Mutex
   // acquire and destroy, gRPC's included. The sanitizer presets and the tests keep it.

@@ -77,10 +77,7 @@ grpc::ServerUnaryReactor* RnnServeService::Predict(grpc::CallbackServerContext* 
                    if (s.ok()) {
                      EncodePredict(*request, *call, *outputs, response);
                    } else {
-                     const std::string line =
-                         absl::StrCat("model ", call->model->name(), " v", call->model->version(),
-                                      ": ", s.message());
-                     IsServerFault(s) ? LogError(line) : LogDebug(line);
+                     LogRunFailure(call->model->name(), call->model->version(), s);
                    }
                    // Released before the answer goes out, as a synchronous handler would.
                    call.reset();

@@ -224,11 +224,8 @@ void KServeService::Complete(std::unique_ptr<Call> call,
   const absl::Time ran_at = absl::Now();
   call->infer = ran_at - call->decoded_at;
   if (!outputs.ok()) {
-    const absl::Status& run = outputs.status();
-    const std::string line = absl::StrCat("model ", call->ran_on->name(), " v",
-                                          call->ran_on->version(), ": ", run.message());
-    IsServerFault(run) ? LogError(line) : LogDebug(line);
-    return Finish(std::move(call), run);
+    LogRunFailure(call->ran_on->name(), call->ran_on->version(), outputs.status());
+    return Finish(std::move(call), outputs.status());
   }
   const Servable& ran_on = *call->ran_on;
   inference::ModelInferResponse* response = call->response;
