@@ -203,8 +203,14 @@ __attribute__((target(RNNSERVE_TARGET_AVX512 ",avx512vnni"))) void Int8DotAvx512
         int32_t quad;
         std::memcpy(&quad, a + r * lda + 4 * q, sizeof(quad));
         const I16 x = I16{} + quad;
-        acc[s][r][0] = __builtin_ia32_vpdpbusd_v16si(acc[s][r][0], x, w0);
-        acc[s][r][1] = __builtin_ia32_vpdpbusd_v16si(acc[s][r][1], x, w1);
+        // <immintrin.h>'s intrinsic, which GCC and clang both know (the vector types are
+        // the same 64 bytes).
+        acc[s][r][0] = reinterpret_cast<I16>(_mm512_dpbusd_epi32(
+            reinterpret_cast<__m512i>(acc[s][r][0]), reinterpret_cast<__m512i>(x),
+            reinterpret_cast<__m512i>(w0)));
+        acc[s][r][1] = reinterpret_cast<I16>(_mm512_dpbusd_epi32(
+            reinterpret_cast<__m512i>(acc[s][r][1]), reinterpret_cast<__m512i>(x),
+            reinterpret_cast<__m512i>(w1)));
       }
     }
   }
