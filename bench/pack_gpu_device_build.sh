@@ -48,7 +48,7 @@ mkdir -p "$DEST/bin" "$DEST/lib"
 bins=("$BUILD/server/rnnserve" "$BUILD/bench/gpu_peers" "$BUILD/bench/gpu_request_path"
   "$BUILD/bench/cpu_rnn_bench" "$BUILD/bench/grpc_floor" "$BUILD/client/rnnserve-cli" "$PA")
 for t in gpu_availability_test gpu_conformance_test gpu_engine_test example_model_test gpu_layers_test \
-  gpu_host_io_test gpu_fused_lstm_test gpu_fused_half_test gpu_torch_test gpu_multi_gpu_test cellular_conformance_test slot_states_test; do
+  gpu_host_io_test gpu_fused_lstm_test gpu_fused_half_test gpu_torch_test gpu_multi_gpu_test cellular_conformance_test slot_states_test gpu_metrics_test; do
   bins+=("$(find "$BUILD/tests" -name "$t" -type f -executable | head -1)")
 done
 [ -n "${BINS:-}" ] && read -r -a bins <<< "$BINS"

@@ -31,6 +31,7 @@
 #include "server/log.h"
 #include "server/metrics/endpoint.h"
 #include "server/auth/access_control.h"
+#include "server/metrics/gpu_metrics.h"
 #include "server/metrics/grpc_interceptor.h"
 #include "server/metrics/server_metrics.h"
 #include "server/model_check.h"
@@ -183,6 +184,11 @@ int Main(int argc, char** argv) {
   // The process's metrics, handed to everything that records. Metrics first, so a scrape
   // during a long model load already answers.
   metrics::ServerMetrics& process_metrics = metrics::ServerMetrics::Global();
+  if (auto gpu = metrics::NewGpuCollector(); gpu.ok()) {
+    process_metrics.AddCollectable(*std::move(gpu));
+  } else {
+    LogInfo(absl::StrCat("GPU metrics (nv_gpu_*) off: ", gpu.status().message()));
+  }
   auto exposer = StartMetrics(flags, process_metrics);
   if (!exposer.ok()) {
     LogError(exposer.status().message());

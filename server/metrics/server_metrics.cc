@@ -342,7 +342,15 @@ ServerMetrics::ServerMetrics()
 ServerMetrics::~ServerMetrics() = default;
 
 std::vector<std::shared_ptr<prometheus::Collectable>> ServerMetrics::collectables() const {
-  return {visible_, process_};
+  std::vector<std::shared_ptr<prometheus::Collectable>> all = {visible_, process_};
+  absl::MutexLock lock(&mu_);
+  all.insert(all.end(), extra_.begin(), extra_.end());
+  return all;
+}
+
+void ServerMetrics::AddCollectable(std::shared_ptr<prometheus::Collectable> c) {
+  absl::MutexLock lock(&mu_);
+  extra_.push_back(std::move(c));
 }
 
 std::string ServerMetrics::ExpositionText() const {

@@ -20,6 +20,8 @@
 //   rnnserve_model_load_duration_seconds{model,version}         gauge, the last load
 //   rnnserve_model_memory_bytes{model,version,engine}           gauge, weights + scratch
 //   process_cpu_seconds_total, process_resident_memory_bytes, ... (see process_metrics.h)
+//   nv_gpu_utilization, nv_gpu_memory_*_bytes, nv_gpu_power_*, ... where NVML loads
+//   (gpu_metrics.h)
 //
 // Every series of a model version exists, at zero, from the moment ModelLoaded() returns, and
 // leaves the page when the version is unloaded (ModelUnloaded: UnloadModel, a removed model
@@ -187,6 +189,8 @@ class ServerMetrics {
   // What /metrics serves: rnnserve's families (a prometheus::Registry) and the process
   // collector. Register each with a prometheus::Exposer (endpoint.h does).
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables() const;
+  // One more collectable (gpu_metrics.h), before the endpoint starts.
+  void AddCollectable(std::shared_ptr<prometheus::Collectable> c) ABSL_LOCKS_EXCLUDED(mu_);
   // Those collectables in the text exposition format, as a scrape sees them (without the
   // exposer's own exposer_* families); for logs and tests.
   std::string ExpositionText() const;
@@ -215,6 +219,7 @@ class ServerMetrics {
   std::unique_ptr<Families> families_;
   std::unique_ptr<ModelMetrics> unmatched_;
   mutable absl::Mutex mu_;
+  std::vector<std::shared_ptr<prometheus::Collectable>> extra_ ABSL_GUARDED_BY(mu_);
   struct Version {
     std::unique_ptr<ModelMetrics> metrics;  // never freed: recorders must not dangle
     bool loaded = false;
