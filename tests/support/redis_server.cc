@@ -1,0 +1,117 @@
+#include "tests/support/redis_server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace rnnserve::testing {
+namespace {
+
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t n = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// Whether the server answers "+PONG" to a PING on the port.
+bool Pong(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bool ok = false;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) {
+    const char ping[] = "PING\r\n";
+    char buf[16] = {};
+    if (write(fd, ping, sizeof(ping) - 1) == static_cast<ssize_t>(sizeof(ping) - 1) &&
+        read(fd, buf, sizeof(buf) - 1) >= 5) {
+      ok = std::string(buf).rfind("+PONG", 0) == 0;
+    }
+  }
+  close(fd);
+  return ok;
+}
+
+}  // namespace
+
+std::string RedisServer::Binary() {
+  std::vector<std::string> candidates = {"/usr/bin/redis-server"};
+  if (const char* path = getenv("PATH")) {
+    std::string p = path;
+    for (size_t start = 0; start <= p.size();) {
+      const size_t end = std::min(p.find(':', start), p.size());
+      candidates.push_back(p.substr(start, end - start) + "/redis-server");
+      start = end + 1;
+    }
+  }
+  for (const std::string& c : candidates) {
+    if (access(c.c_str(), X_OK) == 0) return c;
+  }
+  return "";
+}
+
+absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(int port) {
+  const std::string binary = Binary();
+  if (binary.empty()) return absl::NotFoundError("redis-server is not installed");
+  if (port == 0) port = FreePort();
+  char tmpl[] = "/tmp/rnnserve-redis-XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) return absl::InternalError("mkdtemp failed");
+  const std::string dir = tmpl;
+  const std::string port_str = std::to_string(port);
+  const pid_t pid = fork();
+  if (pid < 0) return absl::InternalError("fork failed");
+  if (pid == 0) {
+    execl(binary.c_str(), binary.c_str(), "--port", port_str.c_str(), "--bind", "127.0.0.1",
+          "--dir", dir.c_str(), "--save", "", "--appendonly", "no", "--loglevel", "warning",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  auto server = std::unique_ptr<RedisServer>(new RedisServer(pid, port, dir));
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (!Pong(port)) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      server->pid_ = 0;
+      return absl::InternalError(absl::StrCat("redis-server exited at start on port ", port));
+    }
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat("redis-server did not answer on ", port));
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return server;
+}
+
+std::string RedisServer::url() const { return absl::StrCat("redis://127.0.0.1:", port_); }
+
+void RedisServer::Kill() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGKILL);
+  waitpid(pid_, nullptr, 0);
+  pid_ = 0;
+}
+
+RedisServer::~RedisServer() {
+  Kill();
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+}
+
+}  // namespace rnnserve::testing

@@ -1,0 +1,37 @@
+#pragma once
+
+// A real redis-server (Debian's package) for the tests of the Redis state store: started on a
+// free loopback port in a temporary directory, without persistence, and killed at the end.
+// Tests skip, naming the reason, where the binary is absent (deploy/install_deps.sh installs
+// it).
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace rnnserve::testing {
+
+class RedisServer {
+ public:
+  // redis-server from PATH or /usr/bin; empty when there is none.
+  static std::string Binary();
+  // Starts it (port 0: a free one) and waits until it answers PING (up to 10 s).
+  static absl::StatusOr<std::unique_ptr<RedisServer>> Start(int port = 0);
+  ~RedisServer();
+
+  int port() const { return port_; }
+  std::string url() const;  // redis://127.0.0.1:<port>
+  // SIGKILL and wait; Start(port()) brings a new, empty one back on the same port.
+  void Kill();
+
+ private:
+  RedisServer(pid_t pid, int port, std::string dir) : pid_(pid), port_(port), dir_(dir) {}
+  pid_t pid_;
+  const int port_;
+  const std::string dir_;
+};
+
+}  // namespace rnnserve::testing
