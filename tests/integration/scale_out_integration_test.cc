@@ -1,0 +1,169 @@
+// Two rnnserve replicas sharing one real redis-server (--sequence-store): a KServe sequence
+// moves between them chunk by chunk, survives the SIGKILL of the replica that served it, and
+// still equals Keras on the whole sequence; another caller cannot continue it on either
+// replica. Skips, naming the reason, without redis-server.
+
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "gtest/gtest.h"
+#include "inference/grpc_service.grpc.pb.h"
+#include "tests/integration/server_process.h"
+#include "tests/support/fixtures.h"
+#include "tests/support/redis_server.h"
+
+namespace rnnserve::testing {
+namespace {
+
+using inference::GRPCInferenceService;
+using inference::ModelInferRequest;
+using inference::ModelInferResponse;
+
+constexpr char kAlice[] = "alice-token-0123456789";
+constexpr char kBob[] = "bob-token-9876543210";
+
+class ScaleOutTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (RedisServer::Binary().empty()) {
+      GTEST_SKIP() << "redis-server is not installed (deploy/install_deps.sh installs it)";
+    }
+    auto redis = RedisServer::Start();
+    ASSERT_TRUE(redis.ok()) << redis.status();
+    redis_ = std::move(*redis);
+    dir_ = ::testing::TempDir() + "/scale_out_" + std::to_string(getpid());
+    std::filesystem::create_directories(dir_);
+    std::ofstream(dir_ + "/tokens") << kAlice << "\n" << kBob << "\n";
+    const std::vector<std::string> flags = {"--sequence-store", redis_->url(),
+                                            "--auth-token-file", dir_ + "/tokens"};
+    for (auto* replica : {&a_, &b_}) {
+      auto s = ServerProcess::Start(SourcePath("models/examples"), flags, {.token = kAlice});
+      ASSERT_TRUE(s.ok()) << s.status();
+      *replica = std::move(*s);
+    }
+    x_ = LoadNpy("tests/fixtures/example/input.npy");
+    want_ = LoadNpy("tests/fixtures/example/expected.npy");
+  }
+  void TearDown() override {
+    a_.reset();
+    b_.reset();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  // Steps [t0, t1) of fixture sequence b as one chunk of KServe sequence `id`, sent to
+  // `replica` as `token` with the x-sequence-id header a proxy hashes on.
+  grpc::Status Chunk(const ServerProcess& replica, const char* token, int64_t id, int b,
+                     int64_t t0, int64_t t1, bool start, bool end, ModelInferResponse* resp) {
+    const int64_t T = x_.shape[1], F = x_.shape[2];
+    ModelInferRequest req;
+    req.set_model_name("waveform_lstm");
+    auto* in = req.add_inputs();
+    in->set_name("waveform");
+    in->set_datatype("FP32");
+    for (int64_t d : {int64_t{1}, t1 - t0, F}) in->add_shape(d);
+    for (int64_t i = (b * T + t0) * F; i < (b * T + t1) * F; ++i) {
+      in->mutable_contents()->add_fp32_contents(static_cast<float>(x_.values[i]));
+    }
+    (*req.mutable_parameters())["sequence_id"].set_int64_param(id);
+    (*req.mutable_parameters())["sequence_start"].set_bool_param(start);
+    (*req.mutable_parameters())["sequence_end"].set_bool_param(end);
+    // A new channel per chunk: nothing ties a chunk to a connection, only to its token.
+    auto stub = GRPCInferenceService::NewStub(
+        grpc::CreateChannel(replica.address(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", std::string("Bearer ") + token);
+    ctx.AddMetadata("x-sequence-id", std::to_string(id));
+    return stub->ModelInfer(&ctx, req, resp);
+  }
+
+  void ExpectKeras(const ModelInferResponse& resp, int b) {
+    ASSERT_EQ(resp.raw_output_contents_size(), 1);
+    std::vector<float> got(3);
+    ASSERT_EQ(resp.raw_output_contents(0).size(), 3 * sizeof(float));
+    std::memcpy(got.data(), resp.raw_output_contents(0).data(), 3 * sizeof(float));
+    for (int c = 0; c < 3; ++c) {
+      const double w = want_.values[b * 3 + c];
+      EXPECT_NEAR(got[c], w, 1e-5 + 1e-5 * std::fabs(w)) << "sequence " << b << " class " << c;
+    }
+  }
+
+  std::unique_ptr<RedisServer> redis_;
+  std::string dir_;
+  std::unique_ptr<ServerProcess> a_, b_;
+  client::NpyArray x_, want_;
+};
+
+// The fixture's sequences (lengths 40, 25, 12) in chunks of 7 steps, each chunk on the other
+// replica than the one before: every chunk but the first is continued from the store, and a
+// replica's own copy from two chunks ago is never used.
+TEST_F(ScaleOutTest, ChunksAlternatingBetweenReplicasEqualKerasOnTheWholeSequence) {
+  const std::vector<int64_t> lengths = {40, 25, 12};
+  for (int b = 0; b < 3; ++b) {
+    ModelInferResponse resp;
+    int chunk = 0;
+    for (int64_t t0 = 0; t0 < lengths[b]; t0 += 7, ++chunk) {
+      const int64_t t1 = std::min(t0 + 7, lengths[b]);
+      const ServerProcess& replica = chunk % 2 == 0 ? *a_ : *b_;
+      const grpc::Status s =
+          Chunk(replica, kAlice, 100 + b, b, t0, t1, t0 == 0, t1 == lengths[b], &resp);
+      ASSERT_TRUE(s.ok()) << "sequence " << b << " chunk " << chunk << ": " << s.error_message();
+    }
+    ExpectKeras(resp, b);
+  }
+}
+
+TEST_F(ScaleOutTest, SequenceContinuesOnTheOtherReplicaAfterItsReplicaIsKilled) {
+  ModelInferResponse resp;
+  for (int64_t t0 = 0; t0 < 21; t0 += 7) {
+    ASSERT_TRUE(Chunk(*a_, kAlice, 7, 0, t0, t0 + 7, t0 == 0, false, &resp).ok());
+  }
+  ASSERT_EQ(kill(a_->pid(), SIGKILL), 0);
+  for (int64_t t0 = 21; t0 < 40; t0 += 7) {
+    const int64_t t1 = std::min<int64_t>(t0 + 7, 40);
+    const grpc::Status s = Chunk(*b_, kAlice, 7, 0, t0, t1, false, t1 == 40, &resp);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  ExpectKeras(resp, 0);
+}
+
+TEST_F(ScaleOutTest, AnotherCallerCannotContinueTheSequenceOnEitherReplica) {
+  ModelInferResponse resp;
+  ASSERT_TRUE(Chunk(*a_, kAlice, 9, 0, 0, 7, true, false, &resp).ok());
+  for (const ServerProcess* replica : {a_.get(), b_.get()}) {
+    const grpc::Status s = Chunk(*replica, kBob, 9, 0, 7, 14, false, false, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+    const grpc::Status restart = Chunk(*replica, kBob, 9, 0, 0, 7, true, false, &resp);
+    EXPECT_EQ(restart.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+        << restart.error_message();
+  }
+  // Alice's sequence is untouched by Bob's tries: it ends equal to Keras.
+  for (int64_t t0 = 7; t0 < 40; t0 += 7) {
+    const int64_t t1 = std::min<int64_t>(t0 + 7, 40);
+    ASSERT_TRUE(Chunk(*b_, kAlice, 9, 0, t0, t1, false, t1 == 40, &resp).ok());
+  }
+  ExpectKeras(resp, 0);
+}
+
+TEST_F(ScaleOutTest, StoreDownIsUnavailableWithItsAddressAndServingResumesWhenItIsBack) {
+  ModelInferResponse resp;
+  ASSERT_TRUE(Chunk(*a_, kAlice, 11, 0, 0, 7, true, false, &resp).ok());
+  redis_->Kill();
+  const grpc::Status down = Chunk(*b_, kAlice, 11, 0, 7, 14, false, false, &resp);
+  EXPECT_EQ(down.error_code(), grpc::StatusCode::UNAVAILABLE) << down.error_message();
+  EXPECT_NE(down.error_message().find(redis_->url()), std::string::npos) << down.error_message();
+  auto back = RedisServer::Start(redis_->port());
+  ASSERT_TRUE(back.ok()) << back.status();
+  redis_ = std::move(*back);
+  // The restarted Redis kept nothing (no persistence in this test): a new sequence runs.
+  ASSERT_TRUE(Chunk(*b_, kAlice, 12, 0, 0, 40, true, true, &resp).ok());
+  ExpectKeras(resp, 0);
+}
+
+}  // namespace
+}  // namespace rnnserve::testing
