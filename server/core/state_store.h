@@ -68,8 +68,8 @@ class StateStore {
   virtual absl::StatusOr<Lease> Acquire(const std::string& model, uint64_t id, bool start,
                                         std::shared_ptr<const Servable> servable,
                                         const Limits& limits, const Caller& caller) = 0;
-  virtual absl::Status Release(const std::string& model, uint64_t id, LayerStates states,
-                               bool end, bool failed, int64_t steps_added = 0) = 0;
+  virtual absl::Status Release(const std::string& model, uint64_t id, LayerStates states, bool end,
+                               bool failed, int64_t steps_added = 0) = 0;
   virtual int EndOwner(const std::string& owner) = 0;
 };
 

@@ -66,10 +66,9 @@ grpc::Status RnnServeService::StreamPredict(
   // end with it; the per-client quota counts them against the caller. The owner names this
   // process too (a random tag): a shared store sees the streams of every replica.
   static std::atomic<uint64_t> next_stream{1};
-  static const std::string process_tag = absl::StrCat(absl::Hex(std::random_device{}(),
-                                                                  absl::kZeroPad8),
-                                                        absl::Hex(std::random_device{}(),
-                                                                  absl::kZeroPad8));
+  static const std::string process_tag =
+      absl::StrCat(absl::Hex(std::random_device{}(), absl::kZeroPad8),
+                   absl::Hex(std::random_device{}(), absl::kZeroPad8));
   const core::StateStore::Caller caller{
       .owner = absl::StrCat("stream-", process_tag, "-",
                             next_stream.fetch_add(1, std::memory_order_relaxed)),

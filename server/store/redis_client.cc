@@ -10,7 +10,6 @@
 namespace rnnserve::server::store {
 namespace {
 
-
 RedisReply Copy(const redisReply& r) {
   RedisReply out;
   switch (r.type) {
@@ -20,8 +19,8 @@ RedisReply Copy(const redisReply& r) {
       break;
     case REDIS_REPLY_STRING:
     case REDIS_REPLY_STATUS:
-      out.type = r.type == REDIS_REPLY_STRING ? RedisReply::Type::kString
-                                              : RedisReply::Type::kStatus;
+      out.type =
+          r.type == REDIS_REPLY_STRING ? RedisReply::Type::kString : RedisReply::Type::kStatus;
       out.str.assign(r.str, r.len);
       break;
     case REDIS_REPLY_ARRAY:
@@ -67,8 +66,7 @@ absl::StatusOr<std::unique_ptr<RedisClient>> RedisClient::Create(Options options
   if (options.endpoint.host.empty()) return absl::InvalidArgumentError("Redis host is empty");
   if (options.connect_timeout <= absl::ZeroDuration() ||
       options.command_timeout <= absl::ZeroDuration() || options.max_idle_connections <= 0) {
-    return absl::InvalidArgumentError(
-        "Redis timeouts and max_idle_connections must be positive");
+    return absl::InvalidArgumentError("Redis timeouts and max_idle_connections must be positive");
   }
   return std::unique_ptr<RedisClient>(new RedisClient(std::move(options)));
 }
@@ -85,8 +83,8 @@ absl::Status RedisClient::Unavailable(absl::string_view what) const {
 
 absl::StatusOr<redisContext*> RedisClient::Connect() {
   const RedisEndpoint& e = options_.endpoint;
-  redisContext* c = redisConnectWithTimeout(e.host.c_str(), e.port,
-                                            absl::ToTimeval(options_.connect_timeout));
+  redisContext* c =
+      redisConnectWithTimeout(e.host.c_str(), e.port, absl::ToTimeval(options_.connect_timeout));
   if (c == nullptr) return Unavailable("cannot allocate a connection");
   if (c->err != 0) {
     const std::string why = c->errstr;
@@ -143,8 +141,8 @@ absl::StatusOr<RedisReply> RedisClient::Command(const std::vector<absl::string_v
     p.push_back(a.data());
     n.push_back(a.size());
   }
-  auto* r = static_cast<redisReply*>(
-      redisCommandArgv(c, static_cast<int>(p.size()), p.data(), n.data()));
+  auto* r =
+      static_cast<redisReply*>(redisCommandArgv(c, static_cast<int>(p.size()), p.data(), n.data()));
   if (r == nullptr) {
     // The connection is in an unknown state (timeout, reset): dropped.
     const absl::Status s = Unavailable(c->errstr[0] != '\0' ? c->errstr : "no reply");

@@ -28,7 +28,7 @@ namespace rnnserve::server::store {
 struct RedisEndpoint {
   std::string host;
   int port = 6379;
-  int db = 0;  // SELECTed on each new connection
+  int db = 0;                    // SELECTed on each new connection
   std::string ToString() const;  // redis://host:port/db
 };
 // "redis://HOST:PORT[/DB]" (PORT 1..65535, DB >= 0); INVALID_ARGUMENT naming what is wrong.
@@ -47,7 +47,7 @@ class RedisClient {
  public:
   struct Options {
     RedisEndpoint endpoint;
-    std::string password;  // AUTH on each new connection; empty: none
+    std::string password;                               // AUTH on each new connection; empty: none
     absl::Duration connect_timeout = absl::Seconds(1);  // must be positive
     absl::Duration command_timeout = absl::Seconds(2);  // must be positive
     int max_idle_connections = 32;  // kept open between commands; must be positive

@@ -97,8 +97,8 @@ absl::StatusOr<core::StateStore::Lease> RedisStore::Acquire(
         return absl::AbortedError(absl::StrCat(Named(model, id), " has a chunk in flight"));
       }
       if (start) {
-        return absl::AlreadyExistsError(absl::StrCat(
-            Named(model, id), " is live: end it (end=true) before starting it again"));
+        return absl::AlreadyExistsError(
+            absl::StrCat(Named(model, id), " is live: end it (end=true) before starting it again"));
       }
       local_epoch = it->second.epoch;
     } else if (start) {
@@ -110,10 +110,10 @@ absl::StatusOr<core::StateStore::Lease> RedisStore::Acquire(
       }
       const int mine = per_client_[std::make_pair(model, caller.client)];
       if (mine >= options_.max_sequences_per_client) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            "this client holds ", mine, " live sequences of model '", model,
-            "' on this replica, the per-client limit (--max-sequences-per-client=",
-            options_.max_sequences_per_client, "); end some or retry later"));
+        return absl::ResourceExhaustedError(
+            absl::StrCat("this client holds ", mine, " live sequences of model '", model,
+                         "' on this replica, the per-client limit (--max-sequences-per-client=",
+                         options_.max_sequences_per_client, "); end some or retry later"));
       }
     }
     if (it == local_.end()) {
@@ -144,8 +144,7 @@ absl::StatusOr<core::StateStore::Lease> RedisStore::Start(const Key& key,
                         .owner = caller.owner,
                         .client = caller.client};
   const std::string blob = EncodeRecord(record);
-  auto reply =
-      client_->Command({"EVAL", kCreate, "1", redis_key, "1", blob, Ttl(limits.max_idle)});
+  auto reply = client_->Command({"EVAL", kCreate, "1", redis_key, "1", blob, Ttl(limits.max_idle)});
   if (!reply.ok()) return reply.status();
   if (!IsInt(*reply, 1)) {
     // Live on some replica: whose?
@@ -190,9 +189,9 @@ absl::StatusOr<core::StateStore::Lease> RedisStore::Continue(const Key& key,
   if (header->owner != caller.owner) return OtherOwner(model, id);
   auto servable = options_.resolve(model, header->model_version);
   if (!servable.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        Named(model, id), " runs on version ", header->model_version,
-        ", which this replica does not serve: ", servable.status().message()));
+    return absl::FailedPreconditionError(
+        absl::StrCat(Named(model, id), " runs on version ", header->model_version,
+                     ", which this replica does not serve: ", servable.status().message()));
   }
   auto record = DecodeRecord(reply->str, options_.facts(servable->get()).shapes);
   if (!record.ok()) {
@@ -245,9 +244,9 @@ absl::Status RedisStore::Release(const std::string& model, uint64_t id, LayerSta
     (void)client_->Command({"EVAL", kErase, "1", redis_key, erase_epoch});
     return absl::OkStatus();
   }
-  auto reply = client_->Command({"EVAL", kStore, "1", redis_key, std::to_string(record.epoch - 1),
-                                 std::to_string(record.epoch), EncodeRecord(record),
-                                 Ttl(max_idle)});
+  auto reply =
+      client_->Command({"EVAL", kStore, "1", redis_key, std::to_string(record.epoch - 1),
+                        std::to_string(record.epoch), EncodeRecord(record), Ttl(max_idle)});
   absl::MutexLock lock(&mu_);
   auto it = local_.find(key);  // still there: busy entries are not expired
   if (it == local_.end()) return absl::OkStatus();
@@ -261,10 +260,11 @@ absl::Status RedisStore::Release(const std::string& model, uint64_t id, LayerSta
   }
   EraseLocked(it);
   if (!reply.ok()) {
-    return absl::UnavailableError(absl::StrCat(
-        Named(model, id), ": this chunk's states could not be stored, so its answer is dropped "
-        "and the sequence stays as its previous chunk left it (resend the chunk): ",
-        reply.status().message()));
+    return absl::UnavailableError(
+        absl::StrCat(Named(model, id),
+                     ": this chunk's states could not be stored, so its answer is dropped "
+                     "and the sequence stays as its previous chunk left it (resend the chunk): ",
+                     reply.status().message()));
   }
   return absl::AbortedError(absl::StrCat(
       Named(model, id),

@@ -56,7 +56,7 @@ class RedisStore final : public core::StateStore {
     std::function<ModelFacts(const Servable* servable)> facts;
     // The servable of a model version that a record names; NOT_FOUND when it is not loaded.
     std::function<absl::StatusOr<std::shared_ptr<const Servable>>(const std::string& model,
-                                                                   int64_t version)>
+                                                                  int64_t version)>
         resolve;
     // As SequenceManager::Options::observer: a sequence this replica holds starts (true) or
     // leaves its memory (false). May be empty.
@@ -104,8 +104,8 @@ class RedisStore final : public core::StateStore {
   absl::StatusOr<Lease> Start(const Key& key, const std::string& redis_key,
                               std::shared_ptr<const Servable> servable, const Limits& limits,
                               const Caller& caller);
-  absl::StatusOr<Lease> Continue(const Key& key, const std::string& redis_key,
-                                 const Caller& caller, uint64_t local_epoch);
+  absl::StatusOr<Lease> Continue(const Key& key, const std::string& redis_key, const Caller& caller,
+                                 uint64_t local_epoch);
   void EraseLocked(std::map<Key, Local>::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CountLocked(Local& local, const std::string& model) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExpireLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

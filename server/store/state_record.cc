@@ -9,7 +9,8 @@
 namespace rnnserve::server::store {
 namespace {
 
-static_assert(ABSL_IS_LITTLE_ENDIAN, "the record format is little-endian; so is every host we build for");
+static_assert(ABSL_IS_LITTLE_ENDIAN,
+              "the record format is little-endian; so is every host we build for");
 static_assert(sizeof(float) == 4);
 
 constexpr char kMagic[4] = {'R', 'N', 'S', 'Q'};

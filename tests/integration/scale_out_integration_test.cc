@@ -39,8 +39,8 @@ class ScaleOutTest : public ::testing::Test {
     dir_ = ::testing::TempDir() + "/scale_out_" + std::to_string(getpid());
     std::filesystem::create_directories(dir_);
     std::ofstream(dir_ + "/tokens") << kAlice << "\n" << kBob << "\n";
-    const std::vector<std::string> flags = {"--sequence-store", redis_->url(),
-                                            "--auth-token-file", dir_ + "/tokens"};
+    const std::vector<std::string> flags = {"--sequence-store", redis_->url(), "--auth-token-file",
+                                            dir_ + "/tokens"};
     for (auto* replica : {&a_, &b_}) {
       auto s = ServerProcess::Start(SourcePath("models/examples"), flags, {.token = kAlice});
       ASSERT_TRUE(s.ok()) << s.status();
@@ -58,8 +58,8 @@ class ScaleOutTest : public ::testing::Test {
 
   // Steps [t0, t1) of fixture sequence b as one chunk of KServe sequence `id`, sent to
   // `replica` as `token` with the x-sequence-id header a proxy hashes on.
-  grpc::Status Chunk(const ServerProcess& replica, const char* token, int64_t id, int b,
-                     int64_t t0, int64_t t1, bool start, bool end, ModelInferResponse* resp) {
+  grpc::Status Chunk(const ServerProcess& replica, const char* token, int64_t id, int b, int64_t t0,
+                     int64_t t1, bool start, bool end, ModelInferResponse* resp) {
     const int64_t T = x_.shape[1], F = x_.shape[2];
     ModelInferRequest req;
     req.set_model_name("waveform_lstm");
@@ -139,8 +139,7 @@ TEST_F(ScaleOutTest, AnotherCallerCannotContinueTheSequenceOnEitherReplica) {
     const grpc::Status s = Chunk(*replica, kBob, 9, 0, 7, 14, false, false, &resp);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
     const grpc::Status restart = Chunk(*replica, kBob, 9, 0, 0, 7, true, false, &resp);
-    EXPECT_EQ(restart.error_code(), grpc::StatusCode::PERMISSION_DENIED)
-        << restart.error_message();
+    EXPECT_EQ(restart.error_code(), grpc::StatusCode::PERMISSION_DENIED) << restart.error_message();
   }
   // Alice's sequence is untouched by Bob's tries: it ends equal to Keras.
   for (int64_t t0 = 7; t0 < 40; t0 += 7) {

@@ -10,3 +10,8 @@ rnnserve_test(store_record_test unit ${CMAKE_CURRENT_LIST_DIR}/store_record_test
 target_link_libraries(store_record_test PRIVATE rnnserve_store)
 rnnserve_test(store_redis_test unit ${CMAKE_CURRENT_LIST_DIR}/store_redis_test.cc)
 target_link_libraries(store_redis_test PRIVATE rnnserve_store rnnserve_test_redis)
+
+# Clients name a call's sequence in the x-sequence-id header, for a proxy to hash.
+rnnserve_test(client_sequence_header_test unit
+  ${CMAKE_CURRENT_LIST_DIR}/client_sequence_header_test.cc)
+target_link_libraries(client_sequence_header_test PRIVATE rnnserve_client)

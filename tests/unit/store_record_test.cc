@@ -11,16 +11,11 @@ namespace rnnserve::server::store {
 namespace {
 
 // Two layers: a bidirectional LSTM (h, c per direction) and a GRU (h).
-StateShapes Shapes() {
-  return {{"lstm", {{1, 3}, {1, 3}, {1, 3}, {1, 3}}}, {"gru", {{1, 2}}}};
-}
+StateShapes Shapes() { return {{"lstm", {{1, 3}, {1, 3}, {1, 3}, {1, 3}}}, {"gru", {{1, 2}}}}; }
 
 SequenceRecord Record() {
-  SequenceRecord r{.model_version = 3,
-                   .steps = 17,
-                   .epoch = 5,
-                   .owner = "token:abc",
-                   .client = "token:abc"};
+  SequenceRecord r{
+      .model_version = 3, .steps = 17, .epoch = 5, .owner = "token:abc", .client = "token:abc"};
   for (int i = 0; i < 4; ++i) {
     r.states["lstm"].push_back(engine::Tensor::Float({1, 3}, {0.5f * i, -1.25f, 3e-8f + i}));
   }
@@ -136,8 +131,7 @@ TEST(StoreRecordTest, StateShapesOfAModelArePerDirectionHThenC) {
   model.layers.push_back({.name = "gru", .spec = gru});
   const StateShapes shapes = StateShapesOf(model);
   ASSERT_EQ(shapes.size(), 2u);
-  EXPECT_EQ(shapes.at("bi_lstm"),
-            (std::vector<engine::Shape>{{1, 2}, {1, 4}, {1, 2}, {1, 4}}));
+  EXPECT_EQ(shapes.at("bi_lstm"), (std::vector<engine::Shape>{{1, 2}, {1, 4}, {1, 2}, {1, 4}}));
   EXPECT_EQ(shapes.at("gru"), (std::vector<engine::Shape>{{1, 3}}));
 }
 

@@ -38,8 +38,8 @@ class StoreRedisTest : public ::testing::Test {
                facts.shapes["lstm"].push_back(engine::Shape{1, 2});
                return facts;
              },
-         .resolve = [this](const std::string&, int64_t version)
-             -> absl::StatusOr<std::shared_ptr<const Servable>> {
+         .resolve = [this](const std::string&,
+                           int64_t version) -> absl::StatusOr<std::shared_ptr<const Servable>> {
            if (version != served_version_) return absl::NotFoundError("version not loaded");
            return nullptr;
          }});
@@ -203,8 +203,7 @@ TEST_F(StoreRedisTest, BoundsCountTheReplicasOwnSequences) {
   limits_.max_sequences = 1;
   ASSERT_TRUE(Acquire(*a_, 1, true, alice_).ok());
   ASSERT_TRUE(a_->Release("m", 1, State(1), false, false, 1).ok());
-  EXPECT_EQ(Acquire(*a_, 2, true, alice_).status().code(),
-            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(Acquire(*a_, 2, true, alice_).status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_TRUE(Acquire(*b_, 2, true, alice_).ok());
 }
 
