@@ -25,7 +25,7 @@ APT_BUILD=(
 )
 APT_TEST=(
   libgtest-dev libgmock-dev libbenchmark-dev libonnx-testdata python3 python3-pip python3-venv
-  prometheus redis-server
+  prometheus redis-server haproxy
   libb64-0d openssl
   podman buildah runc fuse-overlayfs slirp4netns uidmap catatonit containernetworking-plugins
   golang-github-containernetworking-plugin-dnsname iptables mmdebstrap podman-compose curl
