@@ -42,6 +42,7 @@
 #include "server/services/kserve/kserve_service.h"
 #include "server/services/rnnserve_service.h"
 #include "server/store/redis_store.h"
+#include "server/store/store_metrics.h"
 
 namespace rnnserve::server {
 namespace {
@@ -99,6 +100,7 @@ absl::StatusOr<std::unique_ptr<prometheus::Exposer>> StartMetrics(const ServerFl
 // process, or in Redis with --sequence-store (server/store/redis_store.h).
 struct Sequences {
   std::unique_ptr<store::RedisClient> redis;  // used by `store`; null in process
+  std::unique_ptr<store::StoreMetrics> metrics;  // of `store`; null in process
   std::unique_ptr<core::StateStore> store;
 };
 
@@ -149,6 +151,7 @@ absl::StatusOr<Sequences> CreateSequences(const ServerFlags& flags, metrics::Ser
   auto redis = store::RedisClient::Create(std::move(client));
   if (!redis.ok()) return redis.status();
   out.redis = *std::move(redis);
+  out.metrics = std::make_unique<store::StoreMetrics>();
   // Unreachable now is no reason not to start (Redis may come up after the replicas): chunks
   // are UNAVAILABLE until it answers. A refused password is.
   if (auto ping = out.redis->Command({"PING"}); !ping.ok()) {
@@ -165,7 +168,11 @@ absl::StatusOr<Sequences> CreateSequences(const ServerFlags& flags, metrics::Ser
        .resolve = [repository](const std::string& model,
                                int64_t version) { return repository->Get(model, version); },
        .observer = observer,
-       .max_sequences_per_client = flags.max_sequences_per_client});
+       .max_sequences_per_client = flags.max_sequences_per_client,
+       .on_round_trip =
+           [m = out.metrics.get()](store::StoreOp op, absl::Duration took,
+                                   absl::StatusCode code) { m->RoundTrip(op, took, code); },
+       .on_continue = [m = out.metrics.get()](bool from_memory) { m->Continued(from_memory); }});
   if (!redis_store.ok()) return redis_store.status();
   LogInfo(absl::StrCat("stateful sequences in ", endpoint->ToString()));
   out.store = *std::move(redis_store);
@@ -283,6 +290,9 @@ int Main(int argc, char** argv) {
   if (!sequences.ok()) {
     LogError(sequences.status().message());
     return 1;
+  }
+  if (sequences->metrics != nullptr && *exposer != nullptr) {
+    (*exposer)->RegisterCollectable(sequences->metrics->registry());
   }
   // Bounded resources (server/limits/server_limits.h).
   auto server_limits = limits::CreateServerLimits(flags);

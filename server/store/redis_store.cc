@@ -126,8 +126,12 @@ absl::StatusOr<core::StateStore::Lease> RedisStore::Acquire(
     it->second.last_used = options_.now();
   }
   const std::string redis_key = KeyOf(model, id);
+  const absl::Time began = absl::Now();
   auto lease = start ? Start(key, redis_key, std::move(servable), limits, caller)
                      : Continue(key, redis_key, caller, local_epoch);
+  if (options_.on_round_trip) {
+    options_.on_round_trip(StoreOp::kAcquire, absl::Now() - began, lease.status().code());
+  }
   if (!lease.ok()) Forget(key);
   return lease;
 }
@@ -177,6 +181,7 @@ absl::StatusOr<core::StateStore::Lease> RedisStore::Continue(const Key& key,
     absl::MutexLock lock(&mu_);
     Local& local = local_.at(key);
     ++counts_.served_from_memory;
+    if (options_.on_continue) options_.on_continue(true);
     return Lease{local.servable, std::move(local.states), local.steps};
   }
   if (reply->type != RedisReply::Type::kString) {
@@ -205,11 +210,24 @@ absl::StatusOr<core::StateStore::Lease> RedisStore::Continue(const Key& key,
   if (!local.counted) local.client = record->client;
   CountLocked(local, model);
   ++counts_.resumed_from_store;
+  if (options_.on_continue) options_.on_continue(false);
   return Lease{*std::move(servable), std::move(record->states), record->steps};
 }
 
 absl::Status RedisStore::Release(const std::string& model, uint64_t id, LayerStates states,
                                  bool end, bool failed, int64_t steps_added) {
+  const absl::Time began = absl::Now();
+  bool round_trip = false;
+  const absl::Status s =
+      Store(model, id, std::move(states), end, failed, steps_added, &round_trip);
+  if (round_trip && options_.on_round_trip) {
+    options_.on_round_trip(StoreOp::kRelease, absl::Now() - began, s.code());
+  }
+  return s;
+}
+
+absl::Status RedisStore::Store(const std::string& model, uint64_t id, LayerStates states,
+                               bool end, bool failed, int64_t steps_added, bool* round_trip) {
   const Key key(model, id);
   const std::string redis_key = KeyOf(model, id);
   SequenceRecord record;
@@ -238,6 +256,7 @@ absl::Status RedisStore::Release(const std::string& model, uint64_t id, LayerSta
       max_idle = local.max_idle;
     }
   }
+  *round_trip = true;
   if (!erase_epoch.empty()) {
     // A failed chunk's sequence ends too; an end that cannot reach Redis leaves a record that
     // expires after max_idle.

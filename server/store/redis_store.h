@@ -43,6 +43,8 @@
 
 namespace rnnserve::server::store {
 
+enum class StoreOp { kAcquire, kRelease };
+
 class RedisStore final : public core::StateStore {
  public:
   struct ModelFacts {
@@ -62,6 +64,12 @@ class RedisStore final : public core::StateStore {
     // leaves its memory (false). May be empty.
     std::function<void(const Servable* servable, bool started)> observer;
     int max_sequences_per_client = 128;  // must be positive
+    // Each round trip to Redis: acquire (a start or a continue) or release (store or erase),
+    // how long it took and how it ended (OK, or the error it gave the chunk). May be empty.
+    std::function<void(StoreOp op, absl::Duration took, absl::StatusCode code)> on_round_trip;
+    // A continued sequence was served from this replica's memory (true) or read from Redis
+    // (false: resumed from the store). May be empty.
+    std::function<void(bool from_memory)> on_continue;
   };
   // `client` is shared by every call; it must outlive the store.
   static absl::StatusOr<std::unique_ptr<RedisStore>> Create(RedisClient* client, Options options);
@@ -106,6 +114,9 @@ class RedisStore final : public core::StateStore {
                               const Caller& caller);
   absl::StatusOr<Lease> Continue(const Key& key, const std::string& redis_key, const Caller& caller,
                                  uint64_t local_epoch);
+  // Release without the report; *round_trip: whether it went to Redis.
+  absl::Status Store(const std::string& model, uint64_t id, LayerStates states, bool end,
+                     bool failed, int64_t steps_added, bool* round_trip);
   void EraseLocked(std::map<Key, Local>::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CountLocked(Local& local, const std::string& model) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExpireLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

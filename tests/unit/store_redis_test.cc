@@ -3,6 +3,13 @@
 
 #include "server/store/redis_store.h"
 
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include <sstream>
+
+#include "server/store/store_metrics.h"
+
 #include "gtest/gtest.h"
 #include "tests/support/redis_server.h"
 
@@ -205,6 +212,47 @@ TEST_F(StoreRedisTest, BoundsCountTheReplicasOwnSequences) {
   ASSERT_TRUE(a_->Release("m", 1, State(1), false, false, 1).ok());
   EXPECT_EQ(Acquire(*a_, 2, true, alice_).status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_TRUE(Acquire(*b_, 2, true, alice_).ok());
+}
+
+TEST_F(StoreRedisTest, MetricsCountRoundTripsErrorsAndWhereStatesCameFrom) {
+  StoreMetrics metrics;
+  auto s = RedisStore::Create(
+      client_.get(),
+      {.now = [this] { return now_; },
+       .facts =
+           [](const Servable*) {
+             RedisStore::ModelFacts facts{.version = 1};
+             facts.shapes["lstm"].push_back(engine::Shape{1, 2});
+             return facts;
+           },
+       .resolve = [](const std::string&, int64_t)
+           -> absl::StatusOr<std::shared_ptr<const Servable>> { return nullptr; },
+       .on_round_trip = [&](StoreOp op, absl::Duration took,
+                            absl::StatusCode code) { metrics.RoundTrip(op, took, code); },
+       .on_continue = [&](bool from_memory) { metrics.Continued(from_memory); }});
+  ASSERT_TRUE(s.ok());
+  RedisStore& c = **s;
+  ASSERT_TRUE(Acquire(c, 7, true, alice_).ok());
+  ASSERT_TRUE(c.Release("m", 7, State(1), false, false, 3).ok());
+  ASSERT_TRUE(Acquire(c, 7, false, alice_).ok());  // from memory
+  ASSERT_TRUE(c.Release("m", 7, State(2), false, false, 3).ok());
+  ASSERT_TRUE(Acquire(*b_, 7, false, alice_).ok());
+  ASSERT_TRUE(b_->Release("m", 7, State(3), false, false, 3).ok());
+  ASSERT_TRUE(Acquire(c, 7, false, alice_).ok());  // from the store: B advanced it
+  redis_->Kill();
+  EXPECT_FALSE(c.Release("m", 7, State(4), false, false, 3).ok());
+  std::ostringstream text;
+  prometheus::TextSerializer().Serialize(text, metrics.registry()->Collect());
+  const std::string t = text.str();
+  for (const char* line :
+       {"rnnserve_sequence_store_duration_seconds_count{op=\"acquire\"} 3",
+        "rnnserve_sequence_store_duration_seconds_count{op=\"release\"} 3",
+        "rnnserve_sequence_store_errors_total{code=\"UNAVAILABLE\",op=\"release\"} 1",
+        "rnnserve_sequence_store_errors_total{code=\"UNAVAILABLE\",op=\"acquire\"} 0",
+        "rnnserve_sequence_chunks_from_memory_total 1",
+        "rnnserve_sequences_resumed_from_store_total 1"}) {
+    EXPECT_NE(t.find(line), std::string::npos) << line << "\n" << t;
+  }
 }
 
 TEST(RedisUrlTest, ParsesHostPortAndDatabase) {
