@@ -162,6 +162,7 @@ absl::StatusOr<core::StateStore::Lease> RedisStore::Start(const Key& key,
   absl::MutexLock lock(&mu_);
   Local& local = local_.at(key);
   local.servable = servable;
+  local.version = facts.version;
   local.epoch = 1;
   local.steps = 0;
   local.states.clear();
@@ -205,6 +206,7 @@ absl::StatusOr<core::StateStore::Lease> RedisStore::Continue(const Key& key,
   absl::MutexLock lock(&mu_);
   Local& local = local_.at(key);
   local.servable = *servable;
+  local.version = record->model_version;
   local.epoch = record->epoch;
   local.steps = record->steps;
   if (!local.counted) local.client = record->client;
@@ -218,16 +220,15 @@ absl::Status RedisStore::Release(const std::string& model, uint64_t id, LayerSta
                                  bool end, bool failed, int64_t steps_added) {
   const absl::Time began = absl::Now();
   bool round_trip = false;
-  const absl::Status s =
-      Store(model, id, std::move(states), end, failed, steps_added, &round_trip);
+  const absl::Status s = Store(model, id, std::move(states), end, failed, steps_added, &round_trip);
   if (round_trip && options_.on_round_trip) {
     options_.on_round_trip(StoreOp::kRelease, absl::Now() - began, s.code());
   }
   return s;
 }
 
-absl::Status RedisStore::Store(const std::string& model, uint64_t id, LayerStates states,
-                               bool end, bool failed, int64_t steps_added, bool* round_trip) {
+absl::Status RedisStore::Store(const std::string& model, uint64_t id, LayerStates states, bool end,
+                               bool failed, int64_t steps_added, bool* round_trip) {
   const Key key(model, id);
   const std::string redis_key = KeyOf(model, id);
   SequenceRecord record;
@@ -247,7 +248,7 @@ absl::Status RedisStore::Store(const std::string& model, uint64_t id, LayerState
       local.last_used = options_.now();
       return absl::OkStatus();
     } else {
-      record = {.model_version = options_.facts(local.servable.get()).version,
+      record = {.model_version = local.version,
                 .steps = local.steps + steps_added,
                 .epoch = local.epoch + 1,
                 .owner = local.owner,

@@ -94,6 +94,7 @@ class RedisStore final : public core::StateStore {
   using Key = std::pair<std::string, uint64_t>;  // model, sequence id
   struct Local {
     std::shared_ptr<const Servable> servable;
+    int64_t version = 0;  // servable's, as the record names it
     LayerStates states;
     int64_t steps = 0;
     uint64_t epoch = 0;  // the record's epoch these states are; 0: not known yet

@@ -40,13 +40,13 @@ StoreMetrics::StoreMetrics() : series_(std::make_unique<Series>()) {
                      .Help("Round trips to the sequence store that failed their chunk")
                      .Register(r);
   // 25 us to 1 s: a loopback round trip is tens of microseconds.
-  const Histogram::BucketBoundaries buckets = {25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3,
+  const Histogram::BucketBoundaries buckets = {25e-6,  50e-6, 100e-6, 250e-6, 500e-6, 1e-3,
                                                2.5e-3, 5e-3,  10e-3,  25e-3,  0.1,    1};
   for (size_t op = 0; op < kOps.size(); ++op) {
     series_->duration[op] = &duration.Add({{"op", kOps[op]}}, buckets);
     for (size_t c = 0; c < kErrorCodes.size(); ++c) {
-      series_->errors[op][c] = &errors.Add(
-          {{"op", kOps[op]}, {"code", absl::StatusCodeToString(kErrorCodes[c])}});
+      series_->errors[op][c] =
+          &errors.Add({{"op", kOps[op]}, {"code", absl::StatusCodeToString(kErrorCodes[c])}});
     }
   }
   series_->from_memory = &prometheus::BuildCounter()

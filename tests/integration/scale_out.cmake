@@ -3,4 +3,4 @@
 rnnserve_test(scale_out_integration_test integration
   ${CMAKE_CURRENT_LIST_DIR}/scale_out_integration_test.cc)
 target_link_libraries(scale_out_integration_test PRIVATE rnnserve_server_process
-  rnnserve_kserve_proto rnnserve_test_redis)
+  rnnserve_kserve_proto rnnserve_test_redis rnnserve_store)

@@ -15,6 +15,7 @@
 
 #include "gtest/gtest.h"
 #include "inference/grpc_service.grpc.pb.h"
+#include "server/store/redis_client.h"
 #include "tests/integration/server_process.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/redis_server.h"
@@ -169,6 +170,31 @@ TEST_F(ScaleOutTest, StoreDownIsUnavailableWithItsAddressAndServingResumesWhenIt
   // The restarted Redis kept nothing (no persistence in this test): a new sequence runs.
   ASSERT_TRUE(Chunk(*b_, kAlice, 12, 0, 0, 40, true, true, &resp).ok());
   ExpectKeras(resp, 0);
+}
+
+// StreamPredict on a replica with the Redis store: the stream's sequences equal Keras, and
+// they leave Redis when the stream ends (a stream owns its sequences).
+TEST_F(ScaleOutTest, StreamPredictWithTheRedisStoreEqualsKerasAndCleansUp) {
+  client::RnnServeClient c({.server = a_->address(), .token = kAlice});
+  std::vector<v1::StreamPredictResponse> last(3);
+  const absl::Status s = c.StreamSequences(
+      "waveform_lstm", x_, 7, {40, 25, 12}, 300,
+      [&](int64_t b, int64_t, const v1::StreamPredictResponse& r) { last[b] = r; });
+  ASSERT_TRUE(s.ok()) << s;
+  for (int b = 0; b < 3; ++b) {
+    const client::NpyArray got = client::ToArray(last[b].outputs().at("probabilities"));
+    for (int k = 0; k < 3; ++k) {
+      const double w = want_.values[b * 3 + k];
+      EXPECT_NEAR(got.values[k], w, 1e-5 + 1e-5 * std::fabs(w)) << "sequence " << b;
+    }
+  }
+  auto endpoint = server::store::ParseRedisUrl(redis_->url());
+  ASSERT_TRUE(endpoint.ok());
+  auto redis = server::store::RedisClient::Create({.endpoint = *endpoint});
+  ASSERT_TRUE(redis.ok());
+  auto keys = (*redis)->Command({"KEYS", "rnnserve:seq:*"});
+  ASSERT_TRUE(keys.ok()) << keys.status();
+  EXPECT_TRUE(keys->elements.empty()) << keys->elements.size() << " sequences left in Redis";
 }
 
 // HAProxy (Debian's) in front of the two replicas, hashing x-sequence-id as
