@@ -44,8 +44,22 @@ class ScaleOutTest : public ::testing::Test {
     std::ofstream(dir_ + "/tokens") << kAlice << "\n" << kBob << "\n";
     const std::vector<std::string> flags = {"--sequence-store", redis_->url(), "--auth-token-file",
                                             dir_ + "/tokens"};
+    // The example model, and the same file batched step by step (cellular_batching): a
+    // sequence resumed from the store takes a slot like any other.
+    const std::filesystem::path repo = dir_ + "/models";
+    std::filesystem::create_directories(repo / "waveform_cellular" / "1");
+    std::filesystem::copy(SourcePath("models/examples/waveform_lstm"), repo / "waveform_lstm",
+                          std::filesystem::copy_options::recursive);
+    std::filesystem::copy_file(SourcePath("models/examples/waveform_lstm/1/model.h5"),
+                               repo / "waveform_cellular" / "1" / "model.h5");
+    std::ofstream(repo / "waveform_cellular" / "config.pbtxt")
+        << "name: \"waveform_cellular\"\nplatform: \"keras_h5\"\nmax_batch_size: 8\n"
+           "input { name: \"waveform\" data_type: TYPE_FP32 dims: [ -1, 2 ] }\n"
+           "output { name: \"probabilities\" data_type: TYPE_FP32 dims: [ 3 ] }\n"
+           "instance_group { kind: KIND_CPU count: 1 }\n"
+           "cellular_batching { max_active_sequences: 8 chunk_steps: 4 }\n";
     for (auto* replica : {&a_, &b_}) {
-      auto s = ServerProcess::Start(SourcePath("models/examples"), flags, {.token = kAlice});
+      auto s = ServerProcess::Start(repo.string(), flags, {.token = kAlice});
       ASSERT_TRUE(s.ok()) << s.status();
       *replica = std::move(*s);
     }
@@ -67,10 +81,11 @@ class ScaleOutTest : public ::testing::Test {
   }
   // The same to a proxy's (or any) address.
   grpc::Status Chunk(const std::string& address, const char* token, int64_t id, int b, int64_t t0,
-                     int64_t t1, bool start, bool end, ModelInferResponse* resp) {
+                     int64_t t1, bool start, bool end, ModelInferResponse* resp,
+                     const std::string& model = "waveform_lstm") {
     const int64_t T = x_.shape[1], F = x_.shape[2];
     ModelInferRequest req;
-    req.set_model_name("waveform_lstm");
+    req.set_model_name(model);
     auto* in = req.add_inputs();
     in->set_name("waveform");
     in->set_datatype("FP32");
@@ -169,6 +184,31 @@ TEST_F(ScaleOutTest, StoreDownIsUnavailableWithItsAddressAndServingResumesWhenIt
   redis_ = std::move(*back);
   // The restarted Redis kept nothing (no persistence in this test): a new sequence runs.
   ASSERT_TRUE(Chunk(*b_, kAlice, 12, 0, 0, 40, true, true, &resp).ok());
+  ExpectKeras(resp, 0);
+}
+
+TEST_F(ScaleOutTest, StepLevelBatchedModelContinuesAcrossReplicas) {
+  const std::vector<int64_t> lengths = {40, 25, 12};
+  for (int b = 0; b < 3; ++b) {
+    ModelInferResponse resp;
+    int chunk = 0;
+    for (int64_t t0 = 0; t0 < lengths[b]; t0 += 9, ++chunk) {
+      const int64_t t1 = std::min(t0 + 9, lengths[b]);
+      const grpc::Status s = Chunk((chunk % 2 == 0 ? *a_ : *b_).address(), kAlice, 400 + b, b, t0,
+                                   t1, t0 == 0, t1 == lengths[b], &resp, "waveform_cellular");
+      ASSERT_TRUE(s.ok()) << "sequence " << b << " chunk " << chunk << ": " << s.error_message();
+    }
+    ExpectKeras(resp, b);
+  }
+}
+
+// A replica stopped with SIGTERM (it drains) mid-sequence: the sequence continues on the other.
+TEST_F(ScaleOutTest, SequenceContinuesOnTheOtherReplicaAfterItsReplicaIsStopped) {
+  ModelInferResponse resp;
+  ASSERT_TRUE(Chunk(*a_, kAlice, 8, 0, 0, 20, true, false, &resp).ok());
+  a_->Stop();
+  const grpc::Status s = Chunk(*b_, kAlice, 8, 0, 20, 40, false, true, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
   ExpectKeras(resp, 0);
 }
 
