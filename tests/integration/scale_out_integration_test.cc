@@ -237,6 +237,31 @@ TEST_F(ScaleOutTest, StreamPredictWithTheRedisStoreEqualsKerasAndCleansUp) {
   EXPECT_TRUE(keys->elements.empty()) << keys->elements.size() << " sequences left in Redis";
 }
 
+// A store the server cannot use as told stops the start, naming why: a URL of another form,
+// a password Redis refuses (the password itself never printed).
+TEST(ScaleOutStartTest, BadStoreUrlOrRefusedPasswordStopsTheStart) {
+  std::string out;
+  EXPECT_NE(RunCommand({RNNSERVE_BIN, "--model-repository", SourcePath("models/examples"), "--port",
+                        "0", "--metrics-port", "0", "--sequence-store", "redis://nohost"},
+                       &out),
+            0);
+  EXPECT_NE(out.find("--sequence-store: expected redis://HOST:PORT[/DB]"), std::string::npos)
+      << out;
+  if (RedisServer::Binary().empty()) GTEST_SKIP() << "redis-server is not installed";
+  auto redis = RedisServer::Start(0, "right-pass");
+  ASSERT_TRUE(redis.ok()) << redis.status();
+  const std::string file = ::testing::TempDir() + "/redis_password_" + std::to_string(getpid());
+  std::ofstream(file) << "wrong-pass\n";
+  EXPECT_NE(RunCommand({RNNSERVE_BIN, "--model-repository", SourcePath("models/examples"), "--port",
+                        "0", "--metrics-port", "0", "--sequence-store", (*redis)->url(),
+                        "--sequence-store-password-file", file},
+                       &out),
+            0);
+  EXPECT_NE(out.find("AUTH"), std::string::npos) << out;
+  EXPECT_EQ(out.find("wrong-pass"), std::string::npos) << out;
+  std::filesystem::remove(file);
+}
+
 // HAProxy (Debian's) in front of the two replicas, hashing x-sequence-id as
 // deploy/haproxy/haproxy.cfg does; skipped, naming the reason, without the binary.
 class ScaleOutProxyTest : public ScaleOutTest {

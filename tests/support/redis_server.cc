@@ -29,7 +29,8 @@ int FreePort() {
   return ntohs(a.sin_port);
 }
 
-// Whether the server answers "+PONG" to a PING on the port.
+// Whether the server answers a PING on the port ("+PONG", or "-NOAUTH" when it wants a
+// password).
 bool Pong(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
@@ -42,7 +43,7 @@ bool Pong(int port) {
     char buf[16] = {};
     if (write(fd, ping, sizeof(ping) - 1) == static_cast<ssize_t>(sizeof(ping) - 1) &&
         read(fd, buf, sizeof(buf) - 1) >= 5) {
-      ok = std::string(buf).rfind("+PONG", 0) == 0;
+      ok = std::string(buf).rfind("+PONG", 0) == 0 || std::string(buf).rfind("-NOAUTH", 0) == 0;
     }
   }
   close(fd);
@@ -67,7 +68,8 @@ std::string RedisServer::Binary() {
   return "";
 }
 
-absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(int port) {
+absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(int port,
+                                                                const std::string& password) {
   const std::string binary = Binary();
   if (binary.empty()) return absl::NotFoundError("redis-server is not installed");
   if (port == 0) port = FreePort();
@@ -78,9 +80,15 @@ absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(int port) {
   const pid_t pid = fork();
   if (pid < 0) return absl::InternalError("fork failed");
   if (pid == 0) {
-    execl(binary.c_str(), binary.c_str(), "--port", port_str.c_str(), "--bind", "127.0.0.1",
-          "--dir", dir.c_str(), "--save", "", "--appendonly", "no", "--loglevel", "warning",
-          static_cast<char*>(nullptr));
+    std::vector<const char*> argv = {
+        binary.c_str(), "--port", port_str.c_str(), "--bind", "127.0.0.1",  "--dir",  dir.c_str(),
+        "--save",       "",       "--appendonly",   "no",     "--loglevel", "warning"};
+    if (!password.empty()) {
+      argv.push_back("--requirepass");
+      argv.push_back(password.c_str());
+    }
+    argv.push_back(nullptr);
+    execv(binary.c_str(), const_cast<char* const*>(argv.data()));
     _exit(127);
   }
   auto server = std::unique_ptr<RedisServer>(new RedisServer(pid, port, dir));

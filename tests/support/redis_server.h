@@ -18,8 +18,10 @@ class RedisServer {
  public:
   // redis-server from PATH or /usr/bin; empty when there is none.
   static std::string Binary();
-  // Starts it (port 0: a free one) and waits until it answers PING (up to 10 s).
-  static absl::StatusOr<std::unique_ptr<RedisServer>> Start(int port = 0);
+  // Starts it (port 0: a free one) and waits until it answers (up to 10 s). `password`:
+  // requirepass (empty: none).
+  static absl::StatusOr<std::unique_ptr<RedisServer>> Start(int port = 0,
+                                                            const std::string& password = "");
   ~RedisServer();
 
   int port() const { return port_; }

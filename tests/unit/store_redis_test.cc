@@ -255,6 +255,31 @@ TEST_F(StoreRedisTest, MetricsCountRoundTripsErrorsAndWhereStatesCameFrom) {
   }
 }
 
+TEST(RedisClientTest, PasswordIsSentAndARefusedOneIsUnavailableWithoutIt) {
+  if (testing::RedisServer::Binary().empty()) {
+    GTEST_SKIP() << "redis-server is not installed (deploy/install_deps.sh installs it)";
+  }
+  auto redis = testing::RedisServer::Start(0, "s3cret-pass");
+  ASSERT_TRUE(redis.ok()) << redis.status();
+  auto endpoint = ParseRedisUrl((*redis)->url() + "/1");
+  ASSERT_TRUE(endpoint.ok());
+  auto good = RedisClient::Create({.endpoint = *endpoint, .password = "s3cret-pass"});
+  ASSERT_TRUE(good.ok());
+  auto pong = (*good)->Command({"PING"});
+  ASSERT_TRUE(pong.ok()) << pong.status();
+  EXPECT_EQ(pong->str, "PONG");
+  auto db = (*good)->Command({"CLIENT", "INFO"});  // SELECTed database 1
+  ASSERT_TRUE(db.ok()) << db.status();
+  EXPECT_NE(db->str.find(" db=1 "), std::string::npos) << db->str;
+  for (const std::string& password : {std::string("wrong-pass"), std::string()}) {
+    auto bad = RedisClient::Create({.endpoint = *endpoint, .password = password});
+    ASSERT_TRUE(bad.ok());
+    auto refused = (*bad)->Command({"PING"});
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable) << password;
+    EXPECT_EQ(refused.status().message().find("wrong-pass"), std::string::npos) << refused.status();
+  }
+}
+
 TEST(RedisUrlTest, ParsesHostPortAndDatabase) {
   auto e = ParseRedisUrl("redis://redis.svc:6380/2");
   ASSERT_TRUE(e.ok()) << e.status();
