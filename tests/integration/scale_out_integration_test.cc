@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "gtest/gtest.h"
 #include "inference/grpc_service.grpc.pb.h"
@@ -42,11 +43,12 @@ class ScaleOutTest : public ::testing::Test {
     dir_ = ::testing::TempDir() + "/scale_out_" + std::to_string(getpid());
     std::filesystem::create_directories(dir_);
     std::ofstream(dir_ + "/tokens") << kAlice << "\n" << kBob << "\n";
-    const std::vector<std::string> flags = {"--sequence-store", redis_->url(), "--auth-token-file",
-                                            dir_ + "/tokens"};
+    flags_ = {"--sequence-store",           redis_->url(), "--auth-token-file", dir_ + "/tokens",
+              "--max-concurrent-per-model", "64"};
     // The example model, and the same file batched step by step (cellular_batching): a
     // sequence resumed from the store takes a slot like any other.
-    const std::filesystem::path repo = dir_ + "/models";
+    repo_ = dir_ + "/models";
+    const std::filesystem::path repo = repo_;
     std::filesystem::create_directories(repo / "waveform_cellular" / "1");
     std::filesystem::copy(SourcePath("models/examples/waveform_lstm"), repo / "waveform_lstm",
                           std::filesystem::copy_options::recursive);
@@ -59,7 +61,7 @@ class ScaleOutTest : public ::testing::Test {
            "instance_group { kind: KIND_CPU count: 1 }\n"
            "cellular_batching { max_active_sequences: 8 chunk_steps: 4 }\n";
     for (auto* replica : {&a_, &b_}) {
-      auto s = ServerProcess::Start(repo.string(), flags, {.token = kAlice});
+      auto s = ServerProcess::Start(repo.string(), flags_, {.token = kAlice});
       ASSERT_TRUE(s.ok()) << s.status();
       *replica = std::move(*s);
     }
@@ -118,6 +120,8 @@ class ScaleOutTest : public ::testing::Test {
 
   std::unique_ptr<RedisServer> redis_;
   std::string dir_;
+  std::string repo_;                // the models every replica serves
+  std::vector<std::string> flags_;  // every replica's: the store, the tokens
   std::unique_ptr<ServerProcess> a_, b_;
   client::NpyArray x_, want_;
 };
@@ -272,6 +276,9 @@ class ScaleOutProxyTest : public ScaleOutTest {
     if (access(kHaproxy, X_OK) != 0) {
       GTEST_SKIP() << kHaproxy << " is not installed (deploy/install_deps.sh installs haproxy)";
     }
+    auto c = ServerProcess::Start(repo_, flags_, {.token = kAlice});
+    ASSERT_TRUE(c.ok()) << c.status();
+    c_ = std::move(*c);
     port_ = FreeLoopbackPort();
     std::ofstream(dir_ + "/haproxy.cfg")
         << "global\n  maxconn 256\n"
@@ -281,7 +288,8 @@ class ScaleOutProxyTest : public ScaleOutTest {
         << "  default_backend rnnserve\n"
         << "backend rnnserve\n  balance hdr(x-sequence-id)\n  hash-type consistent\n"
         << "  server a " << a_->address() << " proto h2 check inter 1s\n"
-        << "  server b " << b_->address() << " proto h2 check inter 1s\n";
+        << "  server b " << b_->address() << " proto h2 check inter 1s\n"
+        << "  server c " << c_->address() << " proto h2 check inter 1s\n";
     pid_ = fork();
     ASSERT_GE(pid_, 0);
     if (pid_ == 0) {
@@ -304,41 +312,59 @@ class ScaleOutProxyTest : public ScaleOutTest {
       kill(pid_, SIGKILL);
       waitpid(pid_, nullptr, 0);
     }
+    c_.reset();
     ScaleOutTest::TearDown();
   }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
 
   static constexpr char kHaproxy[] = "/usr/sbin/haproxy";
+  std::unique_ptr<ServerProcess> c_;
   int port_ = 0;
   pid_t pid_ = -1;
 };
 
-// Eight sequences (the fixture's rows 0, 1, 2, 0, 1, ...) through the proxy, interleaved chunk
-// by chunk, spread over both replicas by the hash of their ids; replica A is killed half way:
-// every sequence finishes (those of A on B, from Redis) and equals Keras on the whole sequence.
-TEST_F(ScaleOutProxyTest, SequencesThroughHaproxySurviveTheKillOfAReplica) {
-  constexpr int kSequences = 8;
+// 48 sequences (the fixture's rows in turn) stream concurrently through the proxy, one client
+// thread each, spread over three replicas by the hash of their ids. Between rounds of chunks,
+// replica A is killed (SIGKILL) and then replica B is stopped (SIGTERM, drained): every
+// sequence finishes on the replicas left, from Redis where it had to move, and equals Keras on
+// the whole sequence.
+TEST_F(ScaleOutProxyTest, ConcurrentSequencesThroughHaproxySurviveAKillAndAStop) {
+  constexpr int kSequences = 48;
   const std::vector<int64_t> lengths = {40, 25, 12};
   std::vector<ModelInferResponse> last(kSequences);
-  for (int64_t t0 = 0; t0 < 40; t0 += 6) {
-    if (t0 == 18) {
-      ASSERT_EQ(kill(a_->pid(), SIGKILL), 0);
-    }
+  std::vector<std::string> failures(kSequences);
+  // Steps [from, to) of every sequence, one thread a sequence.
+  const auto round = [&](int64_t from, int64_t to) {
+    std::vector<std::thread> threads;
     for (int k = 0; k < kSequences; ++k) {
-      const int b = k % 3;
-      if (t0 >= lengths[b]) continue;
-      const int64_t t1 = std::min(t0 + 6, lengths[b]);
-      // A stream the proxy refused (HTTP/2 REFUSED_STREAM: it reached no replica) is resent,
-      // as gRPC's retry policy does for UNAVAILABLE; one that a replica ran is never resent.
-      grpc::Status s;
-      for (int attempt = 0; attempt < 3; ++attempt) {
-        s = Chunk(address(), kAlice, 200 + k, b, t0, t1, t0 == 0, t1 == lengths[b], &last[k]);
-        if (s.error_message().find("RST_STREAM with error code 7") == std::string::npos) break;
-      }
-      ASSERT_TRUE(s.ok()) << "sequence " << k << " steps " << t0 << ": " << s.error_message();
+      threads.emplace_back([&, k] {
+        const int b = k % 3;
+        for (int64_t t0 = from; t0 < std::min(to, lengths[b]) && failures[k].empty(); t0 += 6) {
+          const int64_t t1 = std::min(t0 + 6, lengths[b]);
+          // A stream the proxy refused (HTTP/2 REFUSED_STREAM: it reached no replica) is
+          // resent, as gRPC's retry policy does for UNAVAILABLE; one a replica ran never is.
+          grpc::Status s;
+          for (int attempt = 0; attempt < 3; ++attempt) {
+            s = Chunk(address(), kAlice, 500 + k, b, t0, t1, t0 == 0, t1 == lengths[b], &last[k]);
+            if (s.error_message().find("RST_STREAM with error code 7") == std::string::npos) {
+              break;
+            }
+          }
+          if (!s.ok()) failures[k] = "steps " + std::to_string(t0) + ": " + s.error_message();
+        }
+      });
     }
+    for (std::thread& t : threads) t.join();
+  };
+  round(0, 12);
+  ASSERT_EQ(kill(a_->pid(), SIGKILL), 0);
+  round(12, 24);
+  b_->Stop();
+  round(24, 40);
+  for (int k = 0; k < kSequences; ++k) {
+    ASSERT_TRUE(failures[k].empty()) << "sequence " << k << ": " << failures[k];
+    ExpectKeras(last[k], k % 3);
   }
-  for (int k = 0; k < kSequences; ++k) ExpectKeras(last[k], k % 3);
 }
 
 }  // namespace
