@@ -128,11 +128,24 @@ absl::StatusOr<RedisReply> RedisClient::Command(const std::vector<absl::string_v
       idle_.pop_back();
     }
   }
-  if (c == nullptr) {
-    auto made = Connect();
-    if (!made.ok()) return made.status();
-    c = *made;
+  if (c != nullptr) {
+    // A kept connection may have died with a Redis that restarted since: the command is sent
+    // again once on a new connection. Every command the store sends gives the same outcome or
+    // a refusal when run twice (its scripts compare and set the epoch), never a wrong one.
+    auto r = Send(c, args);
+    if (r.ok() || r.status().code() != absl::StatusCode::kCancelled) return r;
   }
+  auto made = Connect();
+  if (!made.ok()) return made.status();
+  auto r = Send(*made, args);
+  if (!r.ok() && r.status().code() == absl::StatusCode::kCancelled) {
+    return Unavailable(r.status().message());
+  }
+  return r;
+}
+
+absl::StatusOr<RedisReply> RedisClient::Send(redisContext* c,
+                                             const std::vector<absl::string_view>& args) {
   std::vector<const char*> p;
   std::vector<size_t> n;
   p.reserve(args.size());
@@ -144,8 +157,10 @@ absl::StatusOr<RedisReply> RedisClient::Command(const std::vector<absl::string_v
   auto* r =
       static_cast<redisReply*>(redisCommandArgv(c, static_cast<int>(p.size()), p.data(), n.data()));
   if (r == nullptr) {
-    // The connection is in an unknown state (timeout, reset): dropped.
-    const absl::Status s = Unavailable(c->errstr[0] != '\0' ? c->errstr : "no reply");
+    // The connection is in an unknown state (timeout, reset): dropped. CANCELLED tells
+    // Command to try a new one.
+    const absl::Status s =
+        absl::CancelledError(c->errstr[0] != '\0' ? c->errstr : "no reply from Redis");
     redisFree(c);
     return s;
   }

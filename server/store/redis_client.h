@@ -62,6 +62,9 @@ class RedisClient {
  private:
   explicit RedisClient(Options options) : options_(std::move(options)) {}
   absl::StatusOr<redisContext*> Connect();
+  // The command on `c`, which it then keeps in the pool or frees. CANCELLED: no reply (the
+  // connection is gone).
+  absl::StatusOr<RedisReply> Send(redisContext* c, const std::vector<absl::string_view>& args);
   absl::Status Unavailable(absl::string_view what) const;
 
   const Options options_;

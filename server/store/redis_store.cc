@@ -9,9 +9,12 @@ namespace rnnserve::server::store {
 namespace {
 
 // Atomic in Redis. KEYS[1] is the sequence's hash.
-// Start: creates it (epoch 1) unless it exists; 1, or the existing record.
+// Start: creates it (epoch 1) unless it exists; 1, or the existing record. Run twice (a
+// reply lost with its connection), the second finds its own record: 1.
 constexpr char kCreate[] = R"(
-if redis.call('EXISTS', KEYS[1]) == 1 then return redis.call('HGET', KEYS[1], 'rec') end
+local r = redis.call('HGET', KEYS[1], 'rec')
+if r == ARGV[2] then return 1 end
+if r then return r end
 redis.call('HSET', KEYS[1], 'epoch', ARGV[1], 'rec', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return 1)";
@@ -23,10 +26,12 @@ if not e then return 0 end
 if e == ARGV[1] then return 1 end
 return redis.call('HGET', KEYS[1], 'rec'))";
 // Store: when its epoch is still ARGV[1], the record ARGV[3] at epoch ARGV[2] and the TTL
-// ARGV[4] ms; 1 stored, 0 another chunk stored first, -1 not live.
+// ARGV[4] ms; 1 stored (or stored already: run twice), 0 another chunk stored first, -1 not
+// live.
 constexpr char kStore[] = R"(
 local e = redis.call('HGET', KEYS[1], 'epoch')
 if not e then return -1 end
+if e == ARGV[2] and redis.call('HGET', KEYS[1], 'rec') == ARGV[3] then return 1 end
 if e ~= ARGV[1] then return 0 end
 redis.call('HSET', KEYS[1], 'epoch', ARGV[2], 'rec', ARGV[3])
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
@@ -202,6 +207,14 @@ absl::StatusOr<core::StateStore::Lease> RedisStore::Continue(const Key& key,
   auto record = DecodeRecord(reply->str, options_.facts(servable->get()).shapes);
   if (!record.ok()) {
     return absl::DataLossError(absl::StrCat(Named(model, id), ": ", record.status().message()));
+  }
+  if (record->epoch < local_epoch) {
+    // This replica answered chunks the store no longer has (Redis restarted without its last
+    // writes): continuing from the store would answer from older states.
+    return absl::DataLossError(
+        absl::StrCat(Named(model, id), ": the store holds its state after chunk ", record->epoch,
+                     ", older than the chunk ", local_epoch,
+                     " this replica answered (Redis lost writes); start the sequence again"));
   }
   absl::MutexLock lock(&mu_);
   Local& local = local_.at(key);

@@ -37,7 +37,8 @@ class ScaleOutTest : public ::testing::Test {
     if (RedisServer::Binary().empty()) {
       GTEST_SKIP() << "redis-server is not installed (deploy/install_deps.sh installs it)";
     }
-    auto redis = RedisServer::Start();
+    // With an append-only file, as a deployment that must survive a Redis restart runs it.
+    auto redis = RedisServer::Start(0, "", /*append_only=*/true);
     ASSERT_TRUE(redis.ok()) << redis.status();
     redis_ = std::move(*redis);
     dir_ = ::testing::TempDir() + "/scale_out_" + std::to_string(getpid());
@@ -176,6 +177,18 @@ TEST_F(ScaleOutTest, AnotherCallerCannotContinueTheSequenceOnEitherReplica) {
   ExpectKeras(resp, 0);
 }
 
+// Redis restarted mid-sequence (its append-only file kept): the sequence goes on, on either
+// replica, with Keras's numbers.
+TEST_F(ScaleOutTest, SequenceGoesOnAfterRedisRestartsWithItsAppendOnlyFile) {
+  ModelInferResponse resp;
+  ASSERT_TRUE(Chunk(*a_, kAlice, 13, 0, 0, 14, true, false, &resp).ok());
+  ASSERT_TRUE(redis_->Restart().ok());
+  ASSERT_TRUE(Chunk(*b_, kAlice, 13, 0, 14, 28, false, false, &resp).ok());
+  const grpc::Status s = Chunk(*a_, kAlice, 13, 0, 28, 40, false, true, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ExpectKeras(resp, 0);
+}
+
 TEST_F(ScaleOutTest, StoreDownIsUnavailableWithItsAddressAndServingResumesWhenItIsBack) {
   ModelInferResponse resp;
   ASSERT_TRUE(Chunk(*a_, kAlice, 11, 0, 0, 7, true, false, &resp).ok());
@@ -287,9 +300,9 @@ class ScaleOutProxyTest : public ScaleOutTest {
         << "frontend grpc\n  bind 127.0.0.1:" << port_ << " proto h2\n"
         << "  default_backend rnnserve\n"
         << "backend rnnserve\n  balance hdr(x-sequence-id)\n  hash-type consistent\n"
-        << "  server a " << a_->address() << " proto h2 check inter 1s\n"
-        << "  server b " << b_->address() << " proto h2 check inter 1s\n"
-        << "  server c " << c_->address() << " proto h2 check inter 1s\n";
+        << "  server a " << a_->address() << " proto h2 check inter 500ms fall 1\n"
+        << "  server b " << b_->address() << " proto h2 check inter 500ms fall 1\n"
+        << "  server c " << c_->address() << " proto h2 check inter 500ms fall 1\n";
     pid_ = fork();
     ASSERT_GE(pid_, 0);
     if (pid_ == 0) {
@@ -343,12 +356,14 @@ TEST_F(ScaleOutProxyTest, ConcurrentSequencesThroughHaproxySurviveAKillAndAStop)
           const int64_t t1 = std::min(t0 + 6, lengths[b]);
           // A stream the proxy refused (HTTP/2 REFUSED_STREAM: it reached no replica) is
           // resent, as gRPC's retry policy does for UNAVAILABLE; one a replica ran never is.
+          // (Until HAProxy's check takes the replica out: at most a few seconds.)
           grpc::Status s;
-          for (int attempt = 0; attempt < 3; ++attempt) {
+          for (int attempt = 0; attempt < 100; ++attempt) {
             s = Chunk(address(), kAlice, 500 + k, b, t0, t1, t0 == 0, t1 == lengths[b], &last[k]);
             if (s.error_message().find("RST_STREAM with error code 7") == std::string::npos) {
               break;
             }
+            usleep(100 * 1000);
           }
           if (!s.ok()) failures[k] = "steps " + std::to_string(t0) + ": " + s.error_message();
         }

@@ -69,42 +69,61 @@ std::string RedisServer::Binary() {
 }
 
 absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(int port,
-                                                                const std::string& password) {
-  const std::string binary = Binary();
-  if (binary.empty()) return absl::NotFoundError("redis-server is not installed");
+                                                                const std::string& password,
+                                                                bool append_only) {
+  if (Binary().empty()) return absl::NotFoundError("redis-server is not installed");
   if (port == 0) port = FreePort();
   char tmpl[] = "/tmp/rnnserve-redis-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) return absl::InternalError("mkdtemp failed");
-  const std::string dir = tmpl;
-  const std::string port_str = std::to_string(port);
+  auto server = std::unique_ptr<RedisServer>(new RedisServer(port, tmpl, password, append_only));
+  if (absl::Status s = server->Run(); !s.ok()) return s;
+  return server;
+}
+
+absl::Status RedisServer::Run() {
+  const std::string binary = Binary();
+  const std::string port_str = std::to_string(port_);
   const pid_t pid = fork();
   if (pid < 0) return absl::InternalError("fork failed");
   if (pid == 0) {
     std::vector<const char*> argv = {
-        binary.c_str(), "--port", port_str.c_str(), "--bind", "127.0.0.1",  "--dir",  dir.c_str(),
-        "--save",       "",       "--appendonly",   "no",     "--loglevel", "warning"};
-    if (!password.empty()) {
+        binary.c_str(), "--port", port_str.c_str(), "--bind", "127.0.0.1", "--dir", dir_.c_str(),
+        "--save",       "",       "--loglevel",     "warning"};
+    for (const char* a : {"--appendonly", append_only_ ? "yes" : "no"}) argv.push_back(a);
+    if (append_only_) {
+      for (const char* a : {"--appendfsync", "always"}) argv.push_back(a);
+    }
+    if (!password_.empty()) {
       argv.push_back("--requirepass");
-      argv.push_back(password.c_str());
+      argv.push_back(password_.c_str());
     }
     argv.push_back(nullptr);
     execv(binary.c_str(), const_cast<char* const*>(argv.data()));
     _exit(127);
   }
-  auto server = std::unique_ptr<RedisServer>(new RedisServer(pid, port, dir));
+  pid_ = pid;
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (!Pong(port)) {
+  while (!Pong(port_)) {
     int status = 0;
     if (waitpid(pid, &status, WNOHANG) == pid) {
-      server->pid_ = 0;
-      return absl::InternalError(absl::StrCat("redis-server exited at start on port ", port));
+      pid_ = 0;
+      return absl::InternalError(absl::StrCat("redis-server exited at start on port ", port_));
     }
     if (absl::Now() > deadline) {
-      return absl::DeadlineExceededError(absl::StrCat("redis-server did not answer on ", port));
+      return absl::DeadlineExceededError(absl::StrCat("redis-server did not answer on ", port_));
     }
     absl::SleepFor(absl::Milliseconds(20));
   }
-  return server;
+  return absl::OkStatus();
+}
+
+absl::Status RedisServer::Restart() {
+  if (pid_ > 0) {
+    kill(pid_, SIGTERM);
+    waitpid(pid_, nullptr, 0);
+    pid_ = 0;
+  }
+  return Run();
 }
 
 std::string RedisServer::url() const { return absl::StrCat("redis://127.0.0.1:", port_); }

@@ -20,20 +20,30 @@ class RedisServer {
   static std::string Binary();
   // Starts it (port 0: a free one) and waits until it answers (up to 10 s). `password`:
   // requirepass (empty: none).
+  // `append_only`: every write is in an append-only file (fsync always), which Restart keeps.
   static absl::StatusOr<std::unique_ptr<RedisServer>> Start(int port = 0,
-                                                            const std::string& password = "");
+                                                            const std::string& password = "",
+                                                            bool append_only = false);
   ~RedisServer();
 
   int port() const { return port_; }
   std::string url() const;  // redis://127.0.0.1:<port>
   // SIGKILL and wait; Start(port()) brings a new, empty one back on the same port.
   void Kill();
+  // SIGTERM (Redis saves and exits), then the same server again on the same port and
+  // directory: with append_only, with every write it had.
+  absl::Status Restart();
 
  private:
-  RedisServer(pid_t pid, int port, std::string dir) : pid_(pid), port_(port), dir_(dir) {}
-  pid_t pid_;
+  RedisServer(int port, std::string dir, std::string password, bool append_only)
+      : port_(port), dir_(dir), password_(password), append_only_(append_only) {}
+  // Runs redis-server and waits until it answers.
+  absl::Status Run();
+  pid_t pid_ = 0;
   const int port_;
   const std::string dir_;
+  const std::string password_;
+  const bool append_only_;
 };
 
 }  // namespace rnnserve::testing

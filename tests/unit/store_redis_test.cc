@@ -162,6 +162,40 @@ TEST_F(StoreRedisTest, BadRecordIsDataLossForThatSequenceOnly) {
   EXPECT_TRUE(a_->Release("m", 7, State(1), false, false, 1).ok());
 }
 
+TEST_F(StoreRedisTest, StoreThatLostWritesIsDataLossNotAnOlderAnswer) {
+  ASSERT_TRUE(Acquire(*a_, 7, true, alice_).ok());
+  ASSERT_TRUE(a_->Release("m", 7, State(1), false, false, 3).ok());
+  auto old = client_->Command({"HGET", "rnnserve:seq:m/7", "rec"});
+  ASSERT_TRUE(old.ok());
+  ASSERT_TRUE(Acquire(*a_, 7, false, alice_).ok());
+  ASSERT_TRUE(a_->Release("m", 7, State(2), false, false, 3).ok());
+  // Redis comes back with the first chunk's record only.
+  ASSERT_TRUE(client_->Command({"HSET", "rnnserve:seq:m/7", "epoch", "2", "rec", old->str}).ok());
+  auto lost = Acquire(*a_, 7, false, alice_);
+  EXPECT_EQ(lost.status().code(), absl::StatusCode::kDataLoss) << lost.status();
+  EXPECT_NE(lost.status().message().find("Redis lost writes"), std::string::npos);
+}
+
+TEST_F(StoreRedisTest, ConnectionsKeptAcrossARedisRestartAreMadeAgain) {
+  // Both stores hold pooled connections; the Redis behind them restarts (append-only file).
+  redis_ = nullptr;
+  auto r = testing::RedisServer::Start(0, "", /*append_only=*/true);
+  ASSERT_TRUE(r.ok()) << r.status();
+  redis_ = std::move(*r);
+  auto endpoint = ParseRedisUrl(redis_->url());
+  ASSERT_TRUE(endpoint.ok());
+  client_ = std::move(*RedisClient::Create({.endpoint = *endpoint}));
+  a_ = NewStore();
+  b_ = NewStore();
+  ASSERT_TRUE(Acquire(*a_, 7, true, alice_).ok());
+  ASSERT_TRUE(a_->Release("m", 7, State(1), false, false, 3).ok());
+  ASSERT_TRUE(redis_->Restart().ok());
+  auto on_b = Acquire(*b_, 7, false, alice_);
+  ASSERT_TRUE(on_b.ok()) << on_b.status();
+  EXPECT_EQ(H(*on_b), 1);
+  EXPECT_TRUE(b_->Release("m", 7, State(2), false, false, 3).ok());
+}
+
 TEST_F(StoreRedisTest, VersionThisReplicaDoesNotServeIsFailedPrecondition) {
   ASSERT_TRUE(Acquire(*a_, 7, true, alice_).ok());
   ASSERT_TRUE(a_->Release("m", 7, State(1), false, false, 3).ok());
