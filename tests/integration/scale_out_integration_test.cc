@@ -85,7 +85,8 @@ class ScaleOutTest : public ::testing::Test {
   // The same to a proxy's (or any) address.
   grpc::Status Chunk(const std::string& address, const char* token, int64_t id, int b, int64_t t0,
                      int64_t t1, bool start, bool end, ModelInferResponse* resp,
-                     const std::string& model = "waveform_lstm") {
+                     const std::string& model = "waveform_lstm",
+                     const std::string& string_id = "") {
     const int64_t T = x_.shape[1], F = x_.shape[2];
     ModelInferRequest req;
     req.set_model_name(model);
@@ -96,7 +97,11 @@ class ScaleOutTest : public ::testing::Test {
     for (int64_t i = (b * T + t0) * F; i < (b * T + t1) * F; ++i) {
       in->mutable_contents()->add_fp32_contents(static_cast<float>(x_.values[i]));
     }
-    (*req.mutable_parameters())["sequence_id"].set_int64_param(id);
+    if (string_id.empty()) {
+      (*req.mutable_parameters())["sequence_id"].set_int64_param(id);
+    } else {
+      (*req.mutable_parameters())["sequence_id"].set_string_param(string_id);
+    }
     (*req.mutable_parameters())["sequence_start"].set_bool_param(start);
     (*req.mutable_parameters())["sequence_end"].set_bool_param(end);
     // A new channel per chunk: nothing ties a chunk to a connection, only to its token.
@@ -104,7 +109,7 @@ class ScaleOutTest : public ::testing::Test {
         grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
     grpc::ClientContext ctx;
     ctx.AddMetadata("authorization", std::string("Bearer ") + token);
-    ctx.AddMetadata("x-sequence-id", std::to_string(id));
+    ctx.AddMetadata("x-sequence-id", string_id.empty() ? std::to_string(id) : string_id);
     return stub->ModelInfer(&ctx, req, resp);
   }
 
@@ -144,6 +149,19 @@ TEST_F(ScaleOutTest, ChunksAlternatingBetweenReplicasEqualKerasOnTheWholeSequenc
     }
     ExpectKeras(resp, b);
   }
+}
+
+// A string sequence id names the same sequence on every replica.
+TEST_F(ScaleOutTest, StringSequenceIdMovesBetweenReplicas) {
+  ModelInferResponse resp;
+  int chunk = 0;
+  for (int64_t t0 = 0; t0 < 25; t0 += 7, ++chunk) {
+    const int64_t t1 = std::min<int64_t>(t0 + 7, 25);
+    const grpc::Status s = Chunk((chunk % 2 == 0 ? *a_ : *b_).address(), kAlice, 0, 1, t0, t1,
+                                 t0 == 0, t1 == 25, &resp, "waveform_lstm", "user-7");
+    ASSERT_TRUE(s.ok()) << "chunk " << chunk << ": " << s.error_message();
+  }
+  ExpectKeras(resp, 1);
 }
 
 TEST_F(ScaleOutTest, SequenceContinuesOnTheOtherReplicaAfterItsReplicaIsKilled) {
