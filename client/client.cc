@@ -241,6 +241,9 @@ absl::Status RnnServeClient::StreamSequences(
   const int64_t B = input.shape[0], T = input.shape[1];
   const int64_t step_size = static_cast<int64_t>(input.values.size()) / (B * T);
   auto ctx = Context();
+  // The sequence id where a proxy can hash it (x-sequence-id, docs/scale-out.md): the stream
+  // carries sequences first_id.., and goes where the first one does.
+  ctx->AddMetadata(std::string(kSequenceIdHeader), std::to_string(first_id));
   auto stream = stub_->StreamPredict(ctx.get());
   for (int64_t b = 0; b < B; ++b) {
     const int64_t len = b < static_cast<int64_t>(lengths.size()) ? lengths[b] : T;

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
@@ -16,6 +17,11 @@
 #include "rnnserve/v1/rnnserve.grpc.pb.h"
 
 namespace rnnserve::client {
+
+// The gRPC metadata header that carries a call's sequence id, where a proxy in front of several
+// replicas can hash it to keep a sequence on one replica (docs/scale-out.md). Sent on every
+// call that names a sequence; the request's own sequence id stays the source of truth.
+inline constexpr std::string_view kSequenceIdHeader = "x-sequence-id";
 
 struct ClientOptions {
   std::string server = "127.0.0.1:8500";

@@ -21,11 +21,11 @@ APT_BUILD=(
   build-essential cmake pkg-config ccache git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libeigen3-dev libhdf5-dev nlohmann-json3-dev libzip-dev libcli11-dev
-  prometheus-cpp-dev libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0
+  prometheus-cpp-dev libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libhiredis-dev
 )
 APT_TEST=(
   libgtest-dev libgmock-dev libbenchmark-dev libonnx-testdata python3 python3-pip python3-venv
-  prometheus
+  prometheus redis-server haproxy
   libb64-0d openssl clang
   podman buildah runc fuse-overlayfs slirp4netns uidmap catatonit containernetworking-plugins
   golang-github-containernetworking-plugin-dnsname iptables mmdebstrap podman-compose curl

@@ -40,6 +40,19 @@ void AddLimitFlags(CLI::App& app, ServerFlags* f) {
       ->capture_default_str();
 }
 
+// Where stateful sequences live (docs/scale-out.md).
+void AddSequenceStoreFlags(CLI::App& app, ServerFlags* f) {
+  app.add_option("--sequence-store", f->sequence_store,
+                 "where stateful sequences keep their states between chunks: empty, this "
+                 "process; redis://HOST:PORT[/DB], a Redis shared by every replica (each chunk "
+                 "stored before it is answered; any replica continues any sequence)")
+      ->type_name("URL");
+  app.add_option("--sequence-store-password-file", f->sequence_store_password_file,
+                 "file whose first line is the Redis password (AUTH); TLS to Redis goes through "
+                 "a local tunnel (docs/scale-out.md)")
+      ->type_name("FILE");
+}
+
 void AddFlags(CLI::App& app, ServerFlags* f) {
   // A flag given twice takes its last value (scripts append overrides to a base command line).
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
@@ -146,6 +159,7 @@ void AddFlags(CLI::App& app, ServerFlags* f) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   AddLimitFlags(app, f);
+  AddSequenceStoreFlags(app, f);
 }
 
 }  // namespace

@@ -70,6 +70,9 @@ struct ServerFlags {
   int stream_idle_seconds = 300;       // a stream without a message this long is closed; 0: never
   int grpc_max_threads = 512;          // gRPC server threads, pollers included (> max_streams)
   int max_sequences_per_client = 128;  // live sequences of one model per client
+  // Where stateful sequences live: "" this process; redis://HOST:PORT[/DB] (server/store/).
+  std::string sequence_store;
+  std::string sequence_store_password_file;  // first line: the Redis password
 };
 
 // Parses argv; unknown flags and bad values are INVALID_ARGUMENT naming the flag and the value.

@@ -11,6 +11,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -41,6 +42,8 @@
 #include "server/services/health_service.h"
 #include "server/services/kserve/kserve_service.h"
 #include "server/services/rnnserve_service.h"
+#include "server/store/redis_store.h"
+#include "server/store/store_metrics.h"
 
 namespace rnnserve::server {
 namespace {
@@ -94,10 +97,29 @@ absl::StatusOr<std::unique_ptr<prometheus::Exposer>> StartMetrics(const ServerFl
   return e;
 }
 
-// Stateful sequences, counted in rnnserve_sequences_active of their model version.
-absl::StatusOr<std::unique_ptr<SequenceManager>> CreateSequences(const ServerFlags& flags,
-                                                                 metrics::ServerMetrics& m) {
-  SequenceManager::Options options{.observer = [&m](const Servable* servable, bool started) {
+// Stateful sequences, counted in rnnserve_sequences_active of their model version: in this
+// process, or in Redis with --sequence-store (server/store/redis_store.h).
+struct Sequences {
+  std::unique_ptr<store::RedisClient> redis;  // used by `store`; null in process
+  std::unique_ptr<store::StoreMetrics> metrics;  // of `store`; null in process
+  std::unique_ptr<core::StateStore> store;
+};
+
+// The first line of the password file, without its line end.
+absl::StatusOr<std::string> ReadPassword(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  if (!in || !std::getline(in, line)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--sequence-store-password-file: cannot read a line from '", path, "'"));
+  }
+  while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+  return line;
+}
+
+absl::StatusOr<Sequences> CreateSequences(const ServerFlags& flags, metrics::ServerMetrics& m,
+                                          ModelRepository* repository) {
+  auto observer = [&m](const Servable* servable, bool started) {
     if (servable == nullptr) return;
     metrics::ModelMetrics* mm = m.Find(servable->name(), servable->version());
     if (mm == nullptr) return;
@@ -106,9 +128,56 @@ absl::StatusOr<std::unique_ptr<SequenceManager>> CreateSequences(const ServerFla
     } else {
       mm->SequenceEnded();
     }
-  }};
-  options.max_sequences_per_client = flags.max_sequences_per_client;
-  return SequenceManager::Create(std::move(options));
+  };
+  Sequences out;
+  if (flags.sequence_store.empty()) {
+    if (!flags.sequence_store_password_file.empty()) {
+      return absl::InvalidArgumentError(
+          "--sequence-store-password-file needs --sequence-store redis://...");
+    }
+    auto manager = SequenceManager::Create(
+        {.observer = observer, .max_sequences_per_client = flags.max_sequences_per_client});
+    if (!manager.ok()) return manager.status();
+    out.store = *std::move(manager);
+    return out;
+  }
+  auto endpoint = store::ParseRedisUrl(flags.sequence_store);
+  if (!endpoint.ok()) return endpoint.status();
+  store::RedisClient::Options client{.endpoint = *endpoint};
+  if (!flags.sequence_store_password_file.empty()) {
+    auto password = ReadPassword(flags.sequence_store_password_file);
+    if (!password.ok()) return password.status();
+    client.password = *std::move(password);
+  }
+  auto redis = store::RedisClient::Create(std::move(client));
+  if (!redis.ok()) return redis.status();
+  out.redis = *std::move(redis);
+  out.metrics = std::make_unique<store::StoreMetrics>();
+  // Unreachable now is no reason not to start (Redis may come up after the replicas): chunks
+  // are UNAVAILABLE until it answers. A refused password is.
+  if (auto ping = out.redis->Command({"PING"}); !ping.ok()) {
+    if (absl::StrContains(ping.status().message(), "AUTH")) return ping.status();
+    LogWarning(ping.status().message());
+  }
+  auto redis_store = store::RedisStore::Create(
+      out.redis.get(),
+      {.facts =
+           [](const Servable* s) {
+             return store::RedisStore::ModelFacts{.version = s->version(),
+                                                  .shapes = store::StateShapesOf(s->ir())};
+           },
+       .resolve = [repository](const std::string& model,
+                               int64_t version) { return repository->Get(model, version); },
+       .observer = observer,
+       .max_sequences_per_client = flags.max_sequences_per_client,
+       .on_round_trip =
+           [m = out.metrics.get()](store::StoreOp op, absl::Duration took,
+                                   absl::StatusCode code) { m->RoundTrip(op, took, code); },
+       .on_continue = [m = out.metrics.get()](bool from_memory) { m->Continued(from_memory); }});
+  if (!redis_store.ok()) return redis_store.status();
+  LogInfo(absl::StrCat("stateful sequences in ", endpoint->ToString()));
+  out.store = *std::move(redis_store);
+  return out;
 }
 
 // Removes gRPC server reflection. Linking grpc++_reflection registers its plugin with every
@@ -223,10 +292,13 @@ int Main(int argc, char** argv) {
     LogError(repository.status().message());
     return 1;
   }
-  auto sequences = CreateSequences(flags, process_metrics);
+  auto sequences = CreateSequences(flags, process_metrics, repository->get());
   if (!sequences.ok()) {
     LogError(sequences.status().message());
     return 1;
+  }
+  if (sequences->metrics != nullptr && *exposer != nullptr) {
+    (*exposer)->RegisterCollectable(sequences->metrics->registry());
   }
   // Bounded resources (server/limits/server_limits.h).
   auto server_limits = limits::CreateServerLimits(flags);
@@ -235,7 +307,7 @@ int Main(int argc, char** argv) {
     return 1;
   }
   RnnServeService service(
-      repository->get(), sequences->get(),
+      repository->get(), sequences->store.get(),
       {.requests = server_limits->requests(), .streams = server_limits->streams.get()});
   // Live and ready: one answer for gRPC health and KServe ServerLive/ServerReady.
   Readiness readiness(repository->get(), {.strict = flags.strict_readiness});
@@ -259,7 +331,7 @@ int Main(int argc, char** argv) {
   batching::AsyncRunner kserve_blocking(
       std::max(4, static_cast<int>(std::thread::hardware_concurrency())));
   kserve::KServeService kserve_service(repository->get(), {.server_version = RNNSERVE_VERSION,
-                                                           .sequences = sequences->get(),
+                                                           .sequences = sequences->store.get(),
                                                            .limits = server_limits->requests(),
                                                            .streams = server_limits->streams.get(),
                                                            .blocking = &kserve_blocking,

@@ -72,19 +72,20 @@ absl::StatusOr<SequenceManager::Lease> SequenceManager::Acquire(
   return Lease{it->second.servable, it->second.states, it->second.steps};
 }
 
-void SequenceManager::Release(const std::string& model, uint64_t id, LayerStates states, bool end,
-                              bool failed, int64_t steps_added) {
+absl::Status SequenceManager::Release(const std::string& model, uint64_t id, LayerStates states,
+                                      bool end, bool failed, int64_t steps_added) {
   absl::MutexLock lock(&mu_);
   auto it = sequences_.find(std::make_pair(model, id));
-  if (it == sequences_.end()) return;
+  if (it == sequences_.end()) return absl::OkStatus();
   if (end || failed) {
     EraseLocked(it);
-    return;
+    return absl::OkStatus();
   }
   it->second.states = std::move(states);
   it->second.steps += steps_added;
   it->second.busy = false;
   it->second.last_used = options_.now();
+  return absl::OkStatus();
 }
 
 int SequenceManager::live() const {

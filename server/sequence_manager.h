@@ -45,8 +45,8 @@ class SequenceManager final : public core::StateStore {
   absl::StatusOr<Lease> Acquire(const std::string& model, uint64_t id, bool start,
                                 std::shared_ptr<const Servable> servable, const Limits& limits,
                                 const Caller& caller) override;
-  void Release(const std::string& model, uint64_t id, LayerStates states, bool end, bool failed,
-               int64_t steps_added = 0) override;
+  absl::Status Release(const std::string& model, uint64_t id, LayerStates states, bool end,
+                       bool failed, int64_t steps_added = 0) override;
   int EndOwner(const std::string& owner) override;
 
   int live() const;

@@ -16,7 +16,8 @@ absl::Status RunChunk(StateStore& store, const Chunk& chunk, engine::Batch batch
   *ran_on = lease->servable;
   int64_t chunk_steps = 0;
   if (auto s = CheckStreamWindow(*lease->servable, batch, lease->steps, &chunk_steps); !s.ok()) {
-    store.Release(model, chunk.id, std::move(lease->states), false, false);
+    // The sequence stays as it was; a store that fails here has lost nothing new.
+    (void)store.Release(model, chunk.id, std::move(lease->states), false, false);
     return s;
   }
   batch.initial_states = std::move(lease->states);
@@ -24,8 +25,9 @@ absl::Status RunChunk(StateStore& store, const Chunk& chunk, engine::Batch batch
   LayerStates final_states;
   batch.final_states = &final_states;
   const absl::Status s = lease->servable->Run(std::move(batch), outputs, options);
-  store.Release(model, chunk.id, std::move(final_states), chunk.end, !s.ok(), chunk_steps);
-  return s;
+  const absl::Status released =
+      store.Release(model, chunk.id, std::move(final_states), chunk.end, !s.ok(), chunk_steps);
+  return s.ok() ? released : s;
 }
 
 }  // namespace rnnserve::server::core

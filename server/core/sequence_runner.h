@@ -12,7 +12,9 @@
 //     the sequence stays as it was, for a corrected retry), then runs on the sequence's version
 //     from its states (`continues` unless it starts);
 //  4. release: the final states go back to the store with the chunk's steps, or the sequence is
-//     dropped when the chunk ended it or failed.
+//     dropped when the chunk ended it or failed. A store that could not keep them fails the
+//     chunk with its error (a shared store: UNAVAILABLE, ABORTED), and the outputs are not
+//     answered.
 
 #include <cstdint>
 #include <memory>

@@ -2,10 +2,11 @@
 
 // Where stateful sequences keep their recurrent states between chunks: one interface for every
 // front end's sequences (rnnserve.v1 StreamPredict, KServe sequence_id), run through one
-// order by RunChunk (sequence_runner.h). In-process today (server/sequence_manager.h); built so
-// that a store backed by an external service (Redis) can sit behind it: a sequence is named by
+// order by RunChunk (sequence_runner.h). In-process by default (server/sequence_manager.h); a
+// store backed by an external service sits behind the same interface: a sequence is named by
 // (model, id), owned by a caller, and handed to one chunk at a time with its states and its
-// position (the steps its chunks carried so far).
+// position (the steps its chunks carried so far). The Redis store (server/store/redis_store.h)
+// is the shared one, for several replicas.
 //
 // CONTRACT
 //  - Acquire() takes the sequence for one chunk: its states (empty at a start: zeros), its
@@ -15,7 +16,10 @@
 //    RESOURCE_EXHAUSTED naming it. Nothing changes when Acquire fails.
 //  - Release() ends the chunk: it puts the new states and adds the chunk's steps, or erases the
 //    sequence when the chunk ended it (`end`) or failed (`failed`). Every successful Acquire is
-//    followed by exactly one Release.
+//    followed by exactly one Release. A store that cannot keep the new states (a shared store
+//    that is unreachable, or whose sequence another replica advanced meanwhile) returns the
+//    error, and the chunk fails with it: its answer is never given for states that were lost.
+//    The in-process store always returns OK.
 //  - EndOwner() erases every sequence an owner holds that no chunk holds (a closed stream), and
 //    returns how many.
 
@@ -25,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "engine/tensor.h"
@@ -63,8 +68,8 @@ class StateStore {
   virtual absl::StatusOr<Lease> Acquire(const std::string& model, uint64_t id, bool start,
                                         std::shared_ptr<const Servable> servable,
                                         const Limits& limits, const Caller& caller) = 0;
-  virtual void Release(const std::string& model, uint64_t id, LayerStates states, bool end,
-                       bool failed, int64_t steps_added = 0) = 0;
+  virtual absl::Status Release(const std::string& model, uint64_t id, LayerStates states, bool end,
+                               bool failed, int64_t steps_added = 0) = 0;
   virtual int EndOwner(const std::string& owner) = 0;
 };
 

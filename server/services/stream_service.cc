@@ -2,6 +2,7 @@
 // recurrent states kept on the server between chunks (server/core/sequence_runner.h).
 
 #include <atomic>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -62,10 +63,15 @@ grpc::Status RnnServeService::StreamPredict(
     return a;
   }
   // The sequences this stream starts belong to it (no other stream can send their chunks) and
-  // end with it; the per-client quota counts them against the caller.
+  // end with it; the per-client quota counts them against the caller. The owner names this
+  // process too (a random tag): a shared store sees the streams of every replica.
   static std::atomic<uint64_t> next_stream{1};
+  static const std::string process_tag =
+      absl::StrCat(absl::Hex(std::random_device{}(), absl::kZeroPad8),
+                   absl::Hex(std::random_device{}(), absl::kZeroPad8));
   const core::StateStore::Caller caller{
-      .owner = absl::StrCat("stream-", next_stream.fetch_add(1, std::memory_order_relaxed)),
+      .owner = absl::StrCat("stream-", process_tag, "-",
+                            next_stream.fetch_add(1, std::memory_order_relaxed)),
       .client = limits::CallerIdentity(*context)};
   // Closed for idleness, the stream's sequences end before its client sees CANCELLED.
   auto opened = limits::OpenIn(limits_.streams, context,

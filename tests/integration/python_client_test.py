@@ -56,4 +56,43 @@ with server_process.running_server(SERVER, os.path.join(ROOT, "models/examples")
         raise AssertionError("a wrong input name was accepted")
     except ValueError as e:
         assert "no input 'wave'; its inputs: waveform" in str(e), e
-    print("python client: 5 passed, 0 failed")
+
+# The stream names its sequence in the x-sequence-id header, where a proxy can hash it: a
+# stand-in server records the metadata the client sends.
+from concurrent import futures  # noqa: E402
+import grpc  # noqa: E402
+from rnnserve_client import proto as pb  # noqa: E402
+
+seen = []
+
+
+def metadata_of(request, context):
+    return pb.ModelMetadataResponse(inputs=[pb.TensorInfo(name="in", dtype=pb.TYPE_FP32)])
+
+
+def stream_of(requests, context):
+    seen.append(dict(context.invocation_metadata()))
+    for r in requests:
+        yield pb.StreamPredictResponse(sequence_id=r.sequence_id)
+
+
+handlers = {
+    "ModelMetadata": grpc.unary_unary_rpc_method_handler(
+        metadata_of, request_deserializer=pb.ModelMetadataRequest.FromString,
+        response_serializer=pb.ModelMetadataResponse.SerializeToString),
+    "StreamPredict": grpc.stream_stream_rpc_method_handler(
+        stream_of, request_deserializer=pb.StreamPredictRequest.FromString,
+        response_serializer=pb.StreamPredictResponse.SerializeToString),
+}
+stand_in = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+stand_in.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("rnnserve.v1.RnnServe",
+                                                                        handlers),))
+port = stand_in.add_insecure_port("127.0.0.1:0")
+stand_in.start()
+try:
+    list(Client(f"127.0.0.1:{port}", timeout=10).stream("m", [np.zeros((1, 2, 1), np.float32)],
+                                                          sequence_id=4242))
+finally:
+    stand_in.stop(None)
+assert seen and seen[0].get("x-sequence-id") == "4242", seen
+print("python client: 6 passed, 0 failed")

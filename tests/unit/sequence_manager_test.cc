@@ -28,7 +28,7 @@ TEST_F(SequenceManagerTest, StateCarriesFromOneChunkToTheNext) {
   auto a = manager_->Acquire("m", 7, true, nullptr, limits_, alice_);
   ASSERT_TRUE(a.ok());
   EXPECT_TRUE(a->states.empty());
-  manager_->Release("m", 7, State(3.5f), false, false);
+  EXPECT_TRUE(manager_->Release("m", 7, State(3.5f), false, false).ok());
   auto b = manager_->Acquire("m", 7, false, nullptr, limits_, alice_);
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(b->states.at("lstm")[0].f32()[0], 3.5f);
@@ -36,15 +36,16 @@ TEST_F(SequenceManagerTest, StateCarriesFromOneChunkToTheNext) {
 
 TEST_F(SequenceManagerTest, StepsAddUpOverChunksAndRestartAtZero) {
   ASSERT_TRUE(manager_->Acquire("m", 7, true, nullptr, limits_, alice_).ok());
-  manager_->Release("m", 7, State(1), false, false, 5);
+  EXPECT_TRUE(manager_->Release("m", 7, State(1), false, false, 5).ok());
   auto b = manager_->Acquire("m", 7, false, nullptr, limits_, alice_);
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(b->steps, 5);
-  manager_->Release("m", 7, State(2), false, false, 3);
+  EXPECT_TRUE(manager_->Release("m", 7, State(2), false, false, 3).ok());
   auto c = manager_->Acquire("m", 7, false, nullptr, limits_, alice_);
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->steps, 8);
-  manager_->Release("m", 7, State(3), false, true);  // a failed chunk ends the sequence
+  // A failed chunk ends the sequence.
+  EXPECT_TRUE(manager_->Release("m", 7, State(3), false, true).ok());
   auto restarted = manager_->Acquire("m", 7, true, nullptr, limits_, alice_);
   ASSERT_TRUE(restarted.ok());
   EXPECT_EQ(restarted->steps, 0);
@@ -64,7 +65,7 @@ TEST_F(SequenceManagerTest, SecondChunkInFlightIsAborted) {
 
 TEST_F(SequenceManagerTest, IdleSequenceExpiresAfterMaxIdleNotBefore) {
   ASSERT_TRUE(manager_->Acquire("m", 1, true, nullptr, limits_, alice_).ok());
-  manager_->Release("m", 1, State(1), false, false);
+  EXPECT_TRUE(manager_->Release("m", 1, State(1), false, false).ok());
   now_ += absl::Seconds(10);
   EXPECT_EQ(manager_->Expire(), 0);  // exactly max_idle: still live
   now_ += absl::Microseconds(1);
@@ -79,19 +80,19 @@ TEST_F(SequenceManagerTest, TooManyLiveSequencesIsResourceExhaustedPerModel) {
   EXPECT_EQ(manager_->Acquire("m", 3, true, nullptr, limits_, alice_).status().code(),
             absl::StatusCode::kResourceExhausted);
   EXPECT_TRUE(manager_->Acquire("other", 3, true, nullptr, limits_, alice_).ok());
-  manager_->Release("m", 1, {}, true, false);  // end frees a slot
+  EXPECT_TRUE(manager_->Release("m", 1, {}, true, false).ok());  // end frees a slot
   EXPECT_TRUE(manager_->Acquire("m", 3, true, nullptr, limits_, alice_).ok());
 }
 
 TEST_F(SequenceManagerTest, FailedChunkDropsTheSequence) {
   ASSERT_TRUE(manager_->Acquire("m", 1, true, nullptr, limits_, alice_).ok());
-  manager_->Release("m", 1, {}, false, true);
+  EXPECT_TRUE(manager_->Release("m", 1, {}, false, true).ok());
   EXPECT_EQ(manager_->live(), 0);
 }
 
 TEST_F(SequenceManagerTest, StartForLiveSequenceIsAlreadyExistsAndKeepsItsState) {
   ASSERT_TRUE(manager_->Acquire("m", 7, true, nullptr, limits_, alice_).ok());
-  manager_->Release("m", 7, State(3.5f), false, false, 4);
+  EXPECT_TRUE(manager_->Release("m", 7, State(3.5f), false, false, 4).ok());
   EXPECT_EQ(manager_->Acquire("m", 7, true, nullptr, limits_, alice_).status().code(),
             absl::StatusCode::kAlreadyExists);
   auto next = manager_->Acquire("m", 7, false, nullptr, limits_, alice_);
@@ -102,7 +103,7 @@ TEST_F(SequenceManagerTest, StartForLiveSequenceIsAlreadyExistsAndKeepsItsState)
 
 TEST_F(SequenceManagerTest, ChunkFromAnotherOwnerIsPermissionDeniedAndChangesNothing) {
   ASSERT_TRUE(manager_->Acquire("m", 7, true, nullptr, limits_, alice_).ok());
-  manager_->Release("m", 7, State(3.5f), false, false);
+  EXPECT_TRUE(manager_->Release("m", 7, State(3.5f), false, false).ok());
   EXPECT_EQ(manager_->Acquire("m", 7, false, nullptr, limits_, bob_).status().code(),
             absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(manager_->Acquire("m", 7, true, nullptr, limits_, bob_).status().code(),
@@ -111,7 +112,7 @@ TEST_F(SequenceManagerTest, ChunkFromAnotherOwnerIsPermissionDeniedAndChangesNot
   ASSERT_TRUE(manager_->Acquire("m", 7, false, nullptr, limits_, alice_).ok());
   EXPECT_EQ(manager_->Acquire("m", 7, false, nullptr, limits_, bob_).status().code(),
             absl::StatusCode::kPermissionDenied);
-  manager_->Release("m", 7, State(4.5f), false, false);
+  EXPECT_TRUE(manager_->Release("m", 7, State(4.5f), false, false).ok());
   auto mine = manager_->Acquire("m", 7, false, nullptr, limits_, alice_);
   ASSERT_TRUE(mine.ok());
   EXPECT_EQ(mine->states.at("lstm")[0].f32()[0], 4.5f);
@@ -119,9 +120,9 @@ TEST_F(SequenceManagerTest, ChunkFromAnotherOwnerIsPermissionDeniedAndChangesNot
 
 TEST_F(SequenceManagerTest, EndOwnerEndsOnlyThatOwnersSequences) {
   ASSERT_TRUE(manager_->Acquire("m", 1, true, nullptr, limits_, alice_).ok());
-  manager_->Release("m", 1, State(1), false, false);
+  EXPECT_TRUE(manager_->Release("m", 1, State(1), false, false).ok());
   ASSERT_TRUE(manager_->Acquire("m", 2, true, nullptr, limits_, bob_).ok());
-  manager_->Release("m", 2, State(2), false, false);
+  EXPECT_TRUE(manager_->Release("m", 2, State(2), false, false).ok());
   EXPECT_EQ(manager_->EndOwner(alice_.owner), 1);
   EXPECT_EQ(manager_->live(), 1);
   EXPECT_EQ(manager_->Acquire("m", 1, false, nullptr, limits_, alice_).status().code(),
@@ -146,7 +147,8 @@ TEST(SequenceManagerQuotaTest, OneClientAtItsQuotaDoesNotLockOthersOut) {
       << refused.status();
   EXPECT_TRUE(manager.Acquire("m", 4, true, nullptr, limits, other).ok());
   EXPECT_TRUE(manager.Acquire("other-model", 3, true, nullptr, limits, greedy).ok());
-  manager.Release("m", 1, {}, true, false);  // ending one frees the greedy client's slot
+  // Ending one frees the greedy client's slot.
+  EXPECT_TRUE(manager.Release("m", 1, {}, true, false).ok());
   EXPECT_TRUE(manager.Acquire("m", 3, true, nullptr, limits, greedy).ok());
 }
 

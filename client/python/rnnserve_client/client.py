@@ -5,6 +5,10 @@ import numpy as np
 # Messages and the stub from the descriptors compiled into the package (proto.py).
 from . import proto as pb
 
+# The gRPC metadata header that carries a call's sequence id, where a proxy in front of several
+# replicas can hash it to keep a sequence on one replica; sent on every call naming a sequence.
+SEQUENCE_ID_HEADER = "x-sequence-id"
+
 
 class RnnServeError(RuntimeError):
     """A request the server refused: `code` is the grpc.StatusCode, the message says why."""
@@ -156,8 +160,10 @@ class Client:
                 r.inputs[name].CopyFrom(_to_tensor(c, integer))
                 yield r
 
+        # The sequence id where a proxy can hash it (docs/scale-out.md).
+        metadata = self._metadata + ((SEQUENCE_ID_HEADER, str(sequence_id)),)
         for resp in self._stub.StreamPredict(requests(), timeout=self._timeout,
-                                             metadata=self._metadata):
+                                             metadata=metadata):
             if resp.error_code:
                 code = next(c for c in grpc.StatusCode if c.value[0] == resp.error_code)
                 raise RnnServeError(code, resp.error_message)

@@ -1,0 +1,183 @@
+#include "server/store/redis_client.h"
+
+#include <hiredis/hiredis.h>
+#include <sys/time.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+
+namespace rnnserve::server::store {
+namespace {
+
+RedisReply Copy(const redisReply& r) {
+  RedisReply out;
+  switch (r.type) {
+    case REDIS_REPLY_INTEGER:
+      out.type = RedisReply::Type::kInteger;
+      out.integer = r.integer;
+      break;
+    case REDIS_REPLY_STRING:
+    case REDIS_REPLY_STATUS:
+      out.type =
+          r.type == REDIS_REPLY_STRING ? RedisReply::Type::kString : RedisReply::Type::kStatus;
+      out.str.assign(r.str, r.len);
+      break;
+    case REDIS_REPLY_ARRAY:
+      out.type = RedisReply::Type::kArray;
+      for (size_t i = 0; i < r.elements; ++i) out.elements.push_back(Copy(*r.element[i]));
+      break;
+    default:
+      out.type = RedisReply::Type::kNil;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string RedisEndpoint::ToString() const {
+  return absl::StrCat("redis://", host, ":", port, "/", db);
+}
+
+absl::StatusOr<RedisEndpoint> ParseRedisUrl(absl::string_view url) {
+  const auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--sequence-store: expected redis://HOST:PORT[/DB]; '", url, "' ", why));
+  };
+  absl::string_view rest = url;
+  if (!absl::ConsumePrefix(&rest, "redis://")) return bad("does not start with redis://");
+  RedisEndpoint e;
+  if (const size_t slash = rest.find('/'); slash != absl::string_view::npos) {
+    if (!absl::SimpleAtoi(rest.substr(slash + 1), &e.db) || e.db < 0) {
+      return bad("has a database that is not a number >= 0");
+    }
+    rest = rest.substr(0, slash);
+  }
+  const size_t colon = rest.rfind(':');
+  if (colon == absl::string_view::npos || colon == 0) return bad("names no HOST:PORT");
+  if (!absl::SimpleAtoi(rest.substr(colon + 1), &e.port) || e.port < 1 || e.port > 65535) {
+    return bad("has a port that is not 1..65535");
+  }
+  e.host = std::string(rest.substr(0, colon));
+  return e;
+}
+
+absl::StatusOr<std::unique_ptr<RedisClient>> RedisClient::Create(Options options) {
+  if (options.endpoint.host.empty()) return absl::InvalidArgumentError("Redis host is empty");
+  if (options.connect_timeout <= absl::ZeroDuration() ||
+      options.command_timeout <= absl::ZeroDuration() || options.max_idle_connections <= 0) {
+    return absl::InvalidArgumentError("Redis timeouts and max_idle_connections must be positive");
+  }
+  return std::unique_ptr<RedisClient>(new RedisClient(std::move(options)));
+}
+
+RedisClient::~RedisClient() {
+  absl::MutexLock lock(&mu_);
+  for (redisContext* c : idle_) redisFree(c);
+}
+
+absl::Status RedisClient::Unavailable(absl::string_view what) const {
+  return absl::UnavailableError(absl::StrCat("sequence store ", options_.endpoint.ToString(),
+                                             " unavailable: ", what, "; retry later"));
+}
+
+absl::StatusOr<redisContext*> RedisClient::Connect() {
+  const RedisEndpoint& e = options_.endpoint;
+  redisContext* c =
+      redisConnectWithTimeout(e.host.c_str(), e.port, absl::ToTimeval(options_.connect_timeout));
+  if (c == nullptr) return Unavailable("cannot allocate a connection");
+  if (c->err != 0) {
+    const std::string why = c->errstr;
+    redisFree(c);
+    return Unavailable(why);
+  }
+  redisSetTimeout(c, absl::ToTimeval(options_.command_timeout));
+  const auto setup = [&](std::vector<std::string> argv) -> absl::Status {
+    std::vector<const char*> p;
+    std::vector<size_t> n;
+    for (const std::string& a : argv) {
+      p.push_back(a.data());
+      n.push_back(a.size());
+    }
+    auto* r = static_cast<redisReply*>(
+        redisCommandArgv(c, static_cast<int>(p.size()), p.data(), n.data()));
+    if (r == nullptr) return Unavailable(c->errstr);
+    const bool error = r->type == REDIS_REPLY_ERROR;
+    const std::string text = error ? std::string(r->str, r->len) : "";
+    freeReplyObject(r);
+    // The text of a failed AUTH never holds the password.
+    if (error) return Unavailable(absl::StrCat(argv[0], ": ", text));
+    return absl::OkStatus();
+  };
+  absl::Status s = absl::OkStatus();
+  if (!options_.password.empty()) s = setup({"AUTH", options_.password});
+  if (s.ok() && e.db != 0) s = setup({"SELECT", std::to_string(e.db)});
+  if (!s.ok()) {
+    redisFree(c);
+    return s;
+  }
+  return c;
+}
+
+absl::StatusOr<RedisReply> RedisClient::Command(const std::vector<absl::string_view>& args) {
+  redisContext* c = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!idle_.empty()) {
+      c = idle_.back();
+      idle_.pop_back();
+    }
+  }
+  if (c != nullptr) {
+    // A kept connection may have died with a Redis that restarted since: the command is sent
+    // again once on a new connection. Every command the store sends gives the same outcome or
+    // a refusal when run twice (its scripts compare and set the epoch), never a wrong one.
+    auto r = Send(c, args);
+    if (r.ok() || r.status().code() != absl::StatusCode::kCancelled) return r;
+  }
+  auto made = Connect();
+  if (!made.ok()) return made.status();
+  auto r = Send(*made, args);
+  if (!r.ok() && r.status().code() == absl::StatusCode::kCancelled) {
+    return Unavailable(r.status().message());
+  }
+  return r;
+}
+
+absl::StatusOr<RedisReply> RedisClient::Send(redisContext* c,
+                                             const std::vector<absl::string_view>& args) {
+  std::vector<const char*> p;
+  std::vector<size_t> n;
+  p.reserve(args.size());
+  n.reserve(args.size());
+  for (absl::string_view a : args) {
+    p.push_back(a.data());
+    n.push_back(a.size());
+  }
+  auto* r =
+      static_cast<redisReply*>(redisCommandArgv(c, static_cast<int>(p.size()), p.data(), n.data()));
+  if (r == nullptr) {
+    // The connection is in an unknown state (timeout, reset): dropped. CANCELLED tells
+    // Command to try a new one.
+    const absl::Status s =
+        absl::CancelledError(c->errstr[0] != '\0' ? c->errstr : "no reply from Redis");
+    redisFree(c);
+    return s;
+  }
+  absl::StatusOr<RedisReply> out;
+  if (r->type == REDIS_REPLY_ERROR) {
+    out = Unavailable(absl::StrCat("error reply: ", absl::string_view(r->str, r->len)));
+  } else {
+    out = Copy(*r);
+  }
+  freeReplyObject(r);
+  absl::MutexLock lock(&mu_);
+  if (static_cast<int>(idle_.size()) < options_.max_idle_connections) {
+    idle_.push_back(c);
+  } else {
+    redisFree(c);
+  }
+  return out;
+}
+
+}  // namespace rnnserve::server::store
