@@ -75,8 +75,12 @@ absl::Status ValidateModelConfig(const v1::ModelConfig& config, const std::strin
     return bad(absl::StrCat("max_batch_size must be >= 0; was ", config.max_batch_size()));
   }
   const std::string& p = config.platform();
-  if (!p.empty() && p != "keras_h5" && p != "keras" && p != "onnx") {
-    return bad(absl::StrCat("platform must be keras_h5, keras or onnx; was '", p, "'"));
+  if (!p.empty() && p != "keras_h5" && p != "keras" && p != "onnx" && p != "tf_savedmodel" &&
+      p != "tensorflow_savedmodel") {
+    return bad(absl::StrCat(
+        "platform must be keras_h5, keras, onnx or tf_savedmodel (or Triton's "
+        "tensorflow_savedmodel); was '",
+        p, "'"));
   }
   for (const auto& g : config.instance_group()) {
     if (g.count() < 0)
