@@ -37,3 +37,5 @@ target_link_libraries(request_core_test PRIVATE rnnserve_kserve rnnserve_server_
 rnnserve_test(serving_lengths_batching_test unit
   ${CMAKE_CURRENT_LIST_DIR}/serving_lengths_batching_test.cc)
 target_link_libraries(serving_lengths_batching_test PRIVATE rnnserve_server_lib)
+rnnserve_test(model_config_test unit ${CMAKE_CURRENT_LIST_DIR}/model_config_test.cc)
+target_link_libraries(model_config_test PRIVATE rnnserve_server_lib)
