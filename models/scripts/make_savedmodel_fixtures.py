@@ -17,7 +17,7 @@ tests/unit/savedmodel_import_test.cc has one test per case, named like the case.
 
 Needs: tensorflow-cpu 2.x with tf-keras and keras 3 (PyPI), numpy.
 
-  /opt/fixenv/bin/python models/scripts/make_savedmodel_fixtures.py
+  /opt/fixenv/bin/python models/scripts/make_savedmodel_fixtures.py [CaseName ...]
 """
 
 import json
@@ -118,6 +118,43 @@ def _(k, rng):
     return m, [seq_input(rng, 3, 7, 3)]
 
 
+@case("SavedModelEmbeddingConvLayerNormTimeDistributed")
+def _(k, rng):
+    m = k.Sequential([k.layers.Embedding(20, 4, input_length=6),
+                      k.layers.Conv1D(5, 3, padding="same", activation="relu"),
+                      k.layers.LSTM(4, return_sequences=True),
+                      k.layers.LayerNormalization(),
+                      k.layers.TimeDistributed(k.layers.Dense(3, activation="softmax"))])
+    return m, [rng.integers(1, 20, size=(3, 6)).astype(np.int64)]
+
+
+@case("SavedModelEmbeddingMaskZeroGru")
+def _(k, rng):
+    m = k.Sequential([k.layers.Embedding(15, 3, mask_zero=True, input_length=5),
+                      k.layers.GRU(4, return_sequences=True)])
+    x = rng.integers(1, 15, size=(3, 5)).astype(np.int64)
+    x[1, 3:] = 0
+    x[2, 1:] = 0
+    return m, [x]
+
+
+# CuDNN layers (Keras 2 models trained on GPU): saved as they are; the expected outputs are
+# Keras's own CuDNN -> LSTM/GRU conversion (load_weights of the CuDNN model's .h5 into the
+# plain twin), predicted by tf_keras on the CPU.
+@case("SavedModelCuDNNLstmBidirectionalCuDNNGru")
+def _(k, rng):
+    from tf_keras.src.layers import CuDNNGRU, CuDNNLSTM
+    m = k.Sequential([CuDNNLSTM(5, return_sequences=True, input_shape=(6, 3)),
+                      k.layers.Bidirectional(CuDNNGRU(3)),
+                      k.layers.Dense(2)])
+    ref = k.Sequential([k.layers.LSTM(5, recurrent_activation="sigmoid", return_sequences=True,
+                                      input_shape=(6, 3)),
+                        k.layers.Bidirectional(k.layers.GRU(3, recurrent_activation="sigmoid",
+                                                            reset_after=True)),
+                        k.layers.Dense(2)])
+    return (m, ref), [seq_input(rng, 3, 6, 3)]
+
+
 @case("SavedModelSimpleRnnDefaultSave", traces=True)
 def _(k, rng):
     m = k.Sequential([k.layers.SimpleRNN(3, input_shape=(4, 2))])
@@ -148,6 +185,9 @@ def make_case(name, spec, seed):
     k.backend.clear_session()
     rng = np.random.default_rng(seed)
     model, inputs = spec["build"](k, rng)
+    ref = None
+    if isinstance(model, tuple):
+        model, ref = model
     randomize(model, rng)
     d = OUT / name
     shutil.rmtree(d, ignore_errors=True)
@@ -157,7 +197,9 @@ def make_case(name, spec, seed):
     if fp.exists():
         fp.unlink()  # not read by anyone; keeps the fixture smaller
     model.save(str(d / "model.h5"), include_optimizer=False)
-    outs = model.predict(inputs if len(inputs) > 1 else inputs[0], verbose=0)
+    if ref is not None:
+        ref.load_weights(str(d / "model.h5"))  # Keras's own CuDNN conversion
+    outs = (ref or model).predict(inputs if len(inputs) > 1 else inputs[0], verbose=0)
     outs = outs if isinstance(outs, list) else [outs]
     for i, x in enumerate(inputs):
         np.save(d / f"input_{i}.npy", x)
@@ -187,11 +229,15 @@ def make_keras3_export():
 
 
 def main():
+    only = sys.argv[1:]
     for i, (name, spec) in enumerate(CASES.items()):
+        if only and name not in only:
+            continue
         print("case", name, file=sys.stderr)
         make_case(name, spec, 3000 + i)
-    print("case Keras3ExportRefused", file=sys.stderr)
-    make_keras3_export()
+    if not only or "Keras3ExportRefused" in only:
+        print("case Keras3ExportRefused", file=sys.stderr)
+        make_keras3_export()
 
 
 if __name__ == "__main__":

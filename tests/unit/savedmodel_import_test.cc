@@ -43,8 +43,8 @@ absl::StatusOr<std::unique_ptr<Servable>> LoadDir(const std::string& model_dir) 
 std::vector<engine::Tensor> RunCase(const Servable& s, const std::string& name) {
   engine::Batch batch;
   for (size_t i = 0; i < s.inputs().size(); ++i) {
-    batch.inputs.push_back(
-        ToFloatTensor(LoadNpy(std::string(kDir) + name + "/input_" + std::to_string(i) + ".npy")));
+    const auto x = LoadNpy(std::string(kDir) + name + "/input_" + std::to_string(i) + ".npy");
+    batch.inputs.push_back(x.is_integer() ? ToInt64Tensor(x) : ToFloatTensor(x));
   }
   std::vector<engine::Tensor> out;
   const absl::Status run = s.Run(std::move(batch), &out);
@@ -108,6 +108,15 @@ TEST(SavedModelImport, SavedModelBidirectionalLstmConcat) {
 }
 TEST(SavedModelImport, SavedModelMaskingLstm) { ExpectCase("SavedModelMaskingLstm"); }
 TEST(SavedModelImport, SavedModelStackedBatchNorm) { ExpectCase("SavedModelStackedBatchNorm"); }
+TEST(SavedModelImport, SavedModelEmbeddingConvLayerNormTimeDistributed) {
+  ExpectCase("SavedModelEmbeddingConvLayerNormTimeDistributed");
+}
+TEST(SavedModelImport, SavedModelEmbeddingMaskZeroGru) {
+  ExpectCase("SavedModelEmbeddingMaskZeroGru");
+}
+TEST(SavedModelImport, SavedModelCuDNNLstmBidirectionalCuDNNGru) {
+  ExpectCase("SavedModelCuDNNLstmBidirectionalCuDNNGru");
+}
 TEST(SavedModelImport, SavedModelSimpleRnnDefaultSave) {
   ExpectCase("SavedModelSimpleRnnDefaultSave");
 }
