@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "server/model_config.h"
+#include "server/model_config_triton.h"
 
 namespace rnnserve::server {
 namespace {
@@ -86,6 +87,18 @@ TEST(ModelConfigTriton, TritonConfigParsesWithEachUnusedFieldWarnedOnce) {
   const std::string second = GetCapturedStderr();
   EXPECT_FALSE(absl::StrContains(second, "is not used")) << second;
   EXPECT_FALSE(absl::StrContains(second, "backend ignored")) << second;
+}
+
+TEST(ModelConfigTriton, ColonIsPutBeforeTritonListsOnlyOutsideStringsAndComments) {
+  EXPECT_EQ(ColonBeforeTritonLists("model_warmup [ { name: \"w\" } ]"),
+            "model_warmup: [ { name: \"w\" } ]");
+  EXPECT_EQ(ColonBeforeTritonLists("batch_input\n  [ ]"), "batch_input:\n  [ ]");
+  // Fields we define keep their colon-less lists; strings and comments are left alone.
+  EXPECT_EQ(ColonBeforeTritonLists("input [ { name: \"model_warmup [\" } ]"),
+            "input [ { name: \"model_warmup [\" } ]");
+  EXPECT_EQ(ColonBeforeTritonLists("# model_warmup [\nname: 'a\\'model_warmup ['"),
+            "# model_warmup [\nname: 'a\\'model_warmup ['");
+  EXPECT_EQ(ColonBeforeTritonLists("my_model_warmup [ 1 ]"), "my_model_warmup [ 1 ]");
 }
 
 TEST(ModelConfigTriton, AFieldNobodyDefinesIsStillAnError) {
