@@ -141,6 +141,13 @@ TEST(SavedModelImport, TritonModelSavedmodelDirectoryLoads) {
            fs::copy_options::recursive);
   auto s = LoadDir(dir.string());
   ASSERT_TRUE(s.ok()) << s.status();
+  // With Triton's platform name set, as a Triton config.pbtxt has it.
+  v1::ModelConfig config;
+  config.set_name("model");
+  config.set_platform("tensorflow_savedmodel");
+  auto named = Servable::Load(dir.string(), 1, config);
+  ASSERT_TRUE(named.ok()) << named.status();
+  EXPECT_EQ((*named)->platform(), "tf_savedmodel");
 }
 
 // ----------------------------------------------------------------------------- bad files
