@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "models/savedmodel/savedmodel_internal.h"
@@ -175,11 +176,18 @@ absl::StatusOr<engine::Model> LoadSavedModel(const std::string& path) {
     constexpr size_t kShown = 12;
     const size_t total = ops.size();
     if (ops.size() > kShown) ops.resize(kShown);
+    bool keras_objects = false;
+    for (const SavedObject& node : mg->object_graph_def().nodes()) {
+      keras_objects |= absl::StartsWith(node.user_object().identifier(), "_tf_keras_");
+    }
+    const std::string what =
+        keras_objects ? "a tf_keras model's SavedModel without its Keras metadata (no "
+                        "keras_metadata.pb: tf.saved_model.save writes none; tf_keras "
+                        "model.save(dir) does)"
+                      : "a SavedModel without Keras metadata (no keras_metadata.pb, as Keras 3's "
+                        "model.export and tf.saved_model.save write)";
     return absl::UnimplementedError(absl::StrCat(
-        dir,
-        ": a SavedModel without Keras metadata (no keras_metadata.pb, as Keras 3's "
-        "model.export and tf.saved_model.save write): rnnserve does not run TensorFlow "
-        "graphs",
+        dir, ": ", what, ": rnnserve does not run TensorFlow graphs",
         ops.empty() ? ""
                     : absl::StrCat("; its serving function computes with op '", ops[0], "' (ops: ",
                                    absl::StrJoin(ops, ", "), total > kShown ? ", ..." : "", ")"),

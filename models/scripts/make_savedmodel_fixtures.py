@@ -10,8 +10,9 @@ which keeps saved_model.pb small (KBs, the traced functions left out; the model 
 serving_default signature, so signature.json is empty for those); the *DefaultSave cases use
 the plain `model.save(dir)` and so carry the full graph and its signature.
 
-The Keras 3 case (`model.export(dir)`, no keras_metadata.pb) checks that such a graph-only
-SavedModel is refused with a message naming an op and asking for the .keras/.h5 file.
+The Keras 3 case (`model.export(dir)`, no keras_metadata.pb) and a tf_keras model written by
+`tf.saved_model.save` (no keras_metadata.pb either) check that such graph-only SavedModels are
+refused with a message naming the ops and asking for the .keras/.h5 file.
 
 tests/unit/savedmodel_import_test.cc has one test per case, named like the case.
 
@@ -228,6 +229,20 @@ def make_keras3_export():
         fp.unlink()
 
 
+def make_tf_saved_model_save():
+    """tf.saved_model.save of a tf_keras model: no keras_metadata.pb."""
+    import tensorflow as tf
+    import tf_keras as k
+    d = OUT / "TfSavedModelSaveOfKerasRefused"
+    shutil.rmtree(d, ignore_errors=True)
+    (d / "model").mkdir(parents=True)
+    m = k.Sequential([k.layers.Dense(2, input_shape=(3,))])
+    tf.saved_model.save(m, str(d / "model" / "1"))
+    fp = d / "model" / "1" / "fingerprint.pb"
+    if fp.exists():
+        fp.unlink()
+
+
 def main():
     only = sys.argv[1:]
     for i, (name, spec) in enumerate(CASES.items()):
@@ -235,6 +250,9 @@ def main():
             continue
         print("case", name, file=sys.stderr)
         make_case(name, spec, 3000 + i)
+    if not only or "TfSavedModelSaveOfKerasRefused" in only:
+        print("case TfSavedModelSaveOfKerasRefused", file=sys.stderr)
+        make_tf_saved_model_save()
     if not only or "Keras3ExportRefused" in only:
         print("case Keras3ExportRefused", file=sys.stderr)
         make_keras3_export()

@@ -133,6 +133,15 @@ TEST(SavedModelImport, Keras3ExportRefused) {
   EXPECT_TRUE(absl::StrContains(s.status().message(), ".keras or .h5")) << s.status();
 }
 
+TEST(SavedModelImport, TfSavedModelSaveOfKerasRefused) {
+  auto s = LoadDir(CaseDir("TfSavedModelSaveOfKerasRefused") + "/model");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kUnimplemented) << s.status();
+  EXPECT_TRUE(absl::StrContains(s.status().message(), "tf_keras model's SavedModel")) << s.status();
+  EXPECT_TRUE(absl::StrContains(s.status().message(), "MatMul")) << s.status();
+  EXPECT_TRUE(absl::StrContains(s.status().message(), ".keras or .h5")) << s.status();
+}
+
 TEST(SavedModelImport, TritonModelSavedmodelDirectoryLoads) {
   const fs::path dir = fs::path(::testing::TempDir()) / "triton_layout";
   fs::remove_all(dir);
