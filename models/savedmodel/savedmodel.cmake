@@ -15,13 +15,18 @@ add_library(rnnserve_savedmodel_proto STATIC ${SAVEDMODEL_PROTO_OUT}/savedmodel.
 target_include_directories(rnnserve_savedmodel_proto PUBLIC ${PROJECT_BINARY_DIR})
 target_link_libraries(rnnserve_savedmodel_proto PUBLIC protobuf::libprotobuf)
 
-add_library(rnnserve_savedmodel STATIC
-  ${CMAKE_CURRENT_LIST_DIR}/savedmodel.cc
-  ${CMAKE_CURRENT_LIST_DIR}/savedmodel_keras.cc
+# The checkpoint reader alone (the fuzz target links only this).
+add_library(rnnserve_tensor_bundle STATIC
   ${CMAKE_CURRENT_LIST_DIR}/sstable.cc
   ${CMAKE_CURRENT_LIST_DIR}/tensor_bundle.cc)
-target_compile_options(rnnserve_savedmodel PRIVATE ${RNNSERVE_WARNINGS})
-target_include_directories(rnnserve_savedmodel PRIVATE ${HDF5_INCLUDE_DIRS})
-target_link_libraries(rnnserve_savedmodel PUBLIC rnnserve_engine_core rnnserve_savedmodel_proto
-  absl::status absl::statusor absl::strings absl::str_format
-  PRIVATE nlohmann_json::nlohmann_json)
+target_compile_options(rnnserve_tensor_bundle PRIVATE ${RNNSERVE_WARNINGS})
+target_include_directories(rnnserve_tensor_bundle PRIVATE ${HDF5_INCLUDE_DIRS})
+target_link_libraries(rnnserve_tensor_bundle PUBLIC rnnserve_savedmodel_proto absl::status
+  absl::statusor absl::strings absl::str_format)
+
+# The SavedModel importer itself is part of rnnserve_models: its Keras path builds through
+# models/keras/.
+target_sources(rnnserve_models PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/savedmodel.cc
+  ${CMAKE_CURRENT_LIST_DIR}/savedmodel_keras.cc)
+target_link_libraries(rnnserve_models PRIVATE rnnserve_tensor_bundle)
