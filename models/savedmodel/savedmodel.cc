@@ -7,6 +7,8 @@
 #include <set>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -201,6 +203,24 @@ absl::StatusOr<engine::Model> LoadSavedModel(const std::string& path) {
     if (auto s = ApplySignatureNames(dir, *signature, &*model); !s.ok()) return s;
   }
   return model;
+}
+
+absl::StatusOr<std::optional<std::string>> ReadKerasTrainingConfig(const std::string& path) {
+  const std::string dir =
+      fs::path(path).filename() == "saved_model.pb" ? fs::path(path).parent_path().string() : path;
+  const std::string metadata_path = (fs::path(dir) / "keras_metadata.pb").string();
+  auto bytes = ReadFileBytes(metadata_path, kMaxSavedModelBytes);
+  if (absl::IsNotFound(bytes.status())) return std::optional<std::string>();
+  if (!bytes.ok()) return bytes.status();
+  auto root_text = KerasRootMetadata(*bytes, metadata_path);
+  if (!root_text.ok()) return root_text.status();
+  const nlohmann::json root = nlohmann::json::parse(*root_text, nullptr, false);
+  if (!root.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(metadata_path, ": the root is not JSON"));
+  }
+  auto it = root.find("training_config");
+  if (it == root.end() || !it->is_object()) return std::optional<std::string>();
+  return std::optional<std::string>(it->dump());
 }
 
 }  // namespace rnnserve::models::savedmodel

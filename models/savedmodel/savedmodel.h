@@ -20,6 +20,7 @@
 // only a TensorFlow graph, which is not imported: the load fails naming the first op of the
 // serving function that is more than plumbing, and asks for the .keras or .h5 file.
 
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -33,5 +34,10 @@ bool IsSavedModelPath(const std::string& path);
 
 // `path` is the version directory (or its saved_model.pb).
 absl::StatusOr<engine::Model> LoadSavedModel(const std::string& path);
+
+// The training_config JSON (compile()'s loss and metrics) of a Keras SavedModel's
+// keras_metadata.pb root, as an .h5 holds it; nullopt when there is none (no Keras metadata,
+// or saved uncompiled or with include_optimizer=False).
+absl::StatusOr<std::optional<std::string>> ReadKerasTrainingConfig(const std::string& path);
 
 }  // namespace rnnserve::models::savedmodel

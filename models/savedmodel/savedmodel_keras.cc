@@ -161,6 +161,19 @@ class KerasCheckpoint {
 
 }  // namespace
 
+absl::StatusOr<std::string> KerasRootMetadata(const std::string& metadata_bytes,
+                                              const std::string& what) {
+  KerasSavedMetadata metadata;
+  if (!metadata.ParseFromString(metadata_bytes)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": does not parse (truncated or not Keras metadata)"));
+  }
+  for (const KerasSavedObject& node : metadata.nodes()) {
+    if (node.node_path() == "root") return node.metadata();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(what, ": no root node"));
+}
+
 absl::StatusOr<engine::Model> LoadKerasSavedModel(const std::string& dir,
                                                   const std::string& metadata_bytes) {
   const std::string metadata_path = (fs::path(dir) / "keras_metadata.pb").string();

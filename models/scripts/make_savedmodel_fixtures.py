@@ -39,9 +39,9 @@ OUT = ROOT / "tests" / "fixtures" / "savedmodel"
 CASES = {}
 
 
-def case(name, traces=False):
+def case(name, traces=False, compile=None):
     def wrap(fn):
-        CASES[name] = dict(build=fn, traces=traces)
+        CASES[name] = dict(build=fn, traces=traces, compile=compile)
         return fn
     return wrap
 
@@ -156,6 +156,16 @@ def _(k, rng):
     return (m, ref), [seq_input(rng, 3, 6, 3)]
 
 
+# Compiled: the SavedModel's keras_metadata.pb and the .h5 both hold the training config.
+@case("SavedModelCompiledTrainingConfig",
+      compile=dict(optimizer="adam", loss="sparse_categorical_crossentropy",
+                   metrics=["accuracy"]))
+def _(k, rng):
+    m = k.Sequential([k.layers.GRU(4, input_shape=(5, 3)),
+                      k.layers.Dense(3, activation="softmax")])
+    return m, [seq_input(rng, 3, 5, 3)]
+
+
 @case("SavedModelSimpleRnnDefaultSave", traces=True)
 def _(k, rng):
     m = k.Sequential([k.layers.SimpleRNN(3, input_shape=(4, 2))])
@@ -190,14 +200,18 @@ def make_case(name, spec, seed):
     if isinstance(model, tuple):
         model, ref = model
     randomize(model, rng)
+    if spec["compile"]:
+        model.compile(**spec["compile"])
     d = OUT / name
     shutil.rmtree(d, ignore_errors=True)
     (d / "model").mkdir(parents=True)
-    model.save(str(d / "model" / "1"), save_traces=spec["traces"], include_optimizer=False)
+    with_optimizer = bool(spec["compile"])  # the training config is saved with it only
+    model.save(str(d / "model" / "1"), save_traces=spec["traces"],
+               include_optimizer=with_optimizer)
     fp = d / "model" / "1" / "fingerprint.pb"
     if fp.exists():
         fp.unlink()  # not read by anyone; keeps the fixture smaller
-    model.save(str(d / "model.h5"), include_optimizer=False)
+    model.save(str(d / "model.h5"), include_optimizer=with_optimizer)
     if ref is not None:
         ref.load_weights(str(d / "model.h5"))  # Keras's own CuDNN conversion
     outs = (ref or model).predict(inputs if len(inputs) > 1 else inputs[0], verbose=0)

@@ -20,6 +20,7 @@
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "models/model_loader.h"
+#include "models/training_config.h"
 #include "server/servable.h"
 #include "tests/support/fixtures.h"
 
@@ -116,6 +117,26 @@ TEST(SavedModelImport, SavedModelEmbeddingMaskZeroGru) {
 }
 TEST(SavedModelImport, SavedModelCuDNNLstmBidirectionalCuDNNGru) {
   ExpectCase("SavedModelCuDNNLstmBidirectionalCuDNNGru");
+}
+TEST(SavedModelImport, SavedModelCompiledTrainingConfig) {
+  ExpectCase("SavedModelCompiledTrainingConfig");
+  auto saved = models::ReadTrainingConfig(CaseDir("SavedModelCompiledTrainingConfig") + "/model/1");
+  auto h5 = models::ReadTrainingConfig(CaseDir("SavedModelCompiledTrainingConfig") + "/model.h5");
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  ASSERT_TRUE(h5.ok()) << h5.status();
+  ASSERT_TRUE(saved->has_value());
+  ASSERT_TRUE(h5->has_value());
+  EXPECT_EQ((*saved)->loss, "sparse_categorical_crossentropy");
+  EXPECT_EQ((*saved)->loss, (*h5)->loss);
+  EXPECT_EQ((*saved)->from_logits, (*h5)->from_logits);
+  ASSERT_EQ((*saved)->metrics.size(), (*h5)->metrics.size());
+  for (size_t i = 0; i < (*h5)->metrics.size(); ++i) {
+    EXPECT_EQ((*saved)->metrics[i].name, (*h5)->metrics[i].name);
+  }
+  // Saved uncompiled: none.
+  auto none = models::ReadTrainingConfig(CaseDir("SavedModelLstm") + "/model/1");
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->has_value());
 }
 TEST(SavedModelImport, SavedModelSimpleRnnDefaultSave) {
   ExpectCase("SavedModelSimpleRnnDefaultSave");
