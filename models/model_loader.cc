@@ -7,6 +7,7 @@
 #include "models/keras/keras_h5.h"
 #include "models/keras/keras_zip.h"
 #include "models/onnx/onnx_model.h"
+#include "models/savedmodel/savedmodel.h"
 
 namespace rnnserve::models {
 namespace {
@@ -16,6 +17,7 @@ std::string FormatOf(const std::string& path) {
   if (ext == ".h5" || ext == ".hdf5") return "keras_h5";
   if (ext == ".keras") return "keras";
   if (ext == ".onnx") return "onnx";
+  if (savedmodel::IsSavedModelPath(path)) return "tf_savedmodel";
   return "";
 }
 
@@ -24,7 +26,8 @@ std::string FormatOf(const std::string& path) {
 bool IsModelFile(const std::string& path) { return !FormatOf(path).empty(); }
 
 absl::StatusOr<engine::Model> LoadModelFile(const std::string& path, const LoadOptions& options) {
-  const std::string format = options.format.empty() ? FormatOf(path) : options.format;
+  std::string format = options.format.empty() ? FormatOf(path) : options.format;
+  if (format == "tensorflow_savedmodel") format = "tf_savedmodel";  // Triton's platform name
   absl::StatusOr<engine::Model> model;
   if (format == "keras_h5") {
     model = keras::LoadKerasH5(path, options);
@@ -32,10 +35,12 @@ absl::StatusOr<engine::Model> LoadModelFile(const std::string& path, const LoadO
     model = keras::LoadKerasZip(path, options);
   } else if (format == "onnx") {
     model = onnx::LoadOnnxFile(path);
+  } else if (format == "tf_savedmodel") {
+    model = savedmodel::LoadSavedModel(path);
   } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": unknown model format '", format,
-                     "' (expected .h5/.hdf5 Keras files, .keras or .onnx)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": unknown model format '", format,
+        "' (expected .h5/.hdf5 Keras files, .keras, .onnx or a SavedModel directory)"));
   }
   if (!model.ok()) return model.status();
   if (auto s = model->Validate(); !s.ok()) {

@@ -11,7 +11,8 @@
 namespace rnnserve::models {
 
 struct LoadOptions {
-  // "keras_h5", "keras" or "onnx"; empty: chosen from the extension and the file's magic.
+  // "keras_h5", "keras", "onnx" or "tf_savedmodel" ("tensorflow_savedmodel", Triton's name);
+  // empty: chosen from the extension, or a directory holding saved_model.pb.
   std::string format;
   // For weights-only Keras files (save_weights): the architecture JSON (model.to_json()).
   std::string architecture_json_path;
@@ -22,7 +23,8 @@ struct LoadOptions {
 absl::StatusOr<engine::Model> LoadModelFile(const std::string& path,
                                             const LoadOptions& options = {});
 
-// The formats LoadModelFile accepts, by extension (".h5", ".hdf5", ".keras", ".onnx").
+// The formats LoadModelFile accepts, by extension (".h5", ".hdf5", ".keras", ".onnx"), and a
+// SavedModel: a directory holding saved_model.pb, or that file's path.
 bool IsModelFile(const std::string& path);
 
 }  // namespace rnnserve::models

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "models/keras/hdf5_file.h"
 #include "models/keras/keras_zip.h"
+#include "models/savedmodel/savedmodel.h"
 
 namespace rnnserve::models {
 namespace {
@@ -144,6 +145,14 @@ absl::StatusOr<TrainingConfig> ParseTrainingConfig(const std::string& json_text,
 absl::StatusOr<std::optional<TrainingConfig>> ReadTrainingConfig(const std::string& path) {
   const std::string ext = std::filesystem::path(path).extension().string();
   if (ext == ".keras") return ReadCompileConfig(path);
+  if (savedmodel::IsSavedModelPath(path)) {
+    auto text = savedmodel::ReadKerasTrainingConfig(path);
+    if (!text.ok()) return text.status();
+    if (!text->has_value()) return std::optional<TrainingConfig>();
+    auto config = ParseTrainingConfig(**text, path);
+    if (!config.ok()) return config.status();
+    return std::optional<TrainingConfig>(std::move(*config));
+  }
   if (ext != ".h5" && ext != ".hdf5") return std::optional<TrainingConfig>();
   auto file = keras::Hdf5File::Open(path);
   if (!file.ok()) return file.status();

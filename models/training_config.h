@@ -1,7 +1,8 @@
 #pragma once
 
 // What a model file says about how it was compiled (loss, metrics): the training_config
-// attribute of a Keras 2 .h5, or the compile_config in a Keras 3 .keras file's config.json
+// attribute of a Keras 2 .h5 (or the same JSON in a tf_keras SavedModel's keras_metadata.pb),
+// or the compile_config in a Keras 3 .keras file's config.json
 // (losses and metrics as strings, serialized objects {"module", "class_name", "config"}, or
 // serialized functions). Read for Evaluate; the engine never sees it.
 

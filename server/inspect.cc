@@ -125,7 +125,10 @@ int RunInspect(int argc, char** argv) {
       "layers, sizes, activations, masking, and where each layer runs on a GPU node",
       "rnnserve inspect");
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.add_option("FILE", path, "the model file (.h5, .keras or .onnx)")->required();
+  app.add_option("FILE", path,
+                 "the model file (.h5, .keras or .onnx), or a SavedModel directory (holding "
+                 "saved_model.pb)")
+      ->required();
   app.add_option("--architecture", options.architecture_json_path,
                  "a Keras architecture JSON, for a weights-only .h5");
   app.add_flag("--json", json, "print JSON instead of text");

@@ -130,7 +130,8 @@ int RunModelCheck(int argc, char** argv) {
       "(rejected, the error on stderr)",
       "rnnserve --check-model");
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.add_option("FILE", file, "the model file (.h5, .keras, .onnx)")->required();
+  app.add_option("FILE", file, "the model file (.h5, .keras, .onnx) or SavedModel directory")
+      ->required();
   app.add_option("--format", options.format, "the file's format, as config.pbtxt's platform");
   app.add_option("--architecture", options.architecture_json_path,
                  "a Keras architecture JSON for a weights-only .h5");

@@ -6,8 +6,10 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "server/model_config_triton.h"
 
 namespace rnnserve::server {
 namespace {
@@ -19,10 +21,29 @@ class ErrorCollector : public google::protobuf::io::ErrorCollector {
     absl::StrAppend(&errors_, errors_.empty() ? "" : "; ", "line ", line + 1, ":", column + 1, ": ",
                     message);
   }
+  // With AllowUnknownField, an unknown field comes here as
+  // `Message type "T" has no field named "F".`; other warnings are ignored.
+  void AddWarning(int line, int column, const std::string& message) override {
+    static constexpr char kType[] = "Message type \"";
+    static constexpr char kField[] = "\" has no field named \"";
+    const size_t type_at = message.find(kType);
+    const size_t field_at = message.find(kField);
+    if (type_at != 0 || field_at == std::string::npos) return;
+    const size_t type_begin = sizeof(kType) - 1;
+    const size_t name_begin = field_at + sizeof(kField) - 1;
+    const size_t name_end = message.find('"', name_begin);
+    if (name_end == std::string::npos) return;
+    unknown_.push_back({.message_type = message.substr(type_begin, field_at - type_begin),
+                        .field = message.substr(name_begin, name_end - name_begin),
+                        .line = line + 1,
+                        .column = column + 1});
+  }
   const std::string& errors() const { return errors_; }
+  const std::vector<UnknownConfigField>& unknown() const { return unknown_; }
 
  private:
   std::string errors_;
+  std::vector<UnknownConfigField> unknown_;
 };
 
 }  // namespace
@@ -34,9 +55,13 @@ absl::StatusOr<v1::ModelConfig> ParseText(const std::string& text, const std::st
   google::protobuf::TextFormat::Parser parser;
   ErrorCollector errors;
   parser.RecordErrorsTo(&errors);
-  if (!parser.ParseFromString(text, &config)) {
+  // Unknown fields are parsed past, then refused unless Triton defines them
+  // (model_config_triton.h).
+  parser.AllowUnknownField(true);
+  if (!parser.ParseFromString(ColonBeforeTritonLists(text), &config)) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": ", errors.errors()));
   }
+  if (auto s = AcceptTritonFields(errors.unknown(), where); !s.ok()) return s;
   return config;
 }
 
@@ -62,6 +87,7 @@ absl::StatusOr<v1::ModelConfig> ReadModelConfig(const std::string& model_dir) {
     config = ParseText(text.str(), path.string());
     if (!config.ok()) return config;
   }
+  WarnNameDiffers(config->name(), dir.filename().string(), path.string());
   if (config->name().empty()) config->set_name(dir.filename().string());
   if (auto s = ValidateModelConfig(*config, path.string()); !s.ok()) return s;
   return config;
@@ -75,8 +101,12 @@ absl::Status ValidateModelConfig(const v1::ModelConfig& config, const std::strin
     return bad(absl::StrCat("max_batch_size must be >= 0; was ", config.max_batch_size()));
   }
   const std::string& p = config.platform();
-  if (!p.empty() && p != "keras_h5" && p != "keras" && p != "onnx") {
-    return bad(absl::StrCat("platform must be keras_h5, keras or onnx; was '", p, "'"));
+  if (!p.empty() && p != "keras_h5" && p != "keras" && p != "onnx" && p != "tf_savedmodel" &&
+      p != "tensorflow_savedmodel") {
+    return bad(
+        absl::StrCat("platform must be keras_h5, keras, onnx or tf_savedmodel (or Triton's "
+                     "tensorflow_savedmodel); was '",
+                     p, "'"));
   }
   for (const auto& g : config.instance_group()) {
     if (g.count() < 0)

@@ -62,13 +62,24 @@ absl::StatusOr<std::string> FindModelFile(const fs::path& version_dir,
   std::vector<std::string> found;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(version_dir, ec)) {
-    if (entry.is_regular_file() && models::IsModelFile(entry.path().string())) {
+    // saved_model.pb is the directory's model, added below, not a file of its own.
+    if (entry.is_regular_file() && entry.path().filename() != "saved_model.pb" &&
+        models::IsModelFile(entry.path().string())) {
       found.push_back(entry.path().string());
     }
   }
+  // A TF Serving layout: the version directory itself is the model (saved_model.pb + variables/).
+  // Triton's layout for one: <version>/model.savedmodel/.
+  if (fs::is_regular_file(version_dir / "saved_model.pb", ec)) {
+    found.push_back(version_dir.string());
+  }
+  if (fs::is_regular_file(version_dir / "model.savedmodel" / "saved_model.pb", ec)) {
+    found.push_back((version_dir / "model.savedmodel").string());
+  }
   if (found.empty()) {
-    return absl::NotFoundError(
-        absl::StrCat(version_dir.string(), ": no model file (.h5, .hdf5, .keras or .onnx)"));
+    return absl::NotFoundError(absl::StrCat(
+        version_dir.string(),
+        ": no model file (.h5, .hdf5, .keras, .onnx, or a SavedModel's saved_model.pb)"));
   }
   if (found.size() > 1) {
     std::sort(found.begin(), found.end());

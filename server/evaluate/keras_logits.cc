@@ -43,7 +43,11 @@ engine::Activation* MutableFusedActivation(engine::Layer& layer) {
 }  // namespace
 
 int KerasMajor(const engine::Model& model) {
-  if (model.source_format != "keras_h5" && model.source_format != "keras") return 0;
+  // A SavedModel imports only from its Keras metadata (tf_keras 2.x): a Keras model too.
+  if (model.source_format != "keras_h5" && model.source_format != "keras" &&
+      model.source_format != "tf_savedmodel") {
+    return 0;
+  }
   constexpr absl::string_view kPrefix = "keras ";
   if (absl::StartsWith(model.producer, kPrefix)) {
     const int major = std::atoi(model.producer.c_str() + kPrefix.size());

@@ -7,7 +7,9 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -132,6 +134,29 @@ TEST(InspectOutputs, ShowsTheKerasExamplesOutputShape) {
       log.find("output probabilities        FP32   [?," + std::to_string(want.shape[1]) + "]\n"),
       std::string::npos)
       << log;
+}
+
+// A SavedModel directory as TF Serving lays it out: its format, the serving signature's names
+// (the fixture's signature.json, from TensorFlow) and Keras's output shapes.
+TEST(InspectOutputs, ShowsASavedModelDirectorysSignatureNames) {
+  const std::string dir = "tests/fixtures/savedmodel/SavedModelFunctionalReturnStateDefaultSave";
+  std::string log;
+  ASSERT_EQ(RunCommand({RNNSERVE_BIN, "inspect", SourcePath(dir + "/model/1"), "--json"}, &log), 0)
+      << log;
+  const Json j = Json::parse(log);
+  EXPECT_EQ(j.at("format"), "tf_savedmodel") << j;
+  std::ifstream in(SourcePath(dir + "/signature.json"));
+  const Json sig = Json::parse(in);
+  std::set<std::string> inputs, outputs;
+  for (const Json& i : j.at("inputs")) inputs.insert(i.at("name").get<std::string>());
+  for (const Json& o : j.at("outputs")) outputs.insert(o.at("name").get<std::string>());
+  EXPECT_EQ(inputs, sig.at("inputs").get<std::set<std::string>>()) << j;
+  EXPECT_EQ(outputs, sig.at("outputs").get<std::set<std::string>>()) << j;
+  // Keras's [B, T, H]; the input's T is fixed in this model (Input((4, 2))).
+  const client::NpyArray seq = Fixture(dir + "/expected_0.npy");
+  EXPECT_EQ(j.at("outputs")[0].at("shape").get<std::vector<int64_t>>(),
+            (std::vector<int64_t>{-1, seq.shape[1], seq.shape[2]}))
+      << j;
 }
 
 TEST(InspectOutputs, ShowsATorchExportsPerStepOutputShape) {

@@ -45,6 +45,15 @@ TEST(KerasLogitsTest, ADenseSoftmaxOrSigmoidOutputIsReadFromItsLogits) {
   EXPECT_FALSE(FindOutputLogits(Head("keras_h5", "keras 2.15.0", ActivationKind::kTanh), 0));
 }
 
+TEST(KerasLogitsTest, ASavedModelFromTfKerasIsAKeras2Model) {
+  const auto found =
+      FindOutputLogits(Head("tf_savedmodel", "keras 2.21.0", ActivationKind::kSoftmax), 0);
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->layer, 0);
+  EXPECT_FALSE(FindOutputLogits(
+      Head("tf_savedmodel", "keras 2.21.0", ActivationKind::kSoftmax, "Dense", true), 0));
+}
+
 TEST(KerasLogitsTest, TimeDistributedOnnxAndKeras2DropoutTakeTheProbabilities) {
   EXPECT_FALSE(FindOutputLogits(
       Head("keras_h5", "keras 2.15.0", ActivationKind::kSoftmax, "TimeDistributed"), 0));

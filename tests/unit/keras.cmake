@@ -5,3 +5,7 @@ target_link_libraries(keras_import_test PRIVATE nlohmann_json::nlohmann_json)
 rnnserve_test(keras_bad_files_test unit ${CMAKE_CURRENT_LIST_DIR}/keras_bad_files_test.cc)
 target_include_directories(keras_bad_files_test PRIVATE ${HDF5_INCLUDE_DIRS})
 target_link_libraries(keras_bad_files_test PRIVATE ${HDF5_C_LIBRARIES} PkgConfig::LIBZIP)
+
+# TensorFlow SavedModels (models/savedmodel/), served as TF Serving lays them out.
+rnnserve_test(savedmodel_import_test unit ${CMAKE_CURRENT_LIST_DIR}/savedmodel_import_test.cc)
+target_link_libraries(savedmodel_import_test PRIVATE rnnserve_server_lib nlohmann_json::nlohmann_json)

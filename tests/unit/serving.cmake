@@ -43,3 +43,5 @@ target_link_libraries(serving_lengths_batching_test PRIVATE rnnserve_server_lib)
 
 rnnserve_test(log_test unit ${CMAKE_CURRENT_LIST_DIR}/log_test.cc)
 target_link_libraries(log_test PRIVATE rnnserve_server_lib)
+rnnserve_test(model_config_test unit ${CMAKE_CURRENT_LIST_DIR}/model_config_test.cc)
+target_link_libraries(model_config_test PRIVATE rnnserve_server_lib)

@@ -1,0 +1,276 @@
+#!/usr/bin/env python3
+"""Builds the SavedModel fixtures: small Keras models with random weights, saved by real Keras.
+
+Each tf_keras (Keras 2) case is saved twice by tf_keras itself: as a SavedModel directory laid
+out as TF Serving wants it (`model.save(dir)`: <Case>/model/1/saved_model.pb, keras_metadata.pb,
+variables/) and as an .h5 file (<Case>/model.h5), with random inputs (input_<i>.npy) and Keras's
+own predict outputs (expected_<i>.npy, float32) and the serving signature's input and output
+names (signature.json, as TF Serving shows them). Most cases are saved with save_traces=False,
+which keeps saved_model.pb small (KBs, the traced functions left out; the model then has no
+serving_default signature, so signature.json is empty for those); the *DefaultSave cases use
+the plain `model.save(dir)` and so carry the full graph and its signature.
+
+The Keras 3 case (`model.export(dir)`, no keras_metadata.pb) and a tf_keras model written by
+`tf.saved_model.save` (no keras_metadata.pb either) check that such graph-only SavedModels are
+refused with a message naming the ops and asking for the .keras/.h5 file.
+
+tests/unit/savedmodel_import_test.cc has one test per case, named like the case.
+
+Needs: tensorflow-cpu 2.x with tf-keras and keras 3 (PyPI), numpy.
+
+  /opt/fixenv/bin/python models/scripts/make_savedmodel_fixtures.py [CaseName ...]
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+
+import numpy as np  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+OUT = ROOT / "tests" / "fixtures" / "savedmodel"
+
+CASES = {}
+
+
+def case(name, traces=False, compile=None):
+    def wrap(fn):
+        CASES[name] = dict(build=fn, traces=traces, compile=compile)
+        return fn
+    return wrap
+
+
+def seq_input(rng, b, t, f, lengths=None):
+    x = rng.normal(0.0, 1.0, size=(b, t, f)).astype(np.float32)
+    if lengths is not None:
+        for i, n in enumerate(lengths):
+            x[i, n:, :] = 0.0
+    return x
+
+
+def randomize(model, rng, scale=0.7):
+    new = []
+    for w in model.weights:
+        shape = tuple(w.shape)
+        if "variance" in w.name:
+            v = rng.uniform(0.5, 1.5, size=shape)
+        else:
+            v = rng.uniform(-scale, scale, size=shape)
+        new.append(v.astype(np.float32))
+    model.set_weights(new)
+
+
+@case("SavedModelLstm")
+def _(k, rng):
+    m = k.Sequential([k.layers.LSTM(5, input_shape=(6, 3)), k.layers.Dense(2)])
+    return m, [seq_input(rng, 3, 6, 3)]
+
+
+@case("SavedModelGruResetAfterTrue")
+def _(k, rng):
+    m = k.Sequential([k.layers.GRU(4, reset_after=True, return_sequences=True,
+                                   input_shape=(5, 3))])
+    return m, [seq_input(rng, 3, 5, 3)]
+
+
+@case("SavedModelGruResetAfterFalse")
+def _(k, rng):
+    m = k.Sequential([k.layers.GRU(4, reset_after=False, return_sequences=True,
+                                   input_shape=(5, 3))])
+    return m, [seq_input(rng, 3, 5, 3)]
+
+
+@case("SavedModelSimpleRnn")
+def _(k, rng):
+    m = k.Sequential([k.layers.SimpleRNN(5, return_sequences=True, input_shape=(6, 3)),
+                      k.layers.SimpleRNN(3)])
+    return m, [seq_input(rng, 3, 6, 3)]
+
+
+@case("SavedModelBidirectionalLstmConcat")
+def _(k, rng):
+    inp = k.Input((6, 3))
+    out = k.layers.Bidirectional(k.layers.LSTM(4, return_sequences=True))(inp)
+    out = k.layers.Dense(2)(out)
+    return k.Model(inp, out), [seq_input(rng, 3, 6, 3)]
+
+
+@case("SavedModelMaskingLstm")
+def _(k, rng):
+    m = k.Sequential([k.layers.Masking(0.0, input_shape=(6, 3)),
+                      k.layers.LSTM(4, return_sequences=True),
+                      k.layers.Dropout(0.3)])
+    return m, [seq_input(rng, 3, 6, 3, lengths=[6, 4, 2])]
+
+
+@case("SavedModelStackedBatchNorm")
+def _(k, rng):
+    m = k.Sequential([k.layers.LSTM(5, return_sequences=True, input_shape=(7, 3)),
+                      k.layers.GRU(4, return_sequences=True),
+                      k.layers.BatchNormalization(),
+                      k.layers.LSTM(3),
+                      k.layers.Dense(2, activation="tanh")])
+    return m, [seq_input(rng, 3, 7, 3)]
+
+
+@case("SavedModelEmbeddingConvLayerNormTimeDistributed")
+def _(k, rng):
+    m = k.Sequential([k.layers.Embedding(20, 4, input_length=6),
+                      k.layers.Conv1D(5, 3, padding="same", activation="relu"),
+                      k.layers.LSTM(4, return_sequences=True),
+                      k.layers.LayerNormalization(),
+                      k.layers.TimeDistributed(k.layers.Dense(3, activation="softmax"))])
+    return m, [rng.integers(1, 20, size=(3, 6)).astype(np.int64)]
+
+
+@case("SavedModelEmbeddingMaskZeroGru")
+def _(k, rng):
+    m = k.Sequential([k.layers.Embedding(15, 3, mask_zero=True, input_length=5),
+                      k.layers.GRU(4, return_sequences=True)])
+    x = rng.integers(1, 15, size=(3, 5)).astype(np.int64)
+    x[1, 3:] = 0
+    x[2, 1:] = 0
+    return m, [x]
+
+
+# CuDNN layers (Keras 2 models trained on GPU): saved as they are; the expected outputs are
+# Keras's own CuDNN -> LSTM/GRU conversion (load_weights of the CuDNN model's .h5 into the
+# plain twin), predicted by tf_keras on the CPU.
+@case("SavedModelCuDNNLstmBidirectionalCuDNNGru")
+def _(k, rng):
+    from tf_keras.src.layers import CuDNNGRU, CuDNNLSTM
+    m = k.Sequential([CuDNNLSTM(5, return_sequences=True, input_shape=(6, 3)),
+                      k.layers.Bidirectional(CuDNNGRU(3)),
+                      k.layers.Dense(2)])
+    ref = k.Sequential([k.layers.LSTM(5, recurrent_activation="sigmoid", return_sequences=True,
+                                      input_shape=(6, 3)),
+                        k.layers.Bidirectional(k.layers.GRU(3, recurrent_activation="sigmoid",
+                                                            reset_after=True)),
+                        k.layers.Dense(2)])
+    return (m, ref), [seq_input(rng, 3, 6, 3)]
+
+
+# Compiled: the SavedModel's keras_metadata.pb and the .h5 both hold the training config.
+@case("SavedModelCompiledTrainingConfig",
+      compile=dict(optimizer="adam", loss="sparse_categorical_crossentropy",
+                   metrics=["accuracy"]))
+def _(k, rng):
+    m = k.Sequential([k.layers.GRU(4, input_shape=(5, 3)),
+                      k.layers.Dense(3, activation="softmax")])
+    return m, [seq_input(rng, 3, 5, 3)]
+
+
+@case("SavedModelSimpleRnnDefaultSave", traces=True)
+def _(k, rng):
+    m = k.Sequential([k.layers.SimpleRNN(3, input_shape=(4, 2))])
+    return m, [seq_input(rng, 2, 4, 2)]
+
+
+@case("SavedModelFunctionalReturnStateDefaultSave", traces=True)
+def _(k, rng):
+    inp = k.Input((4, 2), name="tokens")
+    seq, h = k.layers.SimpleRNN(3, return_sequences=True, return_state=True, name="rnn")(inp)
+    return k.Model(inp, [seq, h]), [seq_input(rng, 2, 4, 2)]
+
+
+def signature_names(d):
+    """The serving_default signature's input and output keys, as TF Serving shows them."""
+    import tensorflow as tf
+    loaded = tf.saved_model.load(str(d))
+    sig = loaded.signatures.get("serving_default")
+    if sig is None:
+        return {}
+    inputs = sorted(sig.structured_input_signature[1].keys())
+    outputs = sorted(sig.structured_outputs.keys())
+    return {"inputs": inputs, "outputs": outputs}
+
+
+def make_case(name, spec, seed):
+    import tf_keras as k
+    k.backend.clear_session()
+    rng = np.random.default_rng(seed)
+    model, inputs = spec["build"](k, rng)
+    ref = None
+    if isinstance(model, tuple):
+        model, ref = model
+    randomize(model, rng)
+    if spec["compile"]:
+        model.compile(**spec["compile"])
+    d = OUT / name
+    shutil.rmtree(d, ignore_errors=True)
+    (d / "model").mkdir(parents=True)
+    with_optimizer = bool(spec["compile"])  # the training config is saved with it only
+    model.save(str(d / "model" / "1"), save_traces=spec["traces"],
+               include_optimizer=with_optimizer)
+    fp = d / "model" / "1" / "fingerprint.pb"
+    if fp.exists():
+        fp.unlink()  # not read by anyone; keeps the fixture smaller
+    model.save(str(d / "model.h5"), include_optimizer=with_optimizer)
+    if ref is not None:
+        ref.load_weights(str(d / "model.h5"))  # Keras's own CuDNN conversion
+    outs = (ref or model).predict(inputs if len(inputs) > 1 else inputs[0], verbose=0)
+    outs = outs if isinstance(outs, list) else [outs]
+    for i, x in enumerate(inputs):
+        np.save(d / f"input_{i}.npy", x)
+    for i, y in enumerate(outs):
+        np.save(d / f"expected_{i}.npy", np.asarray(y, dtype=np.float32))
+    (d / "signature.json").write_text(
+        json.dumps(signature_names(d / "model" / "1"), sort_keys=True) + "\n")
+
+
+KERAS3_CODE = r"""
+import os, sys
+os.environ["TF_USE_LEGACY_KERAS"] = "0"
+import numpy as np, keras
+m = keras.Sequential([keras.Input((4, 2)), keras.layers.LSTM(3)])
+m.export(sys.argv[1], verbose=False)
+"""
+
+
+def make_keras3_export():
+    d = OUT / "Keras3ExportRefused"
+    shutil.rmtree(d, ignore_errors=True)
+    (d / "model").mkdir(parents=True)
+    subprocess.run([sys.executable, "-c", KERAS3_CODE, str(d / "model" / "1")], check=True)
+    fp = d / "model" / "1" / "fingerprint.pb"
+    if fp.exists():
+        fp.unlink()
+
+
+def make_tf_saved_model_save():
+    """tf.saved_model.save of a tf_keras model: no keras_metadata.pb."""
+    import tensorflow as tf
+    import tf_keras as k
+    d = OUT / "TfSavedModelSaveOfKerasRefused"
+    shutil.rmtree(d, ignore_errors=True)
+    (d / "model").mkdir(parents=True)
+    m = k.Sequential([k.layers.Dense(2, input_shape=(3,))])
+    tf.saved_model.save(m, str(d / "model" / "1"))
+    fp = d / "model" / "1" / "fingerprint.pb"
+    if fp.exists():
+        fp.unlink()
+
+
+def main():
+    only = sys.argv[1:]
+    for i, (name, spec) in enumerate(CASES.items()):
+        if only and name not in only:
+            continue
+        print("case", name, file=sys.stderr)
+        make_case(name, spec, 3000 + i)
+    if not only or "TfSavedModelSaveOfKerasRefused" in only:
+        print("case TfSavedModelSaveOfKerasRefused", file=sys.stderr)
+        make_tf_saved_model_save()
+    if not only or "Keras3ExportRefused" in only:
+        print("case Keras3ExportRefused", file=sys.stderr)
+        make_keras3_export()
+
+
+if __name__ == "__main__":
+    main()

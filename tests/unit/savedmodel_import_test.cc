@@ -1,0 +1,298 @@
+// TensorFlow SavedModels (models/savedmodel/) served through Servable::Load as TF Serving lays
+// them out (<model>/<version>/saved_model.pb + variables/), against Keras's own predict and
+// against the .h5 of the same model (tests/fixtures/savedmodel/,
+// models/scripts/make_savedmodel_fixtures.py; test names match the cases). Broken SavedModels
+// (truncated saved_model.pb, missing variables files, an index entry past its data file, a bad
+// CRC) fail with an error that names the file and the problem.
+
+#include <google/protobuf/text_format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+#include "models/model_loader.h"
+#include "models/training_config.h"
+#include "server/servable.h"
+#include "tests/support/fixtures.h"
+
+namespace rnnserve::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using server::Servable;
+
+constexpr char kDir[] = "tests/fixtures/savedmodel/";
+
+std::string CaseDir(const std::string& name) { return SourcePath(std::string(kDir) + name); }
+
+absl::StatusOr<std::unique_ptr<Servable>> LoadDir(const std::string& model_dir) {
+  v1::ModelConfig config;
+  config.set_name("model");
+  return Servable::Load(model_dir, 1, config);
+}
+
+// Runs `s` on the case's inputs.
+std::vector<engine::Tensor> RunCase(const Servable& s, const std::string& name) {
+  engine::Batch batch;
+  for (size_t i = 0; i < s.inputs().size(); ++i) {
+    const auto x = LoadNpy(std::string(kDir) + name + "/input_" + std::to_string(i) + ".npy");
+    batch.inputs.push_back(x.is_integer() ? ToInt64Tensor(x) : ToFloatTensor(x));
+  }
+  std::vector<engine::Tensor> out;
+  const absl::Status run = s.Run(std::move(batch), &out);
+  EXPECT_TRUE(run.ok()) << run;
+  return out;
+}
+
+std::set<std::string> Names(const std::vector<server::TensorSignature>& sigs) {
+  std::set<std::string> names;
+  for (const auto& s : sigs) names.insert(s.name);
+  return names;
+}
+
+// The SavedModel served from <case>/model/1 matches Keras's predict to 1e-5, the same model's
+// .h5 gives the same numbers, and the names are the serving signature's where it has one.
+void ExpectCase(const std::string& name) {
+  auto saved = LoadDir(CaseDir(name) + "/model");
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  EXPECT_EQ((*saved)->platform(), "tf_savedmodel");
+  const auto got = RunCase(**saved, name);
+  ASSERT_EQ(got.size(), (*saved)->outputs().size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    const auto want = LoadNpy(std::string(kDir) + name + "/expected_" + std::to_string(i) + ".npy");
+    EXPECT_TRUE(AllClose(got[i], want, 1e-5, 1e-5)) << "output " << i;
+  }
+
+  // The .h5 of the same model, served the same way.
+  const fs::path h5_dir = fs::path(::testing::TempDir()) / ("h5_" + name);
+  fs::create_directories(h5_dir / "1");
+  fs::copy_file(CaseDir(name) + "/model.h5", h5_dir / "1" / "model.h5",
+                fs::copy_options::overwrite_existing);
+  auto h5 = LoadDir(h5_dir.string());
+  ASSERT_TRUE(h5.ok()) << h5.status();
+  const auto from_h5 = RunCase(**h5, name);
+  ASSERT_EQ(from_h5.size(), got.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i].shape(), from_h5[i].shape()) << "output " << i;
+    const float* a = got[i].f32();
+    const float* b = from_h5[i].f32();
+    for (int64_t j = 0; j < got[i].num_elements(); ++j) {
+      ASSERT_NEAR(a[j], b[j], 1e-6) << "output " << i << " element " << j;
+    }
+  }
+  EXPECT_EQ(Names((*saved)->inputs()), Names((*h5)->inputs()));
+  EXPECT_EQ(Names((*saved)->outputs()), Names((*h5)->outputs()));
+
+  std::ifstream in(CaseDir(name) + "/signature.json");
+  const nlohmann::json sig = nlohmann::json::parse(in);
+  if (sig.contains("inputs")) {
+    EXPECT_EQ(Names((*saved)->inputs()), sig["inputs"].get<std::set<std::string>>());
+    EXPECT_EQ(Names((*saved)->outputs()), sig["outputs"].get<std::set<std::string>>());
+  }
+}
+
+TEST(SavedModelImport, SavedModelLstm) { ExpectCase("SavedModelLstm"); }
+TEST(SavedModelImport, SavedModelGruResetAfterTrue) { ExpectCase("SavedModelGruResetAfterTrue"); }
+TEST(SavedModelImport, SavedModelGruResetAfterFalse) { ExpectCase("SavedModelGruResetAfterFalse"); }
+TEST(SavedModelImport, SavedModelSimpleRnn) { ExpectCase("SavedModelSimpleRnn"); }
+TEST(SavedModelImport, SavedModelBidirectionalLstmConcat) {
+  ExpectCase("SavedModelBidirectionalLstmConcat");
+}
+TEST(SavedModelImport, SavedModelMaskingLstm) { ExpectCase("SavedModelMaskingLstm"); }
+TEST(SavedModelImport, SavedModelStackedBatchNorm) { ExpectCase("SavedModelStackedBatchNorm"); }
+TEST(SavedModelImport, SavedModelEmbeddingConvLayerNormTimeDistributed) {
+  ExpectCase("SavedModelEmbeddingConvLayerNormTimeDistributed");
+}
+TEST(SavedModelImport, SavedModelEmbeddingMaskZeroGru) {
+  ExpectCase("SavedModelEmbeddingMaskZeroGru");
+}
+TEST(SavedModelImport, SavedModelCuDNNLstmBidirectionalCuDNNGru) {
+  ExpectCase("SavedModelCuDNNLstmBidirectionalCuDNNGru");
+}
+TEST(SavedModelImport, SavedModelCompiledTrainingConfig) {
+  ExpectCase("SavedModelCompiledTrainingConfig");
+  auto saved = models::ReadTrainingConfig(CaseDir("SavedModelCompiledTrainingConfig") + "/model/1");
+  auto h5 = models::ReadTrainingConfig(CaseDir("SavedModelCompiledTrainingConfig") + "/model.h5");
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  ASSERT_TRUE(h5.ok()) << h5.status();
+  ASSERT_TRUE(saved->has_value());
+  ASSERT_TRUE(h5->has_value());
+  EXPECT_EQ((*saved)->loss, "sparse_categorical_crossentropy");
+  EXPECT_EQ((*saved)->loss, (*h5)->loss);
+  EXPECT_EQ((*saved)->from_logits, (*h5)->from_logits);
+  ASSERT_EQ((*saved)->metrics.size(), (*h5)->metrics.size());
+  for (size_t i = 0; i < (*h5)->metrics.size(); ++i) {
+    EXPECT_EQ((*saved)->metrics[i].name, (*h5)->metrics[i].name);
+  }
+  // Saved uncompiled: none.
+  auto none = models::ReadTrainingConfig(CaseDir("SavedModelLstm") + "/model/1");
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->has_value());
+}
+TEST(SavedModelImport, SavedModelSimpleRnnDefaultSave) {
+  ExpectCase("SavedModelSimpleRnnDefaultSave");
+}
+TEST(SavedModelImport, SavedModelFunctionalReturnStateDefaultSave) {
+  ExpectCase("SavedModelFunctionalReturnStateDefaultSave");
+}
+
+TEST(SavedModelImport, Keras3ExportRefused) {
+  auto s = LoadDir(CaseDir("Keras3ExportRefused") + "/model");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kUnimplemented) << s.status();
+  EXPECT_TRUE(absl::StrContains(s.status().message(), "keras_metadata.pb")) << s.status();
+  EXPECT_TRUE(absl::StrContains(s.status().message(), "op '")) << s.status();
+  EXPECT_TRUE(absl::StrContains(s.status().message(), ".keras or .h5")) << s.status();
+}
+
+TEST(SavedModelImport, TfSavedModelSaveOfKerasRefused) {
+  auto s = LoadDir(CaseDir("TfSavedModelSaveOfKerasRefused") + "/model");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kUnimplemented) << s.status();
+  EXPECT_TRUE(absl::StrContains(s.status().message(), "tf_keras model's SavedModel")) << s.status();
+  EXPECT_TRUE(absl::StrContains(s.status().message(), "MatMul")) << s.status();
+  EXPECT_TRUE(absl::StrContains(s.status().message(), ".keras or .h5")) << s.status();
+}
+
+TEST(SavedModelImport, TritonModelSavedmodelDirectoryLoads) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "triton_layout";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "1");
+  fs::copy(CaseDir("SavedModelLstm") + "/model/1", dir / "1" / "model.savedmodel",
+           fs::copy_options::recursive);
+  auto s = LoadDir(dir.string());
+  ASSERT_TRUE(s.ok()) << s.status();
+  // With Triton's platform name set, as a Triton config.pbtxt has it.
+  v1::ModelConfig config;
+  config.set_name("model");
+  config.set_platform("tensorflow_savedmodel");
+  auto named = Servable::Load(dir.string(), 1, config);
+  ASSERT_TRUE(named.ok()) << named.status();
+  EXPECT_EQ((*named)->platform(), "tf_savedmodel");
+}
+
+// ----------------------------------------------------------------------------- bad files
+
+// A copy of the SavedModelLstm version directory that `damage` may break.
+std::string DamagedCopy(const std::string& test,
+                        const std::function<void(const fs::path&)>& damage) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("damaged_" + test);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy(CaseDir("SavedModelLstm") + "/model/1", dir / "1", fs::copy_options::recursive);
+  damage(dir / "1");
+  return dir.string();
+}
+
+std::string ReadAll(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void WriteAll(const fs::path& p, const std::string& bytes) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out << bytes;
+}
+
+void ExpectLoadError(const std::string& dir, absl::StatusCode code,
+                     const std::vector<std::string>& parts) {
+  auto s = LoadDir(dir);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), code) << s.status();
+  for (const std::string& part : parts) {
+    EXPECT_TRUE(absl::StrContains(s.status().message(), part)) << s.status() << " lacks " << part;
+  }
+}
+
+TEST(SavedModelBadFiles, TruncatedSavedModelPb) {
+  for (double fraction : {0.0, 0.1, 0.5, 0.9}) {
+    const std::string dir = DamagedCopy("truncated", [fraction](const fs::path& v) {
+      const std::string bytes = ReadAll(v / "saved_model.pb");
+      WriteAll(v / "saved_model.pb", bytes.substr(0, bytes.size() * fraction));
+    });
+    auto s = LoadDir(dir);
+    ASSERT_FALSE(s.ok()) << fraction;
+    EXPECT_TRUE(absl::StrContains(s.status().message(), "saved_model.pb")) << s.status();
+  }
+}
+
+TEST(SavedModelBadFiles, MissingVariablesDataFile) {
+  const std::string dir = DamagedCopy("missing_data", [](const fs::path& v) {
+    fs::remove(v / "variables" / "variables.data-00000-of-00001");
+  });
+  ExpectLoadError(dir, absl::StatusCode::kNotFound, {"variables.data-00000-of-00001", "missing"});
+}
+
+TEST(SavedModelBadFiles, MissingVariablesIndex) {
+  const std::string dir = DamagedCopy(
+      "missing_index", [](const fs::path& v) { fs::remove(v / "variables" / "variables.index"); });
+  ExpectLoadError(dir, absl::StatusCode::kNotFound, {"variables.index"});
+}
+
+TEST(SavedModelBadFiles, IndexEntryPastItsDataFile) {
+  const std::string dir = DamagedCopy("past_end", [](const fs::path& v) {
+    const fs::path data = v / "variables" / "variables.data-00000-of-00001";
+    const std::string bytes = ReadAll(data);
+    WriteAll(data, bytes.substr(0, bytes.size() / 2));
+  });
+  ExpectLoadError(dir, absl::StatusCode::kInvalidArgument,
+                  {"variables.index", "past the end of", "variables.data-00000-of-00001"});
+}
+
+TEST(SavedModelBadFiles, DataFileFailsItsCrc) {
+  const std::string dir = DamagedCopy("bad_crc", [](const fs::path& v) {
+    const fs::path data = v / "variables" / "variables.data-00000-of-00001";
+    std::string bytes = ReadAll(data);
+    for (size_t i = 0; i < bytes.size(); i += 7) bytes[i] = static_cast<char>(bytes[i] ^ 0x5a);
+    WriteAll(data, bytes);
+  });
+  ExpectLoadError(dir, absl::StatusCode::kInvalidArgument, {"CRC-32C"});
+}
+
+TEST(SavedModelBadFiles, IndexFailsItsBlockCrc) {
+  const std::string dir = DamagedCopy("bad_index_crc", [](const fs::path& v) {
+    const fs::path index = v / "variables" / "variables.index";
+    std::string bytes = ReadAll(index);
+    bytes[10] = static_cast<char>(bytes[10] ^ 0x01);
+    WriteAll(index, bytes);
+  });
+  ExpectLoadError(dir, absl::StatusCode::kInvalidArgument, {"variables.index", "CRC-32C"});
+}
+
+TEST(SavedModelBadFiles, TruncatedIndex) {
+  const std::string dir = DamagedCopy("short_index", [](const fs::path& v) {
+    const fs::path index = v / "variables" / "variables.index";
+    const std::string bytes = ReadAll(index);
+    WriteAll(index, bytes.substr(0, bytes.size() - 20));
+  });
+  ExpectLoadError(dir, absl::StatusCode::kInvalidArgument, {"variables.index"});
+}
+
+TEST(SavedModelBadFiles, TruncatedKerasMetadata) {
+  const std::string dir = DamagedCopy("short_metadata", [](const fs::path& v) {
+    const std::string bytes = ReadAll(v / "keras_metadata.pb");
+    WriteAll(v / "keras_metadata.pb", bytes.substr(0, bytes.size() / 2));
+  });
+  ExpectLoadError(dir, absl::StatusCode::kInvalidArgument, {"keras_metadata.pb"});
+}
+
+TEST(SavedModelImport, ModelLoaderRecognisesTheDirectory) {
+  EXPECT_TRUE(models::IsModelFile(CaseDir("SavedModelLstm") + "/model/1"));
+  EXPECT_FALSE(models::IsModelFile(CaseDir("SavedModelLstm") + "/model"));
+  auto m = models::LoadModelFile(CaseDir("SavedModelLstm") + "/model/1/saved_model.pb");
+  ASSERT_TRUE(m.ok()) << m.status();
+}
+
+}  // namespace
+}  // namespace rnnserve::testing
