@@ -187,9 +187,13 @@ std::string RecurrentKernel::split_description() const {
   const std::string rows = absl::StrCat(
       "row split (H <= ", kMaxRowSplitUnits,
       ": each thread runs whole fused steps for its rows, no barrier per step)");
-  if (split_ == RecurrentSplit::kRows || num_threads_ == 1) return rows;
-  return absl::StrCat(rows, " at batches of ", num_threads_, " rows or more; ", units,
-                      " below");
+  // The unit split runs below the first batch size from which on every batch takes rows.
+  int64_t rows_from = 1;
+  for (int64_t b = 1; b < num_threads_; ++b) {
+    if (!UsesRowSplit(b)) rows_from = b + 1;
+  }
+  if (rows_from == 1) return rows;
+  return absl::StrCat(rows, " at batches of ", rows_from, " rows or more; ", units, " below");
 }
 
 int RecurrentKernel::num_sequence_outputs() const {
