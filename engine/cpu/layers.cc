@@ -1,8 +1,10 @@
 #include "engine/cpu/layers.h"
 
 #include <Eigen/Core>
+#include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "engine/cpu/gate_kernels.h"
 #include "engine/ops/activation.h"
 #include "engine/plan/masks.h"
 
@@ -11,12 +13,17 @@ namespace {
 
 using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
+// In the active kernel set's vectors (gate_kernels.h), in chunks that fit its int counts.
 void ApplyActivation(const Activation& a, Tensor* t) {
+  const GateKernels& gk = ActiveGateKernels();
   if (a.kind == ActivationKind::kSoftmax) {
     const int64_t cols = t->shape().back();
-    SoftmaxRows(t->f32(), t->num_elements() / cols, cols);
-  } else {
-    ActivateInPlace(a, t->f32(), static_cast<int>(t->num_elements()));
+    gk.softmax_rows(t->f32(), t->num_elements() / cols, cols);
+    return;
+  }
+  constexpr int64_t kChunk = int64_t{1} << 30;
+  for (int64_t i = 0; i < t->num_elements(); i += kChunk) {
+    gk.activate(a, t->f32() + i, static_cast<int>(std::min(kChunk, t->num_elements() - i)));
   }
 }
 

@@ -32,6 +32,8 @@ void ForEachLiveRow(const DirectionRun& r, const SliceStep& t, Update&& update) 
   }
 }
 
+bool Is(const Activation& a, ActivationKind kind) { return a.kind == kind; }
+
 }  // namespace
 
 void ProjectInputs(const SliceStep& t, const float* xin, int64_t rows, int64_t I, int G) {
@@ -54,6 +56,10 @@ void LstmStep(const DirectionRun& r, const SliceStep& t) {
   const int nu = t.nu, u0 = t.u0, H = r.H, Hp = r.Hp;
   const float* peep = r.peep;
   const bool projected = r.spec.proj_size > 0;
+  // Keras's and PyTorch's default cell in one pass per row (gate_kernels.h).
+  const bool fused = !peep && r.clip <= 0.0f && !r.spec.input_forget &&
+                     Is(r.dir.f, ActivationKind::kSigmoid) && Is(r.dir.g, ActivationKind::kTanh) &&
+                     Is(r.dir.h, ActivationKind::kTanh);
   for (int64_t k = t.k0; k < t.n && nu > 0; ++k) {
     if (r.masked(k, t.st)) {
       // With a projection, ProjectionStep carries the projected state.
@@ -63,6 +69,12 @@ void LstmStep(const DirectionRun& r, const SliceStep& t) {
     float* g = t.g(r, k);
     const float* xp = t.xp(r, k);
     float* c = r.s.c.data() + k * H + u0;
+    if (fused) {
+      float* hout = projected ? r.s.shared.data() + k * H + u0 : t.hn + k * Hp + u0;
+      gk.lstm_row(g, xp, c, hout, nu);
+      if (!projected) r.emit(k, t.st, hout, u0, nu, false);
+      continue;
+    }
     float *zi = g, *zf = g + nu, *zc = g + 2 * nu, *zo = g + 3 * nu;
     gk.add(g, xp, 4 * nu);
     if (peep) {
@@ -94,9 +106,15 @@ void LstmStep(const DirectionRun& r, const SliceStep& t) {
 void GruResetAfterStep(const DirectionRun& r, const SliceStep& t) {
   const GateKernels& gk = ActiveGateKernels();
   const int nu = t.nu, u0 = t.u0, Hp = r.Hp;
+  const bool fused = r.clip <= 0.0f && Is(r.dir.f, ActivationKind::kSigmoid) &&
+                     Is(r.dir.g, ActivationKind::kTanh);
   ForEachLiveRow(r, t, [&](int64_t k, float* g) {
     const float* xp = t.xp(r, k);
     const float* hk = t.hp + k * Hp + u0;
+    if (fused) {
+      gk.gru_row(g, xp, t.sl.bRn.data(), hk, t.hn + k * Hp + u0, nu);
+      return r.emit(k, t.st, t.hn + k * Hp + u0, u0, nu, false);
+    }
     float *rg = g, *z = g + nu, *nn = g + 2 * nu;
     gk.add(rg, xp, 2 * nu);  // r and z
     gk.clip(g, 2 * nu, r.clip);
