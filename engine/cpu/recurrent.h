@@ -53,6 +53,10 @@ enum class RecurrentSplit {
 // The widest layer (hidden and output units) the row split runs: its R is at most 1 MiB (LSTM,
 // FP32), which stays in one core's L2 across steps.
 inline constexpr int kMaxRowSplitUnits = 256;
+// For a layer the row split can run, under kAuto, a batch with fewer rows than threads takes
+// the unit split only from this many multiply-adds per step (B * G * H * H'): an LSTM of 256
+// units at B=1, not one of 128.
+inline constexpr int64_t kMinUnitSplitStepWork = 256 * 1024;
 
 struct RecurrentOptions {
   // Threads used inside one Run; 0 or negative: 1.

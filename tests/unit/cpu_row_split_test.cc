@@ -155,6 +155,17 @@ INSTANTIATE_TEST_SUITE_P(
              std::to_string(std::get<1>(info.param)) + "Threads";
     });
 
+// Gives `spec` H units (weights of no interest: the chooser's tests run nothing).
+void Resize(RecurrentSpec* spec, int H) {
+  spec->hidden_size = H;
+  auto& d = spec->directions[0];
+  const int G = spec->gates();
+  d.W.assign(static_cast<size_t>(G) * H * spec->input_size, 0.01f);
+  d.R.assign(static_cast<size_t>(G) * H * H, 0.01f);
+  d.bW.assign(G * H, 0.0f);
+  d.bR.assign(G * H, 0.0f);
+}
+
 // The chooser: the row split where a batch has a row per thread, the unit split below, and
 // the unit split always past kMaxRowSplitUnits; the metadata says which.
 TEST(RowSplitChooser, RowsAtBatchesWithARowPerThreadUnitsBelowAndForWideLayers) {
@@ -165,16 +176,21 @@ TEST(RowSplitChooser, RowsAtBatchesWithARowPerThreadUnitsBelowAndForWideLayers) 
   EXPECT_TRUE((*k2)->UsesRowSplit(2));
   EXPECT_TRUE((*k2)->UsesRowSplit(32));
   EXPECT_TRUE((*k2)->UsesRowSplit(1));  // 4*64*64 = 16K multiply-adds: one thread either way
+  EXPECT_EQ((*k2)->split_description().find("unit split"), std::string::npos);
   EXPECT_NE((*k2)->split_description().find("row split"), std::string::npos);
 
+  // An LSTM of 256 units at B=1 on 2 threads: the unit split (256K multiply-adds a step).
+  RecurrentSpec at_max = spec;
+  Resize(&at_max, engine::cpu::kMaxRowSplitUnits);
+  auto km = RecurrentKernel::Create(at_max, "at_max", {.num_threads = 2});
+  ASSERT_TRUE(km.ok()) << km.status();
+  EXPECT_FALSE((*km)->UsesRowSplit(1));
+  EXPECT_TRUE((*km)->UsesRowSplit(2));
+  EXPECT_NE((*km)->split_description().find("at batches of 2 rows or more"), std::string::npos)
+      << (*km)->split_description();
+
   RecurrentSpec wide = spec;
-  wide.hidden_size = engine::cpu::kMaxRowSplitUnits + 1;
-  auto& d = wide.directions[0];
-  const int G = wide.gates(), H = wide.hidden_size;
-  d.W.assign(static_cast<size_t>(G) * H * wide.input_size, 0.01f);
-  d.R.assign(static_cast<size_t>(G) * H * H, 0.01f);
-  d.bW.assign(G * H, 0.0f);
-  d.bR.assign(G * H, 0.0f);
+  Resize(&wide, engine::cpu::kMaxRowSplitUnits + 1);
   auto kw = RecurrentKernel::Create(wide, "wide", {.num_threads = 2});
   ASSERT_TRUE(kw.ok()) << kw.status();
   EXPECT_FALSE((*kw)->UsesRowSplit(32));
