@@ -27,14 +27,16 @@ import time
 import numpy as np
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-REAL = os.path.join(ROOT, "..", "shared", "models", "keras-real")
+REAL = os.environ.get("RNNSERVE_KERAS_REAL",
+                      os.path.join(ROOT, "..", "shared", "models", "keras-real"))
 MODELS = [  # name, path, Keras line
     ("aind_nlp_gru_timedistributed", os.path.join(REAL, "aind_nlp_gru_timedistributed.h5"), 2),
     ("arabic_sentiment_lstm", os.path.join(REAL, "arabic_sentiment_lstm.h5"), 2),
     ("elec_gru3_reset_after", os.path.join(REAL, "elec_gru3_reset_after.h5"), 2),
     ("k3_sensor_bilstm", os.path.join(REAL, "k3_sensor_bilstm.h5"), 3),
     ("k3_weather_lstm2", os.path.join(REAL, "k3_weather_lstm2.keras"), 3),
-] + [(f"fixture:{n}", os.path.join(ROOT, "tests", "fixtures", "keras", n, f), line) for n, f, line in [
+] + [(f"fixture:{n}", os.path.join(ROOT, "tests", "fixtures", "keras", n, f), line)
+     for n, f, line in [
     ("Keras2StackedLstm", "model.h5", 2),
     ("Keras2GruResetAfterTrue", "model.h5", 2),
     ("Keras2GruResetAfterFalse", "model.h5", 2),
@@ -138,8 +140,9 @@ def onnx_of(model, line, T, F):
             continue
         if cls in ("LSTM", "GRU", "Bidirectional"):
             assert seq and time_major, f"{layer.name}: recurrent layer after a last output"
+            merge = "concat"
             if cls == "Bidirectional":
-                assert layer.merge_mode == "concat", layer.merge_mode
+                merge = layer.merge_mode
                 inner = [(layer.forward_layer, False), (layer.backward_layer, True)]
                 rs = layer.forward_layer.return_sequences
             else:
@@ -147,12 +150,22 @@ def onnx_of(model, line, T, F):
                 rs = layer.return_sequences
             outs = [rnn(l, cur, rev) for l, rev in inner]
             if rs:
-                ys = [op("Squeeze", [y, shape_const([1])]) for y, _ in outs]  # [T, B, H]
-                cur = ys[0] if len(ys) == 1 else op("Concat", ys, axis=2)
+                parts = [op("Squeeze", [y, shape_const([1])]) for y, _ in outs]  # [T, B, H]
             else:
-                hs = [op("Squeeze", [yh, shape_const([0])]) for _, yh in outs]  # [B, H]
-                cur = hs[0] if len(hs) == 1 else op("Concat", hs, axis=1)
+                parts = [op("Squeeze", [yh, shape_const([0])]) for _, yh in outs]  # [B, H]
                 seq = False
+            if len(parts) == 1:
+                cur = parts[0]
+            elif merge == "concat":
+                cur = op("Concat", parts, axis=-1)
+            elif merge == "mul":
+                cur = op("Mul", parts)
+            else:
+                cur = op("Add", parts)
+                if merge == "ave":
+                    cur = op("Mul", [cur, const(np.float32(0.5))])
+                else:
+                    assert merge == "sum", merge
             continue
         if cls in ("Dense", "TimeDistributed", "Activation"):
             if time_major and seq:
@@ -200,6 +213,7 @@ def main():
     p.add_argument("--only", default="", help="substring of the model names to run")
     p.add_argument("--results", default="")
     p.add_argument("--command", default="bench/cpu_real_peers.sh")
+    p.add_argument("--no-real", action="store_true", help="the repository's fixtures only")
     args = p.parse_args()
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -215,7 +229,7 @@ def main():
           f"{'x ort':>6} {'x keras':>7} | {'max|diff|':>9} kernels", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         for mname, path, line in MODELS:
-            if args.only and args.only not in mname:
+            if (args.only and args.only not in mname) or (args.no_real and ":" not in mname):
                 continue
             if not os.path.exists(path):
                 print(f"{mname}: {path} is absent; skipped", flush=True)

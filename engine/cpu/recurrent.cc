@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/panel_gemm.h"
 #include "engine/cpu/recurrent_internal.h"
+#include "engine/cpu/work_team.h"
 #include "engine/lengths.h"
 
 namespace rnnserve::engine::cpu {
@@ -40,7 +41,8 @@ RecurrentKernel::RecurrentKernel(const RecurrentSpec& spec, std::string name, in
       split_(split),
       row_split_(split != RecurrentSplit::kUnits && spec.hidden_size <= kMaxRowSplitUnits &&
                  spec.output_size() <= kMaxRowSplitUnits),
-      scratch_(std::make_unique<Scratch>()) {}
+      scratch_(std::make_unique<Scratch>()),
+      team_(std::make_unique<WorkTeam>(num_threads_)) {}
 
 RecurrentKernel::~RecurrentKernel() = default;
 

@@ -19,7 +19,9 @@
 // projection of its rows, then per step the recurrent matmul of its block against all of R
 // (a few hundred KB at most, so it stays in that core's L1/L2 across steps) fused with the
 // pointwise update. No barrier per step and no parallel region entered per step; blocks are
-// claimed dynamically, so a descheduled thread's block is taken by another. At B=1 one thread
+// claimed dynamically by the caller and helper threads that sleep between runs (work_team.h),
+// so a descheduled thread's block is taken by another and nobody waits for a thread that has
+// not started. At B=1 one thread
 // runs the layer. Scratch lives in the kernel and is reused by every Run; Run is not reentrant.
 //
 // Masking: MaskSemantics::kKeras repeats the last output on masked steps (zeros with
@@ -41,6 +43,7 @@
 namespace rnnserve::engine::cpu {
 
 struct DirectionRun;  // recurrent_steps.h
+class WorkTeam;      // work_team.h
 
 // How the threads of a Run share a layer's work (see above).
 enum class RecurrentSplit {
@@ -130,6 +133,7 @@ class RecurrentKernel {
   std::vector<int> proj_begin_;  // [threads + 1] projection-unit slice of each thread
   std::vector<Packed> packed_;   // [directions]
   std::unique_ptr<Scratch> scratch_;
+  std::unique_ptr<WorkTeam> team_;  // the row split's threads
 };
 
 }  // namespace rnnserve::engine::cpu

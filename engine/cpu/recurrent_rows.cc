@@ -3,19 +3,15 @@
 // every unit's weights in one slice (Packed::all_units). The step functions are the unit
 // split's (recurrent_steps.cc) over the rows [k0, n) of the block and all units; a step is
 // the block's recurrent matmul against R (hot in this core's L1/L2 from step to step) and the
-// pointwise update of the same rows, with no barrier and no parallel region per step.
+// pointwise update of the same rows, with no barrier and no parallel region per step. The
+// blocks go to the kernel's WorkTeam, whose caller never waits for a helper that has not woken.
 
 #include <algorithm>
-#include <atomic>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
-#include "engine/cpu/flush_denormals.h"
 #include "engine/cpu/recurrent.h"
 #include "engine/cpu/recurrent_internal.h"
 #include "engine/cpu/recurrent_steps.h"
+#include "engine/cpu/work_team.h"
 
 namespace rnnserve::engine::cpu {
 namespace {
@@ -100,23 +96,8 @@ void RecurrentKernel::RunRows(int d, const DirectionRun& run, const float* xin, 
   };
 
   const int64_t num_blocks = static_cast<int64_t>(blocks.size()) - 1;
-  if (threads == 1) {
-    block(0, 0, B);  // no parallel region: entering one costs an allocation per call
-    return;
-  }
-  std::atomic<int64_t> next{0};
-#pragma omp parallel num_threads(threads)
-  {
-    const ScopedFlushDenormals flush;  // OpenMP's threads, as the caller's (cpu_engine.cc)
-#ifdef _OPENMP
-    const int tid = omp_get_thread_num();
-#else
-    const int tid = 0;
-#endif
-    for (int64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < num_blocks;) {
-      block(tid, blocks[i], blocks[i + 1]);
-    }
-  }
+  // The caller and the team's helpers claim blocks (work_team.h); one block: the caller alone.
+  team_->Run(num_blocks, [&](int worker, int64_t i) { block(worker, blocks[i], blocks[i + 1]); });
 }
 
 }  // namespace rnnserve::engine::cpu
