@@ -256,10 +256,12 @@ def main():
                 rounds = []
                 for _ in range(args.rounds):
                     o, _ = ours(args.binary, path, x_path, args.reps, args.threads)
-                    rounds.append((o, median_ms(ort_run, args.reps), median_ms(keras_run, args.reps)))
+                    rounds.append((o, median_ms(ort_run, args.reps),
+                                   median_ms(keras_run, args.reps)))
                 med = lambda v: float(np.median(v))
                 o_ms, r_ms, k_ms = (med([r[i] for r in rounds]) for i in range(3))
-                x_ort, x_keras = med([r[1] / r[0] for r in rounds]), med([r[2] / r[0] for r in rounds])
+                x_ort = med([r[1] / r[0] for r in rounds])
+                x_keras = med([r[2] / r[0] for r in rounds])
                 rows.append((mname, B, T, F, o_ms, r_ms, k_ms, x_ort, x_keras, diff, kernels))
                 print(f"{mname:50} {B:>3} | {o_ms:8.3f} {r_ms:8.3f} {k_ms:9.3f} | {x_ort:6.2f} "
                       f"{x_keras:7.2f} | {diff:9.1e} {kernels}", flush=True)
@@ -277,7 +279,8 @@ def main():
         f.write(f"- Machine: {cpu} (/proc/cpuinfo), {os.cpu_count()} cores; {args.threads} "
                 f"thread(s) per system (ours: --threads; onnxruntime: intra_op_num_threads; "
                 f"TF: intra-op threads)\n")
-        f.write(f"- Command: `{args.command}`\n")
+        f.write(f"- Command: `{args.command}` (real files from {os.path.normpath(REAL)}, "
+                f"RNNSERVE_KERAS_REAL)\n")
         f.write(f"- Peers: onnxruntime {ort.__version__} on a same-weights ONNX conversion "
                 f"(LSTM/GRU nodes, MatMul+Add; bench/cpu_real_peers.py), TensorFlow "
                 f"{tf.__version__} `predict_on_batch` (Keras 2 files through tf_keras, Keras 3 "
@@ -291,7 +294,8 @@ def main():
         f.write("- kernels: the recurrent layers' split at this batch (engine placements).\n")
         f.write("- max|diff|: our first output against either peer's.\n\n")
         f.write("| model | B | T | F | ours ms | onnxruntime ms | Keras ms | x onnxruntime | "
-                "x Keras | max abs diff | kernels |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+                "x Keras | max abs diff | kernels |\n")
+        f.write("|---|---|---|---|---|---|---|---|---|---|---|\n")
         for (m, B, T, F, o, r, kk, xr, xk, d, kern) in rows:
             f.write(f"| {m} | {B} | {T} | {F} | {o:.3f} | {r:.3f} | {kk:.3f} | {xr:.2f} | "
                     f"{xk:.2f} | {d:.1e} | {kern} |\n")

@@ -268,7 +268,7 @@ RNNSERVE_INLINE void SoftmaxRowsImpl(float* x, int64_t rows, int64_t cols) {
         [](V cv, V xv, V rv, V bv) __attribute__((always_inline)) { return xv + rv * (cv + bv); }, \
         cand, x, r, b);                                                                            \
   }                                                                                                \
-  ATTRIBUTES void LstmRow(const float* g, const float* xp, float* c, float* h, int n) {             \
+  ATTRIBUTES void LstmRow(const float* g, const float* xp, float* c, float* h, int n) {            \
     LstmRowImpl<V, VI, FMA>(g, xp, c, h, n);                                                       \
   }                                                                                                \
   ATTRIBUTES void GruRow(const float* g, const float* xp, const float* b, const float* hp,         \

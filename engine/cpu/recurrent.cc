@@ -140,8 +140,8 @@ void RecurrentKernel::Pack() {
     p.slices.resize(num_threads_);
     for (int t = 0; t < num_threads_; ++t) {
       const int u0 = unit_begin_[t], p0 = proj_begin_[t];
-      p.slices[t] = PackSlice(spec_, weights_, dir, u0, unit_begin_[t + 1] - u0, p0,
-                              proj_begin_[t + 1] - p0);
+      p.slices[t] =
+          PackSlice(spec_, weights_, dir, u0, unit_begin_[t + 1] - u0, p0, proj_begin_[t + 1] - p0);
     }
     // The row-split path: every unit in one slice (one thread alone would have this already).
     if (row_split_ && num_threads_ > 1) {
@@ -189,9 +189,9 @@ std::string RecurrentKernel::split_description() const {
   const std::string units = absl::StrCat("unit split (", num_threads_,
                                          " threads share each step's units, a barrier per step)");
   if (!row_split_) return units;
-  const std::string rows = absl::StrCat(
-      "row split (H <= ", kMaxRowSplitUnits,
-      ": each thread runs whole fused steps for its rows, no barrier per step)");
+  const std::string rows =
+      absl::StrCat("row split (H <= ", kMaxRowSplitUnits,
+                   ": each thread runs whole fused steps for its rows, no barrier per step)");
   // The unit split runs below the first batch size from which on every batch takes rows.
   int64_t rows_from = 1;
   for (int64_t b = 1; b < num_threads_; ++b) {

@@ -8,10 +8,10 @@
 // sequences still running (sorted by length, they are a prefix), followed by the fused
 // pointwise gate update. Steps past a sequence's length are never computed.
 //
-// Threads, unit split: the hidden units are split into one slice per thread; each thread owns the rows of
-// R for its units (prepacked gate-major at Create, so they stay in its core's cache), computes
-// its slice of every gate and of the new state, and the threads meet at one barrier per step
-// (two for LSTM projection and GRU reset_after=false, whose second matmul needs the whole
+// Threads, unit split: the hidden units are split into one slice per thread; each thread owns the
+// rows of R for its units (prepacked gate-major at Create, so they stay in its core's cache),
+// computes its slice of every gate and of the new state, and the threads meet at one barrier per
+// step (two for LSTM projection and GRU reset_after=false, whose second matmul needs the whole
 // vector).
 //
 // Threads, row split (layers of at most kMaxRowSplitUnits units, H and H'): each thread takes
@@ -43,7 +43,7 @@
 namespace rnnserve::engine::cpu {
 
 struct DirectionRun;  // recurrent_steps.h
-class WorkTeam;      // work_team.h
+class WorkTeam;       // work_team.h
 
 // How the threads of a Run share a layer's work (see above).
 enum class RecurrentSplit {

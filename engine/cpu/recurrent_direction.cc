@@ -266,8 +266,6 @@ void RecurrentKernel::RunUnits(int d, const DirectionRun& run, const float* xin,
   } else {
     runner.Work(0, task);  // no parallel region: entering one costs an allocation per call
   }
-
 }
-
 
 }  // namespace rnnserve::engine::cpu

@@ -106,8 +106,8 @@ void LstmStep(const DirectionRun& r, const SliceStep& t) {
 void GruResetAfterStep(const DirectionRun& r, const SliceStep& t) {
   const GateKernels& gk = ActiveGateKernels();
   const int nu = t.nu, u0 = t.u0, Hp = r.Hp;
-  const bool fused = r.clip <= 0.0f && Is(r.dir.f, ActivationKind::kSigmoid) &&
-                     Is(r.dir.g, ActivationKind::kTanh);
+  const bool fused =
+      r.clip <= 0.0f && Is(r.dir.f, ActivationKind::kSigmoid) && Is(r.dir.g, ActivationKind::kTanh);
   ForEachLiveRow(r, t, [&](int64_t k, float* g) {
     const float* xp = t.xp(r, k);
     const float* hk = t.hp + k * Hp + u0;

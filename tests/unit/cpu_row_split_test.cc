@@ -72,8 +72,7 @@ class RowSplit : public ::testing::TestWithParam<std::tuple<RecurrentSplit, int>
     ASSERT_FALSE(c.empty());
     const auto [split, threads] = GetParam();
     const RecurrentSpec spec = SpecFor(c, o);
-    auto kernel =
-        RecurrentKernel::Create(spec, "rnn", {.num_threads = threads, .split = split});
+    auto kernel = RecurrentKernel::Create(spec, "rnn", {.num_threads = threads, .split = split});
     ASSERT_TRUE(kernel.ok()) << kernel.status();
     const Tensor x = ToFloatTensor(c.at("x"));
     const int64_t B = x.dim(0), T = x.dim(1), I = x.dim(2);
@@ -115,9 +114,7 @@ class RowSplit : public ::testing::TestWithParam<std::tuple<RecurrentSplit, int>
   }
 };
 
-TEST_P(RowSplit, KerasLstmRows48) {
-  Check(LoadRowsCase("KerasLstmRows48"), {.keras = true});
-}
+TEST_P(RowSplit, KerasLstmRows48) { Check(LoadRowsCase("KerasLstmRows48"), {.keras = true}); }
 TEST_P(RowSplit, KerasLstmRows16GoBackwards) {
   Check(LoadRowsCase("KerasLstmRows16GoBackwards"), {.keras = true, .go_backwards = true});
 }
