@@ -279,6 +279,9 @@ def main():
         f.write(f"- Machine: {cpu} (/proc/cpuinfo), {os.cpu_count()} cores; {args.threads} "
                 f"thread(s) per system (ours: --threads; onnxruntime: intra_op_num_threads; "
                 f"TF: intra-op threads)\n")
+        commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                                capture_output=True, text=True).stdout.strip()
+        f.write(f"- Commit: {commit or 'unknown'}\n")
         f.write(f"- Command: `{args.command}` (real files from {os.path.normpath(REAL)}, "
                 f"RNNSERVE_KERAS_REAL)\n")
         f.write(f"- Peers: onnxruntime {ort.__version__} on a same-weights ONNX conversion "
