@@ -12,7 +12,7 @@
 // rows of R for its units (prepacked gate-major at Create, so they stay in its core's cache),
 // computes its slice of every gate and of the new state, and the threads meet at one barrier per
 // step (two for LSTM projection and GRU reset_after=false, whose second matmul needs the whole
-// vector).
+// vector). The threads are the kernel's WorkTeam (work_team.h), as for the row split below.
 //
 // Threads, row split (layers of at most kMaxRowSplitUnits units, H and H'): each thread takes
 // a block of the length-sorted rows (sequences) and runs every step of them alone: the input

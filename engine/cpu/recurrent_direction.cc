@@ -6,15 +6,11 @@
 #include <numeric>
 #include <vector>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
-#include "engine/cpu/flush_denormals.h"
 #include "engine/cpu/phase_runner.h"
 #include "engine/cpu/recurrent.h"
 #include "engine/cpu/recurrent_internal.h"
 #include "engine/cpu/recurrent_steps.h"
+#include "engine/cpu/work_team.h"
 
 namespace rnnserve::engine::cpu {
 namespace {
@@ -254,15 +250,11 @@ void RecurrentKernel::RunUnits(int d, const DirectionRun& run, const float* xin,
   };
 
   if (threads > 1) {
-#pragma omp parallel num_threads(threads)
-    {
-      const ScopedFlushDenormals flush;  // OpenMP's threads, as the caller's (cpu_engine.cc)
-#ifdef _OPENMP
-      runner.Work(omp_get_thread_num(), task);
-#else
-      runner.Work(0, task);
-#endif
-    }
+    // Each participant of the team (work_team.h) works the phases as runner thread i; one that
+    // has not woken when the others have done every phase never joins, so nobody waits for a
+    // thread the OS has not scheduled (an OpenMP region's join did, for milliseconds a run on a
+    // busy machine).
+    team_->Run(threads, [&](int, int64_t i) { runner.Work(static_cast<int>(i), task); });
   } else {
     runner.Work(0, task);  // no parallel region: entering one costs an allocation per call
   }

@@ -11,6 +11,7 @@
 
 #include "client/npy.h"
 #include "engine/cpu/recurrent.h"
+#include "engine/engine.h"
 #include "gtest/gtest.h"
 #include "tests/unit/cpu_test_util.h"
 
@@ -196,6 +197,38 @@ TEST(RowSplitChooser, RowsAtBatchesWithARowPerThreadUnitsBelowAndForWideLayers) 
       RecurrentKernel::Create(wide, "wide", {.num_threads = 2, .split = RecurrentSplit::kRows});
   ASSERT_TRUE(k1.ok());
   EXPECT_FALSE((*k1)->UsesRowSplit(32));  // too wide for it, whatever is asked
+}
+
+// Through the engine: the placement says which split runs, and the batch's answer is PyTorch's.
+TEST(RowSplitChooser, EnginePlacementNamesTheSplitAndAnswersMatchTorch) {
+  const Case c = LoadRowsCase("TorchLstmRows64");
+  RecurrentSpec spec = SpecFor(c, {});
+  spec.return_state = false;
+  engine::Model m;
+  m.name = "rows";
+  m.inputs.push_back({"x", engine::DType::kFloat32, {-1, -1, spec.input_size}});
+  m.layers.push_back({"lstm", "LSTM", spec, {0}, {1}});
+  m.outputs.push_back({"y", engine::DType::kFloat32, {}});
+  m.output_values = {1};
+  m.num_values = 2;
+  auto engine = engine::Engine::Create({});
+  ASSERT_TRUE(engine.ok());
+  for (int threads : {1, 2}) {
+    auto compiled = (*engine)->Compile(m, {.num_threads = threads, .max_batch_size = 9});
+    ASSERT_TRUE(compiled.ok()) << compiled.status();
+    const auto placements = (*compiled)->placements();
+    ASSERT_EQ(placements.size(), 1u);
+    EXPECT_NE(placements[0].reason.find("row split"), std::string::npos) << placements[0].reason;
+    engine::Batch batch;
+    batch.inputs.push_back(ToFloatTensor(c.at("x")));
+    batch.lengths = cpu_test::Lengths(c);
+    batch.initial_states["lstm"] = {ToFloatTensor(Slice(c.at("h0"), 0)),
+                                    ToFloatTensor(Slice(c.at("c0"), 0))};
+    std::vector<Tensor> out;
+    const auto s = (*compiled)->Run(batch, &out);
+    ASSERT_TRUE(s.ok()) << s;
+    EXPECT_TRUE(AllClose(out[0], c.at("y"))) << threads << " threads";
+  }
 }
 
 }  // namespace
