@@ -172,7 +172,7 @@ RNNSERVE_INLINE void ForChunks(int n, Body&& body) {
 // fused row equals them.
 template <typename V, typename VI, bool kFma>
 RNNSERVE_INLINE void LstmRowImpl(const float* g, const float* xp, float* c, float* h, int n) {
-  ForChunks<V>(n, [&](int i, int m) __attribute__((always_inline)) {
+  ForChunks<V>(n, [=](int i, int m) __attribute__((always_inline)) {
     const V zi = LoadN<V>(g + i, m) + LoadN<V>(xp + i, m);
     const V zf = LoadN<V>(g + n + i, m) + LoadN<V>(xp + n + i, m);
     const V zg = LoadN<V>(g + 2 * n + i, m) + LoadN<V>(xp + 2 * n + i, m);
@@ -188,7 +188,7 @@ RNNSERVE_INLINE void LstmRowImpl(const float* g, const float* xp, float* c, floa
 template <typename V, typename VI, bool kFma>
 RNNSERVE_INLINE void GruRowImpl(const float* g, const float* xp, const float* b,
                                 const float* h_prev, float* h, int n) {
-  ForChunks<V>(n, [&](int i, int m) __attribute__((always_inline)) {
+  ForChunks<V>(n, [=](int i, int m) __attribute__((always_inline)) {
     const V r = Sigmoid<V, VI>(LoadN<V>(g + i, m) + LoadN<V>(xp + i, m));
     const V z = Sigmoid<V, VI>(LoadN<V>(g + n + i, m) + LoadN<V>(xp + n + i, m));
     const V cand = Tanh<V, kFma>(LoadN<V>(xp + 2 * n + i, m) +
