@@ -176,6 +176,8 @@ def main():
     p.add_argument("--results", default="")
     p.add_argument("--command", default="bench/cpu_peers.sh")
     p.add_argument("--only", default="", help="e.g. lstm: only shapes of that cell")
+    p.add_argument("--max-hidden", type=int, default=0,
+                   help="only shapes of at most this many units (0: all)")
     p.add_argument("--build", default="", help="how the binary was built, for the results")
     args = p.parse_args()
 
@@ -198,7 +200,7 @@ def main():
     print(header)
     with tempfile.TemporaryDirectory() as tmp:
         for cell, B, T, I, H in SHAPES:
-            if args.only and cell != args.only:
+            if (args.only and cell != args.only) or (args.max_hidden and H > args.max_hidden):
                 continue
             c = make_case(cell, B, T, I, H, rng)
             path = os.path.join(tmp, "case.npz")

@@ -44,10 +44,9 @@ absl::Status RunConv1D(const Conv1DSpec& spec, const std::string& name, const Va
       }
     }
   }
-  Eigen::Map<const RowMat> X(cols.data(), B * w.out_len, K * Ci);  // [B*T', K*Cin]
-  Eigen::Map<const RowMat> W(spec.kernel.data(), K * Ci, Co);      // [K*Cin, Cout]
-  Eigen::Map<RowMat> Y(out->tensor.f32(), B * w.out_len, Co);      // [B*T', Cout]
-  Y.noalias() = X * W;
+  // [B*T', K*Cin] . [K*Cin, Cout] -> [B*T', Cout]
+  MatMulRows(cols.data(), spec.kernel.data(), out->tensor.f32(), B * w.out_len, K * Ci, Co);
+  Eigen::Map<RowMat> Y(out->tensor.f32(), B * w.out_len, Co);  // [B*T', Cout]
   if (!spec.bias.empty()) Y.rowwise() += Eigen::Map<const Eigen::RowVectorXf>(spec.bias.data(), Co);
   if (spec.activation.kind == ActivationKind::kSoftmax) {
     SoftmaxRows(out->tensor.f32(), B * w.out_len, Co);

@@ -157,7 +157,11 @@ std::vector<LayerPlacement> CpuCompiledModel::placements() const {
   for (size_t i = 0; i < model_.layers.size(); ++i) {
     std::string reason = "CPU engine (Eigen)";
     // A recurrent layer's weights may be stored in reduced precision (quant_gemm.h).
-    if (kernels_[i]) absl::StrAppend(&reason, "; weights ", CpuWeightsPath(kernels_[i]->weights()));
+    // and its steps run on the row split or the unit split (recurrent.h).
+    if (kernels_[i]) {
+      absl::StrAppend(&reason, "; weights ", CpuWeightsPath(kernels_[i]->weights()), "; ",
+                      kernels_[i]->split_description());
+    }
     out.push_back({model_.layers[i].name, "cpu", std::move(reason)});
   }
   return out;

@@ -145,6 +145,86 @@ RNNSERVE_INLINE void ClipImpl(float* x, int n, float clip) {
       x);
 }
 
+// m (<= lanes) values at p, zero-padded past them; and the store of m lanes.
+template <typename V>
+RNNSERVE_INLINE V LoadN(const float* p, int m) {
+  if (m == sizeof(V) / sizeof(float)) return Load<V>(p);
+  V v{};
+  std::memcpy(&v, p, sizeof(float) * m);
+  return v;
+}
+template <typename V>
+RNNSERVE_INLINE void StoreN(float* p, V v, int m) {
+  if (m == sizeof(V) / sizeof(float)) return Store(p, v);
+  std::memcpy(p, &v, sizeof(float) * m);
+}
+
+// body(i, m) over [0, n) in chunks of m = one vector's lanes (the last one shorter).
+template <typename V, typename Body>
+RNNSERVE_INLINE void ForChunks(int n, Body&& body) {
+  constexpr int kLanes = sizeof(V) / sizeof(float);
+  int i = 0;
+  for (; i + kLanes <= n; i += kLanes) body(i, kLanes);
+  if (i < n) body(i, n - i);
+}
+
+// The same operations as the separate passes (add, activate, lstm_cell, activate, mul), so the
+// fused row equals them.
+template <typename V, typename VI, bool kFma>
+RNNSERVE_INLINE void LstmRowImpl(const float* g, const float* xp, float* c, float* h, int n) {
+  ForChunks<V>(n, [=](int i, int m) __attribute__((always_inline)) {
+    const V zi = LoadN<V>(g + i, m) + LoadN<V>(xp + i, m);
+    const V zf = LoadN<V>(g + n + i, m) + LoadN<V>(xp + n + i, m);
+    const V zg = LoadN<V>(g + 2 * n + i, m) + LoadN<V>(xp + 2 * n + i, m);
+    const V zo = LoadN<V>(g + 3 * n + i, m) + LoadN<V>(xp + 3 * n + i, m);
+    const V iv = Sigmoid<V, VI>(zi), fv = Sigmoid<V, VI>(zf), gv = Tanh<V, kFma>(zg);
+    const V cv = fv * LoadN<V>(c + i, m) + iv * gv;
+    StoreN(c + i, cv, m);
+    StoreN(h + i, Sigmoid<V, VI>(zo) * Tanh<V, kFma>(cv), m);
+  });
+}
+
+// As GruResetAfterStep's passes (add, activate, gru_candidate, activate, gru_blend).
+template <typename V, typename VI, bool kFma>
+RNNSERVE_INLINE void GruRowImpl(const float* g, const float* xp, const float* b,
+                                const float* h_prev, float* h, int n) {
+  ForChunks<V>(n, [=](int i, int m) __attribute__((always_inline)) {
+    const V r = Sigmoid<V, VI>(LoadN<V>(g + i, m) + LoadN<V>(xp + i, m));
+    const V z = Sigmoid<V, VI>(LoadN<V>(g + n + i, m) + LoadN<V>(xp + n + i, m));
+    const V cand = Tanh<V, kFma>(LoadN<V>(xp + 2 * n + i, m) +
+                                 r * (LoadN<V>(g + 2 * n + i, m) + LoadN<V>(b + i, m)));
+    StoreN(h + i, (1.0f - z) * cand + z * LoadN<V>(h_prev + i, m), m);
+  });
+}
+
+// Softmax over rows: the max and the sum reduced in vectors (lanes past `cols` padded with
+// -inf for the max and 0 for the sum), exp with the Cephes polynomial, one reciprocal per row.
+template <typename V, typename VI>
+RNNSERVE_INLINE void SoftmaxRowsImpl(float* x, int64_t rows, int64_t cols) {
+  constexpr int kLanes = sizeof(V) / sizeof(float);
+  const int n = static_cast<int>(cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = x + r * cols;
+    V vm = V{} - __builtin_inff();
+    int i = 0;
+    for (; i + kLanes <= n; i += kLanes) vm = Max(vm, Load<V>(row + i));
+    float m = -__builtin_inff();
+    for (int l = 0; l < kLanes; ++l) m = vm[l] > m ? vm[l] : m;
+    for (; i < n; ++i) m = row[i] > m ? row[i] : m;
+    V vs{};
+    Map<V>(
+        row, n, [m](V v) __attribute__((always_inline)) { return Exp<V, VI>(v - m); }, row);
+    i = 0;
+    for (; i + kLanes <= n; i += kLanes) vs += Load<V>(row + i);
+    float sum = 0.0f;
+    for (int l = 0; l < kLanes; ++l) sum += vs[l];
+    for (; i < n; ++i) sum += row[i];
+    const float inv = 1.0f / sum;
+    Map<V>(
+        row, n, [inv](V v) __attribute__((always_inline)) { return v * inv; }, row);
+  }
+}
+
 // One set's entry points: each inlines the templates above under the set's target attributes.
 #define RNNSERVE_GATE_KERNELS(NS, V, VI, FMA, ATTRIBUTES)                                          \
   namespace NS {                                                                                   \
@@ -188,8 +268,19 @@ RNNSERVE_INLINE void ClipImpl(float* x, int n, float clip) {
         [](V cv, V xv, V rv, V bv) __attribute__((always_inline)) { return xv + rv * (cv + bv); }, \
         cand, x, r, b);                                                                            \
   }                                                                                                \
-  constexpr GateKernels kKernels = {Activate, Clip,     Add,      AddMul,      Mul,                \
-                                    OneMinus, LstmCell, GruBlend, GruCandidate};                   \
+  ATTRIBUTES void LstmRow(const float* g, const float* xp, float* c, float* h, int n) {            \
+    LstmRowImpl<V, VI, FMA>(g, xp, c, h, n);                                                       \
+  }                                                                                                \
+  ATTRIBUTES void GruRow(const float* g, const float* xp, const float* b, const float* hp,         \
+                         float* h, int n) {                                                        \
+    GruRowImpl<V, VI, FMA>(g, xp, b, hp, h, n);                                                    \
+  }                                                                                                \
+  ATTRIBUTES void SoftmaxRows(float* x, int64_t rows, int64_t cols) {                              \
+    SoftmaxRowsImpl<V, VI>(x, rows, cols);                                                         \
+  }                                                                                                \
+  constexpr GateKernels kKernels = {Activate, Clip,         Add,     AddMul, Mul,        OneMinus, \
+                                    LstmCell, GruBlend,     GruCandidate, LstmRow, GruRow,         \
+                                    SoftmaxRows};                                                  \
   }
 
 RNNSERVE_GATE_KERNELS(avx512, F16, I16, true, __attribute__((target(RNNSERVE_TARGET_AVX512))))

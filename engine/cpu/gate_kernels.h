@@ -11,6 +11,8 @@
 // and std::tanh. Every kernel set computes them with the same operations, so the sets agree
 // with one another up to FMA contraction.
 
+#include <cstdint>
+
 #include "engine/cpu/panel_gemm.h"
 #include "engine/ir.h"
 
@@ -35,6 +37,18 @@ struct GateKernels {
   void (*gru_blend)(float* out, const float* z, const float* cand, const float* h, int n);
   // cand = x + r * (cand + b) (the GRU reset_after candidate before its activation)
   void (*gru_candidate)(float* cand, const float* x, const float* r, const float* b, int n);
+  // One row's whole LSTM update with sigmoid gates and tanh cell and output activations, no
+  // clip, peepholes or coupled gates, in one pass in registers: z = g + xp (g [4n] the
+  // recurrent product, xp [4n] the input projection with biases, gates i, f, g, o),
+  // c = s(z_f) c + s(z_i) tanh(z_g), h = s(z_o) tanh(c).
+  void (*lstm_row)(const float* g, const float* xp, float* c, float* h, int n);
+  // One row's whole GRU reset_after update with sigmoid gates and a tanh candidate, no clip:
+  // r, z = s(g + xp) (first 2n), n = tanh(xp_n + r * (g_n + b)), h = (1 - z) n + z h_prev.
+  void (*gru_row)(const float* g, const float* xp, const float* b, const float* h_prev, float* h,
+                  int n);
+  // Softmax over each of `rows` rows of `cols` values, stable (the row's max subtracted first);
+  // the Dense and Conv1D layers' softmax activation.
+  void (*softmax_rows)(float* x, int64_t rows, int64_t cols);
 };
 
 // The kernels of one set; GateKernelsFor(ActiveCpuKernelSet()) is what the engine runs.

@@ -1,8 +1,13 @@
 #include "engine/cpu/layers.h"
 
 #include <Eigen/Core>
+#include <algorithm>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "absl/strings/str_cat.h"
+#include "engine/cpu/gate_kernels.h"
 #include "engine/ops/activation.h"
 #include "engine/plan/masks.h"
 
@@ -11,16 +16,50 @@ namespace {
 
 using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
+// In the active kernel set's vectors (gate_kernels.h), in chunks that fit its int counts.
 void ApplyActivation(const Activation& a, Tensor* t) {
+  const GateKernels& gk = ActiveGateKernels();
   if (a.kind == ActivationKind::kSoftmax) {
     const int64_t cols = t->shape().back();
-    SoftmaxRows(t->f32(), t->num_elements() / cols, cols);
-  } else {
-    ActivateInPlace(a, t->f32(), static_cast<int>(t->num_elements()));
+    gk.softmax_rows(t->f32(), t->num_elements() / cols, cols);
+    return;
+  }
+  constexpr int64_t kChunk = int64_t{1} << 30;
+  for (int64_t i = 0; i < t->num_elements(); i += kChunk) {
+    gk.activate(a, t->f32() + i, static_cast<int>(std::min(kChunk, t->num_elements() - i)));
   }
 }
 
 }  // namespace
+
+void MatMulRows(const float* x, const float* w, float* y, int64_t rows, int64_t k, int64_t n) {
+  Eigen::Map<const RowMat> W(w, k, n);  // [k, n]
+  auto block = [&](int64_t r0, int64_t r1) {
+    Eigen::Map<const RowMat> X(x + r0 * k, r1 - r0, k);  // [r1 - r0, k]
+    Eigen::Map<RowMat> Y(y + r0 * n, r1 - r0, n);        // [r1 - r0, n]
+    Y.noalias() = X * W;
+  };
+  constexpr int64_t kRowsPerBlock = 64;
+  constexpr int64_t kMinParallelMacs = int64_t{1} << 26;
+#ifdef _OPENMP
+  const int threads = omp_get_max_threads();
+  if (threads > 1 && rows >= 2 * kRowsPerBlock && rows * k * n >= kMinParallelMacs) {
+    const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
+    // Inside the region Eigen sees more than one thread running and stays on its own.
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+    for (int64_t i = 0; i < blocks; ++i) {
+      block(i * kRowsPerBlock, std::min(rows, (i + 1) * kRowsPerBlock));
+    }
+    return;
+  }
+  // Eigen takes its thread count from omp_get_max_threads(): one, for this product.
+  omp_set_num_threads(1);
+  block(0, rows);
+  omp_set_num_threads(threads);
+#else
+  block(0, rows);
+#endif
+}
 
 void SetMaskFromSteps(const std::vector<uint8_t>& valid, int64_t B, int64_t T, Value* out) {
   plan::MaskFromSteps(valid, B, T, &out->lengths, &out->step_mask);
@@ -36,10 +75,9 @@ absl::Status RunDense(const DenseSpec& spec, const std::string& name, const Valu
   Shape shape = x.shape();
   shape.back() = spec.out;
   out->tensor = Tensor::Float(shape);
-  Eigen::Map<const RowMat> X(x.f32(), rows, spec.in);                 // [rows, in]
-  Eigen::Map<const RowMat> K(spec.kernel.data(), spec.in, spec.out);  // [in, out]
-  Eigen::Map<RowMat> Y(out->tensor.f32(), rows, spec.out);            // [rows, out]
-  Y.noalias() = X * K;
+  // [rows, in] . [in, out] -> [rows, out]
+  MatMulRows(x.f32(), spec.kernel.data(), out->tensor.f32(), rows, spec.in, spec.out);
+  Eigen::Map<RowMat> Y(out->tensor.f32(), rows, spec.out);  // [rows, out]
   if (!spec.bias.empty()) {
     Y.rowwise() += Eigen::Map<const Eigen::RowVectorXf>(spec.bias.data(), spec.out);
   }

@@ -27,6 +27,14 @@ inline void KeepMask(const Value& from, Value* to) {
 // per-step validity `valid` [B, T].
 void SetMaskFromSteps(const std::vector<uint8_t>& valid, int64_t B, int64_t T, Value* out);
 
+// y [rows, n] = x [rows, k] . w [k, n], all row-major: the Dense and Conv1D products. With
+// more than one OpenMP thread and at least 64M multiply-adds (milliseconds of work), blocks of
+// rows are claimed dynamically by the threads, each computing its block with Eigen on one
+// thread; otherwise one Eigen product on the calling thread. (Eigen's own parallel GEMM
+// spin-waits for its threads between blocks: on a machine with more runnable threads than
+// cores, a descheduled one stalled a 21x64x344 product for tens of milliseconds.)
+void MatMulRows(const float* x, const float* w, float* y, int64_t rows, int64_t k, int64_t n);
+
 // y = act(x . kernel + bias) over the last axis.
 absl::Status RunDense(const DenseSpec& spec, const std::string& name, const Value& in, Value* out);
 

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/panel_gemm.h"
 #include "engine/cpu/recurrent_internal.h"
+#include "engine/cpu/work_team.h"
 #include "engine/lengths.h"
 
 namespace rnnserve::engine::cpu {
@@ -32,12 +33,16 @@ void Grow(std::vector<T, A>* v, size_t n) {
 }  // namespace
 
 RecurrentKernel::RecurrentKernel(const RecurrentSpec& spec, std::string name, int num_threads,
-                                 CpuWeights weights)
+                                 CpuWeights weights, RecurrentSplit split)
     : spec_(spec),
       name_(std::move(name)),
       num_threads_(std::max(1, num_threads)),
       weights_(weights),
-      scratch_(std::make_unique<Scratch>()) {}
+      split_(split),
+      row_split_(split != RecurrentSplit::kUnits && spec.hidden_size <= kMaxRowSplitUnits &&
+                 spec.output_size() <= kMaxRowSplitUnits),
+      scratch_(std::make_unique<Scratch>()),
+      team_(std::make_unique<WorkTeam>(num_threads_)) {}
 
 RecurrentKernel::~RecurrentKernel() = default;
 
@@ -73,7 +78,8 @@ absl::StatusOr<std::unique_ptr<RecurrentKernel>> RecurrentKernel::Create(
     }
   }
   const int threads = std::min(std::max(1, options.num_threads), spec.hidden_size);
-  std::unique_ptr<RecurrentKernel> k(new RecurrentKernel(spec, name, threads, options.weights));
+  std::unique_ptr<RecurrentKernel> k(
+      new RecurrentKernel(spec, name, threads, options.weights, options.split));
   k->Pack();
   k->Reserve(
       std::max(1, options.max_batch_size),
@@ -81,10 +87,50 @@ absl::StatusOr<std::unique_ptr<RecurrentKernel>> RecurrentKernel::Create(
   return k;
 }
 
-void RecurrentKernel::Pack() {
+namespace {
+
+// The weights of units [u0, u0 + nu) (projected units [p0, p0 + np)) of one direction, in the
+// precision `mode`.
+RecurrentKernel::Packed::Slice PackSlice(const RecurrentSpec& spec_, CpuWeights mode,
+                                         const RecurrentDirection& dir, int u0, int nu, int p0,
+                                         int np) {
+  using Packed = RecurrentKernel::Packed;
   const int H = spec_.hidden_size, Hp = spec_.output_size(), G = spec_.gates();
   const int I = spec_.input_size;
   const bool gru = spec_.cell == CellType::kGru;
+  Packed::Slice sl;
+  // The slice's rows of W and R, gate-major: row q*nu + j is gate q of unit u0 + j.
+  std::vector<float> w(static_cast<size_t>(G) * nu * I), r(static_cast<size_t>(G) * nu * Hp);
+  sl.bias.resize(static_cast<size_t>(G) * nu);
+  for (int q = 0; q < G; ++q) {
+    for (int j = 0; j < nu; ++j) {
+      const size_t src = static_cast<size_t>(q) * H + u0 + j, dst = size_t(q) * nu + j;
+      std::copy_n(dir.W.data() + src * I, I, w.data() + dst * I);
+      std::copy_n(dir.R.data() + src * Hp, Hp, r.data() + dst * Hp);
+      const bool keep_rn = gru && spec_.reset_after && q == 2;
+      sl.bias[dst] = dir.bW[src] + (keep_rn ? 0.0f : dir.bR[src]);
+    }
+  }
+  if (gru && spec_.reset_after) {
+    sl.bRn.assign(dir.bR.begin() + 2 * H + u0, dir.bR.begin() + 2 * H + u0 + nu);
+  }
+  sl.W = PackedWeights::Pack(w.data(), I, G * nu, I, mode);
+  if (gru && !spec_.reset_after) {
+    sl.R = PackedWeights::Pack(r.data(), Hp, 2 * nu, Hp, mode);
+    sl.Rn = PackedWeights::Pack(r.data() + static_cast<size_t>(2) * nu * Hp, Hp, nu, Hp, mode);
+  } else {
+    sl.R = PackedWeights::Pack(r.data(), Hp, G * nu, Hp, mode);
+  }
+  if (spec_.proj_size > 0) {
+    sl.P = PackedWeights::Pack(dir.P.data() + static_cast<size_t>(p0) * H, H, np, H, mode);
+  }
+  return sl;
+}
+
+}  // namespace
+
+void RecurrentKernel::Pack() {
+  const int H = spec_.hidden_size, Hp = spec_.output_size();
   unit_begin_ = Split(H, num_threads_);
   proj_begin_ = Split(Hp, num_threads_);
   packed_.resize(spec_.directions.size());
@@ -93,35 +139,13 @@ void RecurrentKernel::Pack() {
     Packed& p = packed_[d];
     p.slices.resize(num_threads_);
     for (int t = 0; t < num_threads_; ++t) {
-      const int u0 = unit_begin_[t], nu = unit_begin_[t + 1] - u0;
-      Packed::Slice& sl = p.slices[t];
-      // The thread's rows of W and R, gate-major: row q*nu + j is gate q of unit u0 + j.
-      std::vector<float> w(static_cast<size_t>(G) * nu * I), r(static_cast<size_t>(G) * nu * Hp);
-      sl.bias.resize(static_cast<size_t>(G) * nu);
-      for (int q = 0; q < G; ++q) {
-        for (int j = 0; j < nu; ++j) {
-          const size_t src = static_cast<size_t>(q) * H + u0 + j, dst = size_t(q) * nu + j;
-          std::copy_n(dir.W.data() + src * I, I, w.data() + dst * I);
-          std::copy_n(dir.R.data() + src * Hp, Hp, r.data() + dst * Hp);
-          const bool keep_rn = gru && spec_.reset_after && q == 2;
-          sl.bias[dst] = dir.bW[src] + (keep_rn ? 0.0f : dir.bR[src]);
-        }
-      }
-      if (gru && spec_.reset_after) {
-        sl.bRn.assign(dir.bR.begin() + 2 * H + u0, dir.bR.begin() + 2 * H + u0 + nu);
-      }
-      const CpuWeights mode = weights_;
-      sl.W = PackedWeights::Pack(w.data(), I, G * nu, I, mode);
-      if (gru && !spec_.reset_after) {
-        sl.R = PackedWeights::Pack(r.data(), Hp, 2 * nu, Hp, mode);
-        sl.Rn = PackedWeights::Pack(r.data() + static_cast<size_t>(2) * nu * Hp, Hp, nu, Hp, mode);
-      } else {
-        sl.R = PackedWeights::Pack(r.data(), Hp, G * nu, Hp, mode);
-      }
-      if (spec_.proj_size > 0) {
-        const int p0 = proj_begin_[t], np = proj_begin_[t + 1] - p0;
-        sl.P = PackedWeights::Pack(dir.P.data() + static_cast<size_t>(p0) * H, H, np, H, mode);
-      }
+      const int u0 = unit_begin_[t], p0 = proj_begin_[t];
+      p.slices[t] =
+          PackSlice(spec_, weights_, dir, u0, unit_begin_[t + 1] - u0, p0, proj_begin_[t + 1] - p0);
+    }
+    // The row-split path: every unit in one slice (one thread alone would have this already).
+    if (row_split_ && num_threads_ > 1) {
+      p.whole = std::make_unique<Packed::Slice>(PackSlice(spec_, weights_, dir, 0, H, 0, Hp));
     }
   }
 }
@@ -149,6 +173,34 @@ void RecurrentKernel::Reserve(int64_t batch, int64_t rows) {
   Grow(&s.offset, batch);
 }
 
+bool RecurrentKernel::UsesRowSplit(int64_t batch) const {
+  if (!row_split_) return false;
+  if (split_ == RecurrentSplit::kRows || num_threads_ == 1) return true;
+  // Fewer rows than threads: the unit split only where a step is worth a barrier even on a
+  // busy machine, whose descheduled threads stall every step of it (an H=128 LSTM at B=1 ran
+  // 0.18 ms on one thread and 16 ms on two at a load of 3 per core); the row split then runs
+  // on as many threads as there are rows.
+  const int64_t step_work =
+      batch * spec_.gates() * static_cast<int64_t>(spec_.hidden_size) * spec_.output_size();
+  return batch >= num_threads_ || step_work < kMinUnitSplitStepWork;
+}
+
+std::string RecurrentKernel::split_description() const {
+  const std::string units = absl::StrCat("unit split (", num_threads_,
+                                         " threads share each step's units, a barrier per step)");
+  if (!row_split_) return units;
+  const std::string rows =
+      absl::StrCat("row split (H <= ", kMaxRowSplitUnits,
+                   ": each thread runs whole fused steps for its rows, no barrier per step)");
+  // The unit split runs below the first batch size from which on every batch takes rows.
+  int64_t rows_from = 1;
+  for (int64_t b = 1; b < num_threads_; ++b) {
+    if (!UsesRowSplit(b)) rows_from = b + 1;
+  }
+  if (rows_from == 1) return rows;
+  return absl::StrCat(rows, " at batches of ", rows_from, " rows or more; ", units, " below");
+}
+
 int RecurrentKernel::num_sequence_outputs() const {
   return spec_.merge == MergeMode::kNone && spec_.directions.size() == 2 ? 2 : 1;
 }
@@ -166,15 +218,20 @@ int64_t RecurrentKernel::memory_bytes() const {
     floats += d.peephole.size();  // read from the spec; every other weight is packed
   }
   for (const Packed& p : packed_) {
-    for (const Packed::Slice& sl : p.slices) {
-      bytes += sl.W.bytes() + sl.R.bytes() + sl.Rn.bytes() + sl.P.bytes();
-      floats += sl.bias.size() + sl.bRn.size();
+    std::vector<const Packed::Slice*> slices;
+    for (const Packed::Slice& sl : p.slices) slices.push_back(&sl);
+    if (p.whole) slices.push_back(p.whole.get());
+    for (const Packed::Slice* sl : slices) {
+      bytes += sl->W.bytes() + sl->R.bytes() + sl->Rn.bytes() + sl->P.bytes();
+      floats += sl->bias.size() + sl->bRn.size();
     }
   }
   const Scratch& s = *scratch_;
   floats += s.xpack.capacity() + s.h[0].capacity() + s.h[1].capacity() + s.c.capacity() +
             s.shared.capacity();
   for (const auto& g : s.gates) floats += g.capacity();
+  for (const auto& g : s.row_gates) floats += g.capacity();
+  floats += s.xproj_all.capacity();
   for (const auto& x : s.xproj) floats += x.capacity();
   for (const GemmScratch& g : s.gemm) {
     bytes += g.a.capacity() + g.a_scale.capacity() * sizeof(float) +

@@ -6,20 +6,14 @@
 #include <numeric>
 #include <vector>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
-#include "engine/cpu/flush_denormals.h"
 #include "engine/cpu/phase_runner.h"
 #include "engine/cpu/recurrent.h"
 #include "engine/cpu/recurrent_internal.h"
 #include "engine/cpu/recurrent_steps.h"
+#include "engine/cpu/work_team.h"
 
 namespace rnnserve::engine::cpu {
 namespace {
-
-constexpr int64_t kMinSharedStepWork = 64 * 1024;
 
 // s.offset[b]: the first row of sequence b's valid steps, packed in batch order. Returns the
 // number of rows.
@@ -119,6 +113,22 @@ void FillUnwrittenOutputs(const RecurrentSpec& spec, const RecurrentDirection& d
   }
 }
 
+}  // namespace
+
+void MainPhase(const DirectionRun& r, const SliceStep& t) {
+  RecurrentMatmul(r, t);
+  switch (r.spec.cell) {
+    case CellType::kLstm:
+      return LstmStep(r, t);
+    case CellType::kGru:
+      return r.spec.reset_after ? GruResetAfterStep(r, t) : GruResetBeforeGatesStep(r, t);
+    default:
+      return SimpleRnnStep(r, t);
+  }
+}
+
+namespace {
+
 // The phases of one step, after the recurrent matmul's own: GRU reset_after=false's n gate and
 // the LSTM projection each need the whole vector of the phase before.
 enum class PhaseKind { kMain, kGruN, kProjection };
@@ -142,26 +152,12 @@ void StoreFinalStates(int64_t B, int H, int Hp, bool lstm, const RecurrentKernel
   }
 }
 
-// The main phase of a step: the recurrent matmul, then the cell's pointwise update.
-void MainPhase(const DirectionRun& r, const SliceStep& t) {
-  RecurrentMatmul(r, t);
-  switch (r.spec.cell) {
-    case CellType::kLstm:
-      return LstmStep(r, t);
-    case CellType::kGru:
-      return r.spec.reset_after ? GruResetAfterStep(r, t) : GruResetBeforeGatesStep(r, t);
-    default:
-      return SimpleRnnStep(r, t);
-  }
-}
-
 }  // namespace
 
 void RecurrentKernel::RunDirection(int d, const Tensor& x, absl::Span<const int32_t> lengths,
                                    const uint8_t* step_mask, const float* h0, const float* c0,
                                    float* seq_out, float* h_out, float* c_out, bool continues) {
   const RecurrentDirection& dir = spec_.directions[d];
-  const Packed& pk = packed_[d];
   Scratch& s = *scratch_;
   const int64_t B = x.dim(0), T = x.dim(1), I = x.dim(2);
   const int H = spec_.hidden_size, Hp = spec_.output_size(), G = spec_.gates();
@@ -177,7 +173,6 @@ void RecurrentKernel::RunDirection(int d, const Tensor& x, absl::Span<const int3
   const float* xin = full || rows == 0 ? x.f32() : PackValidRows(x, lengths, s);
   SortRowsByLength(lengths, step_mask, T, dir.reverse, s);
   LoadInitialStates(B, H, Hp, lstm, h0, c0, s);
-  const int64_t max_len = B > 0 ? s.len[0] : 0;
 
   const DirectionRun run{
       .spec = spec_,
@@ -186,6 +181,8 @@ void RecurrentKernel::RunDirection(int d, const Tensor& x, absl::Span<const int3
       .step_mask = step_mask,
       .seq_out = seq_out,
       .T = T,
+      .B = B,
+      .rows = rows,
       .H = H,
       .Hp = Hp,
       .G = G,
@@ -195,6 +192,20 @@ void RecurrentKernel::RunDirection(int d, const Tensor& x, absl::Span<const int3
       .peep = dir.peephole.empty() ? nullptr : dir.peephole.data(),
   };
 
+  if (UsesRowSplit(B)) {
+    RunRows(d, run, xin, I);
+  } else {
+    RunUnits(d, run, xin, I);
+  }
+  StoreFinalStates(B, H, Hp, lstm, s, h_out, c_out);
+  if (seq_out) FillUnwrittenOutputs(spec_, dir, lengths, T, Hp, h_out, seq_out, continues);
+}
+
+void RecurrentKernel::RunUnits(int d, const DirectionRun& run, const float* xin, int64_t I) {
+  const Packed& pk = packed_[d];
+  Scratch& s = run.s;
+  const int64_t B = run.B, rows = run.rows, max_len = B > 0 ? s.len[0] : 0;
+  const int H = run.H, Hp = run.Hp, G = run.G;
   // The work of a run is a sequence of phases: the input projection, then per step the main
   // matmul with its pointwise update, GRU reset_after=false's n gate and LSTM projection. Each
   // phase has one task per unit slice; a phase starts when every task of the previous one is
@@ -221,6 +232,7 @@ void RecurrentKernel::RunDirection(int d, const Tensor& x, absl::Span<const int3
         .gates = s.gates[tid].data(),
         .xproj = s.xproj[tid].data(),
         .st = st,
+        .k0 = 0,
         .n = phase == 0 ? 0 : s.active[st],
         .hp = s.h[st & 1].data(),
         .hn = s.h[(st + 1) & 1].data(),
@@ -238,21 +250,14 @@ void RecurrentKernel::RunDirection(int d, const Tensor& x, absl::Span<const int3
   };
 
   if (threads > 1) {
-#pragma omp parallel num_threads(threads)
-    {
-      const ScopedFlushDenormals flush;  // OpenMP's threads, as the caller's (cpu_engine.cc)
-#ifdef _OPENMP
-      runner.Work(omp_get_thread_num(), task);
-#else
-      runner.Work(0, task);
-#endif
-    }
+    // Each participant of the team (work_team.h) works the phases as runner thread i; one that
+    // has not woken when the others have done every phase never joins, so nobody waits for a
+    // thread the OS has not scheduled (an OpenMP region's join did, for milliseconds a run on a
+    // busy machine).
+    team_->Run(threads, [&](int, int64_t i) { runner.Work(static_cast<int>(i), task); });
   } else {
     runner.Work(0, task);  // no parallel region: entering one costs an allocation per call
   }
-
-  StoreFinalStates(B, H, Hp, lstm, s, h_out, c_out);
-  if (seq_out) FillUnwrittenOutputs(spec_, dir, lengths, T, Hp, h_out, seq_out, continues);
 }
 
 }  // namespace rnnserve::engine::cpu

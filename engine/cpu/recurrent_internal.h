@@ -4,6 +4,7 @@
 
 #include <Eigen/Core>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "engine/cpu/panel_gemm.h"
@@ -11,6 +12,11 @@
 #include "engine/cpu/recurrent.h"
 
 namespace rnnserve::engine::cpu {
+
+// Below this many multiply-adds per step (B * G * H * H'), the hand-off between threads costs
+// more than the work it splits: the unit split runs such a step on one thread (an H=32 LSTM at
+// B=1 has 4K; H=128 has 64K and is faster on two threads).
+inline constexpr int64_t kMinSharedStepWork = 64 * 1024;
 
 using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using MapRow = Eigen::Map<RowMat>;
@@ -30,6 +36,10 @@ struct RecurrentKernel::Packed {
     std::vector<float> bRn;  // [nu] GRU reset_after: bR of the n gate
   };
   std::vector<Slice> slices;  // [threads]
+  // Row split with more than one thread: every unit in one slice (one thread's slice already
+  // holds every unit).
+  std::unique_ptr<Slice> whole;
+  const Slice& all_units() const { return whole ? *whole : slices[0]; }
 };
 
 struct RecurrentKernel::Scratch {
@@ -41,6 +51,9 @@ struct RecurrentKernel::Scratch {
   AlignedFloats shared;  // [B, H] LSTM output before projection, or GRU r * h
   std::vector<AlignedFloats> gates;  // [threads][B, G*nu] this thread's gate slice
   std::vector<GemmScratch> gemm;     // [threads] BF16 / INT8: each slice's converted A
+  // Row split: [rows, G*H] every unit's input projection; [threads][B, G*H] each thread's gates.
+  AlignedFloats xproj_all;
+  std::vector<AlignedFloats> row_gates;
   // Row bookkeeping for the current direction, in length-sorted order.
   std::vector<int> order;            // [B] batch index of sorted row k
   std::vector<int32_t> len;          // [B] length of sorted row k

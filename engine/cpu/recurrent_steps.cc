@@ -23,14 +23,16 @@ void CarryMaskedRow(const DirectionRun& r, const SliceStep& t, int64_t k) {
 // masked row carries its state.
 template <typename Update>
 void ForEachLiveRow(const DirectionRun& r, const SliceStep& t, Update&& update) {
-  for (int64_t k = 0; k < t.n && t.nu > 0; ++k) {
+  for (int64_t k = t.k0; k < t.n && t.nu > 0; ++k) {
     if (r.masked(k, t.st)) {
       CarryMaskedRow(r, t, k);
       continue;
     }
-    update(k, t.gates + k * r.G * t.nu);
+    update(k, t.g(r, k));
   }
 }
+
+bool Is(const Activation& a, ActivationKind kind) { return a.kind == kind; }
 
 }  // namespace
 
@@ -46,7 +48,7 @@ void ProjectInputs(const SliceStep& t, const float* xin, int64_t rows, int64_t I
 void RecurrentMatmul(const DirectionRun& r, const SliceStep& t) {
   if (t.nu == 0) return;
   // GRU reset_after=false: R holds the r and z columns only.
-  t.sl.R.Gemm(t.hp, r.Hp, t.n, t.gates, r.G * t.nu, t.st & 1, t.gemm);
+  t.sl.R.Gemm(t.hp + t.k0 * r.Hp, r.Hp, t.n - t.k0, t.gates, r.G * t.nu, t.st & 1, t.gemm);
 }
 
 void LstmStep(const DirectionRun& r, const SliceStep& t) {
@@ -54,15 +56,25 @@ void LstmStep(const DirectionRun& r, const SliceStep& t) {
   const int nu = t.nu, u0 = t.u0, H = r.H, Hp = r.Hp;
   const float* peep = r.peep;
   const bool projected = r.spec.proj_size > 0;
-  for (int64_t k = 0; k < t.n && nu > 0; ++k) {
+  // Keras's and PyTorch's default cell in one pass per row (gate_kernels.h).
+  const bool fused = !peep && r.clip <= 0.0f && !r.spec.input_forget &&
+                     Is(r.dir.f, ActivationKind::kSigmoid) && Is(r.dir.g, ActivationKind::kTanh) &&
+                     Is(r.dir.h, ActivationKind::kTanh);
+  for (int64_t k = t.k0; k < t.n && nu > 0; ++k) {
     if (r.masked(k, t.st)) {
       // With a projection, ProjectionStep carries the projected state.
       if (!projected) CarryMaskedRow(r, t, k);
       continue;
     }
-    float* g = t.gates + k * r.G * nu;
+    float* g = t.g(r, k);
     const float* xp = t.xp(r, k);
     float* c = r.s.c.data() + k * H + u0;
+    if (fused) {
+      float* hout = projected ? r.s.shared.data() + k * H + u0 : t.hn + k * Hp + u0;
+      gk.lstm_row(g, xp, c, hout, nu);
+      if (!projected) r.emit(k, t.st, hout, u0, nu, false);
+      continue;
+    }
     float *zi = g, *zf = g + nu, *zc = g + 2 * nu, *zo = g + 3 * nu;
     gk.add(g, xp, 4 * nu);
     if (peep) {
@@ -94,9 +106,15 @@ void LstmStep(const DirectionRun& r, const SliceStep& t) {
 void GruResetAfterStep(const DirectionRun& r, const SliceStep& t) {
   const GateKernels& gk = ActiveGateKernels();
   const int nu = t.nu, u0 = t.u0, Hp = r.Hp;
+  const bool fused =
+      r.clip <= 0.0f && Is(r.dir.f, ActivationKind::kSigmoid) && Is(r.dir.g, ActivationKind::kTanh);
   ForEachLiveRow(r, t, [&](int64_t k, float* g) {
     const float* xp = t.xp(r, k);
     const float* hk = t.hp + k * Hp + u0;
+    if (fused) {
+      gk.gru_row(g, xp, t.sl.bRn.data(), hk, t.hn + k * Hp + u0, nu);
+      return r.emit(k, t.st, t.hn + k * Hp + u0, u0, nu, false);
+    }
     float *rg = g, *z = g + nu, *nn = g + 2 * nu;
     gk.add(rg, xp, 2 * nu);  // r and z
     gk.clip(g, 2 * nu, r.clip);
@@ -114,8 +132,8 @@ void GruResetBeforeGatesStep(const DirectionRun& r, const SliceStep& t) {
   // r and z; r * h goes to the shared buffer for the n gate's matmul. Masked rows are carried
   // by GruNewStateStep (their r * h is computed and never read).
   const int nu = t.nu, u0 = t.u0;
-  for (int64_t k = 0; k < t.n && nu > 0; ++k) {
-    float* g = t.gates + k * r.G * nu;
+  for (int64_t k = t.k0; k < t.n && nu > 0; ++k) {
+    float* g = t.g(r, k);
     const float* xp = t.xp(r, k);
     const float* hk = t.hp + k * r.Hp + u0;
     float* rg = g;           // then z
@@ -131,7 +149,8 @@ void GruNewStateStep(const DirectionRun& r, const SliceStep& t) {
   const int nu = t.nu, u0 = t.u0, Hp = r.Hp, Gn = r.G * nu;
   if (nu > 0) {
     // [n, nu] n-gate columns = (r * h) [n, H] . R_n slice^T.
-    t.sl.Rn.Gemm(r.s.shared.data(), r.H, t.n, t.gates + 2 * nu, Gn, false, t.gemm);
+    t.sl.Rn.Gemm(r.s.shared.data() + t.k0 * r.H, r.H, t.n - t.k0, t.gates + 2 * nu, Gn, false,
+                 t.gemm);
   }
   ForEachLiveRow(r, t, [&](int64_t k, float* g) {
     const float* hk = t.hp + k * Hp + u0;
@@ -162,8 +181,9 @@ void ProjectionStep(const DirectionRun& r, const SliceStep& t) {
   const int p0 = t.p0, np = t.np, Hp = r.Hp;
   if (np == 0) return;
   // [n, np] projected units = (o * h(c)) [n, H] . P_slice^T.
-  t.sl.P.Gemm(r.s.shared.data(), r.H, t.n, t.hn + p0, Hp, false, t.gemm);
-  for (int64_t k = 0; k < t.n; ++k) {
+  t.sl.P.Gemm(r.s.shared.data() + t.k0 * r.H, r.H, t.n - t.k0, t.hn + t.k0 * Hp + p0, Hp, false,
+              t.gemm);
+  for (int64_t k = t.k0; k < t.n; ++k) {
     const bool skip = r.masked(k, t.st);
     if (skip) std::copy_n(t.hp + k * Hp + p0, np, t.hn + k * Hp + p0);
     r.emit(k, t.st, t.hn + k * Hp + p0, p0, np, skip);

@@ -24,6 +24,8 @@ struct DirectionRun {
   const uint8_t* step_mask;  // [B, T] (1 = valid) or null
   float* seq_out;            // [B, T, H'] or null
   int64_t T;
+  int64_t B;          // rows of the batch
+  int64_t rows;       // valid steps of all rows (rows of the input projection)
   int H, Hp, G;       // hidden units, output units (H or proj), gates
   bool zero_masked;   // Keras zero_output_for_mask
   bool continues;     // Batch::continues: before the first valid step, repeat h, not zeros
@@ -56,19 +58,24 @@ struct DirectionRun {
   }
 };
 
-// One thread's slice at one step.
+// One thread's slice at one step, over the running rows [k0, n): the unit split gives each
+// thread every row (k0 = 0) and a slice of the units; the row split gives each thread a block
+// of rows and every unit (recurrent_rows.cc).
 struct SliceStep {
   const RecurrentKernel::Packed::Slice& sl;
   int u0, nu;         // hidden units [u0, u0 + nu)
   int p0, np;         // projected units [p0, p0 + np)
-  float* gates;       // [n, G*nu] this slice, gate-major
+  float* gates;       // [n - k0, G*nu] this slice, gate-major; row k at k - k0
   float* xproj;       // [rows, G*nu] input projection of this slice, biases folded in
   int64_t st;         // the step
-  int n;              // rows still running
+  int k0;             // first row
+  int n;              // rows still running: [k0, n)
   const float* hp;    // [n, H'] state before the step
   float* hn;          // [n, H'] state after the step
   GemmScratch* gemm;  // this slice's scratch for its weights' conversions of A
 
+  // Row k's gates [G*nu].
+  float* g(const DirectionRun& r, int64_t k) const { return gates + (k - k0) * r.G * nu; }
   // Row k's input projection at step st.
   const float* xp(const DirectionRun& r, int64_t k) const {
     return xproj + (r.s.offset[r.s.order[k]] + r.time_of(k, st)) * (r.G * nu);
@@ -88,6 +95,9 @@ void LstmStep(const DirectionRun& r, const SliceStep& t);
 void GruResetAfterStep(const DirectionRun& r, const SliceStep& t);
 void GruResetBeforeGatesStep(const DirectionRun& r, const SliceStep& t);
 void SimpleRnnStep(const DirectionRun& r, const SliceStep& t);
+
+// The main phase of a step: the recurrent matmul, then the cell's pointwise update.
+void MainPhase(const DirectionRun& r, const SliceStep& t);
 
 // GRU reset_after=false's second phase: n = g(x_n + (r * h) R_n^T), h = (1 - z) n + z h.
 void GruNewStateStep(const DirectionRun& r, const SliceStep& t);

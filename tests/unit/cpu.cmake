@@ -1,7 +1,8 @@
 # The CPU engine: every recurrent option and every layer kernel against the real frameworks
 # (fixtures from models/scripts/make_cpu_fixtures.py).
 foreach(t cpu_recurrent_test cpu_keras_recurrent_test cpu_layers_test cpu_engine_test
-          cpu_kernels_test cpu_quant_gemm_test cpu_phase_runner_test)
+          cpu_kernels_test cpu_quant_gemm_test cpu_phase_runner_test cpu_row_split_test
+          cpu_work_team_test)
   if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/${t}.cc)
     rnnserve_test(${t} unit ${CMAKE_CURRENT_LIST_DIR}/${t}.cc)
   endif()
@@ -25,6 +26,7 @@ function(rnnserve_cpu_kernel_runs target label)
       LABELS ${label} ENVIRONMENT RNNSERVE_CPU_KERNELS=${set} SKIP_RETURN_CODE 77 TIMEOUT 900)
   endforeach()
 endfunction()
-foreach(t cpu_recurrent_test cpu_keras_recurrent_test cpu_kernels_test cpu_quant_gemm_test)
+foreach(t cpu_recurrent_test cpu_keras_recurrent_test cpu_kernels_test cpu_quant_gemm_test
+          cpu_row_split_test)
   rnnserve_cpu_kernel_runs(${t} unit)
 endforeach()

@@ -1,7 +1,7 @@
 // The recurrent kernel's phase runner (engine/cpu/phase_runner.h) on a team of plain threads:
 // every task runs once, and a task of phase p sees everything phase p - 1 wrote. The kernel
-// runs it inside an OpenMP region; these tests drive it with std::thread so the hand-off
-// between phases is also checked where OpenMP is off (the ThreadSanitizer build).
+// runs it on its WorkTeam's threads (engine/cpu/work_team.h); these tests drive it with
+// std::thread, so the hand-off between phases is checked on its own (and under ThreadSanitizer).
 
 #include "engine/cpu/phase_runner.h"
 
