@@ -115,7 +115,7 @@ run_profile() {  # where the server's CPU goes under load: perf, per-thread CPU,
   local port=18731 metrics_port=18732 c=${PROFILE_CONCURRENCY:-64}
   local repo=${PROFILE_REPO:-$ROOT/bench/server_models_gpu}
   "${SERVER_PIN[@]}" "$BIN/rnnserve" --model-repository "$repo" \
-    --port $port --metrics-port $metrics_port --log-level warning \
+    --port $port --metrics-port $metrics_port --http-port 0 --log-level warning \
     --allow-symlinks-outside-repository --max-concurrent-per-model=512 ${PROFILE_SERVER_ARGS:-} &
   local pid=$!
   wait_for_server $port $metrics_port "$(find "$repo" -mindepth 2 -maxdepth 2 -name config.pbtxt | wc -l)"
@@ -150,7 +150,7 @@ run_cpucheck() {  # the CPU engine on this host: LSTM H=256 T=50 through the ser
   fi
   for set in "" avx2 plain; do
     RNNSERVE_CPU_KERNELS=$set "${SERVER_PIN[@]}" "$BIN/rnnserve" \
-      --model-repository "$ROOT/bench/server_models" --port 18901 --metrics-port 18902 \
+      --model-repository "$ROOT/bench/server_models" --port 18901 --metrics-port 18902 --http-port 0 \
       --log-level info > "$OUT_DIR/cpucheck-${set:-best}.log" 2>&1 &
     local pid=$!
     wait_for_server 18901 18902 lstm256

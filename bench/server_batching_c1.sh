@@ -25,7 +25,7 @@ SERVER_PIN=(); CLIENT_PIN=()
 [ -n "${CLIENT_CPUS:-}" ] && CLIENT_PIN=(taskset -c "$CLIENT_CPUS")
 # shellcheck disable=SC2086  # SERVER_ARGS is a list of flags
 "${SERVER_PIN[@]}" "$RNNSERVE" --model-repository "${MODEL_REPO:-$ROOT/bench/server_models}" \
-  --port "$PORT" --metrics-port 0 --log-level warning --drain-seconds 0 \
+  --port "$PORT" --metrics-port 0 --http-port 0 --log-level warning --drain-seconds 0 \
   --allow-symlinks-outside-repository ${SERVER_ARGS:-} &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null || true' EXIT

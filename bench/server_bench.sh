@@ -48,7 +48,7 @@ SERVER_PIN=(); CLIENT_PIN=()
 # sweeps reach 256 requests in flight on a model without batching, past the default cap of 8
 # an instance (what a client gets then is RESOURCE_EXHAUSTED, not a measurement).
 "${SERVER_PIN[@]}" "$RNNSERVE" --model-repository "$MODEL_REPO" --port "$PORT" \
-  --metrics-port "$METRICS_PORT" --log-level warning --allow-symlinks-outside-repository \
+  --metrics-port "$METRICS_PORT" --http-port 0 --log-level warning --allow-symlinks-outside-repository \
   --max-concurrent-per-model=512 &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null || true' EXIT

@@ -55,7 +55,7 @@ run() {  # run LABEL BIN ROUND: one perf_analyzer run on a fresh server; appends
   port=$(free_port)
   metrics_port=$(free_port)
   "${SERVER_PIN[@]}" "$bin" --model-repository "$MODEL_REPO" --port "$port" \
-    --metrics-port "$metrics_port" --log-level warning --allow-symlinks-outside-repository \
+    --metrics-port "$metrics_port" --http-port 0 --log-level warning --allow-symlinks-outside-repository \
     --max-concurrent-per-model=512 &
   SERVER=$!
   wait_for_server "$port" "$metrics_port" "$MODEL"

@@ -241,7 +241,7 @@ def main():
     port = free_port()
     log = open(os.path.join(work, "server.log"), "w")
     server = subprocess.Popen(
-        [args.rnnserve, "--model-repository", repo, "--port", str(port), "--metrics-port", "0",
+        [args.rnnserve, "--model-repository", repo, "--port", str(port), "--metrics-port", "0", "--http-port", "0",
          "--repository-poll-seconds", "1", "--log-level", "warning", *args.server_arg],
         stdout=log, stderr=subprocess.STDOUT)
     address = f"127.0.0.1:{port}"

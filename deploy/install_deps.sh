@@ -21,6 +21,7 @@ APT_BUILD=(
   build-essential cmake pkg-config ccache git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libeigen3-dev libhdf5-dev nlohmann-json3-dev libzip-dev libcli11-dev
+  libcpp-httplib-dev libssl-dev
   prometheus-cpp-dev libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libhiredis-dev
 )
 APT_TEST=(
@@ -32,6 +33,7 @@ APT_TEST=(
 )
 # PyPI packages the tests use, as module:package (setuptools builds the Python client package).
 PIP_TEST=(numpy:numpy grpc:grpcio grpc_tools:grpcio-tools tritonclient.grpc:tritonclient[grpc]
+          tritonclient.http:tritonclient[http]
           nvidia.cuda_runtime:nvidia-cuda-runtime-cu12 setuptools:setuptools
           kubernetes_validate:kubernetes-validate)
 # PyPI packages that bring a command, as command:package.

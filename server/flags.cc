@@ -85,8 +85,21 @@ void AddFlags(CLI::App& app, ServerFlags* f) {
   app.add_option("--metrics-port", f->metrics_port, "Prometheus /metrics port (0: off)")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
+  app.add_option("--http-port", f->http_port,
+                 "HTTP/REST port on --address: KServe v2 REST (0: off)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  app.add_option("--http-max-connections", f->http_max_connections,
+                 "HTTP connections served at once, a thread each; more wait for one to close")
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
+  app.add_option("--http-read-timeout-seconds", f->http_read_timeout_seconds,
+                 "close an HTTP connection that sends nothing this long while a request is read, "
+                 "or idles this long between requests")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
   app.add_option("--tls-cert", f->tls_cert,
-                 "PEM certificate chain: serve gRPC over TLS (with --tls-key)")
+                 "PEM certificate chain: serve gRPC and HTTP over TLS (with --tls-key)")
       ->type_name("FILE");
   app.add_option("--tls-key", f->tls_key, "PEM private key of --tls-cert")->type_name("FILE");
   app.add_option("--tls-client-ca", f->tls_client_ca,

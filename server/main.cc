@@ -27,6 +27,7 @@
 #include "server/auth/token_auth.h"
 #include "server/batching/async_runner.h"
 #include "server/flags.h"
+#include "server/http/http_server.h"
 #include "server/inspect.h"
 #include "server/limits/server_limits.h"
 #include "server/log.h"
@@ -41,6 +42,7 @@
 #include "server/sequence_manager.h"
 #include "server/services/health_service.h"
 #include "server/services/kserve/kserve_service.h"
+#include "server/services/kserve/rest_routes.h"
 #include "server/services/rnnserve_service.h"
 #include "server/store/redis_store.h"
 #include "server/store/store_metrics.h"
@@ -351,6 +353,31 @@ int Main(int argc, char** argv) {
     LogError(absl::StrCat("cannot listen on ", flags.address, ":", flags.port));
     return 1;
   }
+  // The REST front ends on --http-port (server/http/http_server.h), with gRPC's TLS files,
+  // tokens and limits.
+  kserve::KServeRoutes kserve_routes(&kserve_service);
+  std::unique_ptr<http::HttpServer> http_server;
+  if (flags.http_port != 0) {
+    auto started = http::HttpServer::Start(
+        {.address = flags.address,
+         .port = flags.http_port,
+         .tls = {.cert_file = flags.tls_cert,
+                 .key_file = flags.tls_key,
+                 .client_ca_file = flags.tls_client_ca},
+         .authorizer = authorizer->get(),
+         .bytes = server_limits->bytes.get(),
+         .max_body_bytes = flags.max_message_bytes,
+         .max_connections = flags.http_max_connections,
+         .read_timeout_s = flags.http_read_timeout_seconds},
+        {&kserve_routes});
+    if (!started.ok()) {
+      LogError(started.status().message());
+      return 1;
+    }
+    http_server = *std::move(started);
+    LogInfo(absl::StrCat("HTTP on ", flags.tls_cert.empty() ? "http" : "https", "://",
+                         flags.address, ":", http_server->port(), " (KServe v2 REST)"));
+  }
   const std::vector<std::string> services = {v1::RnnServe::service_full_name(),
                                              inference::GRPCInferenceService::service_full_name()};
   // Known and NOT_SERVING until ready (the whole server "" too); then health follows readiness
@@ -404,6 +431,7 @@ int Main(int argc, char** argv) {
   // as long again to finish. A server still loading was never ready: no drain.
   (*health)->Shutdown();
   absl::SleepFor(absl::Seconds(drain_seconds));
+  if (http_server != nullptr) http_server->Stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(drain_seconds));
   server->Wait();
   loader.join();

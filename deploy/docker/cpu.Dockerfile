@@ -63,7 +63,7 @@ RUN apt-get update \
 COPY --from=build /out/bin/ /usr/local/bin/
 COPY models/examples /models
 USER 10001:10001
-EXPOSE 8500 8502
+EXPOSE 8500 8501 8502
 HEALTHCHECK --interval=10s --timeout=5s --start-period=60s --retries=3 \
   CMD ["rnnserve-cli", "health", "--server", "127.0.0.1:8500", "--timeout-ms", "3000"]
 STOPSIGNAL SIGTERM

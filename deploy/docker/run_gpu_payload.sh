@@ -64,7 +64,7 @@ done
 serve_log="$OUT_DIR/gpu-payload-serve.log"
 port=$((20000 + RANDOM % 20000))
 "$BIN/rnnserve" --model-repository "$REPO/models/examples" --host 127.0.0.1 --port "$port" \
-  --metrics-port 0 --log-level info > "$serve_log" 2>&1 &
+  --metrics-port 0 --http-port 0 --log-level info > "$serve_log" 2>&1 &
 pid=$!
 healthy=0
 for _ in $(seq 120); do

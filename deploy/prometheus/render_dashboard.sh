@@ -49,7 +49,7 @@ metrics_port="$(free_port)"
 prom_port="$(free_port)"
 
 "$build/server/rnnserve" --model-repository models/examples --port "$grpc_port" \
-  --metrics-port "$metrics_port" --log-level warning &
+  --metrics-port "$metrics_port" --http-port 0 --log-level warning &
 pids+=($!)
 wait_http "http://127.0.0.1:$metrics_port/metrics" 60
 

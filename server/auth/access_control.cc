@@ -38,6 +38,9 @@ constexpr std::array kAccessTable = {
     MethodAccess{"/inference.GRPCInferenceService/ModelStreamInfer", Access::kInference},
     MethodAccess{"/inference.GRPCInferenceService/ModelConfig", Access::kInference},
     MethodAccess{"/inference.GRPCInferenceService/ModelStatistics", Access::kInference},
+    MethodAccess{"/inference.GRPCInferenceService/RepositoryIndex", Access::kInference},
+    MethodAccess{"/inference.GRPCInferenceService/RepositoryModelLoad", Access::kAdmin},
+    MethodAccess{"/inference.GRPCInferenceService/RepositoryModelUnload", Access::kAdmin},
     MethodAccess{"/grpc.health.v1.Health/Check", Access::kPublic},
     MethodAccess{"/grpc.health.v1.Health/Watch", Access::kPublic},
     // gRPC's own reflection service (--reflection) has no handler of ours to refuse a call:

@@ -97,7 +97,7 @@ grpc_port=$(free_port)
 metrics_port=$(free_port)
 prom_port=$(free_port)
 "$server_bin" --model-repository models/examples --port "$grpc_port" \
-  --metrics-port "$metrics_port" --log-level warning &
+  --metrics-port "$metrics_port" --http-port 0 --log-level warning &
 pids+=($!)
 for _ in $(seq 1 300); do  # ready: the example model has loaded
   "$cli" health --server "127.0.0.1:$grpc_port" --timeout-ms 500 >/dev/null 2>&1 && break

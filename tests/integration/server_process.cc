@@ -67,6 +67,8 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Launch(
                                    std::to_string(port),
                                    "--metrics-port",
                                    "0",
+                                   "--http-port",
+                                   "0",
                                    "--log-level",
                                    "warning",
                                    "--drain-seconds",

@@ -20,7 +20,7 @@ int FreeLoopbackPort();
 
 class ServerProcess {
  public:
-  // Runs `rnnserve --model-repository <repo> --port <free> --metrics-port 0 <extra...>` and waits
+  // Runs `rnnserve --model-repository <repo> --port <free> --metrics-port 0 --http-port 0 <extra...>` and waits
   // (up to 60 s) until it is ready: gRPC health of the whole server SERVING (its initial loads
   // are done) to a client with `probe`'s TLS.
   // `log_file`: where the server's stderr goes (empty: the test's stderr).

@@ -52,7 +52,7 @@ def running_server(binary, repo, timeout_s=60, extra=(), credentials=None):
     flags."""
     port = free_port()
     proc = subprocess.Popen(
-        [binary, "--model-repository", repo, "--port", str(port), "--metrics-port", "0",
+        [binary, "--model-repository", repo, "--port", str(port), "--metrics-port", "0", "--http-port", "0",
          "--log-level", "warning", "--drain-seconds", "0", *extra])
     try:
         deadline = time.monotonic() + timeout_s

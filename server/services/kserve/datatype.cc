@@ -18,6 +18,27 @@ std::string DatatypeName(engine::DType dtype) {
   return dtype == engine::DType::kInt64 ? "INT64" : "FP32";
 }
 
+std::string DatatypeName(core::ElementType type) {
+  switch (type) {
+    case core::ElementType::kBool:
+      return "BOOL";
+    case core::ElementType::kUint8:
+      return "UINT8";
+    case core::ElementType::kInt32:
+      return "INT32";
+    case core::ElementType::kInt64:
+      return "INT64";
+    case core::ElementType::kFp16:
+      return "FP16";
+    case core::ElementType::kFp64:
+      return "FP64";
+    case core::ElementType::kFp32:
+      return "FP32";
+    default:
+      return "INVALID";
+  }
+}
+
 inference::DataType ConfigType(engine::DType dtype) {
   return dtype == engine::DType::kInt64 ? inference::TYPE_INT64 : inference::TYPE_FP32;
 }

@@ -20,6 +20,8 @@ absl::StatusOr<core::ElementType> ParseDatatype(absl::string_view datatype, absl
 
 // "FP32" for kFloat32, "INT64" for kInt64.
 std::string DatatypeName(engine::DType dtype);
+// The KServe name of a request's element type ("FP32", "INT32", ...; "BOOL", "UINT8", "FP16").
+std::string DatatypeName(core::ElementType type);
 
 // TYPE_FP32 / TYPE_INT64 in Triton's model configuration enum.
 inference::DataType ConfigType(engine::DType dtype);

@@ -139,23 +139,13 @@ const TensorSignature* FindInput(const Servable& servable, const std::string& na
 
 absl::StatusOr<DecodedInfer> DecodeInfer(const ModelInferRequest& request,
                                          const Servable& servable) {
-  DecodedInfer decoded;
   const bool raw = request.raw_input_contents_size() > 0;
   if (raw && request.raw_input_contents_size() != request.inputs_size()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "raw_input_contents: ", request.raw_input_contents_size(), " entries given for ",
         request.inputs_size(), " inputs (expected one per input)"));
   }
-  bool model_has_lengths_input = false;
-  for (const TensorSignature& sig : servable.inputs())
-    model_has_lengths_input |= sig.name == kLengths;
-  int model_inputs_given = 0;
-  for (const auto& in : request.inputs()) {
-    model_inputs_given += model_has_lengths_input || in.name() != kLengths;
-  }
-
-  core::Request core_request;
-  bool lengths_input = false;
+  InferInputs given{.parameters = &request.parameters()};
   for (int i = 0; i < request.inputs_size(); ++i) {
     const ModelInferRequest::InferInputTensor& in = request.inputs(i);
     const std::string what = absl::StrCat("input '", in.name(), "'");
@@ -167,52 +157,10 @@ absl::StatusOr<DecodedInfer> DecodeInfer(const ModelInferRequest& request,
     if (auto s = ToView(in, raw ? &request.raw_input_contents(i) : nullptr, what, &view); !s.ok()) {
       return s;
     }
-    if (in.name() == kLengths && !model_has_lengths_input) {
-      if (auto s = LengthsFromInput(view, &core_request); !s.ok()) return s;
-      lengths_input = true;
-      continue;
-    }
-    if (const TensorSignature* sig = FindInput(servable, in.name(), model_inputs_given);
-        sig != nullptr && !core::Feeds(view.type, sig->dtype)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, ": datatype ", in.datatype(), " given, expected ", DatatypeName(sig->dtype),
-          sig->dtype == engine::DType::kInt64 ? " or INT32 (or whole-number FP32 / FP64)" : ""));
-    }
-    for (const core::InputView& other : core_request.inputs) {
-      if (other.name == in.name()) {
-        return absl::InvalidArgumentError(absl::StrCat(what, ": given twice"));
-      }
-    }
-    core_request.inputs.push_back(std::move(view));
-  }
-  if (request.parameters().contains(kLengths)) {
-    if (lengths_input) {
-      return absl::InvalidArgumentError(
-          "lengths: given both as an input and as a parameter; give one");
-    }
-    if (auto s = LengthsFromParameter(request.parameters(), &core_request); !s.ok()) return s;
-  }
-
-  for (const auto& out : request.outputs()) core_request.output_filter.push_back(out.name());
-  if (auto s = core::ValidateOutputFilter(core_request, servable.signature()); !s.ok()) return s;
-  auto sequence = ParseSequence(request.parameters());
-  if (!sequence.ok()) return sequence.status();
-  // A sequence request is a stream chunk: a fixed window's time axis is free (stream_window.h).
-  auto batch = sequence->has_value() ? ValidateStreamChunk(core_request, servable)
-                                     : core::Validate(core_request, servable.signature());
-  if (!batch.ok()) return batch.status();
-  decoded.batch = std::move(*batch);
-
-  if (request.outputs().empty()) {
-    for (int i = 0; i < static_cast<int>(servable.outputs().size()); ++i) {
-      decoded.outputs.push_back({.index = i, .raw = true});
-    }
+    given.inputs.push_back(std::move(view));
   }
   for (const auto& out : request.outputs()) {
-    DecodedInfer::Output o;
-    for (int i = 0; i < static_cast<int>(servable.outputs().size()); ++i) {
-      if (servable.outputs()[i].name == out.name()) o.index = i;
-    }
+    bool binary = true;
     auto it = out.parameters().find("binary_data");
     if (it != out.parameters().end()) {
       if (it->second.parameter_choice_case() != InferParameter::kBoolParam) {
@@ -220,12 +168,81 @@ absl::StatusOr<DecodedInfer> DecodeInfer(const ModelInferRequest& request,
                                                        "': parameter 'binary_data' must be a "
                                                        "bool_param"));
       }
-      o.raw = it->second.bool_param();
+      binary = it->second.bool_param();
+    }
+    given.outputs.push_back({out.name(), binary});
+  }
+  return DecodeViews(std::move(given), servable);
+}
+
+absl::StatusOr<DecodedInfer> DecodeViews(InferInputs given, const Servable& servable) {
+  DecodedInfer decoded;
+  static const InferParameters kNoParameters;
+  const InferParameters& parameters =
+      given.parameters != nullptr ? *given.parameters : kNoParameters;
+  bool model_has_lengths_input = false;
+  for (const TensorSignature& sig : servable.inputs())
+    model_has_lengths_input |= sig.name == kLengths;
+  int model_inputs_given = 0;
+  for (const core::InputView& in : given.inputs) {
+    model_inputs_given += model_has_lengths_input || in.name != kLengths;
+  }
+
+  core::Request core_request;
+  bool lengths_input = false;
+  for (core::InputView& view : given.inputs) {
+    const std::string what = absl::StrCat("input '", view.name, "'");
+    if (view.name == kLengths && !model_has_lengths_input) {
+      if (auto s = LengthsFromInput(view, &core_request); !s.ok()) return s;
+      lengths_input = true;
+      continue;
+    }
+    if (const TensorSignature* sig = FindInput(servable, view.name, model_inputs_given);
+        sig != nullptr && !core::Feeds(view.type, sig->dtype)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": datatype ", DatatypeName(view.type), " given, expected ",
+          DatatypeName(sig->dtype),
+          sig->dtype == engine::DType::kInt64 ? " or INT32 (or whole-number FP32 / FP64)" : ""));
+    }
+    for (const core::InputView& other : core_request.inputs) {
+      if (other.name == view.name) {
+        return absl::InvalidArgumentError(absl::StrCat(what, ": given twice"));
+      }
+    }
+    core_request.inputs.push_back(std::move(view));
+  }
+  if (parameters.contains(kLengths)) {
+    if (lengths_input) {
+      return absl::InvalidArgumentError(
+          "lengths: given both as an input and as a parameter; give one");
+    }
+    if (auto s = LengthsFromParameter(parameters, &core_request); !s.ok()) return s;
+  }
+
+  for (const auto& out : given.outputs) core_request.output_filter.push_back(out.first);
+  if (auto s = core::ValidateOutputFilter(core_request, servable.signature()); !s.ok()) return s;
+  auto sequence = ParseSequence(parameters);
+  if (!sequence.ok()) return sequence.status();
+  // A sequence request is a stream chunk: a fixed window's time axis is free (stream_window.h).
+  auto batch = sequence->has_value() ? ValidateStreamChunk(core_request, servable)
+                                     : core::Validate(core_request, servable.signature());
+  if (!batch.ok()) return batch.status();
+  decoded.batch = std::move(*batch);
+
+  if (given.outputs.empty()) {
+    for (int i = 0; i < static_cast<int>(servable.outputs().size()); ++i) {
+      decoded.outputs.push_back({.index = i, .raw = given.default_raw});
+    }
+  }
+  for (const auto& [name, raw] : given.outputs) {
+    DecodedInfer::Output o{.raw = raw};
+    for (int i = 0; i < static_cast<int>(servable.outputs().size()); ++i) {
+      if (servable.outputs()[i].name == name) o.index = i;
     }
     decoded.outputs.push_back(o);
   }
 
-  auto priority = IntParam(request.parameters(), "priority");
+  auto priority = IntParam(parameters, "priority");
   if (!priority.ok()) return priority.status();
   if (priority->has_value()) {
     if (**priority > std::numeric_limits<int>::max()) {
@@ -234,7 +251,7 @@ absl::StatusOr<DecodedInfer> DecodeInfer(const ModelInferRequest& request,
     }
     decoded.options.priority = static_cast<int>(**priority);
   }
-  auto timeout = IntParam(request.parameters(), "timeout");
+  auto timeout = IntParam(parameters, "timeout");
   if (!timeout.ok()) return timeout.status();
   if (timeout->has_value() && **timeout > 0) {
     decoded.options.deadline = absl::Now() + absl::Microseconds(**timeout);

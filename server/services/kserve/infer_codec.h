@@ -51,6 +51,20 @@ struct DecodedInfer {
 absl::StatusOr<DecodedInfer> DecodeInfer(const inference::ModelInferRequest& request,
                                          const Servable& servable);
 
+// What each transport (gRPC above, HTTP in rest_codec.h) hands the decoding both share: its
+// inputs as views (datatype parsed, values not checked yet), the request's parameters, and the
+// outputs asked for with whether each goes as binary (raw) data.
+struct InferInputs {
+  std::vector<core::InputView> inputs;
+  const InferParameters* parameters = nullptr;  // null: none
+  std::vector<std::pair<std::string, bool>> outputs;  // name, raw; empty: every output
+  bool default_raw = true;  // how every output goes when none is named
+};
+
+// The rest of DecodeInfer: lengths, datatypes against the model's, the shared validation,
+// requested outputs, sequence and scheduling parameters.
+absl::StatusOr<DecodedInfer> DecodeViews(InferInputs given, const Servable& servable);
+
 // For RunOptions::allocate_outputs: the requested outputs' buffers in `response`. `servable`,
 // `decoded` and `response` must outlive the run.
 OutputAllocator AllocateInfer(const Servable& servable, const DecodedInfer& decoded,

@@ -47,73 +47,119 @@ void FillTensor(const TensorSignature& sig, inference::ModelMetadataResponse::Te
 
 }  // namespace
 
+bool KServeService::Live() const {
+  return options_.readiness == nullptr || options_.readiness->Live();
+}
+
+absl::Status KServeService::CheckReady() const {
+  return options_.readiness != nullptr ? options_.readiness->CheckReady()
+                                       : Readiness(repository_, {}).CheckReady();
+}
+
+absl::StatusOr<bool> KServeService::ModelIsReady(const std::string& name,
+                                                 const std::string& version) const {
+  auto servable = Find(*repository_, name, version);
+  // Unknown, or known but failed to load (UNAVAILABLE): not ready, which is an answer, not an
+  // error (tritonclient's is_model_ready raises on errors).
+  if (!servable.ok() && servable.status().code() != absl::StatusCode::kNotFound &&
+      servable.status().code() != absl::StatusCode::kUnavailable) {
+    return servable.status();
+  }
+  return servable.ok();
+}
+
+inference::ServerMetadataResponse KServeService::Metadata() const {
+  inference::ServerMetadataResponse response;
+  response.set_name(options_.server_name);
+  response.set_version(options_.server_version);
+  response.add_extensions("model_configuration");
+  response.add_extensions("model_repository");
+  response.add_extensions("statistics");
+  if (options_.sequences != nullptr) response.add_extensions("sequence");
+  return response;
+}
+
+absl::StatusOr<inference::ModelMetadataResponse> KServeService::Metadata(
+    const std::string& name, const std::string& version) const {
+  auto servable = Find(*repository_, name, version);
+  if (!servable.ok()) return servable.status();
+  const Servable& model = **servable;
+  inference::ModelMetadataResponse response;
+  response.set_name(model.name());
+  for (const ModelState& state : repository_->List()) {
+    if (state.name != model.name()) continue;
+    for (int64_t v : state.versions) response.add_versions(std::to_string(v));
+  }
+  response.set_platform(model.platform());
+  for (const auto& sig : model.inputs()) FillTensor(sig, response.add_inputs());
+  for (const auto& sig : model.outputs()) FillTensor(sig, response.add_outputs());
+  return response;
+}
+
+absl::StatusOr<inference::ModelConfig> KServeService::Config(const std::string& name,
+                                                             const std::string& version) const {
+  auto servable = Find(*repository_, name, version);
+  if (!servable.ok()) return servable.status();
+  return TritonConfig(**servable);
+}
+
+absl::StatusOr<inference::ModelStatisticsResponse> KServeService::Statistics(
+    const std::string& name, const std::string& version) const {
+  inference::ModelStatisticsResponse response;
+  if (!name.empty()) {
+    auto servable = Find(*repository_, name, version);
+    if (!servable.ok()) return servable.status();
+    Fill((*servable)->name(), (*servable)->version(), response.add_model_stats());
+    return response;
+  }
+  for (const ModelState& state : repository_->List()) {
+    for (int64_t v : state.versions) Fill(state.name, v, response.add_model_stats());
+  }
+  return response;
+}
+
 grpc::Status KServeService::ServerLive(grpc::ServerContext*, const inference::ServerLiveRequest*,
                                        inference::ServerLiveResponse* response) {
-  response->set_live(options_.readiness == nullptr || options_.readiness->Live());
+  response->set_live(Live());
   return grpc::Status::OK;
 }
 
 grpc::Status KServeService::ServerReady(grpc::ServerContext*, const inference::ServerReadyRequest*,
                                         inference::ServerReadyResponse* response) {
-  response->set_ready(options_.readiness != nullptr ? options_.readiness->Ready()
-                                                    : Readiness(repository_, {}).Ready());
+  response->set_ready(CheckReady().ok());
   return grpc::Status::OK;
 }
 
 grpc::Status KServeService::ModelReady(grpc::ServerContext* context,
                                        const inference::ModelReadyRequest* request,
                                        inference::ModelReadyResponse* response) {
-  if (grpc::Status a = auth::Verdict(*context); !a.ok()) {
-    return a;
-  }
-  auto servable = Find(*repository_, request->name(), request->version());
-  // Unknown, or known but failed to load (UNAVAILABLE): not ready, which is an answer, not an
-  // error (tritonclient's is_model_ready raises on errors).
-  if (!servable.ok() && servable.status().code() != absl::StatusCode::kNotFound &&
-      servable.status().code() != absl::StatusCode::kUnavailable) {
-    return ToGrpc(servable.status());
-  }
-  response->set_ready(servable.ok());
+  if (grpc::Status a = auth::Verdict(*context); !a.ok()) return a;
+  auto ready = ModelIsReady(request->name(), request->version());
+  if (!ready.ok()) return ToGrpc(ready.status());
+  response->set_ready(*ready);
   return grpc::Status::OK;
 }
 
 grpc::Status KServeService::ServerMetadata(grpc::ServerContext* context,
                                            const inference::ServerMetadataRequest*,
                                            inference::ServerMetadataResponse* response) {
-  if (grpc::Status a = auth::Verdict(*context); !a.ok()) {
-    return a;
-  }
-  response->set_name(options_.server_name);
-  response->set_version(options_.server_version);
-  response->add_extensions("model_configuration");
-  response->add_extensions("statistics");
-  if (options_.sequences != nullptr) response->add_extensions("sequence");
+  if (grpc::Status a = auth::Verdict(*context); !a.ok()) return a;
+  *response = Metadata();
   return grpc::Status::OK;
 }
 
 grpc::Status KServeService::ModelMetadata(grpc::ServerContext* context,
                                           const inference::ModelMetadataRequest* request,
                                           inference::ModelMetadataResponse* response) {
-  if (grpc::Status a = auth::Verdict(*context); !a.ok()) {
-    return a;
-  }
-  auto servable = Find(*repository_, request->name(), request->version());
-  if (!servable.ok()) return ToGrpc(servable.status());
-  const Servable& model = **servable;
-  response->set_name(model.name());
-  for (const ModelState& state : repository_->List()) {
-    if (state.name != model.name()) continue;
-    for (int64_t v : state.versions) response->add_versions(std::to_string(v));
-  }
-  response->set_platform(model.platform());
-  for (const auto& sig : model.inputs()) FillTensor(sig, response->add_inputs());
-  for (const auto& sig : model.outputs()) FillTensor(sig, response->add_outputs());
+  if (grpc::Status a = auth::Verdict(*context); !a.ok()) return a;
+  auto metadata = Metadata(request->name(), request->version());
+  if (!metadata.ok()) return ToGrpc(metadata.status());
+  *response = *std::move(metadata);
   return grpc::Status::OK;
 }
 
 struct KServeService::Call {
-  const inference::ModelInferRequest* request = nullptr;
-  inference::ModelInferResponse* response = nullptr;
+  InferExchange* exchange = nullptr;
   Finished finished;
   absl::Time start;
   // The version that runs: the one asked for, or the one a sequence started on (it keeps it).
@@ -125,37 +171,30 @@ struct KServeService::Call {
   std::optional<DecodedInfer> decoded;
   absl::Time decoded_at;
   absl::Duration input, infer, output;  // decoding, the run, encoding
-  bool streamed = false;
+  bool counted_here = false;  // InferTarget::count_request
 };
 
-void KServeService::Infer(const grpc::ServerContextBase* context,
-                          const inference::ModelInferRequest& request,
-                          inference::ModelInferResponse* response, Finished finished,
-                          bool streamed) {
+void KServeService::Infer(const InferTarget& target, InferExchange* exchange,
+                          Finished finished) {
   auto call = std::make_unique<Call>();
-  call->streamed = streamed;
-  call->request = &request;
-  call->response = response;
+  call->counted_here = target.count_request;
+  call->exchange = exchange;
   call->finished = std::move(finished);
   call->start = absl::Now();
-  auto servable = Find(*repository_, request.model_name(), request.model_version());
+  auto servable = Find(*repository_, target.model, target.version);
   if (!servable.ok()) return Finish(std::move(call), servable.status());
   call->ran_on = *servable;
   const Servable& model = **servable;
 
-  auto admission =
-      limits::Admit(options_.limits, model, static_cast<int64_t>(request.ByteSizeLong()));
+  auto admission = limits::Admit(options_.limits, model, target.request_bytes);
   if (!admission.ok()) return Finish(std::move(call), admission.status());
   call->admission = *std::move(admission);
-  auto decoded = DecodeInfer(request, model);
+  auto decoded = exchange->Decode(model);
   if (!decoded.ok()) return Finish(std::move(call), decoded.status());
   if (auto s = call->admission->AddBatch(decoded->batch); !s.ok()) {
     return Finish(std::move(call), s);
   }
-  if (context != nullptr && context->deadline() != std::chrono::system_clock::time_point::max()) {
-    decoded->options.deadline =
-        std::min(decoded->options.deadline, absl::FromChrono(context->deadline()));
-  }
+  decoded->options.deadline = std::min(decoded->options.deadline, target.deadline);
   call->decoded = *std::move(decoded);
   call->decoded_at = absl::Now();
   call->input = call->decoded_at - call->start;
@@ -165,7 +204,7 @@ void KServeService::Infer(const grpc::ServerContextBase* context,
     // The batch moves to the scheduler; the response needs none of it.
     engine::Batch batch = std::move(d.batch);
     RunOptions options = d.options;
-    options.allocate_outputs = AllocateInfer(model, d, response);
+    options.allocate_outputs = exchange->Allocate(model, d);
     model.RunAsync(std::move(batch), options,
                    [this, call = std::move(call)](
                        absl::StatusOr<std::vector<engine::Tensor>> outputs) mutable {
@@ -182,7 +221,7 @@ void KServeService::Infer(const grpc::ServerContextBase* context,
                       "rnnserve.v1 StreamPredict, or send whole sequences without sequence_id")));
   }
   // The sequence is bound to who started it: its token's hash, or its peer.
-  if (context != nullptr) d.options.caller = limits::CallerIdentity(*context);
+  d.options.caller = exchange->Caller();
   if (options_.blocking == nullptr) return RunSequence(std::move(call));
   // A chunk waits for its sequence and runs the engine on this thread: not on gRPC's.
   options_.blocking->Post(
@@ -227,12 +266,7 @@ void KServeService::Complete(std::unique_ptr<Call> call,
     LogRunFailure(call->ran_on->name(), call->ran_on->version(), outputs.status());
     return Finish(std::move(call), outputs.status());
   }
-  const Servable& ran_on = *call->ran_on;
-  inference::ModelInferResponse* response = call->response;
-  response->set_model_name(ran_on.name());
-  response->set_model_version(std::to_string(ran_on.version()));
-  response->set_id(call->request->id());
-  EncodeInfer(ran_on, *call->decoded, *outputs, response);
+  call->exchange->Encode(*call->ran_on, *call->decoded, *outputs);
   call->output = absl::Now() - ran_at;
   Finish(std::move(call), absl::OkStatus());
 }
@@ -243,7 +277,7 @@ void KServeService::Finish(std::unique_ptr<Call> call, absl::Status status) {
       call->ran_on == nullptr ? nullptr
                               : metrics_.Find(call->ran_on->name(), call->ran_on->version());
   if (m != nullptr && status.ok()) m->RecordPhases(call->input, call->infer, call->output);
-  if (m != nullptr && call->streamed) {
+  if (m != nullptr && call->counted_here) {
     m->RequestStarted();
     m->RequestFinished("ModelInfer", status.code(), absl::Now() - call->start);
   }
@@ -255,14 +289,57 @@ void KServeService::Finish(std::unique_ptr<Call> call, absl::Status status) {
   finished(std::move(status));
 }
 
-absl::Status KServeService::InferAndWait(const grpc::ServerContextBase* context,
+namespace {
+
+// ModelInfer's side of an inference request.
+class GrpcExchange final : public InferExchange {
+ public:
+  GrpcExchange(const grpc::ServerContextBase& context, const inference::ModelInferRequest& request,
+               inference::ModelInferResponse* response)
+      : context_(context), request_(request), response_(response) {}
+  absl::StatusOr<DecodedInfer> Decode(const Servable& model) override {
+    return DecodeInfer(request_, model);
+  }
+  OutputAllocator Allocate(const Servable& model, const DecodedInfer& decoded) override {
+    return AllocateInfer(model, decoded, response_);
+  }
+  void Encode(const Servable& ran_on, const DecodedInfer& decoded,
+              const std::vector<engine::Tensor>& outputs) override {
+    response_->set_model_name(ran_on.name());
+    response_->set_model_version(std::to_string(ran_on.version()));
+    response_->set_id(request_.id());
+    EncodeInfer(ran_on, decoded, outputs, response_);
+  }
+  std::string Caller() const override { return limits::CallerIdentity(context_); }
+
+ private:
+  const grpc::ServerContextBase& context_;
+  const inference::ModelInferRequest& request_;
+  inference::ModelInferResponse* const response_;
+};
+
+InferTarget TargetOf(const grpc::ServerContextBase& context,
+                     const inference::ModelInferRequest& request, bool streamed) {
+  InferTarget target{.model = request.model_name(),
+                     .version = request.model_version(),
+                     .request_bytes = static_cast<int64_t>(request.ByteSizeLong()),
+                     .count_request = streamed};
+  if (context.deadline() != std::chrono::system_clock::time_point::max()) {
+    target.deadline = absl::FromChrono(context.deadline());
+  }
+  return target;
+}
+
+}  // namespace
+
+absl::Status KServeService::InferAndWait(const grpc::ServerContextBase& context,
                                          const inference::ModelInferRequest& request,
                                          inference::ModelInferResponse* response) {
   std::promise<absl::Status> promise;
   std::future<absl::Status> answer = promise.get_future();
-  Infer(
-      context, request, response, [&promise](absl::Status s) { promise.set_value(s); },
-      /*streamed=*/true);
+  GrpcExchange exchange(context, request, response);
+  Infer(TargetOf(context, request, /*streamed=*/true), &exchange,
+        [&promise](absl::Status s) { promise.set_value(s); });
   return answer.get();
 }
 
@@ -274,7 +351,13 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext*
     reactor->Finish(a);
     return reactor;
   }
-  Infer(context, *request, response, [reactor](absl::Status s) { reactor->Finish(ToGrpc(s)); });
+  auto exchange = std::make_unique<GrpcExchange>(*context, *request, response);
+  InferExchange* e = exchange.get();
+  Infer(TargetOf(*context, *request, /*streamed=*/false), e,
+        [reactor, exchange = std::move(exchange)](absl::Status s) mutable {
+          exchange.reset();
+          reactor->Finish(ToGrpc(s));
+        });
   return reactor;
 }
 
@@ -292,7 +375,7 @@ grpc::Status KServeService::ModelStreamInfer(
   while (stream->Read(&request)) {
     ticket.Busy(true);
     inference::ModelStreamInferResponse response;
-    const absl::Status s = InferAndWait(context, request, response.mutable_infer_response());
+    const absl::Status s = InferAndWait(*context, request, response.mutable_infer_response());
     if (!s.ok()) {
       response.clear_infer_response();
       response.mutable_infer_response()->set_model_name(request.model_name());
@@ -311,30 +394,20 @@ grpc::Status KServeService::ModelStreamInfer(
 grpc::Status KServeService::ModelConfig(grpc::ServerContext* context,
                                         const inference::ModelConfigRequest* request,
                                         inference::ModelConfigResponse* response) {
-  if (grpc::Status a = auth::Verdict(*context); !a.ok()) {
-    return a;
-  }
-  auto servable = Find(*repository_, request->name(), request->version());
-  if (!servable.ok()) return ToGrpc(servable.status());
-  *response->mutable_config() = TritonConfig(**servable);
+  if (grpc::Status a = auth::Verdict(*context); !a.ok()) return a;
+  auto config = Config(request->name(), request->version());
+  if (!config.ok()) return ToGrpc(config.status());
+  *response->mutable_config() = *std::move(config);
   return grpc::Status::OK;
 }
 
 grpc::Status KServeService::ModelStatistics(grpc::ServerContext* context,
                                             const inference::ModelStatisticsRequest* request,
                                             inference::ModelStatisticsResponse* response) {
-  if (grpc::Status a = auth::Verdict(*context); !a.ok()) {
-    return a;
-  }
-  if (!request->name().empty()) {
-    auto servable = Find(*repository_, request->name(), request->version());
-    if (!servable.ok()) return ToGrpc(servable.status());
-    Fill((*servable)->name(), (*servable)->version(), response->add_model_stats());
-    return grpc::Status::OK;
-  }
-  for (const ModelState& state : repository_->List()) {
-    for (int64_t v : state.versions) Fill(state.name, v, response->add_model_stats());
-  }
+  if (grpc::Status a = auth::Verdict(*context); !a.ok()) return a;
+  auto statistics = Statistics(request->name(), request->version());
+  if (!statistics.ok()) return ToGrpc(statistics.status());
+  *response = *std::move(statistics);
   return grpc::Status::OK;
 }
 

@@ -22,11 +22,20 @@
 //     answered with error_message "<CODE>: <message>" and the stream goes on.
 //   - ModelConfig: see model_config_view.h. ModelStatistics: see statistics.h (every front end's requests); an empty name
 //     reports every loaded model version.
+//   - The model repository extension: RepositoryIndex (inference access, as listing is)
+//     lists every model of the repository with each loaded version ("READY") or its reason
+//     ("UNAVAILABLE"); RepositoryModelLoad and RepositoryModelUnload are model control (admin,
+//     auth/access_control.h): load or reload a model (ModelRepository::Load), stop serving it.
+//     Parameters (Triton's config override and files) are INVALID_ARGUMENT, but
+//     unload_dependents: models come from the repository's files only.
+// The HTTP front end (rest_routes.h) answers the same through the protocol-neutral methods
+// below (Infer, Metadata, ...), so that both transports share one flow and one statistics.
 // Model versions are strings on this protocol: "" is the newest loaded version.
 
 #include <string>
 
 #include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
 
 #include "inference/grpc_service.grpc.pb.h"
 #include "server/auth/access_control.h"
@@ -36,6 +45,7 @@
 #include "server/limits/stream_limits.h"
 #include "server/model_repository.h"
 #include "server/readiness.h"
+#include "server/services/kserve/infer_codec.h"
 #include "server/services/kserve/sequence.h"
 #include "server/metrics/server_metrics.h"
 #include "server/services/kserve/statistics.h"
@@ -65,6 +75,36 @@ struct KServeServiceOptions {
   metrics::ServerMetrics* metrics = nullptr;
 };
 
+// One transport's side of an inference request (gRPC ModelInfer, HTTP .../infer): decoding
+// the request for the model that serves it, and encoding the answer. KServeService::Infer
+// does the rest, the same for both: admission, scheduling, sequences, statistics.
+class InferExchange {
+ public:
+  virtual ~InferExchange() = default;
+  virtual absl::StatusOr<DecodedInfer> Decode(const Servable& model) = 0;
+  // RunOptions::allocate_outputs; null: the engine's own tensors, which Encode copies once.
+  virtual OutputAllocator Allocate(const Servable& model, const DecodedInfer& decoded) = 0;
+  virtual void Encode(const Servable& ran_on, const DecodedInfer& decoded,
+                      const std::vector<engine::Tensor>& outputs) = 0;
+  // Who sends it (limits/caller_identity.h): a sequence belongs to its caller. Asked before
+  // Infer returns, for sequence requests only.
+  virtual std::string Caller() const = 0;
+};
+
+// Which model an inference request is for, and what the transport knows of it.
+struct InferTarget {
+  std::string model;
+  std::string version;        // "" the newest loaded
+  int64_t request_bytes = 0;  // reserved in the byte budget; 0: the transport holds them
+  absl::Time deadline = absl::InfiniteFuture();
+  // Count the request in its model's metrics here: a streamed ModelInfer (the metrics
+  // interceptor counts the stream as one call) and an HTTP request (no interceptor).
+  bool count_request = false;
+};
+
+// INVALID_ARGUMENT: a repository parameter (Triton's "config", "file:...") is not taken.
+absl::Status ParameterRefused(const std::string& model, const std::string& parameter);
+
 // ModelInfer on the callback API, the other methods on the synchronous one.
 using KServeServiceBase = inference::GRPCInferenceService::WithCallbackMethod_ModelInfer<
     inference::GRPCInferenceService::Service>;
@@ -72,7 +112,7 @@ using KServeServiceBase = inference::GRPCInferenceService::WithCallbackMethod_Mo
 class KServeService final : public KServeServiceBase {
  public:
   // `repository` is not owned and must outlive the service.
-  KServeService(const ModelRepository* repository, KServeServiceOptions options)
+  KServeService(ModelRepository* repository, KServeServiceOptions options)
       : repository_(repository), options_(std::move(options)) {}
 
   grpc::Status ServerLive(grpc::ServerContext*, const inference::ServerLiveRequest*,
@@ -98,20 +138,45 @@ class KServeService final : public KServeServiceBase {
                                const inference::ModelStatisticsRequest* request,
                                inference::ModelStatisticsResponse* response) override;
 
+  grpc::Status RepositoryIndex(grpc::ServerContext* context,
+                               const inference::RepositoryIndexRequest* request,
+                               inference::RepositoryIndexResponse* response) override;
+  grpc::Status RepositoryModelLoad(grpc::ServerContext* context,
+                                   const inference::RepositoryModelLoadRequest* request,
+                                   inference::RepositoryModelLoadResponse*) override;
+  grpc::Status RepositoryModelUnload(grpc::ServerContext* context,
+                                     const inference::RepositoryModelUnloadRequest* request,
+                                     inference::RepositoryModelUnloadResponse*) override;
+
+  // The protocol-neutral answers both transports give; access is checked by the caller.
+  using Finished = absl::AnyInvocable<void(absl::Status)>;
+  // Runs an inference request and calls `finished` exactly once: with OK once `exchange` has
+  // encoded the answer, or with the error. `finished` runs on this thread or on the thread the
+  // answer was handed to (Servable::RunAsync; options_.blocking for a sequence's chunk);
+  // `exchange` must stay valid until it runs.
+  void Infer(const InferTarget& target, InferExchange* exchange, Finished finished);
+  bool Live() const;
+  // OK when ready, else UNAVAILABLE saying why (readiness.h).
+  absl::Status CheckReady() const;
+  // false for an unknown model or one that failed to load; errors for a bad version.
+  absl::StatusOr<bool> ModelIsReady(const std::string& name, const std::string& version) const;
+  inference::ServerMetadataResponse Metadata() const;
+  absl::StatusOr<inference::ModelMetadataResponse> Metadata(const std::string& name,
+                                                            const std::string& version) const;
+  absl::StatusOr<inference::ModelConfig> Config(const std::string& name,
+                                                const std::string& version) const;
+  // Every loaded model version for an empty name.
+  absl::StatusOr<inference::ModelStatisticsResponse> Statistics(const std::string& name,
+                                                                const std::string& version) const;
+  inference::RepositoryIndexResponse Index(bool ready_only) const;
+  absl::Status Load(const std::string& name);
+  absl::Status Unload(const std::string& name);
+
  private:
   // One inference request in flight: what Infer keeps until its response is built.
   struct Call;
-  using Finished = absl::AnyInvocable<void(absl::Status)>;
-  // Runs `request` and calls `finished` exactly once: with OK once `response` is complete, or
-  // with the error. `finished` runs on this thread or on the thread the answer was handed to
-  // (Servable::RunAsync; options_.blocking for a sequence's chunk); `context` (may be null) is
-  // used before Infer returns, `request` and `response` must stay valid until `finished` runs.
-  // `streamed`: a request of ModelStreamInfer, counted here as a ModelInfer (the metrics
-  // interceptor counts the stream as one call).
-  void Infer(const grpc::ServerContextBase* context, const inference::ModelInferRequest& request,
-             inference::ModelInferResponse* response, Finished finished, bool streamed = false);
   // Infer of a streamed request, waiting for the answer (ModelStreamInfer answers in order).
-  absl::Status InferAndWait(const grpc::ServerContextBase* context,
+  absl::Status InferAndWait(const grpc::ServerContextBase& context,
                             const inference::ModelInferRequest& request,
                             inference::ModelInferResponse* response);
   // Runs the call's chunk of a stateful sequence (blocking) and completes it.
@@ -123,7 +188,7 @@ class KServeService final : public KServeServiceBase {
   // Adds the call's decode and encode times to its version's statistics, releases what it holds and calls its `finished`.
   void Finish(std::unique_ptr<Call> call, absl::Status status);
 
-  const ModelRepository* const repository_;
+  ModelRepository* const repository_;
   const KServeServiceOptions options_;
   metrics::ServerMetrics& metrics_ =
       options_.metrics != nullptr ? *options_.metrics : metrics::ServerMetrics::Global();
