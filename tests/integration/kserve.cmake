@@ -5,7 +5,7 @@ rnnserve_test(kserve_integration_test integration
 target_link_libraries(kserve_integration_test PRIVATE rnnserve_server_process
   rnnserve_kserve_proto)
 
-foreach(tool tritonclient perf_analyzer)
+foreach(tool tritonclient perf_analyzer http)
   add_test(NAME kserve_${tool}_test
     COMMAND sh -c "command -v python3 >/dev/null || { echo 'SKIPPED: python3 not found'; exit 77; }; exec python3 \"$@\""
       sh ${CMAKE_CURRENT_LIST_DIR}/kserve_${tool}_test.py
