@@ -85,4 +85,32 @@ cat >"$out/model_config_fuzz/plain.pbtxt" <<'PBTXT'
 max_batch_size: 0
 output { name: "probabilities" }
 PBTXT
+
+# KServe REST bodies (kserve_rest_fuzz.cc): selector byte, two bytes of header length, body.
+python3 - <<'PY'
+import json, os, struct
+d = "tests/fuzz/corpus/kserve_rest_fuzz/"
+os.makedirs(d, exist_ok=True)
+x = [0.1 * i for i in range(12)]
+def put(name, head, body):
+    with open(d + name, "wb") as f:
+        f.write(bytes(head) + body)
+put("infer_json", [0, 0, 0], json.dumps(
+    {"inputs": [{"name": "waveform", "shape": [2, 3, 2], "datatype": "FP32", "data": x}]}).encode())
+put("infer_nested_lengths", [1, 0, 0], json.dumps(
+    {"id": "a", "inputs": [{"name": "waveform", "shape": [2, 3, 2], "datatype": "FP32",
+                            "data": [[[1, 2], [3, 4], [5, 6]], [[1, 2], [3, 4], [5, 6]]]},
+                           {"name": "lengths", "shape": [2], "datatype": "INT32", "data": [3, 2]}],
+     "outputs": [{"name": "probabilities", "parameters": {"binary_data": True}}],
+     "parameters": {"priority": 1, "timeout": 1000000}}).encode())
+h = json.dumps({"inputs": [{"name": "waveform", "shape": [1, 3, 2], "datatype": "FP32",
+                            "parameters": {"binary_data_size": 24}}],
+                "parameters": {"binary_data_output": True}}).encode()
+put("infer_binary", [4, len(h) & 255, len(h) >> 8], h + struct.pack("6f", *x[:6]))
+put("infer_sequence", [0, 0, 0], json.dumps(
+    {"inputs": [{"name": "waveform", "shape": [1, 3, 2], "datatype": "FP32", "data": x[:6]}],
+     "parameters": {"sequence_id": 5, "sequence_start": True, "sequence_end": True}}).encode())
+put("index", [3, 0, 0], b'{"ready": true}')
+put("ready", [2, 0, 0], b"")
+PY
 echo "seeds written under $out"

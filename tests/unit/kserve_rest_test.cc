@@ -266,7 +266,8 @@ TEST_F(KServeRestRoutesTest, LengthsParameterMatchesKeras) {
   j["parameters"] = {{"lengths", "40,25,12"}};
   const server::http::Response r = Call("POST", "/v2/models/waveform_lstm/infer", j.dump());
   ASSERT_EQ(r.status, 200) << r.body;
-  const json& out = json::parse(r.body)["outputs"][0];
+  const json answer = json::parse(r.body);
+  const json& out = answer["outputs"][0];
   const std::vector<float> values = out["data"].get<std::vector<float>>();
   EXPECT_TRUE(AllClose(FloatTensor({3, 3}, values.data()),
                        LoadNpy("tests/fixtures/example/expected.npy")));

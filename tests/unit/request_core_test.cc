@@ -12,12 +12,14 @@
 #include <future>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "server/model_repository.h"
 #include "server/sequence_manager.h"
 #include "server/services/kserve/infer_codec.h"
 #include "server/services/kserve/kserve_service.h"
+#include "server/services/kserve/rest_routes.h"
 #include "server/services/rnnserve_service.h"
 #include "tests/unit/batching_fake_engine.h"
 
@@ -206,6 +208,28 @@ TEST_F(RequestCoreTest, KServeTypedContentsReachTheEngineWithoutACopy) {
   EXPECT_EQ(SeenInput(),
             static_cast<const void*>(request.inputs(0).contents().fp32_contents().data()));
   EXPECT_EQ(Floats(response.raw_output_contents(0)), EngineOutput());
+}
+
+// Over HTTP the binary tensor data extension's bytes are the input: the engine reads the HTTP
+// body itself (the JSON header is padded so that the data after it is aligned).
+TEST_F(RequestCoreTest, KServeRestBinaryDataReachesTheEngineWithoutACopy) {
+  server::kserve::KServeService kserve(repository_.get(), {});
+  server::kserve::KServeRoutes routes(&kserve);
+  const std::vector<float> x = Waveform(6);
+  std::string header = absl::StrCat(
+      R"({"inputs": [{"name": "waveform", "shape": [1, 6, 2], "datatype": "FP32", )",
+      R"("parameters": {"binary_data_size": )", x.size() * sizeof(float), "}}]}");
+  header.append((16 - header.size() % 16) % 16, ' ');
+  server::http::Request request{
+      .method = "POST",
+      .path = "/v2/models/wave/infer",
+      .headers = {{"inference-header-content-length", std::to_string(header.size())}},
+      .body = header + std::string(reinterpret_cast<const char*>(x.data()), x.size() * 4)};
+  std::promise<server::http::Response> answered;
+  routes.Handle(request, [&](server::http::Response r) { answered.set_value(std::move(r)); });
+  const server::http::Response response = answered.get_future().get();
+  ASSERT_EQ(response.status, 200) << response.body;
+  EXPECT_EQ(SeenInput(), static_cast<const void*>(request.body.data() + header.size()));
 }
 
 TEST_F(RequestCoreTest, PredictRawContentReachesTheEngineWithoutACopy) {
