@@ -124,7 +124,16 @@ def perf_analyzer(pa, proto, address, concurrency, seconds):
                "--concurrency-range", str(concurrency), "--measurement-interval",
                str(int(seconds * 1000)), "--stability-percentage", "999", "--max-trials", "3",
                "-f", f.name]
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        env = dict(os.environ)
+        try:  # perf_analyzer loads libcudart.so.12 even for a CPU server (server_bench.sh)
+            import nvidia.cuda_runtime as m
+            env["LD_LIBRARY_PATH"] = ":".join(
+                [list(m.__path__)[0] + "/lib", env.get("LD_LIBRARY_PATH", "")])
+        except ImportError:
+            pass
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+        if p.returncode != 0:
+            print(f"perf_analyzer -i {proto} failed: {p.stdout[-300:]}{p.stderr[-300:]}")
         if p.returncode != 0:
             return None
         rows = open(f.name).read().strip().splitlines()
@@ -147,6 +156,7 @@ def main():
     pa = shutil.which("perf_analyzer") or "/opt/perf_analyzer/bin/perf_analyzer"
     if not os.path.exists(pa):
         pa = None
+        print("perf_analyzer not found: the Python client only")
     results = []
     with server_process.running_server(
             args.rnnserve, os.path.join(ROOT, "bench/server_models"), timeout_s=120,

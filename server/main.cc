@@ -358,18 +358,17 @@ int Main(int argc, char** argv) {
   kserve::KServeRoutes kserve_routes(&kserve_service);
   std::unique_ptr<http::HttpServer> http_server;
   if (flags.http_port != 0) {
-    auto started = http::HttpServer::Start(
-        {.address = flags.address,
-         .port = flags.http_port,
-         .tls = {.cert_file = flags.tls_cert,
-                 .key_file = flags.tls_key,
-                 .client_ca_file = flags.tls_client_ca},
-         .authorizer = authorizer->get(),
-         .bytes = server_limits->bytes.get(),
-         .max_body_bytes = flags.max_message_bytes,
-         .max_connections = flags.http_max_connections,
-         .read_timeout_s = flags.http_read_timeout_seconds},
-        {&kserve_routes});
+    auto started = http::HttpServer::Start({.address = flags.address,
+                                            .port = flags.http_port,
+                                            .tls = {.cert_file = flags.tls_cert,
+                                                    .key_file = flags.tls_key,
+                                                    .client_ca_file = flags.tls_client_ca},
+                                            .authorizer = authorizer->get(),
+                                            .bytes = server_limits->bytes.get(),
+                                            .max_body_bytes = flags.max_message_bytes,
+                                            .max_connections = flags.http_max_connections,
+                                            .read_timeout_s = flags.http_read_timeout_seconds},
+                                           {&kserve_routes});
     if (!started.ok()) {
       LogError(started.status().message());
       return 1;

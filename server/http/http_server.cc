@@ -1,6 +1,9 @@
 #include "server/http/http_server.h"
 
 #include <httplib.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <future>
@@ -45,6 +48,15 @@ class HttpServerImpl final : public HttpServer {
     s.set_keep_alive_timeout(options_.read_timeout_s);
     s.set_keep_alive_max_count(1000);
     s.set_payload_max_length(static_cast<size_t>(options_.max_body_bytes));
+    // TCP_NODELAY on the listening socket, which accepted sockets inherit (Linux): httplib
+    // writes a response's headers and body apart, and with Nagle's algorithm the body waits
+    // for the client's delayed ACK of the headers (40 ms a request).
+    s.set_socket_options([this](socket_t sock) {
+      int on = 1;
+      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+      setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
+      listening_ = sock;
+    });
     s.set_error_handler([](const httplib::Request&, httplib::Response& res) {
       // httplib's own answers (413 for a long body, 400 for a bad request line): JSON too.
       if (res.body.empty()) {
@@ -66,14 +78,16 @@ class HttpServerImpl final : public HttpServer {
     s.Post(".*", reading);
     s.Put(".*", reading);
     s.Delete(".*", reading);
-    port_ = options_.port == 0 ? s.bind_to_any_port(options_.address)
-                               : (s.bind_to_port(options_.address, options_.port)
-                                      ? options_.port
-                                      : -1);
+    port_ = options_.port == 0
+                ? s.bind_to_any_port(options_.address)
+                : (s.bind_to_port(options_.address, options_.port) ? options_.port : -1);
     if (port_ < 0) {
-      return absl::UnavailableError(absl::StrCat("--http-port: cannot listen on ",
-                                                 options_.address, ":", options_.port));
+      return absl::UnavailableError(
+          absl::StrCat("--http-port: cannot listen on ", options_.address, ":", options_.port));
     }
+    // httplib listens with a backlog of 5: a burst of new connections (64 clients starting at
+    // once) overflows it and they are reset. Listening again sets the backlog (Linux).
+    if (listening_ >= 0) ::listen(listening_, SOMAXCONN);
     listener_ = std::thread([&s] { s.listen_after_bind(); });
     return absl::OkStatus();
   }
@@ -108,9 +122,8 @@ class HttpServerImpl final : public HttpServer {
       }
     }
     if (route == nullptr) {
-      return AnswerError(absl::NotFoundError(absl::StrCat(req.method, " ", req.path,
-                                                          ": no such endpoint")),
-                         hres);
+      return AnswerError(
+          absl::NotFoundError(absl::StrCat(req.method, " ", req.path, ": no such endpoint")), hres);
     }
     if (options_.authorizer != nullptr) {
       const grpc::Status a = options_.authorizer->Check(authorization, access);
@@ -119,8 +132,8 @@ class HttpServerImpl final : public HttpServer {
       }
     }
     // The body's bytes are held in the budget from before they are read until the answer.
-    const int64_t declared = static_cast<int64_t>(std::min<uint64_t>(
-        hreq.get_header_value<uint64_t>("Content-Length"), uint64_t{1} << 62));
+    const int64_t declared = static_cast<int64_t>(
+        std::min<uint64_t>(hreq.get_header_value<uint64_t>("Content-Length"), uint64_t{1} << 62));
     if (declared > options_.max_body_bytes) {
       hres.status = 413;
       hres.set_content(ErrorJson(absl::StrCat("the body of ", declared,
@@ -132,9 +145,9 @@ class HttpServerImpl final : public HttpServer {
     auto reservation = limits::ReserveIn(options_.bytes, declared);
     if (!reservation.ok()) return AnswerError(reservation.status(), hres);
     // A request with neither Content-Length nor chunked transfer encoding has no body.
-    const bool has_body = hreq.has_header("Content-Length") ||
-                          hreq.get_header_value("Transfer-Encoding").find("chunked") !=
-                              std::string::npos;
+    const bool has_body =
+        hreq.has_header("Content-Length") ||
+        hreq.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos;
     if (reader != nullptr && has_body) {
       req.body.reserve(static_cast<size_t>(declared));
       absl::Status held;
@@ -158,6 +171,7 @@ class HttpServerImpl final : public HttpServer {
   const std::vector<Routes*> routes_;
   const std::unique_ptr<httplib::Server> server_;
   int port_ = -1;
+  int listening_ = -1;  // the listening socket, once bound
   std::thread listener_;
 };
 
@@ -207,8 +221,7 @@ Response ErrorResponse(const absl::Status& status) {
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions& options,
                                                               std::vector<Routes*> routes) {
-  if (options.max_body_bytes <= 0 || options.max_connections <= 0 ||
-      options.read_timeout_s <= 0) {
+  if (options.max_body_bytes <= 0 || options.max_connections <= 0 || options.read_timeout_s <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "HTTP server: max_body_bytes, max_connections and read_timeout_s must be positive; were ",
         options.max_body_bytes, ", ", options.max_connections, ", ", options.read_timeout_s));

@@ -34,7 +34,7 @@ namespace rnnserve::server::http {
 
 struct HttpServerOptions {
   std::string address = "127.0.0.1";
-  int port = 8501;  // 0: any free port (port() tells which)
+  int port = 8501;       // 0: any free port (port() tells which)
   auth::TlsOptions tls;  // empty cert_file: plaintext
   // Not owned, must outlive the server; null: no token needed, no budget.
   const auth::TokenAuthorizer* authorizer = nullptr;

@@ -16,14 +16,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace rnnserve;
   if (size < 3) return 0;
   static server::kserve::KServeRoutes routes(fuzz::Server().kserve.get());
-  static const char* const kPaths[] = {
-      "/v2/models/waveform_lstm/infer", "/v2/models/waveform_lstm/versions/1/infer",
-      "/v2/models/waveform_lstm/ready", "/v2/repository/index"};
-  server::http::Request request{.method = (data[0] & 3) == 2 ? "GET" : "POST",
-                                .path = kPaths[data[0] & 3],
-                                .body = std::string(reinterpret_cast<const char*>(data) + 3,
-                                                    size - 3),
-                                .caller = "peer:fuzz"};
+  static const char* const kPaths[] = {"/v2/models/waveform_lstm/infer",
+                                       "/v2/models/waveform_lstm/versions/1/infer",
+                                       "/v2/models/waveform_lstm/ready", "/v2/repository/index"};
+  server::http::Request request{
+      .method = (data[0] & 3) == 2 ? "GET" : "POST",
+      .path = kPaths[data[0] & 3],
+      .body = std::string(reinterpret_cast<const char*>(data) + 3, size - 3),
+      .caller = "peer:fuzz"};
   if ((data[0] & 4) != 0) {
     request.headers.emplace_back("inference-header-content-length",
                                  std::to_string(data[1] | (data[2] << 8)));

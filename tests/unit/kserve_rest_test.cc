@@ -178,16 +178,19 @@ class KServeRestRoutesTest : public ::testing::Test {
     auto repo = server::ModelRepository::Open(SourcePath("models/examples"));
     ASSERT_TRUE(repo.ok()) << repo.status();
     repository_ = *std::move(repo);
-    service_ = std::make_unique<server::kserve::KServeService>(repository_.get(),
-                                                               server::kserve::KServeServiceOptions{});
+    service_ = std::make_unique<server::kserve::KServeService>(
+        repository_.get(), server::kserve::KServeServiceOptions{});
     routes_ = std::make_unique<server::kserve::KServeRoutes>(service_.get());
   }
 
   server::http::Response Call(const std::string& method, const std::string& path,
                               std::string body = "",
                               std::vector<std::pair<std::string, std::string>> headers = {}) {
-    server::http::Request request{.method = method, .path = path, .headers = std::move(headers),
-                                  .body = std::move(body), .caller = "peer:test"};
+    server::http::Request request{.method = method,
+                                  .path = path,
+                                  .headers = std::move(headers),
+                                  .body = std::move(body),
+                                  .caller = "peer:test"};
     server::auth::Access access;
     EXPECT_TRUE(routes_->Owns(request, &access));
     std::promise<server::http::Response> answered;
@@ -205,10 +208,11 @@ class KServeRestRoutesTest : public ::testing::Test {
     } else {
       in["data"] = values;
     }
-    json request = {{"id", "r1"},
-                    {"inputs", json::array({in})},
-                    {"outputs", json::array({{{"name", "probabilities"},
-                                              {"parameters", {{"binary_data", binary}}}}})}};
+    json request = {
+        {"id", "r1"},
+        {"inputs", json::array({in})},
+        {"outputs",
+         json::array({{{"name", "probabilities"}, {"parameters", {{"binary_data", binary}}}}})}};
     std::string header = request.dump();
     if (!binary) return {header, header.size()};
     return {header + Bytes(values), header.size()};
@@ -269,8 +273,8 @@ TEST_F(KServeRestRoutesTest, LengthsParameterMatchesKeras) {
   const json answer = json::parse(r.body);
   const json& out = answer["outputs"][0];
   const std::vector<float> values = out["data"].get<std::vector<float>>();
-  EXPECT_TRUE(AllClose(FloatTensor({3, 3}, values.data()),
-                       LoadNpy("tests/fixtures/example/expected.npy")));
+  EXPECT_TRUE(
+      AllClose(FloatTensor({3, 3}, values.data()), LoadNpy("tests/fixtures/example/expected.npy")));
 }
 
 TEST_F(KServeRestRoutesTest, StatisticsAgreeWithGrpc) {

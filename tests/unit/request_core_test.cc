@@ -216,9 +216,9 @@ TEST_F(RequestCoreTest, KServeRestBinaryDataReachesTheEngineWithoutACopy) {
   server::kserve::KServeService kserve(repository_.get(), {});
   server::kserve::KServeRoutes routes(&kserve);
   const std::vector<float> x = Waveform(6);
-  std::string header = absl::StrCat(
-      R"({"inputs": [{"name": "waveform", "shape": [1, 6, 2], "datatype": "FP32", )",
-      R"("parameters": {"binary_data_size": )", x.size() * sizeof(float), "}}]}");
+  std::string header =
+      absl::StrCat(R"({"inputs": [{"name": "waveform", "shape": [1, 6, 2], "datatype": "FP32", )",
+                   R"("parameters": {"binary_data_size": )", x.size() * sizeof(float), "}}]}");
   header.append((16 - header.size() % 16) % 16, ' ');
   server::http::Request request{
       .method = "POST",

@@ -56,9 +56,9 @@ absl::StatusOr<DecodedInfer> DecodeInfer(const inference::ModelInferRequest& req
 // outputs asked for with whether each goes as binary (raw) data.
 struct InferInputs {
   std::vector<core::InputView> inputs;
-  const InferParameters* parameters = nullptr;  // null: none
+  const InferParameters* parameters = nullptr;        // null: none
   std::vector<std::pair<std::string, bool>> outputs;  // name, raw; empty: every output
-  bool default_raw = true;  // how every output goes when none is named
+  bool default_raw = true;                            // how every output goes when none is named
 };
 
 // The rest of DecodeInfer: lengths, datatypes against the model's, the shared validation,

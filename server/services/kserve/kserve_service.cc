@@ -174,8 +174,7 @@ struct KServeService::Call {
   bool counted_here = false;  // InferTarget::count_request
 };
 
-void KServeService::Infer(const InferTarget& target, InferExchange* exchange,
-                          Finished finished) {
+void KServeService::Infer(const InferTarget& target, InferExchange* exchange, Finished finished) {
   auto call = std::make_unique<Call>();
   call->counted_here = target.count_request;
   call->exchange = exchange;

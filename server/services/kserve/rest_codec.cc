@@ -152,9 +152,9 @@ absl::Status ParseInput(const json& in, absl::string_view binary, size_t* binary
                                         DatatypeName(view.type), " needs ", bytes));
     }
     if (given > binary.size() - *binary_used) {
-      return Invalid(what, absl::StrCat("binary_data_size ", given, " runs past the body (",
-                                        binary.size() - *binary_used,
-                                        " bytes of binary data left)"));
+      return Invalid(what,
+                     absl::StrCat("binary_data_size ", given, " runs past the body (",
+                                  binary.size() - *binary_used, " bytes of binary data left)"));
     }
     view.bytes = binary.substr(*binary_used, given);
     *binary_used += given;
@@ -164,10 +164,9 @@ absl::Status ParseInput(const json& in, absl::string_view binary, size_t* binary
     values->reserve(static_cast<size_t>(bytes));
     if (auto s = Flatten(in["data"], view.type, 0, what, values.get()); !s.ok()) return s;
     if (static_cast<int64_t>(values->size()) != bytes) {
-      return Invalid(what, absl::StrCat("'data' holds ",
-                                        values->size() / core::ElementBytes(view.type),
-                                        " values; shape ", engine::ShapeString(view.shape),
-                                        " needs ", *n));
+      return Invalid(
+          what, absl::StrCat("'data' holds ", values->size() / core::ElementBytes(view.type),
+                             " values; shape ", engine::ShapeString(view.shape), " needs ", *n));
     }
     view.bytes = *values;
     request->values.push_back(std::move(values));
@@ -226,9 +225,9 @@ void AppendFloat(std::string* out, float v) {
 absl::Status ParseRestInfer(absl::string_view body, std::optional<size_t> header_length,
                             RestInferRequest* request) {
   if (header_length.has_value() && *header_length > body.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Inference-Header-Content-Length ", *header_length, " is past the body's ",
-                     body.size(), " bytes"));
+    return absl::InvalidArgumentError(absl::StrCat("Inference-Header-Content-Length ",
+                                                   *header_length, " is past the body's ",
+                                                   body.size(), " bytes"));
   }
   const absl::string_view header = body.substr(0, header_length.value_or(body.size()));
   const absl::string_view binary = body.substr(header.size());
@@ -265,9 +264,11 @@ absl::Status ParseRestInfer(absl::string_view body, std::optional<size_t> header
     if (auto s = ParseInput(in, binary, &binary_used, request); !s.ok()) return s;
   }
   if (binary_used != binary.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the body holds ", binary.size(), " bytes of binary data after the JSON header; the "
-        "inputs' binary_data_size add up to ", binary_used));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the body holds ", binary.size(),
+                     " bytes of binary data after the JSON header; the "
+                     "inputs' binary_data_size add up to ",
+                     binary_used));
   }
   if (j.contains("outputs")) return ParseOutputs(j["outputs"], request);
   return absl::OkStatus();
@@ -289,8 +290,8 @@ RestInferResponse EncodeRestInfer(const Servable& ran_on, const DecodedInfer& de
     const engine::Tensor& t = outputs[o.index];
     const bool f32 = t.dtype() == engine::DType::kFloat32;
     if (k > 0) out.push_back(',');
-    absl::StrAppend(&out, "{\"name\":", Quote(ran_on.outputs()[o.index].name),
-                    ",\"datatype\":\"", DatatypeName(t.dtype()), "\",\"shape\":[");
+    absl::StrAppend(&out, "{\"name\":", Quote(ran_on.outputs()[o.index].name), ",\"datatype\":\"",
+                    DatatypeName(t.dtype()), "\",\"shape\":[");
     for (size_t d = 0; d < t.shape().size(); ++d) {
       absl::StrAppend(&out, d > 0 ? "," : "", t.shape()[d]);
     }
@@ -318,8 +319,8 @@ RestInferResponse EncodeRestInfer(const Servable& ran_on, const DecodedInfer& de
   response.header_length = out.size();
   for (const engine::Tensor* t : binary) {
     const bool f32 = t->dtype() == engine::DType::kFloat32;
-    const char* data = f32 ? reinterpret_cast<const char*>(t->f32())
-                           : reinterpret_cast<const char*>(t->i64());
+    const char* data =
+        f32 ? reinterpret_cast<const char*>(t->f32()) : reinterpret_cast<const char*>(t->i64());
     out.append(data, t->num_elements() * (f32 ? sizeof(float) : sizeof(int64_t)));
   }
   return response;

@@ -28,10 +28,17 @@ http::Response Error(const absl::Status& status) { return http::ErrorResponse(st
 
 // Proto3's JSON writes 64-bit integers as strings; Triton's HTTP API writes these as numbers.
 void Int64sAsNumbers(json& j) {
-  static constexpr absl::string_view kFields[] = {
-      "dims", "shape", "last_inference", "inference_count", "execution_count", "count", "ns",
-      "batch_size", "max_queue_delay_microseconds", "default_timeout_microseconds",
-      "max_sequence_idle_microseconds"};
+  static constexpr absl::string_view kFields[] = {"dims",
+                                                  "shape",
+                                                  "last_inference",
+                                                  "inference_count",
+                                                  "execution_count",
+                                                  "count",
+                                                  "ns",
+                                                  "batch_size",
+                                                  "max_queue_delay_microseconds",
+                                                  "default_timeout_microseconds",
+                                                  "max_sequence_idle_microseconds"};
   auto number = [](json& v) {
     uint64_t u = 0;
     int64_t i = 0;
@@ -71,8 +78,9 @@ http::Response ProtoJson(const google::protobuf::Message& message) {
   return Json(j);
 }
 
-json TensorsJson(const google::protobuf::RepeatedPtrField<
-                 inference::ModelMetadataResponse::TensorMetadata>& tensors) {
+json TensorsJson(
+    const google::protobuf::RepeatedPtrField<inference::ModelMetadataResponse::TensorMetadata>&
+        tensors) {
   json out = json::array();
   for (const auto& t : tensors) {
     out.push_back({{"name", t.name()},
@@ -102,8 +110,8 @@ bool IsRepositoryChange(const Path& p) {
 }
 
 http::Response MethodNotAllowed(const http::Request& request, absl::string_view want) {
-  http::Response r = Error(absl::InvalidArgumentError(
-      absl::StrCat(request.method, " ", request.path, ": use ", want)));
+  http::Response r = Error(
+      absl::InvalidArgumentError(absl::StrCat(request.method, " ", request.path, ": use ", want)));
   r.status = 405;
   return r;
 }
@@ -129,8 +137,8 @@ class RestExchange final : public InferExchange {
     if (!h.empty()) {
       size_t n = 0;
       if (!absl::SimpleAtoi(h, &n)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "Inference-Header-Content-Length: '", h, "' is not a non-negative integer"));
+        return absl::InvalidArgumentError(absl::StrCat("Inference-Header-Content-Length: '", h,
+                                                       "' is not a non-negative integer"));
       }
       header_length = n;
     }
@@ -178,8 +186,8 @@ void KServeRoutes::Infer(const http::Request& request, const std::string& model,
   auto exchange = std::make_unique<RestExchange>(request);
   RestExchange* e = exchange.get();
   // The HTTP server holds the body's bytes in the byte budget (http_server.h).
-  service_->Infer(InferTarget{.model = model, .version = version, .deadline = request.deadline},
-                  e, [exchange = std::move(exchange), done = std::move(done)](absl::Status s) {
+  service_->Infer(InferTarget{.model = model, .version = version, .deadline = request.deadline}, e,
+                  [exchange = std::move(exchange), done = std::move(done)](absl::Status s) {
                     done(s.ok() ? std::move(exchange->response()) : Error(s));
                   });
 }
@@ -262,12 +270,12 @@ void KServeRoutes::Handle(const http::Request& request, http::Done done) {
   if (action.empty()) {
     auto m = service_->Metadata(model, version);
     if (!m.ok()) return done(Error(m.status()));
-    return done(Json({{"name", m->name()},
-                      {"versions", std::vector<std::string>(m->versions().begin(),
-                                                            m->versions().end())},
-                      {"platform", m->platform()},
-                      {"inputs", TensorsJson(m->inputs())},
-                      {"outputs", TensorsJson(m->outputs())}}));
+    return done(
+        Json({{"name", m->name()},
+              {"versions", std::vector<std::string>(m->versions().begin(), m->versions().end())},
+              {"platform", m->platform()},
+              {"inputs", TensorsJson(m->inputs())},
+              {"outputs", TensorsJson(m->outputs())}}));
   }
   if (action == "ready") {
     auto ready = service_->ModelIsReady(model, version);
