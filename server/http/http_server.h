@@ -1,21 +1,23 @@
 #pragma once
 
 // The HTTP/1.1 server of the REST front ends (route.h), on cpp-httplib (docs/architecture.md,
-// "HTTP layer", says why this library).
+// "HTTP", says why this library).
 //
 // Behaviour, in the order a request meets it:
 //   - Connections: at most Options::max_connections are served at once, each on a thread of
-//     its own; one more is answered 503 (plaintext; with TLS it is closed) and closed. A
-//     connection that sends nothing for read_timeout_s while a request is being read, or idles
-//     that long between keep-alive requests, is closed. (A client that trickles a byte per
-//     read_timeout_s holds its connection; max_connections bounds how many can.)
+//     its own; more connections wait, accepted but unread, until a thread is free (the cap
+//     bounds threads and work in progress, not sockets). A connection that sends nothing for
+//     read_timeout_s while a request is being read, or idles that long between keep-alive
+//     requests, is closed. (A client that trickles a byte per read_timeout_s holds its
+//     thread; max_connections bounds how many can.) TCP_NODELAY; listen backlog SOMAXCONN.
 //   - TLS and mutual TLS from the same files as gRPC (auth/tls.h).
+//   - Routing: the first Routes whose Owns() takes the request; none is 404.
+//   - Access: the route's auth::Access checked against `Authorization: Bearer <token>` with
+//     the same TokenAuthorizer as gRPC, before the body is read: 401 UNAUTHENTICATED, 403
+//     PERMISSION_DENIED.
 //   - Body: a Content-Length over max_body_bytes is 413 before the body is read; the body's
 //     bytes are reserved in the byte budget (limits/byte_budget.h) before it is read and held
 //     until the answer is sent; over the budget is 429 RESOURCE_EXHAUSTED.
-//   - Routing: the first Routes whose Owns() takes the request; none is 404.
-//   - Access: the route's auth::Access checked against `Authorization: Bearer <token>` with
-//     the same TokenAuthorizer as gRPC: 401 UNAUTHENTICATED, 403 PERMISSION_DENIED.
 // Every error the server itself answers is JSON, {"error": "<message>"}.
 
 #include <cstdint>
@@ -40,7 +42,7 @@ struct HttpServerOptions {
   const auth::TokenAuthorizer* authorizer = nullptr;
   limits::ByteBudget* bytes = nullptr;
   int64_t max_body_bytes = 64 << 20;  // larger bodies are 413; must be positive
-  int max_connections = 256;          // served at once; must be positive
+  int max_connections = 256;          // served at once (threads); must be positive
   int read_timeout_s = 30;            // a read, or keep-alive idling, that waits longer closes
 };
 
