@@ -89,8 +89,10 @@ void AddFlags(CLI::App& app, ServerFlags* f) {
                  "HTTP/REST port on --address: KServe v2 REST (0: off)")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
-  app.add_option("--http-max-connections", f->http_max_connections,
-                 "HTTP connections served at once, a thread each; more wait for one to close")
+  app.add_option(
+         "--http-max-connections", f->http_max_connections,
+         "HTTP connections served at once, a thread each; as many more wait, beyond that none "
+         "is accepted")
       ->check(CLI::Range(1, 1 << 16))
       ->capture_default_str();
   app.add_option("--http-read-timeout-seconds", f->http_read_timeout_seconds,

@@ -21,7 +21,7 @@ struct ServerFlags {
   // The HTTP/REST port (server/http/http_server.h), on --address; 0 turns it off. TLS, tokens,
   // --max-message-bytes and --max-inflight-bytes apply as on gRPC.
   int http_port = 8501;
-  int http_max_connections = 256;      // connections served at once; more wait for one
+  int http_max_connections = 256;      // served at once; as many more wait, no more accepted
   int http_read_timeout_seconds = 30;  // a read or keep-alive idle this long closes
   // TLS on the gRPC port (auth/tls.h): certificate and key, and a CA for mutual TLS.
   std::string tls_cert;

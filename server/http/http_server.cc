@@ -6,12 +6,14 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <deque>
 #include <future>
 #include <thread>
 #include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "nlohmann/json.hpp"
 #include "server/limits/caller_identity.h"
 #include "server/log.h"
@@ -31,6 +33,58 @@ void AnswerError(const absl::Status& status, httplib::Response& to) {
 
 absl::StatusCode FromGrpc(grpc::StatusCode code) { return static_cast<absl::StatusCode>(code); }
 
+// The connection cap: `threads` workers, each serving one connection, and at most `threads`
+// accepted connections waiting for one. When both are full, Enqueue (httplib's accept loop)
+// waits, so no more connections are accepted: the kernel's backlog holds them, then refuses.
+// The server thus holds at most 2 * threads + 1 client sockets (one in the accept loop's hand).
+class BoundedPool final : public httplib::TaskQueue {
+ public:
+  explicit BoundedPool(size_t threads) : limit_(threads) {
+    for (size_t i = 0; i < threads; ++i) workers_.emplace_back([this] { Work(); });
+  }
+  void enqueue(std::function<void()> fn) override {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](BoundedPool* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
+          return p->queue_.size() < p->limit_ || p->shutdown_;
+        },
+        this));
+    queue_.push_back(std::move(fn));  // after shutdown too: the workers drain the queue
+  }
+  void shutdown() override {
+    {
+      absl::MutexLock lock(&mu_);
+      shutdown_ = true;
+    }
+    for (std::thread& t : workers_) t.join();
+  }
+
+ private:
+  void Work() {
+    for (;;) {
+      std::function<void()> fn;
+      {
+        absl::MutexLock lock(&mu_);
+        mu_.Await(absl::Condition(
+            +[](BoundedPool* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
+              return !p->queue_.empty() || p->shutdown_;
+            },
+            this));
+        if (queue_.empty()) return;  // shut down, and nothing left to close
+        fn = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      fn();  // serves the connection and closes it
+    }
+  }
+
+  const size_t limit_;
+  absl::Mutex mu_;
+  std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> workers_;
+};
+
 class HttpServerImpl final : public HttpServer {
  public:
   HttpServerImpl(const HttpServerOptions& options, std::vector<Routes*> routes,
@@ -40,9 +94,9 @@ class HttpServerImpl final : public HttpServer {
 
   absl::Status Listen() {
     httplib::Server& s = *server_;
-    // One thread per connection served at once; more wait for one (http_server.h).
+    // One thread per connection served at once; as many more wait (http_server.h).
     const size_t threads = static_cast<size_t>(options_.max_connections);
-    s.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    s.new_task_queue = [threads] { return new BoundedPool(threads); };
     s.set_read_timeout(options_.read_timeout_s, 0);
     s.set_write_timeout(options_.read_timeout_s, 0);
     s.set_keep_alive_timeout(options_.read_timeout_s);

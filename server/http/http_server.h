@@ -5,11 +5,13 @@
 //
 // Behaviour, in the order a request meets it:
 //   - Connections: at most Options::max_connections are served at once, each on a thread of
-//     its own; more connections wait, accepted but unread, until a thread is free (the cap
-//     bounds threads and work in progress, not sockets). A connection that sends nothing for
-//     read_timeout_s while a request is being read, or idles that long between keep-alive
-//     requests, is closed. (A client that trickles a byte per read_timeout_s holds its
-//     thread; max_connections bounds how many can.) TCP_NODELAY; listen backlog SOMAXCONN.
+//     its own, and as many more wait, accepted but unread, for a free thread; beyond that no
+//     connection is accepted (the kernel's backlog holds them, then refuses), so the server
+//     holds at most 2 * max_connections + 1 client sockets (one in the accept loop's hand). A
+//     connection that sends nothing for read_timeout_s while a request is being read, or idles that
+//     long between keep-alive requests, is closed. (A client that trickles a byte per
+//     read_timeout_s holds its thread; max_connections bounds how many can.) TCP_NODELAY; listen
+//     backlog SOMAXCONN.
 //   - TLS and mutual TLS from the same files as gRPC (auth/tls.h).
 //   - Routing: the first Routes whose Owns() takes the request; none is 404.
 //   - Access: the route's auth::Access checked against `Authorization: Bearer <token>` with

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import server_process  # noqa: E402
@@ -163,10 +164,11 @@ def main():
             check("GrpcRepositoryConfigParameterIsRefused", "INVALID_ARGUMENT" in str(e.status()),
                   e)
 
-    # Limits: a body over --max-message-bytes, a body over the byte budget; an idle client.
+    # Limits: a body over --max-message-bytes, a body over the byte budget; an idle client;
+    # the connection cap.
     port, server = http_server(args.server, repo, extra=[
         "--max-message-bytes", "4000", "--max-inflight-bytes", "3000",
-        "--http-read-timeout-seconds", "1"])
+        "--http-read-timeout-seconds", "2", "--http-max-connections", "2"])
     with server:
         base = f"http://127.0.0.1:{port}"
         code, body = curl(f"{base}/v2/models/waveform_lstm/infer", data=b" " * 5000)
@@ -189,6 +191,24 @@ def main():
             closed = False
         check("IdleClientIsClosed", closed)
         idle.close()
+
+        # 12 clients connect and send nothing: 2 are served (each holds a thread until the
+        # read timeout), 2 wait accepted, one more is in the accept loop's hand, the rest are
+        # not accepted: the server holds at most 2 * --http-max-connections + 1 sockets.
+        ss = subprocess.run(["ss", "-ltnpH", f"sport = :{port}"], capture_output=True,
+                            text=True).stdout
+        pid = int(ss.split("pid=")[1].split(",")[0])
+        fds = lambda: len(os.listdir(f"/proc/{pid}/fd"))  # noqa: E731
+        time.sleep(0.5)  # the clients above are gone
+        before = fds()
+        clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(12)]
+        time.sleep(0.5)
+        held = fds() - before
+        check("ConnectionsBeyondTheCapAreNotAccepted", held <= 5, f"{held} sockets held")
+        for c in clients:
+            c.close()
+        code, _ = curl(f"{base}/v2/health/ready")
+        check("ServedAgainAfterTheIdleClientsLeave", code == 200, code)
 
     # Tokens, TLS and mutual TLS.
     work = tempfile.TemporaryDirectory(prefix="rnnserve_http_")
