@@ -365,6 +365,7 @@ int Main(int argc, char** argv) {
                                                     .client_ca_file = flags.tls_client_ca},
                                             .authorizer = authorizer->get(),
                                             .bytes = server_limits->bytes.get(),
+                                            .remote_model_control = flags.remote_model_control,
                                             .max_body_bytes = flags.max_message_bytes,
                                             .max_connections = flags.http_max_connections,
                                             .read_timeout_s = flags.http_read_timeout_seconds},

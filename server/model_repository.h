@@ -44,7 +44,7 @@ namespace rnnserve::server {
 
 // Whether a model serves: some version loaded (READY), or none (UNAVAILABLE, with a reason).
 enum class ModelAvailability { kReady, kUnavailable };
-// "READY", "UNAVAILABLE": the names ListModels and the CLI show.
+// "READY", "UNAVAILABLE": the names ListModels, the CLI and KServe's RepositoryIndex show.
 const char* ModelAvailabilityName(ModelAvailability state);
 
 struct ModelState {

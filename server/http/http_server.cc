@@ -164,8 +164,11 @@ class HttpServerImpl final : public HttpServer {
     req.headers.reserve(hreq.headers.size());
     for (const auto& [k, v] : hreq.headers) req.headers.emplace_back(absl::AsciiStrToLower(k), v);
     const std::string authorization = hreq.get_header_value("Authorization");
-    req.caller = limits::CallerIdentity(
-        authorization, absl::StrCat("ipv4:", hreq.remote_addr, ":", hreq.remote_port));
+    // The peer as gRPC writes it ("ipv4:127.0.0.1:5000", "ipv6:[::1]:5000").
+    const std::string peer = hreq.remote_addr.find(':') == std::string::npos
+                                 ? absl::StrCat("ipv4:", hreq.remote_addr, ":", hreq.remote_port)
+                                 : absl::StrCat("ipv6:[", hreq.remote_addr, "]:", hreq.remote_port);
+    req.caller = limits::CallerIdentity(authorization, peer);
 
     Routes* route = nullptr;
     auth::Access access = auth::Access::kInference;
@@ -179,11 +182,16 @@ class HttpServerImpl final : public HttpServer {
       return AnswerError(
           absl::NotFoundError(absl::StrCat(req.method, " ", req.path, ": no such endpoint")), hres);
     }
-    if (options_.authorizer != nullptr) {
-      const grpc::Status a = options_.authorizer->Check(authorization, access);
-      if (!a.ok()) {
-        return AnswerError(absl::Status(FromGrpc(a.error_code()), a.error_message()), hres);
-      }
+    grpc::Status a = options_.authorizer != nullptr
+                         ? options_.authorizer->Check(authorization, access)
+                         : grpc::Status::OK;
+    if (a.ok() && access == auth::Access::kAdmin) {
+      a = auth::CheckModelControl({.authorizer = options_.authorizer,
+                                   .remote_model_control = options_.remote_model_control},
+                                  peer);
+    }
+    if (!a.ok()) {
+      return AnswerError(absl::Status(FromGrpc(a.error_code()), a.error_message()), hres);
     }
     // The body's bytes are held in the budget from before they are read until the answer.
     const int64_t declared = static_cast<int64_t>(

@@ -16,7 +16,7 @@
 //   - Routing: the first Routes whose Owns() takes the request; none is 404.
 //   - Access: the route's auth::Access checked against `Authorization: Bearer <token>` with
 //     the same TokenAuthorizer as gRPC, before the body is read: 401 UNAUTHENTICATED, 403
-//     PERMISSION_DENIED.
+//     PERMISSION_DENIED; model control from beyond loopback as gRPC's (auth::CheckModelControl).
 //   - Body: a Content-Length over max_body_bytes is 413 before the body is read; the body's
 //     bytes are reserved in the byte budget (limits/byte_budget.h) before it is read and held
 //     until the answer is sent; over the budget is 429 RESOURCE_EXHAUSTED.
@@ -29,6 +29,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "server/auth/access_control.h"
 #include "server/auth/tls.h"
 #include "server/auth/token_auth.h"
 #include "server/http/route.h"
@@ -43,6 +44,9 @@ struct HttpServerOptions {
   // Not owned, must outlive the server; null: no token needed, no budget.
   const auth::TokenAuthorizer* authorizer = nullptr;
   limits::ByteBudget* bytes = nullptr;
+  // Model control (routes that need auth::Access::kAdmin) from beyond loopback, as on gRPC
+  // (auth/access_control.h): open with admin tokens or this; else PERMISSION_DENIED.
+  bool remote_model_control = false;
   int64_t max_body_bytes = 64 << 20;  // larger bodies are 413; must be positive
   int max_connections = 256;          // served at once (threads); must be positive
   int read_timeout_s = 30;            // a read, or keep-alive idling, that waits longer closes

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "server/metrics/server_metrics.h"
 #include "server/model_repository.h"
 #include "server/services/kserve/kserve_service.h"
 #include "server/services/kserve/rest_codec.h"
@@ -175,11 +176,12 @@ TEST(KServeRestCodecTest, ParameterOfObjectTypeIsRefused) {
 class KServeRestRoutesTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto repo = server::ModelRepository::Open(SourcePath("models/examples"));
+    auto repo = server::ModelRepository::Open(SourcePath("models/examples"),
+                                              {.servable = {.metrics = &metrics_}});
     ASSERT_TRUE(repo.ok()) << repo.status();
     repository_ = *std::move(repo);
     service_ = std::make_unique<server::kserve::KServeService>(
-        repository_.get(), server::kserve::KServeServiceOptions{});
+        repository_.get(), server::kserve::KServeServiceOptions{.metrics = &metrics_});
     routes_ = std::make_unique<server::kserve::KServeRoutes>(service_.get());
   }
 
@@ -218,6 +220,7 @@ class KServeRestRoutesTest : public ::testing::Test {
     return {header + Bytes(values), header.size()};
   }
 
+  server::metrics::ServerMetrics metrics_;  // the statistics of both transports
   std::unique_ptr<server::ModelRepository> repository_;
   std::unique_ptr<server::kserve::KServeService> service_;
   std::unique_ptr<server::kserve::KServeRoutes> routes_;

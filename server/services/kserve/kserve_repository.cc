@@ -35,7 +35,7 @@ inference::RepositoryIndexResponse KServeService::Index(bool ready_only) const {
       if (ready_only) continue;
       auto* m = response.add_models();
       m->set_name(state.name);
-      m->set_state(state.state);
+      m->set_state(ModelAvailabilityName(state.state));
       m->set_reason(state.reason);
       continue;
     }
@@ -69,9 +69,9 @@ grpc::Status KServeService::RepositoryIndex(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status KServeService::RepositoryModelLoad(grpc::ServerContext* context,
-                                                const inference::RepositoryModelLoadRequest* request,
-                                                inference::RepositoryModelLoadResponse*) {
+grpc::Status KServeService::RepositoryModelLoad(
+    grpc::ServerContext* context, const inference::RepositoryModelLoadRequest* request,
+    inference::RepositoryModelLoadResponse*) {
   if (grpc::Status a = auth::Verdict(*context); !a.ok()) {
     return a;
   }

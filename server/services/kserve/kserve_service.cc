@@ -171,7 +171,7 @@ struct KServeService::Call {
   std::optional<DecodedInfer> decoded;
   absl::Time decoded_at;
   absl::Duration input, infer, output;  // decoding, the run, encoding
-  bool counted_here = false;  // InferTarget::count_request
+  bool counted_here = false;            // InferTarget::count_request
 };
 
 void KServeService::Infer(const InferTarget& target, InferExchange* exchange, Finished finished) {
@@ -272,9 +272,9 @@ void KServeService::Complete(std::unique_ptr<Call> call,
 
 void KServeService::Finish(std::unique_ptr<Call> call, absl::Status status) {
   // The request itself is counted by the metrics interceptor, as every front end's are.
-  metrics::ModelMetrics* m =
-      call->ran_on == nullptr ? nullptr
-                              : metrics_.Find(call->ran_on->name(), call->ran_on->version());
+  metrics::ModelMetrics* m = call->ran_on == nullptr
+                                 ? nullptr
+                                 : metrics_.Find(call->ran_on->name(), call->ran_on->version());
   if (m != nullptr && status.ok()) m->RecordPhases(call->input, call->infer, call->output);
   if (m != nullptr && call->counted_here) {
     m->RequestStarted();

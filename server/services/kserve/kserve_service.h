@@ -20,7 +20,8 @@
 //     cancelled request runs and gRPC drops its answer.
 //   - ModelStreamInfer: each request is answered on the stream, in order. A failed request is
 //     answered with error_message "<CODE>: <message>" and the stream goes on.
-//   - ModelConfig: see model_config_view.h. ModelStatistics: see statistics.h (every front end's requests); an empty name
+//   - ModelConfig: see model_config_view.h. ModelStatistics: see statistics.h (every front end's
+//   requests); an empty name
 //     reports every loaded model version.
 //   - The model repository extension: RepositoryIndex (inference access, as listing is)
 //     lists every model of the repository with each loaded version ("READY") or its reason
@@ -43,11 +44,11 @@
 #include "server/core/state_store.h"
 #include "server/limits/admission.h"
 #include "server/limits/stream_limits.h"
+#include "server/metrics/server_metrics.h"
 #include "server/model_repository.h"
 #include "server/readiness.h"
 #include "server/services/kserve/infer_codec.h"
 #include "server/services/kserve/sequence.h"
-#include "server/metrics/server_metrics.h"
 #include "server/services/kserve/statistics.h"
 
 namespace rnnserve::server::kserve {
@@ -185,7 +186,8 @@ class KServeService final : public KServeServiceBase {
   void Complete(std::unique_ptr<Call> call, absl::StatusOr<std::vector<engine::Tensor>> outputs);
   // ModelStatistics of one version.
   void Fill(const std::string& model, int64_t version, inference::ModelStatistics* out) const;
-  // Adds the call's decode and encode times to its version's statistics, releases what it holds and calls its `finished`.
+  // Adds the call's decode and encode times to its version's statistics, releases what it holds and
+  // calls its `finished`.
   void Finish(std::unique_ptr<Call> call, absl::Status status);
 
   ModelRepository* const repository_;

@@ -186,10 +186,12 @@ void KServeRoutes::Infer(const http::Request& request, const std::string& model,
   auto exchange = std::make_unique<RestExchange>(request);
   RestExchange* e = exchange.get();
   // The HTTP server holds the body's bytes in the byte budget (http_server.h).
-  service_->Infer(InferTarget{.model = model, .version = version, .deadline = request.deadline}, e,
-                  [exchange = std::move(exchange), done = std::move(done)](absl::Status s) {
-                    done(s.ok() ? std::move(exchange->response()) : Error(s));
-                  });
+  service_->Infer(
+      InferTarget{
+          .model = model, .version = version, .deadline = request.deadline, .count_request = true},
+      e, [exchange = std::move(exchange), done = std::move(done)](absl::Status s) {
+        done(s.ok() ? std::move(exchange->response()) : Error(s));
+      });
 }
 
 void KServeRoutes::Handle(const http::Request& request, http::Done done) {
