@@ -261,7 +261,8 @@ TEST_F(SecureServerTest, EveryMethodOfBothApisButTheProbesNeedsATokenAndOnlyAdmi
       const std::string name = d->method(i)->name();
       const std::string method = absl::StrCat("/", service, "/", name);
       const bool probe = name == "ServerLive" || name == "ServerReady";
-      const bool admin = name == "LoadModel" || name == "UnloadModel";
+      const bool admin = name == "LoadModel" || name == "UnloadModel" ||
+                         name == "RepositoryModelLoad" || name == "RepositoryModelUnload";
       const grpc::StatusCode without = call(method, "");
       if (probe) {
         EXPECT_NE(without, grpc::UNAUTHENTICATED) << method;
