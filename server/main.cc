@@ -43,6 +43,7 @@
 #include "server/services/health_service.h"
 #include "server/services/kserve/kserve_service.h"
 #include "server/services/kserve/rest_routes.h"
+#include "server/services/tfserving/tfserving_service.h"
 #include "server/services/rnnserve_service.h"
 #include "server/store/redis_store.h"
 #include "server/store/store_metrics.h"
@@ -340,6 +341,13 @@ int Main(int argc, char** argv) {
                                                            .readiness = &readiness,
                                                            .metrics = &process_metrics});
   builder.RegisterService(&kserve_service);
+  // TF Serving's PredictionService and ModelService on the same port.
+  const tfserving::TfServingOptions tfserving_options{.authorizer = authorizer->get(),
+                                                      .limits = server_limits->requests()};
+  tfserving::PredictionService tfserving_prediction(repository->get(), tfserving_options);
+  tfserving::ModelService tfserving_models(repository->get(), tfserving_options);
+  builder.RegisterService(&tfserving_prediction);
+  builder.RegisterService(&tfserving_models);
   builder.RegisterService(health->get());
   // Access control first: the table of auth/access_control.h, for every service.
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
@@ -378,8 +386,10 @@ int Main(int argc, char** argv) {
     LogInfo(absl::StrCat("HTTP on ", flags.tls_cert.empty() ? "http" : "https", "://",
                          flags.address, ":", http_server->port(), " (KServe v2 REST)"));
   }
-  const std::vector<std::string> services = {v1::RnnServe::service_full_name(),
-                                             inference::GRPCInferenceService::service_full_name()};
+  const std::vector<std::string> services = {
+      v1::RnnServe::service_full_name(), inference::GRPCInferenceService::service_full_name(),
+      tensorflow::serving::PredictionService::service_full_name(),
+      tensorflow::serving::ModelService::service_full_name()};
   // Known and NOT_SERVING until ready (the whole server "" too); then health follows readiness
   // through every load, failed load and unload.
   for (const std::string& name : services) (*health)->SetServingStatus(name, false);

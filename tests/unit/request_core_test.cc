@@ -21,6 +21,7 @@
 #include "server/services/kserve/kserve_service.h"
 #include "server/services/kserve/rest_routes.h"
 #include "server/services/rnnserve_service.h"
+#include "tests/support/callback_call.h"
 #include "tests/unit/batching_fake_engine.h"
 
 namespace rnnserve::testing {
@@ -102,19 +103,6 @@ void WriteModel(const std::filesystem::path& root, const std::string& name, bool
   std::ofstream(root / name / "config.pbtxt")
       << "name: \"" << name << "\"\n"
       << kConfig << (batched ? "dynamic_batching { max_queue_delay_microseconds: 100 }\n" : "");
-}
-
-// Calls a callback-API unary handler and waits for its answer.
-template <typename Handler>
-grpc::Status CallAndWait(Handler handler) {
-  grpc::CallbackServerContext context;
-  std::promise<grpc::Status> answer;
-  grpc::testing::DefaultReactorTestPeer peer(
-      &context, [&answer](grpc::Status s) { answer.set_value(std::move(s)); });
-  handler(&context);
-  const grpc::Status status = answer.get_future().get();
-  while (!peer.test_status_set()) std::this_thread::yield();
-  return status;
 }
 
 // [1, T, 2] of distinct values.

@@ -1,0 +1,154 @@
+#include "server/services/tfserving/tfserving_service.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/grpc_status.h"
+#include "server/services/tfserving/model_spec.h"
+#include "server/services/tfserving/run_predict.h"
+#include "server/services/tfserving/tensor_proto.h"
+
+namespace rnnserve::server::tfserving {
+namespace {
+
+namespace ts = tensorflow::serving;
+
+// Decodes a Predict's inputs and output filter into the core request (views of the message).
+absl::StatusOr<core::Request> DecodePredict(const ts::PredictRequest& request) {
+  core::Request out;
+  out.inputs.reserve(request.inputs().size());
+  for (const auto& [name, tensor] : request.inputs()) {
+    auto view = ViewOf(name, tensor);
+    if (!view.ok()) return view.status();
+    out.inputs.push_back(*std::move(view));
+  }
+  out.output_filter.assign(request.output_filter().begin(), request.output_filter().end());
+  return out;
+}
+
+bool Wanted(const ts::PredictRequest& request, const std::string& name) {
+  const auto& f = request.output_filter();
+  return f.empty() || std::find(f.begin(), f.end(), name) != f.end();
+}
+
+grpc::Status Unimplemented(const std::string& method, const std::string& instead) {
+  return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                      absl::StrCat("tensorflow.serving.", method,
+                                   " is not served by rnnserve; ", instead));
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* PredictionService::Predict(grpc::CallbackServerContext* context,
+                                                     const ts::PredictRequest* request,
+                                                     ts::PredictResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto fail = [reactor](const absl::Status& s) {
+    reactor->Finish(ToGrpc(s));
+    return reactor;
+  };
+  if (grpc::Status a = auth::Authorize(options_.authorizer, *context, auth::Access::kInference);
+      !a.ok()) {
+    reactor->Finish(a);
+    return reactor;
+  }
+  const Target target = TargetOf(request->model_spec());
+  auto model = FindModel(*repository_, target);
+  if (!model.ok()) return fail(model.status());
+  const Servable& m = **model;
+  if (auto s = CheckSignature(m, target.signature_name); !s.ok()) return fail(s);
+  auto decoded = DecodePredict(*request);
+  if (!decoded.ok()) return fail(decoded.status());
+  SetModelSpec(m, target.signature_name, response->mutable_model_spec());
+  RunOptions options = RunOptionsFor(*context);
+  auto* outputs = response->mutable_outputs();
+  options.allocate_outputs = [&m, request, outputs](int i, engine::DType dtype,
+                                                    const engine::Shape& shape) {
+    const std::string& name = m.outputs()[i].name;
+    if (!Wanted(*request, name)) {
+      return dtype == engine::DType::kInt64 ? engine::Tensor::Int64(shape)
+                                            : engine::Tensor::Float(shape);
+    }
+    return Allocate(dtype, shape, &(*outputs)[name]);
+  };
+  RunPredict(*model, *decoded, static_cast<int64_t>(request->ByteSizeLong()), options_.limits,
+             std::move(options),
+             [model = *model, request, response,
+              reactor](absl::StatusOr<std::vector<engine::Tensor>> result) {
+               if (result.ok()) {
+                 const auto& sigs = model->outputs();
+                 for (size_t i = 0; i < result->size() && i < sigs.size(); ++i) {
+                   if (!Wanted(*request, sigs[i].name)) continue;
+                   Encode((*result)[i], &(*response->mutable_outputs())[sigs[i].name]);
+                 }
+               }
+               reactor->Finish(ToGrpc(result.status()));
+             });
+  return reactor;
+}
+
+grpc::Status PredictionService::GetModelMetadata(grpc::ServerContext* context,
+                                                 const ts::GetModelMetadataRequest* request,
+                                                 ts::GetModelMetadataResponse* response) {
+  if (grpc::Status a = auth::Authorize(options_.authorizer, *context, auth::Access::kInference);
+      !a.ok()) {
+    return a;
+  }
+  for (const std::string& field : request->metadata_field()) {
+    if (field != "signature_def") {
+      return ToGrpc(absl::InvalidArgumentError(absl::StrCat(
+          "Metadata field ", field, " is not supported; expected \"signature_def\"")));
+    }
+  }
+  const Target target = TargetOf(request->model_spec());
+  auto model = FindModel(*repository_, target);
+  if (!model.ok()) return ToGrpc(model.status());
+  SetModelSpec(**model, target.signature_name, response->mutable_model_spec());
+  (*response->mutable_metadata())["signature_def"].PackFrom(SignatureDefsOf(**model));
+  return grpc::Status::OK;
+}
+
+grpc::Status PredictionService::Classify(grpc::ServerContext*, const ts::ClassificationRequest*,
+                                         ts::ClassificationResponse*) {
+  return Unimplemented("PredictionService.Classify",
+                       "it needs tf.Example inputs and a classification signature; call "
+                       "Predict with the model's input tensors and read its output scores");
+}
+
+grpc::Status PredictionService::Regress(grpc::ServerContext*, const ts::RegressionRequest*,
+                                        ts::RegressionResponse*) {
+  return Unimplemented("PredictionService.Regress",
+                       "it needs tf.Example inputs and a regression signature; call Predict "
+                       "with the model's input tensors");
+}
+
+grpc::Status PredictionService::MultiInference(grpc::ServerContext*,
+                                               const ts::MultiInferenceRequest*,
+                                               ts::MultiInferenceResponse*) {
+  return Unimplemented("PredictionService.MultiInference",
+                       "call Predict once per model (each model has one signature, "
+                       "\"serving_default\")");
+}
+
+grpc::Status ModelService::GetModelStatus(grpc::ServerContext* context,
+                                          const ts::GetModelStatusRequest* request,
+                                          ts::GetModelStatusResponse* response) {
+  if (grpc::Status a = auth::Authorize(options_.authorizer, *context, auth::Access::kInference);
+      !a.ok()) {
+    return a;
+  }
+  return ToGrpc(tfserving::GetModelStatus(*repository_, TargetOf(request->model_spec()), response));
+}
+
+grpc::Status ModelService::HandleReloadConfigRequest(grpc::ServerContext*,
+                                                     const ts::ReloadConfigRequest*,
+                                                     ts::ReloadConfigResponse*) {
+  return Unimplemented("ModelService.HandleReloadConfigRequest",
+                       "rnnserve serves the models of its --model-repository directory: add or "
+                       "remove model directories there (it polls), or call rnnserve.v1.RnnServe "
+                       "LoadModel / UnloadModel");
+}
+
+}  // namespace rnnserve::server::tfserving
