@@ -93,4 +93,20 @@ if [ "$mode" != "--serve" ]; then
     $SUDO env PIP_ROOT_USER_ACTION=ignore python3 -m pip install -q --no-deps \
       --target /opt/perf_analyzer tritonclient==2.47.0
   fi
+
+  # TF Serving's own Python client for tests/integration/tfserving_client_test.py alone:
+  # tensorflow-serving-api needs tensorflow, so both go into a venv of their own (about 1.5 GB,
+  # a minute or two), apart from the python3 the other tests use. tensorflow-serving-api's
+  # pinned dependency is tensorflow (the GPU build); --no-deps keeps tensorflow-cpu. When the
+  # venv cannot be made the script goes on and that test skips, saying why.
+  TFSERVING_VENV="${RNNSERVE_TFSERVING_VENV:-/opt/tfserving-client}"
+  if ! "$TFSERVING_VENV/bin/python" -c "import tensorflow_serving.apis.prediction_service_pb2_grpc" \
+      >/dev/null 2>&1; then
+    step "installing tensorflow-cpu and tensorflow-serving-api into $TFSERVING_VENV (a minute or two)"
+    if ! { $SUDO python3 -m venv "$TFSERVING_VENV" &&
+           $SUDO "$TFSERVING_VENV/bin/pip" install -q tensorflow-cpu==2.21.0 &&
+           $SUDO "$TFSERVING_VENV/bin/pip" install -q --no-deps tensorflow-serving-api==2.21.0; }; then
+      step "could not make $TFSERVING_VENV: tfserving_client_test will skip"
+    fi
+  fi
 fi
