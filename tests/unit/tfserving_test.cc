@@ -10,9 +10,11 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
 #include "server/model_repository.h"
 #include "server/services/tfserving/rest_json.h"
+#include "server/services/tfserving/model_spec.h"
 #include "server/services/tfserving/rest_routes.h"
 #include "server/services/tfserving/tensor_proto.h"
 #include "server/services/tfserving/tfserving_service.h"
@@ -79,6 +81,11 @@ Json InputJson(const client::NpyArray& x) {
   return rows;
 }
 
+// Keras models whose SavedModel signature TensorFlow wrote (tests/fixtures/tfserving/
+// make_fixtures.py): the same model's .h5 must show the same serving_default signature.
+constexpr const char* kSignatureCases[] = {"Keras2SequentialLstmSignature",
+                                           "Keras2FunctionalTwoOutputsSignature"};
+
 class TfServingTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -88,6 +95,9 @@ class TfServingTest : public ::testing::Test {
     std::filesystem::copy_file(SourcePath("models/examples/waveform_lstm/config.pbtxt"),
                                root / "wave/config.pbtxt");
     CopyModel("tests/fixtures/keras/Keras2LstmReturnState/model.h5", root / "state");
+    for (const char* c : kSignatureCases) {
+      CopyModel(std::string("tests/fixtures/tfserving/") + c + "/model.h5", root / c);
+    }
     auto repository = server::ModelRepository::Open(root.string());
     ASSERT_TRUE(repository.ok()) << repository.status();
     repository_ = std::move(*repository).release();
@@ -346,6 +356,23 @@ TEST_F(TfServingTest, UnservedRpcsSayWhatToUseInstead) {
   s = models_.HandleReloadConfigRequest(&context, &r, &rr);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED);
   EXPECT_THAT(s.error_message(), HasSubstr("--model-repository"));
+}
+
+TEST_F(TfServingTest, SignatureMatchesTensorFlowsSavedModel) {
+  for (const char* c : kSignatureCases) {
+    auto model = repository_->Get(c, 0);
+    ASSERT_TRUE(model.ok()) << model.status();
+    const ts::SignatureDefMap map = server::tfserving::SignatureDefsOf(**model);
+    std::string ours;
+    google::protobuf::util::JsonPrintOptions options;
+    options.preserve_proto_field_names = true;
+    ASSERT_TRUE(google::protobuf::util::MessageToJsonString(map.signature_def().at("serving_default"),
+                                                            &ours, options)
+                    .ok());
+    std::ifstream f(SourcePath(std::string("tests/fixtures/tfserving/") + c + "/signature.json"));
+    const Json tensorflow = Json::parse(f);
+    EXPECT_EQ(Json::parse(ours), tensorflow) << c << ": ours " << ours;
+  }
 }
 
 // --- REST ---
