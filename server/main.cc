@@ -43,8 +43,8 @@
 #include "server/services/health_service.h"
 #include "server/services/kserve/kserve_service.h"
 #include "server/services/kserve/rest_routes.h"
-#include "server/services/tfserving/tfserving_service.h"
 #include "server/services/rnnserve_service.h"
+#include "server/services/tfserving/tfserving_service.h"
 #include "server/store/redis_store.h"
 #include "server/store/store_metrics.h"
 

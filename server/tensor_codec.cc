@@ -67,36 +67,55 @@ v1::DataType WireType(engine::DType dtype) {
   return dtype == engine::DType::kInt64 ? v1::TYPE_INT64 : v1::TYPE_FP32;
 }
 
-engine::Tensor AllocateTensor(engine::DType dtype, const engine::Shape& shape, v1::Tensor* proto) {
-  proto->Clear();
-  proto->set_dtype(WireType(dtype));
-  for (int64_t d : shape) proto->add_shape(d);
+engine::Tensor WrapRepeated(engine::DType dtype, const engine::Shape& shape,
+                            google::protobuf::RepeatedField<float>* floats,
+                            google::protobuf::RepeatedField<int64_t>* ints) {
   const int n = static_cast<int>(engine::NumElements(shape));
   void* data = nullptr;
   if (dtype == engine::DType::kInt64) {
-    proto->mutable_int64_val()->Resize(n, 0);
-    data = proto->mutable_int64_val()->mutable_data();
+    ints->Resize(n, 0);
+    data = ints->mutable_data();
   } else {
-    proto->mutable_float_val()->Resize(n, 0.0f);
-    data = proto->mutable_float_val()->mutable_data();
+    floats->Resize(n, 0.0f);
+    data = floats->mutable_data();
   }
   return engine::Tensor::Wrap(dtype, shape, data, nullptr);
 }
 
-void EncodeTensor(const engine::Tensor& tensor, v1::Tensor* proto) {
-  const bool ints = tensor.dtype() == engine::DType::kInt64;
-  if (ints ? proto->int64_val().data() == tensor.i64()
-           : proto->float_val().data() == tensor.f32()) {
-    if (tensor.num_elements() > 0) return;  // AllocateTensor's: written in place
+bool InRepeated(const engine::Tensor& tensor, const google::protobuf::RepeatedField<float>& floats,
+                const google::protobuf::RepeatedField<int64_t>& ints) {
+  if (tensor.num_elements() == 0) return false;
+  return tensor.dtype() == engine::DType::kInt64 ? ints.data() == tensor.i64()
+                                                 : floats.data() == tensor.f32();
+}
+
+void AppendRepeated(const engine::Tensor& tensor, google::protobuf::RepeatedField<float>* floats,
+                    google::protobuf::RepeatedField<int64_t>* ints) {
+  if (tensor.dtype() == engine::DType::kInt64) {
+    ints->Add(tensor.i64(), tensor.i64() + tensor.num_elements());
+  } else {
+    floats->Add(tensor.f32(), tensor.f32() + tensor.num_elements());
   }
+}
+
+engine::Tensor Unsent(engine::DType dtype, const engine::Shape& shape) {
+  return dtype == engine::DType::kInt64 ? engine::Tensor::Int64(shape)
+                                        : engine::Tensor::Float(shape);
+}
+
+engine::Tensor AllocateTensor(engine::DType dtype, const engine::Shape& shape, v1::Tensor* proto) {
+  proto->Clear();
+  proto->set_dtype(WireType(dtype));
+  for (int64_t d : shape) proto->add_shape(d);
+  return WrapRepeated(dtype, shape, proto->mutable_float_val(), proto->mutable_int64_val());
+}
+
+void EncodeTensor(const engine::Tensor& tensor, v1::Tensor* proto) {
+  if (InRepeated(tensor, proto->float_val(), proto->int64_val())) return;  // AllocateTensor's
   proto->Clear();
   proto->set_dtype(WireType(tensor.dtype()));
   for (int64_t d : tensor.shape()) proto->add_shape(d);
-  if (ints) {
-    proto->mutable_int64_val()->Add(tensor.i64(), tensor.i64() + tensor.num_elements());
-  } else {
-    proto->mutable_float_val()->Add(tensor.f32(), tensor.f32() + tensor.num_elements());
-  }
+  AppendRepeated(tensor, proto->mutable_float_val(), proto->mutable_int64_val());
 }
 
 namespace {
@@ -122,10 +141,7 @@ OutputAllocator AllocateOutputs(const Servable& model,
                                 WireTensors* out) {
   return [&model, &filter, out](int i, engine::DType dtype, const engine::Shape& shape) {
     const std::string& name = model.outputs()[i].name;
-    if (!Wanted(filter, name)) {
-      return dtype == engine::DType::kInt64 ? engine::Tensor::Int64(shape)
-                                            : engine::Tensor::Float(shape);
-    }
+    if (!Wanted(filter, name)) return Unsent(dtype, shape);
     return AllocateTensor(dtype, shape, &(*out)[name]);
   };
 }

@@ -36,6 +36,22 @@ engine::Tensor AllocateTensor(engine::DType dtype, const engine::Shape& shape, v
 
 v1::DataType WireType(engine::DType dtype);
 
+// Typed repeated fields as output buffers, for every front end whose messages carry FP32 values
+// in a repeated float and INT64 in a repeated int64 (rnnserve.v1, TF Serving's TensorProto):
+// `floats` or `ints` (as `dtype` says) resized to `shape`'s values, and an engine tensor over
+// them.
+engine::Tensor WrapRepeated(engine::DType dtype, const engine::Shape& shape,
+                            google::protobuf::RepeatedField<float>* floats,
+                            google::protobuf::RepeatedField<int64_t>* ints);
+// Whether WrapRepeated placed `tensor` in those fields (then it is written in place already).
+bool InRepeated(const engine::Tensor& tensor, const google::protobuf::RepeatedField<float>& floats,
+                const google::protobuf::RepeatedField<int64_t>& ints);
+// `tensor`'s values appended to `floats` or `ints`.
+void AppendRepeated(const engine::Tensor& tensor, google::protobuf::RepeatedField<float>* floats,
+                    google::protobuf::RepeatedField<int64_t>* ints);
+// A tensor of its own, for an output the front end does not send.
+engine::Tensor Unsent(engine::DType dtype, const engine::Shape& shape);
+
 using OutputFilter = google::protobuf::RepeatedPtrField<std::string>;
 // `model`'s outputs that `filter` names (all when empty) into `out`, by name.
 void EncodeOutputs(const Servable& model, const OutputFilter& filter,

@@ -7,20 +7,18 @@
 // would after decoding; no limits, tokens or metrics.
 
 #include <grpcpp/grpcpp.h>
-#include <grpcpp/test/default_reactor_test_peer.h>
 
 #include <cstddef>
 #include <cstdint>
-#include <future>
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 
 #include "server/model_repository.h"
 #include "server/sequence_manager.h"
 #include "server/services/kserve/kserve_service.h"
 #include "server/services/rnnserve_service.h"
+#include "tests/support/callback_call.h"
 
 namespace rnnserve::fuzz {
 
@@ -53,20 +51,7 @@ inline std::optional<RequestInput> SplitInput(const uint8_t* data, size_t size) 
                       .wire = std::string(reinterpret_cast<const char*>(data) + 1, size - 1)};
 }
 
-// Calls a callback-API unary handler, `handler(CallbackServerContext*)`, and waits for its
-// answer, which may come from a batcher's thread after the handler returned.
-template <typename Handler>
-grpc::Status CallAndWait(Handler handler) {
-  grpc::CallbackServerContext context;
-  std::promise<grpc::Status> answer;
-  grpc::testing::DefaultReactorTestPeer peer(
-      &context, [&answer](grpc::Status s) { answer.set_value(std::move(s)); });
-  handler(&context);
-  const grpc::Status status = answer.get_future().get();
-  // The test reactor marks itself finished after it has called back: the context must live
-  // until then.
-  while (!peer.test_status_set()) std::this_thread::yield();
-  return status;
-}
+// Calls a callback-API unary handler and waits for its answer (tests/support/callback_call.h).
+using ::rnnserve::testing::CallAndWait;
 
 }  // namespace rnnserve::fuzz

@@ -14,7 +14,15 @@ seed() {
   local dir="$out/$1"
   mkdir -p "$dir"
   { printf "\\x$(printf %02x "$3")"; protoc -Iproto --encode="$4" \
-      proto/rnnserve/v1/rnnserve.proto proto/inference/grpc_service.proto <<<"$5"; } >"$dir/$2"
+      proto/rnnserve/v1/rnnserve.proto proto/inference/grpc_service.proto \
+      proto/tensorflow_serving/apis/predict.proto \
+      proto/tensorflow_serving/apis/get_model_metadata.proto <<<"$5"; } >"$dir/$2"
+}
+
+# text_seed TARGET NAME SELECTOR TEXT: a seed whose wire part is text (JSON, a path).
+text_seed() {
+  mkdir -p "$out/$1"
+  { printf "\\x$(printf %02x "$3")"; printf '%s' "$4"; } >"$out/$1/$2"
 }
 
 floats() {  # N values
@@ -66,6 +74,26 @@ seed kserve_request_fuzz sequence_chunk_end 5 inference.ModelInferRequest \
 seed kserve_request_fuzz metadata 6 inference.ModelMetadataRequest \
   "name: \"waveform_lstm\" version: \"1\""
 seed kserve_request_fuzz ready 7 inference.ModelReadyRequest "name: \"waveform_lstm\""
+
+tensor_2x5x2="inputs { key: \"waveform\" value { dtype: DT_FLOAT
+  tensor_shape { dim { size: 2 } dim { size: 5 } dim { size: 2 } } $(floats 20) } }"
+seed tfserving_request_fuzz predict 4 tensorflow.serving.PredictRequest \
+  "model_spec { name: \"waveform_lstm\" signature_name: \"serving_default\" } $tensor_2x5x2"
+seed tfserving_request_fuzz predict_content 4 tensorflow.serving.PredictRequest \
+  "model_spec { name: \"waveform_lstm\" version { value: 1 } } output_filter: \"probabilities\"
+   inputs { key: \"waveform\" value { dtype: DT_FLOAT
+     tensor_shape { dim { size: 1 } dim { size: 2 } dim { size: 2 } }
+     tensor_content: \"\\000\\000\\200\\077\\000\\000\\000\\100\\000\\000\\100\\100\\000\\000\\200\\100\" } }"
+seed tfserving_request_fuzz metadata 6 tensorflow.serving.GetModelMetadataRequest \
+  "model_spec { name: \"waveform_lstm\" } metadata_field: \"signature_def\""
+text_seed tfserving_request_fuzz rest_instances 5 \
+  '{"signature_name": "serving_default", "instances": [[[0.1, 0.2], [0.3, 0.4]], [[0.5, 0.6], [0.7, 0.8]]]}'
+text_seed tfserving_request_fuzz rest_named_instances 5 \
+  '{"instances": [{"waveform": [[0.1, 0.2], [0.3, 0.4]]}, {"waveform": [[1e3, -2], [0, 1]]}]}'
+text_seed tfserving_request_fuzz rest_inputs 5 '{"inputs": {"waveform": [[[0.1, 0.2]]]}}'
+text_seed tfserving_request_fuzz rest_status_path 3 '/v1/models/waveform_lstm/versions/1'
+text_seed tfserving_request_fuzz rest_metadata_path 3 '/v1/models/waveform_lstm/labels/stable/metadata'
+text_seed tfserving_request_fuzz rest_predict_path 3 '/v1/models/waveform_lstm:predict'
 
 mkdir -p "$out/model_config_fuzz"
 cat >"$out/model_config_fuzz/batching.pbtxt" <<'PBTXT'

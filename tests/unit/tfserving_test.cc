@@ -9,12 +9,12 @@
 #include <future>
 
 #include "gmock/gmock.h"
-#include "gtest/gtest.h"
 #include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "server/model_repository.h"
-#include "server/services/tfserving/rest_json.h"
 #include "server/services/tfserving/model_spec.h"
+#include "server/services/tfserving/rest_json.h"
 #include "server/services/tfserving/rest_routes.h"
 #include "server/services/tfserving/tensor_proto.h"
 #include "server/services/tfserving/tfserving_service.h"
@@ -105,7 +105,7 @@ class TfServingTest : public ::testing::Test {
   static void TearDownTestSuite() { delete repository_; }
 
   RestAnswer Rest(const std::string& method, const std::string& path,
-                     const std::string& body = "") {
+                  const std::string& body = "") {
     server::http::Request request{.method = method, .path = path, .body = body};
     server::auth::Access access = server::auth::Access::kPublic;
     EXPECT_TRUE(routes_.Owns(request, &access)) << path;
@@ -127,7 +127,6 @@ class TfServingTest : public ::testing::Test {
 };
 server::ModelRepository* TfServingTest::repository_ = nullptr;
 
-
 // The example's input as a Predict request: tensor_content or float_val.
 ts::PredictRequest WaveRequest(const client::NpyArray& x, bool content) {
   ts::PredictRequest request;
@@ -137,8 +136,8 @@ ts::PredictRequest WaveRequest(const client::NpyArray& x, bool content) {
   for (int64_t d : x.shape) t.mutable_tensor_shape()->add_dim()->set_size(d);
   std::vector<float> values(x.values.begin(), x.values.end());
   if (content) {
-    t.set_tensor_content(std::string(reinterpret_cast<const char*>(values.data()),
-                                     values.size() * sizeof(float)));
+    t.set_tensor_content(
+        std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float)));
   } else {
     t.mutable_float_val()->Add(values.begin(), values.end());
   }
@@ -219,9 +218,8 @@ TEST(TfServingTensorProtoTest, AllocatedOutputIsEncodedInPlace) {
 TEST_F(TfServingTest, PredictTensorContentMatchesKeras) {
   const ts::PredictRequest request = WaveRequest(x_, /*content=*/true);
   ts::PredictResponse response;
-  const grpc::Status s = CallAndWait([&](grpc::CallbackServerContext* c) {
-    prediction_.Predict(c, &request, &response);
-  });
+  const grpc::Status s = CallAndWait(
+      [&](grpc::CallbackServerContext* c) { prediction_.Predict(c, &request, &response); });
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_TRUE(AllClose(AsTensor(response, "probabilities"), want_));
   EXPECT_EQ(response.model_spec().name(), "wave");
@@ -234,9 +232,8 @@ TEST_F(TfServingTest, PredictFloatValMatchesKeras) {
   request.mutable_model_spec()->mutable_version()->set_value(1);
   request.mutable_model_spec()->set_signature_name("serving_default");
   ts::PredictResponse response;
-  const grpc::Status s = CallAndWait([&](grpc::CallbackServerContext* c) {
-    prediction_.Predict(c, &request, &response);
-  });
+  const grpc::Status s = CallAndWait(
+      [&](grpc::CallbackServerContext* c) { prediction_.Predict(c, &request, &response); });
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_TRUE(AllClose(AsTensor(response, "probabilities"), want_));
 }
@@ -253,9 +250,8 @@ TEST_F(TfServingTest, PredictOutputFilterReturnsOnlyThoseOutputs) {
   ASSERT_EQ(model.outputs().size(), 3u);
   request.add_output_filter(model.outputs()[1].name);
   ts::PredictResponse response;
-  const grpc::Status s = CallAndWait([&](grpc::CallbackServerContext* c) {
-    prediction_.Predict(c, &request, &response);
-  });
+  const grpc::Status s = CallAndWait(
+      [&](grpc::CallbackServerContext* c) { prediction_.Predict(c, &request, &response); });
   ASSERT_TRUE(s.ok()) << s.error_message();
   ASSERT_EQ(response.outputs().size(), 1u);
   EXPECT_TRUE(AllClose(AsTensor(response, model.outputs()[1].name),
@@ -270,23 +266,30 @@ TEST_F(TfServingTest, PredictErrorsNameWhatWasExpected) {
     std::string says;
   };
   const std::vector<Case> cases = {
-      {"UnknownSignature", [](ts::PredictRequest* r) { r->mutable_model_spec()->set_signature_name("classify"); },
+      {"UnknownSignature",
+       [](ts::PredictRequest* r) { r->mutable_model_spec()->set_signature_name("classify"); },
        grpc::StatusCode::INVALID_ARGUMENT, "\"classify\" not found in signature def"},
       {"UnknownModel", [](ts::PredictRequest* r) { r->mutable_model_spec()->set_name("nope"); },
        grpc::StatusCode::NOT_FOUND, "nope"},
-      {"UnknownVersion", [](ts::PredictRequest* r) { r->mutable_model_spec()->mutable_version()->set_value(7); },
+      {"UnknownVersion",
+       [](ts::PredictRequest* r) { r->mutable_model_spec()->mutable_version()->set_value(7); },
        grpc::StatusCode::NOT_FOUND, "7"},
-      {"VersionLabel", [](ts::PredictRequest* r) { r->mutable_model_spec()->set_version_label("stable"); },
+      {"VersionLabel",
+       [](ts::PredictRequest* r) { r->mutable_model_spec()->set_version_label("stable"); },
        grpc::StatusCode::INVALID_ARGUMENT, "Unrecognized servable version label: stable"},
-      {"DoubleForFloat", [](ts::PredictRequest* r) {
+      {"DoubleForFloat",
+       [](ts::PredictRequest* r) {
          tensorflow::TensorProto& t = r->mutable_inputs()->at("waveform");
          t.set_dtype(tensorflow::DT_DOUBLE);
          t.clear_tensor_content();
          for (int i = 0; i < 3 * 40 * 2; ++i) t.add_double_val(0.5);
-       }, grpc::StatusCode::INVALID_ARGUMENT, "TYPE_FP64"},
-      {"WrongShape", [](ts::PredictRequest* r) {
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "TYPE_FP64"},
+      {"WrongShape",
+       [](ts::PredictRequest* r) {
          r->mutable_inputs()->at("waveform").mutable_tensor_shape()->mutable_dim(2)->set_size(3);
-       }, grpc::StatusCode::INVALID_ARGUMENT, "waveform"},
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "waveform"},
       {"UnknownOutputInFilter", [](ts::PredictRequest* r) { r->add_output_filter("nope"); },
        grpc::StatusCode::INVALID_ARGUMENT, "nope"},
   };
@@ -294,9 +297,8 @@ TEST_F(TfServingTest, PredictErrorsNameWhatWasExpected) {
     ts::PredictRequest request = WaveRequest(x_, /*content=*/true);
     c.change(&request);
     ts::PredictResponse response;
-    const grpc::Status s = CallAndWait([&](grpc::CallbackServerContext* ctx) {
-      prediction_.Predict(ctx, &request, &response);
-    });
+    const grpc::Status s = CallAndWait(
+        [&](grpc::CallbackServerContext* ctx) { prediction_.Predict(ctx, &request, &response); });
     EXPECT_EQ(s.error_code(), c.code) << c.name << ": " << s.error_message();
     EXPECT_THAT(s.error_message(), HasSubstr(c.says)) << c.name;
   }
@@ -366,8 +368,8 @@ TEST_F(TfServingTest, SignatureMatchesTensorFlowsSavedModel) {
     std::string ours;
     google::protobuf::util::JsonPrintOptions options;
     options.preserve_proto_field_names = true;
-    ASSERT_TRUE(google::protobuf::util::MessageToJsonString(map.signature_def().at("serving_default"),
-                                                            &ours, options)
+    ASSERT_TRUE(google::protobuf::util::MessageToJsonString(
+                    map.signature_def().at("serving_default"), &ours, options)
                     .ok());
     std::ifstream f(SourcePath(std::string("tests/fixtures/tfserving/") + c + "/signature.json"));
     const Json tensorflow = Json::parse(f);
@@ -401,8 +403,8 @@ TEST_F(TfServingTest, RestColumnarFormatMatchesKeras) {
   ASSERT_EQ(a.status, 200) << a.body;
   ASSERT_TRUE(a.json["outputs"].is_array()) << a.body;
   EXPECT_TRUE(AllClose(AsTensor(a.json["outputs"]), want_));
-  const RestAnswer bare = Rest("POST", "/v1/models/wave:predict",
-                               Json({{"inputs", InputJson(x_)}}).dump());
+  const RestAnswer bare =
+      Rest("POST", "/v1/models/wave:predict", Json({{"inputs", InputJson(x_)}}).dump());
   ASSERT_EQ(bare.status, 200) << bare.body;
   EXPECT_TRUE(AllClose(AsTensor(bare.json["outputs"]), want_));
 }
@@ -424,11 +426,11 @@ TEST_F(TfServingTest, RestSeveralOutputsAreKeyedByName) {
     rows.push_back(steps);
   }
   const server::Servable& model = **repository_->Get("state", 0);
-  const RestAnswer columnar = Rest("POST", "/v1/models/state:predict",
-                                   Json({{"inputs", rows}}).dump());
+  const RestAnswer columnar =
+      Rest("POST", "/v1/models/state:predict", Json({{"inputs", rows}}).dump());
   ASSERT_EQ(columnar.status, 200) << columnar.body;
-  const RestAnswer row = Rest("POST", "/v1/models/state:predict",
-                              Json({{"instances", rows}}).dump());
+  const RestAnswer row =
+      Rest("POST", "/v1/models/state:predict", Json({{"instances", rows}}).dump());
   ASSERT_EQ(row.status, 200) << row.body;
   ASSERT_EQ(row.json["predictions"].size(), static_cast<size_t>(in.shape[0]));
   for (int i = 0; i < 3; ++i) {
@@ -453,19 +455,21 @@ TEST_F(TfServingTest, RestBadRequestsGetTfServingCodesAndSayWhy) {
     std::string says;
   };
   const std::vector<Case> cases = {
-      {"MalformedJson", "POST", "/v1/models/wave:predict", "{\"instances\": [", 400, "JSON Parse error"},
+      {"MalformedJson", "POST", "/v1/models/wave:predict", "{\"instances\": [", 400,
+       "JSON Parse error"},
       {"NotAnObject", "POST", "/v1/models/wave:predict", "[1, 2]", 400, "object"},
-      {"NeitherKey", "POST", "/v1/models/wave:predict", "{}", 400, "Missing 'inputs' or 'instances' key"},
+      {"NeitherKey", "POST", "/v1/models/wave:predict", "{}", 400,
+       "Missing 'inputs' or 'instances' key"},
       {"BothKeys", "POST", "/v1/models/wave:predict",
        Json({{"inputs", good_rows}, {"instances", good_rows}}).dump(), 400, "only one of"},
       {"RaggedInstances", "POST", "/v1/models/wave:predict", Json({{"instances", ragged}}).dump(),
        400, "input 'waveform' of instance 1"},
-      {"RaggedStep", "POST", "/v1/models/wave:predict", Json({{"inputs", ragged_step}}).dump(),
-       400, "ragged"},
-      {"StringForFloat", "POST", "/v1/models/wave:predict",
-       R"({"instances": [[["a", 1.0]]]})", 400, "is not a number (DT_FLOAT)"},
-      {"Bytes", "POST", "/v1/models/wave:predict",
-       R"({"instances": [{"b64": "AAAA"}]})", 400, "carries bytes"},
+      {"RaggedStep", "POST", "/v1/models/wave:predict", Json({{"inputs", ragged_step}}).dump(), 400,
+       "ragged"},
+      {"StringForFloat", "POST", "/v1/models/wave:predict", R"({"instances": [[["a", 1.0]]]})", 400,
+       "is not a number (DT_FLOAT)"},
+      {"Bytes", "POST", "/v1/models/wave:predict", R"({"instances": [{"b64": "AAAA"}]})", 400,
+       "carries bytes"},
       {"WrongShape", "POST", "/v1/models/wave:predict", R"({"instances": [[[1.0, 2.0, 3.0]]]})",
        400, "waveform"},
       {"UnknownSignature", "POST", "/v1/models/wave:predict",
@@ -477,11 +481,15 @@ TEST_F(TfServingTest, RestBadRequestsGetTfServingCodesAndSayWhy) {
        Json({{"instances", good_rows}}).dump(), 404, "3"},
       {"Label", "POST", "/v1/models/wave/labels/canary:predict",
        Json({{"instances", good_rows}}).dump(), 400, "Unrecognized servable version label: canary"},
-      {"NonNumericVersion", "GET", "/v1/models/wave/versions/x", "", 400, "Failed to convert version: x"},
-      {"UnknownModelStatus", "GET", "/v1/models/nope", "", 404, "Could not find any versions of model nope"},
-      {"UnknownVersionStatus", "GET", "/v1/models/wave/versions/2", "", 404, "Could not find version 2 of model wave"},
+      {"NonNumericVersion", "GET", "/v1/models/wave/versions/x", "", 400,
+       "Failed to convert version: x"},
+      {"UnknownModelStatus", "GET", "/v1/models/nope", "", 404,
+       "Could not find any versions of model nope"},
+      {"UnknownVersionStatus", "GET", "/v1/models/wave/versions/2", "", 404,
+       "Could not find version 2 of model wave"},
       {"UnknownModelMetadata", "GET", "/v1/models/nope/metadata", "", 404, "nope"},
-      {"GetPredict", "GET", "/v1/models/wave:predict", "", 400, "Malformed request: GET /v1/models/wave:predict"},
+      {"GetPredict", "GET", "/v1/models/wave:predict", "", 400,
+       "Malformed request: GET /v1/models/wave:predict"},
       {"Classify", "POST", "/v1/models/wave:classify", "{}", 501, ":predict"},
       {"NoModel", "GET", "/v1/models/", "", 400, "Malformed request"},
       {"OtherPath", "GET", "/v1/other", "", 400, "Malformed request"},
@@ -506,8 +514,9 @@ TEST_F(TfServingTest, RestStatusIsTfServingsJson) {
 TEST_F(TfServingTest, RestMetadataIsTfServingsJson) {
   const RestAnswer a = Rest("GET", "/v1/models/wave/versions/1/metadata");
   ASSERT_EQ(a.status, 200) << a.body;
-  EXPECT_EQ(a.json["model_spec"],
-            Json::parse(R"({"name": "wave", "signature_name": "serving_default", "version": "1"})"));
+  EXPECT_EQ(
+      a.json["model_spec"],
+      Json::parse(R"({"name": "wave", "signature_name": "serving_default", "version": "1"})"));
   const Json& sig = a.json["metadata"]["signature_def"]["signature_def"]["serving_default"];
   EXPECT_EQ(sig["method_name"], "tensorflow/serving/predict");
   EXPECT_EQ(sig["inputs"]["waveform"], Json::parse(R"({"dtype": "DT_FLOAT",
@@ -525,8 +534,7 @@ TEST_F(TfServingTest, RestOwnsOnlyV1Paths) {
 }
 
 TEST(TfServingJsonTest, ErrorBodyEscapesTheMessage) {
-  EXPECT_EQ(server::tfserving::JsonError("a \"quoted\" name"),
-            R"({"error":"a \"quoted\" name"})");
+  EXPECT_EQ(server::tfserving::JsonError("a \"quoted\" name"), R"({"error":"a \"quoted\" name"})");
 }
 
 }  // namespace

@@ -40,8 +40,8 @@ absl::StatusOr<std::shared_ptr<const Servable>> FindModel(const ModelRepository&
         "'; rnnserve has no version labels: name a version number, or none for the newest)"));
   }
   if (target.has_version && target.version < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("model '", target.name, "': version ",
-                                                   target.version, " must be positive"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("model '", target.name, "': version ", target.version, " must be positive"));
   }
   return repository.Get(target.name, target.has_version ? target.version : 0);
 }
@@ -58,7 +58,8 @@ ts::SignatureDefMap SignatureDefsOf(const Servable& model) {
   tensorflow::SignatureDef& sig = (*map.mutable_signature_def())[kDefaultSignature];
   sig.set_method_name(kPredictMethod);
   for (const TensorSignature& in : model.inputs()) {
-    FillInfo(in, absl::StrCat("serving_default_", in.name, ":0"), &(*sig.mutable_inputs())[in.name]);
+    FillInfo(in, absl::StrCat("serving_default_", in.name, ":0"),
+             &(*sig.mutable_inputs())[in.name]);
   }
   std::vector<std::string> names;
   for (const TensorSignature& out : model.outputs()) names.push_back(out.name);
@@ -75,8 +76,7 @@ ts::SignatureDefMap SignatureDefsOf(const Servable& model) {
   return map;
 }
 
-void SetModelSpec(const Servable& model, const std::string& signature_name,
-                  ts::ModelSpec* spec) {
+void SetModelSpec(const Servable& model, const std::string& signature_name, ts::ModelSpec* spec) {
   spec->set_name(model.name());
   spec->mutable_version()->set_value(model.version());
   spec->set_signature_name(signature_name.empty() ? kDefaultSignature : signature_name);
@@ -90,8 +90,8 @@ absl::Status GetModelStatus(const ModelRepository& repository, const Target& tar
     if (state.name != target.name) continue;
     const auto& v = state.versions;
     if (target.has_version && std::find(v.begin(), v.end(), target.version) == v.end()) {
-      return absl::NotFoundError(absl::StrCat("Could not find version ", target.version,
-                                              " of model ", target.name));
+      return absl::NotFoundError(
+          absl::StrCat("Could not find version ", target.version, " of model ", target.name));
     }
     for (int64_t version : v) {
       if (target.has_version && version != target.version) continue;
@@ -108,8 +108,7 @@ absl::Status GetModelStatus(const ModelRepository& repository, const Target& tar
     }
     return absl::OkStatus();
   }
-  return absl::NotFoundError(
-      absl::StrCat("Could not find any versions of model ", target.name));
+  return absl::NotFoundError(absl::StrCat("Could not find any versions of model ", target.name));
 }
 
 }  // namespace rnnserve::server::tfserving

@@ -41,8 +41,8 @@ class Flattener {
       for (const Json* p = &v; p->is_array(); p = &(*p)[0]) {
         shape->push_back(static_cast<int64_t>(p->size()));
         if (shape->size() > kMaxRank) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              what_, ": lists nested deeper than ", kMaxRank, "; expected a tensor's values"));
+          return absl::InvalidArgumentError(absl::StrCat(what_, ": lists nested deeper than ",
+                                                         kMaxRank, "; expected a tensor's values"));
         }
         if (p->empty()) break;
       }
@@ -56,10 +56,11 @@ class Flattener {
     const engine::Shape& shape = *shape_;
     if (v.is_array()) {
       if (depth >= shape.size() || static_cast<int64_t>(v.size()) != shape[depth]) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            what_, ": a list at depth ", depth, " has ", v.size(), " elements where shape ",
-            ShapeText(shape), " was expected; the values must not be ragged (pad shorter "
-            "sequences to one length)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(what_, ": a list at depth ", depth, " has ", v.size(),
+                         " elements where shape ", ShapeText(shape),
+                         " was expected; the values must not be ragged (pad shorter "
+                         "sequences to one length)"));
       }
       for (const Json& e : v) {
         if (auto s = Walk(e, depth + 1); !s.ok()) return s;
@@ -76,9 +77,9 @@ class Flattener {
 
   absl::Status Leaf(const Json& v) {
     if (IsBytes(v)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what_, ": {\"b64\": ...} carries bytes; expected numbers (",
-          std::is_same_v<T, float> ? "DT_FLOAT" : "DT_INT64 token ids", ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what_, ": {\"b64\": ...} carries bytes; expected numbers (",
+                       std::is_same_v<T, float> ? "DT_FLOAT" : "DT_INT64 token ids", ")"));
     }
     if constexpr (std::is_same_v<T, float>) {
       if (v.is_number() && std::abs(v.get<double>()) <= std::numeric_limits<float>::max()) {
@@ -165,16 +166,18 @@ absl::StatusOr<const TensorSignature*> InputFor(const Servable& model, const std
     if (in.name == key) return &in;
   }
   if (model.inputs().size() == 1) return &model.inputs()[0];
-  return absl::InvalidArgumentError(absl::StrCat("input '", key, "': the model has no such "
-                                                 "input; its inputs are ", InputNames(model)));
+  return absl::InvalidArgumentError(absl::StrCat("input '", key,
+                                                 "': the model has no such "
+                                                 "input; its inputs are ",
+                                                 InputNames(model)));
 }
 
 absl::Status DecodeColumnar(const Json& inputs, const Servable& model, JsonPredict* out) {
   if (!inputs.is_object() || IsBytes(inputs)) {
     if (model.inputs().size() != 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "\"inputs\": a bare value feeds a model with one input; this one has ",
-          InputNames(model), ": send {\"<input>\": value, ...}"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"inputs\": a bare value feeds a model with one input; this one has ",
+                       InputNames(model), ": send {\"<input>\": value, ...}"));
     }
     const TensorSignature& sig = model.inputs()[0];
     InputBuilder b(out, sig, sig.name);

@@ -107,8 +107,8 @@ absl::StatusOr<std::string> Metadata(const ModelRepository& repository, const Ta
   if (!spec_json.ok()) return spec_json.status();
   auto sigs_json = ToJson(SignatureDefsOf(**model));
   if (!sigs_json.ok()) return sigs_json.status();
-  return absl::StrCat("{\n\"model_spec\":", *spec_json, ",\n\"metadata\": {\"signature_def\": ",
-                      *sigs_json, "}\n}\n");
+  return absl::StrCat("{\n\"model_spec\":", *spec_json,
+                      ",\n\"metadata\": {\"signature_def\": ", *sigs_json, "}\n}\n");
 }
 
 }  // namespace
@@ -157,13 +157,15 @@ void RestRoutes::Handle(const http::Request& request, http::Done done) {
   if (!route.ok()) return done(ErrorAnswer(route.status()));
   if (route->verb == "predict") return Predict(request, route->target, std::move(done));
   if (route->verb == "classify" || route->verb == "regress") {
-    return done(ErrorAnswer(absl::UnimplementedError(absl::StrCat(
-        ":", route->verb, " is not served by rnnserve (it needs tf.Example inputs); POST the "
-        "model's input tensors to /v1/models/", route->target.name, ":predict"))));
+    return done(ErrorAnswer(absl::UnimplementedError(
+        absl::StrCat(":", route->verb,
+                     " is not served by rnnserve (it needs tf.Example inputs); POST the "
+                     "model's input tensors to /v1/models/",
+                     route->target.name, ":predict"))));
   }
   if (!route->verb.empty()) return done(ErrorAnswer(Malformed(request)));
-  auto body = route->metadata ? Metadata(*repository_, route->target)
-                              : Status(*repository_, route->target);
+  auto body =
+      route->metadata ? Metadata(*repository_, route->target) : Status(*repository_, route->target);
   if (!body.ok()) return done(ErrorAnswer(body.status()));
   done(Answer(200, *std::move(body)));
 }
@@ -180,8 +182,8 @@ void RestRoutes::Predict(const http::Request& request, const Target& target, htt
   RunOptions options{.deadline = request.deadline, .caller = request.caller};
   RunPredict(*model, core_request, static_cast<int64_t>(request.body.size()), options_.limits,
              std::move(options),
-             [model = *model, decoded = *std::move(decoded), done = std::move(done)](
-                 absl::StatusOr<std::vector<engine::Tensor>> outputs) {
+             [model = *model, decoded = *std::move(decoded),
+              done = std::move(done)](absl::StatusOr<std::vector<engine::Tensor>> outputs) {
                if (!outputs.ok()) return done(ErrorAnswer(outputs.status()));
                auto body = EncodeJsonPredict(*model, decoded->row_format, *outputs);
                if (!body.ok()) return done(ErrorAnswer(body.status()));

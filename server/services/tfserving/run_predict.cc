@@ -22,9 +22,9 @@ void RunPredict(std::shared_ptr<const Servable> model, const core::Request& requ
              [model = std::move(model), admission = *std::move(admission),
               done = std::move(done)](absl::StatusOr<std::vector<engine::Tensor>> outputs) mutable {
                if (!outputs.ok()) {
-                 const std::string line = absl::StrCat("model ", model->name(), " v",
-                                                       model->version(), ": ",
-                                                       outputs.status().message());
+                 const std::string line =
+                     absl::StrCat("model ", model->name(), " v", model->version(), ": ",
+                                  outputs.status().message());
                  IsServerFault(outputs.status()) ? LogError(line) : LogDebug(line);
                }
                { limits::Admission released = std::move(admission); }

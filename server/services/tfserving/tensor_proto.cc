@@ -1,6 +1,7 @@
 #include "server/services/tfserving/tensor_proto.h"
 
 #include "absl/strings/str_cat.h"
+#include "server/tensor_codec.h"
 
 namespace rnnserve::server::tfserving {
 namespace {
@@ -81,8 +82,8 @@ absl::StatusOr<core::InputView> ViewOf(const std::string& name,
   }
   for (const auto& dim : proto.tensor_shape().dim()) {
     if (dim.size() < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": tensor_shape has dimension ",
-                                                     dim.size(), "; expected sizes >= 0"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": tensor_shape has dimension ", dim.size(), "; expected sizes >= 0"));
     }
     view.shape.push_back(dim.size());
   }
@@ -93,9 +94,9 @@ absl::StatusOr<core::InputView> ViewOf(const std::string& name,
   std::string field;
   view.bytes = TypedValues(proto, &field);
   if (!field.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": ", DataTypeName(proto.dtype()), " values in ", field,
-                     " are not read; send them as tensor_content"));
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", DataTypeName(proto.dtype()),
+                                                   " values in ", field,
+                                                   " are not read; send them as tensor_content"));
   }
   return view;
 }
@@ -110,33 +111,15 @@ engine::Tensor Allocate(engine::DType dtype, const engine::Shape& shape,
   proto->Clear();
   proto->set_dtype(DataTypeOf(dtype));
   SetShape(shape, proto->mutable_tensor_shape());
-  const int n = static_cast<int>(engine::NumElements(shape));
-  void* data = nullptr;
-  if (dtype == engine::DType::kInt64) {
-    proto->mutable_int64_val()->Resize(n, 0);
-    data = proto->mutable_int64_val()->mutable_data();
-  } else {
-    proto->mutable_float_val()->Resize(n, 0.0f);
-    data = proto->mutable_float_val()->mutable_data();
-  }
-  return engine::Tensor::Wrap(dtype, shape, data, nullptr);
+  return WrapRepeated(dtype, shape, proto->mutable_float_val(), proto->mutable_int64_val());
 }
 
 void Encode(const engine::Tensor& tensor, tensorflow::TensorProto* proto) {
-  const bool ints = tensor.dtype() == engine::DType::kInt64;
-  if (tensor.num_elements() > 0 &&
-      (ints ? proto->int64_val().data() == tensor.i64()
-            : proto->float_val().data() == tensor.f32())) {
-    return;  // Allocate()'s: written in place
-  }
+  if (InRepeated(tensor, proto->float_val(), proto->int64_val())) return;  // Allocate()'s
   proto->Clear();
   proto->set_dtype(DataTypeOf(tensor.dtype()));
   SetShape(tensor.shape(), proto->mutable_tensor_shape());
-  if (ints) {
-    proto->mutable_int64_val()->Add(tensor.i64(), tensor.i64() + tensor.num_elements());
-  } else {
-    proto->mutable_float_val()->Add(tensor.f32(), tensor.f32() + tensor.num_elements());
-  }
+  AppendRepeated(tensor, proto->mutable_float_val(), proto->mutable_int64_val());
 }
 
 }  // namespace rnnserve::server::tfserving

@@ -9,6 +9,7 @@
 #include "server/services/tfserving/model_spec.h"
 #include "server/services/tfserving/run_predict.h"
 #include "server/services/tfserving/tensor_proto.h"
+#include "server/tensor_codec.h"
 
 namespace rnnserve::server::tfserving {
 namespace {
@@ -34,9 +35,9 @@ bool Wanted(const ts::PredictRequest& request, const std::string& name) {
 }
 
 grpc::Status Unimplemented(const std::string& method, const std::string& instead) {
-  return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                      absl::StrCat("tensorflow.serving.", method,
-                                   " is not served by rnnserve; ", instead));
+  return grpc::Status(
+      grpc::StatusCode::UNIMPLEMENTED,
+      absl::StrCat("tensorflow.serving.", method, " is not served by rnnserve; ", instead));
 }
 
 }  // namespace
@@ -67,10 +68,7 @@ grpc::ServerUnaryReactor* PredictionService::Predict(grpc::CallbackServerContext
   options.allocate_outputs = [&m, request, outputs](int i, engine::DType dtype,
                                                     const engine::Shape& shape) {
     const std::string& name = m.outputs()[i].name;
-    if (!Wanted(*request, name)) {
-      return dtype == engine::DType::kInt64 ? engine::Tensor::Int64(shape)
-                                            : engine::Tensor::Float(shape);
-    }
+    if (!Wanted(*request, name)) return Unsent(dtype, shape);
     return Allocate(dtype, shape, &(*outputs)[name]);
   };
   RunPredict(*model, *decoded, static_cast<int64_t>(request->ByteSizeLong()), options_.limits,
@@ -98,8 +96,8 @@ grpc::Status PredictionService::GetModelMetadata(grpc::ServerContext* context,
   }
   for (const std::string& field : request->metadata_field()) {
     if (field != "signature_def") {
-      return ToGrpc(absl::InvalidArgumentError(absl::StrCat(
-          "Metadata field ", field, " is not supported; expected \"signature_def\"")));
+      return ToGrpc(absl::InvalidArgumentError(
+          absl::StrCat("Metadata field ", field, " is not supported; expected \"signature_def\"")));
     }
   }
   const Target target = TargetOf(request->model_spec());
