@@ -4,7 +4,7 @@
 rnnserve_test(security_integration_test integration
   ${CMAKE_CURRENT_LIST_DIR}/security_integration_test.cc)
 target_link_libraries(security_integration_test PRIVATE rnnserve_server_process
-  rnnserve_kserve_proto rnnserve_health_proto)
+  rnnserve_kserve_proto rnnserve_health_proto rnnserve_tfserving_proto)
 
 add_test(NAME PythonClient.TlsTokensAndReflection
   COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/security_client_test.py ${PROJECT_SOURCE_DIR}

@@ -34,7 +34,12 @@ bool Wanted(const ts::PredictRequest& request, const std::string& name) {
   return f.empty() || std::find(f.begin(), f.end(), name) != f.end();
 }
 
-grpc::Status Unimplemented(const std::string& method, const std::string& instead) {
+// A method rnnserve does not serve: the caller's access is checked as for any method (the same
+// table on every front end), then UNIMPLEMENTED saying what to use instead.
+grpc::Status Unimplemented(const auth::TokenAuthorizer* authorizer,
+                           const grpc::ServerContext& context, auth::Access access,
+                           const std::string& method, const std::string& instead) {
+  if (grpc::Status a = auth::Authorize(authorizer, context, access); !a.ok()) return a;
   return grpc::Status(
       grpc::StatusCode::UNIMPLEMENTED,
       absl::StrCat("tensorflow.serving.", method, " is not served by rnnserve; ", instead));
@@ -108,24 +113,28 @@ grpc::Status PredictionService::GetModelMetadata(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status PredictionService::Classify(grpc::ServerContext*, const ts::ClassificationRequest*,
+grpc::Status PredictionService::Classify(grpc::ServerContext* context,
+                                         const ts::ClassificationRequest*,
                                          ts::ClassificationResponse*) {
-  return Unimplemented("PredictionService.Classify",
+  return Unimplemented(options_.authorizer, *context, auth::Access::kInference,
+                       "PredictionService.Classify",
                        "it needs tf.Example inputs and a classification signature; call "
                        "Predict with the model's input tensors and read its output scores");
 }
 
-grpc::Status PredictionService::Regress(grpc::ServerContext*, const ts::RegressionRequest*,
+grpc::Status PredictionService::Regress(grpc::ServerContext* context, const ts::RegressionRequest*,
                                         ts::RegressionResponse*) {
-  return Unimplemented("PredictionService.Regress",
+  return Unimplemented(options_.authorizer, *context, auth::Access::kInference,
+                       "PredictionService.Regress",
                        "it needs tf.Example inputs and a regression signature; call Predict "
                        "with the model's input tensors");
 }
 
-grpc::Status PredictionService::MultiInference(grpc::ServerContext*,
+grpc::Status PredictionService::MultiInference(grpc::ServerContext* context,
                                                const ts::MultiInferenceRequest*,
                                                ts::MultiInferenceResponse*) {
-  return Unimplemented("PredictionService.MultiInference",
+  return Unimplemented(options_.authorizer, *context, auth::Access::kInference,
+                       "PredictionService.MultiInference",
                        "call Predict once per model (each model has one signature, "
                        "\"serving_default\")");
 }
@@ -140,13 +149,16 @@ grpc::Status ModelService::GetModelStatus(grpc::ServerContext* context,
   return ToGrpc(tfserving::GetModelStatus(*repository_, TargetOf(request->model_spec()), response));
 }
 
-grpc::Status ModelService::HandleReloadConfigRequest(grpc::ServerContext*,
+grpc::Status ModelService::HandleReloadConfigRequest(grpc::ServerContext* context,
                                                      const ts::ReloadConfigRequest*,
                                                      ts::ReloadConfigResponse*) {
-  return Unimplemented("ModelService.HandleReloadConfigRequest",
-                       "rnnserve serves the models of its --model-repository directory: add or "
-                       "remove model directories there (it polls), or call rnnserve.v1.RnnServe "
-                       "LoadModel / UnloadModel");
+  // Admin access, as every method that changes what is served.
+  return Unimplemented(options_.authorizer, *context, auth::Access::kAdmin,
+                       "ModelService.HandleReloadConfigRequest",
+                       "rnnserve serves the models of its --model-repository directory (with "
+                       "--repository-poll-seconds it picks up added, changed and removed "
+                       "models); rnnserve.v1.RnnServe LoadModel / UnloadModel reload and unload "
+                       "one model");
 }
 
 }  // namespace rnnserve::server::tfserving

@@ -17,7 +17,8 @@
 //   - GetModelStatus: see model_spec.h.
 //   - Classify, Regress, MultiInference and HandleReloadConfigRequest: UNIMPLEMENTED, saying
 //     what to use instead.
-// Every method needs inference access (auth/token_auth.h); none changes what is served.
+// Every method needs inference access (auth/token_auth.h), HandleReloadConfigRequest admin
+// access (in TF Serving it changes what is served).
 
 #include "server/auth/token_auth.h"
 #include "server/limits/admission.h"
