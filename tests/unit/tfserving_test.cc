@@ -492,6 +492,10 @@ TEST_F(TfServingTest, RestBadRequestsGetTfServingCodesAndSayWhy) {
        "Malformed request: GET /v1/models/wave:predict"},
       {"Classify", "POST", "/v1/models/wave:classify", "{}", 501, ":predict"},
       {"NoModel", "GET", "/v1/models/", "", 400, "Malformed request"},
+      {"DeepNesting", "POST", "/v1/models/wave:predict",
+       "{\"inputs\": " + std::string(100000, '[') + std::string(100000, ']') + "}", 400,
+       "nested deeper than"},
+      {"InvalidUtf8Path", "GET", "/v1/\xff\xfe", "", 400, "Malformed request: GET /v1/"},
       {"OtherPath", "GET", "/v1/other", "", 400, "Malformed request"},
   };
   for (const Case& c : cases) {
