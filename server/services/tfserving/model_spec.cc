@@ -82,6 +82,11 @@ void SetModelSpec(const Servable& model, const std::string& signature_name, ts::
   spec->set_signature_name(signature_name.empty() ? kDefaultSignature : signature_name);
 }
 
+void SetMetadataSpec(const Servable& model, ts::ModelSpec* spec) {
+  spec->set_name(model.name());
+  spec->mutable_version()->set_value(model.version());
+}
+
 absl::Status GetModelStatus(const ModelRepository& repository, const Target& target,
                             ts::GetModelStatusResponse* response) {
   if (target.name.empty()) return absl::InvalidArgumentError("Missing model name in request.");

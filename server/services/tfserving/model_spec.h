@@ -56,9 +56,13 @@ absl::Status CheckSignature(const Servable& model, const std::string& signature_
 // The model's signatures as GetModelMetadata's "signature_def" field holds them.
 tensorflow::serving::SignatureDefMap SignatureDefsOf(const Servable& model);
 
-// The model spec a response carries: name, version, signature name.
+// The model spec a Predict answer carries: name, version, the signature that ran
+// ("serving_default" for an empty `signature_name`).
 void SetModelSpec(const Servable& model, const std::string& signature_name,
                   tensorflow::serving::ModelSpec* spec);
+// The model spec GetModelMetadata answers: name and version; no signature name, as in TF
+// Serving (the metadata lists every signature).
+void SetMetadataSpec(const Servable& model, tensorflow::serving::ModelSpec* spec);
 
 // GetModelStatus: every loaded version of `target.name` (or the one it names) AVAILABLE; a
 // model that failed to load gives one entry, END, with its error. NOT_FOUND as TF Serving

@@ -102,7 +102,7 @@ absl::StatusOr<std::string> Metadata(const ModelRepository& repository, const Ta
   auto model = FindModel(repository, target);
   if (!model.ok()) return model.status();
   tensorflow::serving::ModelSpec spec;
-  SetModelSpec(**model, target.signature_name, &spec);
+  SetMetadataSpec(**model, &spec);
   auto spec_json = ToJson(spec);
   if (!spec_json.ok()) return spec_json.status();
   auto sigs_json = ToJson(SignatureDefsOf(**model));

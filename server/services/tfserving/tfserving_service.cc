@@ -108,7 +108,7 @@ grpc::Status PredictionService::GetModelMetadata(grpc::ServerContext* context,
   const Target target = TargetOf(request->model_spec());
   auto model = FindModel(*repository_, target);
   if (!model.ok()) return ToGrpc(model.status());
-  SetModelSpec(**model, target.signature_name, response->mutable_model_spec());
+  SetMetadataSpec(**model, response->mutable_model_spec());
   (*response->mutable_metadata())["signature_def"].PackFrom(SignatureDefsOf(**model));
   return grpc::Status::OK;
 }
