@@ -518,9 +518,8 @@ TEST_F(TfServingTest, RestStatusIsTfServingsJson) {
 TEST_F(TfServingTest, RestMetadataIsTfServingsJson) {
   const RestAnswer a = Rest("GET", "/v1/models/wave/versions/1/metadata");
   ASSERT_EQ(a.status, 200) << a.body;
-  EXPECT_EQ(
-      a.json["model_spec"],
-      Json::parse(R"({"name": "wave", "signature_name": "", "version": "1"})"));
+  EXPECT_EQ(a.json["model_spec"],
+            Json::parse(R"({"name": "wave", "signature_name": "", "version": "1"})"));
   const Json& sig = a.json["metadata"]["signature_def"]["signature_def"]["serving_default"];
   EXPECT_EQ(sig["method_name"], "tensorflow/serving/predict");
   EXPECT_EQ(sig["inputs"]["waveform"], Json::parse(R"({"dtype": "DT_FLOAT",
