@@ -342,8 +342,7 @@ int Main(int argc, char** argv) {
                                                            .metrics = &process_metrics});
   builder.RegisterService(&kserve_service);
   // TF Serving's PredictionService and ModelService on the same port.
-  const tfserving::TfServingOptions tfserving_options{.authorizer = authorizer->get(),
-                                                      .limits = server_limits->requests()};
+  const tfserving::TfServingOptions tfserving_options{.limits = server_limits->requests()};
   tfserving::PredictionService tfserving_prediction(repository->get(), tfserving_options);
   tfserving::ModelService tfserving_models(repository->get(), tfserving_options);
   builder.RegisterService(&tfserving_prediction);

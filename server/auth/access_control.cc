@@ -41,6 +41,14 @@ constexpr std::array kAccessTable = {
     MethodAccess{"/inference.GRPCInferenceService/RepositoryIndex", Access::kInference},
     MethodAccess{"/inference.GRPCInferenceService/RepositoryModelLoad", Access::kAdmin},
     MethodAccess{"/inference.GRPCInferenceService/RepositoryModelUnload", Access::kAdmin},
+    MethodAccess{"/tensorflow.serving.PredictionService/Predict", Access::kInference},
+    MethodAccess{"/tensorflow.serving.PredictionService/GetModelMetadata", Access::kInference},
+    MethodAccess{"/tensorflow.serving.PredictionService/Classify", Access::kInference},
+    MethodAccess{"/tensorflow.serving.PredictionService/Regress", Access::kInference},
+    MethodAccess{"/tensorflow.serving.PredictionService/MultiInference", Access::kInference},
+    MethodAccess{"/tensorflow.serving.ModelService/GetModelStatus", Access::kInference},
+    // TF Serving's way to change the served models (answered UNIMPLEMENTED: LoadModel is ours).
+    MethodAccess{"/tensorflow.serving.ModelService/HandleReloadConfigRequest", Access::kAdmin},
     MethodAccess{"/grpc.health.v1.Health/Check", Access::kPublic},
     MethodAccess{"/grpc.health.v1.Health/Watch", Access::kPublic},
     // gRPC's own reflection service (--reflection) has no handler of ours to refuse a call:

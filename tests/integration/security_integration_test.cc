@@ -24,6 +24,7 @@
 #include "tensorflow_serving/apis/prediction_service.grpc.pb.h"
 #include "tests/integration/server_process.h"
 #include "tests/support/fixtures.h"
+#include "tests/support/tfserving_services.h"
 
 namespace rnnserve::testing {
 namespace {
@@ -255,19 +256,15 @@ TEST_F(SecureServerTest, EveryMethodOfEveryApiButTheProbesNeedsATokenAndOnlyAdmi
                    [&done](grpc::Status s) { done.set_value(std::move(s)); });
     return done.get_future().get().error_code();
   };
-  // The TF Serving services' descriptors are registered by their generated files, which nothing
-  // else in this test uses: naming their tables (in a volatile, which the compiler keeps) links
-  // them.
-  const void* volatile linked[] = {
-      &descriptor_table_tensorflow_5fserving_2fapis_2fprediction_5fservice_2eproto,
-      &descriptor_table_tensorflow_5fserving_2fapis_2fmodel_5fservice_2eproto};
-  (void)linked;
   int methods = 0;
   for (const std::string service :
        {v1::RnnServe::service_full_name(), inference::GRPCInferenceService::service_full_name(),
         tensorflow::serving::PredictionService::service_full_name(),
         tensorflow::serving::ModelService::service_full_name()}) {
-    const auto* d = google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(service);
+    const auto* d =
+        service.rfind("tensorflow.serving.", 0) == 0
+            ? TfServingService(service.c_str())
+            : google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(service);
     ASSERT_NE(d, nullptr) << service;
     for (int i = 0; i < d->method_count(); ++i, ++methods) {
       const std::string name = d->method(i)->name();

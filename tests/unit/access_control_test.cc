@@ -11,6 +11,7 @@
 #include "grpc/health/v1/health.pb.h"
 #include "inference/grpc_service.pb.h"
 #include "rnnserve/v1/rnnserve.pb.h"
+#include "tests/support/tfserving_services.h"
 
 namespace rnnserve::server::auth {
 namespace {
@@ -21,6 +22,8 @@ TEST(AccessControlTest, EveryMethodOfEveryServedServiceHasARole) {
       inference::ModelInferRequest::descriptor()->file()->FindServiceByName(
           "GRPCInferenceService"),
       grpc::health::v1::HealthCheckRequest::descriptor()->file()->FindServiceByName("Health"),
+      testing::TfServingService("tensorflow.serving.PredictionService"),
+      testing::TfServingService("tensorflow.serving.ModelService"),
   };
   int methods = 0;
   for (const auto* service : services) {
@@ -31,7 +34,7 @@ TEST(AccessControlTest, EveryMethodOfEveryServedServiceHasARole) {
       ++methods;
     }
   }
-  EXPECT_GE(methods, 20);
+  EXPECT_GE(methods, 27);
 }
 
 TEST(AccessControlTest, ModelControlIsAdminsProbesArePublicTheRestInference) {
@@ -41,6 +44,8 @@ TEST(AccessControlTest, ModelControlIsAdminsProbesArePublicTheRestInference) {
   EXPECT_EQ(AccessOf("/grpc.health.v1.Health/Check"), Access::kPublic);
   EXPECT_EQ(AccessOf("/rnnserve.v1.RnnServe/Predict"), Access::kInference);
   EXPECT_EQ(AccessOf("/inference.GRPCInferenceService/ModelInfer"), Access::kInference);
+  EXPECT_EQ(AccessOf("/tensorflow.serving.PredictionService/Predict"), Access::kInference);
+  EXPECT_EQ(AccessOf("/tensorflow.serving.ModelService/HandleReloadConfigRequest"), Access::kAdmin);
   EXPECT_FALSE(AccessOf("/rnnserve.v1.RnnServe/NoSuchMethod").has_value());
   EXPECT_FALSE(AccessOf("").has_value());
 }

@@ -21,7 +21,7 @@ rnnserve_test(token_auth_test unit ${CMAKE_CURRENT_LIST_DIR}/token_auth_test.cc)
 target_link_libraries(token_auth_test PRIVATE rnnserve_auth)
 rnnserve_test(access_control_test unit ${CMAKE_CURRENT_LIST_DIR}/access_control_test.cc)
 target_link_libraries(access_control_test PRIVATE rnnserve_auth rnnserve_proto rnnserve_kserve_proto
-  rnnserve_health_proto)
+  rnnserve_health_proto rnnserve_tfserving_proto)
 rnnserve_test(tls_test unit ${CMAKE_CURRENT_LIST_DIR}/tls_test.cc)
 target_link_libraries(tls_test PRIVATE rnnserve_auth)
 rnnserve_test(client_text_test unit ${CMAKE_CURRENT_LIST_DIR}/client_text_test.cc)

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/auth/access_control.h"
 #include "server/grpc_status.h"
 #include "server/services/tfserving/model_spec.h"
 #include "server/services/tfserving/run_predict.h"
@@ -34,12 +35,11 @@ bool Wanted(const ts::PredictRequest& request, const std::string& name) {
   return f.empty() || std::find(f.begin(), f.end(), name) != f.end();
 }
 
-// A method rnnserve does not serve: the caller's access is checked as for any method (the same
-// table on every front end), then UNIMPLEMENTED saying what to use instead.
-grpc::Status Unimplemented(const auth::TokenAuthorizer* authorizer,
-                           const grpc::ServerContext& context, auth::Access access,
-                           const std::string& method, const std::string& instead) {
-  if (grpc::Status a = auth::Authorize(authorizer, context, access); !a.ok()) return a;
+// A method rnnserve does not serve: the caller's access is checked as for any method (the
+// access table, server/auth/access_control.h), then UNIMPLEMENTED saying what to use instead.
+grpc::Status Unimplemented(const grpc::ServerContext& context, const std::string& method,
+                           const std::string& instead) {
+  if (grpc::Status a = auth::Verdict(context); !a.ok()) return a;
   return grpc::Status(
       grpc::StatusCode::UNIMPLEMENTED,
       absl::StrCat("tensorflow.serving.", method, " is not served by rnnserve; ", instead));
@@ -55,8 +55,7 @@ grpc::ServerUnaryReactor* PredictionService::Predict(grpc::CallbackServerContext
     reactor->Finish(ToGrpc(s));
     return reactor;
   };
-  if (grpc::Status a = auth::Authorize(options_.authorizer, *context, auth::Access::kInference);
-      !a.ok()) {
+  if (grpc::Status a = auth::Verdict(*context); !a.ok()) {
     reactor->Finish(a);
     return reactor;
   }
@@ -95,8 +94,7 @@ grpc::ServerUnaryReactor* PredictionService::Predict(grpc::CallbackServerContext
 grpc::Status PredictionService::GetModelMetadata(grpc::ServerContext* context,
                                                  const ts::GetModelMetadataRequest* request,
                                                  ts::GetModelMetadataResponse* response) {
-  if (grpc::Status a = auth::Authorize(options_.authorizer, *context, auth::Access::kInference);
-      !a.ok()) {
+  if (grpc::Status a = auth::Verdict(*context); !a.ok()) {
     return a;
   }
   for (const std::string& field : request->metadata_field()) {
@@ -116,16 +114,14 @@ grpc::Status PredictionService::GetModelMetadata(grpc::ServerContext* context,
 grpc::Status PredictionService::Classify(grpc::ServerContext* context,
                                          const ts::ClassificationRequest*,
                                          ts::ClassificationResponse*) {
-  return Unimplemented(options_.authorizer, *context, auth::Access::kInference,
-                       "PredictionService.Classify",
+  return Unimplemented(*context, "PredictionService.Classify",
                        "it needs tf.Example inputs and a classification signature; call "
                        "Predict with the model's input tensors and read its output scores");
 }
 
 grpc::Status PredictionService::Regress(grpc::ServerContext* context, const ts::RegressionRequest*,
                                         ts::RegressionResponse*) {
-  return Unimplemented(options_.authorizer, *context, auth::Access::kInference,
-                       "PredictionService.Regress",
+  return Unimplemented(*context, "PredictionService.Regress",
                        "it needs tf.Example inputs and a regression signature; call Predict "
                        "with the model's input tensors");
 }
@@ -133,8 +129,7 @@ grpc::Status PredictionService::Regress(grpc::ServerContext* context, const ts::
 grpc::Status PredictionService::MultiInference(grpc::ServerContext* context,
                                                const ts::MultiInferenceRequest*,
                                                ts::MultiInferenceResponse*) {
-  return Unimplemented(options_.authorizer, *context, auth::Access::kInference,
-                       "PredictionService.MultiInference",
+  return Unimplemented(*context, "PredictionService.MultiInference",
                        "call Predict once per model (each model has one signature, "
                        "\"serving_default\")");
 }
@@ -142,8 +137,7 @@ grpc::Status PredictionService::MultiInference(grpc::ServerContext* context,
 grpc::Status ModelService::GetModelStatus(grpc::ServerContext* context,
                                           const ts::GetModelStatusRequest* request,
                                           ts::GetModelStatusResponse* response) {
-  if (grpc::Status a = auth::Authorize(options_.authorizer, *context, auth::Access::kInference);
-      !a.ok()) {
+  if (grpc::Status a = auth::Verdict(*context); !a.ok()) {
     return a;
   }
   return ToGrpc(tfserving::GetModelStatus(*repository_, TargetOf(request->model_spec()), response));
@@ -152,9 +146,7 @@ grpc::Status ModelService::GetModelStatus(grpc::ServerContext* context,
 grpc::Status ModelService::HandleReloadConfigRequest(grpc::ServerContext* context,
                                                      const ts::ReloadConfigRequest*,
                                                      ts::ReloadConfigResponse*) {
-  // Admin access, as every method that changes what is served.
-  return Unimplemented(options_.authorizer, *context, auth::Access::kAdmin,
-                       "ModelService.HandleReloadConfigRequest",
+  return Unimplemented(*context, "ModelService.HandleReloadConfigRequest",
                        "rnnserve serves the models of its --model-repository directory (with "
                        "--repository-poll-seconds it picks up added, changed and removed "
                        "models); rnnserve.v1.RnnServe LoadModel / UnloadModel reload and unload "

@@ -17,10 +17,9 @@
 //   - GetModelStatus: see model_spec.h.
 //   - Classify, Regress, MultiInference and HandleReloadConfigRequest: UNIMPLEMENTED, saying
 //     what to use instead.
-// Every method needs inference access (auth/token_auth.h), HandleReloadConfigRequest admin
-// access (in TF Serving it changes what is served).
+// Access: the table of server/auth/access_control.cc; every method needs inference access,
+// HandleReloadConfigRequest admin access (in TF Serving it changes what is served).
 
-#include "server/auth/token_auth.h"
 #include "server/limits/admission.h"
 #include "server/model_repository.h"
 #include "tensorflow_serving/apis/model_service.grpc.pb.h"
@@ -29,8 +28,6 @@
 namespace rnnserve::server::tfserving {
 
 struct TfServingOptions {
-  // Bearer tokens; not owned. Null: every call is open.
-  const auth::TokenAuthorizer* authorizer = nullptr;
   // Request bytes in flight and per-model concurrency; null members: none.
   limits::RequestLimits limits;
 };
