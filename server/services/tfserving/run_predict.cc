@@ -2,8 +2,6 @@
 
 #include <utility>
 
-#include "absl/strings/str_cat.h"
-#include "server/grpc_status.h"
 #include "server/log.h"
 
 namespace rnnserve::server::tfserving {
@@ -21,12 +19,7 @@ void RunPredict(std::shared_ptr<const Servable> model, const core::Request& requ
   m.RunAsync(*std::move(batch), options,
              [model = std::move(model), admission = *std::move(admission),
               done = std::move(done)](absl::StatusOr<std::vector<engine::Tensor>> outputs) mutable {
-               if (!outputs.ok()) {
-                 const std::string line =
-                     absl::StrCat("model ", model->name(), " v", model->version(), ": ",
-                                  outputs.status().message());
-                 IsServerFault(outputs.status()) ? LogError(line) : LogDebug(line);
-               }
+               if (!outputs.ok()) LogRunFailure(model->name(), model->version(), outputs.status());
                { limits::Admission released = std::move(admission); }
                done(std::move(outputs));
              });
