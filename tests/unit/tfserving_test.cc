@@ -8,6 +8,8 @@
 #include <fstream>
 #include <future>
 
+#include <unistd.h>
+
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
@@ -89,7 +91,11 @@ constexpr const char* kSignatureCases[] = {"Keras2SequentialLstmSignature",
 class TfServingTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const std::filesystem::path root = std::filesystem::path(::testing::TempDir()) / "tfserving";
+    // One directory per process: ctest runs each test case in a process of its own, in
+    // parallel.
+    root_ = std::filesystem::path(::testing::TempDir()) /
+            ("tfserving_test_" + std::to_string(getpid()));
+    const std::filesystem::path& root = root_;
     std::filesystem::remove_all(root);
     CopyModel("models/examples/waveform_lstm/1/model.h5", root / "wave");
     std::filesystem::copy_file(SourcePath("models/examples/waveform_lstm/config.pbtxt"),
@@ -102,7 +108,11 @@ class TfServingTest : public ::testing::Test {
     ASSERT_TRUE(repository.ok()) << repository.status();
     repository_ = std::move(*repository).release();
   }
-  static void TearDownTestSuite() { delete repository_; }
+  static void TearDownTestSuite() {
+    delete repository_;
+    repository_ = nullptr;
+    std::filesystem::remove_all(root_);
+  }
 
   RestAnswer Rest(const std::string& method, const std::string& path,
                   const std::string& body = "") {
@@ -118,6 +128,7 @@ class TfServingTest : public ::testing::Test {
     return out;
   }
 
+  static std::filesystem::path root_;
   static server::ModelRepository* repository_;
   RestRoutes routes_{repository_, {}};
   PredictionService prediction_{repository_, {}};
@@ -125,6 +136,7 @@ class TfServingTest : public ::testing::Test {
   const client::NpyArray x_ = LoadNpy("tests/fixtures/example/input.npy");
   const client::NpyArray want_ = LoadNpy("tests/fixtures/example/expected.npy");
 };
+std::filesystem::path TfServingTest::root_;
 server::ModelRepository* TfServingTest::repository_ = nullptr;
 
 // The example's input as a Predict request: tensor_content or float_val.
