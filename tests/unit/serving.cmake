@@ -48,6 +48,7 @@ target_link_libraries(log_test PRIVATE rnnserve_server_lib)
 rnnserve_test(tfserving_test unit ${CMAKE_CURRENT_LIST_DIR}/tfserving_test.cc)
 target_link_libraries(tfserving_test PRIVATE rnnserve_tfserving rnnserve_server_lib
   nlohmann_json::nlohmann_json)
+
 rnnserve_test(model_config_test unit ${CMAKE_CURRENT_LIST_DIR}/model_config_test.cc)
 target_link_libraries(model_config_test PRIVATE rnnserve_server_lib)
 rnnserve_test(kserve_rest_test unit ${CMAKE_CURRENT_LIST_DIR}/kserve_rest_test.cc)
