@@ -44,6 +44,7 @@
 #include "server/services/kserve/kserve_service.h"
 #include "server/services/kserve/rest_routes.h"
 #include "server/services/rnnserve_service.h"
+#include "server/services/tfserving/rest_routes.h"
 #include "server/services/tfserving/tfserving_service.h"
 #include "server/store/redis_store.h"
 #include "server/store/store_metrics.h"
@@ -363,6 +364,7 @@ int Main(int argc, char** argv) {
   // The REST front ends on --http-port (server/http/http_server.h), with gRPC's TLS files,
   // tokens and limits.
   kserve::KServeRoutes kserve_routes(&kserve_service);
+  tfserving::RestRoutes tfserving_routes(repository->get(), tfserving_options);
   std::unique_ptr<http::HttpServer> http_server;
   if (flags.http_port != 0) {
     auto started = http::HttpServer::Start({.address = flags.address,
@@ -376,14 +378,15 @@ int Main(int argc, char** argv) {
                                             .max_body_bytes = flags.max_message_bytes,
                                             .max_connections = flags.http_max_connections,
                                             .read_timeout_s = flags.http_read_timeout_seconds},
-                                           {&kserve_routes});
+                                           {&kserve_routes, &tfserving_routes});
     if (!started.ok()) {
       LogError(started.status().message());
       return 1;
     }
     http_server = *std::move(started);
     LogInfo(absl::StrCat("HTTP on ", flags.tls_cert.empty() ? "http" : "https", "://",
-                         flags.address, ":", http_server->port(), " (KServe v2 REST)"));
+                         flags.address, ":", http_server->port(),
+                         " (KServe v2 REST, TF Serving REST)"));
   }
   const std::vector<std::string> services = {
       v1::RnnServe::service_full_name(), inference::GRPCInferenceService::service_full_name(),
