@@ -61,8 +61,9 @@ void RecurrentKernel::RunRows(int d, const DirectionRun& run, const float* xin, 
   Grow(&s.xproj_all, static_cast<size_t>(run.rows) * Gn);
   s.row_gates.resize(num_threads_);
   const std::vector<int64_t> blocks = RowBlocks(B, threads);
-  // A block's share of the shared gates buffer is only its rows: row k at k - k0.
-  for (int t = 0; t < threads; ++t) Grow(&s.row_gates[t], static_cast<size_t>(B) * Gn);
+  // A block's share of the shared gates buffer is only its rows: row k at k - k0. Any worker
+  // of the team may claim a block (work_team.h), not only the first `threads`.
+  for (int t = 0; t < num_threads_; ++t) Grow(&s.row_gates[t], static_cast<size_t>(B) * Gn);
   const bool gru_n = spec_.cell == CellType::kGru && !spec_.reset_after;
   const bool projected = spec_.proj_size > 0;
 

@@ -1,5 +1,5 @@
 // The recurrent kernel's two ways of sharing a layer between threads (engine/cpu/recurrent.h),
-// each forced, on 1, 2 and 3 threads, against the real frameworks: batches of 9 rows with mixed
+// each forced, on 1, 2, 3 and 16 threads, against the real frameworks: batches of 9 rows with mixed
 // lengths and initial states (PyTorch, packed sequences) and with masked steps inside the
 // sequences (Keras 2 with Masking), LSTM, GRU reset_after true and false, SimpleRNN, one and two
 // directions (fixtures: tests/unit/make_cpu_row_split_fixtures.py), and the PyTorch cases of
@@ -147,7 +147,7 @@ TEST_P(RowSplit, TorchGruWide) {
 INSTANTIATE_TEST_SUITE_P(
     CpuRecurrent, RowSplit,
     ::testing::Combine(::testing::Values(RecurrentSplit::kRows, RecurrentSplit::kUnits),
-                       ::testing::Values(1, 2, 3)),
+                       ::testing::Values(1, 2, 3, 16)),  // 16: more workers than rows
     [](const auto& info) {
       return std::string(std::get<0>(info.param) == RecurrentSplit::kRows ? "Rows" : "Units") +
              std::to_string(std::get<1>(info.param)) + "Threads";
