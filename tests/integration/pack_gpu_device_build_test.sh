@@ -21,7 +21,7 @@ done
 mkdir -p "$build/tests"
 for t in gpu_availability_test gpu_conformance_test gpu_engine_test example_model_test \
   gpu_layers_test gpu_host_io_test gpu_fused_lstm_test gpu_fused_half_test gpu_torch_test \
-  gpu_multi_gpu_test cellular_conformance_test slot_states_test; do
+  gpu_multi_gpu_test cellular_conformance_test slot_states_test gpu_metrics_test; do
   cp "$ELF" "$build/tests/$t"
 done
 
