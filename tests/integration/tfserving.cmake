@@ -8,3 +8,10 @@ add_test(NAME tfserving_client_test
     --server $<TARGET_FILE:rnnserve> --source-dir ${PROJECT_SOURCE_DIR})
 set_tests_properties(tfserving_client_test PROPERTIES
   LABELS integration SKIP_RETURN_CODE 77 TIMEOUT 300)
+
+# TF Serving's REST API on --http-port with curl (tfserving_rest_test.py).
+add_test(NAME tfserving_rest_test
+  COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/tfserving_rest_test.py
+    --server $<TARGET_FILE:rnnserve> --source-dir ${PROJECT_SOURCE_DIR})
+set_tests_properties(tfserving_rest_test PROPERTIES LABELS integration SKIP_RETURN_CODE 77
+  TIMEOUT 180)
