@@ -91,7 +91,7 @@ def main():
         check("CurlUnknownModelIs404", code == 404 and "error" in json.loads(body), body)
         code, body = curl(f"{base}/v2/models/waveform_lstm/infer", data=b"{\"inputs\": [")
         check("CurlMalformedJsonIs400", code == 400 and "error" in json.loads(body), body)
-        code, body = curl(f"{base}/v1/nothing")
+        code, body = curl(f"{base}/nothing/here")  # /v1/... is TF Serving's (400 there)
         check("CurlUnknownPathIs404Json", code == 404 and "error" in json.loads(body), body)
 
         client = httpclient.InferenceServerClient(f"127.0.0.1:{port}")
