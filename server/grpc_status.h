@@ -1,12 +1,14 @@
 #pragma once
 
 #include <grpcpp/server_context.h>
+#include <grpcpp/support/server_callback.h>
 #include <grpcpp/support/status.h>
 
 #include <chrono>
 
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
+#include "server/auth/access_control.h"
 #include "server/client_text.h"
 #include "server/servable.h"
 
@@ -70,5 +72,30 @@ inline RunOptions RunOptionsFor(const grpc::ServerContextBase& context) {
   }
   return options;
 }
+
+// The reactor of a callback unary handler, already finished with the access check's refusal
+// when the caller may not call (auth/access_control.h): a handler starts with
+//   const UnaryStart start(context);
+//   if (start.refused()) return start.reactor();
+// and fails with `return start.Fail(status);`.
+class UnaryStart {
+ public:
+  explicit UnaryStart(grpc::CallbackServerContext* context) : reactor_(context->DefaultReactor()) {
+    if (grpc::Status a = auth::Verdict(*context); !a.ok()) {
+      reactor_->Finish(a);
+      refused_ = true;
+    }
+  }
+  bool refused() const { return refused_; }
+  grpc::ServerUnaryReactor* reactor() const { return reactor_; }
+  grpc::ServerUnaryReactor* Fail(const absl::Status& s) const {
+    reactor_->Finish(ToGrpc(s));
+    return reactor_;
+  }
+
+ private:
+  grpc::ServerUnaryReactor* const reactor_;
+  bool refused_ = false;
+};
 
 }  // namespace rnnserve::server

@@ -44,15 +44,10 @@ void EncodePredict(const v1::PredictRequest& request, const PredictCall& call,
 grpc::ServerUnaryReactor* RnnServeService::Predict(grpc::CallbackServerContext* context,
                                                    const v1::PredictRequest* request,
                                                    v1::PredictResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  auto fail = [reactor](const absl::Status& s) {
-    reactor->Finish(ToGrpc(s));
-    return reactor;
-  };
-  if (grpc::Status a = auth::Verdict(*context); !a.ok()) {
-    reactor->Finish(a);
-    return reactor;
-  }
+  const UnaryStart start(context);
+  if (start.refused()) return start.reactor();
+  grpc::ServerUnaryReactor* reactor = start.reactor();
+  auto fail = [&start](const absl::Status& s) { return start.Fail(s); };
   auto servable = repository_->Get(request->model_spec().name(), request->model_spec().version());
   if (!servable.ok()) return fail(servable.status());
   const Servable& model = **servable;

@@ -345,11 +345,9 @@ absl::Status KServeService::InferAndWait(const grpc::ServerContextBase& context,
 grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext* context,
                                                     const inference::ModelInferRequest* request,
                                                     inference::ModelInferResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (grpc::Status a = auth::Verdict(*context); !a.ok()) {
-    reactor->Finish(a);
-    return reactor;
-  }
+  const UnaryStart start(context);
+  if (start.refused()) return start.reactor();
+  grpc::ServerUnaryReactor* reactor = start.reactor();
   auto exchange = std::make_unique<GrpcExchange>(*context, *request, response);
   InferExchange* e = exchange.get();
   Infer(TargetOf(*context, *request, /*streamed=*/false), e,

@@ -50,15 +50,10 @@ grpc::Status Unimplemented(const grpc::ServerContext& context, const std::string
 grpc::ServerUnaryReactor* PredictionService::Predict(grpc::CallbackServerContext* context,
                                                      const ts::PredictRequest* request,
                                                      ts::PredictResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  auto fail = [reactor](const absl::Status& s) {
-    reactor->Finish(ToGrpc(s));
-    return reactor;
-  };
-  if (grpc::Status a = auth::Verdict(*context); !a.ok()) {
-    reactor->Finish(a);
-    return reactor;
-  }
+  const UnaryStart start(context);
+  if (start.refused()) return start.reactor();
+  grpc::ServerUnaryReactor* reactor = start.reactor();
+  auto fail = [&start](const absl::Status& s) { return start.Fail(s); };
   const Target target = TargetOf(request->model_spec());
   auto model = FindModel(*repository_, target);
   if (!model.ok()) return fail(model.status());
