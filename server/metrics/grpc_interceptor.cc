@@ -26,9 +26,18 @@ bool ModelOf(const google::protobuf::Message& msg, std::string* name, int64_t* v
     const auto* v = s.GetDescriptor()->FindFieldByName("version");
     if (n == nullptr || n->type() != google::protobuf::FieldDescriptor::TYPE_STRING) return false;
     *name = s.GetReflection()->GetString(s, n);
-    *version = v != nullptr && v->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_INT64
-                   ? s.GetReflection()->GetInt64(s, v)
-                   : 0;
+    *version = 0;
+    if (v != nullptr && v->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_INT64) {
+      *version = s.GetReflection()->GetInt64(s, v);
+    } else if (v != nullptr && v->type() == google::protobuf::FieldDescriptor::TYPE_MESSAGE &&
+               s.GetReflection()->HasField(s, v)) {
+      // TF Serving's google.protobuf.Int64Value.
+      const google::protobuf::Message& w = s.GetReflection()->GetMessage(s, v);
+      const auto* value = w.GetDescriptor()->FindFieldByName("value");
+      if (value != nullptr && value->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_INT64) {
+        *version = w.GetReflection()->GetInt64(w, value);
+      }
+    }
     return true;
   }
   const auto* n = d->FindFieldByName("model_name");  // KServe v2
@@ -98,7 +107,8 @@ class Factory final : public grpc::experimental::ServerInterceptorFactoryInterfa
       grpc::experimental::ServerRpcInfo* info) override {
     // info->method() is "/package.Service/Method".
     const absl::string_view full = info->method() != nullptr ? info->method() : "";
-    if (!absl::StartsWith(full, "/rnnserve.") && !absl::StartsWith(full, "/inference.")) {
+    if (!absl::StartsWith(full, "/rnnserve.") && !absl::StartsWith(full, "/inference.") &&
+        !absl::StartsWith(full, "/tensorflow.serving.")) {
       return nullptr;
     }
     return new MetricsInterceptor(metrics_, std::string(full.substr(full.rfind('/') + 1)));

@@ -45,7 +45,9 @@ def main():
         return got.shape == want.shape and np.allclose(got, want, rtol=1e-5, atol=1e-6)
 
     repo = os.path.join(src, "models/examples")
-    with server_process.running_server(args.server, repo) as address:
+    metrics_port = server_process.free_port()
+    with server_process.running_server(args.server, repo,
+                                       extra=["--metrics-port", str(metrics_port)]) as address:
         channel = grpc.insecure_channel(address)
         predict = prediction_service_pb2_grpc.PredictionServiceStub(channel)
         models = model_service_pb2_grpc.ModelServiceStub(channel)
@@ -99,6 +101,16 @@ def main():
               len(v) == 1 and v[0].version == 1
               and v[0].state == get_model_status_pb2.ModelVersionStatus.AVAILABLE
               and v[0].status.error_code == 0, status)
+
+        # TF Serving's calls are counted in the model's metrics like every front end's, under
+        # the version they name (an Int64Value in TF Serving's ModelSpec).
+        import urllib.request
+        page = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics",
+                                      timeout=10).read().decode()
+        line = ('rnnserve_requests_total{code="OK",method="Predict",model="waveform_lstm",'
+                'version="1"} ')
+        counted = [float(l[len(line):]) for l in page.splitlines() if l.startswith(line)]
+        check("PredictsAreCountedInTheModelsMetrics", counted and counted[0] >= 2, counted)
 
         def code_of(call):
             try:
