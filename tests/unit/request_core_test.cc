@@ -5,6 +5,7 @@
 
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/test/default_reactor_test_peer.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -116,7 +117,9 @@ class RequestCoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const std::filesystem::path root =
-        std::filesystem::path(::testing::TempDir()) / "request_core_test";
+        std::filesystem::path(::testing::TempDir()) /
+        // One folder per process: ctest -j runs the cases side by side.
+        ("request_core_test_" + std::to_string(getpid()));
     std::filesystem::remove_all(root);
     WriteModel(root, "wave", false);
     WriteModel(root, "wave_batched", true);
