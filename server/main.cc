@@ -23,6 +23,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "server/auth/access_control.h"
 #include "server/auth/tls.h"
 #include "server/auth/token_auth.h"
 #include "server/batching/async_runner.h"
@@ -32,7 +33,6 @@
 #include "server/limits/server_limits.h"
 #include "server/log.h"
 #include "server/metrics/endpoint.h"
-#include "server/auth/access_control.h"
 #include "server/metrics/gpu_metrics.h"
 #include "server/metrics/grpc_interceptor.h"
 #include "server/metrics/server_metrics.h"
@@ -104,7 +104,7 @@ absl::StatusOr<std::unique_ptr<prometheus::Exposer>> StartMetrics(const ServerFl
 // Stateful sequences, counted in rnnserve_sequences_active of their model version: in this
 // process, or in Redis with --sequence-store (server/store/redis_store.h).
 struct Sequences {
-  std::unique_ptr<store::RedisClient> redis;  // used by `store`; null in process
+  std::unique_ptr<store::RedisClient> redis;     // used by `store`; null in process
   std::unique_ptr<store::StoreMetrics> metrics;  // of `store`; null in process
   std::unique_ptr<core::StateStore> store;
 };
@@ -174,9 +174,9 @@ absl::StatusOr<Sequences> CreateSequences(const ServerFlags& flags, metrics::Ser
                                int64_t version) { return repository->Get(model, version); },
        .observer = observer,
        .max_sequences_per_client = flags.max_sequences_per_client,
-       .on_round_trip =
-           [m = out.metrics.get()](store::StoreOp op, absl::Duration took,
-                                   absl::StatusCode code) { m->RoundTrip(op, took, code); },
+       .on_round_trip = [m = out.metrics.get()](
+                            store::StoreOp op, absl::Duration took,
+                            absl::StatusCode code) { m->RoundTrip(op, took, code); },
        .on_continue = [m = out.metrics.get()](bool from_memory) { m->Continued(from_memory); }});
   if (!redis_store.ok()) return redis_store.status();
   LogInfo(absl::StrCat("stateful sequences in ", endpoint->ToString()));
@@ -350,11 +350,12 @@ int Main(int argc, char** argv) {
   builder.RegisterService(&tfserving_models);
   builder.RegisterService(health->get());
   // Access control first: the table of auth/access_control.h, for every service.
-  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
-      interceptors = metrics::NewInterceptorFactories(&process_metrics);
-  interceptors.insert(interceptors.begin(),
-                      auth::NewAccessInterceptor({.authorizer = authorizer->get(),
-                                                  .remote_model_control = flags.remote_model_control}));
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors =
+      metrics::NewInterceptorFactories(&process_metrics);
+  interceptors.insert(
+      interceptors.begin(),
+      auth::NewAccessInterceptor(
+          {.authorizer = authorizer->get(), .remote_model_control = flags.remote_model_control}));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || bound_port == 0) {

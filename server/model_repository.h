@@ -51,7 +51,7 @@ struct ModelState {
   std::string name;
   std::vector<int64_t> versions;  // loaded, ascending
   ModelAvailability state = ModelAvailability::kUnavailable;
-  std::string reason;             // why UNAVAILABLE (or why a version failed)
+  std::string reason;  // why UNAVAILABLE (or why a version failed)
   std::string platform;
   // Every version the version policy selects is loaded, and config.pbtxt as it is now loaded
   // too: false for an UNAVAILABLE model, and for a READY one whose newest files failed to load

@@ -172,29 +172,31 @@ RNNSERVE_INLINE void ForChunks(int n, Body&& body) {
 // fused row equals them.
 template <typename V, typename VI, bool kFma>
 RNNSERVE_INLINE void LstmRowImpl(const float* g, const float* xp, float* c, float* h, int n) {
-  ForChunks<V>(n, [=](int i, int m) __attribute__((always_inline)) {
-    const V zi = LoadN<V>(g + i, m) + LoadN<V>(xp + i, m);
-    const V zf = LoadN<V>(g + n + i, m) + LoadN<V>(xp + n + i, m);
-    const V zg = LoadN<V>(g + 2 * n + i, m) + LoadN<V>(xp + 2 * n + i, m);
-    const V zo = LoadN<V>(g + 3 * n + i, m) + LoadN<V>(xp + 3 * n + i, m);
-    const V iv = Sigmoid<V, VI>(zi), fv = Sigmoid<V, VI>(zf), gv = Tanh<V, kFma>(zg);
-    const V cv = fv * LoadN<V>(c + i, m) + iv * gv;
-    StoreN(c + i, cv, m);
-    StoreN(h + i, Sigmoid<V, VI>(zo) * Tanh<V, kFma>(cv), m);
-  });
+  ForChunks<V>(
+      n, [=](int i, int m) __attribute__((always_inline)) {
+        const V zi = LoadN<V>(g + i, m) + LoadN<V>(xp + i, m);
+        const V zf = LoadN<V>(g + n + i, m) + LoadN<V>(xp + n + i, m);
+        const V zg = LoadN<V>(g + 2 * n + i, m) + LoadN<V>(xp + 2 * n + i, m);
+        const V zo = LoadN<V>(g + 3 * n + i, m) + LoadN<V>(xp + 3 * n + i, m);
+        const V iv = Sigmoid<V, VI>(zi), fv = Sigmoid<V, VI>(zf), gv = Tanh<V, kFma>(zg);
+        const V cv = fv * LoadN<V>(c + i, m) + iv * gv;
+        StoreN(c + i, cv, m);
+        StoreN(h + i, Sigmoid<V, VI>(zo) * Tanh<V, kFma>(cv), m);
+      });
 }
 
 // As GruResetAfterStep's passes (add, activate, gru_candidate, activate, gru_blend).
 template <typename V, typename VI, bool kFma>
 RNNSERVE_INLINE void GruRowImpl(const float* g, const float* xp, const float* b,
                                 const float* h_prev, float* h, int n) {
-  ForChunks<V>(n, [=](int i, int m) __attribute__((always_inline)) {
-    const V r = Sigmoid<V, VI>(LoadN<V>(g + i, m) + LoadN<V>(xp + i, m));
-    const V z = Sigmoid<V, VI>(LoadN<V>(g + n + i, m) + LoadN<V>(xp + n + i, m));
-    const V cand = Tanh<V, kFma>(LoadN<V>(xp + 2 * n + i, m) +
-                                 r * (LoadN<V>(g + 2 * n + i, m) + LoadN<V>(b + i, m)));
-    StoreN(h + i, (1.0f - z) * cand + z * LoadN<V>(h_prev + i, m), m);
-  });
+  ForChunks<V>(
+      n, [=](int i, int m) __attribute__((always_inline)) {
+        const V r = Sigmoid<V, VI>(LoadN<V>(g + i, m) + LoadN<V>(xp + i, m));
+        const V z = Sigmoid<V, VI>(LoadN<V>(g + n + i, m) + LoadN<V>(xp + n + i, m));
+        const V cand = Tanh<V, kFma>(LoadN<V>(xp + 2 * n + i, m) +
+                                     r * (LoadN<V>(g + 2 * n + i, m) + LoadN<V>(b + i, m)));
+        StoreN(h + i, (1.0f - z) * cand + z * LoadN<V>(h_prev + i, m), m);
+      });
 }
 
 // Softmax over rows: the max and the sum reduced in vectors (lanes past `cols` padded with
@@ -278,9 +280,9 @@ RNNSERVE_INLINE void SoftmaxRowsImpl(float* x, int64_t rows, int64_t cols) {
   ATTRIBUTES void SoftmaxRows(float* x, int64_t rows, int64_t cols) {                              \
     SoftmaxRowsImpl<V, VI>(x, rows, cols);                                                         \
   }                                                                                                \
-  constexpr GateKernels kKernels = {Activate, Clip,         Add,     AddMul, Mul,        OneMinus, \
-                                    LstmCell, GruBlend,     GruCandidate, LstmRow, GruRow,         \
-                                    SoftmaxRows};                                                  \
+  constexpr GateKernels kKernels = {                                                               \
+      Activate, Clip,     Add,          AddMul,  Mul,    OneMinus,                                 \
+      LstmCell, GruBlend, GruCandidate, LstmRow, GruRow, SoftmaxRows};                             \
   }
 
 RNNSERVE_GATE_KERNELS(avx512, F16, I16, true, __attribute__((target(RNNSERVE_TARGET_AVX512))))

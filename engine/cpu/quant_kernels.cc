@@ -205,12 +205,12 @@ __attribute__((target(RNNSERVE_TARGET_AVX512 ",avx512vnni"))) void Int8DotAvx512
         const I16 x = I16{} + quad;
         // <immintrin.h>'s intrinsic, which GCC and clang both know (the vector types are
         // the same 64 bytes).
-        acc[s][r][0] = reinterpret_cast<I16>(_mm512_dpbusd_epi32(
-            reinterpret_cast<__m512i>(acc[s][r][0]), reinterpret_cast<__m512i>(x),
-            reinterpret_cast<__m512i>(w0)));
-        acc[s][r][1] = reinterpret_cast<I16>(_mm512_dpbusd_epi32(
-            reinterpret_cast<__m512i>(acc[s][r][1]), reinterpret_cast<__m512i>(x),
-            reinterpret_cast<__m512i>(w1)));
+        acc[s][r][0] = reinterpret_cast<I16>(
+            _mm512_dpbusd_epi32(reinterpret_cast<__m512i>(acc[s][r][0]),
+                                reinterpret_cast<__m512i>(x), reinterpret_cast<__m512i>(w0)));
+        acc[s][r][1] = reinterpret_cast<I16>(
+            _mm512_dpbusd_epi32(reinterpret_cast<__m512i>(acc[s][r][1]),
+                                reinterpret_cast<__m512i>(x), reinterpret_cast<__m512i>(w1)));
       }
     }
   }

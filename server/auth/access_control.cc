@@ -53,8 +53,7 @@ constexpr std::array kAccessTable = {
     MethodAccess{"/grpc.health.v1.Health/Watch", Access::kPublic},
     // gRPC's own reflection service (--reflection) has no handler of ours to refuse a call:
     // it describes the schema only, to anyone who reaches the port.
-    MethodAccess{"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
-                 Access::kPublic},
+    MethodAccess{"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", Access::kPublic},
 };
 
 // The verdicts of the calls in flight, by their context. Enforcing once an interceptor with
@@ -91,7 +90,8 @@ class AccessInterceptor final : public grpc::experimental::Interceptor {
         std::string_view header;
         if (const auto* metadata = methods->GetRecvInitialMetadata(); metadata != nullptr) {
           const auto it = metadata->find("authorization");
-          if (it != metadata->end()) header = std::string_view(it->second.data(), it->second.size());
+          if (it != metadata->end())
+            header = std::string_view(it->second.data(), it->second.size());
         }
         verdict = options_.authorizer != nullptr ? options_.authorizer->Check(header, *access_)
                                                  : grpc::Status::OK;

@@ -17,9 +17,9 @@
 namespace rnnserve::server::http {
 
 struct Request {
-  std::string method;  // "GET", "POST", ...
-  std::string path;    // percent-decoded, without the query
-  std::string query;   // after '?', as sent
+  std::string method;                                        // "GET", "POST", ...
+  std::string path;                                          // percent-decoded, without the query
+  std::string query;                                         // after '?', as sent
   std::vector<std::pair<std::string, std::string>> headers;  // names lower-cased
   std::string body;    // owned by the server until `done` runs: views into it stay valid
   std::string caller;  // server/limits/caller_identity.h: token hash, else "peer:<address>"

@@ -41,8 +41,8 @@ struct Nvml::Api {
   NvmlReturn (*uuid)(NvmlDevice, char*, unsigned int) = nullptr;
   NvmlReturn (*utilization)(NvmlDevice, NvmlUtilization*) = nullptr;
   NvmlReturn (*memory)(NvmlDevice, NvmlMemory*) = nullptr;
-  NvmlReturn (*power)(NvmlDevice, unsigned int*) = nullptr;        // milliwatts
-  NvmlReturn (*power_limit)(NvmlDevice, unsigned int*) = nullptr;  // milliwatts
+  NvmlReturn (*power)(NvmlDevice, unsigned int*) = nullptr;         // milliwatts
+  NvmlReturn (*power_limit)(NvmlDevice, unsigned int*) = nullptr;   // milliwatts
   NvmlReturn (*energy)(NvmlDevice, unsigned long long*) = nullptr;  // millijoules
 };
 
@@ -51,8 +51,8 @@ absl::StatusOr<std::shared_ptr<Nvml>> Nvml::Load(const std::string& library) {
   api->handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (api->handle == nullptr) {
     const char* e = dlerror();
-    return absl::UnavailableError(absl::StrCat("no NVML (", library, " of the NVIDIA driver): ",
-                                               e != nullptr ? e : "not found"));
+    return absl::UnavailableError(absl::StrCat(
+        "no NVML (", library, " of the NVIDIA driver): ", e != nullptr ? e : "not found"));
   }
   std::string missing;
   void* h = api->handle;
@@ -67,8 +67,7 @@ absl::StatusOr<std::shared_ptr<Nvml>> Nvml::Load(const std::string& library) {
   api->power = Symbol<decltype(api->power)>(h, "nvmlDeviceGetPowerUsage", &missing);
   api->power_limit =
       Symbol<decltype(api->power_limit)>(h, "nvmlDeviceGetPowerManagementLimit", &missing);
-  api->energy =
-      Symbol<decltype(api->energy)>(h, "nvmlDeviceGetTotalEnergyConsumption", &missing);
+  api->energy = Symbol<decltype(api->energy)>(h, "nvmlDeviceGetTotalEnergyConsumption", &missing);
   if (!missing.empty()) {
     dlclose(h);
     return absl::UnavailableError(absl::StrCat(library, " has no ", missing));

@@ -22,7 +22,7 @@
 namespace rnnserve::server::metrics {
 
 struct GpuReading {
-  std::string uuid;  // "GPU-..."
+  std::string uuid;         // "GPU-..."
   double utilization = -1;  // 0..1; -1: not supported
   double memory_total_bytes = -1;
   double memory_used_bytes = -1;
@@ -34,8 +34,8 @@ struct GpuReading {
 // NVML, loaded from `library`; UNAVAILABLE saying why (no driver library, no GPU, init failed).
 class Nvml {
  public:
-  static absl::StatusOr<std::shared_ptr<Nvml>> Load(const std::string& library =
-                                                        "libnvidia-ml.so.1");
+  static absl::StatusOr<std::shared_ptr<Nvml>> Load(
+      const std::string& library = "libnvidia-ml.so.1");
   ~Nvml();
   // One reading per GPU NVML sees, in its index order.
   std::vector<GpuReading> Read() const;

@@ -34,7 +34,8 @@ bool ModelOf(const google::protobuf::Message& msg, std::string* name, int64_t* v
       // TF Serving's google.protobuf.Int64Value.
       const google::protobuf::Message& w = s.GetReflection()->GetMessage(s, v);
       const auto* value = w.GetDescriptor()->FindFieldByName("value");
-      if (value != nullptr && value->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_INT64) {
+      if (value != nullptr &&
+          value->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_INT64) {
         *version = w.GetReflection()->GetInt64(w, value);
       }
     }
