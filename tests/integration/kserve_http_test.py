@@ -28,14 +28,7 @@ def check(name, ok, detail=""):
     (passed if ok else failures).append(name)
 
 
-def curl(*args, data=None):
-    """(status, body) of curl with `args`; `data` is sent as the POST body."""
-    cmd = ["curl", "-s", "-o", "-", "-w", "\n%{http_code}", *args]
-    if data is not None:
-        cmd += ["--data-binary", "@-"]
-    p = subprocess.run(cmd, input=data, capture_output=True, timeout=60)
-    body, _, code = p.stdout.rpartition(b"\n")
-    return int(code or 0), body
+curl = server_process.curl
 
 
 def http_server(binary, repo, extra=(), credentials=None):

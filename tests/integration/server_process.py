@@ -19,6 +19,16 @@ def skip(reason):
     sys.exit(SKIP)
 
 
+def curl(*args, data=None):
+    """(HTTP status, body bytes) of curl with `args`; `data` is sent as the POST body."""
+    cmd = ["curl", "-s", "-o", "-", "-w", "\n%{http_code}", *args]
+    if data is not None:
+        cmd += ["--data-binary", "@-"]
+    p = subprocess.run(cmd, input=data, capture_output=True, timeout=60)
+    body, _, code = p.stdout.rpartition(b"\n")
+    return int(code or 0), body
+
+
 def free_port():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))

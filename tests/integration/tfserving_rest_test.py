@@ -8,7 +8,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
@@ -26,16 +25,12 @@ def check(name, ok, detail=""):
 
 def curl(*args, data=None):
     """(status, parsed JSON body or None) of curl with `args`; `data` is the POST body."""
-    cmd = ["curl", "-s", "-o", "-", "-w", "\n%{http_code}", *args]
-    if data is not None:
-        cmd += ["--data-binary", "@-"]
-    p = subprocess.run(cmd, input=data, capture_output=True, timeout=60)
-    body, _, code = p.stdout.rpartition(b"\n")
+    code, body = server_process.curl(*args, data=data)
     try:
         parsed = json.loads(body)
     except ValueError:
         parsed = None
-    return int(code or 0), parsed
+    return code, parsed
 
 
 def main():
