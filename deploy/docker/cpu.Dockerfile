@@ -1,9 +1,9 @@
 # syntax=docker/dockerfile:1
-# rnnserve for CPU hosts: serves /models (models/examples baked in) over gRPC on 8500 and
-# Prometheus metrics on 8502.
+# rnnserve for CPU hosts: serves /models (models/examples baked in) over gRPC on 8500, HTTP/REST
+# (TF Serving's REST API and KServe v2 REST) on 8501 and Prometheus metrics on 8502.
 #
 #   docker build -f deploy/docker/cpu.Dockerfile -t rnnserve:cpu .
-#   docker run --rm -p 127.0.0.1:8500:8500 -p 127.0.0.1:8502:8502 rnnserve:cpu
+#   docker run --rm -p 127.0.0.1:8500:8500 -p 127.0.0.1:8501:8501 -p 127.0.0.1:8502:8502 rnnserve:cpu
 # A model repository mounted at /models (DIR/<model>/<version>/<file>: from the repository root
 # models/examples is one, models/ is not; put yours in its place):
 #   docker run --rm -p 127.0.0.1:8500:8500 -v "$PWD/models/examples:/models:ro" rnnserve:cpu
@@ -69,4 +69,4 @@ HEALTHCHECK --interval=10s --timeout=5s --start-period=60s --retries=3 \
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["/usr/bin/tini", "--", "rnnserve"]
 CMD ["--model-repository", "/models", "--address", "0.0.0.0", "--metrics-address", "0.0.0.0", "--port", "8500", \
-     "--metrics-port", "8502", "--log-level", "info"]
+     "--http-port", "8501", "--metrics-port", "8502", "--log-level", "info"]

@@ -5,7 +5,7 @@
 # CPU engine, and `rnnserve-cli metadata` says which engine runs each layer.
 #
 #   docker build -f deploy/docker/gpu.Dockerfile -t rnnserve:gpu .
-#   docker run --rm --gpus all -p 127.0.0.1:8500:8500 -p 127.0.0.1:8502:8502 rnnserve:gpu
+#   docker run --rm --gpus all -p 127.0.0.1:8500:8500 -p 127.0.0.1:8501:8501 -p 127.0.0.1:8502:8502 rnnserve:gpu
 #
 # Build arguments:
 #   BUILD_IMAGE  CUDA 13 + cuDNN 9 development image (nvcc, headers) for the build stage
@@ -92,4 +92,4 @@ HEALTHCHECK --interval=10s --timeout=5s --start-period=120s --retries=3 \
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["/usr/bin/tini", "--", "rnnserve"]
 CMD ["--model-repository", "/models", "--address", "0.0.0.0", "--metrics-address", "0.0.0.0", "--port", "8500", \
-     "--metrics-port", "8502", "--log-level", "info"]
+     "--http-port", "8501", "--metrics-port", "8502", "--log-level", "info"]

@@ -26,9 +26,10 @@ export RNNSERVE_CPUS=1
 grep -qF 'RNNSERVE_MODELS=$PWD/models/examples docker compose -f deploy/compose.yaml up -d' \
   deploy/compose.yaml || { echo "FAIL: deploy/compose.yaml's header has another volume example"; exit 1; }
 RNNSERVE_GRPC_PORT=$(free_port)
+RNNSERVE_HTTP_PORT=$(free_port)
 RNNSERVE_METRICS_PORT=$(free_port)
 PROMETHEUS_PORT=$(free_port)
-export RNNSERVE_GRPC_PORT RNNSERVE_METRICS_PORT PROMETHEUS_PORT
+export RNNSERVE_GRPC_PORT RNNSERVE_HTTP_PORT RNNSERVE_METRICS_PORT PROMETHEUS_PORT
 # podman-compose 1.0's down leaves the project's network behind.
 trap '"${compose[@]}" down -t 30 >/dev/null 2>&1 || true
       podman network rm -f "${project}_default" >/dev/null 2>&1 || true' EXIT
@@ -67,6 +68,9 @@ for _ in $(seq "$n"); do
     --input "$ROOT/models/examples/waveform_lstm/sample_input.json" >/dev/null
 done
 echo "sent $n predicts"
+curl -fsS "http://127.0.0.1:$RNNSERVE_HTTP_PORT/v2/health/ready" >/dev/null ||
+  { echo "FAIL: KServe v2 REST is not answering on the published HTTP port"; exit 1; }
+echo "compose: HTTP/REST answers on 127.0.0.1:$RNNSERVE_HTTP_PORT"
 
 query='sum(rnnserve_requests_total{model="waveform_lstm",method="Predict",code="OK"})'
 start=$SECONDS

@@ -24,9 +24,10 @@ echo "image: localhost/rnnserve:cpu $((size / 1000000)) MB"
 [ "$size" -le "$max_bytes" ] || { echo "FAIL: image is $size bytes, over $max_bytes"; exit 1; }
 
 grpc_port=$(free_port)
+http_port=$(free_port)
 metrics_port=$(free_port)
 start=$SECONDS
-podman run -d --name "$name" -p "127.0.0.1:$grpc_port:8500" -p "127.0.0.1:$metrics_port:8502" \
+podman run -d --name "$name" -p "127.0.0.1:$grpc_port:8500" -p "127.0.0.1:$http_port:8501" -p "127.0.0.1:$metrics_port:8502" \
   localhost/rnnserve:cpu >/dev/null
 wait_healthy "$name" 120
 echo "timing: start to healthy $((SECONDS - start)) s"
@@ -35,6 +36,16 @@ uid=$(podman exec "$name" id -u)
 [ "$uid" = 10001 ] || { echo "FAIL: the server runs as uid $uid, not 10001"; exit 1; }
 
 predict_matches_keras "$cli" "127.0.0.1:$grpc_port"
+
+# The REST port the image publishes: TF Serving's model status and KServe v2 readiness.
+status=$(curl -fsS "http://127.0.0.1:$http_port/v1/models/waveform_lstm")
+grep -q '"state": *"AVAILABLE"' <<<"$status" || {
+  echo "FAIL: TF Serving REST model status on 8501: $status"; exit 1
+}
+curl -fsS "http://127.0.0.1:$http_port/v2/health/ready" >/dev/null || {
+  echo "FAIL: KServe v2 REST readiness on 8501"; exit 1
+}
+echo "http: 8501 answers TF Serving's model status and KServe v2 readiness"
 
 metrics=$(curl -fsS "http://127.0.0.1:$metrics_port/metrics")
 grep '^rnnserve_requests_total{' <<<"$metrics" | grep 'model="waveform_lstm"' |

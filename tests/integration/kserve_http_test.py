@@ -107,6 +107,20 @@ def main():
         lengths.set_data_from_numpy(np.array([40, 25, 12], np.int32))
         got = client.infer("waveform_lstm", [inp, lengths]).as_numpy("probabilities")
         check("HttpClientLengthsInputMatchesKeras", close(got))
+        # Triton's extensions rnnserve does not serve answer 501 saying what to use instead.
+        for name, call, instead in (
+                ("SystemSharedMemory", lambda: client.register_system_shared_memory(
+                    "r", "/rnnserve_test", 64), "binary tensor data"),
+                ("CudaSharedMemory", lambda: client.get_cuda_shared_memory_status(),
+                 "binary tensor data"),
+                ("TraceSetting", lambda: client.get_trace_settings(), "/metrics"),
+                ("LogSettings", lambda: client.get_log_settings(), "--log-level")):
+            try:
+                call()
+                check(f"HttpClient{name}IsRefusedWithAdvice", False, "no error")
+            except InferenceServerException as e:
+                check(f"HttpClient{name}IsRefusedWithAdvice", "is not served" in e.message()
+                      and instead in e.message(), f"{e.status()} {e.message()}")
         # One sequence in two chunks over server-held state: the last chunk's answer is the
         # whole sequence's.
         first = httpclient.InferInput("waveform", [1, 20, 2], "FP32")

@@ -92,6 +92,21 @@ def main():
         check("StreamSequenceOfThreeIsInvalidArgument",
               second[1] is not None and "INVALID_ARGUMENT" in str(second[1]), second[1])
 
+        # Triton's extensions rnnserve does not serve: UNIMPLEMENTED saying what to use.
+        for name, call, instead in (
+                ("SystemSharedMemory", lambda: client.register_system_shared_memory(
+                    "r", "/rnnserve_test", 64), "raw_input_contents"),
+                ("CudaSharedMemory", lambda: client.get_cuda_shared_memory_status(),
+                 "raw_input_contents"),
+                ("TraceSetting", lambda: client.get_trace_settings(), "/metrics"),
+                ("LogSettings", lambda: client.get_log_settings(), "--log-level")):
+            try:
+                call()
+                check(f"{name}IsUnimplementedWithAdvice", False, "no error")
+            except InferenceServerException as e:
+                check(f"{name}IsUnimplementedWithAdvice", "UNIMPLEMENTED" in str(e.status())
+                      and instead in e.message(), f"{e.status()} {e.message()}")
+
         stats = client.get_inference_statistics("waveform_lstm", as_json=True)
         ms = stats["model_stats"][0]
         check("StatisticsCountInferences", int(ms.get("inference_count", 0)) >= 9

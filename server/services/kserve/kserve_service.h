@@ -149,6 +149,31 @@ class KServeService final : public KServeServiceBase {
                                      const inference::RepositoryModelUnloadRequest* request,
                                      inference::RepositoryModelUnloadResponse*) override;
 
+  // Triton's extensions that rnnserve does not serve: the caller's access is checked, then
+  // UNIMPLEMENTED with Unsupported's message (kserve_unsupported.cc).
+  grpc::Status SystemSharedMemoryStatus(grpc::ServerContext* context,
+                                        const inference::SystemSharedMemoryStatusRequest*,
+                                        inference::SystemSharedMemoryStatusResponse*) override;
+  grpc::Status SystemSharedMemoryRegister(grpc::ServerContext* context,
+                                          const inference::SystemSharedMemoryRegisterRequest*,
+                                          inference::SystemSharedMemoryRegisterResponse*) override;
+  grpc::Status SystemSharedMemoryUnregister(
+      grpc::ServerContext* context, const inference::SystemSharedMemoryUnregisterRequest*,
+      inference::SystemSharedMemoryUnregisterResponse*) override;
+  grpc::Status CudaSharedMemoryStatus(grpc::ServerContext* context,
+                                      const inference::CudaSharedMemoryStatusRequest*,
+                                      inference::CudaSharedMemoryStatusResponse*) override;
+  grpc::Status CudaSharedMemoryRegister(grpc::ServerContext* context,
+                                        const inference::CudaSharedMemoryRegisterRequest*,
+                                        inference::CudaSharedMemoryRegisterResponse*) override;
+  grpc::Status CudaSharedMemoryUnregister(grpc::ServerContext* context,
+                                          const inference::CudaSharedMemoryUnregisterRequest*,
+                                          inference::CudaSharedMemoryUnregisterResponse*) override;
+  grpc::Status TraceSetting(grpc::ServerContext* context, const inference::TraceSettingRequest*,
+                            inference::TraceSettingResponse*) override;
+  grpc::Status LogSettings(grpc::ServerContext* context, const inference::LogSettingsRequest*,
+                           inference::LogSettingsResponse*) override;
+
   // The protocol-neutral answers both transports give; access is checked by the caller.
   using Finished = absl::AnyInvocable<void(absl::Status)>;
   // Runs an inference request and calls `finished` exactly once: with OK once `exchange` has

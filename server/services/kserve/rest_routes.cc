@@ -14,6 +14,7 @@
 #include "nlohmann/json.hpp"
 #include "server/http/http_server.h"
 #include "server/services/kserve/rest_codec.h"
+#include "server/services/kserve/unsupported.h"
 
 namespace rnnserve::server::kserve {
 namespace {
@@ -166,6 +167,19 @@ class RestExchange final : public InferExchange {
   http::Response response_;
 };
 
+// Triton's extensions that rnnserve does not serve (unsupported.h): /v2/systemsharedmemory/...,
+// /v2/cudasharedmemory/..., /v2/trace/setting, /v2/models/{m}/trace/setting, /v2/logging.
+std::optional<Extension> UnsupportedExtension(const Path& p) {
+  const std::vector<std::string>& a = p.parts;
+  if (a[0] == "systemsharedmemory") return Extension::kSystemSharedMemory;
+  if (a[0] == "cudasharedmemory") return Extension::kCudaSharedMemory;
+  if (a[0] == "logging") return Extension::kLogSettings;
+  if (a[0] == "trace" || (a[0] == "models" && a.size() >= 4 && a[2] == "trace")) {
+    return Extension::kTrace;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 bool KServeRoutes::Owns(const http::Request& request, auth::Access* access) const {
@@ -248,6 +262,9 @@ void KServeRoutes::Handle(const http::Request& request, http::Done done) {
     }
     const absl::Status s = a[3] == "load" ? service_->Load(a[2]) : service_->Unload(a[2]);
     return done(s.ok() ? http::Response{.body = ""} : Error(s));
+  }
+  if (const std::optional<Extension> e = UnsupportedExtension(p)) {
+    return done(Error(Unsupported(*e, request.method + " " + request.path)));
   }
   if (a[0] != "models" || a.size() < 2) return done(not_found());
   if (a.size() == 2 && a[1] == "stats") {
