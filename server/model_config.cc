@@ -100,6 +100,12 @@ absl::Status ValidateModelConfig(const v1::ModelConfig& config, const std::strin
   if (config.max_batch_size() < 0) {
     return bad(absl::StrCat("max_batch_size must be >= 0; was ", config.max_batch_size()));
   }
+  for (const auto& [label, version] : config.version_labels()) {
+    if (label.empty() || version < 1) {
+      return bad(absl::StrCat("version_labels: a label needs a name and a version >= 1; was '",
+                              label, "' -> ", version));
+    }
+  }
   const std::string& p = config.platform();
   if (!p.empty() && p != "keras_h5" && p != "keras" && p != "onnx" && p != "tf_savedmodel" &&
       p != "tensorflow_savedmodel") {

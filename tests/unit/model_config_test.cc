@@ -1,6 +1,7 @@
 // config.pbtxt as Triton users write it (server/model_config_triton.h): `backend:` accepted and
 // ignored with a log line, Triton-only fields warned about once and ignored, a name that
-// differs from its directory warned about, and a field nobody defines still an error.
+// differs from its directory warned about, and a field nobody defines still an error; TF
+// Serving's version_labels.
 
 #include <filesystem>
 #include <fstream>
@@ -107,6 +108,22 @@ TEST(ModelConfigTriton, AFieldNobodyDefinesIsStillAnError) {
   EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StrContains(config.status().message(), "line 2")) << config.status();
   EXPECT_TRUE(absl::StrContains(config.status().message(), "max_bach_size")) << config.status();
+}
+
+TEST(ModelConfigVersionLabels, TfServingsSyntaxParsesAndBadLabelsAreRefused) {
+  auto config = ParseModelConfig(
+      "version_labels { key: \"stable\" value: 1 }\nversion_labels { key: \"canary\" value: 2 }",
+      "c/config.pbtxt");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->version_labels().at("stable"), 1);
+  EXPECT_EQ(config->version_labels().at("canary"), 2);
+  EXPECT_TRUE(ValidateModelConfig(*config, "c/config.pbtxt").ok());
+  for (const char* bad : {"version_labels { key: \"\" value: 1 }",
+                          "version_labels { key: \"old\" value: 0 }"}) {
+    const absl::Status s = ParseModelConfig(bad, "c/config.pbtxt").status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_TRUE(absl::StrContains(s.message(), "version_labels")) << s;
+  }
 }
 
 TEST(ModelConfigTriton, NameThatDiffersFromItsDirectoryIsAWarning) {

@@ -101,6 +101,16 @@ class TfServingTest : public ::testing::Test {
     std::filesystem::copy_file(SourcePath("models/examples/waveform_lstm/config.pbtxt"),
                                root / "wave/config.pbtxt");
     CopyModel("tests/fixtures/keras/Keras2LstmReturnState/model.h5", root / "state");
+    // Two versions of the example, with TF Serving's version labels (one for a version that
+    // is not there).
+    CopyModel("models/examples/waveform_lstm/1/model.h5", root / "labelled");
+    std::filesystem::create_directories(root / "labelled/2");
+    std::filesystem::copy_file(root / "labelled/1/model.h5", root / "labelled/2/model.h5");
+    std::ofstream(root / "labelled/config.pbtxt")
+        << "version_policy { all {} }\n"
+           "version_labels { key: \"stable\" value: 1 }\n"
+           "version_labels { key: \"canary\" value: 2 }\n"
+           "version_labels { key: \"retired\" value: 7 }\n";
     for (const char* c : kSignatureCases) {
       CopyModel(std::string("tests/fixtures/tfserving/") + c + "/model.h5", root / c);
     }
@@ -516,6 +526,41 @@ TEST_F(TfServingTest, RestBadRequestsGetTfServingCodesAndSayWhy) {
     ASSERT_TRUE(a.json.is_object() && a.json.contains("error")) << c.name << ": " << a.body;
     EXPECT_THAT(a.json["error"].get<std::string>(), HasSubstr(c.says)) << c.name;
   }
+}
+
+TEST_F(TfServingTest, VersionLabelsNameTheConfiguredVersions) {
+  for (const auto& [label, version] : {std::pair{"stable", 1}, std::pair{"canary", 2}}) {
+    ts::PredictRequest request = WaveRequest(x_, /*content=*/true);
+    request.mutable_model_spec()->set_name("labelled");
+    request.mutable_model_spec()->set_version_label(label);
+    ts::PredictResponse response;
+    const grpc::Status s = CallAndWait(
+        [&](grpc::CallbackServerContext* c) { prediction_.Predict(c, &request, &response); });
+    ASSERT_TRUE(s.ok()) << label << ": " << s.error_message();
+    EXPECT_EQ(response.model_spec().version().value(), version) << label;
+    EXPECT_TRUE(AllClose(AsTensor(response, "probabilities"), want_)) << label;
+
+    const RestAnswer status = Rest("GET", std::string("/v1/models/labelled/labels/") + label);
+    ASSERT_EQ(status.status, 200) << status.body;
+    ASSERT_EQ(status.json["model_version_status"].size(), 1u) << status.body;
+    EXPECT_EQ(status.json["model_version_status"][0]["version"], std::to_string(version));
+    const RestAnswer metadata =
+        Rest("GET", std::string("/v1/models/labelled/labels/") + label + "/metadata");
+    EXPECT_EQ(metadata.json["model_spec"]["version"], std::to_string(version)) << metadata.body;
+    const RestAnswer predict =
+        Rest("POST", std::string("/v1/models/labelled/labels/") + label + ":predict",
+             Json({{"instances", InputJson(x_)}}).dump());
+    ASSERT_EQ(predict.status, 200) << predict.body;
+    EXPECT_TRUE(AllClose(AsTensor(predict.json["predictions"]), want_)) << label;
+  }
+  const RestAnswer unknown = Rest("GET", "/v1/models/labelled/labels/beta");
+  EXPECT_EQ(unknown.status, 400) << unknown.body;
+  EXPECT_THAT(unknown.body, HasSubstr("Unrecognized servable version label: beta"));
+  EXPECT_THAT(unknown.body, HasSubstr("canary, retired, stable"));
+  const RestAnswer retired = Rest("POST", "/v1/models/labelled/labels/retired:predict",
+                                  Json({{"instances", InputJson(x_)}}).dump());
+  EXPECT_EQ(retired.status, 404) << retired.body;
+  EXPECT_THAT(retired.body, HasSubstr("7"));
 }
 
 TEST_F(TfServingTest, RestStatusIsTfServingsJson) {

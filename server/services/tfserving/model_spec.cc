@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "server/services/tfserving/tensor_proto.h"
 
 namespace rnnserve::server::tfserving {
@@ -35,15 +36,33 @@ absl::StatusOr<std::shared_ptr<const Servable>> FindModel(const ModelRepository&
     return absl::InvalidArgumentError("model_spec.name: must not be empty");
   }
   if (!target.label.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Unrecognized servable version label: ", target.label, " (model '", target.name,
-        "'; rnnserve has no version labels: name a version number, or none for the newest)"));
+    auto version = LabelledVersion(repository, target);
+    if (!version.ok()) return version.status();
+    return repository.Get(target.name, *version);
   }
   if (target.has_version && target.version < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("model '", target.name, "': version ", target.version, " must be positive"));
   }
   return repository.Get(target.name, target.has_version ? target.version : 0);
+}
+
+absl::StatusOr<int64_t> LabelledVersion(const ModelRepository& repository, const Target& target) {
+  // Every version of a model shares its config.pbtxt: the newest one's has the labels.
+  auto newest = repository.Get(target.name, 0);
+  if (!newest.ok()) return newest.status();
+  const auto& labels = (*newest)->config().version_labels();
+  const auto it = labels.find(target.label);
+  if (it == labels.end()) {
+    std::vector<std::string> known;
+    for (const auto& [label, version] : labels) known.push_back(label);
+    std::sort(known.begin(), known.end());
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Unrecognized servable version label: ", target.label, " (model '", target.name,
+        "' has ", known.empty() ? "none" : absl::StrJoin(known, ", "),
+        "; labels are set by version_labels in its config.pbtxt)"));
+  }
+  return it->second;
 }
 
 absl::Status CheckSignature(const Servable& model, const std::string& signature_name) {
@@ -90,16 +109,23 @@ void SetMetadataSpec(const Servable& model, ts::ModelSpec* spec) {
 absl::Status GetModelStatus(const ModelRepository& repository, const Target& target,
                             ts::GetModelStatusResponse* response) {
   if (target.name.empty()) return absl::InvalidArgumentError("Missing model name in request.");
-  if (!target.label.empty()) return FindModel(repository, target).status();
+  bool has_version = target.has_version;
+  int64_t wanted = target.version;
+  if (!target.label.empty()) {
+    auto version = LabelledVersion(repository, target);
+    if (!version.ok()) return version.status();
+    has_version = true;
+    wanted = *version;
+  }
   for (const ModelState& state : repository.List()) {
     if (state.name != target.name) continue;
     const auto& v = state.versions;
-    if (target.has_version && std::find(v.begin(), v.end(), target.version) == v.end()) {
+    if (has_version && std::find(v.begin(), v.end(), wanted) == v.end()) {
       return absl::NotFoundError(
-          absl::StrCat("Could not find version ", target.version, " of model ", target.name));
+          absl::StrCat("Could not find version ", wanted, " of model ", target.name));
     }
     for (int64_t version : v) {
-      if (target.has_version && version != target.version) continue;
+      if (has_version && version != wanted) continue;
       ts::ModelVersionStatus* s = response->add_model_version_status();
       s->set_version(version);
       s->set_state(ts::ModelVersionStatus::AVAILABLE);

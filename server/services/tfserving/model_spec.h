@@ -15,8 +15,9 @@
 //     listed beside it, as TF Serving lists it.
 // Dimensions that vary (the batch, a free sequence length) are -1.
 //
-// Version labels: rnnserve configures none, so every label is INVALID_ARGUMENT, as an
-// unconfigured label is in TF Serving.
+// Version labels come from the model's config.pbtxt (`version_labels { key: "stable" value: 1 }`,
+// TF Serving's syntax); a label it does not set is INVALID_ARGUMENT, as in TF Serving, and a
+// label whose version is not loaded NOT_FOUND.
 
 #include <cstdint>
 #include <memory>
@@ -46,9 +47,13 @@ struct Target {
 Target TargetOf(const tensorflow::serving::ModelSpec& spec);
 
 // The version `target` names (the newest loaded one when it names none). NOT_FOUND naming
-// what is loaded; INVALID_ARGUMENT for an empty name or a label.
+// what is loaded; INVALID_ARGUMENT for an empty name or an unknown label.
 absl::StatusOr<std::shared_ptr<const Servable>> FindModel(const ModelRepository& repository,
                                                           const Target& target);
+
+// The version number `target.label` names in the model's config.pbtxt; INVALID_ARGUMENT for a
+// label it does not set, NOT_FOUND for an unknown model.
+absl::StatusOr<int64_t> LabelledVersion(const ModelRepository& repository, const Target& target);
 
 // OK for "" and "serving_default"; otherwise INVALID_ARGUMENT naming the signatures there are.
 absl::Status CheckSignature(const Servable& model, const std::string& signature_name);
