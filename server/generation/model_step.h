@@ -1,0 +1,29 @@
+#pragma once
+
+// The engine calls of generation (generator.h): a stateful LM's prompt, and one step of many
+// samples of one model, through Servable::Run.
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "server/generation/generator.h"
+
+namespace rnnserve::server::generation {
+
+class ModelStep {
+ public:
+  // Runs a stateful LM's prompt (one engine call) and gives every sample of `g` its states and
+  // the output row after the prompt's last token.
+  static absl::Status RunPrompt(Generation& g);
+  // Fills the output row of every sample in `rows` (all of `model`, each without a row):
+  // stateful, one step from its last token and its states; window, its last W tokens. One
+  // engine call per max_batch_size rows.
+  static absl::Status Step(const Servable& model, const ModelKind& kind,
+                           const std::vector<Generation::Sample*>& rows);
+
+ private:
+  static absl::Status StepPart(const Servable& model, const ModelKind& kind,
+                               Generation::Sample* const* rows, int64_t b);
+};
+
+}  // namespace rnnserve::server::generation
