@@ -111,7 +111,11 @@ absl::StatusOr<std::shared_ptr<Generation>> Generator::Start(std::shared_ptr<con
 }
 
 void Generator::Finish(Generation& g, absl::Status status) {
-  g.End(std::move(status));
+  {
+    // The place is free before the front end hears of the end.
+    absl::MutexLock lock(&mu_);
+    --active_count_;
+  }
   if (observer_) {
     observer_({.model = g.model_->name(),
                .version = g.model_->version(),
@@ -119,8 +123,7 @@ void Generator::Finish(Generation& g, absl::Status status) {
                .time_to_first = g.first_token_ - g.started_,
                .total = absl::Now() - g.started_});
   }
-  absl::MutexLock lock(&mu_);
-  --active_count_;
+  g.End(std::move(status));
 }
 
 void Generator::Loop() {
@@ -143,8 +146,8 @@ void Generator::Loop() {
         return true;
       }
       if (now > g->deadline_) {
-        Finish(*g, absl::DeadlineExceededError(absl::StrCat(
-                       "the deadline passed after ", g->tokens_, " tokens")));
+        Finish(*g, absl::DeadlineExceededError(
+                       absl::StrCat("the deadline passed after ", g->tokens_, " tokens")));
         return true;
       }
       return false;
@@ -231,8 +234,9 @@ void Generator::SampleStep(Generation& g) {
     ++s.tokens;
     ++g.tokens_;
     event.tokens.push_back({sample, id, std::move(text)});
-    const bool stopped = std::any_of(p.stop_strings.begin(), p.stop_strings.end(),
-                                     [&](const std::string& x) { return absl::EndsWith(s.text, x); });
+    const bool stopped =
+        std::any_of(p.stop_strings.begin(), p.stop_strings.end(),
+                    [&](const std::string& x) { return absl::EndsWith(s.text, x); });
     if (stopped || s.tokens >= p.max_tokens) {
       s.done = true;
       event.finished.push_back(

@@ -65,9 +65,9 @@ struct GeneratorOptions {
 struct GenerationStats {
   std::string model;
   int64_t version = 0;
-  int64_t tokens = 0;               // over all samples
-  absl::Duration time_to_first;     // from Start to the first token
-  absl::Duration total;             // from Start to the end
+  int64_t tokens = 0;            // over all samples
+  absl::Duration time_to_first;  // from Start to the first token
+  absl::Duration total;          // from Start to the end
 };
 
 // One request's generation, shared by its front end (which reads its events) and the worker.

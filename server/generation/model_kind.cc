@@ -44,8 +44,7 @@ absl::StatusOr<ModelKind> DetectKind(const Servable& model) {
     return kind;
   }
   return refuse(absl::StrCat("its input ", in.name, " is ", engine::ShapeString(in.shape),
-                             " and its output ", out.name, " ",
-                             engine::ShapeString(out.shape)));
+                             " and its output ", out.name, " ", engine::ShapeString(out.shape)));
 }
 
 }  // namespace rnnserve::server::generation

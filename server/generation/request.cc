@@ -33,8 +33,7 @@ absl::Status Validate(const ModelKind& kind, const Vocabulary* vocab, const Requ
                  ") (model ", model_name, "'s vocabulary)");
     }
   }
-  if (kind.kind == ModelKind::kWindow &&
-      static_cast<int64_t>(p->prompt_ids.size()) > kind.window) {
+  if (kind.kind == ModelKind::kWindow && static_cast<int64_t>(p->prompt_ids.size()) > kind.window) {
     return bad("the prompt has ", p->prompt_ids.size(), " tokens; model ", model_name,
                " reads a window of ", kind.window, " tokens: expected at most ", kind.window);
   }

@@ -52,9 +52,9 @@ absl::StatusOr<std::vector<int64_t>> Vocabulary::Encode(std::string_view text) c
   auto add = [&](std::string_view token, size_t at) -> absl::Status {
     auto it = by_token_.find(token);
     if (it == by_token_.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("prompt_text: '", std::string(token), "' at byte ", at, " is not in the model's ",
-                       characters_ ? "characters" : "words", " (vocab.json)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "prompt_text: '", std::string(token), "' at byte ", at, " is not in the model's ",
+          characters_ ? "characters" : "words", " (vocab.json)"));
     }
     ids.push_back(it->second);
     return absl::OkStatus();

@@ -1,0 +1,180 @@
+// The Generator (server/generation/generator.h) on the tf-keras fixture models
+// (models/scripts/make_generation_fixtures.py) served by the CPU engine: greedy equals Keras's
+// greedy loop for 200 tokens, alone and with other generations in the same steps; seeded
+// samples repeat; a model that is no language model is refused; a cancelled or expired
+// generation ends before its next step.
+
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "server/generation/generator.h"
+#include "server/model_config.h"
+#include "server/servable.h"
+#include "tests/support/fixtures.h"
+
+namespace rnnserve::server::generation {
+namespace {
+
+nlohmann::json Expected(const std::string& model) {
+  std::ifstream in(testing::SourcePath("tests/fixtures/generation/expected.json"));
+  std::stringstream text;
+  text << in.rdbuf();
+  return nlohmann::json::parse(text.str())[model];
+}
+
+std::shared_ptr<const Servable> Load(const std::string& dir) {
+  auto config = ReadModelConfig(dir);
+  EXPECT_TRUE(config.ok()) << config.status();
+  auto servable = Servable::Load(dir, 1, *config);
+  EXPECT_TRUE(servable.ok()) << servable.status();
+  return ShareServable(*std::move(servable));
+}
+
+std::shared_ptr<const Servable> LoadFixture(const std::string& model) {
+  return Load(testing::SourcePath("tests/fixtures/generation/repo/" + model));
+}
+
+struct Result {
+  std::vector<std::vector<int64_t>> ids;  // per sample
+  std::vector<FinishReason> finished;
+  absl::Status status;
+};
+
+Result Drain(Generation& g) {
+  Result r;
+  StepEvent event;
+  while (g.Next(&event, absl::Seconds(60)) == Generation::Wait::kEvent) {
+    for (const Token& t : event.tokens) {
+      if (r.ids.size() <= static_cast<size_t>(t.sample)) r.ids.resize(t.sample + 1);
+      r.ids[t.sample].push_back(t.id);
+    }
+    for (const Finish& f : event.finished) r.finished.push_back(f.reason);
+  }
+  r.status = g.status();
+  return r;
+}
+
+GenerateParams Greedy(const nlohmann::json& want, int64_t tokens) {
+  GenerateParams p;
+  p.prompt_text = want["prompt"].get<std::string>();
+  p.max_tokens = tokens;
+  return p;
+}
+
+class GeneratorTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(GeneratorTest, GreedyEqualsKerasGreedyLoopFor200Tokens) {
+  auto model = LoadFixture(GetParam());
+  const nlohmann::json want = Expected(GetParam());
+  auto generator = Generator::Create({});
+  ASSERT_TRUE(generator.ok());
+  // Four at once (one step's engine call carries all four rows), then one alone.
+  std::vector<std::shared_ptr<Generation>> gens;
+  for (int i = 0; i < 4; ++i) {
+    auto g = (*generator)->Start(model, Greedy(want, 200), absl::InfiniteFuture());
+    ASSERT_TRUE(g.ok()) << g.status();
+    gens.push_back(*g);
+  }
+  const std::vector<int64_t> keras = want["greedy_ids"].get<std::vector<int64_t>>();
+  for (auto& g : gens) {
+    const Result r = Drain(*g);
+    ASSERT_TRUE(r.status.ok()) << r.status;
+    ASSERT_EQ(r.ids.size(), 1u);
+    EXPECT_EQ(r.ids[0], keras);
+    EXPECT_EQ(r.finished, std::vector<FinishReason>{FinishReason::kLength});
+  }
+}
+
+TEST_P(GeneratorTest, SeededSamplesRepeat) {
+  auto model = LoadFixture(GetParam());
+  auto generator = Generator::Create({});
+  ASSERT_TRUE(generator.ok());
+  GenerateParams p = Greedy(Expected(GetParam()), 40);
+  p.sampler = {.temperature = 1.0, .top_k = 0, .top_p = 0.9};
+  p.seed = 1234;
+  p.n = 4;
+  auto a = (*generator)->Start(model, p, absl::InfiniteFuture());
+  auto b = (*generator)->Start(model, p, absl::InfiniteFuture());
+  ASSERT_TRUE(a.ok() && b.ok());
+  const Result ra = Drain(**a), rb = Drain(**b);
+  ASSERT_EQ(ra.ids.size(), 4u);
+  EXPECT_EQ(ra.ids, rb.ids);
+  EXPECT_NE(ra.ids[0], ra.ids[1]);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, GeneratorTest, ::testing::Values("alice_lstm", "alice_window"));
+
+TEST(GeneratorRefuses, AModelThatIsNoLanguageModel) {
+  auto model = Load(testing::SourcePath("models/examples/waveform_lstm"));
+  auto generator = Generator::Create({});
+  GenerateParams p;
+  p.prompt_ids = {1, 2};
+  p.max_tokens = 3;
+  auto g = (*generator)->Start(model, p, absl::InfiniteFuture());
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(g.status().message().find("waveform_lstm cannot generate"), std::string::npos)
+      << g.status();
+}
+
+TEST(GeneratorRefuses, BadRequestsAndTooManyGenerations) {
+  auto model = LoadFixture("alice_window");
+  auto generator = Generator::Create({.limits = {.max_tokens = 100000}, .max_active = 1});
+  ASSERT_TRUE(generator.ok());
+  GenerateParams p;
+  p.prompt_ids = std::vector<int64_t>(17, 1);
+  p.max_tokens = 10;
+  auto g = (*generator)->Start(model, p, absl::InfiniteFuture());
+  ASSERT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(g.status().message().find("window of 16 tokens"), std::string::npos) << g.status();
+  p.prompt_ids = {1};
+  p.max_tokens = 100001;
+  EXPECT_NE((*generator)
+                ->Start(model, p, absl::InfiniteFuture())
+                .status()
+                .message()
+                .find("expected 1 to 100000"),
+            std::string::npos);
+  // A refused request held no place: one generation runs (long enough to be running still),
+  // and a second is refused until the first ends.
+  p.max_tokens = 100000;
+  auto first = (*generator)->Start(model, p, absl::InfiniteFuture());
+  ASSERT_TRUE(first.ok());
+  const absl::Status second = (*generator)->Start(model, p, absl::InfiniteFuture()).status();
+  EXPECT_EQ(second.code(), absl::StatusCode::kResourceExhausted) << second;
+  (*first)->Cancel();
+  EXPECT_EQ(Drain(**first).status.code(), absl::StatusCode::kCancelled);
+  p.max_tokens = 3;
+  EXPECT_TRUE((*generator)->Start(model, p, absl::InfiniteFuture()).ok());
+  EXPECT_EQ(Generator::Create({.max_active = 0}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(GeneratorEnds, CancelledAndExpiredGenerationsBeforeTheirNextStep) {
+  auto model = LoadFixture("alice_lstm");
+  auto generator = Generator::Create({});
+  GenerateParams p = Greedy(Expected("alice_lstm"), 4000);
+  auto g = (*generator)->Start(model, p, absl::InfiniteFuture());
+  ASSERT_TRUE(g.ok());
+  StepEvent event;
+  ASSERT_EQ((*g)->Next(&event, absl::Seconds(60)), Generation::Wait::kEvent);
+  (*g)->Cancel();
+  const Result r = Drain(**g);
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kCancelled) << r.status;
+  EXPECT_LT(r.ids.empty() ? 0 : r.ids[0].size(), 4000u);
+  auto expired = (*generator)->Start(model, p, absl::Now() - absl::Seconds(1));
+  ASSERT_TRUE(expired.ok());
+  EXPECT_EQ(Drain(**expired).status.code(), absl::StatusCode::kDeadlineExceeded);
+  // The generator goes on serving.
+  auto after =
+      (*generator)->Start(model, Greedy(Expected("alice_lstm"), 5), absl::InfiniteFuture());
+  ASSERT_TRUE(after.ok());
+  EXPECT_TRUE(Drain(**after).status.ok());
+}
+
+}  // namespace
+}  // namespace rnnserve::server::generation
