@@ -39,7 +39,7 @@ set_tests_properties(PythonClient.PredictEvaluateStreamMatchKeras PROPERTIES
 # Generate (server/generation/) with the Python client against the tf-keras fixtures.
 add_test(NAME Generation.MatchesKerasAndRefusesBadInput
   COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/generation_test.py ${PROJECT_SOURCE_DIR}
-          $<TARGET_FILE:rnnserve>)
+          $<TARGET_FILE:rnnserve> $<TARGET_FILE:rnnserve-cli>)
 set_tests_properties(Generation.MatchesKerasAndRefusesBadInput PROPERTIES
   LABELS integration SKIP_RETURN_CODE 77 TIMEOUT 300)
 

@@ -6,7 +6,7 @@ batch; seeded sampling is reproducible and its first step's token frequencies ma
 softmax (chi-square, fixed seeds); bad requests are INVALID_ARGUMENT / FAILED_PRECONDITION with
 a clear message, a cancelled stream is dropped, and the server goes on serving.
 
-  python3 generation_test.py <repo root> <rnnserve binary> [case ...]
+  python3 generation_test.py <repo root> <rnnserve binary> <rnnserve-cli binary> [case ...]
 
 Exits 77 (skipped) when grpcio/grpcio-tools/numpy/setuptools are missing.
 """
@@ -22,7 +22,7 @@ import threading
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import server_process  # noqa: E402
 
-ROOT, SERVER = sys.argv[1], sys.argv[2]
+ROOT, SERVER, CLI = sys.argv[1], sys.argv[2], sys.argv[3]
 try:
     import numpy as np  # noqa: F401
     import grpc  # noqa: F401
@@ -175,16 +175,32 @@ def cancelled_mid_stream_then_serves(c):
     greedy_equals_keras(c)
 
 
+def cli_streams_keras_greedy_text(c):
+    want = EXPECTED["alice_lstm"]
+    p = subprocess.run([CLI, "generate", "--server", ADDRESS, "--model", "alice_lstm",
+                        "--prompt", want["prompt"], "--max-tokens", "200", "--temperature", "0"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == want["greedy_text"] + "\n", p.stdout
+    assert "sample 0: length after 200 tokens" in p.stderr, p.stderr
+    p = subprocess.run([CLI, "generate", "--server", ADDRESS, "--model", "alice_window",
+                        "--prompt", "Alice was beginning to"], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 1 and "INVALID_ARGUMENT" in p.stderr, (p.returncode, p.stderr)
+
+
 CASES = [greedy_equals_keras, concurrent_generations_equal_keras, seeded_sampling_reproducible,
          first_step_frequencies_match_softmax, bad_requests_refused,
-         stop_strings_and_ids_end_samples, cancelled_mid_stream_then_serves]
+         stop_strings_and_ids_end_samples, cancelled_mid_stream_then_serves,
+         cli_streams_keras_greedy_text]
 
 repo = tempfile.TemporaryDirectory(prefix="generation_repo_")
 shutil.copytree(os.path.join(FIXTURES, "repo"), repo.name, dirs_exist_ok=True)
 shutil.copytree(os.path.join(ROOT, "models/examples/waveform_lstm"),
                 os.path.join(repo.name, "waveform_lstm"))
-only = set(sys.argv[3:])
+only = set(sys.argv[4:])
 with server_process.running_server(SERVER, repo.name) as address:
+    ADDRESS = address
     c = Client(address, timeout=120)
     for case in CASES:
         if only and case.__name__ not in only:
