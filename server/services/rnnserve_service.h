@@ -16,6 +16,7 @@
 #include "rnnserve/v1/rnnserve.grpc.pb.h"
 #include "server/auth/access_control.h"
 #include "server/core/state_store.h"
+#include "server/generation/generation_metrics.h"
 #include "server/generation/generator.h"
 #include "server/limits/admission.h"
 #include "server/limits/stream_limits.h"
@@ -39,7 +40,12 @@ class RnnServeService final
       : repository_(repository),
         sequences_(sequences),
         limits_(limits),
-        generator_(*generation::Generator::Create({})) {}
+        generator_(*generation::Generator::Create({})) {
+    generator_->SetObserver(
+        [m = generation_metrics_.get()](const generation::GenerationStats& s) { m->Record(s); });
+  }
+  // Generate's metrics (generation_metrics.h), for the /metrics exposer.
+  const generation::GenerationMetrics& generation_metrics() const { return *generation_metrics_; }
 
   grpc::ServerUnaryReactor* Predict(grpc::CallbackServerContext* context,
                                     const v1::PredictRequest* request,
@@ -75,6 +81,8 @@ class RnnServeService final
   ModelRepository* const repository_;
   core::StateStore* const sequences_;
   const RnnServeLimits limits_;
+  const std::unique_ptr<generation::GenerationMetrics> generation_metrics_ =
+      std::make_unique<generation::GenerationMetrics>();
   // Runs every Generate call's token loop (default bounds: generation::GeneratorOptions).
   const std::unique_ptr<generation::Generator> generator_;
 };

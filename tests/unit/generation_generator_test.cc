@@ -11,6 +11,7 @@
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "server/generation/generation_metrics.h"
 #include "server/generation/generator.h"
 #include "server/model_config.h"
 #include "server/servable.h"
@@ -174,6 +175,30 @@ TEST(GeneratorEnds, CancelledAndExpiredGenerationsBeforeTheirNextStep) {
       (*generator)->Start(model, Greedy(Expected("alice_lstm"), 5), absl::InfiniteFuture());
   ASSERT_TRUE(after.ok());
   EXPECT_TRUE(Drain(**after).status.ok());
+}
+
+TEST(GenerationMetricsTest, CountTokensAndTimeTheFirstAndEachToken) {
+  auto model = LoadFixture("alice_lstm");
+  GenerationMetrics metrics;
+  auto generator = Generator::Create({});
+  (*generator)->SetObserver([&](const GenerationStats& s) { metrics.Record(s); });
+  GenerateParams p = Greedy(Expected("alice_lstm"), 5);
+  p.n = 2;
+  auto g = (*generator)->Start(model, p, absl::InfiniteFuture());
+  ASSERT_TRUE(g.ok());
+  ASSERT_TRUE(Drain(**g).status.ok());
+  const std::string text = metrics.ExpositionText();
+  EXPECT_NE(text.find("rnnserve_generated_tokens_total{model=\"alice_lstm\",version=\"1\"} 10"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("rnnserve_generations_total{model=\"alice_lstm\",version=\"1\"} 1"),
+            std::string::npos);
+  EXPECT_NE(text.find("rnnserve_generation_time_to_first_token_seconds_count{model=\"alice_lstm\","
+                      "version=\"1\"} 1"),
+            std::string::npos);
+  EXPECT_NE(text.find("rnnserve_generation_time_per_token_seconds_count{model=\"alice_lstm\","
+                      "version=\"1\"} 1"),
+            std::string::npos);
 }
 
 }  // namespace
