@@ -2,9 +2,13 @@
 // starts it on the process's Generator (server/generation/generator.h) and encodes each step's
 // tokens and finishes as a GenerateResponse. The handler's thread waits for the steps; a client
 // that cancels, or a stream that cannot be written, drops the generation before its next step.
+// A Generate call is a stream for the stream limits (--max-streams, server/limits/
+// stream_limits.h): one past the bound is RESOURCE_EXHAUSTED, and a client that stops reading
+// (its writes block) is closed after --stream-idle-seconds like an idle StreamPredict stream.
 
 #include "server/generation/generator.h"
 #include "server/grpc_status.h"
+#include "server/limits/stream_limits.h"
 #include "server/services/rnnserve_service.h"
 
 namespace rnnserve::server {
@@ -41,6 +45,10 @@ grpc::Status RnnServeService::Generate(grpc::ServerContext* context,
                                        const v1::GenerateRequest* request,
                                        grpc::ServerWriter<v1::GenerateResponse>* writer) {
   if (grpc::Status a = auth::Verdict(*context); !a.ok()) return a;
+  auto opened = limits::OpenIn(limits_.streams, context);
+  if (!opened.ok()) return ToGrpc(opened.status());
+  limits::StreamLimits::Ticket ticket = *std::move(opened);
+  ticket.Busy(true);  // idle only while a write waits for the client
   auto servable = repository_->Get(request->model_spec().name(), request->model_spec().version());
   if (!servable.ok()) return ToGrpc(servable.status());
   const RunOptions options = RunOptionsFor(*context);
@@ -75,9 +83,14 @@ grpc::Status RnnServeService::Generate(grpc::ServerContext* context,
       out->set_reason(Encode(f.reason));
       out->set_tokens(f.tokens);
     }
-    if (!writer->Write(response)) {
+    ticket.Busy(false);
+    const bool written = writer->Write(response);
+    ticket.Busy(true);
+    if (!written) {
       g.Cancel();
-      return grpc::Status(grpc::StatusCode::CANCELLED, "the client stopped reading");
+      return grpc::Status(grpc::StatusCode::CANCELLED,
+                          ticket.reaped() ? "the client stopped reading for --stream-idle-seconds"
+                                          : "the client went away");
     }
   }
   return ToGrpc(g.status());

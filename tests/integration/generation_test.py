@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import server_process  # noqa: E402
@@ -189,6 +190,27 @@ def cli_streams_keras_greedy_text(c):
     assert p.returncode == 1 and "INVALID_ARGUMENT" in p.stderr, (p.returncode, p.stderr)
 
 
+def generations_count_as_streams():
+    """A second server with --max-streams 1: a Generate past the bound is RESOURCE_EXHAUSTED
+    naming it; once the first ends, the next one runs."""
+    with server_process.running_server(SERVER, repo.name, extra=(
+            "--max-streams", "1", "--grpc-max-threads", "8")) as address:
+        c = Client(address, timeout=120)
+        want = EXPECTED["alice_lstm"]
+        first = c.generate("alice_lstm", want["prompt"], max_tokens=4000, temperature=1.0)
+        next(first)
+        refused(c, "alice_lstm", want["prompt"], "RESOURCE_EXHAUSTED", ["1"], max_tokens=3)
+        first.close()
+        for _ in range(100):  # the cancelled stream closes when its handler sees it
+            try:
+                got = tokens(list(c.generate("alice_lstm", want["prompt"], max_tokens=200)))
+                break
+            except RnnServeError as e:
+                assert e.code.name == "RESOURCE_EXHAUSTED", e
+                time.sleep(0.05)
+        assert got == want["greedy_ids"]
+
+
 CASES = [greedy_equals_keras, concurrent_generations_equal_keras, seeded_sampling_reproducible,
          first_step_frequencies_match_softmax, bad_requests_refused,
          stop_strings_and_ids_end_samples, cancelled_mid_stream_then_serves,
@@ -207,3 +229,6 @@ with server_process.running_server(SERVER, repo.name) as address:
             continue
         case(c)
         print(f"{case.__name__}: ok", flush=True)
+if not only or "generations_count_as_streams" in only:
+    generations_count_as_streams()
+    print("generations_count_as_streams: ok", flush=True)
