@@ -68,21 +68,34 @@ grpc::Status RnnServeService::Generate(grpc::ServerContext* context,
       }
       continue;
     }
+    // One message carries every step ready by now: a client that reads slower than the model
+    // steps gets fewer, larger messages.
     v1::GenerateResponse response;
     response.mutable_model_spec()->set_name(g.model()->name());
     response.mutable_model_spec()->set_version(g.model()->version());
-    for (generation::Token& t : event.tokens) {
-      v1::GeneratedToken* out = response.add_tokens();
-      out->set_sample(t.sample);
-      out->set_id(t.id);
-      out->set_text(std::move(t.text));
-    }
-    for (const generation::Finish& f : event.finished) {
-      v1::GenerateFinish* out = response.add_finished();
-      out->set_sample(f.sample);
-      out->set_reason(Encode(f.reason));
-      out->set_tokens(f.tokens);
-    }
+    bool ended = false;
+    do {
+      for (generation::Token& t : event.tokens) {
+        v1::GeneratedToken* out = response.add_tokens();
+        out->set_sample(t.sample);
+        out->set_id(t.id);
+        out->set_text(std::move(t.text));
+      }
+      for (const generation::Finish& f : event.finished) {
+        v1::GenerateFinish* out = response.add_finished();
+        out->set_sample(f.sample);
+        out->set_reason(Encode(f.reason));
+        out->set_tokens(f.tokens);
+      }
+      // Messages stay far below gRPC's default 4 MiB receive limit.
+      constexpr int kMostTokensPerMessage = 4096;
+      if (response.tokens_size() >= kMostTokensPerMessage) break;
+      const generation::Generation::Wait more = g.Next(&event, absl::ZeroDuration());
+      if (more != generation::Generation::Wait::kEvent) {
+        ended = more == generation::Generation::Wait::kEnd;
+        break;
+      }
+    } while (true);
     ticket.Busy(false);
     const bool written = writer->Write(response);
     ticket.Busy(true);
@@ -92,6 +105,7 @@ grpc::Status RnnServeService::Generate(grpc::ServerContext* context,
                           ticket.reaped() ? "the client stopped reading for --stream-idle-seconds"
                                           : "the client went away");
     }
+    if (ended) break;
   }
   return ToGrpc(g.status());
 }
