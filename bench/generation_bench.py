@@ -14,6 +14,8 @@ Each generation: the prompt "Alice was " (10 characters), then --tokens greedy t
 Predict loop sends ids [1, 10 + t] at step t and takes the argmax of the last step's output.
 For each concurrency C in --concurrency, C generations run at once, --rounds times back to back
 for each mode; the modes alternate round by round. tokens/s = generated tokens / wall time.
+For context, a third number: Generate calls of n=64 samples each (C / 64 calls, or one of
+n=C), the same steps without C streams' per-message cost.
 Both give the same tokens (checked).
 
   python3 bench/generation_bench.py --rnnserve build/release/server/rnnserve \\
@@ -74,6 +76,17 @@ async def generate_one(pb, stub, prompt_ids, tokens):
     return out
 
 
+async def generate_n(pb, stub, prompt_ids, tokens, n):
+    """One call of n samples (greedy: n copies of the same tokens)."""
+    req = pb.GenerateRequest(model_spec=pb.ModelSpec(name="alice_lstm"), prompt_ids=prompt_ids,
+                             max_tokens=tokens, n=n)
+    out = [[] for _ in range(n)]
+    async for resp in stub.Generate(req):
+        for t in resp.tokens:
+            out[t.sample].append(t.id)
+    return out
+
+
 async def predict_loop_one(pb, stub, prompt_ids, tokens):
     ctx = list(prompt_ids)
     out = []
@@ -117,16 +130,23 @@ async def bench(address, args):
     assert a == b, (a, b)
     rows = []
     for c in args.concurrency:
-        times = {"generate": 0.0, "predict_loop": 0.0}
+        times = {"generate": 0.0, "predict_loop": 0.0, "generate_n": 0.0}
         for _ in range(args.rounds):
             for mode, fn in (("generate", generate_one), ("predict_loop", predict_loop_one)):
                 dt, results = await run_round(fn, pb, stub, prompt_ids, args.tokens, c)
                 assert all(r == a for r in results), mode
                 times[mode] += dt
+            start = time.perf_counter()
+            calls = await asyncio.gather(*[  # n is at most 64 a call
+                generate_n(pb, stub, prompt_ids, args.tokens, min(64, c - i))
+                for i in range(0, c, 64)])
+            times["generate_n"] += time.perf_counter() - start
+            assert all(r == a for call in calls for r in call), "generate_n"
         tokens = c * args.tokens * args.rounds
         row = {"concurrency": c, "tokens": tokens,
                "generate_tokens_per_s": tokens / times["generate"],
-               "predict_loop_tokens_per_s": tokens / times["predict_loop"]}
+               "predict_loop_tokens_per_s": tokens / times["predict_loop"],
+               "generate_one_call_n_tokens_per_s": tokens / times["generate_n"]}
         row["ratio"] = row["generate_tokens_per_s"] / row["predict_loop_tokens_per_s"]
         print(json.dumps(row), flush=True)
         rows.append(row)

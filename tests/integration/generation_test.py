@@ -64,6 +64,26 @@ def greedy_equals_keras(c):
             assert finish(events) == {"sample": 0, "finish": "LENGTH", "tokens": 200}, events[-1]
 
 
+def every_scheduler_gives_keras_greedy(c):
+    # The generator's engine calls go through the model's scheduler: request-level and
+    # step-level batching carry the states as the direct one does.
+    want = EXPECTED["alice_lstm"]
+    for model in ("alice_lstm_dynamic", "alice_lstm_cellular"):
+        scheduler = c.metadata(model).scheduler
+        assert scheduler == model.rsplit("_", 1)[1], (model, scheduler)
+        results = {}
+
+        def run(i, model=model):
+            results[i] = tokens(list(c.generate(model, want["prompt"], max_tokens=200)))
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for i in range(3):
+            assert results.get(i) == want["greedy_ids"], (model, i)
+
+
 def concurrent_generations_equal_keras(c):
     # Side by side the generations share each step's engine call; each still gets its own loop.
     results, errors = {}, []
@@ -211,7 +231,8 @@ def generations_count_as_streams():
         assert got == want["greedy_ids"]
 
 
-CASES = [greedy_equals_keras, concurrent_generations_equal_keras, seeded_sampling_reproducible,
+CASES = [greedy_equals_keras, concurrent_generations_equal_keras,
+         every_scheduler_gives_keras_greedy, seeded_sampling_reproducible,
          first_step_frequencies_match_softmax, bad_requests_refused,
          stop_strings_and_ids_end_samples, cancelled_mid_stream_then_serves,
          cli_streams_keras_greedy_text]
@@ -220,6 +241,14 @@ repo = tempfile.TemporaryDirectory(prefix="generation_repo_")
 shutil.copytree(os.path.join(FIXTURES, "repo"), repo.name, dirs_exist_ok=True)
 shutil.copytree(os.path.join(ROOT, "models/examples/waveform_lstm"),
                 os.path.join(repo.name, "waveform_lstm"))
+for suffix, batching in (("dynamic", "dynamic_batching {}"),
+                         ("cellular", "cellular_batching { max_active_sequences: 8 }")):
+    d = os.path.join(repo.name, f"alice_lstm_{suffix}")
+    shutil.copytree(os.path.join(FIXTURES, "repo/alice_lstm"), d)
+    with open(os.path.join(d, "config.pbtxt")) as f:
+        text = f.read().replace('"alice_lstm"', f'"alice_lstm_{suffix}"')
+    with open(os.path.join(d, "config.pbtxt"), "w") as f:
+        f.write(text + batching + "\n")
 only = set(sys.argv[4:])
 with server_process.running_server(SERVER, repo.name) as address:
     ADDRESS = address
