@@ -3,7 +3,9 @@
 rnnserve_test(generation_sampler_test unit ${CMAKE_CURRENT_LIST_DIR}/generation_sampler_test.cc)
 target_link_libraries(generation_sampler_test PRIVATE rnnserve_server_lib
   nlohmann_json::nlohmann_json)
-rnnserve_test(generation_generator_test unit
+# Its */Gpu instances are labelled gpu (they skip without a GPU): the GPU engine's greedy tokens
+# and seeded samples against Keras's and the CPU engine's.
+rnnserve_engines_test(generation_generator_test unit
   ${CMAKE_CURRENT_LIST_DIR}/generation_generator_test.cc)
 target_link_libraries(generation_generator_test PRIVATE rnnserve_server_lib
   nlohmann_json::nlohmann_json)

@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <memory>
+#include <ostream>
 #include <sstream>
 #include <vector>
 
@@ -15,10 +16,20 @@
 #include "server/generation/generator.h"
 #include "server/model_config.h"
 #include "server/servable.h"
+#include "tests/gpu/gpu_test_util.h"
 #include "tests/support/fixtures.h"
+
+namespace rnnserve::engine {
+// Names the parameter in test listings (ctest -N) instead of its bytes.
+void PrintTo(EngineKind kind, std::ostream* os) {
+  *os << (kind == EngineKind::kCuda ? "cuda" : "cpu");
+}
+}  // namespace rnnserve::engine
 
 namespace rnnserve::server::generation {
 namespace {
+
+using testing::NoGpuReason;  // for RNNSERVE_SKIP_WITHOUT_GPU
 
 nlohmann::json Expected(const std::string& model) {
   std::ifstream in(testing::SourcePath("tests/fixtures/generation/expected.json"));
@@ -27,16 +38,21 @@ nlohmann::json Expected(const std::string& model) {
   return nlohmann::json::parse(text.str())[model];
 }
 
-std::shared_ptr<const Servable> Load(const std::string& dir) {
+std::shared_ptr<const Servable> Load(const std::string& dir,
+                                     engine::EngineKind kind = engine::EngineKind::kCpu) {
   auto config = ReadModelConfig(dir);
   EXPECT_TRUE(config.ok()) << config.status();
+  if (kind == engine::EngineKind::kCuda) {
+    config->mutable_instance_group(0)->set_kind(v1::ModelInstanceGroup::KIND_GPU);
+  }
   auto servable = Servable::Load(dir, 1, *config);
   EXPECT_TRUE(servable.ok()) << servable.status();
   return ShareServable(*std::move(servable));
 }
 
-std::shared_ptr<const Servable> LoadFixture(const std::string& model) {
-  return Load(testing::SourcePath("tests/fixtures/generation/repo/" + model));
+std::shared_ptr<const Servable> LoadFixture(const std::string& model,
+                                            engine::EngineKind kind = engine::EngineKind::kCpu) {
+  return Load(testing::SourcePath("tests/fixtures/generation/repo/" + model), kind);
 }
 
 struct Result {
@@ -66,48 +82,72 @@ GenerateParams Greedy(const nlohmann::json& want, int64_t tokens) {
   return p;
 }
 
-class GeneratorTest : public ::testing::TestWithParam<const char*> {};
+// On each engine (the */Gpu instances are labelled gpu and skip without one).
+class GeneratorTest : public ::testing::TestWithParam<engine::EngineKind> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == engine::EngineKind::kCuda) RNNSERVE_SKIP_WITHOUT_GPU();
+  }
+};
 
 TEST_P(GeneratorTest, GreedyEqualsKerasGreedyLoopFor200Tokens) {
-  auto model = LoadFixture(GetParam());
-  const nlohmann::json want = Expected(GetParam());
-  auto generator = Generator::Create({});
-  ASSERT_TRUE(generator.ok());
-  // Four at once (one step's engine call carries all four rows), then one alone.
-  std::vector<std::shared_ptr<Generation>> gens;
-  for (int i = 0; i < 4; ++i) {
-    auto g = (*generator)->Start(model, Greedy(want, 200), absl::InfiniteFuture());
-    ASSERT_TRUE(g.ok()) << g.status();
-    gens.push_back(*g);
-  }
-  const std::vector<int64_t> keras = want["greedy_ids"].get<std::vector<int64_t>>();
-  for (auto& g : gens) {
-    const Result r = Drain(*g);
-    ASSERT_TRUE(r.status.ok()) << r.status;
-    ASSERT_EQ(r.ids.size(), 1u);
-    EXPECT_EQ(r.ids[0], keras);
-    EXPECT_EQ(r.finished, std::vector<FinishReason>{FinishReason::kLength});
+  for (const char* name : {"alice_lstm", "alice_window"}) {
+    SCOPED_TRACE(name);
+    auto model = LoadFixture(name, GetParam());
+    ASSERT_NE(model, nullptr);
+    const nlohmann::json want = Expected(name);
+    auto generator = Generator::Create({});
+    ASSERT_TRUE(generator.ok());
+    // Four at once: one step's engine call carries all four rows.
+    std::vector<std::shared_ptr<Generation>> gens;
+    for (int i = 0; i < 4; ++i) {
+      auto g = (*generator)->Start(model, Greedy(want, 200), absl::InfiniteFuture());
+      ASSERT_TRUE(g.ok()) << g.status();
+      gens.push_back(*g);
+    }
+    const std::vector<int64_t> keras = want["greedy_ids"].get<std::vector<int64_t>>();
+    for (auto& g : gens) {
+      const Result r = Drain(*g);
+      ASSERT_TRUE(r.status.ok()) << r.status;
+      ASSERT_EQ(r.ids.size(), 1u);
+      EXPECT_EQ(r.ids[0], keras);
+      EXPECT_EQ(r.finished, std::vector<FinishReason>{FinishReason::kLength});
+    }
   }
 }
 
-TEST_P(GeneratorTest, SeededSamplesRepeat) {
-  auto model = LoadFixture(GetParam());
-  auto generator = Generator::Create({});
-  ASSERT_TRUE(generator.ok());
-  GenerateParams p = Greedy(Expected(GetParam()), 40);
-  p.sampler = {.temperature = 1.0, .top_k = 0, .top_p = 0.9};
-  p.seed = 1234;
-  p.n = 4;
-  auto a = (*generator)->Start(model, p, absl::InfiniteFuture());
-  auto b = (*generator)->Start(model, p, absl::InfiniteFuture());
-  ASSERT_TRUE(a.ok() && b.ok());
-  const Result ra = Drain(**a), rb = Drain(**b);
-  ASSERT_EQ(ra.ids.size(), 4u);
-  EXPECT_EQ(ra.ids, rb.ids);
-  EXPECT_NE(ra.ids[0], ra.ids[1]);
+// The same seed gives the same tokens on every engine: the CPU's here, the GPU's in the */Gpu
+// instance, compared with the CPU engine's in the same process.
+TEST_P(GeneratorTest, SeededSamplesRepeatAndMatchTheCpuEngine) {
+  for (const char* name : {"alice_lstm", "alice_window"}) {
+    SCOPED_TRACE(name);
+    auto model = LoadFixture(name, GetParam());
+    auto cpu = LoadFixture(name, engine::EngineKind::kCpu);
+    ASSERT_TRUE(model != nullptr && cpu != nullptr);
+    auto generator = Generator::Create({});
+    ASSERT_TRUE(generator.ok());
+    GenerateParams p = Greedy(Expected(name), 40);
+    p.sampler = {.temperature = 1.0, .top_k = 0, .top_p = 0.9};
+    p.seed = 1234;
+    p.n = 4;
+    auto a = (*generator)->Start(model, p, absl::InfiniteFuture());
+    auto b = (*generator)->Start(model, p, absl::InfiniteFuture());
+    auto c = (*generator)->Start(cpu, p, absl::InfiniteFuture());
+    ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+    const Result ra = Drain(**a), rb = Drain(**b), rc = Drain(**c);
+    ASSERT_EQ(ra.ids.size(), 4u);
+    EXPECT_EQ(ra.ids, rb.ids);
+    EXPECT_EQ(ra.ids, rc.ids);
+    EXPECT_NE(ra.ids[0], ra.ids[1]);
+  }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, GeneratorTest, ::testing::Values("alice_lstm", "alice_window"));
+INSTANTIATE_TEST_SUITE_P(Engines, GeneratorTest,
+                         ::testing::Values(engine::EngineKind::kCpu, engine::EngineKind::kCuda),
+                         [](const ::testing::TestParamInfo<engine::EngineKind>& info) {
+                           return std::string(info.param == engine::EngineKind::kCuda ? "Gpu"
+                                                                                      : "Cpu");
+                         });
 
 TEST(GeneratorRefuses, AModelThatIsNoLanguageModel) {
   auto model = Load(testing::SourcePath("models/examples/waveform_lstm"));
