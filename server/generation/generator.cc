@@ -187,15 +187,23 @@ void Generator::Loop() {
 void Generator::StepModel(const std::vector<std::shared_ptr<Generation>>& gens) {
   const Servable& model = *gens[0]->model_;
   const ModelKind& kind = gens[0]->kind_;
-  std::vector<Generation::Sample*> rows;
-  std::vector<Generation*> stepping;
+  // New generations of a stateful LM run their prompts first, together.
+  std::vector<Generation*> prompts;
   for (const auto& g : gens) {
     if (kind.kind == ModelKind::kStateful && !g->prompt_ran_) {
       g->prompt_ran_ = true;
-      if (auto s = ModelStep::RunPrompt(*g); !s.ok()) {
-        Finish(*g, s);
-        continue;
-      }
+      prompts.push_back(g.get());
+    }
+  }
+  std::vector<std::pair<Generation*, absl::Status>> failed;
+  ModelStep::RunPrompts(prompts, &failed);
+  for (auto& [g, s] : failed) Finish(*g, std::move(s));
+  std::vector<Generation::Sample*> rows;
+  std::vector<Generation*> stepping;
+  for (const auto& g : gens) {
+    if (std::any_of(failed.begin(), failed.end(),
+                    [&](const auto& f) { return f.first == g.get(); })) {
+      continue;
     }
     stepping.push_back(g.get());
     for (Generation::Sample& s : g->samples_) {

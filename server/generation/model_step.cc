@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "server/servable.h"
@@ -27,23 +29,57 @@ engine::Tensor RowOf(const engine::Tensor& t, int64_t r) {
 
 }  // namespace
 
-absl::Status ModelStep::RunPrompt(Generation& g) {
-  const std::vector<int64_t>& prompt = g.params_.prompt_ids;
-  const int64_t t = static_cast<int64_t>(prompt.size());
-  engine::Batch batch;
-  batch.inputs.push_back(IdsTensor(g.kind_, 1, t, prompt));
-  engine::StateMap states;
-  batch.final_states = &states;
-  std::vector<engine::Tensor> outputs;
-  if (auto s = g.model_->Run(std::move(batch), &outputs); !s.ok()) return s;
-  const engine::Tensor& out = outputs[0];  // [1, T, V]
-  const int64_t v = out.dim(2);
-  const float* last = out.f32() + (t - 1) * v;
-  for (Generation::Sample& sample : g.samples_) {
-    sample.states = states;
-    sample.row.assign(last, last + v);
+void ModelStep::RunPrompts(const std::vector<Generation*>& gens,
+                           std::vector<std::pair<Generation*, absl::Status>>* failed) {
+  if (gens.empty()) return;
+  const Servable& model = *gens[0]->model_;
+  const ModelKind& kind = gens[0]->kind_;
+  // Prompts of one length share engine calls of at most max_batch_size rows.
+  std::map<size_t, std::vector<Generation*>> by_length;
+  for (Generation* g : gens) by_length[g->params_.prompt_ids.size()].push_back(g);
+  for (const auto& [length, group] : by_length) {
+    const int64_t t = static_cast<int64_t>(length);
+    const int64_t n = static_cast<int64_t>(group.size());
+    const int64_t most = model.max_batch_size() > 0 ? model.max_batch_size() : n;
+    for (int64_t at = 0; at < n; at += most) {
+      const int64_t b = std::min(most, n - at);
+      std::vector<int64_t> ids;
+      ids.reserve(b * t);
+      for (int64_t r = 0; r < b; ++r) {
+        const std::vector<int64_t>& p = group[at + r]->params_.prompt_ids;
+        ids.insert(ids.end(), p.begin(), p.end());
+      }
+      engine::Batch batch;
+      batch.inputs.push_back(IdsTensor(kind, b, t, ids));
+      engine::StateMap states;
+      batch.final_states = &states;
+      std::vector<engine::Tensor> outputs;
+      absl::Status s = model.Run(std::move(batch), &outputs);
+      if (s.ok() && (outputs[0].rank() != 3 || outputs[0].dim(0) != b || outputs[0].dim(1) != t)) {
+        s = absl::InternalError(absl::StrCat("model ", model.name(), " answered a prompt of ", b,
+                                             "x", t, " with ",
+                                             engine::ShapeString(outputs[0].shape())));
+      }
+      for (int64_t r = 0; r < b; ++r) {
+        Generation& g = *group[at + r];
+        if (!s.ok()) {
+          failed->push_back({&g, s});
+          continue;
+        }
+        const engine::Tensor& out = outputs[0];  // [B, T, V]
+        const int64_t v = out.dim(2);
+        const float* last = out.f32() + ((r * t) + (t - 1)) * v;
+        engine::StateMap mine;
+        for (const auto& [layer, tensors] : states) {
+          for (const engine::Tensor& x : tensors) mine[layer].push_back(RowOf(x, r));
+        }
+        for (Generation::Sample& sample : g.samples_) {
+          sample.states = mine;
+          sample.row.assign(last, last + v);
+        }
+      }
+    }
   }
-  return absl::OkStatus();
 }
 
 absl::Status ModelStep::Step(const Servable& model, const ModelKind& kind,

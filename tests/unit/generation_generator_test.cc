@@ -98,7 +98,8 @@ TEST_P(GeneratorTest, GreedyEqualsKerasGreedyLoopFor200Tokens) {
     const nlohmann::json want = Expected(name);
     auto generator = Generator::Create({});
     ASSERT_TRUE(generator.ok());
-    // Four at once: one step's engine call carries all four rows.
+    // Four at once: their prompts run in one engine call, and each step's call carries all four
+    // rows.
     std::vector<std::shared_ptr<Generation>> gens;
     for (int i = 0; i < 4; ++i) {
       auto g = (*generator)->Start(model, Greedy(want, 200), absl::InfiniteFuture());
@@ -106,6 +107,14 @@ TEST_P(GeneratorTest, GreedyEqualsKerasGreedyLoopFor200Tokens) {
       gens.push_back(*g);
     }
     const std::vector<int64_t> keras = want["greedy_ids"].get<std::vector<int64_t>>();
+    // A longer prompt beside them (its prompt runs in a call of its own length): the prompt and
+    // Keras's first 5 tokens continue as Keras's loop did.
+    GenerateParams longer;
+    longer.prompt_ids = want["prompt_ids"].get<std::vector<int64_t>>();
+    longer.prompt_ids.insert(longer.prompt_ids.end(), keras.begin(), keras.begin() + 5);
+    longer.max_tokens = 195;
+    auto l = (*generator)->Start(model, longer, absl::InfiniteFuture());
+    ASSERT_TRUE(l.ok()) << l.status();
     for (auto& g : gens) {
       const Result r = Drain(*g);
       ASSERT_TRUE(r.status.ok()) << r.status;
@@ -113,6 +122,9 @@ TEST_P(GeneratorTest, GreedyEqualsKerasGreedyLoopFor200Tokens) {
       EXPECT_EQ(r.ids[0], keras);
       EXPECT_EQ(r.finished, std::vector<FinishReason>{FinishReason::kLength});
     }
+    const Result r = Drain(**l);
+    ASSERT_TRUE(r.status.ok()) << r.status;
+    EXPECT_EQ(r.ids.at(0), std::vector<int64_t>(keras.begin() + 5, keras.end()));
   }
 }
 
