@@ -8,8 +8,9 @@
 //   joins the running generations before the next step. The worker loops:
 //   - drop: a generation whose client went away (Generation::Cancel) or whose deadline passed
 //     leaves at once, before the next engine call, freeing its row;
-//   - compute: for each model, a stateful LM's new generation runs its prompt once (its own
-//     engine call; its states and last output are copied to its n samples); then one engine
+//   - compute: for each model, a stateful LM's new generations run their prompts once (those
+//     of one length in one engine call; each one's states and last output are copied to its n
+//     samples); then one engine
 //     call (split at the model's max_batch_size) advances every other live sample by one step
 //     from its last token, the recurrent states of all rows gathered into the batch and
 //     scattered back (host tensors, Batch::initial_states / final_states, `continues`). A
@@ -26,8 +27,9 @@
 //   the model's scheduler and instances like any request.
 //
 // LATENCY BOUND
-//   A new generation starts within one step of the running ones (plus its prompt's engine
-//   call); each token then costs one engine call over the model's live samples.
+//   A new generation starts within one step of the running ones (plus the engine call of the
+//   new prompts of its length); each token then costs one engine call over the model's live
+//   samples.
 //
 // WHEN NOT TO USE
 //   Models that are not language models (DetectKind refuses them).
