@@ -23,6 +23,8 @@ Command AddJsonCommand(CLI::App& app, const std::string& name, const std::string
 
 Command AddEvaluateCommand(CLI::App& app);
 Command AddStreamCommand(CLI::App& app);
+// Generate (cli_generate.cc): streams a language model's text to the terminal as it is sampled.
+Command AddGenerateCommand(CLI::App& app);
 Command AddLoadCommand(CLI::App& app);
 Command AddUnloadCommand(CLI::App& app);
 Command AddServerCommand(CLI::App& app);

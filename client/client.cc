@@ -225,6 +225,22 @@ absl::StatusOr<v1::EvaluateResponse> RnnServeClient::Evaluate(
   return resp;
 }
 
+absl::Status RnnServeClient::Generate(
+    const v1::GenerateRequest& request,
+    const std::function<bool(const v1::GenerateResponse&)>& on_step) {
+  auto ctx = Context();
+  auto reader = stub_->Generate(ctx.get(), request);
+  v1::GenerateResponse resp;
+  while (reader->Read(&resp)) {
+    if (!on_step(resp)) {
+      ctx->TryCancel();
+      (void)reader->Finish();
+      return absl::OkStatus();
+    }
+  }
+  return FromGrpc(reader->Finish());
+}
+
 absl::Status RnnServeClient::StreamSequences(
     const std::string& model, const NpyArray& input, int64_t chunk_steps,
     const std::vector<int32_t>& lengths, uint64_t first_id,

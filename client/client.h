@@ -84,6 +84,11 @@ class RnnServeClient {
       const std::function<void(int64_t sequence, int64_t end_step,
                                const v1::StreamPredictResponse&)>& on_chunk);
 
+  // Generate: calls on_step with each step's tokens and finishes as the server streams them;
+  // on_step returning false cancels the call (the status is then OK).
+  absl::Status Generate(const v1::GenerateRequest& request,
+                        const std::function<bool(const v1::GenerateResponse&)>& on_step);
+
   absl::StatusOr<v1::LoadModelResponse> Load(const std::string& model);
   absl::Status Unload(const std::string& model);
   absl::StatusOr<v1::ServerMetadataResponse> ServerMetadata();

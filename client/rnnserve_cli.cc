@@ -220,10 +220,11 @@ int Main(int argc, char** argv) {
   app.footer(
       "`rnnserve-cli COMMAND --help` lists a command's flags. To describe a model file "
       "without a server: rnnserve inspect FILE");
-  const std::vector<Command> commands = {
-      AddPredictCommand(app),  AddListCommand(app),   AddMetadataCommand(app),
-      AddEvaluateCommand(app), AddStreamCommand(app), AddLoadCommand(app),
-      AddUnloadCommand(app),   AddServerCommand(app), AddHealthCommand(app)};
+  const std::vector<Command> commands = {AddPredictCommand(app),  AddListCommand(app),
+                                         AddMetadataCommand(app), AddEvaluateCommand(app),
+                                         AddStreamCommand(app),   AddGenerateCommand(app),
+                                         AddLoadCommand(app),     AddUnloadCommand(app),
+                                         AddServerCommand(app),   AddHealthCommand(app)};
   if (argc == 2 && std::string_view(argv[1]) == "help") {  // `rnnserve-cli help`, as before
     std::fputs(app.help().c_str(), stdout);
     return 0;

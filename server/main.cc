@@ -313,6 +313,9 @@ int Main(int argc, char** argv) {
   RnnServeService service(
       repository->get(), sequences->store.get(),
       {.requests = server_limits->requests(), .streams = server_limits->streams.get()});
+  if (*exposer != nullptr) {
+    (*exposer)->RegisterCollectable(service.generation_metrics().registry());
+  }
   // Live and ready: one answer for gRPC health and KServe ServerLive/ServerReady.
   Readiness readiness(repository->get(), {.strict = flags.strict_readiness});
   // Health checking on the synchronous API (health_service.h says why not gRPC's default).

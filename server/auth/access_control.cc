@@ -24,6 +24,7 @@ constexpr std::array kAccessTable = {
     MethodAccess{"/rnnserve.v1.RnnServe/Evaluate", Access::kInference},
     MethodAccess{"/rnnserve.v1.RnnServe/EvaluateStream", Access::kInference},
     MethodAccess{"/rnnserve.v1.RnnServe/StreamPredict", Access::kInference},
+    MethodAccess{"/rnnserve.v1.RnnServe/Generate", Access::kInference},
     MethodAccess{"/rnnserve.v1.RnnServe/ModelMetadata", Access::kInference},
     MethodAccess{"/rnnserve.v1.RnnServe/ListModels", Access::kInference},
     MethodAccess{"/rnnserve.v1.RnnServe/ServerMetadata", Access::kInference},

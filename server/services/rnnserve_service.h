@@ -1,6 +1,7 @@
 #pragma once
 
-// The rnnserve.v1.RnnServe gRPC service: Predict, ModelMetadata, ListModels.
+// The rnnserve.v1.RnnServe gRPC service: Predict, StreamPredict, Generate, Evaluate, metadata
+// and model control.
 //
 // Predict is served on gRPC's callback API: the handler validates the request, queues it on
 // the model's scheduler and returns; the thread that finishes the batch builds the response
@@ -15,6 +16,8 @@
 #include "rnnserve/v1/rnnserve.grpc.pb.h"
 #include "server/auth/access_control.h"
 #include "server/core/state_store.h"
+#include "server/generation/generation_metrics.h"
+#include "server/generation/generator.h"
 #include "server/limits/admission.h"
 #include "server/limits/stream_limits.h"
 #include "server/model_repository.h"
@@ -34,7 +37,15 @@ class RnnServeService final
   // process's bounds on requests and streams (server/limits/).
   RnnServeService(ModelRepository* repository, core::StateStore* sequences,
                   RnnServeLimits limits = {})
-      : repository_(repository), sequences_(sequences), limits_(limits) {}
+      : repository_(repository),
+        sequences_(sequences),
+        limits_(limits),
+        generator_(*generation::Generator::Create({})) {
+    generator_->SetObserver(
+        [m = generation_metrics_.get()](const generation::GenerationStats& s) { m->Record(s); });
+  }
+  // Generate's metrics (generation_metrics.h), for the /metrics exposer.
+  const generation::GenerationMetrics& generation_metrics() const { return *generation_metrics_; }
 
   grpc::ServerUnaryReactor* Predict(grpc::CallbackServerContext* context,
                                     const v1::PredictRequest* request,
@@ -47,6 +58,9 @@ class RnnServeService final
   grpc::Status StreamPredict(grpc::ServerContext* context,
                              grpc::ServerReaderWriter<v1::StreamPredictResponse,
                                                       v1::StreamPredictRequest>* stream) override;
+  // Streams a language model's tokens as they are sampled (server/generation/generator.h).
+  grpc::Status Generate(grpc::ServerContext* context, const v1::GenerateRequest* request,
+                        grpc::ServerWriter<v1::GenerateResponse>* writer) override;
   grpc::Status ModelMetadata(grpc::ServerContext* context, const v1::ModelMetadataRequest* request,
                              v1::ModelMetadataResponse* response) override;
   grpc::Status ListModels(grpc::ServerContext* context, const v1::ListModelsRequest* request,
@@ -67,6 +81,10 @@ class RnnServeService final
   ModelRepository* const repository_;
   core::StateStore* const sequences_;
   const RnnServeLimits limits_;
+  const std::unique_ptr<generation::GenerationMetrics> generation_metrics_ =
+      std::make_unique<generation::GenerationMetrics>();
+  // Runs every Generate call's token loop (default bounds: generation::GeneratorOptions).
+  const std::unique_ptr<generation::Generator> generator_;
 };
 
 }  // namespace rnnserve::server

@@ -36,6 +36,13 @@ add_test(NAME PythonClient.PredictEvaluateStreamMatchKeras
 set_tests_properties(PythonClient.PredictEvaluateStreamMatchKeras PROPERTIES
   LABELS integration SKIP_RETURN_CODE 77 TIMEOUT 120)
 
+# Generate (server/generation/) with the Python client against the tf-keras fixtures.
+add_test(NAME Generation.MatchesKerasAndRefusesBadInput
+  COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/generation_test.py ${PROJECT_SOURCE_DIR}
+          $<TARGET_FILE:rnnserve> $<TARGET_FILE:rnnserve-cli>)
+set_tests_properties(Generation.MatchesKerasAndRefusesBadInput PROPERTIES
+  LABELS integration SKIP_RETURN_CODE 77 TIMEOUT 300)
+
 # The wheel built out of the checkout, in cached venvs at the stated floors and beside
 # tritonclient[grpc] (the venvs are made once from the package index, then reused).
 add_test(NAME PythonClient.WheelAtFloorsAndBesideTritonclient

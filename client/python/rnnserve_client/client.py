@@ -168,3 +168,32 @@ class Client:
                 code = next(c for c in grpc.StatusCode if c.value[0] == resp.error_code)
                 raise RnnServeError(code, resp.error_message)
             yield {n: _to_array(t) for n, t in resp.outputs.items()}
+
+    def generate(self, model, prompt, max_tokens=100, temperature=0.0, top_k=0, top_p=0.0,
+                 seed=0, stop=(), stop_ids=(), n=1, version=0, timeout=None):
+        """Generates with a recurrent language model (rnnserve.v1 Generate), yielding each token
+        as the server samples it: {"sample", "id", "text"}, then for each sample
+        {"sample", "finish": "LENGTH" | "STOP" | "CANCELLED", "tokens"}. `prompt`: text (the
+        model's vocab.json encodes it) or a list of token ids. temperature 0 is greedy; a seed
+        gives the same tokens every time. Closing the generator cancels the generation."""
+        req = pb.GenerateRequest(model_spec=pb.ModelSpec(name=model, version=version),
+                                 max_tokens=max_tokens, temperature=temperature, top_k=top_k,
+                                 top_p=top_p, seed=seed, stop_strings=list(stop),
+                                 stop_ids=list(stop_ids), n=n)
+        if isinstance(prompt, str):
+            req.prompt_text = prompt
+        else:
+            req.prompt_ids.extend(int(i) for i in prompt)
+        call = self._stub.Generate(req, timeout=timeout or self._timeout, metadata=self._metadata)
+        reasons = {v: k[len("FINISH_REASON_"):] for k, v in vars(pb).items()
+                   if k.startswith("FINISH_REASON_")}
+        try:
+            for resp in call:
+                for t in resp.tokens:
+                    yield {"sample": t.sample, "id": t.id, "text": t.text}
+                for f in resp.finished:
+                    yield {"sample": f.sample, "finish": reasons[f.reason], "tokens": f.tokens}
+        except grpc.RpcError as e:
+            raise RnnServeError(e.code(), e.details()) from None
+        finally:
+            call.cancel()
