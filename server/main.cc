@@ -90,13 +90,13 @@ int ParseCommandLine(int argc, char** argv, ServerFlags* flags) {
 }
 
 // The metrics endpoint on --metrics-port (null when it is 0).
-absl::StatusOr<std::unique_ptr<prometheus::Exposer>> StartMetrics(const ServerFlags& flags,
-                                                                  metrics::ServerMetrics& m) {
+absl::StatusOr<std::unique_ptr<metrics::Endpoint>> StartMetrics(const ServerFlags& flags,
+                                                                metrics::ServerMetrics& m) {
   if (flags.metrics_port == 0) return nullptr;
   auto e = metrics::StartEndpoint(m, {.host = flags.metrics_address, .port = flags.metrics_port});
   if (e.ok()) {
     LogInfo(absl::StrCat("metrics on http://", flags.metrics_address, ":",
-                         (*e)->GetListeningPorts().front(), "/metrics"));
+                         (*e)->port(), "/metrics"));
   }
   return e;
 }
