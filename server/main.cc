@@ -23,6 +23,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "server/auth/access_control.h"
 #include "server/auth/tls.h"
 #include "server/auth/token_auth.h"
@@ -95,8 +96,8 @@ absl::StatusOr<std::unique_ptr<metrics::Endpoint>> StartMetrics(const ServerFlag
   if (flags.metrics_port == 0) return nullptr;
   auto e = metrics::StartEndpoint(m, {.host = flags.metrics_address, .port = flags.metrics_port});
   if (e.ok()) {
-    LogInfo(absl::StrCat("metrics on http://", flags.metrics_address, ":",
-                         (*e)->port(), "/metrics"));
+    LogInfo(
+        absl::StrCat("metrics on http://", flags.metrics_address, ":", (*e)->port(), "/metrics"));
   }
   return e;
 }
@@ -237,6 +238,11 @@ int Main(int argc, char** argv) {
   if (!authorizer.ok()) {
     LogError(authorizer.status().message());
     return 2;
+  }
+  for (const std::string& w : (*authorizer)->warnings()) LogWarning(w);
+  for (const std::string& w : auth::TlsWarnings(
+           {.cert_file = flags.tls_cert, .client_ca_file = flags.tls_client_ca}, absl::Now())) {
+    LogWarning(w);
   }
   EnableModelFileCheck("/proc/self/exe", absl::Seconds(flags.model_check_seconds));
   // A request with invalid UTF-8 makes protobuf log a line; at most one per 10 s gets out.
