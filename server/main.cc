@@ -47,6 +47,7 @@
 #include "server/services/rnnserve_service.h"
 #include "server/services/tfserving/rest_routes.h"
 #include "server/services/tfserving/tfserving_service.h"
+#include "server/services/unparsed_request.h"
 #include "server/store/redis_store.h"
 #include "server/store/store_metrics.h"
 
@@ -362,6 +363,8 @@ int Main(int argc, char** argv) {
       interceptors.begin(),
       auth::NewAccessInterceptor(
           {.authorizer = authorizer->get(), .remote_model_control = flags.remote_model_control}));
+  // Before the others: a request that does not parse is answered INVALID_ARGUMENT, and counted so.
+  interceptors.insert(interceptors.begin(), NewUnparsedRequestInterceptor());
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || bound_port == 0) {
