@@ -155,6 +155,17 @@ TEST(KServeRestCodecTest, BinarySizesThatDoNotAddUpToTheBodyAreRefused) {
   EXPECT_EQ(Parse(header).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// A shape of 2^40 elements with one value: the count is refused, and nothing the size of the
+// shape is allocated (the codec reserved 4 TiB for it and the call failed INTERNAL).
+TEST(KServeRestCodecTest, HugeShapeWithFewValuesIsInvalidArgument) {
+  const absl::Status s = Parse(
+      R"({"inputs": [{"name": "x", "shape": [1099511627776], "datatype": "FP32", "data": [1]}]})");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("'data' holds 1 values; shape [1099511627776] needs 1099511627776"),
+            std::string::npos)
+      << s;
+}
+
 TEST(KServeRestCodecTest, HeaderLengthPastTheBodyIsRefused) {
   const std::string body = R"({"inputs": []})";
   const absl::Status s = Parse(body, body.size() + 1);
