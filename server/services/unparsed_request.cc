@@ -23,7 +23,9 @@ class UnparsedRequestInterceptor final : public grpc::experimental::Interceptor 
     if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS) && unparsed_ &&
         !parsed_) {
       const grpc::Status status = methods->GetSendStatus();
-      if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED &&
+      // The callback API answers UNIMPLEMENTED, the synchronous one INTERNAL; both say nothing.
+      if ((status.error_code() == grpc::StatusCode::UNIMPLEMENTED ||
+           status.error_code() == grpc::StatusCode::INTERNAL) &&
           status.error_message().empty()) {
         methods->ModifySendStatus(
             grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,

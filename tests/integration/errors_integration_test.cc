@@ -348,6 +348,9 @@ std::map<std::string, std::function<grpc::Status(Stub*)>> Cases() {
   c["E41"] = [](Stub*) {
     return RawCall("/inference.GRPCInferenceService/ModelInfer", "\x0f\xff\xfe garbage");
   };
+  c["E42"] = [](Stub*) {
+    return RawCall("/tensorflow.serving.PredictionService/Predict", "\x0f\xff\xfe garbage");
+  };
   c["E34"] = [](Stub* s) {
     grpc::ClientContext ctx;
     v1::ModelMetadataRequest r;
