@@ -181,6 +181,7 @@ class ScrapeServerImpl final : public ScrapeServer {
     Connection& c = *it;
     if (!c.answering) {
       char buf[4096];
+      bool sent_all = false;  // the peer shut its side: no more bytes will come
       for (;;) {
         const size_t room = static_cast<size_t>(options_.max_header_bytes) + 4 - c.in.size();
         if (room == 0) break;
@@ -191,14 +192,21 @@ class ScrapeServerImpl final : public ScrapeServer {
         }
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-        Close(it);  // the peer closed or failed before its request arrived
-        return;
+        if (n < 0) {
+          Close(it);  // the connection failed
+          return;
+        }
+        sent_all = true;  // a request followed by shutdown(SHUT_WR) is still answered
+        break;
       }
       const size_t end = c.in.find("\r\n\r\n");
       const bool too_long = end == std::string::npos
                                 ? c.in.size() > static_cast<size_t>(options_.max_header_bytes)
                                 : end + 4 > static_cast<size_t>(options_.max_header_bytes);
-      if (end == std::string::npos && !too_long) return;  // more to come
+      if (end == std::string::npos && !too_long) {
+        if (sent_all) Close(it);  // it ended before its request did
+        return;                   // else more to come
+      }
       c.out = too_long ? Serialize(Plain(431, "request head too large"), false)
                        : Answer(absl::string_view(c.in).substr(0, end));
       c.in.clear();

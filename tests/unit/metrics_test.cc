@@ -487,6 +487,20 @@ TEST_F(EndpointTest, HeadHasTheHeadAndOtherMethodsAre405) {
       "HTTP/1.1 431"));
 }
 
+// A client that sends its request and then shuts its side (as `nc -N` does) is answered.
+TEST_F(EndpointTest, RequestFollowedByShutdownIsAnswered) {
+  const int fd = ConnectSilently(port_);
+  ASSERT_GE(fd, 0);
+  const std::string request = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+  send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+  shutdown(fd, SHUT_WR);
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = recv(fd, buf, sizeof(buf), 0)) > 0;) out.append(buf, static_cast<size_t>(n));
+  close(fd);
+  EXPECT_TRUE(absl::StartsWith(out, "HTTP/1.1 200 OK\r\n")) << out;
+}
+
 // With max_connections open and silent, one more connection closes the oldest, and a scrape
 // is answered.
 TEST(EndpointLimitsTest, OverTheConnectionCapTheOldestSilentConnectionIsClosed) {
