@@ -21,7 +21,7 @@ APT_BUILD=(
   build-essential cmake pkg-config ccache git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libeigen3-dev libhdf5-dev nlohmann-json3-dev libzip-dev libcli11-dev
-  libcpp-httplib-dev libssl-dev
+  libcpp-httplib-dev libssl-dev zlib1g-dev
   prometheus-cpp-dev libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libhiredis-dev
 )
 APT_TEST=(

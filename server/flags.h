@@ -66,7 +66,7 @@ struct ServerFlags {
   // callback API's ModelInfer and Predict); 0: three quarters of the cores, 2 to 16.
   int completion_threads = 0;
   // Each model file is first parsed in a child process that may take this long (0: off).
-  int model_check_seconds = 120;
+  int model_check_seconds = 30;
   // Bounded resources (docs/security.md "Bounded resources"); over a limit is
   // RESOURCE_EXHAUSTED naming it.
   int64_t max_inflight_bytes = int64_t{1} << 30;  // request bytes held at once, all requests

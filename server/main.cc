@@ -23,6 +23,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "server/auth/access_control.h"
 #include "server/auth/tls.h"
 #include "server/auth/token_auth.h"
@@ -46,6 +47,7 @@
 #include "server/services/rnnserve_service.h"
 #include "server/services/tfserving/rest_routes.h"
 #include "server/services/tfserving/tfserving_service.h"
+#include "server/services/unparsed_request.h"
 #include "server/store/redis_store.h"
 #include "server/store/store_metrics.h"
 
@@ -90,13 +92,13 @@ int ParseCommandLine(int argc, char** argv, ServerFlags* flags) {
 }
 
 // The metrics endpoint on --metrics-port (null when it is 0).
-absl::StatusOr<std::unique_ptr<prometheus::Exposer>> StartMetrics(const ServerFlags& flags,
-                                                                  metrics::ServerMetrics& m) {
+absl::StatusOr<std::unique_ptr<metrics::Endpoint>> StartMetrics(const ServerFlags& flags,
+                                                                metrics::ServerMetrics& m) {
   if (flags.metrics_port == 0) return nullptr;
   auto e = metrics::StartEndpoint(m, {.host = flags.metrics_address, .port = flags.metrics_port});
   if (e.ok()) {
-    LogInfo(absl::StrCat("metrics on http://", flags.metrics_address, ":",
-                         (*e)->GetListeningPorts().front(), "/metrics"));
+    LogInfo(
+        absl::StrCat("metrics on http://", flags.metrics_address, ":", (*e)->port(), "/metrics"));
   }
   return e;
 }
@@ -238,6 +240,11 @@ int Main(int argc, char** argv) {
     LogError(authorizer.status().message());
     return 2;
   }
+  for (const std::string& w : (*authorizer)->warnings()) LogWarning(w);
+  for (const std::string& w : auth::TlsWarnings(
+           {.cert_file = flags.tls_cert, .client_ca_file = flags.tls_client_ca}, absl::Now())) {
+    LogWarning(w);
+  }
   EnableModelFileCheck("/proc/self/exe", absl::Seconds(flags.model_check_seconds));
   // A request with invalid UTF-8 makes protobuf log a line; at most one per 10 s gets out.
   RouteProtobufLog();
@@ -359,6 +366,8 @@ int Main(int argc, char** argv) {
       interceptors.begin(),
       auth::NewAccessInterceptor(
           {.authorizer = authorizer->get(), .remote_model_control = flags.remote_model_control}));
+  // Before the others: a request that does not parse is answered INVALID_ARGUMENT, and counted so.
+  interceptors.insert(interceptors.begin(), NewUnparsedRequestInterceptor());
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || bound_port == 0) {

@@ -23,6 +23,9 @@ void EnableModelFileCheck(std::string binary, absl::Duration limit);
 
 // OK when the check is off, or the child finished (whatever it found); DEADLINE_EXCEEDED when
 // it ran past the limit (it is killed); INTERNAL when it died of a signal or could not start.
+// A check that passed is remembered: the next check of the same file with the same options,
+// unchanged (size, times, inode), passes at once without a child, once. Safe from any thread;
+// checks of different files run side by side.
 absl::Status CheckModelFile(const std::string& file, const models::LoadOptions& options);
 
 // From now on every check in progress is ended (its child killed) and every new one fails at

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 
 #include "server/client_text.h"
@@ -131,6 +132,10 @@ absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Create(
   if (!fs::is_directory(root, ec)) {
     return absl::NotFoundError(absl::StrCat("model repository ", root, " is not a directory"));
   }
+  if (options.load_threads <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("load_threads must be positive; was ", options.load_threads));
+  }
   return std::unique_ptr<ModelRepository>(new ModelRepository(root, options));
 }
 
@@ -142,13 +147,32 @@ absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Open(
 }
 
 void ModelRepository::LoadAll() {
-  for (const std::string& name : ModelDirs(root_, /*warn=*/true)) {
-    if (stop_.HasBeenNotified()) break;
-    LoadModel(name, /*retry_failed=*/false).IgnoreError();
-    Changed();
-  }
+  LoadEach(ModelDirs(root_, /*warn=*/true));
   if (!loaded_all_.HasBeenNotified()) loaded_all_.Notify();
   Changed();
+}
+
+void ModelRepository::LoadEach(const std::vector<std::string>& names) {
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next++) < names.size();) {
+      if (stop_.HasBeenNotified()) return;
+      LoadModel(names[i], /*retry_failed=*/false).IgnoreError();
+      Changed();
+    }
+  };
+  std::vector<std::thread> helpers;
+  const size_t threads = std::min<size_t>(options_.load_threads, names.size());
+  for (size_t t = 1; t < threads; ++t) helpers.emplace_back(work);
+  work();
+  for (std::thread& t : helpers) t.join();
+}
+
+std::shared_ptr<absl::Mutex> ModelRepository::ModelLock(const std::string& name) {
+  absl::MutexLock lock(&locks_mu_);
+  std::shared_ptr<absl::Mutex>& m = model_locks_[name];
+  if (m == nullptr) m = std::make_shared<absl::Mutex>();
+  return m;
 }
 
 int ModelRepository::Subscribe(std::function<void()> on_change) {
@@ -235,7 +259,8 @@ absl::StatusOr<ModelState> ModelRepository::Load(const std::string& name) {
 
 absl::StatusOr<ModelState> ModelRepository::LoadModel(const std::string& name, bool retry_failed) {
   if (auto s = ValidateModelName(name); !s.ok()) return s;
-  absl::MutexLock serial(&load_mu_);
+  const std::shared_ptr<absl::Mutex> model_lock = ModelLock(name);
+  absl::MutexLock serial(model_lock.get());
   const fs::path dir = fs::path(root_) / name;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
@@ -292,8 +317,15 @@ absl::StatusOr<ModelState> ModelRepository::LoadModel(const std::string& name, b
       }
       tried = true;
       const absl::Time start = absl::Now();
-      // A version that loads reports itself to the metrics (ServableOptions::metrics).
-      auto servable = Servable::Load(dir.string(), v, *config, options_.servable);
+      // The file check first, beside other models' loads; then the build, in turn. A version
+      // that loads reports itself to the metrics (ServableOptions::metrics).
+      absl::StatusOr<std::unique_ptr<Servable>> servable = absl::UnknownError("not loaded");
+      if (absl::Status checked = Servable::CheckFile(dir.string(), v, *config); !checked.ok()) {
+        servable = checked;
+      } else {
+        absl::MutexLock build(&build_mu_);
+        servable = Servable::Load(dir.string(), v, *config, options_.servable);
+      }
       if (!servable.ok()) {
         next.reason = RelativePath(servable.status().message());
         next.failed[v] = version.fingerprint;
@@ -354,7 +386,8 @@ absl::Status ModelRepository::Unload(const std::string& name) {
 
 absl::Status ModelRepository::UnloadModel(const std::string& name) {
   if (auto s = ValidateModelName(name); !s.ok()) return s;
-  absl::MutexLock serial(&load_mu_);
+  const std::shared_ptr<absl::Mutex> model_lock = ModelLock(name);
+  absl::MutexLock serial(model_lock.get());
   absl::MutexLock lock(&mu_);
   auto it = models_.find(name);
   if (it == models_.end()) {
@@ -382,11 +415,7 @@ void ModelRepository::Poll() {
   }
   for (const std::string& name : gone) Unload(name).IgnoreError();
   // Load() keeps unchanged versions, so this reloads only what changed on disk.
-  for (const std::string& name : present) {
-    if (stop_.HasBeenNotified()) return;
-    LoadModel(name, /*retry_failed=*/false).IgnoreError();
-    Changed();
-  }
+  LoadEach(present);
 }
 
 void ModelRepository::StartPolling(int seconds) {

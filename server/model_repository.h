@@ -66,6 +66,9 @@ struct RepositoryOptions {
   ServableOptions servable;
   // Serve model files and directories that resolve outside the root (symlinks followed).
   bool allow_outside_root = false;
+  // Models LoadAll() and Poll() load side by side (their file checks overlap; the builds take
+  // turns); must be positive. As Triton's --model-load-thread-count (4).
+  int load_threads = 4;
 };
 
 class ModelRepository {
@@ -78,7 +81,7 @@ class ModelRepository {
       const std::string& root, const RepositoryOptions& options = {});
   ~ModelRepository();
 
-  // Loads every model of the root, one after another; returns early once Stop() is called.
+  // Loads every model of the root, load_threads at a time; returns early once Stop() is called.
   // loaded_all() is true afterwards, also when models failed.
   void LoadAll();
   bool loaded_all() const { return loaded_all_.HasBeenNotified(); }
@@ -133,9 +136,14 @@ class ModelRepository {
   // Load(); with retry_failed false (polls), what failed before and did not change is not
   // tried again.
   absl::StatusOr<ModelState> LoadModel(const std::string& name, bool retry_failed)
-      ABSL_LOCKS_EXCLUDED(load_mu_, mu_);
+      ABSL_LOCKS_EXCLUDED(build_mu_, mu_);
+  // LoadModel(name, retry_failed false) and a notification for each of `names`, load_threads
+  // at a time; returns early once Stop() is called.
+  void LoadEach(const std::vector<std::string>& names);
+  // The lock that serialises the loads and unloads of `name`.
+  std::shared_ptr<absl::Mutex> ModelLock(const std::string& name) ABSL_LOCKS_EXCLUDED(locks_mu_);
   // Unload() without the notification.
-  absl::Status UnloadModel(const std::string& name) ABSL_LOCKS_EXCLUDED(load_mu_, mu_);
+  absl::Status UnloadModel(const std::string& name) ABSL_LOCKS_EXCLUDED(mu_);
   // OK when every path of the model's selected files stays inside the root (or may leave it).
   absl::Status CheckConfined(const std::string& name, const std::vector<int64_t>& versions) const;
   // A model's load failure, logged with a backoff (repeats of one reason are spaced out).
@@ -152,7 +160,12 @@ class ModelRepository {
   const RepositoryOptions options_;
   absl::Notification loaded_all_;
   RepeatLimiter failure_log_;
-  absl::Mutex load_mu_;  // serialises Load/Unload/Poll; never held with mu_ by readers
+  // A model's lock (ModelLock) serialises its Load/Unload; build_mu_ the in-process part of
+  // every version's load (Servable::Load after Servable::CheckFile). Taken in that order, and
+  // never held with mu_ by readers.
+  absl::Mutex locks_mu_;
+  std::map<std::string, std::shared_ptr<absl::Mutex>> model_locks_ ABSL_GUARDED_BY(locks_mu_);
+  absl::Mutex build_mu_;
   mutable absl::Mutex mu_;
   std::map<std::string, Entry> models_ ABSL_GUARDED_BY(mu_);
   absl::Notification stop_;

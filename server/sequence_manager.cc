@@ -14,6 +14,16 @@ absl::StatusOr<std::unique_ptr<SequenceManager>> SequenceManager::Create(Options
   return std::unique_ptr<SequenceManager>(new SequenceManager(std::move(options)));
 }
 
+namespace {
+
+absl::Status NotLive(const std::string& model, uint64_t id) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("sequence ", id, " of model '", model,
+                   "' is not live: its first chunk must set start (or it was idle too long)"));
+}
+
+}  // namespace
+
 absl::StatusOr<SequenceManager::Lease> SequenceManager::Acquire(
     const std::string& model, uint64_t id, bool start, std::shared_ptr<const Servable> servable,
     const Limits& limits, const Caller& caller) {
@@ -25,11 +35,11 @@ absl::StatusOr<SequenceManager::Lease> SequenceManager::Acquire(
   const auto key = std::make_pair(model, id);
   auto it = sequences_.find(key);
   if (it != sequences_.end() && it->second.owner != caller.owner) {
-    // Said the same way whether or not a chunk is in flight: nothing about another owner's
-    // sequence leaks.
-    return absl::PermissionDeniedError(
-        absl::StrCat("sequence ", id, " of model '", model,
-                     "' belongs to another stream or client; use an id of your own"));
+    // Another owner's sequence: a chunk is told what it would be told of an id that is not
+    // live, whether or not a chunk is in flight; a start only that the id is in use, not whose.
+    if (!start) return NotLive(model, id);
+    return absl::AlreadyExistsError(
+        absl::StrCat("sequence ", id, " of model '", model, "' is in use; start another id"));
   }
   if (it != sequences_.end() && it->second.busy) {
     return absl::AbortedError(
@@ -63,9 +73,7 @@ absl::StatusOr<SequenceManager::Lease> SequenceManager::Acquire(
     it->second.owner = caller.owner;
     it->second.client = caller.client;
   } else if (it == sequences_.end()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("sequence ", id, " of model '", model,
-                     "' is not live: its first chunk must set start (or it was idle too long)"));
+    return NotLive(model, id);
   }
   it->second.busy = true;
   it->second.last_used = options_.now();

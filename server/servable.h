@@ -101,6 +101,12 @@ class Servable : public std::enable_shared_from_this<Servable> {
                                                         int64_t version,
                                                         const v1::ModelConfig& config,
                                                         const ServableOptions& options = {});
+  // The model file check (server/model_check.h) Load() starts with, alone: finds the version's
+  // file and parses it in a child process. The repository runs it before Load() and outside the
+  // lock that serialises builds, so a file that hangs the check holds back only its own model;
+  // Load() then finds the file checked (a passed check is remembered until the file changes).
+  static absl::Status CheckFile(const std::string& model_dir, int64_t version,
+                                const v1::ModelConfig& config);
   // Load() for a model already in IR (no file: source_file() is "<name> (in memory)", no
   // training config). The same checks, probes and batcher as Load().
   static absl::StatusOr<std::unique_ptr<Servable>> FromModel(engine::Model model, int64_t version,

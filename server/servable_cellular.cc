@@ -1,6 +1,8 @@
 // Servable's step-level (cellular) batching: whether the model can run that way, what a chunk
 // needs to know about it, and starting the scheduler (server/batching/cellular_scheduler.h).
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "server/log.h"
 #include "server/model_probe.h"
@@ -136,7 +138,10 @@ absl::Status Servable::StartCellular() {
   if (!scheduler.ok()) return scheduler.status();
   cellular_ = scheduler->get();
   cellular_->SetObserver([this](const batching::ChunkStats& stats) {
-    recorder_.ObserveChunk(stats, cellular_->active());
+    // The observer runs before the chunk's finished (or, on an error, all its) sequences give
+    // their slots back: those are not in use any more, and an idle model reads 0.
+    const int64_t leaving = stats.status.ok() ? stats.finished : stats.active;
+    recorder_.ObserveChunk(stats, std::max<int64_t>(0, cellular_->active() - leaving));
   });
   scheduler_ = *std::move(scheduler);
   LogInfo(absl::StrCat("model ", name(), " v", version_, ": cellular batching, ",

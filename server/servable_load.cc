@@ -95,7 +95,24 @@ engine::DType FromConfigType(v1::DataType t) {
                                                       : engine::DType::kFloat32;
 }
 
+// How Load() parses the file of a model in `model_dir` described by `config`.
+models::LoadOptions FileLoadOptions(const std::string& model_dir, const v1::ModelConfig& config) {
+  models::LoadOptions load;
+  load.format = config.platform();
+  if (!config.architecture_file().empty()) {
+    load.architecture_json_path = (fs::path(model_dir) / config.architecture_file()).string();
+  }
+  return load;
+}
+
 }  // namespace
+
+absl::Status Servable::CheckFile(const std::string& model_dir, int64_t version,
+                                 const v1::ModelConfig& config) {
+  auto file = FindModelFile(fs::path(model_dir) / std::to_string(version), config);
+  if (!file.ok()) return file.status();
+  return CheckModelFile(*file, FileLoadOptions(model_dir, config));
+}
 
 absl::StatusOr<std::unique_ptr<Servable>> Servable::Load(const std::string& model_dir,
                                                          int64_t version,
@@ -107,11 +124,7 @@ absl::StatusOr<std::unique_ptr<Servable>> Servable::Load(const std::string& mode
   auto file = FindModelFile(version_dir, config);
   if (!file.ok()) return file.status();
   s->source_file_ = *file;
-  models::LoadOptions load;
-  load.format = config.platform();
-  if (!config.architecture_file().empty()) {
-    load.architecture_json_path = (fs::path(model_dir) / config.architecture_file()).string();
-  }
+  const models::LoadOptions load = FileLoadOptions(model_dir, config);
   // A file that hangs or crashes the parser fails here, in a child process, not in the server.
   if (auto st = CheckModelFile(*file, load); !st.ok()) return st;
   auto model = models::LoadModelFile(*file, load);

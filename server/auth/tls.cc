@@ -1,14 +1,18 @@
 #include "server/auth/tls.h"
 
 #include <openssl/bio.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
+#include <ctime>
 #include <fstream>
 #include <memory>
 #include <sstream>
+#include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace rnnserve::server::auth {
@@ -47,8 +51,19 @@ absl::Status CheckPem(const TlsOptions& options, const std::string& cert_pem,
     return absl::InvalidArgumentError(
         absl::StrCat("--tls-cert: ", options.cert_file, " holds no PEM certificate"));
   }
+  // OpenSSL asks for the pass phrase of an encrypted key on the terminal when given no
+  // callback: this one gives none, so such a key fails here with its own message.
+  const auto no_pass_phrase = [](char*, int, int, void*) -> int { return 0; };
   Bio bio = MemoryBio(key_pem);
-  const Key key(bio ? PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr) : nullptr);
+  const Key key(bio ? PEM_read_bio_PrivateKey(bio.get(), nullptr, no_pass_phrase, nullptr)
+                    : nullptr);
+  ERR_clear_error();
+  if (!key && absl::StrContains(key_pem, "ENCRYPTED")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--tls-key: ", options.key_file,
+        " is encrypted and rnnserve asks for no pass phrase; give it the key unencrypted "
+        "(openssl pkey -in ENCRYPTED.key -out KEY.key), readable by the server's user only"));
+  }
   if (!key) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--tls-key: ", options.key_file, " holds no PEM private key (or it is encrypted)"));
@@ -60,7 +75,40 @@ absl::Status CheckPem(const TlsOptions& options, const std::string& cert_pem,
   return absl::OkStatus();
 }
 
+// A warning when `pem`'s first certificate is outside its validity at `now`.
+std::string ValidityWarning(const std::string& pem, const std::string& flag,
+                            const std::string& path, absl::Time now) {
+  const Cert cert = FirstCertificate(pem);
+  ERR_clear_error();
+  if (!cert) return "";
+  const time_t t = absl::ToTimeT(now);
+  if (X509_cmp_time(X509_get0_notAfter(cert.get()), const_cast<time_t*>(&t)) < 0) {
+    return absl::StrCat(flag, ": the certificate in ", path,
+                        " has expired: clients that check it refuse the connection");
+  }
+  if (X509_cmp_time(X509_get0_notBefore(cert.get()), const_cast<time_t*>(&t)) > 0) {
+    return absl::StrCat(flag, ": the certificate in ", path,
+                        " is not valid yet: clients that check it refuse the connection");
+  }
+  return "";
+}
+
 }  // namespace
+
+std::vector<std::string> TlsWarnings(const TlsOptions& options, absl::Time now) {
+  std::vector<std::string> warnings;
+  for (const auto& [flag, path] :
+       {std::pair<std::string, std::string>{"--tls-cert", options.cert_file},
+        {"--tls-client-ca", options.client_ca_file}}) {
+    if (path.empty()) continue;
+    auto pem = ReadPemFile(path, flag);
+    if (!pem.ok()) continue;
+    if (std::string w = ValidityWarning(*pem, flag, path, now); !w.empty()) {
+      warnings.push_back(std::move(w));
+    }
+  }
+  return warnings;
+}
 
 absl::StatusOr<std::string> ReadPemFile(const std::string& path, const std::string& what) {
   std::ifstream in(path, std::ios::binary);

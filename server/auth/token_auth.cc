@@ -34,6 +34,18 @@ absl::StatusOr<std::vector<std::string>> ReadTokenFile(const std::string& path) 
   return tokens;
 }
 
+std::vector<std::string> ShortTokenWarnings(const std::vector<std::string>& tokens,
+                                            const std::string& flag) {
+  std::vector<std::string> warnings;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i].size() >= kMinTokenChars) continue;
+    warnings.push_back(absl::StrCat(flag, ": token ", i + 1, " of the file has ", tokens[i].size(),
+                                    " characters; a short token is guessed: use at least ",
+                                    kMinTokenChars, " (openssl rand -base64 32 makes one)"));
+  }
+  return warnings;
+}
+
 absl::StatusOr<std::unique_ptr<TokenAuthorizer>> TokenAuthorizer::Create(
     const TokenAuthOptions& options) {
   std::vector<std::string> inference, admin;
@@ -47,7 +59,13 @@ absl::StatusOr<std::unique_ptr<TokenAuthorizer>> TokenAuthorizer::Create(
     if (!t.ok()) return t.status();
     admin = *std::move(t);
   }
-  return std::make_unique<TokenAuthorizer>(std::move(inference), std::move(admin));
+  std::vector<std::string> warnings = ShortTokenWarnings(inference, "--auth-token-file");
+  for (std::string& w : ShortTokenWarnings(admin, "--admin-token-file")) {
+    warnings.push_back(std::move(w));
+  }
+  auto authorizer = std::make_unique<TokenAuthorizer>(std::move(inference), std::move(admin));
+  authorizer->warnings_ = std::move(warnings);
+  return authorizer;
 }
 
 TokenAuthorizer::TokenAuthorizer(const std::vector<std::string>& inference_tokens,

@@ -40,6 +40,13 @@ struct TokenAuthOptions {
 // The tokens of a file: INVALID_ARGUMENT when it cannot be read or holds none.
 absl::StatusOr<std::vector<std::string>> ReadTokenFile(const std::string& path);
 
+// Tokens shorter than this are accepted with a startup warning: a short token is guessed.
+inline constexpr size_t kMinTokenChars = 16;
+// A warning for each token of `tokens` (read from `flag`'s file) shorter than kMinTokenChars,
+// naming its line among the tokens and its length, never the token.
+std::vector<std::string> ShortTokenWarnings(const std::vector<std::string>& tokens,
+                                            const std::string& flag);
+
 class TokenAuthorizer {
  public:
   static absl::StatusOr<std::unique_ptr<TokenAuthorizer>> Create(const TokenAuthOptions& options);
@@ -57,6 +64,8 @@ class TokenAuthorizer {
   bool enabled() const { return !inference_.empty() || !admin_.empty(); }
   // Whether admin tokens are configured (--admin-token-file).
   bool has_admin_tokens() const { return !admin_.empty(); }
+  // What Create() found weak in the files (ShortTokenWarnings), for the startup log.
+  const std::vector<std::string>& warnings() const { return warnings_; }
 
  private:
   using Digest = std::array<unsigned char, 32>;  // SHA-256
@@ -67,6 +76,7 @@ class TokenAuthorizer {
 
   const std::vector<Digest> inference_;
   const std::vector<Digest> admin_;
+  std::vector<std::string> warnings_;  // set by Create()
 };
 
 }  // namespace rnnserve::server::auth

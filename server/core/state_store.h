@@ -11,9 +11,10 @@
 // CONTRACT
 //  - Acquire() takes the sequence for one chunk: its states (empty at a start: zeros), its
 //    position and the version it runs on. A start creates it (ALREADY_EXISTS when live); a
-//    chunk without start needs it live (INVALID_ARGUMENT); another owner's chunk is
-//    PERMISSION_DENIED; a second chunk while one holds it is ABORTED; over a bound,
-//    RESOURCE_EXHAUSTED naming it. Nothing changes when Acquire fails.
+//    chunk without start needs it live (INVALID_ARGUMENT); another owner's chunk is told the
+//    same as for an id that is not live (a live id does not show to other callers), another
+//    owner's start ALREADY_EXISTS ("is in use"); a second chunk while one holds it is ABORTED; over
+//    a bound, RESOURCE_EXHAUSTED naming it. Nothing changes when Acquire fails.
 //  - Release() ends the chunk: it puts the new states and adds the chunk's steps, or erases the
 //    sequence when the chunk ended it (`end`) or failed (`failed`). Every successful Acquire is
 //    followed by exactly one Release. A store that cannot keep the new states (a shared store

@@ -3,27 +3,23 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <pthread.h>
+#include <zlib.h>
 
 #include <cerrno>
-#include <exception>
+#include <chrono>
+#include <sstream>
+#include <utility>
 #include <vector>
 
-#include "CivetServer.h"
-#include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "prometheus/counter.h"
+#include "prometheus/registry.h"
+#include "prometheus/summary.h"
+#include "prometheus/text_serializer.h"
+#include "server/metrics/scrape_server.h"
 
 namespace rnnserve::server::metrics {
 namespace {
-
-// civetweb's messages while the exposer starts, for the error; set only on the starting thread.
-thread_local std::string* startup_messages = nullptr;
-
-int LogMessage(const mg_connection*, const char* message) {
-  if (startup_messages == nullptr) return 0;  // a worker's message: civetweb's default
-  if (!startup_messages->empty()) startup_messages->append("; ");
-  startup_messages->append(message);
-  return 1;
-}
 
 // Bytes of thread-local storage of every module loaded now: an upper bound of glibc's static
 // TLS block, which it places inside each new thread's stack.
@@ -44,62 +40,124 @@ size_t LoadedTlsBytes() {
   return total;
 }
 
+// `text` as a gzip member (RFC 1952); empty when zlib fails.
+std::string Gzip(const std::string& text) {
+  z_stream z{};
+  if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+    return "";
+  }
+  std::string out(deflateBound(&z, text.size()), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
+  z.avail_in = static_cast<uInt>(text.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  const bool done = deflate(&z, Z_FINISH) == Z_STREAM_END;
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return done ? out : "";
+}
+
+class MetricsEndpoint final : public Endpoint {
+ public:
+  explicit MetricsEndpoint(std::vector<std::shared_ptr<prometheus::Collectable>> collectables)
+      : collectables_(std::move(collectables)),
+        own_(std::make_shared<prometheus::Registry>()),
+        bytes_(prometheus::BuildCounter()
+                   .Name("exposer_transferred_bytes_total")
+                   .Help("Transferred bytes to metrics services")
+                   .Register(*own_)
+                   .Add({})),
+        scrapes_(prometheus::BuildCounter()
+                     .Name("exposer_scrapes_total")
+                     .Help("Number of times metrics were scraped")
+                     .Register(*own_)
+                     .Add({})),
+        latencies_(
+            prometheus::BuildSummary()
+                .Name("exposer_request_latencies")
+                .Help("Latencies of serving scrape requests, in microseconds")
+                .Register(*own_)
+                .Add({}, prometheus::Summary::Quantiles{{0.5, 0.05}, {0.9, 0.01}, {0.99, 0.001}})) {
+    absl::MutexLock lock(&mu_);
+    collectables_.insert(collectables_.begin(), own_);
+  }
+
+  absl::Status Start(const EndpointOptions& options) {
+    auto server = ScrapeServer::Start({.host = options.host,
+                                       .port = options.port,
+                                       .max_connections = options.max_connections,
+                                       .request_timeout_ms = options.request_timeout_ms},
+                                      [this](const ScrapeRequest& r) { return Answer(r); });
+    if (!server.ok()) return server.status();
+    server_ = std::move(*server);
+    return absl::OkStatus();
+  }
+
+  int port() const override { return server_->port(); }
+
+  void RegisterCollectable(std::shared_ptr<prometheus::Collectable> c) override {
+    absl::MutexLock lock(&mu_);
+    collectables_.push_back(std::move(c));
+  }
+
+ private:
+  // On the server's one thread.
+  ScrapeAnswer Answer(const ScrapeRequest& request) {
+    if (request.path != "/metrics") return {.status = 404, .body = "not found; try /metrics\n"};
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<std::shared_ptr<prometheus::Collectable>> collectables;
+    {
+      absl::MutexLock lock(&mu_);
+      collectables = collectables_;
+    }
+    std::vector<prometheus::MetricFamily> families;
+    for (const auto& c : collectables) {
+      auto f = c->Collect();
+      families.insert(families.end(), std::make_move_iterator(f.begin()),
+                      std::make_move_iterator(f.end()));
+    }
+    std::ostringstream text;
+    prometheus::TextSerializer().Serialize(text, families);
+    ScrapeAnswer answer{.body = std::move(text).str()};
+    if (request.gzip) {
+      if (std::string gz = Gzip(answer.body); !gz.empty()) {
+        answer.body = std::move(gz);
+        answer.content_encoding = "gzip";
+      }
+    }
+    bytes_.Increment(static_cast<double>(answer.body.size()));
+    scrapes_.Increment();
+    latencies_.Observe(static_cast<double>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                               std::chrono::steady_clock::now() - start)
+                                               .count()));
+    return answer;
+  }
+
+  absl::Mutex mu_;
+  // own_ first.
+  std::vector<std::shared_ptr<prometheus::Collectable>> collectables_ ABSL_GUARDED_BY(mu_);
+  const std::shared_ptr<prometheus::Registry> own_;  // the exposer_* families
+  prometheus::Counter& bytes_;
+  prometheus::Counter& scrapes_;
+  prometheus::Summary& latencies_;
+  std::unique_ptr<ScrapeServer> server_;  // last: stopped first
+};
+
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<prometheus::Exposer>> StartEndpoint(const ServerMetrics& metrics,
-                                                                   const EndpointOptions& options) {
-  if (options.port < 0 || options.port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("metrics port must be in [0, 65535]; was ", options.port));
-  }
-  if (options.threads <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("metrics threads must be positive; was ", options.threads));
-  }
-  if (options.request_timeout_ms <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "metrics request_timeout_ms must be positive; was ", options.request_timeout_ms));
-  }
-  if (options.host.empty() || absl::StrContains(options.host, ':') ||
-      absl::StrContains(options.host, ',')) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("metrics host must be an IPv4 address or a host name (the endpoint's "
-                     "civetweb has no IPv6); was '",
-                     options.host, "'"));
-  }
-  const std::string address = absl::StrCat(options.host, ":", options.port);
-  CivetCallbacks callbacks;
-  callbacks.log_message = LogMessage;
-  std::string messages;
-  startup_messages = &messages;
-  std::unique_ptr<prometheus::Exposer> exposer;
-  try {
-    exposer = std::make_unique<prometheus::Exposer>(
-        std::vector<std::string>{
-            "listening_ports",
-            address,
-            "num_threads",
-            std::to_string(options.threads),
-            "request_timeout_ms",
-            std::to_string(options.request_timeout_ms),
-        },
-        &callbacks);
-  } catch (const std::exception& e) {  // civetweb could not start (address in use, ...)
-    startup_messages = nullptr;
-    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", address, ": ",
-                                               messages.empty() ? e.what() : messages));
-  }
-  startup_messages = nullptr;
-  for (const auto& c : metrics.collectables()) exposer->RegisterCollectable(c);
-  return exposer;
+absl::StatusOr<std::unique_ptr<Endpoint>> StartEndpoint(const ServerMetrics& metrics,
+                                                        const EndpointOptions& options) {
+  auto endpoint = std::make_unique<MetricsEndpoint>(metrics.collectables());
+  if (absl::Status s = endpoint->Start(options); !s.ok()) return s;
+  return endpoint;
 }
 
 }  // namespace rnnserve::server::metrics
 
-// civetweb as Debian builds it (libcivetweb1 1.15) starts every thread with a fixed 100 KiB
-// stack (pthread_attr_setstacksize(102400)), and glibc carves the thread's static TLS out of
-// that stack: in the rnnserve binary with the CUDA engine (cuBLASLt alone brings 94 KiB of TLS)
-// pthread_create then fails with EINVAL and the exposer cannot start ("Cannot create threads").
+// A library that starts its threads with a small fixed stack (civetweb, which served /metrics
+// before scrape_server.h, asked for 100 KiB) loses it to glibc, which carves the thread's static
+// TLS out of that stack: in the rnnserve binary with the CUDA engine (cuBLASLt alone brings
+// 94 KiB of TLS) pthread_create then fails with EINVAL.
 // This definition in the executable takes the place of glibc's for every caller in the process
 // and grows a requested stack by the TLS it will hold, so the caller gets the usable stack it
 // asked for. (A caller giving its own memory uses pthread_attr_setstack, which is untouched.)

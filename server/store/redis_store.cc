@@ -54,11 +54,12 @@ absl::Status NotLive(const std::string& model, uint64_t id) {
       Named(model, id), " is not live: its first chunk must set start (or it was idle too long)"));
 }
 
-absl::Status OtherOwner(const std::string& model, uint64_t id) {
-  // Said the same way whether or not a chunk is in flight: nothing about another owner's
-  // sequence leaks.
-  return absl::PermissionDeniedError(absl::StrCat(
-      Named(model, id), " belongs to another stream or client; use an id of your own"));
+// Another owner's sequence: a chunk is told what it would be told of an id that is not live,
+// whether or not a chunk is in flight, so nothing shows that the id is live; a start is told
+// only that the id is in use (it cannot start it), not whose.
+absl::Status OtherOwner(const std::string& model, uint64_t id, bool start) {
+  if (!start) return NotLive(model, id);
+  return absl::AlreadyExistsError(absl::StrCat(Named(model, id), " is in use; start another id"));
 }
 
 bool IsInt(const RedisReply& r, int64_t v) {
@@ -97,7 +98,7 @@ absl::StatusOr<core::StateStore::Lease> RedisStore::Acquire(
     ExpireLocked();
     auto it = local_.find(key);
     if (it != local_.end()) {
-      if (it->second.owner != caller.owner) return OtherOwner(model, id);
+      if (it->second.owner != caller.owner) return OtherOwner(model, id, start);
       if (it->second.busy) {
         return absl::AbortedError(absl::StrCat(Named(model, id), " has a chunk in flight"));
       }
@@ -159,7 +160,9 @@ absl::StatusOr<core::StateStore::Lease> RedisStore::Start(const Key& key,
     // Live on some replica: whose?
     if (reply->type == RedisReply::Type::kString) {
       auto other = DecodeHeader(reply->str);
-      if (other.ok() && other->owner != caller.owner) return OtherOwner(key.first, key.second);
+      if (other.ok() && other->owner != caller.owner) {
+        return OtherOwner(key.first, key.second, /*start=*/true);
+      }
     }
     return absl::AlreadyExistsError(absl::StrCat(
         Named(key.first, key.second), " is live: end it (end=true) before starting it again"));
@@ -197,7 +200,7 @@ absl::StatusOr<core::StateStore::Lease> RedisStore::Continue(const Key& key,
   }
   auto header = DecodeHeader(reply->str);
   if (!header.ok()) return header.status();
-  if (header->owner != caller.owner) return OtherOwner(model, id);
+  if (header->owner != caller.owner) return OtherOwner(model, id, /*start=*/false);
   auto servable = options_.resolve(model, header->model_version);
   if (!servable.ok()) {
     return absl::FailedPreconditionError(

@@ -18,8 +18,9 @@
 //  - Writes are compare-and-set on the epoch (Lua scripts, atomic in Redis): two chunks of one
 //    sequence racing on two replicas both run, the first stores, the second is ABORTED and
 //    its result dropped; the sequence stays as the first left it.
-//  - Ownership holds across replicas: the record's owner is checked on every replica
-//    (PERMISSION_DENIED), so one caller cannot continue another's sequence anywhere.
+//  - Ownership holds across replicas: the record's owner is checked on every replica (another
+//    owner's chunk is told the id is not live, a start that it is in use), so one caller cannot
+//    continue another's sequence anywhere, nor learn that it is live.
 //  - Bounds (Limits::max_sequences, Options::max_sequences_per_client) count the sequences this
 //    replica holds in memory (started or continued here and not idle past max_idle), checked
 //    at a start: they bound this process's memory, as the in-process store's do.

@@ -5,6 +5,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -155,6 +156,16 @@ TEST_F(CellularServingTest, MetricsHaveTheCellularSeries) {
         "rnnserve_batch_size_count{model=\"waveform_cellular\""}) {
     EXPECT_NE(body.find(series), std::string::npos) << series;
   }
+  // The request is over: no slot is in use. (The gauge is set just after the answer is sent, so
+  // a scrape may come first: read again, for up to 5 s.)
+  const std::string idle =
+      "rnnserve_cellular_active_slots{model=\"waveform_cellular\",version=\"1\"} 0\n";
+  for (int i = 0; i < 50 && body.find(idle) == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    RunCommand({"curl", "-s", "http://127.0.0.1:" + std::to_string(metrics_port_) + "/metrics"},
+               &body);
+  }
+  EXPECT_NE(body.find(idle), std::string::npos) << body;
 }
 
 }  // namespace

@@ -2,15 +2,19 @@
 // code and a message containing the documented excerpt, and the server then still answers a good
 // request correctly.
 
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <limits>
 #include <map>
+#include <memory>
 #include <sstream>
 
 #include "absl/strings/str_split.h"
@@ -114,6 +118,25 @@ v1::StreamPredictRequest Chunk(bool start, int64_t batch) {
 }
 
 // The request of each documented case.
+// The server's channel, for the cases that send raw bytes (set by the test before the cases run).
+std::shared_ptr<grpc::Channel>& RawChannel() {
+  static auto* channel = new std::shared_ptr<grpc::Channel>();
+  return *channel;
+}
+
+// `bytes` as the request of `method`, whatever they are.
+grpc::Status RawCall(const std::string& method, const std::string& bytes) {
+  grpc::GenericStub stub(RawChannel());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  grpc::Slice slice(bytes);
+  grpc::ByteBuffer request(&slice, 1), response;
+  std::promise<grpc::Status> done;
+  stub.UnaryCall(&ctx, method, grpc::StubOptions(), &request, &response,
+                 [&done](grpc::Status s) { done.set_value(std::move(s)); });
+  return done.get_future().get();
+}
+
 std::map<std::string, std::function<grpc::Status(Stub*)>> Cases() {
   std::map<std::string, std::function<grpc::Status(Stub*)>> c;
   c["E01"] = [](Stub* s) { return Predict(s, Good("no_such_model")); };
@@ -320,6 +343,14 @@ std::map<std::string, std::function<grpc::Status(Stub*)>> Cases() {
     t.add_float_val(0.5f);
     return Predict(s, r);
   };
+  // Bytes that are no protobuf message: a field 1 of wire type 7, which does not exist.
+  c["E40"] = [](Stub*) { return RawCall("/rnnserve.v1.RnnServe/Predict", "\x0f\xff\xfe garbage"); };
+  c["E41"] = [](Stub*) {
+    return RawCall("/inference.GRPCInferenceService/ModelInfer", "\x0f\xff\xfe garbage");
+  };
+  c["E42"] = [](Stub*) {
+    return RawCall("/tensorflow.serving.PredictionService/Predict", "\x0f\xff\xfe garbage");
+  };
   c["E34"] = [](Stub* s) {
     grpc::ClientContext ctx;
     v1::ModelMetadataRequest r;
@@ -347,6 +378,7 @@ TEST(Errors, EveryDocumentedBadRequestGetsItsCodeAndMessageAndTheServerKeepsServ
   ASSERT_TRUE(server.ok()) << server.status();
   auto stub = v1::RnnServe::NewStub(
       grpc::CreateChannel((*server)->address(), grpc::InsecureChannelCredentials()));
+  RawChannel() = grpc::CreateChannel((*server)->address(), grpc::InsecureChannelCredentials());
 
   const std::vector<DocRow> rows = ReadDoc();
   auto cases = Cases();

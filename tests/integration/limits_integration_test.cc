@@ -13,6 +13,7 @@
 #include <latch>
 #include <thread>
 
+#include "absl/strings/str_replace.h"
 #include "gtest/gtest.h"
 #include "inference/grpc_service.grpc.pb.h"
 #include "rnnserve/v1/rnnserve.grpc.pb.h"
@@ -233,7 +234,7 @@ int Send(Stream* stream, const v1::StreamPredictRequest& req, std::string* messa
   return resp.error_code();
 }
 
-constexpr int kAlreadyExists = 6, kPermissionDenied = 7, kResourceExhausted = 8;
+constexpr int kInvalidArgument = 3, kAlreadyExists = 6, kResourceExhausted = 8;
 
 struct OpenStream {
   explicit OpenStream(v1::RnnServe::Stub* stub) : stream(stub->StreamPredict(&ctx)) {}
@@ -349,9 +350,14 @@ TEST_F(StreamLimitsTest, SequenceBelongsToItsStreamAndEndsWithIt) {
   OpenStream a(stub_.get()), b(stub_.get());
   ASSERT_EQ(Send(a.stream.get(), Chunk(600, true)), 0);
   std::string message;
-  EXPECT_EQ(Send(b.stream.get(), Chunk(600, false), &message), kPermissionDenied) << message;
-  EXPECT_NE(message.find("belongs to another stream or client"), std::string::npos) << message;
-  EXPECT_EQ(Send(b.stream.get(), Chunk(600, true)), kPermissionDenied);
+  // To b, a's live id looks like one that is not live (as 601, which is not), and a start only
+  // says it is in use.
+  std::string never;
+  EXPECT_EQ(Send(b.stream.get(), Chunk(601, false), &never), kInvalidArgument) << never;
+  EXPECT_EQ(Send(b.stream.get(), Chunk(600, false), &message), kInvalidArgument) << message;
+  EXPECT_EQ(message, absl::StrReplaceAll(never, {{"sequence 601 ", "sequence 600 "}}));
+  EXPECT_EQ(Send(b.stream.get(), Chunk(600, true), &message), kAlreadyExists) << message;
+  EXPECT_NE(message.find("is in use; start another id"), std::string::npos) << message;
   EXPECT_EQ(Send(a.stream.get(), Chunk(600, true), &message), kAlreadyExists) << message;
   EXPECT_NE(message.find("is live: end it (end=true) before starting it again"), std::string::npos)
       << message;

@@ -265,6 +265,46 @@ TEST_F(RepositoryTest, ListensBeforeTheInitialLoadsFinishAndIsReadyAfter) {
   EXPECT_TRUE(server_ready());  // a_hang stays unavailable
 }
 
+// A file whose check hangs (a_hang, first in name order) beside a good model: the good model
+// is READY and serves while a_hang's check still runs, and LoadModel of the good model answers
+// meanwhile. (A repository that loads one model after another holds m back for a_hang's whole
+// check, 600 s here, and LoadModel behind it.)
+TEST_F(RepositoryTest, HangingCheckHoldsBackOnlyItsOwnModel) {
+  AddHangingVersion("a_hang");
+  auto server = ServerProcess::Launch(repo_.string(),
+                                      {"--model-check-seconds", "600", "--strict-readiness=false"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string needle = (repo_ / "a_hang").string();
+  bool ready = false;
+  for (int i = 0; i < 400 && !ready; ++i) {  // 20 s
+    ready = !Versions(**server, "m").empty();
+    if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(ready) << "m is not READY 20 s after start while a_hang's file check hangs";
+  EXPECT_TRUE(CheckChildRuns(needle)) << "a_hang's check is over: nothing was held back";
+
+  const client::NpyArray input = LoadNpy("tests/fixtures/example/input.npy");
+  const client::NpyArray expected = LoadNpy("tests/fixtures/example/expected.npy");
+  client::RnnServeClient c({.server = (*server)->address()});
+  auto resp = c.Predict("m", {{"", input}}, {});
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  const client::NpyArray got = client::ToArray(resp->outputs().begin()->second);
+  ASSERT_EQ(got.values.size(), expected.values.size());
+  for (size_t i = 0; i < got.values.size(); ++i) {
+    ASSERT_NEAR(got.values[i], expected.values[i], 1e-5) << "at " << i;
+  }
+
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  v1::LoadModelRequest req;
+  req.set_name("m");
+  v1::LoadModelResponse load;
+  const grpc::Status loaded = Stub(**server)->LoadModel(&ctx, req, &load);
+  EXPECT_TRUE(loaded.ok()) << loaded.error_code() << " " << loaded.error_message();
+  EXPECT_TRUE(CheckChildRuns(needle)) << "a_hang's check is over: nothing was held back";
+  EXPECT_TRUE(Versions(**server, "a_hang").empty());
+}
+
 TEST_F(RepositoryTest, SigtermWhileLoadingExitsPromptlyAndLeavesNoCheckBehind) {
   AddHangingVersion("a_hang");
   auto server = ServerProcess::Launch(repo_.string(), {"--model-check-seconds", "600"});

@@ -58,10 +58,12 @@ TEST_F(ScaleOutTest, AnotherCallerCannotContinueTheSequenceOnEitherReplica) {
   ModelInferResponse resp;
   ASSERT_TRUE(Chunk(*a_, kAlice, 9, 0, 0, 7, true, false, &resp).ok());
   for (const ServerProcess* replica : {a_.get(), b_.get()}) {
+    // Told what an id that is not live is told (a live id does not show to Bob).
     const grpc::Status s = Chunk(*replica, kBob, 9, 0, 7, 14, false, false, &resp);
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+    EXPECT_NE(s.error_message().find("is not live"), std::string::npos) << s.error_message();
     const grpc::Status restart = Chunk(*replica, kBob, 9, 0, 0, 7, true, false, &resp);
-    EXPECT_EQ(restart.error_code(), grpc::StatusCode::PERMISSION_DENIED) << restart.error_message();
+    EXPECT_EQ(restart.error_code(), grpc::StatusCode::ALREADY_EXISTS) << restart.error_message();
   }
   // Alice's sequence is untouched by Bob's tries: it ends equal to Keras.
   for (int64_t t0 = 7; t0 < 40; t0 += 7) {

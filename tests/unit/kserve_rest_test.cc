@@ -12,8 +12,11 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "server/metrics/server_metrics.h"
+#include "server/model_config.h"
 #include "server/model_repository.h"
+#include "server/servable.h"
 #include "server/services/kserve/kserve_service.h"
+#include "server/services/kserve/model_config_view.h"
 #include "server/services/kserve/rest_codec.h"
 #include "server/services/kserve/rest_routes.h"
 #include "tests/support/fixtures.h"
@@ -152,6 +155,17 @@ TEST(KServeRestCodecTest, BinarySizesThatDoNotAddUpToTheBodyAreRefused) {
   EXPECT_EQ(Parse(header).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// A shape of 2^40 elements with one value: the count is refused, and nothing the size of the
+// shape is allocated (the codec reserved 4 TiB for it and the call failed INTERNAL).
+TEST(KServeRestCodecTest, HugeShapeWithFewValuesIsInvalidArgument) {
+  const absl::Status s = Parse(
+      R"({"inputs": [{"name": "x", "shape": [1099511627776], "datatype": "FP32", "data": [1]}]})");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("'data' holds 1 values; shape [1099511627776] needs 1099511627776"),
+            std::string::npos)
+      << s;
+}
+
 TEST(KServeRestCodecTest, HeaderLengthPastTheBodyIsRefused) {
   const std::string body = R"({"inputs": []})";
   const absl::Status s = Parse(body, body.size() + 1);
@@ -170,6 +184,29 @@ TEST(KServeRestCodecTest, ParameterOfObjectTypeIsRefused) {
   const absl::Status s = Parse(R"({"inputs": [], "parameters": {"priority": {"a": 1}}})");
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("priority"), std::string::npos) << s;
+}
+
+// A model with sequence_batching and dynamic_batching keeps both in its ModelConfig answer:
+// Triton's message holds one scheduling choice, so the dynamic batching shows as the sequence
+// batcher's "oldest" strategy.
+TEST(KServeModelConfigTest, SequenceBatchingKeepsItsDynamicBatchingAsTheOldestStrategy) {
+  auto config = server::ReadModelConfig(SourcePath("models/examples/waveform_lstm"));
+  ASSERT_TRUE(config.ok()) << config.status();
+  config->set_name("waveform_lstm");
+  config->mutable_dynamic_batching()->add_preferred_batch_size(4);
+  config->mutable_dynamic_batching()->set_max_queue_delay_microseconds(500);
+  config->mutable_sequence_batching()->set_max_sequence_idle_microseconds(5000000);
+  config->mutable_sequence_batching()->set_max_sequences(32);
+  auto servable = server::Servable::Load(SourcePath("models/examples/waveform_lstm"), 1, *config);
+  ASSERT_TRUE(servable.ok()) << servable.status();
+  const inference::ModelConfig out = server::kserve::TritonConfig(**servable);
+  EXPECT_EQ(out.sequence_batching().max_sequence_idle_microseconds(), 5000000u);
+  ASSERT_TRUE(out.sequence_batching().has_oldest()) << out.DebugString();
+  const auto& oldest = out.sequence_batching().oldest();
+  EXPECT_EQ(oldest.max_queue_delay_microseconds(), 500u);
+  EXPECT_EQ(oldest.max_candidate_sequences(), 32);
+  ASSERT_EQ(oldest.preferred_batch_size_size(), 1);
+  EXPECT_EQ(oldest.preferred_batch_size(0), 4);
 }
 
 // The routes over the example model, called as the HTTP server calls them.

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <string>
 #include <thread>
@@ -151,9 +152,10 @@ TEST(ServerMetricsTest, UnloadedVersionLeavesThePageAndComesBackWhenLoadedAgain)
   EXPECT_FALSE(absl::StrContains(m.ExpositionText(), "model=\"a\"")) << m.ExpositionText();
   // Loaded again: its series are back, counters where they were.
   m.ModelLoaded(Info("a", 2));
-  ExpectLines(m.ExpositionText(),
-              {"rnnserve_model_loaded{model=\"a\",version=\"2\"} 1\n",
-               "rnnserve_requests_total{code=\"OK\",method=\"Predict\",model=\"a\",version=\"2\"} 1\n"});
+  ExpectLines(
+      m.ExpositionText(),
+      {"rnnserve_model_loaded{model=\"a\",version=\"2\"} 1\n",
+       "rnnserve_requests_total{code=\"OK\",method=\"Predict\",model=\"a\",version=\"2\"} 1\n"});
 }
 
 TEST(ServerMetricsTest, FailedLoadExportsModelLoadedZero) {
@@ -380,13 +382,12 @@ class EndpointTest : public ::testing::Test {
     metrics_.ModelLoaded(Info("lstm", 2, {"cpu"}, {64}));
     auto e = StartEndpoint(metrics_, Options(0));
     ASSERT_TRUE(e.ok()) << e.status();
-    exposer_ = std::move(*e);
-    ASSERT_EQ(exposer_->GetListeningPorts().size(), 1u);
-    port_ = exposer_->GetListeningPorts()[0];
+    endpoint_ = std::move(*e);
+    port_ = endpoint_->port();
     ASSERT_GT(port_, 0);
   }
   ServerMetrics metrics_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<Endpoint> endpoint_;
   int port_ = 0;
 };
 
@@ -422,12 +423,125 @@ TEST_F(EndpointTest, SilentClientDoesNotDelayAScrape) {
   close(fd);
 }
 
-TEST(EndpointOptionsTest, BadPortThreadsTimeoutAndIpv6HostAreRejectedAtStart) {
+// A connection to 127.0.0.1:port that sends nothing; -1 when refused.
+int ConnectSilently(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  timeval tv{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// `gz`, a gzip member, inflated; empty when it is not one.
+std::string Gunzip(const std::string& gz) {
+  z_stream z{};
+  if (inflateInit2(&z, 15 + 16) != Z_OK) return "";
+  std::string out(1 << 22, '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(gz.data()));
+  z.avail_in = static_cast<uInt>(gz.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  const bool done = inflate(&z, Z_FINISH) == Z_STREAM_END;
+  out.resize(z.total_out);
+  inflateEnd(&z);
+  return done ? out : "";
+}
+
+TEST_F(EndpointTest, GzipWhenTheScraperAcceptsIt) {
+  const std::string r = HttpExchange(
+      port_, "GET /metrics HTTP/1.1\r\nHost: x\r\nAccept-Encoding: deflate, GZIP\r\n\r\n");
+  ASSERT_TRUE(absl::StartsWith(r, "HTTP/1.1 200 OK\r\n")) << r;
+  EXPECT_TRUE(absl::StrContains(r, "\r\nContent-Encoding: gzip\r\n")) << r;
+  const size_t body = r.find("\r\n\r\n");
+  ASSERT_NE(body, std::string::npos);
+  const std::string text = Gunzip(r.substr(body + 4));
+  EXPECT_TRUE(absl::StrContains(text, "rnnserve_model_loaded{model=\"lstm\",version=\"2\"} 1\n"))
+      << text;
+}
+
+TEST_F(EndpointTest, ExposerFamiliesCountTheScrapes) {
+  HttpExchange(port_, "GET /metrics HTTP/1.1\r\n\r\n");
+  const std::string r = HttpExchange(port_, "GET /metrics?x=1 HTTP/1.1\r\n\r\n");
+  ExpectLines(r,
+              {"\nexposer_scrapes_total 1\n", "\n# TYPE exposer_transferred_bytes_total counter\n",
+               "\n# TYPE exposer_request_latencies summary\n"});
+}
+
+TEST_F(EndpointTest, HeadHasTheHeadAndOtherMethodsAre405) {
+  const std::string head = HttpExchange(port_, "HEAD /metrics HTTP/1.1\r\n\r\n");
+  EXPECT_TRUE(absl::StartsWith(head, "HTTP/1.1 200 OK\r\n")) << head;
+  EXPECT_TRUE(absl::EndsWith(head, "\r\n\r\n")) << head;
+  EXPECT_TRUE(
+      absl::StartsWith(HttpExchange(port_, "POST /metrics HTTP/1.1\r\n\r\n"), "HTTP/1.1 405"));
+  EXPECT_TRUE(absl::StartsWith(HttpExchange(port_, "hello\r\n\r\n"), "HTTP/1.1 400"));
+  EXPECT_TRUE(absl::StartsWith(
+      HttpExchange(
+          port_, absl::StrCat("GET /metrics HTTP/1.1\r\nX: ", std::string(9000, 'a'), "\r\n\r\n")),
+      "HTTP/1.1 431"));
+}
+
+// A client that sends its request and then shuts its side (as `nc -N` does) is answered.
+TEST_F(EndpointTest, RequestFollowedByShutdownIsAnswered) {
+  const int fd = ConnectSilently(port_);
+  ASSERT_GE(fd, 0);
+  const std::string request = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+  send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+  shutdown(fd, SHUT_WR);
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = recv(fd, buf, sizeof(buf), 0)) > 0;) out.append(buf, static_cast<size_t>(n));
+  close(fd);
+  EXPECT_TRUE(absl::StartsWith(out, "HTTP/1.1 200 OK\r\n")) << out;
+}
+
+// With max_connections open and silent, one more connection closes the oldest, and a scrape
+// is answered.
+TEST(EndpointLimitsTest, OverTheConnectionCapTheOldestSilentConnectionIsClosed) {
+  ServerMetrics m;
+  m.ModelLoaded(Info("lstm", 2, {"cpu"}, {64}));
+  EndpointOptions o = Options(0);
+  o.max_connections = 4;
+  auto e = StartEndpoint(m, o);
+  ASSERT_TRUE(e.ok()) << e.status();
+  std::vector<int> silent;
+  for (int i = 0; i < 8; ++i) {
+    silent.push_back(ConnectSilently((*e)->port()));
+    ASSERT_GE(silent.back(), 0);
+  }
+  EXPECT_TRUE(absl::StartsWith(HttpExchange((*e)->port(), "GET /metrics HTTP/1.1\r\n\r\n"),
+                               "HTTP/1.1 200 OK"));
+  char c;
+  EXPECT_EQ(recv(silent[0], &c, 1, 0), 0) << "the oldest connection is still open";
+  for (int fd : silent) close(fd);
+}
+
+// A connection that sends nothing is closed request_timeout_ms after it was accepted.
+TEST(EndpointLimitsTest, SilentConnectionIsClosedAfterTheRequestTimeout) {
+  ServerMetrics m;
+  EndpointOptions o = Options(0);
+  o.request_timeout_ms = 100;
+  auto e = StartEndpoint(m, o);
+  ASSERT_TRUE(e.ok()) << e.status();
+  const int fd = ConnectSilently((*e)->port());  // receives give up after 5 s
+  ASSERT_GE(fd, 0);
+  char c;
+  EXPECT_EQ(recv(fd, &c, 1, 0), 0) << "not closed by the server";
+  close(fd);
+}
+
+TEST(EndpointOptionsTest, BadPortConnectionsTimeoutAndIpv6HostAreRejectedAtStart) {
   ServerMetrics m;
   EndpointOptions o = Options(70000);
   EXPECT_EQ(StartEndpoint(m, o).status().code(), absl::StatusCode::kInvalidArgument);
   o = Options(0);
-  o.threads = 0;
+  o.max_connections = 0;
   EXPECT_EQ(StartEndpoint(m, o).status().code(), absl::StatusCode::kInvalidArgument);
   o = Options(0);
   o.request_timeout_ms = 0;
@@ -460,7 +574,7 @@ TEST(EndpointOptionsTest, PortInUseFailsWithTheAddress) {
   ServerMetrics m;
   auto first = StartEndpoint(m, Options(0));
   ASSERT_TRUE(first.ok()) << first.status();
-  const int port = (*first)->GetListeningPorts()[0];
+  const int port = (*first)->port();
   auto second = StartEndpoint(m, Options(port));
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);

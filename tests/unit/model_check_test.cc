@@ -77,6 +77,36 @@ TEST_F(ModelCheckTest, TheChildGetsTheFileAndTheLoadOptions) {
   fs::remove(args);
 }
 
+// Servable::CheckFile checks a file before Servable::Load, which checks it again: the second
+// check of the unchanged file passes without a child, once; a rewritten file is checked again.
+TEST_F(ModelCheckTest, APassedCheckIsTakenOnceByTheNextCheckOfTheUnchangedFile) {
+  const std::string tag = std::to_string(getpid());
+  const fs::path runs = fs::temp_directory_path() / ("rnnserve_check_runs_" + tag);
+  const fs::path file = fs::temp_directory_path() / ("rnnserve_check_file_" + tag + ".h5");
+  std::ofstream(file) << "a";
+  EnableModelFileCheck(Child("count", "echo run >> " + runs.string()), absl::Seconds(10));
+  auto count = [&] {
+    std::ifstream in(runs);
+    int n = 0;
+    for (std::string line; std::getline(in, line);) ++n;
+    return n;
+  };
+  ASSERT_TRUE(CheckModelFile(file.string(), {}).ok());
+  ASSERT_TRUE(CheckModelFile(file.string(), {}).ok());
+  EXPECT_EQ(count(), 1);
+  ASSERT_TRUE(CheckModelFile(file.string(), {}).ok());  // the pass was taken
+  EXPECT_EQ(count(), 2);
+  std::ofstream(file) << "b";  // rewritten after the pass
+  ASSERT_TRUE(CheckModelFile(file.string(), {}).ok());
+  EXPECT_EQ(count(), 3);
+  models::LoadOptions other;
+  other.format = "onnx";
+  ASSERT_TRUE(CheckModelFile(file.string(), other).ok());  // other options: another check
+  EXPECT_EQ(count(), 4);
+  fs::remove(runs);
+  fs::remove(file);
+}
+
 TEST_F(ModelCheckTest, TheChildSideLoadsTheFile) {
   std::string mode = "--check-model", missing = "/no/such/model.h5", bad = "--no-such-flag";
   char* loads[] = {mode.data(), missing.data()};

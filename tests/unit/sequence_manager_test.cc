@@ -1,5 +1,9 @@
 #include "server/sequence_manager.h"
 
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_replace.h"
 #include "gtest/gtest.h"
 
 namespace rnnserve::server {
@@ -101,17 +105,26 @@ TEST_F(SequenceManagerTest, StartForLiveSequenceIsAlreadyExistsAndKeepsItsState)
   EXPECT_EQ(next->states.at("lstm")[0].f32()[0], 3.5f);
 }
 
-TEST_F(SequenceManagerTest, ChunkFromAnotherOwnerIsPermissionDeniedAndChangesNothing) {
+// Another owner's live id answers a chunk exactly as an id that is not live does (the same
+// code and message, whether or not a chunk is in flight), and a start only that it is in use.
+TEST_F(SequenceManagerTest, ChunkFromAnotherOwnerLooksLikeAnIdThatIsNotLiveAndChangesNothing) {
+  const absl::Status never = manager_->Acquire("m", 8, false, nullptr, limits_, bob_).status();
+  ASSERT_EQ(never.code(), absl::StatusCode::kInvalidArgument);
+  const std::string not_live = std::string(never.message());
+  auto said = [&](uint64_t id) {
+    const absl::Status s = manager_->Acquire("m", id, false, nullptr, limits_, bob_).status();
+    return std::make_pair(s.code(),
+                          absl::StrReplaceAll(s.message(), {{"sequence 7 ", "sequence 8 "}}));
+  };
   ASSERT_TRUE(manager_->Acquire("m", 7, true, nullptr, limits_, alice_).ok());
   EXPECT_TRUE(manager_->Release("m", 7, State(3.5f), false, false).ok());
-  EXPECT_EQ(manager_->Acquire("m", 7, false, nullptr, limits_, bob_).status().code(),
-            absl::StatusCode::kPermissionDenied);
-  EXPECT_EQ(manager_->Acquire("m", 7, true, nullptr, limits_, bob_).status().code(),
-            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(said(7), std::make_pair(absl::StatusCode::kInvalidArgument, not_live));
+  const absl::Status start = manager_->Acquire("m", 7, true, nullptr, limits_, bob_).status();
+  EXPECT_EQ(start.code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_NE(start.message().find("is in use; start another id"), std::string::npos) << start;
   // Even while alice's chunk is in flight, bob learns nothing more.
   ASSERT_TRUE(manager_->Acquire("m", 7, false, nullptr, limits_, alice_).ok());
-  EXPECT_EQ(manager_->Acquire("m", 7, false, nullptr, limits_, bob_).status().code(),
-            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(said(7), std::make_pair(absl::StatusCode::kInvalidArgument, not_live));
   EXPECT_TRUE(manager_->Release("m", 7, State(4.5f), false, false).ok());
   auto mine = manager_->Acquire("m", 7, false, nullptr, limits_, alice_);
   ASSERT_TRUE(mine.ok());

@@ -163,7 +163,7 @@ TEST(ServerFlagsTest, GrpcMinPollersAboveMaxIsRejected) {
 TEST(ServerFlagsTest, ModelCheckSecondsDefaultsTo120AndTakesZero) {
   auto flags = Parse({});
   ASSERT_TRUE(flags.ok()) << flags.status();
-  EXPECT_EQ(flags->model_check_seconds, 120);
+  EXPECT_EQ(flags->model_check_seconds, 30);
   flags = Parse({"--model-check-seconds=0"});
   ASSERT_TRUE(flags.ok()) << flags.status();
   EXPECT_EQ(flags->model_check_seconds, 0);

@@ -86,5 +86,24 @@ TEST(TokenAuthTest, TokenFileTakesOneTokenALineAndRefusesAnEmptyOrMissingFile) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// A short token is accepted with a startup warning naming its file's flag, its place and its
+// length, never the token.
+TEST(TokenAuthTest, ShortTokensGiveAWarningThatNeverQuotesThem) {
+  const auto dir = std::filesystem::path(::testing::TempDir());
+  const auto inference = dir / "token_auth_short.txt";
+  std::ofstream(inference) << "0123456789abcdef0123\nQ\n";
+  const auto admin = dir / "token_auth_admin_long.txt";
+  std::ofstream(admin) << "0123456789abcdef\n";
+  auto a = TokenAuthorizer::Create(
+      {.inference_token_file = inference.string(), .admin_token_file = admin.string()});
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ((*a)->warnings().size(), 1u);
+  const std::string& w = (*a)->warnings()[0];
+  EXPECT_NE(w.find("--auth-token-file: token 2 of the file has 1 characters"), std::string::npos)
+      << w;
+  EXPECT_EQ(w.find('Q'), std::string::npos) << w;
+  EXPECT_EQ(Code(**a, "Bearer Q", Access::kInference), grpc::StatusCode::OK);
+}
+
 }  // namespace
 }  // namespace rnnserve::server::auth

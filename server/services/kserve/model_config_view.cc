@@ -47,8 +47,18 @@ inference::ModelConfig TritonConfig(const Servable& servable) {
                                         : inference::ModelInstanceGroup::KIND_CPU);
   }
   if (ours.has_sequence_batching()) {
-    out.mutable_sequence_batching()->set_max_sequence_idle_microseconds(
+    inference::ModelSequenceBatching* sb = out.mutable_sequence_batching();
+    sb->set_max_sequence_idle_microseconds(
         ours.sequence_batching().max_sequence_idle_microseconds());
+    if (ours.has_dynamic_batching()) {
+      // Triton's config holds dynamic_batching or sequence_batching, not both; a sequence
+      // batcher that batches its sequences' requests dynamically is its "oldest" strategy.
+      const v1::ModelDynamicBatching& db = ours.dynamic_batching();
+      inference::ModelSequenceBatching::StrategyOldest* oldest = sb->mutable_oldest();
+      oldest->set_max_candidate_sequences(ours.sequence_batching().max_sequences());
+      oldest->mutable_preferred_batch_size()->CopyFrom(db.preferred_batch_size());
+      oldest->set_max_queue_delay_microseconds(db.max_queue_delay_microseconds());
+    }
   } else if (ours.has_dynamic_batching()) {
     const v1::ModelDynamicBatching& db = ours.dynamic_batching();
     inference::ModelDynamicBatching* d = out.mutable_dynamic_batching();

@@ -1,5 +1,6 @@
 #include "server/services/kserve/rest_codec.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -161,7 +162,9 @@ absl::Status ParseInput(const json& in, absl::string_view binary, size_t* binary
   } else {
     if (!in.contains("data")) return Invalid(what, "needs 'data' or 'binary_data_size'");
     auto values = std::make_unique<std::string>();
-    values->reserve(static_cast<size_t>(bytes));
+    // The shape is the client's word, not yet checked against the data: reserve what fits in
+    // 1 MiB at most (a shape of 2^40 elements asked for 4 TiB, and failed the call INTERNAL).
+    values->reserve(static_cast<size_t>(std::min<int64_t>(bytes, int64_t{1} << 20)));
     if (auto s = Flatten(in["data"], view.type, 0, what, values.get()); !s.ok()) return s;
     if (static_cast<int64_t>(values->size()) != bytes) {
       return Invalid(
