@@ -47,10 +47,11 @@ absl::StatusOr<std::unique_ptr<ResidentLoop>> ResidentLoop::Create(
   if (const std::string why = Unsupported(spec); !why.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("resident loop: the layer has ", why));
   }
-  if (options.capacity <= 0 || options.max_steps <= 0) {
+  if (options.capacity <= 0 || options.capacity > kResidentMaxSlots || options.max_steps <= 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("resident loop: capacity and max_steps must be positive; were ",
-                     options.capacity, " and ", options.max_steps));
+        absl::StrCat("resident loop: capacity must be in [1, ", kResidentMaxSlots,
+                     "] and max_steps positive; were ", options.capacity, " and ",
+                     options.max_steps));
   }
   std::unique_ptr<ResidentLoop> loop(new ResidentLoop());
   RNNSERVE_RETURN_IF_ERROR(loop->Start(spec, options));
@@ -69,6 +70,7 @@ absl::Status ResidentLoop::Start(const RecurrentSpec& spec, const ResidentLoopOp
   args_.capacity = cap;
   args_.max_steps = T;
   generation_.assign(cap, 0);
+  lengths_.assign(cap, 0);
 
   // Weights: W [G*H, I], R [G*H, H], bias [G*H] (bW + bR; the GRU's n gate bW only), bRn [H].
   const size_t gh = static_cast<size_t>(G) * H;
@@ -100,22 +102,20 @@ absl::Status ResidentLoop::Start(const RecurrentSpec& spec, const ResidentLoopOp
                                                 cudaHostAllocDefault),
                                   "cudaHostAlloc (resident inputs)"));
 
-  // Device scratch: h [2, cap, H], c [cap, H], then int32 step, length, gen, list [cap] each,
-  // then the launch state.
+  // Device scratch: h [2, cap, H], c [cap, H]; int32 step, length, list [2, cap] each and
+  // gen [cap]; then the launch state.
   const size_t floats = 3 * static_cast<size_t>(cap) * H;
-  const size_t sbytes = sizeof(float) * floats + 4 * sizeof(int32_t) * cap + 256;
+  const size_t sbytes = sizeof(float) * floats + 7 * sizeof(int32_t) * cap + 512;
   RNNSERVE_RETURN_IF_ERROR(scratch_.Reserve(sbytes));
   RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaMemset(scratch_.get(), 0, sbytes), "cudaMemset"));
   args_.h = scratch_.as<float>();
   args_.c = args_.h + 2 * static_cast<size_t>(cap) * H;
   args_.step = reinterpret_cast<int32_t*>(args_.h + floats);
-  args_.length = args_.step + cap;
-  args_.gen = reinterpret_cast<uint32_t*>(args_.length + cap);
-  args_.list = reinterpret_cast<int32_t*>(args_.gen + cap);
-  char* state = reinterpret_cast<char*>(args_.list + cap);
+  args_.length = args_.step + 2 * cap;
+  args_.list = args_.length + 2 * cap;
+  args_.gen = reinterpret_cast<uint32_t*>(args_.list + 2 * cap);
+  char* state = reinterpret_cast<char*>(args_.gen + cap);
   state += (256 - reinterpret_cast<uintptr_t>(state) % 256) % 256;
-  static_assert(sizeof(ResidentDeviceState) <= 64);
-  RNNSERVE_RETURN_IF_ERROR(scratch_.Reserve(sbytes));
   args_.state = reinterpret_cast<ResidentDeviceState*>(state);
   if (state + sizeof(ResidentDeviceState) > scratch_.as<char>() + sbytes) {
     return absl::InternalError("resident loop: scratch layout");
@@ -145,9 +145,24 @@ absl::Status ResidentLoop::Start(const RecurrentSpec& spec, const ResidentLoopOp
   RNNSERVE_RETURN_IF_ERROR(
       CudaOk(cudaDeviceGetAttribute(&smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, device_),
              "cudaDeviceGetAttribute"));
+  // Beside the static shared memory (block 0's flags and counters, about 1 KiB).
+  const size_t dynamic_max = smem_max > 4096 ? smem_max - 4096 : 0;
   args_.units = (H + sms - 1) / sms;
+  args_.tile = 1;
   args_.weights_in_smem = true;
-  if (ResidentLoopSmem(args_) > static_cast<size_t>(smem_max)) args_.weights_in_smem = false;
+  if (ResidentLoopSmem(args_) > dynamic_max) args_.weights_in_smem = false;
+  // As many slots staged at once as fit, up to 32.
+  while (args_.tile < 32 && args_.tile < cap) {
+    ++args_.tile;
+    if (ResidentLoopSmem(args_) > dynamic_max) {
+      --args_.tile;
+      break;
+    }
+  }
+  if (ResidentLoopSmem(args_) > dynamic_max) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "resident loop: one slot's input and state (", I + H, " floats) exceed shared memory"));
+  }
   int max_blocks = 0;
   RNNSERVE_RETURN_IF_ERROR(
       CudaOk(ResidentLoopMaxBlocks(args_, device_, &max_blocks), "resident loop occupancy"));
@@ -205,6 +220,7 @@ absl::Status ResidentLoop::Join(int slot, const float* x, int length) {
   const MappedLayout m(args_.capacity, args_.max_steps, args_.H);
   auto* mail = reinterpret_cast<ResidentMailbox*>(static_cast<char*>(mapped_) + m.mail) + slot;
   __atomic_store_n(&mail->length, length, __ATOMIC_RELAXED);
+  lengths_[slot] = length;
   __atomic_store_n(&mail->joined, ++generation_[slot], __ATOMIC_RELEASE);
   return absl::OkStatus();
 }

@@ -72,6 +72,8 @@ class ResidentLoop {
   const float* outputs(int slot) const;
   const float* final_h(int slot) const;
   const float* final_c(int slot) const;
+  // The length of the slot's last joined sequence.
+  int length(int slot) const { return lengths_[slot]; }
   // Steps run so far (steps with at least one active slot).
   uint64_t steps() const;
 
@@ -97,6 +99,7 @@ class ResidentLoop {
   void* mapped_ = nullptr;
   float* staging_ = nullptr;
   std::vector<uint32_t> generation_;  // the last generation joined, per slot
+  std::vector<int> lengths_;          // the last length joined, per slot
 };
 
 }  // namespace rnnserve::engine::cuda

@@ -32,39 +32,45 @@ struct ResidentControl {
   unsigned long long steps = 0;  // device -> host: steps run (with at least one active slot)
 };
 
-// Device-memory bookkeeping of the launch, zeroed before it.
+// The most slots one loop holds (block 0 keeps a flag per slot in shared memory).
+inline constexpr int kResidentMaxSlots = 1024;
+
+// Device-memory bookkeeping of the launch, zeroed before it. Step k reads the buffers of parity
+// k & 1 (written by block 0 during step k - 1) while block 0 writes the other's.
 struct ResidentDeviceState {
   unsigned barrier_count = 0;
   unsigned barrier_gen = 0;
-  int active = 0;  // slots in `list`
-  int quit = 0;
+  int active[2] = {};  // slots in the parity's list
+  int quit[2] = {};    // nonzero: the launch ends at that step
 };
 
 struct ResidentLoopArgs {
   FusedRnnCell cell = FusedRnnCell::kLstm;  // kLstm or kGru (reset_after)
   int I = 0, H = 0;
-  int capacity = 0;   // slots
+  int capacity = 0;   // slots, at most kResidentMaxSlots
   int max_steps = 0;  // the longest sequence a slot takes
   int units = 0;      // hidden units per block; blocks = ceil(H / units)
+  int tile = 1;       // slots whose x(t) and h(t-1) a block stages in shared memory at once
   bool weights_in_smem = false;
   const float* W = nullptr;     // [G*H, I]
   const float* R = nullptr;     // [G*H, H]
   const float* bias = nullptr;  // [G*H]: bW + bR, the GRU's n gate bW only
   const float* bRn = nullptr;   // [H] GRU: the n gate's recurrent bias; LSTM: null
   const float* x = nullptr;     // device [capacity, max_steps, I], copied in before a join
-  ResidentMailbox* mail = nullptr;  // mapped [capacity]
+  ResidentMailbox* mail = nullptr;     // mapped [capacity]
   ResidentControl* control = nullptr;  // mapped
   float* y = nullptr;   // mapped [capacity, max_steps, H]: h after each step
   float* hy = nullptr;  // mapped [capacity, H]: h after the last step
   float* cy = nullptr;  // mapped [capacity, H]: LSTM's c after the last step; GRU: null
-  // Device scratch: h by step parity [2, capacity, H], c [capacity, H], per-slot step and
-  // length and generation [capacity] each, the active slots [capacity], and the launch state.
+  // Device scratch: h by step parity [2, capacity, H], c [capacity, H]; by parity [2, capacity]
+  // each: a slot's step and length (0: not active), the active slots' list; per slot the
+  // generation it runs [capacity]; and the launch state.
   float* h = nullptr;
   float* c = nullptr;
   int32_t* step = nullptr;
   int32_t* length = nullptr;
-  uint32_t* gen = nullptr;
   int32_t* list = nullptr;
+  uint32_t* gen = nullptr;
   ResidentDeviceState* state = nullptr;
 };
 

@@ -20,3 +20,8 @@ rnnserve_test(gpu_multi_gpu_test gpu ${CMAKE_CURRENT_LIST_DIR}/gpu_multi_gpu_tes
 target_link_libraries(gpu_multi_gpu_test PRIVATE rnnserve_server_lib)
 rnnserve_test(gpu_evaluate_logits_test gpu ${CMAKE_CURRENT_LIST_DIR}/gpu_evaluate_logits_test.cc)
 target_link_libraries(gpu_evaluate_logits_test PRIVATE rnnserve_server_lib)
+# Step-level batching on the resident step loop, through the server's Servable, against Keras.
+rnnserve_test(gpu_resident_cellular_test gpu
+  ${CMAKE_CURRENT_LIST_DIR}/gpu_resident_cellular_test.cc)
+target_link_libraries(gpu_resident_cellular_test PRIVATE rnnserve_server_lib
+  nlohmann_json::nlohmann_json)
