@@ -4,7 +4,7 @@
 // on sequences of 10..500 steps. A random LSTM or GRU layer; prints one table.
 //
 // usage: resident_loop_bench [--cell lstm|gru] [--input 64] [--hidden 256] [--slots 64]
-//                            [--trials 300]
+//                            [--trials 300] [--per-step 1 (0: only final states reach the host)]
 
 #include <algorithm>
 #include <chrono>
@@ -75,17 +75,21 @@ int main(int argc, char** argv) {
   const int I = Arg(argc, argv, "--input", 64), H = Arg(argc, argv, "--hidden", 256);
   const int slots = Arg(argc, argv, "--slots", 64), trials = Arg(argc, argv, "--trials", 300);
   const int max_steps = 500;
+  const bool per_step = Arg(argc, argv, "--per-step", 1) != 0;
   std::mt19937 rng(1);
   auto loop = ResidentLoop::Create(RandomSpec(cell, I, H, rng),
-                                   {.capacity = slots, .max_steps = max_steps});
+                                   {.capacity = slots,
+                                    .max_steps = max_steps,
+                                    .per_step_outputs = per_step});
   if (!loop.ok()) {
     std::fprintf(stderr, "%s\n", loop.status().ToString().c_str());
     return 1;
   }
   ResidentLoop& l = **loop;
-  std::printf("resident loop: %s I=%d H=%d slots=%d blocks=%d weights %s\n",
+  std::printf("resident loop: %s I=%d H=%d slots=%d blocks=%d weights %s, %s\n",
               cell == CellType::kLstm ? "LSTM" : "GRU", I, H, slots, l.blocks(),
-              l.weights_in_smem() ? "in shared memory" : "from L2");
+              l.weights_in_smem() ? "in shared memory" : "from L2",
+              per_step ? "h of every step to the host" : "final states only to the host");
   std::vector<float> x(static_cast<size_t>(max_steps) * I);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   for (float& v : x) v = u(rng);

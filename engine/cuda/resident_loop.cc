@@ -10,12 +10,13 @@ namespace {
 // Byte offsets of the host-mapped block: mailboxes, control, y, hy, cy.
 struct MappedLayout {
   size_t mail, control, y, hy, cy, total;
-  MappedLayout(int capacity, int max_steps, int H) {
+  MappedLayout(int capacity, int max_steps, int H, bool per_step) {
     auto align = [](size_t n) { return (n + 255) / 256 * 256; };
     mail = 0;
     control = align(mail + sizeof(ResidentMailbox) * capacity);
     y = align(control + sizeof(ResidentControl));
-    hy = align(y + sizeof(float) * capacity * static_cast<size_t>(max_steps) * H);
+    const size_t ys = per_step ? sizeof(float) * capacity * static_cast<size_t>(max_steps) * H : 0;
+    hy = align(y + ys);
     cy = align(hy + sizeof(float) * capacity * static_cast<size_t>(H));
     total = align(cy + sizeof(float) * capacity * static_cast<size_t>(H));
   }
@@ -122,7 +123,7 @@ absl::Status ResidentLoop::Start(const RecurrentSpec& spec, const ResidentLoopOp
   }
 
   // Host-mapped: mailboxes, control, outputs.
-  const MappedLayout m(cap, T, H);
+  const MappedLayout m(cap, T, H, options.per_step_outputs);
   RNNSERVE_RETURN_IF_ERROR(
       CudaOk(cudaHostAlloc(&mapped_, m.total, cudaHostAllocMapped | cudaHostAllocPortable),
              "cudaHostAlloc (resident mailboxes)"));
@@ -133,7 +134,7 @@ absl::Status ResidentLoop::Start(const RecurrentSpec& spec, const ResidentLoopOp
                                   "cudaHostGetDevicePointer"));
   args_.mail = reinterpret_cast<ResidentMailbox*>(dev + m.mail);
   args_.control = reinterpret_cast<ResidentControl*>(dev + m.control);
-  args_.y = reinterpret_cast<float*>(dev + m.y);
+  args_.y = options.per_step_outputs ? reinterpret_cast<float*>(dev + m.y) : nullptr;
   args_.hy = reinterpret_cast<float*>(dev + m.hy);
   args_.cy = spec.cell == CellType::kLstm ? reinterpret_cast<float*>(dev + m.cy) : nullptr;
 
@@ -152,7 +153,7 @@ absl::Status ResidentLoop::Start(const RecurrentSpec& spec, const ResidentLoopOp
   args_.weights_in_smem = true;
   if (ResidentLoopSmem(args_) > dynamic_max) args_.weights_in_smem = false;
   // As many slots staged at once as fit, up to 32.
-  while (args_.tile < 32 && args_.tile < cap) {
+  while (args_.tile < kResidentMaxTile && args_.tile < cap) {
     ++args_.tile;
     if (ResidentLoopSmem(args_) > dynamic_max) {
       --args_.tile;
@@ -185,7 +186,7 @@ absl::Status ResidentLoop::Start(const RecurrentSpec& spec, const ResidentLoopOp
 ResidentLoop::~ResidentLoop() {
   cudaSetDevice(device_);
   if (launched_) {
-    const MappedLayout m(args_.capacity, args_.max_steps, args_.H);
+    const MappedLayout m(args_.capacity, args_.max_steps, args_.H, args_.y != nullptr);
     auto* control = reinterpret_cast<ResidentControl*>(static_cast<char*>(mapped_) + m.control);
     __atomic_store_n(&control->stop, 1u, __ATOMIC_RELEASE);
     cudaStreamSynchronize(loop_stream_);
@@ -217,7 +218,7 @@ absl::Status ResidentLoop::Join(int slot, const float* x, int length) {
                                                   cudaMemcpyHostToDevice, copy_stream_),
                                   "cudaMemcpyAsync (resident inputs)"));
   RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaStreamSynchronize(copy_stream_), "cudaStreamSynchronize"));
-  const MappedLayout m(args_.capacity, args_.max_steps, args_.H);
+  const MappedLayout m(args_.capacity, args_.max_steps, args_.H, args_.y != nullptr);
   auto* mail = reinterpret_cast<ResidentMailbox*>(static_cast<char*>(mapped_) + m.mail) + slot;
   __atomic_store_n(&mail->length, length, __ATOMIC_RELAXED);
   lengths_[slot] = length;
@@ -226,38 +227,39 @@ absl::Status ResidentLoop::Join(int slot, const float* x, int length) {
 }
 
 bool ResidentLoop::Started(int slot) const {
-  const MappedLayout m(args_.capacity, args_.max_steps, args_.H);
+  const MappedLayout m(args_.capacity, args_.max_steps, args_.H, args_.y != nullptr);
   auto* mail = reinterpret_cast<ResidentMailbox*>(static_cast<char*>(mapped_) + m.mail) + slot;
   return __atomic_load_n(&mail->started, __ATOMIC_ACQUIRE) == generation_[slot];
 }
 
 bool ResidentLoop::Done(int slot) const {
-  const MappedLayout m(args_.capacity, args_.max_steps, args_.H);
+  const MappedLayout m(args_.capacity, args_.max_steps, args_.H, args_.y != nullptr);
   auto* mail = reinterpret_cast<ResidentMailbox*>(static_cast<char*>(mapped_) + m.mail) + slot;
   return __atomic_load_n(&mail->done, __ATOMIC_ACQUIRE) == generation_[slot];
 }
 
 const float* ResidentLoop::outputs(int slot) const {
-  const MappedLayout m(args_.capacity, args_.max_steps, args_.H);
+  if (args_.y == nullptr) return nullptr;
+  const MappedLayout m(args_.capacity, args_.max_steps, args_.H, args_.y != nullptr);
   return reinterpret_cast<const float*>(static_cast<char*>(mapped_) + m.y) +
          static_cast<size_t>(slot) * args_.max_steps * args_.H;
 }
 
 const float* ResidentLoop::final_h(int slot) const {
-  const MappedLayout m(args_.capacity, args_.max_steps, args_.H);
+  const MappedLayout m(args_.capacity, args_.max_steps, args_.H, args_.y != nullptr);
   return reinterpret_cast<const float*>(static_cast<char*>(mapped_) + m.hy) +
          static_cast<size_t>(slot) * args_.H;
 }
 
 const float* ResidentLoop::final_c(int slot) const {
   if (args_.cy == nullptr) return nullptr;
-  const MappedLayout m(args_.capacity, args_.max_steps, args_.H);
+  const MappedLayout m(args_.capacity, args_.max_steps, args_.H, args_.y != nullptr);
   return reinterpret_cast<const float*>(static_cast<char*>(mapped_) + m.cy) +
          static_cast<size_t>(slot) * args_.H;
 }
 
 uint64_t ResidentLoop::steps() const {
-  const MappedLayout m(args_.capacity, args_.max_steps, args_.H);
+  const MappedLayout m(args_.capacity, args_.max_steps, args_.H, args_.y != nullptr);
   auto* control = reinterpret_cast<ResidentControl*>(static_cast<char*>(mapped_) + m.control);
   return __atomic_load_n(&control->steps, __ATOMIC_ACQUIRE);
 }

@@ -47,6 +47,8 @@ struct ResidentLoopOptions {
   int device = 0;
   int capacity = 64;    // slots
   int max_steps = 512;  // steps, per sequence
+  // Whether h after every step reaches the host (outputs()), or only the final states.
+  bool per_step_outputs = true;
 };
 
 class ResidentLoop {
@@ -68,7 +70,8 @@ class ResidentLoop {
   // its outputs may be read).
   bool Started(int slot) const;
   bool Done(int slot) const;
-  // After Done(slot): [length, H] h after each step; [H] final h; [H] final c (LSTM; else null).
+  // After Done(slot): [length, H] h after each step (null without per_step_outputs); [H]
+  // final h; [H] final c (LSTM; else null).
   const float* outputs(int slot) const;
   const float* final_h(int slot) const;
   const float* final_c(int slot) const;

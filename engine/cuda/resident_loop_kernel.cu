@@ -136,6 +136,8 @@ __global__ void __launch_bounds__(kResidentThreads) ResidentLoopKernel(const Res
   // staged x(t) and h(t-1) of `tile` slots.
   extern __shared__ float smem[];
   __shared__ unsigned char pending[kResidentMaxSlots];
+  __shared__ int tile_slot[kResidentMaxTile], tile_step[kResidentMaxTile];
+  __shared__ int tile_len[kResidentMaxTile];
   const int j0 = blockIdx.x * a.units;
   const int u = min(a.units, a.H - j0);
   const int IH = a.I + a.H, cap = a.capacity;
@@ -194,17 +196,27 @@ __global__ void __launch_bounds__(kResidentThreads) ResidentLoopKernel(const Res
     for (int s0 = 0; s0 < n; s0 += a.tile) {
       const int ns = min(a.tile, n - s0);
       __syncthreads();
-      for (int e = threadIdx.x; e < ns * IH; e += blockDim.x) {
-        const int r = e / IH, kk = e - r * IH;
-        const int s = __ldcg(&list[s0 + r]);
-        const int t = __ldcg(&a.step[p * cap + s]);
-        float v;
-        if (kk < a.I) {
-          v = __ldcg(a.x + (static_cast<int64_t>(s) * a.max_steps + t) * a.I + kk);
+      if (threadIdx.x < ns) {
+        const int s = __ldcg(&list[s0 + threadIdx.x]);
+        tile_slot[threadIdx.x] = s;
+        tile_step[threadIdx.x] = __ldcg(&a.step[p * cap + s]);
+        tile_len[threadIdx.x] = __ldcg(&a.length[p * cap + s]);
+      }
+      __syncthreads();
+      // One warp a staged slot: its x(t) and h(t-1), coalesced, several loads in flight.
+      for (int r = warp; r < ns; r += warps) {
+        const int s = tile_slot[r], t = tile_step[r];
+        const float* xr = a.x + (static_cast<int64_t>(s) * a.max_steps + t) * a.I;
+        const float* hr = hprev_all + static_cast<int64_t>(s) * a.H;
+        float* dst = stage + r * IH;
+#pragma unroll 4
+        for (int k2 = lane; k2 < a.I; k2 += 32) dst[k2] = __ldcg(xr + k2);
+        if (t > 0) {
+#pragma unroll 4
+          for (int k2 = lane; k2 < a.H; k2 += 32) dst[a.I + k2] = __ldcg(hr + k2);
         } else {
-          v = t > 0 ? __ldcg(hprev_all + static_cast<int64_t>(s) * a.H + kk - a.I) : 0.0f;
+          for (int k2 = lane; k2 < a.H; k2 += 32) dst[a.I + k2] = 0.0f;
         }
-        stage[e] = v;
       }
       __syncthreads();
       for (int item = warp; item < ns * u; item += warps) {
@@ -240,9 +252,7 @@ __global__ void __launch_bounds__(kResidentThreads) ResidentLoopKernel(const Res
           }
         }
         if (lane == 0) {
-          const int s = __ldcg(&list[s0 + r]);
-          const int t = __ldcg(&a.step[p * cap + s]);
-          const int len = __ldcg(&a.length[p * cap + s]);
+          const int s = tile_slot[r], t = tile_step[r], len = tile_len[r];
 #pragma unroll
           for (int g = 0; g < G; ++g) ax[g] += a.bias[g * a.H + j];
           const int64_t sj = static_cast<int64_t>(s) * a.H + j;
@@ -251,7 +261,7 @@ __global__ void __launch_bounds__(kResidentThreads) ResidentLoopKernel(const Res
           const float h = FusedCellStep<kCell>(ax, ah, hs[j], c, bRn);
           __stcg(hnext_all + sj, h);
           if constexpr (kCell == FusedRnnCell::kLstm) a.c[sj] = c;
-          a.y[(static_cast<int64_t>(s) * a.max_steps + t) * a.H + j] = h;
+          if (a.y) a.y[(static_cast<int64_t>(s) * a.max_steps + t) * a.H + j] = h;
           if (t + 1 == len) {
             finished_here = 1;
             a.hy[sj] = h;

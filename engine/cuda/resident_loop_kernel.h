@@ -59,7 +59,7 @@ struct ResidentLoopArgs {
   const float* x = nullptr;     // device [capacity, max_steps, I], copied in before a join
   ResidentMailbox* mail = nullptr;     // mapped [capacity]
   ResidentControl* control = nullptr;  // mapped
-  float* y = nullptr;   // mapped [capacity, max_steps, H]: h after each step
+  float* y = nullptr;   // mapped [capacity, max_steps, H]: h after each step, or null
   float* hy = nullptr;  // mapped [capacity, H]: h after the last step
   float* cy = nullptr;  // mapped [capacity, H]: LSTM's c after the last step; GRU: null
   // Device scratch: h by step parity [2, capacity, H], c [capacity, H]; by parity [2, capacity]
@@ -74,6 +74,8 @@ struct ResidentLoopArgs {
   ResidentDeviceState* state = nullptr;
 };
 
+// The most slots a block stages at once (ResidentLoopArgs::tile).
+inline constexpr int kResidentMaxTile = 32;
 // Threads per block of the loop.
 inline constexpr int kResidentThreads = 256;
 

@@ -92,7 +92,10 @@ absl::StatusOr<std::unique_ptr<StepLoop>> CudaCompiledModel::NewStepLoop(int cap
   const Layer& layer = *plan.layer;
   auto loop = ResidentLoop::Create(
       std::get<RecurrentSpec>(layer.spec),
-      {.device = device_, .capacity = capacity, .max_steps = max_steps});
+      {.device = device_,
+       .capacity = capacity,
+       .max_steps = max_steps,
+       .per_step_outputs = std::get<RecurrentSpec>(layer.spec).return_sequences});
   if (!loop.ok()) return loop.status();
   return std::make_unique<ResidentStepLoop>(*std::move(loop), layer, std::move(plan));
 }

@@ -52,7 +52,9 @@ void RunThrough(ResidentLoop& loop, std::vector<Sequence>& seqs, std::mt19937& r
     for (int slot = 0; slot < loop.capacity(); ++slot) {
       if (in_slot[slot] < 0 || !loop.Done(slot)) continue;
       Sequence& s = seqs[in_slot[slot]];
-      s.y.assign(loop.outputs(slot), loop.outputs(slot) + static_cast<size_t>(s.length) * H);
+      if (loop.outputs(slot) != nullptr) {
+        s.y.assign(loop.outputs(slot), loop.outputs(slot) + static_cast<size_t>(s.length) * H);
+      }
       s.h.assign(loop.final_h(slot), loop.final_h(slot) + H);
       if (loop.final_c(slot) != nullptr) s.c.assign(loop.final_c(slot), loop.final_c(slot) + H);
       in_slot[slot] = -1;
