@@ -77,10 +77,9 @@ int main(int argc, char** argv) {
   const int max_steps = 500;
   const bool per_step = Arg(argc, argv, "--per-step", 1) != 0;
   std::mt19937 rng(1);
-  auto loop = ResidentLoop::Create(RandomSpec(cell, I, H, rng),
-                                   {.capacity = slots,
-                                    .max_steps = max_steps,
-                                    .per_step_outputs = per_step});
+  auto loop = ResidentLoop::Create(
+      RandomSpec(cell, I, H, rng),
+      {.capacity = slots, .max_steps = max_steps, .per_step_outputs = per_step});
   if (!loop.ok()) {
     std::fprintf(stderr, "%s\n", loop.status().ToString().c_str());
     return 1;
@@ -114,7 +113,8 @@ int main(int argc, char** argv) {
   // Admission and completion of one-step sequences in slot 0, with `busy` other slots running
   // sequences of 10..500 steps (refilled as they finish).
   std::uniform_int_distribution<int> len(10, max_steps);
-  std::printf("\nbusy  join_call_p50/p99  started_p50/p99  done_len1_p50/p99  (us from Join called)\n");
+  std::printf(
+      "\nbusy  join_call_p50/p99  started_p50/p99  done_len1_p50/p99  (us from Join called)\n");
   for (int busy : {0, slots * 3 / 4}) {
     Stats call, started, done;
     std::vector<bool> running(slots, false);

@@ -24,6 +24,8 @@ class StepLoop {
   virtual ~StepLoop() = default;
   virtual int capacity() const = 0;   // slots
   virtual int max_steps() const = 0;  // the longest sequence a slot takes
+  // Per model output, the shape of one step's (or one sequence's) row: no batch or time axis.
+  virtual std::vector<Shape> output_rows() const = 0;
   // Row `row` of `input` ([B, T, ...], the model's one input), its first `length` steps, into
   // `slot`. INVALID_ARGUMENT for a slot, row or length out of range; FAILED_PRECONDITION while
   // the slot's previous sequence runs.
@@ -46,8 +48,7 @@ class StepLoopSource {
   virtual std::string StepLoopUnsupported() const = 0;
   // A loop of `capacity` slots for sequences of up to max_steps steps, running until
   // destroyed. FAILED_PRECONDITION naming why when StepLoopUnsupported() is not empty.
-  virtual absl::StatusOr<std::unique_ptr<StepLoop>> NewStepLoop(int capacity,
-                                                                int max_steps) = 0;
+  virtual absl::StatusOr<std::unique_ptr<StepLoop>> NewStepLoop(int capacity, int max_steps) = 0;
 };
 
 }  // namespace rnnserve::engine

@@ -141,17 +141,16 @@ absl::Status Servable::StartCellular() {
     recorder_.ObserveChunk(stats, cellular_->active());
   });
   scheduler_ = *std::move(scheduler);
-  LogInfo(absl::StrCat("model ", name(), " v", version_, ": cellular batching, ",
-                       options.max_active_sequences, " slots per instance, ",
-                       cellular_->resident()
-                           ? absl::StrCat("resident step loop (sequences of up to ",
-                                          options.resident_max_steps, " steps)")
-                           : absl::StrCat("chunks of up to ", options.chunk_steps, " steps"),
-                       ", ", instances_.size(), " instance(s)",
-                       options.resident_step_loop && !cellular_->resident()
-                           ? absl::StrCat("; resident_step_loop: chunks (",
-                                          cellular_->resident_note(), ")")
-                           : ""));
+  LogInfo(absl::StrCat(
+      "model ", name(), " v", version_, ": cellular batching, ", options.max_active_sequences,
+      " slots per instance, ",
+      cellular_->resident() ? absl::StrCat("resident step loop (sequences of up to ",
+                                           options.resident_max_steps, " steps)")
+                            : absl::StrCat("chunks of up to ", options.chunk_steps, " steps"),
+      ", ", instances_.size(), " instance(s)",
+      options.resident_step_loop && !cellular_->resident()
+          ? absl::StrCat("; resident_step_loop: chunks (", cellular_->resident_note(), ")")
+          : ""));
   return absl::OkStatus();
 }
 

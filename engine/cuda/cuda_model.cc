@@ -9,8 +9,8 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/cuda_compiled_model.h"
-#include "engine/cuda/resident_model.h"
 #include "engine/cuda/kernels.h"
+#include "engine/cuda/resident_model.h"
 #include "engine/lengths.h"
 #include "engine/plan/masks.h"
 

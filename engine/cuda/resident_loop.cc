@@ -49,10 +49,9 @@ absl::StatusOr<std::unique_ptr<ResidentLoop>> ResidentLoop::Create(
     return absl::InvalidArgumentError(absl::StrCat("resident loop: the layer has ", why));
   }
   if (options.capacity <= 0 || options.capacity > kResidentMaxSlots || options.max_steps <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("resident loop: capacity must be in [1, ", kResidentMaxSlots,
-                     "] and max_steps positive; were ", options.capacity, " and ",
-                     options.max_steps));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "resident loop: capacity must be in [1, ", kResidentMaxSlots,
+        "] and max_steps positive; were ", options.capacity, " and ", options.max_steps));
   }
   std::unique_ptr<ResidentLoop> loop(new ResidentLoop());
   RNNSERVE_RETURN_IF_ERROR(loop->Start(spec, options));
@@ -99,9 +98,9 @@ absl::Status ResidentLoop::Start(const RecurrentSpec& spec, const ResidentLoopOp
   const size_t xbytes = sizeof(float) * cap * static_cast<size_t>(T) * I;
   RNNSERVE_RETURN_IF_ERROR(x_.Reserve(xbytes));
   args_.x = x_.as<float>();
-  RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaHostAlloc(reinterpret_cast<void**>(&staging_), xbytes,
-                                                cudaHostAllocDefault),
-                                  "cudaHostAlloc (resident inputs)"));
+  RNNSERVE_RETURN_IF_ERROR(
+      CudaOk(cudaHostAlloc(reinterpret_cast<void**>(&staging_), xbytes, cudaHostAllocDefault),
+             "cudaHostAlloc (resident inputs)"));
 
   // Device scratch: h [2, cap, H], c [cap, H]; int32 step, length, list [2, cap] each and
   // gen [cap]; then the launch state.
@@ -129,9 +128,9 @@ absl::Status ResidentLoop::Start(const RecurrentSpec& spec, const ResidentLoopOp
              "cudaHostAlloc (resident mailboxes)"));
   std::memset(mapped_, 0, m.total);
   char* dev = nullptr;
-  RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dev),
-                                                           mapped_, 0),
-                                  "cudaHostGetDevicePointer"));
+  RNNSERVE_RETURN_IF_ERROR(
+      CudaOk(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dev), mapped_, 0),
+             "cudaHostGetDevicePointer"));
   args_.mail = reinterpret_cast<ResidentMailbox*>(dev + m.mail);
   args_.control = reinterpret_cast<ResidentControl*>(dev + m.control);
   args_.y = options.per_step_outputs ? reinterpret_cast<float*>(dev + m.y) : nullptr;
@@ -141,8 +140,9 @@ absl::Status ResidentLoop::Start(const RecurrentSpec& spec, const ResidentLoopOp
   // Blocks: one per hidden unit up to the device's resident blocks; weights in shared memory
   // when a block's rows fit.
   int sms = 0, smem_max = 0;
-  RNNSERVE_RETURN_IF_ERROR(CudaOk(
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_), "cudaDeviceGetAttribute"));
+  RNNSERVE_RETURN_IF_ERROR(
+      CudaOk(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_),
+             "cudaDeviceGetAttribute"));
   RNNSERVE_RETURN_IF_ERROR(
       CudaOk(cudaDeviceGetAttribute(&smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, device_),
              "cudaDeviceGetAttribute"));
@@ -161,8 +161,8 @@ absl::Status ResidentLoop::Start(const RecurrentSpec& spec, const ResidentLoopOp
     }
   }
   if (ResidentLoopSmem(args_) > dynamic_max) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "resident loop: one slot's input and state (", I + H, " floats) exceed shared memory"));
+    return absl::InvalidArgumentError(absl::StrCat("resident loop: one slot's input and state (",
+                                                   I + H, " floats) exceed shared memory"));
   }
   int max_blocks = 0;
   RNNSERVE_RETURN_IF_ERROR(
@@ -173,10 +173,10 @@ absl::Status ResidentLoop::Start(const RecurrentSpec& spec, const ResidentLoopOp
                                                      "device holds ",
                                                      max_blocks));
   }
-  RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaStreamCreateWithFlags(&loop_stream_, cudaStreamNonBlocking),
-                                  "cudaStreamCreate"));
-  RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking),
-                                  "cudaStreamCreate"));
+  RNNSERVE_RETURN_IF_ERROR(
+      CudaOk(cudaStreamCreateWithFlags(&loop_stream_, cudaStreamNonBlocking), "cudaStreamCreate"));
+  RNNSERVE_RETURN_IF_ERROR(
+      CudaOk(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking), "cudaStreamCreate"));
   RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaDeviceSynchronize(), "cudaDeviceSynchronize"));
   RNNSERVE_RETURN_IF_ERROR(CudaOk(LaunchResidentLoop(args_, loop_stream_), "resident loop launch"));
   launched_ = true;
@@ -203,8 +203,8 @@ absl::Status ResidentLoop::Join(int slot, const float* x, int length) {
         absl::StrCat("resident loop: slot ", slot, " is not in [0, ", args_.capacity, ")"));
   }
   if (length < 1 || length > args_.max_steps) {
-    return absl::InvalidArgumentError(absl::StrCat("resident loop: length ", length,
-                                                   " is not in [1, ", args_.max_steps, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("resident loop: length ", length, " is not in [1, ", args_.max_steps, "]"));
   }
   if (!Done(slot)) {
     return absl::FailedPreconditionError(
@@ -213,10 +213,10 @@ absl::Status ResidentLoop::Join(int slot, const float* x, int length) {
   const size_t offset = static_cast<size_t>(slot) * args_.max_steps * args_.I;
   const size_t bytes = sizeof(float) * static_cast<size_t>(length) * args_.I;
   std::memcpy(staging_ + offset, x, bytes);
-  RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaMemcpyAsync(const_cast<float*>(args_.x) + offset,
-                                                  staging_ + offset, bytes,
-                                                  cudaMemcpyHostToDevice, copy_stream_),
-                                  "cudaMemcpyAsync (resident inputs)"));
+  RNNSERVE_RETURN_IF_ERROR(
+      CudaOk(cudaMemcpyAsync(const_cast<float*>(args_.x) + offset, staging_ + offset, bytes,
+                             cudaMemcpyHostToDevice, copy_stream_),
+             "cudaMemcpyAsync (resident inputs)"));
   RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaStreamSynchronize(copy_stream_), "cudaStreamSynchronize"));
   const MappedLayout m(args_.capacity, args_.max_steps, args_.H, args_.y != nullptr);
   auto* mail = reinterpret_cast<ResidentMailbox*>(static_cast<char*>(mapped_) + m.mail) + slot;

@@ -27,7 +27,7 @@ struct alignas(64) ResidentMailbox {
 
 // Whole-loop words in host-mapped memory.
 struct ResidentControl {
-  uint32_t stop = 0;          // host -> device: nonzero ends the launch between two steps
+  uint32_t stop = 0;  // host -> device: nonzero ends the launch between two steps
   uint32_t pad = 0;
   unsigned long long steps = 0;  // device -> host: steps run (with at least one active slot)
 };
@@ -52,11 +52,11 @@ struct ResidentLoopArgs {
   int units = 0;      // hidden units per block; blocks = ceil(H / units)
   int tile = 1;       // slots whose x(t) and h(t-1) a block stages in shared memory at once
   bool weights_in_smem = false;
-  const float* W = nullptr;     // [G*H, I]
-  const float* R = nullptr;     // [G*H, H]
-  const float* bias = nullptr;  // [G*H]: bW + bR, the GRU's n gate bW only
-  const float* bRn = nullptr;   // [H] GRU: the n gate's recurrent bias; LSTM: null
-  const float* x = nullptr;     // device [capacity, max_steps, I], copied in before a join
+  const float* W = nullptr;            // [G*H, I]
+  const float* R = nullptr;            // [G*H, H]
+  const float* bias = nullptr;         // [G*H]: bW + bR, the GRU's n gate bW only
+  const float* bRn = nullptr;          // [H] GRU: the n gate's recurrent bias; LSTM: null
+  const float* x = nullptr;            // device [capacity, max_steps, I], copied in before a join
   ResidentMailbox* mail = nullptr;     // mapped [capacity]
   ResidentControl* control = nullptr;  // mapped
   float* y = nullptr;   // mapped [capacity, max_steps, H]: h after each step, or null

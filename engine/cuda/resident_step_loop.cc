@@ -21,13 +21,16 @@ class ResidentStepLoop final : public StepLoop {
 
   int capacity() const override { return loop_->capacity(); }
   int max_steps() const override { return loop_->max_steps(); }
+  std::vector<Shape> output_rows() const override {
+    return std::vector<Shape>(plan_.outputs.size(), Shape{loop_->hidden_size()});
+  }
 
   absl::Status Join(int slot, const Tensor& input, int64_t row, int length) override {
     if (input.dtype() != DType::kFloat32 || input.rank() != 3 ||
         input.dim(2) != loop_->input_size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("step loop: the input must be float32 [B, T, ", loop_->input_size(),
-                       "]; is ", ShapeString(input.shape())));
+      return absl::InvalidArgumentError(absl::StrCat("step loop: the input must be float32 [B, T, ",
+                                                     loop_->input_size(), "]; is ",
+                                                     ShapeString(input.shape())));
     }
     if (row < 0 || row >= input.dim(0) || length > input.dim(1)) {
       return absl::InvalidArgumentError(absl::StrCat("step loop: row ", row, " length ", length,

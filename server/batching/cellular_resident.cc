@@ -28,19 +28,21 @@ absl::Status Gone(const CellularRequest& r, absl::Time now) {
 }
 
 // The rows of an empty sequence: zeros (Keras's answer for a sequence with no steps).
-void EmptyRows(Slot& slot, const ChunkShape& shape) {
-  int64_t width = 0;
-  for (const auto& [layer, rows] : shape.state_rows) {
-    if (!rows.empty() && !rows[0].empty()) width = rows[0].back();
-  }
-  slot.step_pieces.assign(shape.output_time_axis.size(), {});
+void EmptyRows(Slot& slot, const ChunkShape& shape, const std::vector<engine::Shape>& rows) {
+  slot.step_pieces.assign(rows.size(), {});
   slot.last_rows.clear();
-  for (size_t o = 0; o < shape.output_time_axis.size(); ++o) {
-    slot.step_pieces[o].push_back(engine::Tensor::Float({0, width}));
-    slot.last_rows.push_back(engine::Tensor::Float({1, width}));
+  for (size_t o = 0; o < rows.size(); ++o) {
+    engine::Shape piece = {shape.output_time_axis[o] ? 0 : 1};
+    piece.insert(piece.end(), rows[o].begin(), rows[o].end());
+    if (shape.output_time_axis[o]) {
+      slot.step_pieces[o].push_back(engine::Tensor::Float(std::move(piece)));
+      slot.last_rows.emplace_back();
+    } else {
+      slot.last_rows.push_back(engine::Tensor::Float(std::move(piece)));
+    }
   }
-  for (const auto& [layer, rows] : shape.state_rows) {
-    for (const engine::Shape& r : rows) {
+  for (const auto& [layer, states] : shape.state_rows) {
+    for (const engine::Shape& r : states) {
       engine::Shape s = {1};
       s.insert(s.end(), r.begin(), r.end());
       slot.states[layer].push_back(engine::Tensor::Float(std::move(s)));
@@ -120,7 +122,7 @@ void CellularScheduler::WorkResident(int instance) {
       Slot& s = *slot;
       absl::Status st;
       if (s.length == 0) {
-        EmptyRows(s, options_.shape);
+        EmptyRows(s, options_.shape, loop.output_rows());
         s.request->Finish(s, options_.shape);
         Release(instance, s);
         ++left;

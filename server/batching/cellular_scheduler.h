@@ -172,7 +172,7 @@ class CellularScheduler final : public Scheduler {
   };
   std::vector<InstanceSlots> slots_;
   const Clock* const clock_;
-  ChunkObserver observer_;  // set before the first request
+  ChunkObserver observer_;     // set before the first request
   std::string resident_note_;  // why the resident loop is not used; set in Create
 
   mutable absl::Mutex mu_;

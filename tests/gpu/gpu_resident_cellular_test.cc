@@ -102,8 +102,7 @@ TEST(GpuResidentCellular, KerasRowsArrivingApartMatchKeras) {
         ASSERT_TRUE(statuses[r].ok()) << "row " << r << ": " << statuses[r];
         pieces.push_back(answers[r][o]);
       }
-      EXPECT_TRUE(AllClose(server::ConcatRows(pieces), want, kFp32CrossEngine))
-          << "output " << o;
+      EXPECT_TRUE(AllClose(server::ConcatRows(pieces), want, kFp32CrossEngine)) << "output " << o;
     }
     std::printf("[ resident ] %s: %lld rows\n", name.c_str(), static_cast<long long>(rows));
   }
