@@ -26,6 +26,13 @@
 //   any. The destructor stops the launch between two steps (active slots are abandoned) and
 //   waits for it.
 //
+// SHARING THE DEVICE
+//   The launch holds ceil(H / units) blocks (at most one a multiprocessor) and its shared
+//   memory for as long as the loop lives. Other kernels on the device run in what is left; a
+//   cooperative or persistent kernel of another model that needs every multiprocessor at once
+//   may not fit beside it (a second loop of this size does). Do not run the same instance's
+//   chunked engine calls while its loop lives.
+//
 // LATENCY
 //   A joined sequence is taken at the end of the step during which its mailbox write reaches
 //   the device (the mailboxes are read early in each step), so it starts one or two steps
