@@ -132,7 +132,9 @@ absl::Status Servable::StartCellular() {
       .chunk_steps = c.chunk_steps() > 0 ? c.chunk_steps() : default_chunk,
       .max_queue_size = c.max_queue_size(),
       .fixed_chunk_steps = gpu,
-      .shape = *std::move(shape)};
+      .shape = *std::move(shape),
+      .resident_step_loop = c.resident_step_loop(),
+      .resident_max_steps = c.resident_max_steps() != 0 ? c.resident_max_steps() : 512};
   if (auto st = WarmUpCellularGpu(options); !st.ok()) return st;
   auto scheduler = batching::CellularScheduler::Create(options, InstancePointers());
   if (!scheduler.ok()) return scheduler.status();
@@ -144,9 +146,16 @@ absl::Status Servable::StartCellular() {
     recorder_.ObserveChunk(stats, std::max<int64_t>(0, cellular_->active() - leaving));
   });
   scheduler_ = *std::move(scheduler);
-  LogInfo(absl::StrCat("model ", name(), " v", version_, ": cellular batching, ",
-                       options.max_active_sequences, " slots per instance, chunks of up to ",
-                       options.chunk_steps, " steps, ", instances_.size(), " instance(s)"));
+  LogInfo(absl::StrCat(
+      "model ", name(), " v", version_, ": cellular batching, ", options.max_active_sequences,
+      " slots per instance, ",
+      cellular_->resident() ? absl::StrCat("resident step loop (sequences of up to ",
+                                           options.resident_max_steps, " steps)")
+                            : absl::StrCat("chunks of up to ", options.chunk_steps, " steps"),
+      ", ", instances_.size(), " instance(s)",
+      options.resident_step_loop && !cellular_->resident()
+          ? absl::StrCat("; resident_step_loop: chunks (", cellular_->resident_note(), ")")
+          : ""));
   return absl::OkStatus();
 }
 

@@ -29,6 +29,7 @@
 #include "engine/host_fallback.h"
 #include "engine/lengths_rewrite.h"
 #include "engine/slot_states.h"
+#include "engine/step_loop.h"
 
 namespace rnnserve::engine::cuda {
 
@@ -59,7 +60,7 @@ struct LayerPlan {
   DeviceLayerState device;
 };
 
-class CudaCompiledModel final : public CompiledModel {
+class CudaCompiledModel final : public CompiledModel, public StepLoopSource {
  public:
   CudaCompiledModel(LengthsRewrite rewrite, const CompileOptions& options, int device,
                     std::shared_ptr<const HostFallback> host)
@@ -83,6 +84,9 @@ class CudaCompiledModel final : public CompiledModel {
   // null (the host's) for other layers.
   absl::StatusOr<std::unique_ptr<SlotStates>> NewSlotStates(const StateRows& rows,
                                                             int capacity) override;
+  // The resident step loop (resident_step_loop.cc).
+  std::string StepLoopUnsupported() const override;
+  absl::StatusOr<std::unique_ptr<StepLoop>> NewStepLoop(int capacity, int max_steps) override;
   RunCounters counters() const override {
     return {.host_copies_in_last_run = host_copies_in_last_run_,
             .graph_replays = graph_replays_,

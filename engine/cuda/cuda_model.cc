@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/cuda_compiled_model.h"
 #include "engine/cuda/kernels.h"
+#include "engine/cuda/resident_model.h"
 #include "engine/lengths.h"
 #include "engine/plan/masks.h"
 
@@ -613,8 +614,14 @@ absl::Status CudaCompiledModel::RunEmbedding(const Layer& layer, const Embedding
 
 std::vector<LayerPlacement> CudaCompiledModel::placements() const {
   std::vector<LayerPlacement> out;
+  const ResidentPlan resident = PlanResident(model_);
   for (size_t i = 0; i < model_.layers.size(); ++i) {
     std::string reason = plans_[i].reason;
+    if (std::holds_alternative<RecurrentSpec>(model_.layers[i].spec)) {
+      absl::StrAppend(&reason, resident.layer == &model_.layers[i]
+                                   ? "; resident_step_loop: runs in the resident loop"
+                                   : "; resident_step_loop: chunked (" + resident.why + ")");
+    }
     if (plans_[i].rnn) {
       if (const std::string chosen = plans_[i].rnn->ChoicesSummary(); !chosen.empty()) {
         absl::StrAppend(&reason, "; chosen by timing: ", chosen);

@@ -76,6 +76,10 @@ absl::StatusOr<std::unique_ptr<CellularScheduler>> CellularScheduler::Create(
     return absl::InvalidArgumentError(
         absl::StrCat(what, " every input needs a time axis ([B, T, ...])"));
   }
+  if (options.resident_step_loop && options.resident_max_steps <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, "resident_max_steps must be positive; was ", options.resident_max_steps));
+  }
   std::unique_ptr<CellularScheduler> s(new CellularScheduler(options, std::move(instances), clock));
   for (engine::CompiledModel* instance : s->instances_) {
     auto states =
@@ -88,8 +92,19 @@ absl::StatusOr<std::unique_ptr<CellularScheduler>> CellularScheduler::Create(
     for (int32_t i = options.max_active_sequences - 1; i >= 0; --i) slots.free.push_back(i);
     s->slots_.push_back(std::move(slots));
   }
+  if (options.resident_step_loop) {
+    if (absl::Status st = s->StartResidentLoops(); !st.ok()) {
+      return absl::Status(st.code(), absl::StrCat(what, " ", st.message()));
+    }
+  }
   for (size_t i = 0; i < s->instances_.size(); ++i) {
-    s->workers_.emplace_back([p = s.get(), i] { p->Work(static_cast<int>(i)); });
+    s->workers_.emplace_back([p = s.get(), i] {
+      if (p->resident()) {
+        p->WorkResident(static_cast<int>(i));
+      } else {
+        p->Work(static_cast<int>(i));
+      }
+    });
   }
   return s;
 }
@@ -122,6 +137,9 @@ absl::Status CellularScheduler::Schedule(std::unique_ptr<BatchRequest>* request)
     return absl::DeadlineExceededError("deadline passed before the request was queued");
   }
   const int64_t rows = batch.inputs[0].dim(0);
+  if (resident()) {
+    if (absl::Status st = CheckResident(**request); !st.ok()) return st;
+  }
   absl::MutexLock lock(&mu_);
   if (draining_ || stopping_) {
     return absl::UnavailableError(absl::StrCat("model ", options_.model_name, " is unloading"));

@@ -27,6 +27,10 @@
 //     for a slot. 0: unbounded.
 //   - An engine fault fails every request with a sequence in that chunk (INTERNAL/the fault),
 //     and the others carry on.
+//   - resident_step_loop: where every instance runs the model in a resident step loop
+//     (engine/step_loop.h), the worker feeds and drains that loop instead of running chunks:
+//     a sequence joins between two steps as soon as it has a slot and leaves after its own last
+//     step (cellular_resident.cc). ChunkStats then report each drain (steps 1).
 //
 // THREADS AND SHUTDOWN
 //   One worker per instance, the only thread that runs it. Drain() stops taking requests and
@@ -56,6 +60,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "engine/engine.h"
+#include "engine/step_loop.h"
 #include "server/batching/batch_request.h"
 #include "server/batching/cellular_chunk.h"
 #include "server/batching/clock.h"
@@ -79,6 +84,15 @@ struct CellularSchedulerOptions {
   bool fixed_chunk_steps = false;
   // The model's time axes and recurrent state shapes. input_time_axis must be all true.
   ChunkShape shape = {};
+  // Runs the model in each instance's resident step loop (engine/step_loop.h) where every
+  // instance offers one for it (the GPU engine, for one LSTM or GRU layer: see
+  // cellular_resident.cc) instead of chunks: sequences join and leave between single steps.
+  // Elsewhere the chunks run as without it (resident() says which). In the loop, a request may
+  // not give initial states and its sequences may not be longer than resident_max_steps
+  // (INVALID_ARGUMENT), and each worker polls its loop on a core of its own.
+  bool resident_step_loop = false;
+  // The longest sequence the resident loop takes, in steps. Must be positive.
+  int resident_max_steps = 512;
 };
 
 // One chunk, as the scheduler saw it. For metrics.
@@ -124,11 +138,20 @@ class CellularScheduler final : public Scheduler {
   int64_t active() const;
   // Whether the calling thread is one of the scheduler's workers.
   bool IsWorkerThread() const override;
+  // Whether the sequences run in the instances' resident step loops (resident_step_loop); else
+  // why not ("" when the option is off).
+  bool resident() const { return resident_note_.empty() && options_.resident_step_loop; }
+  const std::string& resident_note() const { return resident_note_; }
 
  private:
   CellularScheduler(const CellularSchedulerOptions& options,
                     std::vector<engine::CompiledModel*> instances, const Clock* clock);
   void Work(int instance);
+  // The resident step loop (cellular_resident.cc): one per instance, or resident_note_ says
+  // why none; what a request must be to run in it; the worker that feeds and drains it.
+  absl::Status StartResidentLoops();
+  absl::Status CheckResident(const BatchRequest& request) const;
+  void WorkResident(int instance);
   // Fills free slots of `active` from the queue; moves the expired to `expired`.
   void Admit(int instance, std::vector<std::unique_ptr<Slot>>& active,
              std::vector<std::unique_ptr<Slot>>& expired) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -144,11 +167,13 @@ class CellularScheduler final : public Scheduler {
   // Per instance, used by its worker alone: the slots' states, and the slot numbers free.
   struct InstanceSlots {
     std::unique_ptr<engine::SlotStates> states;
+    std::unique_ptr<engine::StepLoop> loop;  // with resident()
     std::vector<int32_t> free;
   };
   std::vector<InstanceSlots> slots_;
   const Clock* const clock_;
-  ChunkObserver observer_;  // set before the first request
+  ChunkObserver observer_;     // set before the first request
+  std::string resident_note_;  // why the resident loop is not used; set in Create
 
   mutable absl::Mutex mu_;
   std::deque<std::unique_ptr<Slot>> queue_ ABSL_GUARDED_BY(mu_);

@@ -12,9 +12,16 @@ if(RNNSERVE_HAVE_CUDA)
   rnnserve_test(gpu_fused_half_test gpu ${CMAKE_CURRENT_LIST_DIR}/gpu_fused_half_test.cc)
   # Reads the pinned pool of the engine's compiled model.
   rnnserve_test(gpu_host_io_test gpu ${CMAKE_CURRENT_LIST_DIR}/gpu_host_io_test.cc)
+  # The resident step loop (engine/cuda/resident_loop.h) against the engine and Keras.
+  rnnserve_test(gpu_resident_loop_test gpu ${CMAKE_CURRENT_LIST_DIR}/gpu_resident_loop_test.cc)
 endif()
 # Loads a model through the server's Servable on GPUs 0 and 1.
 rnnserve_test(gpu_multi_gpu_test gpu ${CMAKE_CURRENT_LIST_DIR}/gpu_multi_gpu_test.cc)
 target_link_libraries(gpu_multi_gpu_test PRIVATE rnnserve_server_lib)
 rnnserve_test(gpu_evaluate_logits_test gpu ${CMAKE_CURRENT_LIST_DIR}/gpu_evaluate_logits_test.cc)
 target_link_libraries(gpu_evaluate_logits_test PRIVATE rnnserve_server_lib)
+# Step-level batching on the resident step loop, through the server's Servable, against Keras.
+rnnserve_test(gpu_resident_cellular_test gpu
+  ${CMAKE_CURRENT_LIST_DIR}/gpu_resident_cellular_test.cc)
+target_link_libraries(gpu_resident_cellular_test PRIVATE rnnserve_server_lib
+  nlohmann_json::nlohmann_json)

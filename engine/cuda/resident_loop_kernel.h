@@ -1,0 +1,90 @@
+#pragma once
+
+// The resident step loop's kernel (resident_loop_kernel.cu; plain C++ header): one persistent
+// cooperative launch that advances every active slot of a one-direction LSTM or GRU
+// (reset_after) layer one step at a time, until the host asks it to stop. Sequences join and
+// leave between steps through host-mapped mailboxes (ResidentMailbox), one per slot.
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "engine/cuda/fused_rnn_kernel.h"
+
+namespace rnnserve::engine::cuda {
+
+// One slot's mailbox in pinned, host-mapped memory. The host fills the slot's inputs and
+// `length`, then publishes `joined` (generation g, a release store); the kernel takes the slot
+// between two steps (acquire load), sets `started` = g, and after the slot's last step, once its
+// outputs and final states are written, sets `done` = g (release, system scope). The host may
+// join a slot again only after `done` equals its last generation.
+struct alignas(64) ResidentMailbox {
+  uint32_t joined = 0;   // host -> device: generation of the sequence in the slot
+  int32_t length = 0;    // host -> device: its steps, in [1, max_steps]
+  uint32_t started = 0;  // device -> host: generation taken (before its first step)
+  uint32_t done = 0;     // device -> host: generation finished (outputs and states written)
+};
+
+// Whole-loop words in host-mapped memory.
+struct ResidentControl {
+  uint32_t stop = 0;  // host -> device: nonzero ends the launch between two steps
+  uint32_t pad = 0;
+  unsigned long long steps = 0;  // device -> host: steps run (with at least one active slot)
+};
+
+// The most slots one loop holds (block 0 keeps a flag per slot in shared memory).
+inline constexpr int kResidentMaxSlots = 1024;
+
+// Device-memory bookkeeping of the launch, zeroed before it. Step k reads the buffers of parity
+// k & 1 (written by block 0 during step k - 1) while block 0 writes the other's.
+struct ResidentDeviceState {
+  unsigned barrier_count = 0;
+  unsigned barrier_gen = 0;
+  int active[2] = {};  // slots in the parity's list
+  int quit[2] = {};    // nonzero: the launch ends at that step
+};
+
+struct ResidentLoopArgs {
+  FusedRnnCell cell = FusedRnnCell::kLstm;  // kLstm or kGru (reset_after)
+  int I = 0, H = 0;
+  int capacity = 0;   // slots, at most kResidentMaxSlots
+  int max_steps = 0;  // the longest sequence a slot takes
+  int units = 0;      // hidden units per block; blocks = ceil(H / units)
+  int tile = 1;       // slots whose x(t) and h(t-1) a block stages in shared memory at once
+  bool weights_in_smem = false;
+  const float* W = nullptr;            // [G*H, I]
+  const float* R = nullptr;            // [G*H, H]
+  const float* bias = nullptr;         // [G*H]: bW + bR, the GRU's n gate bW only
+  const float* bRn = nullptr;          // [H] GRU: the n gate's recurrent bias; LSTM: null
+  const float* x = nullptr;            // device [capacity, max_steps, I], copied in before a join
+  ResidentMailbox* mail = nullptr;     // mapped [capacity]
+  ResidentControl* control = nullptr;  // mapped
+  float* y = nullptr;   // mapped [capacity, max_steps, H]: h after each step, or null
+  float* hy = nullptr;  // mapped [capacity, H]: h after the last step
+  float* cy = nullptr;  // mapped [capacity, H]: LSTM's c after the last step; GRU: null
+  // Device scratch: h by step parity [2, capacity, H], c [capacity, H]; by parity [2, capacity]
+  // each: a slot's step and length (0: not active), the active slots' list; per slot the
+  // generation it runs [capacity]; and the launch state.
+  float* h = nullptr;
+  float* c = nullptr;
+  int32_t* step = nullptr;
+  int32_t* length = nullptr;
+  int32_t* list = nullptr;
+  uint32_t* gen = nullptr;
+  ResidentDeviceState* state = nullptr;
+};
+
+// The most slots a block stages at once (ResidentLoopArgs::tile).
+inline constexpr int kResidentMaxTile = 32;
+// Threads per block of the loop.
+inline constexpr int kResidentThreads = 256;
+
+// Dynamic shared memory of a launch with `args`.
+size_t ResidentLoopSmem(const ResidentLoopArgs& args);
+// Starts the persistent launch on `stream` (cooperative: every block resident at once). Returns
+// at once; the launch ends after control->stop is set.
+cudaError_t LaunchResidentLoop(const ResidentLoopArgs& args, cudaStream_t stream);
+// The most blocks of the loop that one device holds at once (for Create's check).
+cudaError_t ResidentLoopMaxBlocks(const ResidentLoopArgs& args, int device, int* blocks);
+
+}  // namespace rnnserve::engine::cuda
