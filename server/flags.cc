@@ -17,7 +17,7 @@ void AddLimitFlags(CLI::App& app, ServerFlags* f) {
   app.add_option("--max-concurrent-per-model", f->max_concurrent_per_model,
                  "requests running at once on a model without dynamic batching, shared fairly "
                  "among callers (--fair-floor-percent); one more is RESOURCE_EXHAUSTED (0: 8 per "
-                 "instance)")
+                 "instance for one caller, and the newcomers' reserve on top)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--max-streams", f->max_streams,

@@ -13,8 +13,8 @@ absl::StatusOr<std::unique_ptr<ByteBudget>> ByteBudget::Create(const Options& op
         absl::StrCat("max_inflight_bytes must be positive; was ", options.max_inflight_bytes));
   }
   if (options.fair_floor_percent < 0 || options.fair_floor_percent > 100) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "fair_floor_percent must be in [0, 100]; was ", options.fair_floor_percent));
+    return absl::InvalidArgumentError(
+        absl::StrCat("fair_floor_percent must be in [0, 100]; was ", options.fair_floor_percent));
   }
   return std::unique_ptr<ByteBudget>(
       new ByteBudget(options.max_inflight_bytes,

@@ -40,8 +40,8 @@ std::string ExplainShare(const ShareAsk& a, ShareVerdict verdict) {
                           a.floor, ", --fair-floor-percent)");
     case ShareVerdict::kReserved:
       return absl::StrCat("this caller holds ", a.held, " and the last ", a.floor, " of ",
-                          a.capacity, " are kept for callers below the floor (",
-                          a.total, " held; --fair-floor-percent)");
+                          a.capacity, " are kept for callers below the floor (", a.total,
+                          " held; --fair-floor-percent)");
   }
   return "";
 }

@@ -28,9 +28,9 @@ namespace rnnserve::server::limits {
 
 enum class ShareVerdict {
   kGranted,
-  kBoundFull,   // rule 1
-  kOverShare,   // rule 2
-  kReserved,    // rule 3
+  kBoundFull,  // rule 1
+  kOverShare,  // rule 2
+  kReserved,   // rule 3
 };
 
 // The floor of a bound: `percent` (0..100) of `capacity`, at least 1, at most capacity.

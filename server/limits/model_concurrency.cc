@@ -14,15 +14,17 @@ absl::StatusOr<std::unique_ptr<ModelConcurrency>> ModelConcurrency::Create(const
         "max_concurrent_per_model must not be negative; was ", options.max_concurrent_per_model));
   }
   if (options.fair_floor_percent < 0 || options.fair_floor_percent > 100) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "fair_floor_percent must be in [0, 100]; was ", options.fair_floor_percent));
+    return absl::InvalidArgumentError(
+        absl::StrCat("fair_floor_percent must be in [0, 100]; was ", options.fair_floor_percent));
   }
   return std::unique_ptr<ModelConcurrency>(new ModelConcurrency(options));
 }
 
 int ModelConcurrency::LimitFor(int instances) const {
   if (options_.max_concurrent_per_model > 0) return options_.max_concurrent_per_model;
-  return kPerInstance * std::max(instances, 1);
+  const int per_caller = kPerInstance * std::max(instances, 1);
+  if (options_.fair_floor_percent >= 100) return per_caller;  // no reserve: first come
+  return per_caller + static_cast<int>(ShareFloor(per_caller, options_.fair_floor_percent));
 }
 
 absl::StatusOr<ModelConcurrency::Slot> ModelConcurrency::Acquire(const void* key,
@@ -34,20 +36,21 @@ absl::StatusOr<ModelConcurrency::Slot> ModelConcurrency::Acquire(const void* key
   absl::MutexLock lock(&mu_);
   ShareLedger& running = running_[key];
   ShareAsk ask;
-  const ShareVerdict v = running.Take(share_key, 1, limit,
-                                      ShareFloor(limit, options_.fair_floor_percent), &ask);
+  const ShareVerdict v =
+      running.Take(share_key, 1, limit, ShareFloor(limit, options_.fair_floor_percent), &ask);
   if (v != ShareVerdict::kGranted) {
     if (running.callers() == 0) running_.erase(key);
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "model '", model, "' is running ", ask.total,
-        " requests, its limit without dynamic "
-        "batching (--max-concurrent-per-model=",
-        options_.max_concurrent_per_model,
-        options_.max_concurrent_per_model == 0
-            ? absl::StrCat(": ", kPerInstance, " per instance, ", limit, ")")
-            : ")",
-        v == ShareVerdict::kBoundFull ? "" : absl::StrCat("; ", ExplainShare(ask, v)),
-        "; retry later"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("model '", model, "' is running ", ask.total,
+                     " requests, its limit without dynamic "
+                     "batching (--max-concurrent-per-model=",
+                     options_.max_concurrent_per_model,
+                     options_.max_concurrent_per_model == 0
+                         ? absl::StrCat(": ", kPerInstance,
+                                        " per instance and the newcomers' reserve, ", limit, ")")
+                         : ")",
+                     v == ShareVerdict::kBoundFull ? "" : absl::StrCat("; ", ExplainShare(ask, v)),
+                     "; retry later"));
   }
   return Slot(this, key, std::move(share_key));
 }

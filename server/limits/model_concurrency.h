@@ -25,8 +25,9 @@ namespace rnnserve::server::limits {
 class ModelConcurrency {
  public:
   struct Options {
-    // Requests at once per model version. 0: kPerInstance times the model's instance count.
-    // Must not be negative.
+    // Requests at once per model version. 0: kPerInstance times the model's instance count,
+    // plus the newcomers' reserve on top (its ShareFloor; none at fair_floor_percent 100), so
+    // that one caller alone still runs kPerInstance per instance. Must not be negative.
     int max_concurrent_per_model = 0;
     // Each caller's floor and the newcomers' reserve, in percent of the cap (fair_share.h; at
     // least one request); 0..100, 100: first come, first served.

@@ -15,10 +15,9 @@ absl::StatusOr<ServerLimits> CreateServerLimits(const ServerFlags& flags) {
                                 .fair_floor_percent = flags.fair_floor_percent});
   if (!concurrency.ok()) return concurrency.status();
   limits.concurrency = *std::move(concurrency);
-  auto streams = StreamLimits::Create(
-      {.max_streams = flags.max_streams,
-       .idle_seconds = flags.stream_idle_seconds,
-       .fair_floor_percent = flags.fair_floor_percent});
+  auto streams = StreamLimits::Create({.max_streams = flags.max_streams,
+                                       .idle_seconds = flags.stream_idle_seconds,
+                                       .fair_floor_percent = flags.fair_floor_percent});
   if (!streams.ok()) return streams.status();
   limits.streams = *std::move(streams);
   return limits;

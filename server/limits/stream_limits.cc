@@ -19,8 +19,8 @@ absl::StatusOr<std::unique_ptr<StreamLimits>> StreamLimits::Create(Options optio
   }
   if (!options.now) return absl::InvalidArgumentError("StreamLimits needs a clock");
   if (options.fair_floor_percent < 0 || options.fair_floor_percent > 100) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "fair_floor_percent must be in [0, 100]; was ", options.fair_floor_percent));
+    return absl::InvalidArgumentError(
+        absl::StrCat("fair_floor_percent must be in [0, 100]; was ", options.fair_floor_percent));
   }
   std::unique_ptr<StreamLimits> limits(new StreamLimits(std::move(options)));
   if (limits->options_.reaper_thread && limits->options_.idle_seconds > 0) {

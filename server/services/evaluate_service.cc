@@ -187,8 +187,8 @@ grpc::Status RnnServeService::EvaluateStream(grpc::ServerContext* context,
       if (!servable.ok()) return ToGrpc(servable.status());
       model = *servable;  // every chunk uses the version the first one got
     }
-    if (auto s = EvaluateChunk(chunk, *model, limits_.requests, caller, RunOptionsFor(*context),
-                               &acc);
+    if (auto s =
+            EvaluateChunk(chunk, *model, limits_.requests, caller, RunOptionsFor(*context), &acc);
         !s.ok()) {
       return ToGrpc(absl::Status(s.code(), absl::StrCat("chunk ", index, ": ", s.message())));
     }

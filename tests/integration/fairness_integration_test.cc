@@ -74,9 +74,9 @@ TEST_F(FairAdmissionTest, PoliteCallerIsServedBesideAFloodingCallerOfSixteenThre
         AsCaller(&ctx, "flood");
         v1::PredictResponse resp;
         const grpc::Status s = own->Predict(&ctx, flood_request, &resp);
-        (s.ok() ? flood_ok
-                : s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED ? flood_exhausted
-                                                                          : flood_other)++;
+        (s.ok()                                                   ? flood_ok
+         : s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED ? flood_exhausted
+                                                                  : flood_other)++;
       }
     });
   }
@@ -225,8 +225,7 @@ TEST_F(FairStreamsTest, OneCallerOnManyConnectionsCannotHoldEveryStream) {
     greedy.push_back(std::make_unique<OpenStream>(stubs.back().get()));
     // A stream is admitted once the server runs its handler: a chunk says which.
     if (Send(greedy.back()->stream.get(), Chunk(100 + i, true, true)) != 0) {
-      EXPECT_EQ(greedy.back()->stream->Finish().error_code(),
-                grpc::StatusCode::RESOURCE_EXHAUSTED);
+      EXPECT_EQ(greedy.back()->stream->Finish().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
       greedy.pop_back();
       ++refused;
     }
@@ -256,8 +255,7 @@ TEST_F(FairStreamsTest, ConnectionsOfOneHostShareOneSequenceQuota) {
     }
   }
   EXPECT_EQ(live, 3);  // the quota of one client (--max-sequences-per-client=3), not 3 x 3
-  EXPECT_NE(message.find("the per-client limit (--max-sequences-per-client=3)"),
-            std::string::npos)
+  EXPECT_NE(message.find("the per-client limit (--max-sequences-per-client=3)"), std::string::npos)
       << message;
   // KServe's sequences count against the same client's quota, from any connection.
   auto kserve = inference::GRPCInferenceService::NewStub(NewConnection(server()->address()));

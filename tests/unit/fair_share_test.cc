@@ -33,33 +33,37 @@ TEST(FairShareTest, LoneCallerKeepsTheLastFloorFreeForNewcomers) {
   ask.total = ask.held = 7;
   EXPECT_EQ(CheckShare(ask), ShareVerdict::kReserved);
   // A newcomer (holding nothing) takes it.
-  EXPECT_EQ(CheckShare({.capacity = 8, .floor = 1, .total = 7, .held = 0, .active = 2,
-                        .amount = 1}),
-            ShareVerdict::kGranted);
+  EXPECT_EQ(
+      CheckShare({.capacity = 8, .floor = 1, .total = 7, .held = 0, .active = 2, .amount = 1}),
+      ShareVerdict::kGranted);
   // Then the bound is full for everyone.
-  EXPECT_EQ(CheckShare({.capacity = 8, .floor = 1, .total = 8, .held = 0, .active = 3,
-                        .amount = 1}),
-            ShareVerdict::kBoundFull);
+  EXPECT_EQ(
+      CheckShare({.capacity = 8, .floor = 1, .total = 8, .held = 0, .active = 3, .amount = 1}),
+      ShareVerdict::kBoundFull);
 }
 
 TEST(FairShareTest, CallerOverItsShareIsRefusedWhileOthersHoldSome) {
   // 1000 bytes, floor 60, two callers active: 500 each.
-  EXPECT_EQ(CheckShare({.capacity = 1000, .floor = 60, .total = 560, .held = 500, .active = 2,
-                        .amount = 1}),
-            ShareVerdict::kOverShare);
-  EXPECT_EQ(CheckShare({.capacity = 1000, .floor = 60, .total = 560, .held = 60, .active = 2,
-                        .amount = 380}),
-            ShareVerdict::kGranted);
+  EXPECT_EQ(
+      CheckShare(
+          {.capacity = 1000, .floor = 60, .total = 560, .held = 500, .active = 2, .amount = 1}),
+      ShareVerdict::kOverShare);
+  EXPECT_EQ(
+      CheckShare(
+          {.capacity = 1000, .floor = 60, .total = 560, .held = 60, .active = 2, .amount = 380}),
+      ShareVerdict::kGranted);
   // Up to its share, but not into the reserve.
-  EXPECT_EQ(CheckShare({.capacity = 1000, .floor = 60, .total = 560, .held = 60, .active = 2,
-                        .amount = 440}),
-            ShareVerdict::kReserved);
+  EXPECT_EQ(
+      CheckShare(
+          {.capacity = 1000, .floor = 60, .total = 560, .held = 60, .active = 2, .amount = 440}),
+      ShareVerdict::kReserved);
   // Within its floor a caller is never over its share, however many are active.
-  EXPECT_EQ(CheckShare({.capacity = 1000, .floor = 60, .total = 900, .held = 10, .active = 50,
-                        .amount = 50}),
-            ShareVerdict::kGranted);
-  const ShareAsk over{.capacity = 1000, .floor = 60, .total = 560, .held = 500, .active = 2,
-                      .amount = 1};
+  EXPECT_EQ(
+      CheckShare(
+          {.capacity = 1000, .floor = 60, .total = 900, .held = 10, .active = 50, .amount = 50}),
+      ShareVerdict::kGranted);
+  const ShareAsk over{
+      .capacity = 1000, .floor = 60, .total = 560, .held = 500, .active = 2, .amount = 1};
   EXPECT_EQ(ExplainShare(over, ShareVerdict::kOverShare),
             "this caller holds 500 and its fair share is 500 (1000 shared by 2 active callers, "
             "at least the floor of 60, --fair-floor-percent)");
@@ -67,8 +71,12 @@ TEST(FairShareTest, CallerOverItsShareIsRefusedWhileOthersHoldSome) {
 
 TEST(FairShareTest, FloorOfTheWholeBoundIsFirstComeFirstServed) {
   for (int64_t held : {0, 3, 7}) {
-    EXPECT_EQ(CheckShare({.capacity = 8, .floor = 8, .total = held + 0, .held = held,
-                          .active = 5, .amount = 8 - held}),
+    EXPECT_EQ(CheckShare({.capacity = 8,
+                          .floor = 8,
+                          .total = held + 0,
+                          .held = held,
+                          .active = 5,
+                          .amount = 8 - held}),
               ShareVerdict::kGranted)
         << held;
   }

@@ -28,8 +28,8 @@ TEST(ByteBudgetTest, OverBudgetIsResourceExhaustedNamingAskedBudgetAndInFlight) 
   const std::string message(second.status().message());
   EXPECT_NE(message.find("needs 500 bytes"), std::string::npos) << message;
   EXPECT_NE(message.find("600 of the --max-inflight-bytes=1000"), std::string::npos) << message;
-  EXPECT_EQ(budget->inflight_bytes(), 600);  // the refused request holds nothing
-  EXPECT_TRUE(budget->Reserve("c", 400).ok());    // exactly the rest fits (and is released here)
+  EXPECT_EQ(budget->inflight_bytes(), 600);     // the refused request holds nothing
+  EXPECT_TRUE(budget->Reserve("c", 400).ok());  // exactly the rest fits (and is released here)
 }
 
 TEST(ByteBudgetTest, ReleasedReservationFreesItsBytes) {
@@ -79,11 +79,15 @@ TEST(ModelConcurrencyTest, OverTheCapIsRefusedAtOncePerModel) {
   EXPECT_TRUE((*c)->Acquire(&a, "a", 1, "c").ok());
 }
 
-TEST(ModelConcurrencyTest, ZeroMeansEightPerInstance) {
+TEST(ModelConcurrencyTest, ZeroMeansEightPerInstanceAndTheNewcomersReserve) {
   auto c = ModelConcurrency::Create({});
   ASSERT_TRUE(c.ok());
-  EXPECT_EQ((*c)->LimitFor(1), 8);
-  EXPECT_EQ((*c)->LimitFor(3), 24);
+  EXPECT_EQ((*c)->LimitFor(1), 9);     // 8, and one kept for a new caller (6% of 8, at least 1)
+  EXPECT_EQ((*c)->LimitFor(3), 25);    // 24 + 1
+  EXPECT_EQ((*c)->LimitFor(50), 424);  // 400 + 24
+  auto first_come = ModelConcurrency::Create({.fair_floor_percent = 100});
+  ASSERT_TRUE(first_come.ok());
+  EXPECT_EQ((*first_come)->LimitFor(1), 8);
   EXPECT_EQ(ModelConcurrency::Create({.max_concurrent_per_model = -1}).status().code(),
             absl::StatusCode::kInvalidArgument);
 }

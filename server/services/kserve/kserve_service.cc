@@ -242,12 +242,12 @@ void KServeService::RunSequence(std::unique_ptr<Call> call) {
     const SequenceIdentity& seq = *d.sequence;
     const uint64_t id =
         seq.id != 0 ? seq.id : (std::hash<std::string>{}(seq.string_id) | (uint64_t{1} << 63));
-    const core::Chunk chunk{.id = id,
-                            .start = seq.start,
-                            .end = seq.end,
-                            .caller = {.owner = d.options.caller,
-                                       .client = limits::ShareKey(d.options.caller)},
-                            .servable = call->ran_on};
+    const core::Chunk chunk{
+        .id = id,
+        .start = seq.start,
+        .end = seq.end,
+        .caller = {.owner = d.options.caller, .client = limits::ShareKey(d.options.caller)},
+        .servable = call->ran_on};
     run = core::RunChunk(*options_.sequences, chunk, std::move(d.batch), d.options, &outputs,
                          &call->ran_on);
   }
