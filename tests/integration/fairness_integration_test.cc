@@ -251,7 +251,9 @@ TEST_F(FairStreamsTest, ConnectionsOfOneHostShareOneSequenceQuota) {
     for (uint64_t id = 0; id < 3; ++id) {
       const int code = Send(streams.back()->stream.get(), Chunk(300 + 10 * c + id, true), &message);
       live += code == 0;
-      if (code != 0) EXPECT_EQ(code, kResourceExhausted) << message;
+      if (code != 0) {
+        EXPECT_EQ(code, kResourceExhausted) << message;
+      }
     }
   }
   EXPECT_EQ(live, 3);  // the quota of one client (--max-sequences-per-client=3), not 3 x 3
