@@ -420,13 +420,14 @@ TEST_F(StreamLimitsTest, KServeSequenceIsBoundToTheCallerThatStartedIt) {
   auto b = inference::GRPCInferenceService::NewStub(NewConnection(server()->address()));
   // No token: bound to the connection.
   ASSERT_EQ(Infer(a.get(), KServeChunk(800, true, false)), grpc::StatusCode::OK);
-  EXPECT_EQ(Infer(b.get(), KServeChunk(800, false, false)), grpc::StatusCode::PERMISSION_DENIED);
+  // Another caller's live id answers as an id that is not live (docs/errors.md L09).
+  EXPECT_EQ(Infer(b.get(), KServeChunk(800, false, false)), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(Infer(a.get(), KServeChunk(800, true, false)), grpc::StatusCode::ALREADY_EXISTS);
   EXPECT_EQ(Infer(a.get(), KServeChunk(800, false, true)), grpc::StatusCode::OK);
   // A token: bound to the token, from any connection.
   ASSERT_EQ(Infer(b.get(), KServeChunk(801, true, false), "t1"), grpc::StatusCode::OK);
   EXPECT_EQ(Infer(a.get(), KServeChunk(801, false, false), "t2"),
-            grpc::StatusCode::PERMISSION_DENIED);
+            grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(Infer(a.get(), KServeChunk(801, false, true), "t1"), grpc::StatusCode::OK);
 }
 
