@@ -10,22 +10,25 @@ namespace {
 // Bounded resources: docs/security.md "Bounded resources" says what each protects.
 void AddLimitFlags(CLI::App& app, ServerFlags* f) {
   app.add_option("--max-inflight-bytes", f->max_inflight_bytes,
-                 "request bytes (serialized and decoded) all requests in flight may hold; one "
-                 "more is RESOURCE_EXHAUSTED (default 1 GiB)")
+                 "request bytes (serialized, decoded, and the engine's working memory for the "
+                 "batch, estimated) all requests in flight may hold, shared fairly among callers "
+                 "(--fair-floor-percent); one more is RESOURCE_EXHAUSTED (default 1 GiB)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 50));
   app.add_option("--max-concurrent-per-model", f->max_concurrent_per_model,
-                 "requests running at once on a model without dynamic batching; one more is "
-                 "RESOURCE_EXHAUSTED (0: 8 per instance)")
+                 "requests running at once on a model without dynamic batching, shared fairly "
+                 "among callers (--fair-floor-percent); one more is RESOURCE_EXHAUSTED (0: 8 per "
+                 "instance for one caller, and the newcomers' reserve on top)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--max-streams", f->max_streams,
-                 "streaming calls (StreamPredict, ModelStreamInfer) open at once; one more is "
-                 "RESOURCE_EXHAUSTED")
+                 "streaming calls (StreamPredict, ModelStreamInfer) open at once, shared fairly "
+                 "among callers (--fair-floor-percent); one more is RESOURCE_EXHAUSTED")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   app.add_option("--stream-idle-seconds", f->stream_idle_seconds,
-                 "close a StreamPredict stream that carried no message this long; its sequences "
-                 "end (0: never)")
+                 "close a stream (StreamPredict, ModelStreamInfer) that carried no message this "
+                 "long, or whose client took no answer this long (it does not read); its "
+                 "sequences end (0: never)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--grpc-max-threads", f->grpc_max_threads,
@@ -34,9 +37,18 @@ void AddLimitFlags(CLI::App& app, ServerFlags* f) {
       ->check(CLI::Range(2, 1 << 20))
       ->capture_default_str();
   app.add_option("--max-sequences-per-client", f->max_sequences_per_client,
-                 "live stateful sequences of one model one client (token, else connection) may "
-                 "hold; the model's max_sequences caps all clients together")
+                 "live stateful sequences of one model one client (token, else address: every "
+                 "connection of a host) may hold; the model's max_sequences caps all clients "
+                 "together")
       ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--fair-floor-percent", f->fair_floor_percent,
+                 "fair shares of --max-inflight-bytes, --max-concurrent-per-model and "
+                 "--max-streams among callers (token, else address), in percent of each bound: "
+                 "a caller may hold at most max(this floor, the bound / callers holding some), "
+                 "and one past its floor may not take the last floor of the bound, which stays "
+                 "for new callers (100: first come, first served)")
+      ->check(CLI::Range(0, 100))
       ->capture_default_str();
 }
 

@@ -70,11 +70,15 @@ struct ServerFlags {
   // Bounded resources (docs/security.md "Bounded resources"); over a limit is
   // RESOURCE_EXHAUSTED naming it.
   int64_t max_inflight_bytes = int64_t{1} << 30;  // request bytes held at once, all requests
-  int max_concurrent_per_model = 0;               // without dynamic batching; 0: 8 per instance
-  int max_streams = 256;                          // StreamPredict streams open at once
+  int max_concurrent_per_model = 0;    // without dynamic batching; 0: 8 per instance + reserve
+  int max_streams = 256;               // StreamPredict streams open at once
   int stream_idle_seconds = 300;       // a stream without a message this long is closed; 0: never
   int grpc_max_threads = 512;          // gRPC server threads, pollers included (> max_streams)
   int max_sequences_per_client = 128;  // live sequences of one model per client
+  // Per-caller shares of max_inflight_bytes, max_concurrent_per_model and max_streams
+  // (server/limits/fair_share.h): each caller's floor and the newcomers' reserve, in percent
+  // of each bound (at least 1 unit); 0..100, 100: first come, first served.
+  int fair_floor_percent = 6;
   // Where stateful sequences live: "" this process; redis://HOST:PORT[/DB] (server/store/).
   std::string sequence_store;
   std::string sequence_store_password_file;  // first line: the Redis password

@@ -204,7 +204,7 @@ class HttpServerImpl final : public HttpServer {
                        "application/json");
       return;
     }
-    auto reservation = limits::ReserveIn(options_.bytes, declared);
+    auto reservation = limits::ReserveIn(options_.bytes, req.caller, declared);
     if (!reservation.ok()) return AnswerError(reservation.status(), hres);
     // A request with neither Content-Length nor chunked transfer encoding has no body.
     const bool has_body =

@@ -1,5 +1,7 @@
 #include "server/limits/admission.h"
 
+#include "server/limits/working_memory.h"
+
 namespace rnnserve::server::limits {
 namespace {
 
@@ -19,18 +21,19 @@ int64_t BatchBytes(const engine::Batch& batch) {
 }
 
 absl::Status Admission::AddBatch(const engine::Batch& batch) {
-  return bytes.Add(BatchBytes(batch));
+  return bytes.Add(BatchBytes(batch) + (ir != nullptr ? WorkingBytes(*ir, batch) : 0));
 }
 
 absl::StatusOr<Admission> Admit(const RequestLimits& limits, const Servable& model,
-                                int64_t request_bytes) {
+                                const std::string& caller, int64_t request_bytes) {
   Admission admission;
-  auto reservation = ReserveIn(limits.bytes, request_bytes);
+  admission.ir = &model.ir();
+  auto reservation = ReserveIn(limits.bytes, caller, request_bytes);
   if (!reservation.ok()) return reservation.status();
   admission.bytes = *std::move(reservation);
   if (limits.concurrency != nullptr && model.scheduler_kind() == batching::SchedulerKind::kDirect) {
     auto slot = limits.concurrency->Acquire(&model, model.name(),
-                                            static_cast<int>(model.instances().size()));
+                                            static_cast<int>(model.instances().size()), caller);
     if (!slot.ok()) return slot.status();
     admission.slot = *std::move(slot);
   }

@@ -1,7 +1,9 @@
 #include "server/limits/caller_identity.h"
 
+#include <algorithm>
 #include <cstdint>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace rnnserve::server::limits {
@@ -31,6 +33,19 @@ std::string CallerIdentity(const grpc::ServerContextBase& context) {
                                       ? absl::string_view()
                                       : absl::string_view(it->second.data(), it->second.size());
   return CallerIdentity(token, context.peer());
+}
+
+std::string ShareKey(absl::string_view identity) {
+  if (!absl::StartsWith(identity, "peer:ipv4:") && !absl::StartsWith(identity, "peer:ipv6:")) {
+    return std::string(identity);
+  }
+  const size_t colon = identity.rfind(':');
+  const absl::string_view port = identity.substr(colon + 1);
+  if (colon < 10 || port.empty() ||
+      !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return std::string(identity);
+  }
+  return std::string(identity.substr(0, colon));
 }
 
 }  // namespace rnnserve::server::limits

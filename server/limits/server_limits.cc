@@ -6,15 +6,18 @@ namespace rnnserve::server::limits {
 
 absl::StatusOr<ServerLimits> CreateServerLimits(const ServerFlags& flags) {
   ServerLimits limits;
-  auto bytes = ByteBudget::Create({.max_inflight_bytes = flags.max_inflight_bytes});
+  auto bytes = ByteBudget::Create({.max_inflight_bytes = flags.max_inflight_bytes,
+                                   .fair_floor_percent = flags.fair_floor_percent});
   if (!bytes.ok()) return bytes.status();
   limits.bytes = *std::move(bytes);
   auto concurrency =
-      ModelConcurrency::Create({.max_concurrent_per_model = flags.max_concurrent_per_model});
+      ModelConcurrency::Create({.max_concurrent_per_model = flags.max_concurrent_per_model,
+                                .fair_floor_percent = flags.fair_floor_percent});
   if (!concurrency.ok()) return concurrency.status();
   limits.concurrency = *std::move(concurrency);
-  auto streams = StreamLimits::Create(
-      {.max_streams = flags.max_streams, .idle_seconds = flags.stream_idle_seconds});
+  auto streams = StreamLimits::Create({.max_streams = flags.max_streams,
+                                       .idle_seconds = flags.stream_idle_seconds,
+                                       .fair_floor_percent = flags.fair_floor_percent});
   if (!streams.ok()) return streams.status();
   limits.streams = *std::move(streams);
   return limits;

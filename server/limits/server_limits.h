@@ -2,7 +2,7 @@
 
 // The process's bounded resources, built once from the flags (docs/security.md "Bounded
 // resources"): the request byte budget, the per-model concurrency cap, the stream cap and
-// idle close, and gRPC's thread cap.
+// idle close (each shared fairly among callers: fair_share.h), and gRPC's thread cap.
 
 #include <memory>
 

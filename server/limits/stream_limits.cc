@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/limits/caller_identity.h"
 
 namespace rnnserve::server::limits {
 
@@ -17,6 +18,10 @@ absl::StatusOr<std::unique_ptr<StreamLimits>> StreamLimits::Create(Options optio
         absl::StrCat("idle_seconds must not be negative; was ", options.idle_seconds));
   }
   if (!options.now) return absl::InvalidArgumentError("StreamLimits needs a clock");
+  if (options.fair_floor_percent < 0 || options.fair_floor_percent > 100) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fair_floor_percent must be in [0, 100]; was ", options.fair_floor_percent));
+  }
   std::unique_ptr<StreamLimits> limits(new StreamLimits(std::move(options)));
   if (limits->options_.reaper_thread && limits->options_.idle_seconds > 0) {
     limits->reaper_ = std::thread([l = limits.get()] { l->ReaperLoop(); });
@@ -46,17 +51,27 @@ void StreamLimits::ReaperLoop() {
 }
 
 absl::StatusOr<StreamLimits::Ticket> StreamLimits::Open(grpc::ServerContext* context,
+                                                        const std::string& caller,
                                                         std::function<void()> before_cancel) {
+  std::string key = ShareKey(caller);
   absl::MutexLock lock(&mu_);
-  if (static_cast<int>(streams_.size()) >= options_.max_streams) {
+  ShareAsk ask;
+  const ShareVerdict v =
+      per_caller_.Take(key, 1, options_.max_streams,
+                       ShareFloor(options_.max_streams, options_.fair_floor_percent), &ask);
+  if (v != ShareVerdict::kGranted) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "the server has ", streams_.size(),
         " streams open (StreamPredict and ModelStreamInfer), its limit (--max-streams=",
-        options_.max_streams, "); close one or retry later"));
+        options_.max_streams, ")",
+        v == ShareVerdict::kBoundFull ? "" : absl::StrCat("; ", ExplainShare(ask, v)),
+        "; close one or retry later"));
   }
   const uint64_t id = next_id_++;
-  streams_[id] = StreamState{
-      .context = context, .before_cancel = std::move(before_cancel), .idle_since = options_.now()};
+  streams_[id] = StreamState{.context = context,
+                             .before_cancel = std::move(before_cancel),
+                             .idle_since = options_.now(),
+                             .caller = std::move(key)};
   return Ticket(this, id);
 }
 
@@ -102,7 +117,11 @@ void StreamLimits::Ticket::Close() {
   if (owner_ == nullptr) return;
   {
     absl::MutexLock lock(&owner_->mu_);
-    owner_->streams_.erase(id_);
+    auto it = owner_->streams_.find(id_);
+    if (it != owner_->streams_.end()) {
+      owner_->per_caller_.Give(it->second.caller, 1);
+      owner_->streams_.erase(it);
+    }
   }
   owner_ = nullptr;
 }
@@ -120,9 +139,10 @@ StreamLimits::Ticket& StreamLimits::Ticket::operator=(Ticket&& other) noexcept {
 }
 
 absl::StatusOr<StreamLimits::Ticket> OpenIn(StreamLimits* limits, grpc::ServerContext* context,
+                                            const std::string& caller,
                                             std::function<void()> before_cancel) {
   if (limits == nullptr) return StreamLimits::Ticket();
-  return limits->Open(context, std::move(before_cancel));
+  return limits->Open(context, caller, std::move(before_cancel));
 }
 
 }  // namespace rnnserve::server::limits

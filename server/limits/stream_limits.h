@@ -16,6 +16,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <string>
 #include <thread>
 
 #include <grpcpp/server_context.h>
@@ -25,6 +26,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "server/limits/fair_share.h"
 
 namespace rnnserve::server::limits {
 
@@ -35,6 +37,9 @@ class StreamLimits {
     int64_t idle_seconds = 300;  // 0: streams are never closed for idleness; not negative
     std::function<absl::Time()> now = [] { return absl::Now(); };
     bool reaper_thread = true;  // false: only Reap() closes idle streams (tests)
+    // Each caller's floor and the newcomers' reserve, in percent of max_streams
+    // (fair_share.h; at least one stream); 0..100, 100: first come, first served.
+    int fair_floor_percent = 6;
   };
   static absl::StatusOr<std::unique_ptr<StreamLimits>> Create(Options options);
   ~StreamLimits();
@@ -48,8 +53,9 @@ class StreamLimits {
     Ticket(const Ticket&) = delete;
     Ticket& operator=(const Ticket&) = delete;
     ~Ticket() { Close(); }
-    // The stream is working on a message (busy: never idle) or waits for the next one (idle
-    // from now).
+    // The stream is working on a message (busy: never idle) or not (idle from now): waiting
+    // for the client's next message, or writing an answer (a write the client does not take
+    // within the idle limit closes the stream: call Busy(false) before Write).
     void Busy(bool busy);
     // True when it was closed for being idle (its Read then fails).
     bool reaped() const;
@@ -64,11 +70,12 @@ class StreamLimits {
     uint64_t id_ = 0;
   };
 
-  // Opens a stream of `context` (TryCancel'ed when idle too long; may be null in tests).
+  // Opens a stream of `context` (TryCancel'ed when idle too long; may be null in tests) for
+  // `caller` (a CallerIdentity, counted by its ShareKey).
   // `before_cancel`, when set, runs just before an idle stream is cancelled (under this
   // object's lock: it must not call back into it), so what the stream holds (its sequences) is
   // released before its client sees CANCELLED and can, say, start the sequence again.
-  absl::StatusOr<Ticket> Open(grpc::ServerContext* context,
+  absl::StatusOr<Ticket> Open(grpc::ServerContext* context, const std::string& caller,
                               std::function<void()> before_cancel = nullptr);
   // Cancels the streams idle past idle_seconds now; returns how many.
   int Reap();
@@ -84,10 +91,12 @@ class StreamLimits {
     absl::Time idle_since;
     bool busy = false;
     bool reaped = false;
+    std::string caller;  // ShareKey
   };
   const Options options_;
   mutable absl::Mutex mu_;
   std::map<uint64_t, StreamState> streams_ ABSL_GUARDED_BY(mu_);
+  ShareLedger per_caller_ ABSL_GUARDED_BY(mu_);  // streams_ by caller
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread reaper_;
@@ -95,6 +104,7 @@ class StreamLimits {
 
 // `limits`' Open when it is set, otherwise an empty Ticket (no limit).
 absl::StatusOr<StreamLimits::Ticket> OpenIn(StreamLimits* limits, grpc::ServerContext* context,
+                                            const std::string& caller,
                                             std::function<void()> before_cancel = nullptr);
 
 }  // namespace rnnserve::server::limits

@@ -10,6 +10,7 @@
 #include "server/evaluate/accumulator.h"
 #include "server/evaluate/keras_logits.h"
 #include "server/grpc_status.h"
+#include "server/limits/caller_identity.h"
 #include "server/services/rnnserve_service.h"
 #include "server/tensor_codec.h"
 
@@ -74,15 +75,19 @@ absl::StatusOr<std::unique_ptr<Accumulator>> MakeAccumulator(const v1::EvaluateR
   return std::make_unique<Accumulator>(std::move(loss), std::move(metrics));
 }
 
-}  // namespace
-
-// Runs one chunk through the model and adds it to *acc (created from the first chunk).
+// Runs one chunk through the model and adds it to *acc (created from the first chunk), admitted
+// under the limits as a Predict is (limits/admission.h): the chunk's bytes, its decoded batch
+// and targets, and the engine's working memory for it, held until the chunk is done.
 absl::Status EvaluateChunk(const v1::EvaluateRequest& req, const Servable& model,
+                           const limits::RequestLimits& limits, const std::string& caller,
                            const RunOptions& options, std::unique_ptr<Accumulator>* acc) {
+  auto admission = limits::Admit(limits, model, caller, static_cast<int64_t>(req.ByteSizeLong()));
+  if (!admission.ok()) return admission.status();
   const core::Request request{.inputs = ViewsOf(req.inputs()),
                               .lengths = {req.lengths().begin(), req.lengths().end()}};
   auto batch = core::Validate(request, model.signature());
   if (!batch.ok()) return batch.status();
+  if (auto s = admission->AddBatch(*batch); !s.ok()) return s;
   if (req.targets().empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("targets: none given (model outputs: ", model.outputs()[0].name, ", ...)"));
@@ -102,6 +107,8 @@ absl::Status EvaluateChunk(const v1::EvaluateRequest& req, const Servable& model
   }
   auto y_true = DecodeTensor(target_proto, absl::StrCat("targets '", target_name, "'"));
   if (!y_true.ok()) return y_true.status();
+  // The targets decoded, and their copy as floats (Floats below).
+  if (auto s = admission->bytes.Add(2 * 4 * y_true->num_elements()); !s.ok()) return s;
   std::vector<float> weights;
   if (req.has_sample_weight()) {
     auto w = DecodeTensor(req.sample_weight(), "sample_weight");
@@ -134,8 +141,6 @@ absl::Status EvaluateChunk(const v1::EvaluateRequest& req, const Servable& model
                      Floats(*y_true), weights, target_name);
 }
 
-namespace {
-
 void Fill(const Servable& model, const Accumulator& acc, v1::EvaluateResponse* response) {
   response->mutable_model_spec()->set_name(model.name());
   response->mutable_model_spec()->set_version(model.version());
@@ -156,7 +161,9 @@ grpc::Status RnnServeService::Evaluate(grpc::ServerContext* context,
   auto servable = repository_->Get(request->model_spec().name(), request->model_spec().version());
   if (!servable.ok()) return ToGrpc(servable.status());
   std::unique_ptr<Accumulator> acc;
-  if (auto s = EvaluateChunk(*request, **servable, RunOptionsFor(*context), &acc); !s.ok()) {
+  if (auto s = EvaluateChunk(*request, **servable, limits_.requests,
+                             limits::CallerIdentity(*context), RunOptionsFor(*context), &acc);
+      !s.ok()) {
     return ToGrpc(s);
   }
   Fill(**servable, *acc, response);
@@ -173,13 +180,16 @@ grpc::Status RnnServeService::EvaluateStream(grpc::ServerContext* context,
   std::shared_ptr<const Servable> model;
   std::unique_ptr<Accumulator> acc;
   int index = 0;
+  const std::string caller = limits::CallerIdentity(*context);
   while (reader->Read(&chunk)) {
     if (!model) {
       auto servable = repository_->Get(chunk.model_spec().name(), chunk.model_spec().version());
       if (!servable.ok()) return ToGrpc(servable.status());
       model = *servable;  // every chunk uses the version the first one got
     }
-    if (auto s = EvaluateChunk(chunk, *model, RunOptionsFor(*context), &acc); !s.ok()) {
+    if (auto s =
+            EvaluateChunk(chunk, *model, limits_.requests, caller, RunOptionsFor(*context), &acc);
+        !s.ok()) {
       return ToGrpc(absl::Status(s.code(), absl::StrCat("chunk ", index, ": ", s.message())));
     }
     ++index;

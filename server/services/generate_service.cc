@@ -8,6 +8,7 @@
 
 #include "server/generation/generator.h"
 #include "server/grpc_status.h"
+#include "server/limits/caller_identity.h"
 #include "server/limits/stream_limits.h"
 #include "server/services/rnnserve_service.h"
 
@@ -45,7 +46,7 @@ grpc::Status RnnServeService::Generate(grpc::ServerContext* context,
                                        const v1::GenerateRequest* request,
                                        grpc::ServerWriter<v1::GenerateResponse>* writer) {
   if (grpc::Status a = auth::Verdict(*context); !a.ok()) return a;
-  auto opened = limits::OpenIn(limits_.streams, context);
+  auto opened = limits::OpenIn(limits_.streams, context, limits::CallerIdentity(*context));
   if (!opened.ok()) return ToGrpc(opened.status());
   limits::StreamLimits::Ticket ticket = *std::move(opened);
   ticket.Busy(true);  // idle only while a write waits for the client

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/grpc_status.h"
+#include "server/limits/caller_identity.h"
 #include "server/log.h"
 #include "server/tensor_codec.h"
 
@@ -51,8 +52,8 @@ grpc::ServerUnaryReactor* RnnServeService::Predict(grpc::CallbackServerContext* 
   auto servable = repository_->Get(request->model_spec().name(), request->model_spec().version());
   if (!servable.ok()) return fail(servable.status());
   const Servable& model = **servable;
-  auto admission =
-      limits::Admit(limits_.requests, model, static_cast<int64_t>(request->ByteSizeLong()));
+  auto admission = limits::Admit(limits_.requests, model, limits::CallerIdentity(*context),
+                                 static_cast<int64_t>(request->ByteSizeLong()));
   if (!admission.ok()) return fail(admission.status());
   const core::Request decoded = DecodePredict(*request);
   if (auto s = core::ValidateOutputFilter(decoded, model.signature()); !s.ok()) return fail(s);

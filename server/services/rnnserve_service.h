@@ -26,7 +26,7 @@ namespace rnnserve::server {
 
 // The process's limits the service applies (server/limits/); null members: no limit. Not owned.
 struct RnnServeLimits {
-  limits::RequestLimits requests;           // Predict and StreamPredict chunks
+  limits::RequestLimits requests;           // Predict, Evaluate(Stream), StreamPredict chunks
   limits::StreamLimits* streams = nullptr;  // StreamPredict streams
 };
 

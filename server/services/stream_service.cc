@@ -24,7 +24,8 @@ absl::Status RnnServeService::StreamChunk(const grpc::ServerContext& context,
   if (!servable.ok()) return servable.status();
   const Servable& model = **servable;
   if (!model.streamable().ok()) return model.streamable();
-  auto admission = limits::Admit(limits_.requests, model, static_cast<int64_t>(req.ByteSizeLong()));
+  auto admission = limits::Admit(limits_.requests, model, caller.client,
+                                 static_cast<int64_t>(req.ByteSizeLong()));
   if (!admission.ok()) return admission.status();
   const core::Request request{
       .inputs = ViewsOf(req.inputs()),
@@ -72,9 +73,9 @@ grpc::Status RnnServeService::StreamPredict(
   const core::StateStore::Caller caller{
       .owner = absl::StrCat("stream-", process_tag, "-",
                             next_stream.fetch_add(1, std::memory_order_relaxed)),
-      .client = limits::CallerIdentity(*context)};
+      .client = limits::ShareKey(limits::CallerIdentity(*context))};
   // Closed for idleness, the stream's sequences end before its client sees CANCELLED.
-  auto opened = limits::OpenIn(limits_.streams, context,
+  auto opened = limits::OpenIn(limits_.streams, context, caller.client,
                                [this, owner = caller.owner] { sequences_->EndOwner(owner); });
   if (!opened.ok()) return ToGrpc(opened.status());
   limits::StreamLimits::Ticket ticket = *std::move(opened);
@@ -89,9 +90,9 @@ grpc::Status RnnServeService::StreamPredict(
       resp.set_error_code(static_cast<int>(s.code()));
       resp.set_error_message(std::string(s.message()));
     }
-    const bool written = stream->Write(resp);
+    // Idle while the answer waits for its client: one that does not read is closed.
     ticket.Busy(false);
-    if (!written) break;
+    if (!stream->Write(resp)) break;
   }
   sequences_->EndOwner(caller.owner);
   if (ticket.reaped()) {

@@ -55,6 +55,7 @@ std::vector<CommandLine> CommandLines() {
         "--stream-idle-seconds",
         "--grpc-max-threads",
         "--max-sequences-per-client",
+        "--fair-floor-percent",
         "--strict-readiness",
         "rnnserve inspect FILE"}},
       {{RNNSERVE_BIN, "--check-model"}, {"model.h5"}, {"FILE", "--format", "--architecture"}},

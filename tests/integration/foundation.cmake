@@ -64,3 +64,7 @@ target_link_libraries(torch_state_integration_test PRIVATE rnnserve_server_proce
 rnnserve_test(limits_integration_test integration
   ${CMAKE_CURRENT_LIST_DIR}/limits_integration_test.cc)
 target_link_libraries(limits_integration_test PRIVATE rnnserve_server_process rnnserve_kserve_proto)
+rnnserve_test(fairness_integration_test integration
+  ${CMAKE_CURRENT_LIST_DIR}/fairness_integration_test.cc)
+target_link_libraries(fairness_integration_test PRIVATE rnnserve_server_process
+  rnnserve_kserve_proto)

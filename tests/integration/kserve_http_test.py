@@ -174,14 +174,14 @@ def main():
     # Limits: a body over --max-message-bytes, a body over the byte budget; an idle client;
     # the connection cap.
     port, server = http_server(args.server, repo, extra=[
-        "--max-message-bytes", "4000", "--max-inflight-bytes", "3000",
+        "--max-message-bytes", "100000", "--max-inflight-bytes", "50000",
         "--http-read-timeout-seconds", "2", "--http-max-connections", "2"])
     with server:
         base = f"http://127.0.0.1:{port}"
-        code, body = curl(f"{base}/v2/models/waveform_lstm/infer", data=b" " * 5000)
+        code, body = curl(f"{base}/v2/models/waveform_lstm/infer", data=b" " * 150000)
         check("BodyOverMaxMessageBytesIs413", code == 413 and "error" in json.loads(body),
               (code, body))
-        code, body = curl(f"{base}/v2/models/waveform_lstm/infer", data=b" " * 3500)
+        code, body = curl(f"{base}/v2/models/waveform_lstm/infer", data=b" " * 60000)
         check("BodyOverByteBudgetIs429", code == 429 and b"RESOURCE_EXHAUSTED" in body,
               (code, body))
         idle = socket.create_connection(("127.0.0.1", port))

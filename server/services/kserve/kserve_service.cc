@@ -185,7 +185,7 @@ void KServeService::Infer(const InferTarget& target, InferExchange* exchange, Fi
   call->ran_on = *servable;
   const Servable& model = **servable;
 
-  auto admission = limits::Admit(options_.limits, model, target.request_bytes);
+  auto admission = limits::Admit(options_.limits, model, exchange->Caller(), target.request_bytes);
   if (!admission.ok()) return Finish(std::move(call), admission.status());
   call->admission = *std::move(admission);
   auto decoded = exchange->Decode(model);
@@ -242,11 +242,12 @@ void KServeService::RunSequence(std::unique_ptr<Call> call) {
     const SequenceIdentity& seq = *d.sequence;
     const uint64_t id =
         seq.id != 0 ? seq.id : (std::hash<std::string>{}(seq.string_id) | (uint64_t{1} << 63));
-    const core::Chunk chunk{.id = id,
-                            .start = seq.start,
-                            .end = seq.end,
-                            .caller = {.owner = d.options.caller, .client = d.options.caller},
-                            .servable = call->ran_on};
+    const core::Chunk chunk{
+        .id = id,
+        .start = seq.start,
+        .end = seq.end,
+        .caller = {.owner = d.options.caller, .client = limits::ShareKey(d.options.caller)},
+        .servable = call->ran_on};
     run = core::RunChunk(*options_.sequences, chunk, std::move(d.batch), d.options, &outputs,
                          &call->ran_on);
   }
@@ -365,7 +366,7 @@ grpc::Status KServeService::ModelStreamInfer(
   if (grpc::Status a = auth::Verdict(*context); !a.ok()) {
     return a;
   }
-  auto opened = limits::OpenIn(options_.streams, context);
+  auto opened = limits::OpenIn(options_.streams, context, limits::CallerIdentity(*context));
   if (!opened.ok()) return ToGrpc(opened.status());
   limits::StreamLimits::Ticket ticket = *std::move(opened);
   inference::ModelInferRequest request;
@@ -381,9 +382,9 @@ grpc::Status KServeService::ModelStreamInfer(
       response.set_error_message(
           absl::StrCat(absl::StatusCodeToString(s.code()), ": ", s.message()));
     }
-    const bool written = stream->Write(response);
+    // Idle while the answer waits for its client: one that does not read is closed.
     ticket.Busy(false);
-    if (!written) break;
+    if (!stream->Write(response)) break;
   }
   return grpc::Status::OK;
 }

@@ -9,7 +9,7 @@ namespace rnnserve::server::tfserving {
 void RunPredict(std::shared_ptr<const Servable> model, const core::Request& request,
                 int64_t request_bytes, const limits::RequestLimits& limits, RunOptions options,
                 PredictDone done) {
-  auto admission = limits::Admit(limits, *model, request_bytes);
+  auto admission = limits::Admit(limits, *model, options.caller, request_bytes);
   if (!admission.ok()) return done(admission.status());
   if (auto s = core::ValidateOutputFilter(request, model->signature()); !s.ok()) return done(s);
   auto batch = core::Validate(request, model->signature());

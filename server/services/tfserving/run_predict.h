@@ -25,7 +25,7 @@ using PredictDone = absl::AnyInvocable<void(absl::StatusOr<std::vector<engine::T
 // Runs `request` on `model` and calls `done` exactly once: on this thread when the request is
 // refused, else on the thread that finishes its batch. `request_bytes`: its size on the wire.
 // The bytes `request`'s views point at must stay valid until `done` runs; `request` itself need
-// not. The admission is released before `done` runs.
+// not. The admission (counted against `options.caller`'s share) is released before `done` runs.
 void RunPredict(std::shared_ptr<const Servable> model, const core::Request& request,
                 int64_t request_bytes, const limits::RequestLimits& limits, RunOptions options,
                 PredictDone done);

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/auth/access_control.h"
 #include "server/grpc_status.h"
+#include "server/limits/caller_identity.h"
 #include "server/services/tfserving/model_spec.h"
 #include "server/services/tfserving/run_predict.h"
 #include "server/services/tfserving/tensor_proto.h"
@@ -63,6 +64,7 @@ grpc::ServerUnaryReactor* PredictionService::Predict(grpc::CallbackServerContext
   if (!decoded.ok()) return fail(decoded.status());
   SetModelSpec(m, target.signature_name, response->mutable_model_spec());
   RunOptions options = RunOptionsFor(*context);
+  options.caller = limits::CallerIdentity(*context);  // whose share of the limits it takes
   auto* outputs = response->mutable_outputs();
   options.allocate_outputs = [&m, request, outputs](int i, engine::DType dtype,
                                                     const engine::Shape& shape) {
