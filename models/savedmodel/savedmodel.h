@@ -17,8 +17,11 @@
 // input and output keys, which are what TF Serving clients send and read.
 //
 // SavedModels without keras_metadata.pb (Keras 3 `model.export`, `tf.saved_model.save`) hold
-// only a TensorFlow graph, which is not imported: the load fails naming the first op of the
-// serving function that is more than plumbing, and asks for the .keras or .h5 file.
+// only a TensorFlow graph: the serving signature's function is walked back from its output and
+// its Keras layers recognised (savedmodel_graph.cc: Dense, LSTM, GRU, SimpleRNN; Dropout
+// leaves nothing to recognise), the weights read through the captured variables. An op on the
+// way that is not part of a recognised layer fails the load naming the op and asking for the
+// .keras or .h5 file.
 
 #include <optional>
 #include <string>
