@@ -20,6 +20,7 @@
 // Anything else on the way (masking's Select in a loop body, an op we do not run) is refused,
 // naming the op, with a request for the .keras or .h5 file.
 
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -58,6 +59,11 @@ const char* ActivationOf(const std::string& op) {
   return it == kOps->end() ? nullptr : it->second;
 }
 
+// Ops a masked loop's body adds: the mask selects between the new and the carried values.
+bool MaskPlumbing(const std::string& op) {
+  return op == "SelectV2" || op == "Select" || op == "Tile" || op == "ExpandDims";
+}
+
 // Ops a recurrent cell's loop body may hold besides its activations.
 bool CellPlumbing(const std::string& op) {
   static const auto* kOps = new std::set<std::string>{
@@ -80,6 +86,14 @@ struct Layer {
   std::vector<keras::Array> weights;
 };
 
+// A recurrent layer recognised at its output: the layer, its input and, for a masked loop,
+// the value its mask is computed from (a Masking layer's input).
+struct RnnFound {
+  Layer layer;
+  Value x;
+  std::optional<Value> mask_from;
+};
+
 class Recogniser {
  public:
   Recogniser(std::string dir, const MetaGraphDef& mg, FunctionGraph graph, TensorBundle bundle,
@@ -99,6 +113,9 @@ class Recogniser {
       auto s = graph_.Trace(*out.frame, out.name);
       if (!s.ok()) return Error(s.status().message());
       if (s->kind == Source::Kind::kModelInput) {
+        if (!open_masks_.empty()) {
+          return Unsupported("a mask not made by a Masking layer (e.g. Embedding mask_zero)");
+        }
         if (!pending_activation.empty()) {
           layers.push_back({Json{{"class_name", "Activation"},
                                  {"config", {{"activation", pending_activation}}}},
@@ -128,12 +145,16 @@ class Recogniser {
                             {}});
           pending_activation.clear();
         }
-        if (node.op() == "Transpose" || node.op() == "StridedSlice") {
-          next = RnnOutput(frame, node, &layers);
-        } else if ((node.op() == "While" || node.op() == "StatelessWhile") && s->output == 4) {
-          next = Rnn(frame, node, /*return_sequences=*/false, &layers);
+        if (node.op() == "SelectV2" || node.op() == "Select") {
+          next = Masking(frame, node, &layers);
+        } else if (node.op() == "ConcatV2") {
+          next = Bidirectional(frame, node, &layers);
         } else {
-          return Unsupported(node.op());
+          auto found = RnnOutput(*s);
+          if (!found.ok()) return found.status();
+          if (found->mask_from) open_masks_.push_back(*found->mask_from);
+          layers.push_back(std::move(found->layer));
+          next = found->x;
         }
       }
       if (!next.ok()) return next.status();
@@ -142,10 +163,11 @@ class Recogniser {
     return Error(absl::StrCat("more than ", kMaxLayers, " layers"));
   }
 
-  absl::Status Unsupported(const std::string& op) const {
+  absl::Status Unsupported(const std::string& op, const std::string& node = "") const {
     return absl::UnimplementedError(absl::StrCat(
         dir_, ": a SavedModel without Keras metadata whose serving function computes with op '",
-        op, "', which rnnserve does not recognise as part of a Keras layer it runs", kBringKeras));
+        op, "'", node.empty() ? "" : absl::StrCat(" (node '", node, "')"),
+        ", which rnnserve does not recognise as part of a Keras layer it runs", kBringKeras));
   }
 
  private:
@@ -200,7 +222,7 @@ class Recogniser {
     auto s = graph_.TraceInput(frame, node, i);
     if (!s.ok()) return s.status();
     if (s->kind != Source::Kind::kNode || s->node->op() != op) {
-      if (s->kind == Source::Kind::kNode) return Unsupported(s->node->op());
+      if (s->kind == Source::Kind::kNode) return Unsupported(s->node->op(), s->node->name());
       return Error(absl::StrCat("input ", i, " of '", node.name(), "' is not a ", op));
     }
     *at = s->frame;
@@ -249,7 +271,7 @@ class Recogniser {
       if (!in.ok()) return in.status();
       x = {mf, *in};
     } else {
-      return Unsupported(m->op());
+      return Unsupported(m->op(), m->name());
     }
     if (Attr(*matmul, "transpose_a") || Attr(*matmul, "transpose_b")) {
       return Unsupported("MatMul (transposed)");
@@ -269,26 +291,160 @@ class Recogniser {
     return x;
   }
 
-  // Transpose(TensorListStack(while:3)) or StridedSlice(TensorListStack(while:3)).
-  absl::StatusOr<Value> RnnOutput(const Frame& frame, const NodeDef& node,
-                                  std::vector<Layer>* layers) {
-    const Frame* sf = nullptr;
-    auto stack = NodeInput(frame, node, 0, "TensorListStack", &sf);
-    if (!stack.ok()) return absl::Status(Unsupported(node.op()));
-    auto w = graph_.TraceInput(*sf, **stack, 0);
+  // Transpose(TensorListStack(while:3)) (return_sequences), StridedSlice(...) (its last step) or
+  // While:4 (the last h).
+  absl::StatusOr<RnnFound> RnnOutput(const Source& out) {
+    const NodeDef& node = *out.node;
+    if (node.op() == "While" || node.op() == "StatelessWhile") {
+      if (out.output != 4) return Unsupported(node.op(), node.name());
+      return Rnn(*out.frame, node, /*return_sequences=*/false);
+    }
+    if (node.op() != "Transpose" && node.op() != "StridedSlice") {
+      return Unsupported(node.op(), node.name());
+    }
+    auto stack = graph_.TraceInput(*out.frame, node, 0);
+    if (!stack.ok()) return stack.status();
+    if (stack->kind != Source::Kind::kNode || stack->node->op() != "TensorListStack") {
+      return Unsupported(node.op(), node.name());
+    }
+    auto w = graph_.TraceInput(*stack->frame, *stack->node, 0);
     if (!w.ok()) return w.status();
     if (w->kind != Source::Kind::kNode ||
         (w->node->op() != "While" && w->node->op() != "StatelessWhile") || w->output != 3) {
-      return Unsupported(node.op());
+      return Unsupported(node.op(), node.name());
     }
-    return Rnn(*w->frame, *w->node, node.op() == "Transpose", layers);
+    return Rnn(*w->frame, *w->node, node.op() == "Transpose");
   }
 
-  absl::StatusOr<Value> Rnn(const Frame& frame, const NodeDef& loop, bool return_sequences,
-                            std::vector<Layer>* layers) {
+  // For a loop's mask list, Transpose(ExpandDims(Any(NotEqual(x, mask_value)))) (ReverseV2 of it
+  // going backwards): x, the Masking
+  // layer's input; nullopt for a list that is not a mask.
+  absl::StatusOr<std::optional<Value>> MaskInput(const Frame& frame, const NodeDef& from_tensor) {
+    const char* chain[] = {"Transpose", "ExpandDims", "Any", "NotEqual"};
+    const Frame* f = &frame;
+    const NodeDef* n = &from_tensor;
+    for (int step = 0; step < 4; ++step) {
+      const std::string op = chain[step];
+      auto s = graph_.TraceInput(*f, *n, 0);
+      if (!s.ok()) return s.status();
+      if (step == 0 && s->kind == Source::Kind::kNode && s->node->op() == "ReverseV2") {
+        s = graph_.TraceInput(*s->frame, *s->node, 0);  // go_backwards
+        if (!s.ok()) return s.status();
+      }
+      if (s->kind != Source::Kind::kNode || s->node->op() != op) {
+        if (step < 2) return std::optional<Value>();  // a data list: Transpose(x)
+        return s->kind == Source::Kind::kNode ? Unsupported(s->node->op(), s->node->name())
+                                              : Error("a loop mask made of no Masking layer");
+      }
+      f = s->frame;
+      n = s->node;
+    }
+    auto x = FunctionGraph::Input(*n, 0);
+    if (!x.ok()) return x.status();
+    return std::optional<Value>(Value{f, *x});
+  }
+
+  // Whether two values are made by the same node output (or are the same model input).
+  bool Same(const Value& a, const Value& b) {
+    auto sa = graph_.Trace(*a.frame, a.name);
+    auto sb = graph_.Trace(*b.frame, b.name);
+    if (!sa.ok() || !sb.ok() || sa->kind != sb->kind) return false;
+    if (sa->kind == Source::Kind::kNode) return sa->node == sb->node && sa->output == sb->output;
+    return sa->index == sb->index;
+  }
+
+  // The float scalar a Const node holds.
+  absl::StatusOr<float> ScalarConst(const Frame& frame, const NodeDef& node, int i) {
+    auto s = graph_.TraceInput(frame, node, i);
+    if (!s.ok()) return s.status();
+    if (s->kind != Source::Kind::kNode || s->node->op() != "Const") {
+      return Error(absl::StrCat("input ", i, " of '", node.name(), "' is not a constant"));
+    }
+    auto v = s->node->attr().find("value");
+    if (v == s->node->attr().end() || !v->second.has_tensor()) {
+      return Error(absl::StrCat("constant '", s->node->name(), "' holds no value"));
+    }
+    const TensorProto& t = v->second.tensor();
+    if (t.dtype() == DT_FLOAT && t.float_val_size() >= 1) return t.float_val(0);
+    if (t.dtype() == DT_FLOAT && t.tensor_content().size() == sizeof(float)) {
+      float f;
+      std::memcpy(&f, t.tensor_content().data(), sizeof(f));
+      return f;
+    }
+    return Error(absl::StrCat("constant '", s->node->name(), "' is not a float scalar"));
+  }
+
+  // Masking: SelectV2(Any(NotEqual(x, mask_value)), x, 0).
+  absl::StatusOr<Value> Masking(const Frame& frame, const NodeDef& node,
+                                std::vector<Layer>* layers) {
+    const Frame* f = &frame;
+    const NodeDef* n = &node;
+    for (const char* op : {"Any", "NotEqual"}) {
+      auto s = graph_.TraceInput(*f, *n, 0);
+      if (!s.ok()) return s.status();
+      if (s->kind != Source::Kind::kNode || s->node->op() != op) {
+        return Unsupported(node.op(), node.name());
+      }
+      f = s->frame;
+      n = s->node;
+    }
+    auto mask_value = ScalarConst(*f, *n, 1);
+    if (!mask_value.ok()) return mask_value.status();
+    auto x = FunctionGraph::Input(node, 1);
+    auto tested = FunctionGraph::Input(*n, 0);
+    if (!x.ok()) return x.status();
+    if (!tested.ok()) return tested.status();
+    const Value in{&frame, *x};
+    if (!Same(in, Value{f, *tested})) return Unsupported(node.op(), node.name());
+    for (Value& m : open_masks_) {
+      if (!Same(m, in)) return Error("a recurrent layer masked by other than the Masking layer");
+    }
+    open_masks_.clear();
+    layers->push_back(
+        {Json{{"class_name", "Masking"}, {"config", {{"mask_value", *mask_value}}}}, {}});
+    return in;
+  }
+
+  // Bidirectional(merge_mode="concat"): ConcatV2(forward, backward), the backward half's
+  // sequence reversed back (ReverseV2) when it returns sequences; both over the same input.
+  absl::StatusOr<Value> Bidirectional(const Frame& frame, const NodeDef& node,
+                                      std::vector<Layer>* layers) {
+    std::vector<RnnFound> halves;
+    for (int i = 0; i < 2; ++i) {
+      auto s = graph_.TraceInput(frame, node, i);
+      if (!s.ok()) return s.status();
+      if (s->kind != Source::Kind::kNode) return Unsupported(node.op(), node.name());
+      if (i == 1 && s->node->op() == "ReverseV2") {
+        s = graph_.TraceInput(*s->frame, *s->node, 0);
+        if (!s.ok()) return s.status();
+        if (s->kind != Source::Kind::kNode) return Unsupported(node.op(), node.name());
+      }
+      auto half = RnnOutput(*s);
+      if (!half.ok()) return absl::IsUnimplemented(half.status())
+                                 ? Unsupported(node.op(), node.name())
+                                 : half.status();
+      halves.push_back(std::move(*half));
+    }
+    Json& fw = halves[0].layer.config;
+    Json& bw = halves[1].layer.config;
+    if (fw["class_name"] != bw["class_name"] || fw["config"]["go_backwards"] != false ||
+        bw["config"]["go_backwards"] != true || !Same(halves[0].x, halves[1].x) ||
+        halves[0].mask_from.has_value() != halves[1].mask_from.has_value()) {
+      return Unsupported(node.op(), node.name());
+    }
+    Json config = {{"layer", fw}, {"backward_layer", bw}, {"merge_mode", "concat"}};
+    std::vector<keras::Array> weights = std::move(halves[0].layer.weights);
+    for (keras::Array& a : halves[1].layer.weights) weights.push_back(std::move(a));
+    if (halves[0].mask_from) open_masks_.push_back(*halves[0].mask_from);
+    layers->push_back({Json{{"class_name", "Bidirectional"}, {"config", config}}, std::move(weights)});
+    return halves[0].x;
+  }
+
+  absl::StatusOr<RnnFound> Rnn(const Frame& frame, const NodeDef& loop, bool return_sequences) {
     std::map<std::string, keras::Array> vars;  // role -> value
     const NodeDef* from_tensor = nullptr;
     const Frame* from_frame = nullptr;
+    std::optional<Value> mask_from;  // the Masking layer's input the loop's mask is made of
     int data_inputs = 0;
     for (const std::string& in : loop.input()) data_inputs += !in.empty() && in[0] != '^';
     for (int i = 4; i < data_inputs; ++i) {
@@ -305,7 +461,14 @@ class Recogniser {
         role = role.substr(0, role.find(':'));
         vars[role] = std::move(v->second);
       } else if (s->node->op() == "TensorListFromTensor") {
-        if (from_tensor) return Unsupported("TensorListFromTensor (a masked or multi-input loop)");
+        auto mask = MaskInput(*s->frame, *s->node);
+        if (!mask.ok()) return mask.status();
+        if (*mask) {
+          if (mask_from) return Unsupported(loop.op(), loop.name());
+          mask_from = **mask;
+          continue;
+        }
+        if (from_tensor) return Unsupported(loop.op(), loop.name());
         from_tensor = s->node;
         from_frame = s->frame;
       }
@@ -323,7 +486,7 @@ class Recogniser {
       if (!src.ok()) return src.status();
     }
     if (src->kind != Source::Kind::kNode || src->node->op() != "Transpose") {
-      return src->kind == Source::Kind::kNode ? Unsupported(src->node->op())
+      return src->kind == Source::Kind::kNode ? Unsupported(src->node->op(), src->node->name())
                                               : Error("a loop over no transposed input");
     }
     auto x = FunctionGraph::Input(*src->node, 0);
@@ -356,8 +519,8 @@ class Recogniser {
     for (const NodeDef& n : fn->node_def()) {
       if (const char* a = ActivationOf(n.op())) {
         ++acts[a];
-      } else if (!CellPlumbing(n.op())) {
-        return Unsupported(n.op());
+      } else if (!CellPlumbing(n.op()) && !(mask_from && MaskPlumbing(n.op()))) {
+        return Unsupported(n.op(), n.name());
       }
       matmuls += n.op() == "MatMul";
     }
@@ -386,8 +549,11 @@ class Recogniser {
     std::vector<keras::Array> weights = {std::move(vars["kernel"]),
                                          std::move(vars["recurrent_kernel"])};
     if (vars.count("bias")) weights.push_back(std::move(vars["bias"]));
-    layers->push_back({Json{{"class_name", cls}, {"config", config}}, std::move(weights)});
-    return Value{src->frame, *x};
+    RnnFound found;
+    found.layer = {Json{{"class_name", cls}, {"config", config}}, std::move(weights)};
+    found.x = Value{src->frame, *x};
+    found.mask_from = mask_from;
+    return found;
   }
 
   const std::string dir_;
@@ -395,6 +561,9 @@ class Recogniser {
   FunctionGraph graph_;
   const TensorBundle bundle_;
   const TrackableObjectGraph checkpoint_graph_;
+  // Masking layer inputs that recognised recurrent layers' masks are made of, until the
+  // Masking layer itself is reached (walking back).
+  std::vector<Value> open_masks_;
 };
 
 }  // namespace

@@ -250,6 +250,18 @@ m = keras.Sequential([keras.Input((7, 3), name="tokens"),
                       L.LSTM(5, return_sequences=True, go_backwards=True),
                       L.GRU(3, return_sequences=True), L.Dense(2, activation="softmax")])
 x = seq(3, 7, 3)""",
+    "Keras3ExportMaskingStackedLstm": """
+m = keras.Sequential([keras.Input((6, 3), name="tokens"), L.Masking(0.0),
+                      L.LSTM(4, return_sequences=True), L.GRU(3)])
+x = seq(3, 6, 3, lengths=[6, 4, 2])""",
+    "Keras3ExportBidirectionalLstmDense": """
+m = keras.Sequential([keras.Input((6, 3), name="tokens"),
+                      L.Bidirectional(L.LSTM(4, return_sequences=True)), L.Dense(2)])
+x = seq(3, 6, 3)""",
+    "Keras3ExportMaskingBidirectionalGru": """
+m = keras.Sequential([keras.Input((5, 3), name="tokens"), L.Masking(0.0),
+                      L.Bidirectional(L.GRU(3))])
+x = seq(3, 5, 3, lengths=[5, 3, 1])""",
     "Keras3ExportUnknownOpRefused": """
 m = keras.Sequential([keras.Input((6, 3), name="tokens"), L.LSTM(4, return_sequences=True),
                       L.LayerNormalization()])
@@ -263,8 +275,11 @@ import numpy as np, keras
 L = keras.layers
 name, out, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
 rng = np.random.default_rng(seed)
-def seq(b, t, f):
-    return rng.normal(0.0, 1.0, size=(b, t, f)).astype(np.float32)
+def seq(b, t, f, lengths=None):
+    x = rng.normal(0.0, 1.0, size=(b, t, f)).astype(np.float32)
+    for i, n in enumerate(lengths or []):
+        x[i, n:, :] = 0.0
+    return x
 exec(sys.stdin.read())
 new = []
 for w in m.weights:

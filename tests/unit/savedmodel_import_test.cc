@@ -164,6 +164,15 @@ TEST(SavedModelGraphImport, Keras3ExportSimpleRnnStacked) {
 TEST(SavedModelGraphImport, Keras3ExportStackedLstmGoBackwardsGru) {
   ExpectCase("Keras3ExportStackedLstmGoBackwardsGru");
 }
+TEST(SavedModelGraphImport, Keras3ExportMaskingStackedLstm) {
+  ExpectCase("Keras3ExportMaskingStackedLstm");
+}
+TEST(SavedModelGraphImport, Keras3ExportBidirectionalLstmDense) {
+  ExpectCase("Keras3ExportBidirectionalLstmDense");
+}
+TEST(SavedModelGraphImport, Keras3ExportMaskingBidirectionalGru) {
+  ExpectCase("Keras3ExportMaskingBidirectionalGru");
+}
 TEST(SavedModelGraphImport, TfSavedModelSaveLstmDense) { ExpectCase("TfSavedModelSaveLstmDense"); }
 
 TEST(SavedModelGraphImport, Keras3ExportUnknownOpRefused) {
