@@ -11,6 +11,12 @@
 //                       1 (SimpleRNN); a GRU's bias [2, 3H] is reset_after=True, [3H] False.
 //                       The activations are the body's activation ops (an LSTM's two `activation`
 //                       and three `recurrent_activation` ops, a GRU's one and two).
+//   Masking             SelectV2(Any(NotEqual(x, mask_value)), x, 0); the masked loops below it
+//                       carry a second TensorList, the mask, made of the same x
+//   Bidirectional       ConcatV2(forward loop, ReverseV2(go_backwards loop)) over the same x
+//   BatchNormalization  tf.nn.batch_normalization's AddV2(Mul(x, m), Sub(beta, Mul(mean, m)))
+//   Embedding           GatherV2 / ResourceGather of the table; mask_zero when a loop's mask is
+//                       NotEqual(ids, 0)
 //   Dropout             absent from a serving graph: nothing to recognise.
 // Weights are the captured variables (the function's bound_inputs in the SavedObjectGraph),
 // read from the checkpoint by object id; their role (kernel, recurrent_kernel, bias) is the
@@ -149,6 +155,10 @@ class Recogniser {
           next = Masking(frame, node, &layers);
         } else if (node.op() == "ConcatV2") {
           next = Bidirectional(frame, node, &layers);
+        } else if (node.op() == "AddV2") {
+          next = BatchNormalization(frame, node, &layers);
+        } else if (node.op() == "GatherV2" || node.op() == "ResourceGather") {
+          next = Embedding(frame, node, &layers);
         } else {
           auto found = RnnOutput(*s);
           if (!found.ok()) return found.status();
@@ -321,6 +331,7 @@ class Recogniser {
   // layer's input; nullopt for a list that is not a mask.
   absl::StatusOr<std::optional<Value>> MaskInput(const Frame& frame, const NodeDef& from_tensor) {
     const char* chain[] = {"Transpose", "ExpandDims", "Any", "NotEqual"};
+    // An Embedding's mask_zero mask has no Any: Transpose(ExpandDims(NotEqual(ids, 0))).
     const Frame* f = &frame;
     const NodeDef* n = &from_tensor;
     for (int step = 0; step < 4; ++step) {
@@ -331,7 +342,11 @@ class Recogniser {
         s = graph_.TraceInput(*s->frame, *s->node, 0);  // go_backwards
         if (!s.ok()) return s.status();
       }
-      if (s->kind != Source::Kind::kNode || s->node->op() != op) {
+      if (step == 2 && s->kind == Source::Kind::kNode && s->node->op() == "NotEqual") {
+        auto zero = ScalarConst(*s->frame, *s->node, 1);
+        if (!zero.ok() || *zero != 0.0f) return Unsupported("NotEqual", s->node->name());
+        ++step;  // the Embedding's mask
+      } else if (s->kind != Source::Kind::kNode || s->node->op() != op) {
         if (step < 2) return std::optional<Value>();  // a data list: Transpose(x)
         return s->kind == Source::Kind::kNode ? Unsupported(s->node->op(), s->node->name())
                                               : Error("a loop mask made of no Masking layer");
@@ -366,6 +381,8 @@ class Recogniser {
     }
     const TensorProto& t = v->second.tensor();
     if (t.dtype() == DT_FLOAT && t.float_val_size() >= 1) return t.float_val(0);
+    if (t.dtype() == DT_INT32 && t.int_val_size() >= 1) return static_cast<float>(t.int_val(0));
+    if (t.dtype() == DT_INT64 && t.int64_val_size() >= 1) return static_cast<float>(t.int64_val(0));
     if (t.dtype() == DT_FLOAT && t.tensor_content().size() == sizeof(float)) {
       float f;
       std::memcpy(&f, t.tensor_content().data(), sizeof(f));
@@ -403,6 +420,93 @@ class Recogniser {
     layers->push_back(
         {Json{{"class_name", "Masking"}, {"config", {{"mask_value", *mask_value}}}}, {}});
     return in;
+  }
+
+  // The node behind input `i` of `node`, which must be a `op`.
+  absl::StatusOr<Source> Expect(const Frame& frame, const NodeDef& node, int i,
+                                const std::string& op, const NodeDef& layer) {
+    auto s = graph_.TraceInput(frame, node, i);
+    if (!s.ok()) return s.status();
+    if (s->kind != Source::Kind::kNode || s->node->op() != op) {
+      return Unsupported(layer.op(), layer.name());
+    }
+    return s;
+  }
+
+  // BatchNormalization at inference, as tf.nn.batch_normalization writes it:
+  //   AddV2(Mul(x, m), Sub(beta, Mul(moving_mean, m))), m = Mul(Rsqrt(AddV2(variance, eps)), gamma)
+  absl::StatusOr<Value> BatchNormalization(const Frame& frame, const NodeDef& node,
+                                           std::vector<Layer>* layers) {
+    auto mul_x = Expect(frame, node, 0, "Mul", node);
+    if (!mul_x.ok()) return mul_x.status();
+    auto sub = Expect(frame, node, 1, "Sub", node);
+    if (!sub.ok()) return sub.status();
+    auto m = Expect(*mul_x->frame, *mul_x->node, 1, "Mul", node);
+    if (!m.ok()) return m.status();
+    auto rsqrt = Expect(*m->frame, *m->node, 0, "Rsqrt", node);
+    if (!rsqrt.ok()) return rsqrt.status();
+    auto add = Expect(*rsqrt->frame, *rsqrt->node, 0, "AddV2", node);
+    if (!add.ok()) return add.status();
+    auto mean_mul = Expect(*sub->frame, *sub->node, 1, "Mul", node);
+    if (!mean_mul.ok()) return mean_mul.status();
+    auto gamma = WeightInput(*m->frame, *m->node, 1);
+    if (!gamma.ok()) return gamma.status();
+    auto beta = WeightInput(*sub->frame, *sub->node, 0);
+    if (!beta.ok()) return beta.status();
+    auto mean = WeightInput(*mean_mul->frame, *mean_mul->node, 0);
+    if (!mean.ok()) return mean.status();
+    auto variance = WeightInput(*add->frame, *add->node, 0);
+    if (!variance.ok()) return variance.status();
+    auto epsilon = ScalarConst(*add->frame, *add->node, 1);
+    if (!epsilon.ok()) return epsilon.status();
+    auto x = FunctionGraph::Input(*mul_x->node, 0);
+    if (!x.ok()) return x.status();
+    layers->push_back({Json{{"class_name", "BatchNormalization"},
+                            {"config",
+                             {{"axis", -1}, {"epsilon", *epsilon}, {"center", true},
+                              {"scale", true}}}},
+                       {std::move(gamma->second), std::move(beta->second),
+                        std::move(mean->second), std::move(variance->second)}});
+    return Value{mul_x->frame, *x};
+  }
+
+  // Embedding: GatherV2(embeddings, ids) (Keras 3 first maps negative ids: SelectV2(Less(ids,
+  // 0), AddV2(ids, input_dim), ids)) or tf_keras's ResourceGather(embeddings, ids).
+  absl::StatusOr<Value> Embedding(const Frame& frame, const NodeDef& node,
+                                  std::vector<Layer>* layers) {
+    auto table = WeightInput(frame, node, 0);
+    if (!table.ok()) return table.status();
+    if (table->second.shape.size() != 2) return Unsupported(node.op(), node.name());
+    auto ids = FunctionGraph::Input(node, 1);
+    if (!ids.ok()) return ids.status();
+    Value x{&frame, *ids};
+    auto s = graph_.Trace(frame, *ids);
+    if (!s.ok()) return s.status();
+    if (s->kind == Source::Kind::kNode && s->node->op() == "SelectV2") {
+      auto raw = FunctionGraph::Input(*s->node, 2);
+      if (!raw.ok()) return raw.status();
+      x = Value{s->frame, *raw};
+    } else if (s->kind == Source::Kind::kNode && s->node->op() == "Cast") {
+      auto raw = FunctionGraph::Input(*s->node, 0);
+      if (!raw.ok()) return raw.status();
+      x = Value{s->frame, *raw};
+    }
+    bool mask_zero = false;
+    for (auto it = open_masks_.begin(); it != open_masks_.end();) {
+      if (Same(*it, x)) {
+        mask_zero = true;
+        it = open_masks_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    layers->push_back({Json{{"class_name", "Embedding"},
+                            {"config",
+                             {{"input_dim", table->second.shape[0]},
+                              {"output_dim", table->second.shape[1]},
+                              {"mask_zero", mask_zero}}}},
+                       {std::move(table->second)}});
+    return x;
   }
 
   // Bidirectional(merge_mode="concat"): ConcatV2(forward, backward), the backward half's

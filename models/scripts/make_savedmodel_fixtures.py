@@ -262,6 +262,13 @@ x = seq(3, 6, 3)""",
 m = keras.Sequential([keras.Input((5, 3), name="tokens"), L.Masking(0.0),
                       L.Bidirectional(L.GRU(3))])
 x = seq(3, 5, 3, lengths=[5, 3, 1])""",
+    "Keras3ExportEmbeddingMaskZeroGruBatchNorm": """
+m = keras.Sequential([keras.Input((6,), dtype="int32", name="ids"),
+                      L.Embedding(12, 4, mask_zero=True), L.GRU(5, return_sequences=True),
+                      L.BatchNormalization(), L.Dense(2)])
+x = rng.integers(1, 12, size=(3, 6)).astype(np.int32)
+x[1, 4:] = 0
+x[2, 2:] = 0""",
     "Keras3ExportUnknownOpRefused": """
 m = keras.Sequential([keras.Input((6, 3), name="tokens"), L.LSTM(4, return_sequences=True),
                       L.LayerNormalization()])

@@ -173,6 +173,9 @@ TEST(SavedModelGraphImport, Keras3ExportBidirectionalLstmDense) {
 TEST(SavedModelGraphImport, Keras3ExportMaskingBidirectionalGru) {
   ExpectCase("Keras3ExportMaskingBidirectionalGru");
 }
+TEST(SavedModelGraphImport, Keras3ExportEmbeddingMaskZeroGruBatchNorm) {
+  ExpectCase("Keras3ExportEmbeddingMaskZeroGruBatchNorm");
+}
 TEST(SavedModelGraphImport, TfSavedModelSaveLstmDense) { ExpectCase("TfSavedModelSaveLstmDense"); }
 
 TEST(SavedModelGraphImport, Keras3ExportUnknownOpRefused) {
