@@ -7,7 +7,7 @@
 namespace rnnserve::models::savedmodel {
 namespace {
 
-constexpr int kMaxDepth = 256;     // hops of one Trace()
+constexpr int kMaxDepth = 256;       // hops of one Trace()
 constexpr size_t kMaxFrames = 4096;  // calls entered in one walk
 
 bool IsCall(const std::string& op) {
@@ -40,15 +40,14 @@ absl::StatusOr<FunctionGraph> FunctionGraph::Create(const MetaGraphDef& mg,
   }
   const FunctionDef* fn = g.Function(top);
   if (!fn) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the serving signature calls function '", top, "', which is not in the graph"));
+    return absl::InvalidArgumentError(absl::StrCat("the serving signature calls function '", top,
+                                                   "', which is not in the graph"));
   }
   auto cf = mg.object_graph_def().concrete_functions().find(top);
   if (cf != mg.object_graph_def().concrete_functions().end()) {
     g.bound_inputs_.assign(cf->second.bound_inputs().begin(), cf->second.bound_inputs().end());
   }
-  g.num_model_inputs_ =
-      fn->signature().input_arg_size() - static_cast<int>(g.bound_inputs_.size());
+  g.num_model_inputs_ = fn->signature().input_arg_size() - static_cast<int>(g.bound_inputs_.size());
   if (g.num_model_inputs_ < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "function '", top, "' captures more objects than it has inputs (object graph mismatch)"));
@@ -66,7 +65,8 @@ const FunctionDef* FunctionGraph::Function(const std::string& name) const {
 absl::StatusOr<const Frame*> FunctionGraph::Enter(const Frame* caller, const NodeDef* call,
                                                   const std::string& fn) {
   const FunctionDef* f = Function(fn);
-  if (!f) return absl::InvalidArgumentError(absl::StrCat("function '", fn, "' is not in the graph"));
+  if (!f)
+    return absl::InvalidArgumentError(absl::StrCat("function '", fn, "' is not in the graph"));
   if (frames_.size() >= kMaxFrames) {
     return absl::InvalidArgumentError("the serving function calls too many functions");
   }
@@ -107,8 +107,8 @@ absl::StatusOr<Source> FunctionGraph::Trace(const Frame& start, const std::strin
     if (v.index < 0) {  // an input arg of `frame`
       auto arg = frame->args.find(value);
       if (arg == frame->args.end()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "function '", frame->fn->signature().name(), "' uses '", value, "', which it lacks"));
+        return absl::InvalidArgumentError(absl::StrCat("function '", frame->fn->signature().name(),
+                                                       "' uses '", value, "', which it lacks"));
       }
       if (!frame->caller) {
         Source s;
@@ -141,8 +141,8 @@ absl::StatusOr<Source> FunctionGraph::Trace(const Frame& start, const std::strin
     }
     auto it = frame->nodes.find(v.node);
     if (it == frame->nodes.end()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "function '", frame->fn->signature().name(), "' has no node '", v.node, "'"));
+      return absl::InvalidArgumentError(absl::StrCat("function '", frame->fn->signature().name(),
+                                                     "' has no node '", v.node, "'"));
     }
     const NodeDef& node = *it->second;
     if (node.op() == "Identity" || node.op() == "ReadVariableOp" || node.op() == "IdentityN") {
@@ -155,7 +155,8 @@ absl::StatusOr<Source> FunctionGraph::Trace(const Frame& start, const std::strin
     if (IsCall(node.op())) {
       auto f = node.attr().find("f");
       if (f == node.attr().end() || !f->second.has_func()) {
-        return absl::InvalidArgumentError(absl::StrCat("call '", node.name(), "' names no function"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("call '", node.name(), "' names no function"));
       }
       auto callee = Enter(frame, &node, f->second.func().name());
       if (!callee.ok()) return callee.status();

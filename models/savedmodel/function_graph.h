@@ -36,9 +36,9 @@ struct Source {
   Kind kind = Kind::kNode;
   const Frame* frame = nullptr;  // kNode: the node's frame
   const NodeDef* node = nullptr;
-  int output = 0;  // kNode: the index within its output arg (Split:output:2 -> 2)
+  int output = 0;          // kNode: the index within its output arg (Split:output:2 -> 2)
   std::string output_arg;  // kNode: the output arg's name ("output", "product", "y")
-  int index = 0;   // kModelInput: the signature function's input; kObject: the object node id
+  int index = 0;      // kModelInput: the signature function's input; kObject: the object node id
   bool read = false;  // went through a ReadVariableOp (a variable's value, not its handle)
 };
 

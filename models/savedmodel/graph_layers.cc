@@ -18,9 +18,8 @@ constexpr int kMaxLayers = 256;
 // Keras activation name of an activation op.
 const char* ActivationOf(const std::string& op) {
   static const auto* kOps = new std::map<std::string, const char*>{
-      {"Tanh", "tanh"},         {"Sigmoid", "sigmoid"}, {"Relu", "relu"},
-      {"Softmax", "softmax"},   {"Elu", "elu"},         {"Selu", "selu"},
-      {"Softplus", "softplus"}, {"Softsign", "softsign"}};
+      {"Tanh", "tanh"}, {"Sigmoid", "sigmoid"}, {"Relu", "relu"},         {"Softmax", "softmax"},
+      {"Elu", "elu"},   {"Selu", "selu"},       {"Softplus", "softplus"}, {"Softsign", "softsign"}};
   auto it = kOps->find(op);
   return it == kOps->end() ? nullptr : it->second;
 }
@@ -38,9 +37,9 @@ absl::StatusOr<std::vector<Layer>> Recogniser::Layers(const std::string& top_ret
         return Unsupported("a mask not made by a Masking layer (e.g. Embedding mask_zero)");
       }
       if (!pending_activation.empty()) {
-        layers.push_back({Json{{"class_name", "Activation"},
-                               {"config", {{"activation", pending_activation}}}},
-                          {}});
+        layers.push_back(
+            {Json{{"class_name", "Activation"}, {"config", {{"activation", pending_activation}}}},
+             {}});
       }
       std::reverse(layers.begin(), layers.end());
       return layers;
@@ -61,9 +60,9 @@ absl::StatusOr<std::vector<Layer>> Recogniser::Layers(const std::string& top_ret
       pending_activation.clear();
     } else {
       if (!pending_activation.empty()) {
-        layers.push_back({Json{{"class_name", "Activation"},
-                               {"config", {{"activation", pending_activation}}}},
-                          {}});
+        layers.push_back(
+            {Json{{"class_name", "Activation"}, {"config", {{"activation", pending_activation}}}},
+             {}});
         pending_activation.clear();
       }
       if (node.op() == "SelectV2" || node.op() == "Select") {
@@ -90,8 +89,8 @@ absl::StatusOr<std::vector<Layer>> Recogniser::Layers(const std::string& top_ret
 
 absl::Status Recogniser::Unsupported(const std::string& op, const std::string& node) const {
   return absl::UnimplementedError(absl::StrCat(
-      dir_, ": a SavedModel without Keras metadata whose serving function computes with op '",
-      op, "'", node.empty() ? "" : absl::StrCat(" (node '", node, "')"),
+      dir_, ": a SavedModel without Keras metadata whose serving function computes with op '", op,
+      "'", node.empty() ? "" : absl::StrCat(" (node '", node, "')"),
       ", which rnnserve does not recognise as part of a Keras layer it runs", kBringKeras));
 }
 
@@ -113,9 +112,9 @@ absl::StatusOr<std::pair<std::string, keras::Array>> Recogniser::Variable(int id
     }
   }
   if (key.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(dir_, ": variable '", var.name(), "' (object ", id,
-                     ") has no value in variables/variables.index"));
+    return absl::InvalidArgumentError(absl::StrCat(dir_, ": variable '", var.name(), "' (object ",
+                                                   id,
+                                                   ") has no value in variables/variables.index"));
   }
   auto array = bundle_.ReadFloat(key);
   if (!array.ok()) return array.status();
@@ -131,12 +130,13 @@ absl::StatusOr<std::pair<std::string, keras::Array>> Recogniser::Variable(int id
 
 // The variable behind a node's input `i`, which must be one.
 absl::StatusOr<std::pair<std::string, keras::Array>> Recogniser::WeightInput(const Frame& frame,
-                                                                             const NodeDef& node, int i) {
+                                                                             const NodeDef& node,
+                                                                             int i) {
   auto s = graph_.TraceInput(frame, node, i);
   if (!s.ok()) return s.status();
   if (s->kind != Source::Kind::kObject) {
-    return Error(absl::StrCat("input ", i, " of '", node.name(), "' (", node.op(),
-                              ") is not a variable"));
+    return Error(
+        absl::StrCat("input ", i, " of '", node.name(), "' (", node.op(), ") is not a variable"));
   }
   return Variable(s->index);
 }
@@ -312,12 +312,11 @@ absl::StatusOr<Value> Recogniser::BatchNormalization(const Frame& frame, const N
   if (!epsilon.ok()) return epsilon.status();
   auto x = FunctionGraph::Input(*mul_x->node, 0);
   if (!x.ok()) return x.status();
-  layers->push_back({Json{{"class_name", "BatchNormalization"},
-                          {"config",
-                           {{"axis", -1}, {"epsilon", *epsilon}, {"center", true},
-                            {"scale", true}}}},
-                     {std::move(gamma->second), std::move(beta->second),
-                      std::move(mean->second), std::move(variance->second)}});
+  layers->push_back(
+      {Json{{"class_name", "BatchNormalization"},
+            {"config", {{"axis", -1}, {"epsilon", *epsilon}, {"center", true}, {"scale", true}}}},
+       {std::move(gamma->second), std::move(beta->second), std::move(mean->second),
+        std::move(variance->second)}});
   return Value{mul_x->frame, *x};
 }
 

@@ -18,13 +18,34 @@ bool MaskPlumbing(const std::string& op) {
 
 // Ops a recurrent cell's loop body may hold besides its activations.
 bool CellPlumbing(const std::string& op) {
-  static const auto* kOps = new std::set<std::string>{
-      "Const",   "Identity",         "NoOp",        "ReadVariableOp", "TensorListGetItem",
-      "MatMul",  "BiasAdd",          "AddV2",       "Add",            "Sub",
-      "Mul",     "Split",            "SplitV",      "Squeeze",        "StridedSlice",
-      "Unpack",  "TensorListSetItem", "Less",       "LogicalAnd",     "ConcatV2",
-      "Cast",    "GatherV2",         "Shape",       "Pack",           "Reshape",
-      "Fill",    "ZerosLike",        "OnesLike"};
+  static const auto* kOps = new std::set<std::string>{"Const",
+                                                      "Identity",
+                                                      "NoOp",
+                                                      "ReadVariableOp",
+                                                      "TensorListGetItem",
+                                                      "MatMul",
+                                                      "BiasAdd",
+                                                      "AddV2",
+                                                      "Add",
+                                                      "Sub",
+                                                      "Mul",
+                                                      "Split",
+                                                      "SplitV",
+                                                      "Squeeze",
+                                                      "StridedSlice",
+                                                      "Unpack",
+                                                      "TensorListSetItem",
+                                                      "Less",
+                                                      "LogicalAnd",
+                                                      "ConcatV2",
+                                                      "Cast",
+                                                      "GatherV2",
+                                                      "Shape",
+                                                      "Pack",
+                                                      "Reshape",
+                                                      "Fill",
+                                                      "ZerosLike",
+                                                      "OnesLike"};
   return kOps->count(op) != 0;
 }
 
@@ -58,7 +79,8 @@ absl::StatusOr<RnnFound> Recogniser::RnnOutput(const Source& out) {
 // For a loop's mask list, Transpose(ExpandDims(Any(NotEqual(x, mask_value)))) (ReverseV2 of it
 // going backwards): x, the Masking
 // layer's input; nullopt for a list that is not a mask.
-absl::StatusOr<std::optional<Value>> Recogniser::MaskInput(const Frame& frame, const NodeDef& from_tensor) {
+absl::StatusOr<std::optional<Value>> Recogniser::MaskInput(const Frame& frame,
+                                                           const NodeDef& from_tensor) {
   const char* chain[] = {"Transpose", "ExpandDims", "Any", "NotEqual"};
   // An Embedding's mask_zero mask has no Any: Transpose(ExpandDims(NotEqual(ids, 0))).
   const Frame* f = &frame;
@@ -88,7 +110,8 @@ absl::StatusOr<std::optional<Value>> Recogniser::MaskInput(const Frame& frame, c
   return std::optional<Value>(Value{f, *x});
 }
 
-absl::StatusOr<RnnFound> Recogniser::Rnn(const Frame& frame, const NodeDef& loop, bool return_sequences) {
+absl::StatusOr<RnnFound> Recogniser::Rnn(const Frame& frame, const NodeDef& loop,
+                                         bool return_sequences) {
   std::map<std::string, keras::Array> vars;  // role -> value
   const NodeDef* from_tensor = nullptr;
   const Frame* from_frame = nullptr;
@@ -99,8 +122,9 @@ absl::StatusOr<RnnFound> Recogniser::Rnn(const Frame& frame, const NodeDef& loop
     auto s = graph_.TraceInput(frame, loop, i);
     if (!s.ok()) return s.status();
     if (s->kind == Source::Kind::kModelInput) {
-      return Error("a recurrent layer's initial state comes from an input, which is not "
-                   "recognised");
+      return Error(
+          "a recurrent layer's initial state comes from an input, which is not "
+          "recognised");
     }
     if (s->kind == Source::Kind::kObject) {
       auto v = Variable(s->index);
@@ -159,8 +183,8 @@ absl::StatusOr<RnnFound> Recogniser::Rnn(const Frame& frame, const NodeDef& loop
   }
   // The body's activations.
   auto body = loop.attr().find("body");
-  const FunctionDef* fn = body == loop.attr().end() ? nullptr
-                                                    : graph_.Function(body->second.func().name());
+  const FunctionDef* fn =
+      body == loop.attr().end() ? nullptr : graph_.Function(body->second.func().name());
   if (!fn) return Error("a While without its body function");
   std::map<std::string, int> acts;  // Keras name -> ops
   int matmuls = 0;
@@ -219,9 +243,9 @@ absl::StatusOr<Value> Recogniser::Bidirectional(const Frame& frame, const NodeDe
       if (s->kind != Source::Kind::kNode) return Unsupported(node.op(), node.name());
     }
     auto half = RnnOutput(*s);
-    if (!half.ok()) return absl::IsUnimplemented(half.status())
-                               ? Unsupported(node.op(), node.name())
-                               : half.status();
+    if (!half.ok())
+      return absl::IsUnimplemented(half.status()) ? Unsupported(node.op(), node.name())
+                                                  : half.status();
     halves.push_back(std::move(*half));
   }
   Json& fw = halves[0].layer.config;
@@ -235,7 +259,8 @@ absl::StatusOr<Value> Recogniser::Bidirectional(const Frame& frame, const NodeDe
   std::vector<keras::Array> weights = std::move(halves[0].layer.weights);
   for (keras::Array& a : halves[1].layer.weights) weights.push_back(std::move(a));
   if (halves[0].mask_from) open_masks_.push_back(*halves[0].mask_from);
-  layers->push_back({Json{{"class_name", "Bidirectional"}, {"config", config}}, std::move(weights)});
+  layers->push_back(
+      {Json{{"class_name", "Bidirectional"}, {"config", config}}, std::move(weights)});
   return halves[0].x;
 }
 

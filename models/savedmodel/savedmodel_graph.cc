@@ -68,16 +68,18 @@ absl::StatusOr<engine::Model> LoadGraphSavedModel(const std::string& dir, const 
   for (const NodeDef& n : mg.graph_def().node()) {
     if (n.name() == out.node) call = &n;
   }
-  auto f = call ? call->attr().find("f") : google::protobuf::Map<std::string, AttrValue>::const_iterator();
+  auto f = call ? call->attr().find("f")
+                : google::protobuf::Map<std::string, AttrValue>::const_iterator();
   if (!call || f == call->attr().end() || !f->second.has_func() || out.index < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        dir, ": the serving signature's output '", out_info.name(), "' is not a function call"));
+    return absl::InvalidArgumentError(absl::StrCat(dir, ": the serving signature's output '",
+                                                   out_info.name(), "' is not a function call"));
   }
   auto graph = FunctionGraph::Create(mg, f->second.func().name());
-  if (!graph.ok()) return absl::InvalidArgumentError(absl::StrCat(dir, ": ", graph.status().message()));
+  if (!graph.ok())
+    return absl::InvalidArgumentError(absl::StrCat(dir, ": ", graph.status().message()));
   if (graph->num_model_inputs() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        dir, ": the serving function takes ", graph->num_model_inputs(), " inputs, not 1"));
+    return absl::InvalidArgumentError(absl::StrCat(dir, ": the serving function takes ",
+                                                   graph->num_model_inputs(), " inputs, not 1"));
   }
   const FunctionDef& top = *graph->top().fn;
   if (out.index >= top.signature().output_arg_size()) {
@@ -121,16 +123,15 @@ absl::StatusOr<engine::Model> LoadGraphSavedModel(const std::string& dir, const 
                             : in_info.dtype() == DT_INT64 ? "int64"
                                                           : "";
   if (dtype.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        dir, ": the serving signature's input has dtype ", DataType_Name(in_info.dtype()),
-        ", not float32, int32 or int64"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(dir, ": the serving signature's input has dtype ",
+                     DataType_Name(in_info.dtype()), ", not float32, int32 or int64"));
   }
   const std::string input_name = sig.inputs().begin()->first;
   Json keras_layers = Json::array();
-  keras_layers.push_back({{"class_name", "InputLayer"},
-                          {"config", {{"name", input_name},
-                                      {"batch_input_shape", batch_shape},
-                                      {"dtype", dtype}}}});
+  keras_layers.push_back(
+      {{"class_name", "InputLayer"},
+       {"config", {{"name", input_name}, {"batch_input_shape", batch_shape}, {"dtype", dtype}}}});
   std::map<std::string, std::vector<keras::Array>> weights;
   std::map<std::string, int> counts;
   for (Layer& layer : *layers) {
@@ -144,13 +145,13 @@ absl::StatusOr<engine::Model> LoadGraphSavedModel(const std::string& dir, const 
   Json model_config = {{"class_name", "Sequential"},
                        {"config", {{"name", "sequential"}, {"layers", keras_layers}}}};
   keras::KerasSource source{.file = dir, .format = "tf_savedmodel", .keras_version = "3.0.0"};
-  return keras::BuildModel(model_config, source,
-                           [&](const std::string& layer)
-                               -> absl::StatusOr<std::vector<keras::Array>> {
-                             auto it = weights.find(layer);
-                             if (it == weights.end()) return std::vector<keras::Array>();
-                             return it->second;
-                           });
+  return keras::BuildModel(
+      model_config, source,
+      [&](const std::string& layer) -> absl::StatusOr<std::vector<keras::Array>> {
+        auto it = weights.find(layer);
+        if (it == weights.end()) return std::vector<keras::Array>();
+        return it->second;
+      });
 }
 
 }  // namespace rnnserve::models::savedmodel

@@ -76,7 +76,8 @@ void ExpectCase(const std::string& name) {
   const fs::path h5_dir = fs::path(::testing::TempDir()) / ("h5_" + name);
   fs::remove_all(h5_dir);
   fs::create_directories(h5_dir / "1");
-  const std::string keras_file = fs::exists(CaseDir(name) + "/model.h5") ? "model.h5" : "model.keras";
+  const std::string keras_file =
+      fs::exists(CaseDir(name) + "/model.h5") ? "model.h5" : "model.keras";
   fs::copy_file(CaseDir(name) + "/" + keras_file, h5_dir / "1" / keras_file,
                 fs::copy_options::overwrite_existing);
   auto h5 = LoadDir(h5_dir.string());
