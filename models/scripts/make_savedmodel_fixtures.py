@@ -269,6 +269,10 @@ m = keras.Sequential([keras.Input((6,), dtype="int32", name="ids"),
 x = rng.integers(1, 12, size=(3, 6)).astype(np.int32)
 x[1, 4:] = 0
 x[2, 2:] = 0""",
+    "Keras3ExportLoopBodyOpRefused": """
+m = keras.Sequential([keras.Input((6, 3), name="tokens"),
+                      L.LSTM(4, recurrent_activation="hard_sigmoid")])
+x = seq(3, 6, 3)""",
     "Keras3ExportUnknownOpRefused": """
 m = keras.Sequential([keras.Input((6, 3), name="tokens"), L.LSTM(4, return_sequences=True),
                       L.LayerNormalization()])

@@ -179,11 +179,22 @@ TEST(SavedModelGraphImport, Keras3ExportEmbeddingMaskZeroGruBatchNorm) {
 }
 TEST(SavedModelGraphImport, TfSavedModelSaveLstmDense) { ExpectCase("TfSavedModelSaveLstmDense"); }
 
+// hard_sigmoid's ops in an LSTM's loop body are not a recognised cell.
+TEST(SavedModelGraphImport, Keras3ExportLoopBodyOpRefused) {
+  auto s = LoadDir(CaseDir("Keras3ExportLoopBodyOpRefused") + "/model");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kUnimplemented) << s.status();
+  EXPECT_TRUE(absl::StrContains(s.status().message(), "op '")) << s.status();
+  EXPECT_TRUE(absl::StrContains(s.status().message(), "while")) << s.status();
+  EXPECT_TRUE(absl::StrContains(s.status().message(), ".keras or .h5")) << s.status();
+}
+
 TEST(SavedModelGraphImport, Keras3ExportUnknownOpRefused) {
   auto s = LoadDir(CaseDir("Keras3ExportUnknownOpRefused") + "/model");
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), absl::StatusCode::kUnimplemented) << s.status();
-  EXPECT_TRUE(absl::StrContains(s.status().message(), "op '")) << s.status();
+  EXPECT_TRUE(absl::StrContains(s.status().message(), "op 'AddV2'")) << s.status();
+  EXPECT_TRUE(absl::StrContains(s.status().message(), "layer_normalization")) << s.status();
   EXPECT_TRUE(absl::StrContains(s.status().message(), ".keras or .h5")) << s.status();
 }
 
@@ -206,13 +217,13 @@ TEST(SavedModelImport, TritonModelSavedmodelDirectoryLoads) {
 
 // ----------------------------------------------------------------------------- bad files
 
-// A copy of the SavedModelLstm version directory that `damage` may break.
-std::string DamagedCopy(const std::string& test,
-                        const std::function<void(const fs::path&)>& damage) {
+// A copy of a case's version directory (SavedModelLstm unless said) that `damage` may break.
+std::string DamagedCopy(const std::string& test, const std::function<void(const fs::path&)>& damage,
+                        const std::string& from = "SavedModelLstm") {
   const fs::path dir = fs::path(::testing::TempDir()) / ("damaged_" + test);
   fs::remove_all(dir);
   fs::create_directories(dir);
-  fs::copy(CaseDir("SavedModelLstm") + "/model/1", dir / "1", fs::copy_options::recursive);
+  fs::copy(CaseDir(from) + "/model/1", dir / "1", fs::copy_options::recursive);
   damage(dir / "1");
   return dir.string();
 }
@@ -309,6 +320,70 @@ TEST(SavedModelBadFiles, TruncatedKerasMetadata) {
     WriteAll(v / "keras_metadata.pb", bytes.substr(0, bytes.size() / 2));
   });
   ExpectLoadError(dir, absl::StatusCode::kInvalidArgument, {"keras_metadata.pb"});
+}
+
+// The same damage to a graph-only SavedModel (Keras 3 export, no keras_metadata.pb).
+TEST(SavedModelBadFiles, GraphOnlyTruncatedSavedModelPb) {
+  for (double fraction : {0.0, 0.1, 0.5, 0.9, 0.99}) {
+    const std::string dir = DamagedCopy(
+        "graph_truncated",
+        [fraction](const fs::path& v) {
+          const std::string bytes = ReadAll(v / "saved_model.pb");
+          WriteAll(v / "saved_model.pb", bytes.substr(0, bytes.size() * fraction));
+        },
+        "Keras3ExportLstmDense");
+    auto s = LoadDir(dir);
+    ASSERT_FALSE(s.ok()) << fraction;
+    EXPECT_TRUE(absl::StrContains(s.status().message(), "saved_model.pb")) << s.status();
+  }
+}
+
+TEST(SavedModelBadFiles, GraphOnlyMissingVariablesDataFile) {
+  const std::string dir = DamagedCopy(
+      "graph_missing_data",
+      [](const fs::path& v) { fs::remove(v / "variables" / "variables.data-00000-of-00001"); },
+      "Keras3ExportLstmDense");
+  ExpectLoadError(dir, absl::StatusCode::kNotFound, {"variables.data-00000-of-00001", "missing"});
+}
+
+TEST(SavedModelBadFiles, GraphOnlyMissingVariablesIndex) {
+  const std::string dir = DamagedCopy(
+      "graph_missing_index",
+      [](const fs::path& v) { fs::remove(v / "variables" / "variables.index"); },
+      "Keras3ExportLstmDense");
+  ExpectLoadError(dir, absl::StatusCode::kNotFound, {"variables.index"});
+}
+
+TEST(SavedModelBadFiles, GraphOnlyIndexEntryPastItsDataFile) {
+  const std::string dir = DamagedCopy(
+      "graph_past_end",
+      [](const fs::path& v) {
+        const fs::path data = v / "variables" / "variables.data-00000-of-00001";
+        const std::string bytes = ReadAll(data);
+        WriteAll(data, bytes.substr(0, bytes.size() / 2));
+      },
+      "Keras3ExportLstmDense");
+  ExpectLoadError(dir, absl::StatusCode::kInvalidArgument,
+                  {"variables.index", "past the end of", "variables.data-00000-of-00001"});
+}
+
+// A byte flipped anywhere in a graph-only saved_model.pb: an error or a model, never a crash.
+TEST(SavedModelBadFiles, GraphOnlyFlippedBytesNeverCrash) {
+  const std::string pb = ReadAll(CaseDir("Keras3ExportLstmDense") + "/model/1/saved_model.pb");
+  for (size_t i = 0; i < pb.size(); i += 1009) {
+    const std::string dir = DamagedCopy(
+        "graph_flipped",
+        [&](const fs::path& v) {
+          std::string bytes = pb;
+          bytes[i] = static_cast<char>(bytes[i] ^ 0xff);
+          WriteAll(v / "saved_model.pb", bytes);
+        },
+        "Keras3ExportLstmDense");
+    auto s = LoadDir(dir);
+    if (!s.ok()) {
+      EXPECT_FALSE(s.status().message().empty()) << i;
+    }
+  }
 }
 
 TEST(SavedModelImport, ModelLoaderRecognisesTheDirectory) {
