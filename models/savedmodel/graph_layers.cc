@@ -128,6 +128,13 @@ absl::StatusOr<std::pair<std::string, keras::Array>> Recogniser::Variable(int id
   return std::make_pair(var.name(), std::move(*array));
 }
 
+bool Recogniser::HasVariable(const std::string& name) const {
+  for (const SavedObject& node : mg_.object_graph_def().nodes()) {
+    if (node.has_variable() && node.variable().name() == name) return true;
+  }
+  return false;
+}
+
 // The variable behind a node's input `i`, which must be one.
 absl::StatusOr<std::pair<std::string, keras::Array>> Recogniser::WeightInput(const Frame& frame,
                                                                              const NodeDef& node,

@@ -66,6 +66,8 @@ class Recogniser {
   absl::Status Error(absl::string_view what) const;
   // The variable object `id`'s name and value.
   absl::StatusOr<std::pair<std::string, keras::Array>> Variable(int id) const;
+  // Whether the SavedObjectGraph holds a variable of this name.
+  bool HasVariable(const std::string& name) const;
   // The variable behind a node's input `i`, which must be one.
   absl::StatusOr<std::pair<std::string, keras::Array>> WeightInput(const Frame& frame,
                                                                    const NodeDef& node, int i);

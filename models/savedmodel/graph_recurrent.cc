@@ -115,6 +115,7 @@ absl::StatusOr<RnnFound> Recogniser::Rnn(const Frame& frame, const NodeDef& loop
   std::map<std::string, keras::Array> vars;  // role -> value
   const NodeDef* from_tensor = nullptr;
   const Frame* from_frame = nullptr;
+  std::string scope;  // the kernel's name up to its last '/' ("sequential/lstm/lstm_cell/")
   std::optional<Value> mask_from;  // the Masking layer's input the loop's mask is made of
   int data_inputs = 0;
   for (const std::string& in : loop.input()) data_inputs += !in.empty() && in[0] != '^';
@@ -126,11 +127,20 @@ absl::StatusOr<RnnFound> Recogniser::Rnn(const Frame& frame, const NodeDef& loop
           "a recurrent layer's initial state comes from an input, which is not "
           "recognised");
     }
+    // tf_keras's GRU passes its [2, 3H] bias unstacked (Unpack) into the loop.
+    if (s->kind == Source::Kind::kNode && s->node->op() == "Unpack") {
+      auto whole = graph_.TraceInput(*s->frame, *s->node, 0);
+      if (!whole.ok()) return whole.status();
+      if (whole->kind != Source::Kind::kObject) continue;
+      s = whole;
+    }
     if (s->kind == Source::Kind::kObject) {
       auto v = Variable(s->index);
       if (!v.ok()) return v.status();
-      std::string role = v->first.substr(v->first.rfind('/') + 1);
+      const size_t slash = v->first.rfind('/');
+      std::string role = v->first.substr(slash + 1);
       role = role.substr(0, role.find(':'));
+      if (role == "kernel") scope = v->first.substr(0, slash + 1);
       vars[role] = std::move(v->second);
     } else if (s->node->op() == "TensorListFromTensor") {
       auto mask = MaskInput(*s->frame, *s->node);
@@ -146,7 +156,12 @@ absl::StatusOr<RnnFound> Recogniser::Rnn(const Frame& frame, const NodeDef& loop
     }
   }
   if (!from_tensor || !vars.count("kernel") || !vars.count("recurrent_kernel")) {
-    return Unsupported(loop.op());
+    return Unsupported(loop.op(), loop.name());
+  }
+  // A bias the layer has but that reached the loop some way not recognised would be dropped.
+  if (!vars.count("bias") && HasVariable(scope + "bias")) {
+    return Error(absl::StrCat("the loop '", loop.name(), "' does not take its layer's bias '",
+                              scope, "bias' in a way rnnserve recognises"));
   }
   // The input: TensorListFromTensor(Transpose(x)) or, going backwards, of a ReverseV2.
   auto src = graph_.TraceInput(*from_frame, *from_tensor, 0);

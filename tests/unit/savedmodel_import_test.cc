@@ -178,6 +178,7 @@ TEST(SavedModelGraphImport, Keras3ExportEmbeddingMaskZeroGruBatchNorm) {
   ExpectCase("Keras3ExportEmbeddingMaskZeroGruBatchNorm");
 }
 TEST(SavedModelGraphImport, TfSavedModelSaveLstmDense) { ExpectCase("TfSavedModelSaveLstmDense"); }
+TEST(SavedModelGraphImport, TfSavedModelSaveGruDense) { ExpectCase("TfSavedModelSaveGruDense"); }
 
 // hard_sigmoid's ops in an LSTM's loop body are not a recognised cell.
 TEST(SavedModelGraphImport, Keras3ExportLoopBodyOpRefused) {
