@@ -90,8 +90,14 @@ absl::StatusOr<engine::Model> LoadSavedModel(const std::string& path) {
   const std::string pb_path = (fs::path(dir) / "saved_model.pb").string();
   auto bytes = ReadFileBytes(pb_path, kMaxSavedModelBytes);
   if (!bytes.ok()) return bytes.status();
+  return LoadSavedModelBytes(dir, *bytes);
+}
+
+absl::StatusOr<engine::Model> LoadSavedModelBytes(const std::string& dir,
+                                                  const std::string& saved_model_pb) {
+  const std::string pb_path = (fs::path(dir) / "saved_model.pb").string();
   SavedModel sm;
-  if (!sm.ParseFromString(*bytes)) {
+  if (!sm.ParseFromString(saved_model_pb)) {
     return absl::InvalidArgumentError(absl::StrCat(
         pb_path, ": does not parse as a SavedModel (truncated or not a saved_model.pb)"));
   }

@@ -38,6 +38,11 @@ bool IsSavedModelPath(const std::string& path);
 // `path` is the version directory (or its saved_model.pb).
 absl::StatusOr<engine::Model> LoadSavedModel(const std::string& path);
 
+// As LoadSavedModel, with saved_model.pb's bytes given (fuzzing): `dir` supplies
+// keras_metadata.pb and variables/.
+absl::StatusOr<engine::Model> LoadSavedModelBytes(const std::string& dir,
+                                                  const std::string& saved_model_pb);
+
 // The training_config JSON (compile()'s loss and metrics) of a Keras SavedModel's
 // keras_metadata.pb root, as an .h5 holds it; nullopt when there is none (no Keras metadata,
 // or saved uncompiled or with include_optimizer=False).
