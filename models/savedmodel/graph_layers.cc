@@ -65,7 +65,7 @@ absl::StatusOr<std::vector<Layer>> Recogniser::Layers(const std::string& top_ret
              {}});
         pending_activation.clear();
       }
-      if (node.op() == "SelectV2" || node.op() == "Select") {
+      if (node.op() == "SelectV2" || node.op() == "Select" || node.op() == "Mul") {
         next = Masking(frame, node, &layers);
       } else if (node.op() == "ConcatV2") {
         next = Bidirectional(frame, node, &layers);
@@ -249,13 +249,18 @@ absl::StatusOr<float> Recogniser::ScalarConst(const Frame& frame, const NodeDef&
   return Error(absl::StrCat("constant '", s->node->name(), "' is not a float scalar"));
 }
 
-// Masking: SelectV2(Any(NotEqual(x, mask_value)), x, 0).
+// Masking: SelectV2(Any(NotEqual(x, mask_value)), x, 0) (Keras 3) or
+// Mul(x, Cast(Any(NotEqual(x, mask_value)))) (tf_keras).
 absl::StatusOr<Value> Recogniser::Masking(const Frame& frame, const NodeDef& node,
                                           std::vector<Layer>* layers) {
+  const bool mul = node.op() == "Mul";
   const Frame* f = &frame;
   const NodeDef* n = &node;
-  for (const char* op : {"Any", "NotEqual"}) {
-    auto s = graph_.TraceInput(*f, *n, 0);
+  std::vector<const char*> chain = {"Any", "NotEqual"};
+  if (mul) chain.insert(chain.begin(), "Cast");
+  for (size_t step = 0; step < chain.size(); ++step) {
+    const std::string op = chain[step];
+    auto s = graph_.TraceInput(*f, *n, mul && step == 0 ? 1 : 0);
     if (!s.ok()) return s.status();
     if (s->kind != Source::Kind::kNode || s->node->op() != op) {
       return Unsupported(node.op(), node.name());
@@ -265,7 +270,7 @@ absl::StatusOr<Value> Recogniser::Masking(const Frame& frame, const NodeDef& nod
   }
   auto mask_value = ScalarConst(*f, *n, 1);
   if (!mask_value.ok()) return mask_value.status();
-  auto x = FunctionGraph::Input(node, 1);
+  auto x = FunctionGraph::Input(node, mul ? 0 : 1);
   auto tested = FunctionGraph::Input(*n, 0);
   if (!x.ok()) return x.status();
   if (!tested.ok()) return tested.status();

@@ -93,6 +93,10 @@ absl::StatusOr<std::optional<Value>> Recogniser::MaskInput(const Frame& frame,
       s = graph_.TraceInput(*s->frame, *s->node, 0);  // go_backwards
       if (!s.ok()) return s.status();
     }
+    if (step == 2 && s->kind == Source::Kind::kNode && s->node->op() == "Squeeze") {
+      s = graph_.TraceInput(*s->frame, *s->node, 0);  // tf_keras: the mask squeezed
+      if (!s.ok()) return s.status();
+    }
     if (step == 2 && s->kind == Source::Kind::kNode && s->node->op() == "NotEqual") {
       auto zero = ScalarConst(*s->frame, *s->node, 1);
       if (!zero.ok() || *zero != 0.0f) return Unsupported("NotEqual", s->node->name());

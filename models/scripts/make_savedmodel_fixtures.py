@@ -340,6 +340,15 @@ def _(k, rng):
     return m, seq_input(rng, 3, 5, 3)
 
 
+# tf_keras's Masking multiplies by the mask (Mul) and hands its loops the squeezed mask.
+@tf_save_case("TfSavedModelSaveMaskingSimpleRnn")
+def _(k, rng):
+    m = k.Sequential([k.layers.Masking(0.0, input_shape=(6, 3)),
+                      k.layers.SimpleRNN(4, return_sequences=True),
+                      k.layers.Dense(2)])
+    return m, seq_input(rng, 3, 6, 3, lengths=[6, 4, 2])
+
+
 def make_tf_save_case(name, build, seed):
     import tensorflow as tf
     import tf_keras as k

@@ -179,6 +179,9 @@ TEST(SavedModelGraphImport, Keras3ExportEmbeddingMaskZeroGruBatchNorm) {
 }
 TEST(SavedModelGraphImport, TfSavedModelSaveLstmDense) { ExpectCase("TfSavedModelSaveLstmDense"); }
 TEST(SavedModelGraphImport, TfSavedModelSaveGruDense) { ExpectCase("TfSavedModelSaveGruDense"); }
+TEST(SavedModelGraphImport, TfSavedModelSaveMaskingSimpleRnn) {
+  ExpectCase("TfSavedModelSaveMaskingSimpleRnn");
+}
 
 // hard_sigmoid's ops in an LSTM's loop body are not a recognised cell.
 TEST(SavedModelGraphImport, Keras3ExportLoopBodyOpRefused) {
