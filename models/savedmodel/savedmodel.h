@@ -18,8 +18,9 @@
 //
 // SavedModels without keras_metadata.pb (Keras 3 `model.export`, `tf.saved_model.save`) hold
 // only a TensorFlow graph: the serving signature's function is walked back from its output and
-// its Keras layers recognised (savedmodel_graph.cc: Dense, LSTM, GRU, SimpleRNN; Dropout
-// leaves nothing to recognise), the weights read through the captured variables. An op on the
+// its Keras layers recognised (savedmodel_graph.cc, graph_layers.h: LSTM, GRU, SimpleRNN,
+// Bidirectional, Masking, Embedding, Dense, BatchNormalization; Dropout leaves nothing to
+// recognise), the weights read through the captured variables. An op on the
 // way that is not part of a recognised layer fails the load naming the op and asking for the
 // .keras or .h5 file.
 
