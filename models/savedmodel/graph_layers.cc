@@ -47,7 +47,12 @@ absl::StatusOr<std::vector<Layer>> Recogniser::Layers(const std::string& top_ret
     if (s->kind == Source::Kind::kObject) return Error("the output is a variable");
     const NodeDef& node = *s->node;
     const Frame& frame = *s->frame;
-    if (const char* act = ActivationOf(node.op()); act && pending_activation.empty()) {
+    if (const char* act = ActivationOf(node.op())) {
+      if (!pending_activation.empty()) {  // an Activation layer after this one
+        layers.push_back({Json{{"class_name", "Activation"},
+                               {"config", {{"activation", pending_activation}}}},
+                          {}});
+      }
       pending_activation = act;
       auto in = FunctionGraph::Input(node, 0);
       if (!in.ok()) return in.status();

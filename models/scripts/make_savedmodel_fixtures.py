@@ -269,6 +269,10 @@ m = keras.Sequential([keras.Input((6,), dtype="int32", name="ids"),
 x = rng.integers(1, 12, size=(3, 6)).astype(np.int32)
 x[1, 4:] = 0
 x[2, 2:] = 0""",
+    "Keras3ExportDenseActivationHead": """
+m = keras.Sequential([keras.Input((6, 3), name="tokens"), L.LSTM(4), L.Dense(3, activation="relu"),
+                      L.Activation("tanh"), L.Dense(2, activation="softmax")])
+x = seq(3, 6, 3)""",
     "Keras3ExportLoopBodyOpRefused": """
 m = keras.Sequential([keras.Input((6, 3), name="tokens"),
                       L.LSTM(4, recurrent_activation="hard_sigmoid")])

@@ -177,6 +177,9 @@ TEST(SavedModelGraphImport, Keras3ExportMaskingBidirectionalGru) {
 TEST(SavedModelGraphImport, Keras3ExportEmbeddingMaskZeroGruBatchNorm) {
   ExpectCase("Keras3ExportEmbeddingMaskZeroGruBatchNorm");
 }
+TEST(SavedModelGraphImport, Keras3ExportDenseActivationHead) {
+  ExpectCase("Keras3ExportDenseActivationHead");
+}
 TEST(SavedModelGraphImport, TfSavedModelSaveLstmDense) { ExpectCase("TfSavedModelSaveLstmDense"); }
 TEST(SavedModelGraphImport, TfSavedModelSaveGruDense) { ExpectCase("TfSavedModelSaveGruDense"); }
 TEST(SavedModelGraphImport, TfSavedModelSaveMaskingSimpleRnn) {
