@@ -13,7 +13,10 @@ the plain `model.save(dir)` and so carry the full graph and its signature.
 Graph-only SavedModels (no keras_metadata.pb): Keras 3 `model.export(dir)` cases (Keras3Export*,
 beside the same model's model.keras) and tf_keras models written by `tf.saved_model.save`
 (TfSavedModelSave*, beside model.h5), loaded from the serving function's graph; the *Refused
-case holds an op rnnserve does not recognise and checks the message naming it.
+cases hold an op rnnserve does not recognise (in the serving function, in a loop body) and check
+the message naming it. Keras3ExportLstmDense's saved_model.pb and
+Keras3ExportMaskingBidirectionalGru's seed tests/fuzz/corpus/savedmodel_graph_fuzz/ (copied by
+hand after regenerating).
 
 tests/unit/savedmodel_import_test.cc has one test per case, named like the case.
 
