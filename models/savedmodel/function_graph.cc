@@ -74,10 +74,15 @@ absl::StatusOr<const Frame*> FunctionGraph::Enter(const Frame* caller, const Nod
   frame->fn = f;
   frame->caller = caller;
   frame->call = call;
-  for (const NodeDef& n : f->node_def()) frame->nodes[n.name()] = &n;
-  for (int i = 0; i < f->signature().input_arg_size(); ++i) {
-    frame->args[f->signature().input_arg(i).name()] = i;
+  std::unique_ptr<FunctionIndex>& index = indexes_[f];
+  if (!index) {
+    index = std::make_unique<FunctionIndex>();
+    for (const NodeDef& n : f->node_def()) index->nodes[n.name()] = &n;
+    for (int i = 0; i < f->signature().input_arg_size(); ++i) {
+      index->args[f->signature().input_arg(i).name()] = i;
+    }
   }
+  frame->index = index.get();
   frames_.push_back(std::move(frame));
   return frames_.back().get();
 }
@@ -105,8 +110,8 @@ absl::StatusOr<Source> FunctionGraph::Trace(const Frame& start, const std::strin
   for (int hop = 0; hop < kMaxDepth; ++hop) {
     const ValueName v = ParseValue(value);
     if (v.index < 0) {  // an input arg of `frame`
-      auto arg = frame->args.find(value);
-      if (arg == frame->args.end()) {
+      auto arg = frame->index->args.find(value);
+      if (arg == frame->index->args.end()) {
         return absl::InvalidArgumentError(absl::StrCat("function '", frame->fn->signature().name(),
                                                        "' uses '", value, "', which it lacks"));
       }
@@ -139,8 +144,8 @@ absl::StatusOr<Source> FunctionGraph::Trace(const Frame& start, const std::strin
       frame = frame->caller;
       continue;
     }
-    auto it = frame->nodes.find(v.node);
-    if (it == frame->nodes.end()) {
+    auto it = frame->index->nodes.find(v.node);
+    if (it == frame->index->nodes.end()) {
       return absl::InvalidArgumentError(absl::StrCat("function '", frame->fn->signature().name(),
                                                      "' has no node '", v.node, "'"));
     }

@@ -22,13 +22,18 @@
 
 namespace rnnserve::models::savedmodel {
 
-// One call of a function: its nodes, and where its args come from.
-struct Frame {
-  const FunctionDef* fn = nullptr;
+// A function's nodes and input args by name, built once per function.
+struct FunctionIndex {
   std::map<std::string, const NodeDef*> nodes;
   std::map<std::string, int> args;  // input arg name -> index
-  const Frame* caller = nullptr;    // nullptr for the signature's function
-  const NodeDef* call = nullptr;    // the caller's node that called this frame
+};
+
+// One call of a function: its index, and where its args come from.
+struct Frame {
+  const FunctionDef* fn = nullptr;
+  const FunctionIndex* index = nullptr;
+  const Frame* caller = nullptr;  // nullptr for the signature's function
+  const NodeDef* call = nullptr;  // the caller's node that called this frame
 };
 
 struct Source {
@@ -66,6 +71,7 @@ class FunctionGraph {
   FunctionGraph() = default;
 
   std::map<std::string, const FunctionDef*> functions_;
+  std::map<const FunctionDef*, std::unique_ptr<FunctionIndex>> indexes_;
   std::vector<int> bound_inputs_;
   int num_model_inputs_ = 0;
   // Frames are made as the walk enters calls; pointers stay valid (deque, never erased).
