@@ -34,7 +34,10 @@ absl::StatusOr<std::vector<Layer>> Recogniser::Layers(const std::string& top_ret
     if (!s.ok()) return Error(s.status().message());
     if (s->kind == Source::Kind::kModelInput) {
       if (!open_masks_.empty()) {
-        return Unsupported("a mask not made by a Masking layer (e.g. Embedding mask_zero)");
+        return absl::UnimplementedError(absl::StrCat(
+            dir_, ": a SavedModel without Keras metadata whose recurrent layer is masked by "
+                  "something other than a Masking or Embedding(mask_zero=True) layer",
+            kBringKeras));
       }
       if (!pending_activation.empty()) {
         layers.push_back(
