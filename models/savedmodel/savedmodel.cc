@@ -1,6 +1,5 @@
 #include "models/savedmodel/savedmodel.h"
 
-#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -22,33 +21,6 @@ namespace fs = std::filesystem;
 constexpr int64_t kMaxSavedModelBytes = int64_t{1} << 30;
 constexpr char kServingSignature[] = "serving_default";
 
-// Ops that only move values between functions and variables: no computation of their own.
-const std::set<std::string>& PlumbingOps() {
-  static const auto* ops = new std::set<std::string>{"Placeholder",
-                                                     "Identity",
-                                                     "IdentityN",
-                                                     "NoOp",
-                                                     "Const",
-                                                     "ReadVariableOp",
-                                                     "VarHandleOp",
-                                                     "PartitionedCall",
-                                                     "StatefulPartitionedCall",
-                                                     "_Arg",
-                                                     "_Retval",
-                                                     "RestoreV2",
-                                                     "SaveV2",
-                                                     "StaticRegexFullMatch",
-                                                     "Select",
-                                                     "StringJoin",
-                                                     "ShardedFilename",
-                                                     "MergeV2Checkpoints",
-                                                     "Pack",
-                                                     "AssignVariableOp",
-                                                     "VarIsInitializedOp",
-                                                     "DisableCopyOnRead"};
-  return *ops;
-}
-
 const MetaGraphDef* ServeGraph(const SavedModel& sm) {
   for (const MetaGraphDef& mg : sm.meta_graphs()) {
     for (const std::string& tag : mg.meta_info_def().tags()) {
@@ -56,44 +28,6 @@ const MetaGraphDef* ServeGraph(const SavedModel& sm) {
     }
   }
   return sm.meta_graphs_size() == 1 ? &sm.meta_graphs(0) : nullptr;
-}
-
-// The op types the serving signature computes with (beyond plumbing), in the order first met:
-// from the graph nodes that produce the signature's outputs, breadth first through the
-// functions they call.
-std::vector<std::string> ComputeOps(const MetaGraphDef& mg, const SignatureDef& sig) {
-  std::map<std::string, const FunctionDef*> functions;
-  for (const FunctionDef& f : mg.graph_def().library().function()) {
-    functions[f.signature().name()] = &f;
-  }
-  std::set<std::string> roots;
-  for (const auto& [key, info] : sig.outputs()) {
-    roots.insert(info.name().substr(0, info.name().find(':')));
-  }
-  std::vector<std::string> ops;
-  std::set<std::string> seen_ops;
-  std::deque<std::string> queue;
-  std::set<std::string> seen_functions;
-  auto visit = [&](const NodeDef& node) {
-    if (!PlumbingOps().count(node.op()) && seen_ops.insert(node.op()).second) {
-      ops.push_back(node.op());
-    }
-    for (const auto& [key, attr] : node.attr()) {
-      if (attr.has_func() && seen_functions.insert(attr.func().name()).second) {
-        queue.push_back(attr.func().name());
-      }
-    }
-  };
-  for (const NodeDef& node : mg.graph_def().node()) {
-    if (roots.count(node.name())) visit(node);
-  }
-  while (!queue.empty()) {
-    auto it = functions.find(queue.front());
-    queue.pop_front();
-    if (it == functions.end()) continue;
-    for (const NodeDef& node : it->second->node_def()) visit(node);
-  }
-  return ops;
 }
 
 // Names the model's inputs and outputs after the signature's keys, where they correspond.
@@ -156,8 +90,14 @@ absl::StatusOr<engine::Model> LoadSavedModel(const std::string& path) {
   const std::string pb_path = (fs::path(dir) / "saved_model.pb").string();
   auto bytes = ReadFileBytes(pb_path, kMaxSavedModelBytes);
   if (!bytes.ok()) return bytes.status();
+  return LoadSavedModelBytes(dir, *bytes);
+}
+
+absl::StatusOr<engine::Model> LoadSavedModelBytes(const std::string& dir,
+                                                  const std::string& saved_model_pb) {
+  const std::string pb_path = (fs::path(dir) / "saved_model.pb").string();
   SavedModel sm;
-  if (!sm.ParseFromString(*bytes)) {
+  if (!sm.ParseFromString(saved_model_pb)) {
     return absl::InvalidArgumentError(absl::StrCat(
         pb_path, ": does not parse as a SavedModel (truncated or not a saved_model.pb)"));
   }
@@ -174,27 +114,10 @@ absl::StatusOr<engine::Model> LoadSavedModel(const std::string& path) {
   if (!metadata.ok()) {
     if (!absl::IsNotFound(metadata.status())) return metadata.status();
     if (!signature) return NoSignature(pb_path, *mg);
-    std::vector<std::string> ops = ComputeOps(*mg, *signature);
-    constexpr size_t kShown = 12;
-    const size_t total = ops.size();
-    if (ops.size() > kShown) ops.resize(kShown);
-    bool keras_objects = false;
-    for (const SavedObject& node : mg->object_graph_def().nodes()) {
-      keras_objects |= absl::StartsWith(node.user_object().identifier(), "_tf_keras_");
-    }
-    const std::string what =
-        keras_objects ? "a tf_keras model's SavedModel without its Keras metadata (no "
-                        "keras_metadata.pb: tf.saved_model.save writes none; tf_keras "
-                        "model.save(dir) does)"
-                      : "a SavedModel without Keras metadata (no keras_metadata.pb, as Keras 3's "
-                        "model.export and tf.saved_model.save write)";
-    return absl::UnimplementedError(absl::StrCat(
-        dir, ": ", what, ": rnnserve does not run TensorFlow graphs",
-        ops.empty() ? ""
-                    : absl::StrCat("; its serving function computes with op '", ops[0], "' (ops: ",
-                                   absl::StrJoin(ops, ", "), total > kShown ? ", ..." : "", ")"),
-        ". Bring the model's .keras or .h5 file (model.save('model.keras')) or a SavedModel "
-        "written by tf_keras model.save(dir)"));
+    auto model = LoadGraphSavedModel(dir, *mg, *signature);
+    if (!model.ok()) return model.status();
+    if (auto s = ApplySignatureNames(dir, *signature, &*model); !s.ok()) return s;
+    return model;
   }
   auto model = LoadKerasSavedModel(dir, *metadata);
   if (!model.ok()) return model.status();

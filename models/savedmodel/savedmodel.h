@@ -17,8 +17,12 @@
 // input and output keys, which are what TF Serving clients send and read.
 //
 // SavedModels without keras_metadata.pb (Keras 3 `model.export`, `tf.saved_model.save`) hold
-// only a TensorFlow graph, which is not imported: the load fails naming the first op of the
-// serving function that is more than plumbing, and asks for the .keras or .h5 file.
+// only a TensorFlow graph: the serving signature's function is walked back from its output and
+// its Keras layers recognised (savedmodel_graph.cc, graph_layers.h: LSTM, GRU, SimpleRNN,
+// Bidirectional, Masking, Embedding, Dense, BatchNormalization; Dropout leaves nothing to
+// recognise), the weights read through the captured variables. An op on the
+// way that is not part of a recognised layer fails the load naming the op and asking for the
+// .keras or .h5 file.
 
 #include <optional>
 #include <string>
@@ -34,6 +38,11 @@ bool IsSavedModelPath(const std::string& path);
 
 // `path` is the version directory (or its saved_model.pb).
 absl::StatusOr<engine::Model> LoadSavedModel(const std::string& path);
+
+// As LoadSavedModel, with saved_model.pb's bytes given (fuzzing): `dir` supplies
+// keras_metadata.pb and variables/.
+absl::StatusOr<engine::Model> LoadSavedModelBytes(const std::string& dir,
+                                                  const std::string& saved_model_pb);
 
 // The training_config JSON (compile()'s loss and metrics) of a Keras SavedModel's
 // keras_metadata.pb root, as an .h5 holds it; nullopt when there is none (no Keras metadata,

@@ -22,4 +22,9 @@ absl::StatusOr<std::string> KerasRootMetadata(const std::string& metadata_bytes,
 absl::StatusOr<engine::Model> LoadKerasSavedModel(const std::string& dir,
                                                   const std::string& metadata_bytes);
 
+// A SavedModel without Keras metadata, from its serving signature's function graph
+// (savedmodel_graph.cc).
+absl::StatusOr<engine::Model> LoadGraphSavedModel(const std::string& dir, const MetaGraphDef& mg,
+                                                  const SignatureDef& sig);
+
 }  // namespace rnnserve::models::savedmodel

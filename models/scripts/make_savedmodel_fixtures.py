@@ -10,9 +10,13 @@ which keeps saved_model.pb small (KBs, the traced functions left out; the model 
 serving_default signature, so signature.json is empty for those); the *DefaultSave cases use
 the plain `model.save(dir)` and so carry the full graph and its signature.
 
-The Keras 3 case (`model.export(dir)`, no keras_metadata.pb) and a tf_keras model written by
-`tf.saved_model.save` (no keras_metadata.pb either) check that such graph-only SavedModels are
-refused with a message naming the ops and asking for the .keras/.h5 file.
+Graph-only SavedModels (no keras_metadata.pb): Keras 3 `model.export(dir)` cases (Keras3Export*,
+beside the same model's model.keras) and tf_keras models written by `tf.saved_model.save`
+(TfSavedModelSave*, beside model.h5), loaded from the serving function's graph; the *Refused
+cases hold an op rnnserve does not recognise (in the serving function, in a loop body) and check
+the message naming it. Keras3ExportLstmDense's saved_model.pb and
+Keras3ExportMaskingBidirectionalGru's seed tests/fuzz/corpus/savedmodel_graph_fuzz/ (copied by
+hand after regenerating).
 
 tests/unit/savedmodel_import_test.cc has one test per case, named like the case.
 
@@ -224,37 +228,163 @@ def make_case(name, spec, seed):
         json.dumps(signature_names(d / "model" / "1"), sort_keys=True) + "\n")
 
 
+# Graph-only SavedModels (no keras_metadata.pb): Keras 3 `model.export(dir)` and
+# `tf.saved_model.save` of a tf_keras model. Each is saved beside the Keras file of the same model
+# (model.keras for Keras 3, model.h5 for tf_keras), with Keras's own predict outputs. The Keras 3
+# cases run in a child Python, as keras 3 and tf_keras do not share one process.
+KERAS3_CASES = {
+    "Keras3ExportLstmDense": """
+m = keras.Sequential([keras.Input((6, 3), name="tokens"), L.LSTM(5), L.Dense(2)])
+x = seq(3, 6, 3)""",
+    "Keras3ExportGruResetAfterTrue": """
+m = keras.Sequential([keras.Input((5, 3), name="tokens"), L.GRU(4, return_sequences=True),
+                      L.Dense(2, activation="tanh")])
+x = seq(3, 5, 3)""",
+    "Keras3ExportGruResetAfterFalse": """
+m = keras.Sequential([keras.Input((5, 3), name="tokens"), L.GRU(4, reset_after=False),
+                      L.Dropout(0.3), L.Dense(2)])
+x = seq(3, 5, 3)""",
+    "Keras3ExportSimpleRnnStacked": """
+m = keras.Sequential([keras.Input((6, 3), name="tokens"), L.SimpleRNN(4, return_sequences=True),
+                      L.SimpleRNN(3, activation="relu")])
+x = seq(3, 6, 3)""",
+    "Keras3ExportStackedLstmGoBackwardsGru": """
+m = keras.Sequential([keras.Input((7, 3), name="tokens"),
+                      L.LSTM(5, return_sequences=True, go_backwards=True),
+                      L.GRU(3, return_sequences=True), L.Dense(2, activation="softmax")])
+x = seq(3, 7, 3)""",
+    "Keras3ExportMaskingStackedLstm": """
+m = keras.Sequential([keras.Input((6, 3), name="tokens"), L.Masking(0.0),
+                      L.LSTM(4, return_sequences=True), L.GRU(3)])
+x = seq(3, 6, 3, lengths=[6, 4, 2])""",
+    "Keras3ExportBidirectionalLstmDense": """
+m = keras.Sequential([keras.Input((6, 3), name="tokens"),
+                      L.Bidirectional(L.LSTM(4, return_sequences=True)), L.Dense(2)])
+x = seq(3, 6, 3)""",
+    "Keras3ExportMaskingBidirectionalGru": """
+m = keras.Sequential([keras.Input((5, 3), name="tokens"), L.Masking(0.0),
+                      L.Bidirectional(L.GRU(3))])
+x = seq(3, 5, 3, lengths=[5, 3, 1])""",
+    "Keras3ExportEmbeddingMaskZeroGruBatchNorm": """
+m = keras.Sequential([keras.Input((6,), dtype="int32", name="ids"),
+                      L.Embedding(12, 4, mask_zero=True), L.GRU(5, return_sequences=True),
+                      L.BatchNormalization(), L.Dense(2)])
+x = rng.integers(1, 12, size=(3, 6)).astype(np.int32)
+x[1, 4:] = 0
+x[2, 2:] = 0""",
+    "Keras3ExportDenseActivationHead": """
+m = keras.Sequential([keras.Input((6, 3), name="tokens"), L.LSTM(4), L.Dense(3, activation="relu"),
+                      L.Activation("tanh"), L.Dense(2, activation="softmax")])
+x = seq(3, 6, 3)""",
+    "Keras3ExportLoopBodyOpRefused": """
+m = keras.Sequential([keras.Input((6, 3), name="tokens"),
+                      L.LSTM(4, recurrent_activation="hard_sigmoid")])
+x = seq(3, 6, 3)""",
+    "Keras3ExportUnknownOpRefused": """
+m = keras.Sequential([keras.Input((6, 3), name="tokens"), L.LSTM(4, return_sequences=True),
+                      L.LayerNormalization()])
+x = seq(3, 6, 3)""",
+}
+
 KERAS3_CODE = r"""
-import os, sys
+import json, os, sys
 os.environ["TF_USE_LEGACY_KERAS"] = "0"
 import numpy as np, keras
-m = keras.Sequential([keras.Input((4, 2)), keras.layers.LSTM(3)])
-m.export(sys.argv[1], verbose=False)
+L = keras.layers
+case_dir, seed = sys.argv[2], int(sys.argv[3])
+rng = np.random.default_rng(seed)
+def seq(b, t, f, lengths=None):
+    x = rng.normal(0.0, 1.0, size=(b, t, f)).astype(np.float32)
+    for i, n in enumerate(lengths or []):
+        x[i, n:, :] = 0.0
+    return x
+exec(sys.stdin.read())
+new = []
+for w in m.weights:
+    v = rng.uniform(0.5, 1.5, w.shape) if "variance" in w.path else rng.uniform(-0.7, 0.7, w.shape)
+    new.append(v.astype(np.float32))
+m.set_weights(new)
+m.export(os.path.join(case_dir, "model", "1"), verbose=False)
+m.save(os.path.join(case_dir, "model.keras"))
+np.save(os.path.join(case_dir, "input_0.npy"), x)
+np.save(os.path.join(case_dir, "expected_0.npy"), np.asarray(m.predict(x, verbose=0), np.float32))
 """
 
 
-def make_keras3_export():
-    d = OUT / "Keras3ExportRefused"
+def make_keras3_case(name, code, seed):
+    d = OUT / name
     shutil.rmtree(d, ignore_errors=True)
     (d / "model").mkdir(parents=True)
-    subprocess.run([sys.executable, "-c", KERAS3_CODE, str(d / "model" / "1")], check=True)
-    fp = d / "model" / "1" / "fingerprint.pb"
-    if fp.exists():
-        fp.unlink()
+    subprocess.run([sys.executable, "-c", KERAS3_CODE, name, str(d), str(seed)],
+                   input=code.encode(), check=True)
+    tidy_saved_model(d / "model" / "1")
+    (d / "signature.json").write_text(
+        json.dumps(signature_names(d / "model" / "1"), sort_keys=True) + "\n")
 
 
-def make_tf_saved_model_save():
-    """tf.saved_model.save of a tf_keras model: no keras_metadata.pb."""
+# tf.saved_model.save of tf_keras models: no keras_metadata.pb either.
+TF_SAVE_CASES = {}
+
+
+def tf_save_case(name):
+    def wrap(fn):
+        TF_SAVE_CASES[name] = fn
+        return fn
+    return wrap
+
+
+@tf_save_case("TfSavedModelSaveLstmDense")
+def _(k, rng):
+    m = k.Sequential([k.layers.LSTM(5, input_shape=(6, 3)), k.layers.Dense(2)])
+    return m, seq_input(rng, 3, 6, 3)
+
+
+# tf_keras's GRU hands its [2, 3H] bias to the loop unstacked.
+@tf_save_case("TfSavedModelSaveGruDense")
+def _(k, rng):
+    m = k.Sequential([k.layers.GRU(4, return_sequences=True, input_shape=(5, 3)),
+                      k.layers.Dense(2, activation="tanh")])
+    return m, seq_input(rng, 3, 5, 3)
+
+
+# tf_keras's Masking multiplies by the mask (Mul) and hands its loops the squeezed mask.
+@tf_save_case("TfSavedModelSaveMaskingSimpleRnn")
+def _(k, rng):
+    m = k.Sequential([k.layers.Masking(0.0, input_shape=(6, 3)),
+                      k.layers.SimpleRNN(4, return_sequences=True),
+                      k.layers.Dense(2)])
+    return m, seq_input(rng, 3, 6, 3, lengths=[6, 4, 2])
+
+
+def make_tf_save_case(name, build, seed):
     import tensorflow as tf
     import tf_keras as k
-    d = OUT / "TfSavedModelSaveOfKerasRefused"
+    k.backend.clear_session()
+    rng = np.random.default_rng(seed)
+    model, x = build(k, rng)
+    randomize(model, rng)
+    d = OUT / name
     shutil.rmtree(d, ignore_errors=True)
     (d / "model").mkdir(parents=True)
-    m = k.Sequential([k.layers.Dense(2, input_shape=(3,))])
-    tf.saved_model.save(m, str(d / "model" / "1"))
-    fp = d / "model" / "1" / "fingerprint.pb"
+    # tf_keras's RNN layers keep their CuDNN and gradient variants in the graph (hundreds of KB
+    # of saved_model.pb per layer), so there are few such cases.
+    tf.saved_model.save(model, str(d / "model" / "1"))
+    tidy_saved_model(d / "model" / "1")
+    model.save(str(d / "model.h5"))
+    np.save(d / "input_0.npy", x)
+    np.save(d / "expected_0.npy", np.asarray(model.predict(x, verbose=0), dtype=np.float32))
+    (d / "signature.json").write_text(
+        json.dumps(signature_names(d / "model" / "1"), sort_keys=True) + "\n")
+
+
+def tidy_saved_model(v):
+    """Drops what no reader needs (fingerprint.pb, an empty assets/), keeping fixtures small."""
+    fp = v / "fingerprint.pb"
     if fp.exists():
         fp.unlink()
+    assets = v / "assets"
+    if assets.is_dir() and not any(assets.iterdir()):
+        assets.rmdir()
 
 
 def main():
@@ -264,12 +394,16 @@ def main():
             continue
         print("case", name, file=sys.stderr)
         make_case(name, spec, 3000 + i)
-    if not only or "TfSavedModelSaveOfKerasRefused" in only:
-        print("case TfSavedModelSaveOfKerasRefused", file=sys.stderr)
-        make_tf_saved_model_save()
-    if not only or "Keras3ExportRefused" in only:
-        print("case Keras3ExportRefused", file=sys.stderr)
-        make_keras3_export()
+    for i, (name, build) in enumerate(TF_SAVE_CASES.items()):
+        if only and name not in only:
+            continue
+        print("case", name, file=sys.stderr)
+        make_tf_save_case(name, build, 4000 + i)
+    for i, (name, code) in enumerate(KERAS3_CASES.items()):
+        if only and name not in only:
+            continue
+        print("case", name, file=sys.stderr)
+        make_keras3_case(name, code, 5000 + i)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ cd "$(dirname "$0")/../.."
 seconds="${1:-120}"
 shift || true
 all=(predict_request_fuzz kserve_request_fuzz model_config_fuzz onnx_fuzz keras_config_fuzz
-     keras_h5_fuzz keras_zip_fuzz tensor_bundle_fuzz)
+     keras_h5_fuzz keras_zip_fuzz tensor_bundle_fuzz savedmodel_graph_fuzz)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 

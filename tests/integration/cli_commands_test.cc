@@ -159,6 +159,28 @@ TEST(InspectOutputs, ShowsASavedModelDirectorysSignatureNames) {
       << j;
 }
 
+// A SavedModel without Keras metadata (Keras 3 model.export), recognised from its graph: the
+// signature's names (TensorFlow's signature.json) and Keras's output shape.
+TEST(InspectOutputs, ShowsAGraphOnlySavedModelsSignatureNames) {
+  const std::string dir = "tests/fixtures/savedmodel/Keras3ExportBidirectionalLstmDense";
+  std::string log;
+  ASSERT_EQ(RunCommand({RNNSERVE_BIN, "inspect", SourcePath(dir + "/model/1"), "--json"}, &log), 0)
+      << log;
+  const Json j = Json::parse(log);
+  EXPECT_EQ(j.at("format"), "tf_savedmodel") << j;
+  std::ifstream in(SourcePath(dir + "/signature.json"));
+  const Json sig = Json::parse(in);
+  std::set<std::string> inputs, outputs;
+  for (const Json& i : j.at("inputs")) inputs.insert(i.at("name").get<std::string>());
+  for (const Json& o : j.at("outputs")) outputs.insert(o.at("name").get<std::string>());
+  EXPECT_EQ(inputs, sig.at("inputs").get<std::set<std::string>>()) << j;
+  EXPECT_EQ(outputs, sig.at("outputs").get<std::set<std::string>>()) << j;
+  const client::NpyArray seq = Fixture(dir + "/expected_0.npy");  // Keras's [B, T, 2]
+  EXPECT_EQ(j.at("outputs")[0].at("shape").get<std::vector<int64_t>>(),
+            (std::vector<int64_t>{-1, seq.shape[1], seq.shape[2]}))
+      << j;
+}
+
 TEST(InspectOutputs, ShowsATorchExportsPerStepOutputShape) {
   const std::string dir =
       "tests/fixtures/onnx/torch/TorchLstmBatchFirstBidirectionalStackedSoftmaxOpset17";

@@ -72,10 +72,13 @@ void ExpectCase(const std::string& name) {
     EXPECT_TRUE(AllClose(got[i], want, 1e-5, 1e-5)) << "output " << i;
   }
 
-  // The .h5 of the same model, served the same way.
+  // The .h5 (or, for Keras 3, the .keras) of the same model, served the same way.
   const fs::path h5_dir = fs::path(::testing::TempDir()) / ("h5_" + name);
+  fs::remove_all(h5_dir);
   fs::create_directories(h5_dir / "1");
-  fs::copy_file(CaseDir(name) + "/model.h5", h5_dir / "1" / "model.h5",
+  const std::string keras_file =
+      fs::exists(CaseDir(name) + "/model.h5") ? "model.h5" : "model.keras";
+  fs::copy_file(CaseDir(name) + "/" + keras_file, h5_dir / "1" / keras_file,
                 fs::copy_options::overwrite_existing);
   auto h5 = LoadDir(h5_dir.string());
   ASSERT_TRUE(h5.ok()) << h5.status();
@@ -90,7 +93,10 @@ void ExpectCase(const std::string& name) {
     }
   }
   EXPECT_EQ(Names((*saved)->inputs()), Names((*h5)->inputs()));
-  EXPECT_EQ(Names((*saved)->outputs()), Names((*h5)->outputs()));
+  // Keras 3's export names its outputs output_0, ...; the .keras file names them after layers.
+  if (keras_file == "model.h5") {
+    EXPECT_EQ(Names((*saved)->outputs()), Names((*h5)->outputs()));
+  }
 
   std::ifstream in(CaseDir(name) + "/signature.json");
   const nlohmann::json sig = nlohmann::json::parse(in);
@@ -145,21 +151,57 @@ TEST(SavedModelImport, SavedModelFunctionalReturnStateDefaultSave) {
   ExpectCase("SavedModelFunctionalReturnStateDefaultSave");
 }
 
-TEST(SavedModelImport, Keras3ExportRefused) {
-  auto s = LoadDir(CaseDir("Keras3ExportRefused") + "/model");
+// Graph-only SavedModels (no keras_metadata.pb), recognised from the serving function.
+TEST(SavedModelGraphImport, Keras3ExportLstmDense) { ExpectCase("Keras3ExportLstmDense"); }
+TEST(SavedModelGraphImport, Keras3ExportGruResetAfterTrue) {
+  ExpectCase("Keras3ExportGruResetAfterTrue");
+}
+TEST(SavedModelGraphImport, Keras3ExportGruResetAfterFalse) {
+  ExpectCase("Keras3ExportGruResetAfterFalse");
+}
+TEST(SavedModelGraphImport, Keras3ExportSimpleRnnStacked) {
+  ExpectCase("Keras3ExportSimpleRnnStacked");
+}
+TEST(SavedModelGraphImport, Keras3ExportStackedLstmGoBackwardsGru) {
+  ExpectCase("Keras3ExportStackedLstmGoBackwardsGru");
+}
+TEST(SavedModelGraphImport, Keras3ExportMaskingStackedLstm) {
+  ExpectCase("Keras3ExportMaskingStackedLstm");
+}
+TEST(SavedModelGraphImport, Keras3ExportBidirectionalLstmDense) {
+  ExpectCase("Keras3ExportBidirectionalLstmDense");
+}
+TEST(SavedModelGraphImport, Keras3ExportMaskingBidirectionalGru) {
+  ExpectCase("Keras3ExportMaskingBidirectionalGru");
+}
+TEST(SavedModelGraphImport, Keras3ExportEmbeddingMaskZeroGruBatchNorm) {
+  ExpectCase("Keras3ExportEmbeddingMaskZeroGruBatchNorm");
+}
+TEST(SavedModelGraphImport, Keras3ExportDenseActivationHead) {
+  ExpectCase("Keras3ExportDenseActivationHead");
+}
+TEST(SavedModelGraphImport, TfSavedModelSaveLstmDense) { ExpectCase("TfSavedModelSaveLstmDense"); }
+TEST(SavedModelGraphImport, TfSavedModelSaveGruDense) { ExpectCase("TfSavedModelSaveGruDense"); }
+TEST(SavedModelGraphImport, TfSavedModelSaveMaskingSimpleRnn) {
+  ExpectCase("TfSavedModelSaveMaskingSimpleRnn");
+}
+
+// hard_sigmoid's ops in an LSTM's loop body are not a recognised cell.
+TEST(SavedModelGraphImport, Keras3ExportLoopBodyOpRefused) {
+  auto s = LoadDir(CaseDir("Keras3ExportLoopBodyOpRefused") + "/model");
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), absl::StatusCode::kUnimplemented) << s.status();
-  EXPECT_TRUE(absl::StrContains(s.status().message(), "keras_metadata.pb")) << s.status();
   EXPECT_TRUE(absl::StrContains(s.status().message(), "op '")) << s.status();
+  EXPECT_TRUE(absl::StrContains(s.status().message(), "while")) << s.status();
   EXPECT_TRUE(absl::StrContains(s.status().message(), ".keras or .h5")) << s.status();
 }
 
-TEST(SavedModelImport, TfSavedModelSaveOfKerasRefused) {
-  auto s = LoadDir(CaseDir("TfSavedModelSaveOfKerasRefused") + "/model");
+TEST(SavedModelGraphImport, Keras3ExportUnknownOpRefused) {
+  auto s = LoadDir(CaseDir("Keras3ExportUnknownOpRefused") + "/model");
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), absl::StatusCode::kUnimplemented) << s.status();
-  EXPECT_TRUE(absl::StrContains(s.status().message(), "tf_keras model's SavedModel")) << s.status();
-  EXPECT_TRUE(absl::StrContains(s.status().message(), "MatMul")) << s.status();
+  EXPECT_TRUE(absl::StrContains(s.status().message(), "op 'AddV2'")) << s.status();
+  EXPECT_TRUE(absl::StrContains(s.status().message(), "layer_normalization")) << s.status();
   EXPECT_TRUE(absl::StrContains(s.status().message(), ".keras or .h5")) << s.status();
 }
 
@@ -182,13 +224,13 @@ TEST(SavedModelImport, TritonModelSavedmodelDirectoryLoads) {
 
 // ----------------------------------------------------------------------------- bad files
 
-// A copy of the SavedModelLstm version directory that `damage` may break.
-std::string DamagedCopy(const std::string& test,
-                        const std::function<void(const fs::path&)>& damage) {
+// A copy of a case's version directory (SavedModelLstm unless said) that `damage` may break.
+std::string DamagedCopy(const std::string& test, const std::function<void(const fs::path&)>& damage,
+                        const std::string& from = "SavedModelLstm") {
   const fs::path dir = fs::path(::testing::TempDir()) / ("damaged_" + test);
   fs::remove_all(dir);
   fs::create_directories(dir);
-  fs::copy(CaseDir("SavedModelLstm") + "/model/1", dir / "1", fs::copy_options::recursive);
+  fs::copy(CaseDir(from) + "/model/1", dir / "1", fs::copy_options::recursive);
   damage(dir / "1");
   return dir.string();
 }
@@ -285,6 +327,70 @@ TEST(SavedModelBadFiles, TruncatedKerasMetadata) {
     WriteAll(v / "keras_metadata.pb", bytes.substr(0, bytes.size() / 2));
   });
   ExpectLoadError(dir, absl::StatusCode::kInvalidArgument, {"keras_metadata.pb"});
+}
+
+// The same damage to a graph-only SavedModel (Keras 3 export, no keras_metadata.pb).
+TEST(SavedModelBadFiles, GraphOnlyTruncatedSavedModelPb) {
+  for (double fraction : {0.0, 0.1, 0.5, 0.9, 0.99}) {
+    const std::string dir = DamagedCopy(
+        "graph_truncated",
+        [fraction](const fs::path& v) {
+          const std::string bytes = ReadAll(v / "saved_model.pb");
+          WriteAll(v / "saved_model.pb", bytes.substr(0, bytes.size() * fraction));
+        },
+        "Keras3ExportLstmDense");
+    auto s = LoadDir(dir);
+    ASSERT_FALSE(s.ok()) << fraction;
+    EXPECT_TRUE(absl::StrContains(s.status().message(), "saved_model.pb")) << s.status();
+  }
+}
+
+TEST(SavedModelBadFiles, GraphOnlyMissingVariablesDataFile) {
+  const std::string dir = DamagedCopy(
+      "graph_missing_data",
+      [](const fs::path& v) { fs::remove(v / "variables" / "variables.data-00000-of-00001"); },
+      "Keras3ExportLstmDense");
+  ExpectLoadError(dir, absl::StatusCode::kNotFound, {"variables.data-00000-of-00001", "missing"});
+}
+
+TEST(SavedModelBadFiles, GraphOnlyMissingVariablesIndex) {
+  const std::string dir = DamagedCopy(
+      "graph_missing_index",
+      [](const fs::path& v) { fs::remove(v / "variables" / "variables.index"); },
+      "Keras3ExportLstmDense");
+  ExpectLoadError(dir, absl::StatusCode::kNotFound, {"variables.index"});
+}
+
+TEST(SavedModelBadFiles, GraphOnlyIndexEntryPastItsDataFile) {
+  const std::string dir = DamagedCopy(
+      "graph_past_end",
+      [](const fs::path& v) {
+        const fs::path data = v / "variables" / "variables.data-00000-of-00001";
+        const std::string bytes = ReadAll(data);
+        WriteAll(data, bytes.substr(0, bytes.size() / 2));
+      },
+      "Keras3ExportLstmDense");
+  ExpectLoadError(dir, absl::StatusCode::kInvalidArgument,
+                  {"variables.index", "past the end of", "variables.data-00000-of-00001"});
+}
+
+// A byte flipped anywhere in a graph-only saved_model.pb: an error or a model, never a crash.
+TEST(SavedModelBadFiles, GraphOnlyFlippedBytesNeverCrash) {
+  const std::string pb = ReadAll(CaseDir("Keras3ExportLstmDense") + "/model/1/saved_model.pb");
+  for (size_t i = 0; i < pb.size(); i += 1009) {
+    const std::string dir = DamagedCopy(
+        "graph_flipped",
+        [&](const fs::path& v) {
+          std::string bytes = pb;
+          bytes[i] = static_cast<char>(bytes[i] ^ 0xff);
+          WriteAll(v / "saved_model.pb", bytes);
+        },
+        "Keras3ExportLstmDense");
+    auto s = LoadDir(dir);
+    if (!s.ok()) {
+      EXPECT_FALSE(s.status().message().empty()) << i;
+    }
+  }
 }
 
 TEST(SavedModelImport, ModelLoaderRecognisesTheDirectory) {
