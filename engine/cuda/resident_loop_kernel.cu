@@ -82,9 +82,13 @@ __device__ void GridBarrier(ResidentDeviceState* s, unsigned& phase, int* sys, u
 }
 
 // Block 0, after step k (parity p): builds parity q = p ^ 1's list for step k + 1. `joined`
-// holds the mailboxes' generations read during step k; slots finishing at step k are flagged in
+// holds the mailboxes' generations and `stop_early` (thread 0's) the stop flag, read early in
+// step k, so that no read of host-mapped memory waits in the step's critical path unless a
+// sequence joins; `steps_run` (thread 0's) counts steps with a slot active, written to the host
+// without a read; slots finishing at step k are flagged in
 // `pending` (done is signalled after the next barrier). Polls while nothing would run.
 __device__ unsigned Admit(const ResidentLoopArgs& a, int p, const unsigned (&joined)[kPerThread],
+                          unsigned stop_early, unsigned long long& steps_run,
                           unsigned char* pending) {
   __shared__ int count, stop, any_pending;
   const int q = p ^ 1;
@@ -93,7 +97,8 @@ __device__ unsigned Admit(const ResidentLoopArgs& a, int p, const unsigned (&joi
   while (true) {
     if (threadIdx.x == 0) {
       count = any_pending = 0;
-      stop = *reinterpret_cast<volatile const uint32_t*>(&a.control->stop) != 0;
+      stop = (first ? stop_early
+                    : *reinterpret_cast<volatile const uint32_t*>(&a.control->stop)) != 0;
     }
     __syncthreads();
     for (int m = 0; m < kPerThread; ++m) {
@@ -138,8 +143,7 @@ __device__ unsigned Admit(const ResidentLoopArgs& a, int p, const unsigned (&joi
     if (count > 0 || stop || any_pending) break;
   }
   if (threadIdx.x == 0 && count > 0) {
-    auto* steps = reinterpret_cast<volatile unsigned long long*>(&a.control->steps);
-    *steps = *steps + 1;
+    *reinterpret_cast<volatile unsigned long long*>(&a.control->steps) = ++steps_run;
   }
   return static_cast<unsigned>(count) | (stop ? 1u << 31 : 0u);
 }
@@ -188,7 +192,8 @@ __global__ void __launch_bounds__(kResidentThreads) ResidentLoopKernel(const Res
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
   __shared__ int finished_here;  // a slot finished in this block's step: fence to the host
   if (threadIdx.x == 0) finished_here = 0;
-  unsigned phase = 0, admitted = 0;
+  unsigned phase = 0, admitted = 0, stop_early = 0;
+  unsigned long long steps_run = 0;
   unsigned joined[kPerThread];
   for (int m = 0; m < kPerThread; ++m) joined[m] = 0;
   // The prologue: block 0 admits step 0 into parity 0 by admitting "after step -1" from
@@ -198,7 +203,8 @@ __global__ void __launch_bounds__(kResidentThreads) ResidentLoopKernel(const Res
       const int i = threadIdx.x + m * kResidentThreads;
       if (i < cap) joined[m] = *reinterpret_cast<volatile const unsigned*>(&a.mail[i].joined);
     }
-    admitted = Admit(a, 1, joined, pending);
+    if (threadIdx.x == 0) stop_early = *reinterpret_cast<volatile const uint32_t*>(&a.control->stop);
+    admitted = Admit(a, 1, joined, stop_early, steps_run, pending);
   }
   for (int k = 0;; ++k) {
     const int p = k & 1;
@@ -212,6 +218,9 @@ __global__ void __launch_bounds__(kResidentThreads) ResidentLoopKernel(const Res
         }
         // Read early: the loads complete while the step computes.
         if (i < cap) joined[m] = *reinterpret_cast<volatile const unsigned*>(&a.mail[i].joined);
+      }
+      if (threadIdx.x == 0) {
+        stop_early = *reinterpret_cast<volatile const uint32_t*>(&a.control->stop);
       }
     }
     if (step_word >> 31) return;
@@ -315,7 +324,7 @@ __global__ void __launch_bounds__(kResidentThreads) ResidentLoopKernel(const Res
     }
     if (blockIdx.x == 0) {
       __syncthreads();
-      admitted = Admit(a, p, joined, pending);
+      admitted = Admit(a, p, joined, stop_early, steps_run, pending);
     }
   }
 }
