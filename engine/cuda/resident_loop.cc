@@ -54,9 +54,9 @@ absl::StatusOr<std::unique_ptr<ResidentLoop>> ResidentLoop::Create(
         "] and max_steps positive; were ", options.capacity, " and ", options.max_steps));
   }
   if (options.units_per_block < 0 || options.units_per_block > spec.hidden_size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("resident loop: units_per_block must be in [0, ", spec.hidden_size,
-                     "] (the hidden size); was ", options.units_per_block));
+    return absl::InvalidArgumentError(absl::StrCat("resident loop: units_per_block must be in [0, ",
+                                                   spec.hidden_size, "] (the hidden size); was ",
+                                                   options.units_per_block));
   }
   std::unique_ptr<ResidentLoop> loop(new ResidentLoop());
   RNNSERVE_RETURN_IF_ERROR(loop->Start(spec, options));

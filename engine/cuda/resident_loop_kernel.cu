@@ -97,8 +97,8 @@ __device__ unsigned Admit(const ResidentLoopArgs& a, int p, const unsigned (&joi
   while (true) {
     if (threadIdx.x == 0) {
       count = any_pending = 0;
-      stop = (first ? stop_early
-                    : *reinterpret_cast<volatile const uint32_t*>(&a.control->stop)) != 0;
+      stop =
+          (first ? stop_early : *reinterpret_cast<volatile const uint32_t*>(&a.control->stop)) != 0;
     }
     __syncthreads();
     for (int m = 0; m < kPerThread; ++m) {
@@ -203,7 +203,8 @@ __global__ void __launch_bounds__(kResidentThreads) ResidentLoopKernel(const Res
       const int i = threadIdx.x + m * kResidentThreads;
       if (i < cap) joined[m] = *reinterpret_cast<volatile const unsigned*>(&a.mail[i].joined);
     }
-    if (threadIdx.x == 0) stop_early = *reinterpret_cast<volatile const uint32_t*>(&a.control->stop);
+    if (threadIdx.x == 0)
+      stop_early = *reinterpret_cast<volatile const uint32_t*>(&a.control->stop);
     admitted = Admit(a, 1, joined, stop_early, steps_run, pending);
   }
   for (int k = 0;; ++k) {
