@@ -5,6 +5,7 @@
 //
 // usage: resident_loop_bench [--cell lstm|gru] [--input 64] [--hidden 256] [--slots 64]
 //                            [--trials 300] [--per-step 1 (0: only final states reach the host)]
+//                            [--units 0 (hidden units a block; 0: the loop's default)]
 
 #include <algorithm>
 #include <chrono>
@@ -77,9 +78,11 @@ int main(int argc, char** argv) {
   const int max_steps = 500;
   const bool per_step = Arg(argc, argv, "--per-step", 1) != 0;
   std::mt19937 rng(1);
-  auto loop = ResidentLoop::Create(
-      RandomSpec(cell, I, H, rng),
-      {.capacity = slots, .max_steps = max_steps, .per_step_outputs = per_step});
+  auto loop = ResidentLoop::Create(RandomSpec(cell, I, H, rng),
+                                   {.capacity = slots,
+                                    .max_steps = max_steps,
+                                    .per_step_outputs = per_step,
+                                    .units_per_block = Arg(argc, argv, "--units", 0)});
   if (!loop.ok()) {
     std::fprintf(stderr, "%s\n", loop.status().ToString().c_str());
     return 1;

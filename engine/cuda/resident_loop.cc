@@ -53,6 +53,11 @@ absl::StatusOr<std::unique_ptr<ResidentLoop>> ResidentLoop::Create(
         "resident loop: capacity must be in [1, ", kResidentMaxSlots,
         "] and max_steps positive; were ", options.capacity, " and ", options.max_steps));
   }
+  if (options.units_per_block < 0 || options.units_per_block > spec.hidden_size) {
+    return absl::InvalidArgumentError(absl::StrCat("resident loop: units_per_block must be in [0, ",
+                                                   spec.hidden_size, "] (the hidden size); was ",
+                                                   options.units_per_block));
+  }
   std::unique_ptr<ResidentLoop> loop(new ResidentLoop());
   RNNSERVE_RETURN_IF_ERROR(loop->Start(spec, options));
   return loop;
@@ -102,18 +107,17 @@ absl::Status ResidentLoop::Start(const RecurrentSpec& spec, const ResidentLoopOp
       CudaOk(cudaHostAlloc(reinterpret_cast<void**>(&staging_), xbytes, cudaHostAllocDefault),
              "cudaHostAlloc (resident inputs)"));
 
-  // Device scratch: h [2, cap, H], c [cap, H]; int32 step, length, list [2, cap] each and
+  // Device scratch: h [2, cap, H]; int32 list [2, cap, 4], step and length [2, cap] each and
   // gen [cap]; then the launch state.
-  const size_t floats = 3 * static_cast<size_t>(cap) * H;
-  const size_t sbytes = sizeof(float) * floats + 7 * sizeof(int32_t) * cap + 512;
+  const size_t floats = 2 * static_cast<size_t>(cap) * H;
+  const size_t sbytes = sizeof(float) * floats + 13 * sizeof(int32_t) * cap + 512;
   RNNSERVE_RETURN_IF_ERROR(scratch_.Reserve(sbytes));
   RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaMemset(scratch_.get(), 0, sbytes), "cudaMemset"));
   args_.h = scratch_.as<float>();
-  args_.c = args_.h + 2 * static_cast<size_t>(cap) * H;
-  args_.step = reinterpret_cast<int32_t*>(args_.h + floats);
+  args_.list = reinterpret_cast<int32_t*>(args_.h + floats);  // 16-byte aligned
+  args_.step = args_.list + 8 * cap;
   args_.length = args_.step + 2 * cap;
-  args_.list = args_.length + 2 * cap;
-  args_.gen = reinterpret_cast<uint32_t*>(args_.list + 2 * cap);
+  args_.gen = reinterpret_cast<uint32_t*>(args_.length + 2 * cap);
   char* state = reinterpret_cast<char*>(args_.gen + cap);
   state += (256 - reinterpret_cast<uintptr_t>(state) % 256) % 256;
   args_.state = reinterpret_cast<ResidentDeviceState*>(state);
@@ -148,7 +152,7 @@ absl::Status ResidentLoop::Start(const RecurrentSpec& spec, const ResidentLoopOp
              "cudaDeviceGetAttribute"));
   // Beside the static shared memory (block 0's flags and counters, about 1 KiB).
   const size_t dynamic_max = smem_max > 4096 ? smem_max - 4096 : 0;
-  args_.units = (H + sms - 1) / sms;
+  args_.units = options.units_per_block > 0 ? options.units_per_block : (H + sms - 1) / sms;
   args_.tile = 1;
   args_.weights_in_smem = true;
   if (ResidentLoopSmem(args_) > dynamic_max) args_.weights_in_smem = false;

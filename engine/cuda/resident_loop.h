@@ -13,6 +13,8 @@
 //   on meanwhile. A sequence starts from zero states.
 //   - capacity: slots, the most sequences one step advances. Must be positive.
 //   - max_steps: the longest sequence a slot takes. Must be positive.
+//   - units_per_block: hidden units a block computes (0: spread H over every multiprocessor).
+//     Must be in [0, H].
 //   Outputs equal the fused kernels' cell (fused_rnn_cell.cuh) in exact FP32, summed in another
 //   order: within kFp32CrossEngine of the frameworks and the engine's other paths.
 //
@@ -59,6 +61,9 @@ struct ResidentLoopOptions {
   int max_steps = 512;  // steps, per sequence
   // Whether h after every step reaches the host (outputs()), or only the final states.
   bool per_step_outputs = true;
+  // Hidden units each block computes; 0: ceil(H / multiprocessors), the most blocks. More units
+  // a block mean fewer blocks at each step's grid barrier and more work in each.
+  int units_per_block = 0;
 };
 
 class ResidentLoop {
@@ -106,7 +111,7 @@ class ResidentLoop {
   cudaStream_t loop_stream_ = nullptr;  // the persistent launch
   cudaStream_t copy_stream_ = nullptr;  // inputs to the device
   bool launched_ = false;
-  // Device: W, R, bias, bRn, x, h, c, step, length, gen, list, state.
+  // Device: W, R, bias, bRn, x, h, list, step, length, gen, state.
   DeviceBuffer weights_, x_, scratch_;
   // Host-mapped: mailboxes, control, y, hy, cy. Pinned: the inputs' staging.
   void* mapped_ = nullptr;

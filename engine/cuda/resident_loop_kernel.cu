@@ -1,11 +1,14 @@
 // The resident step loop (resident_loop_kernel.h). One cooperative launch, one grid barrier a
-// step. Step k (parity p = k & 1) on every block:
+// step: the other blocks arrive on a counter, block 0 waits for them and publishes one word
+// that carries the barrier's generation and the next step's active count and quit flag.
+// Step k (parity p = k & 1) on every block:
 //   1. after the barrier, block 0 signals `done` for the slots that finished at step k - 1
 //      (every block's outputs of that step are written: the barrier fenced them);
 //   2. each block computes its `units` hidden units (their rows of W and R in shared memory
-//      when they fit, as the persistent kernels keep R on chip) for every slot of list[p]:
-//      x(t) and h(t-1) of `tile` slots at a time staged in shared memory, one warp a (slot,
-//      unit), the cell of the fused kernels (fused_rnn_cell.cuh);
+//      when they fit, as the persistent kernels keep R on chip; their biases and LSTM's c of
+//      every slot in shared memory too) for every slot of list[p] (slot, step, length):
+//      x(t) and h(t-1) of `tile` slots at a time staged in shared memory by the whole block,
+//      one warp a (slot, unit), the cell of the fused kernels (fused_rnn_cell.cuh);
 //   3. block 0 then admits for step k + 1 into the other parity: slots that continue, and free
 //      slots whose mailbox holds a new generation (read early in the step, so that the PCIe
 //      round trip overlaps the step's work). With no slot active it polls the mailboxes while
@@ -35,14 +38,22 @@ __device__ __forceinline__ unsigned LoadAcquireGpu(const unsigned* p) {
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
-__device__ __forceinline__ void StoreReleaseGpu(unsigned* p, unsigned v) {
-  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+
+__device__ __forceinline__ unsigned long long LoadAcquireGpu64(const unsigned long long* p) {
+  unsigned long long v;
+  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void StoreReleaseGpu64(unsigned long long* p, unsigned long long v) {
+  asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
 // Every block of the launch meets here; each block's writes before it are visible to every
 // block after it, and, when *sys is set (then cleared), to the host too. `phase`: thread 0's
-// count of barriers passed.
-__device__ void GridBarrier(ResidentDeviceState* s, unsigned& phase, int* sys) {
+// count of barriers passed. Block 0 passes `word` (Admit's: active count, quit << 31) and every
+// block gets it back in *out.
+__device__ void GridBarrier(ResidentDeviceState* s, unsigned& phase, int* sys, unsigned word,
+                            unsigned* out) {
   __syncthreads();
   if (threadIdx.x == 0) {
     const unsigned target = phase + 1;
@@ -52,12 +63,18 @@ __device__ void GridBarrier(ResidentDeviceState* s, unsigned& phase, int* sys) {
     } else {
       __threadfence();
     }
-    if (atomicAdd(&s->barrier_count, 1u) == gridDim.x - 1) {
-      atomicExch(&s->barrier_count, 0u);
-      StoreReleaseGpu(&s->barrier_gen, target);
-    } else {
-      while (LoadAcquireGpu(&s->barrier_gen) != target) {
+    if (blockIdx.x == 0) {
+      const unsigned expect = target * (gridDim.x - 1);  // wraps with `arrived`
+      while (static_cast<int>(LoadAcquireGpu(&s->arrived) - expect) < 0) {
       }
+      StoreReleaseGpu64(&s->go, (static_cast<unsigned long long>(target) << 32) | word);
+      *out = word;
+    } else {
+      atomicAdd(&s->arrived, 1u);
+      unsigned long long g;
+      while (static_cast<unsigned>((g = LoadAcquireGpu64(&s->go)) >> 32) != target) {
+      }
+      *out = static_cast<unsigned>(g);
     }
     phase = target;
   }
@@ -65,10 +82,14 @@ __device__ void GridBarrier(ResidentDeviceState* s, unsigned& phase, int* sys) {
 }
 
 // Block 0, after step k (parity p): builds parity q = p ^ 1's list for step k + 1. `joined`
-// holds the mailboxes' generations read during step k; slots finishing at step k are flagged in
+// holds the mailboxes' generations and `stop_early` (thread 0's) the stop flag, read early in
+// step k, so that no read of host-mapped memory waits in the step's critical path unless a
+// sequence joins; `steps_run` (thread 0's) counts steps with a slot active, written to the host
+// without a read; slots finishing at step k are flagged in
 // `pending` (done is signalled after the next barrier). Polls while nothing would run.
-__device__ void Admit(const ResidentLoopArgs& a, int p, const unsigned (&joined)[kPerThread],
-                      unsigned char* pending) {
+__device__ unsigned Admit(const ResidentLoopArgs& a, int p, const unsigned (&joined)[kPerThread],
+                          unsigned stop_early, unsigned long long& steps_run,
+                          unsigned char* pending) {
   __shared__ int count, stop, any_pending;
   const int q = p ^ 1;
   const int cap = a.capacity;
@@ -76,7 +97,8 @@ __device__ void Admit(const ResidentLoopArgs& a, int p, const unsigned (&joined)
   while (true) {
     if (threadIdx.x == 0) {
       count = any_pending = 0;
-      stop = *reinterpret_cast<volatile const uint32_t*>(&a.control->stop) != 0;
+      stop =
+          (first ? stop_early : *reinterpret_cast<volatile const uint32_t*>(&a.control->stop)) != 0;
     }
     __syncthreads();
     for (int m = 0; m < kPerThread; ++m) {
@@ -112,38 +134,40 @@ __device__ void Admit(const ResidentLoopArgs& a, int p, const unsigned (&joined)
       a.length[q * cap + i] = len;
       a.step[q * cap + i] = t;
       if (len > 0) {
-        a.list[q * cap + atomicAdd(&count, 1)] = i;
+        const int at = q * cap + atomicAdd(&count, 1);
+        reinterpret_cast<int4*>(a.list)[at] = make_int4(i, t, len, 0);
       }
     }
     __syncthreads();
     first = false;
     if (count > 0 || stop || any_pending) break;
   }
-  if (threadIdx.x == 0) {
-    a.state->active[q] = count;
-    a.state->quit[q] = stop;
-    if (count > 0) {
-      auto* steps = reinterpret_cast<volatile unsigned long long*>(&a.control->steps);
-      *steps = *steps + 1;
-    }
+  if (threadIdx.x == 0 && count > 0) {
+    *reinterpret_cast<volatile unsigned long long*>(&a.control->steps) = ++steps_run;
   }
+  return static_cast<unsigned>(count) | (stop ? 1u << 31 : 0u);
 }
 
 template <FusedRnnCell kCell>
 __global__ void __launch_bounds__(kResidentThreads) ResidentLoopKernel(const ResidentLoopArgs a) {
   constexpr int G = kFusedGates<kCell>;
-  // [units][G][I] W rows and [units][G][H] R rows (weights_in_smem), then [tile][I + H]: the
-  // staged x(t) and h(t-1) of `tile` slots.
+  // [units][G][I] W rows and [units][G][H] R rows (weights_in_smem), [units][G] biases,
+  // [units] bRn, [capacity][units] LSTM's c, then [tile][I + H]: the staged x(t) and h(t-1) of
+  // `tile` slots (ResidentLoopSmem).
   extern __shared__ float smem[];
   __shared__ unsigned char pending[kResidentMaxSlots];
   __shared__ int tile_slot[kResidentMaxTile], tile_step[kResidentMaxTile];
   __shared__ int tile_len[kResidentMaxTile];
+  __shared__ unsigned step_word;  // this step's active count | quit << 31
   const int j0 = blockIdx.x * a.units;
   const int u = min(a.units, a.H - j0);
   const int IH = a.I + a.H, cap = a.capacity;
   float* Ws = smem;
   float* Rs = smem + static_cast<size_t>(a.units) * G * a.I;
-  float* stage = a.weights_in_smem ? smem + static_cast<size_t>(a.units) * G * IH : smem;
+  float* bs = smem + (a.weights_in_smem ? static_cast<size_t>(a.units) * G * IH : 0);
+  float* bRns = bs + a.units * G;
+  float* cs = bRns + a.units;
+  float* stage = cs + static_cast<size_t>(cap) * a.units;
   if (a.weights_in_smem) {
     for (int jj = 0; jj < u; ++jj) {
       for (int g = 0; g < G; ++g) {
@@ -157,26 +181,35 @@ __global__ void __launch_bounds__(kResidentThreads) ResidentLoopKernel(const Res
       }
     }
   }
+  for (int i = threadIdx.x; i < u * G; i += blockDim.x) {
+    bs[i] = a.bias[(i % G) * a.H + j0 + i / G];
+  }
+  for (int i = threadIdx.x; i < u; i += blockDim.x) {
+    bRns[i] = kCell == FusedRnnCell::kGru ? a.bRn[j0 + i] : 0.0f;
+  }
   for (int i = threadIdx.x; i < kResidentMaxSlots; i += blockDim.x) pending[i] = 0;
   __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
   __shared__ int finished_here;  // a slot finished in this block's step: fence to the host
   if (threadIdx.x == 0) finished_here = 0;
-  unsigned phase = 0;
+  unsigned phase = 0, admitted = 0, stop_early = 0;
+  unsigned long long steps_run = 0;
   unsigned joined[kPerThread];
   for (int m = 0; m < kPerThread; ++m) joined[m] = 0;
-  // The prologue: parity 0 is zero (no slot, no quit); block 0 admits step 0 into parity 0 by
-  // admitting "after step -1" from parity 1, also zero.
+  // The prologue: block 0 admits step 0 into parity 0 by admitting "after step -1" from
+  // parity 1, zero.
   if (blockIdx.x == 0) {
     for (int m = 0; m < kPerThread; ++m) {
       const int i = threadIdx.x + m * kResidentThreads;
       if (i < cap) joined[m] = *reinterpret_cast<volatile const unsigned*>(&a.mail[i].joined);
     }
-    Admit(a, 1, joined, pending);
+    if (threadIdx.x == 0)
+      stop_early = *reinterpret_cast<volatile const uint32_t*>(&a.control->stop);
+    admitted = Admit(a, 1, joined, stop_early, steps_run, pending);
   }
   for (int k = 0;; ++k) {
     const int p = k & 1;
-    GridBarrier(a.state, phase, &finished_here);
+    GridBarrier(a.state, phase, &finished_here, admitted, &step_word);
     if (blockIdx.x == 0) {
       for (int m = 0; m < kPerThread; ++m) {
         const int i = threadIdx.x + m * kResidentThreads;
@@ -187,35 +220,47 @@ __global__ void __launch_bounds__(kResidentThreads) ResidentLoopKernel(const Res
         // Read early: the loads complete while the step computes.
         if (i < cap) joined[m] = *reinterpret_cast<volatile const unsigned*>(&a.mail[i].joined);
       }
+      if (threadIdx.x == 0) {
+        stop_early = *reinterpret_cast<volatile const uint32_t*>(&a.control->stop);
+      }
     }
-    if (__ldcg(&a.state->quit[p])) return;
-    const int n = __ldcg(&a.state->active[p]);
-    const int32_t* list = a.list + p * cap;
+    if (step_word >> 31) return;
+    const int n = static_cast<int>(step_word & 0x7fffffffu);
+    const int4* list = reinterpret_cast<const int4*>(a.list) + p * cap;
     const float* hprev_all = a.h + static_cast<int64_t>(p) * cap * a.H;
     float* hnext_all = a.h + static_cast<int64_t>(p ^ 1) * cap * a.H;
     for (int s0 = 0; s0 < n; s0 += a.tile) {
       const int ns = min(a.tile, n - s0);
       __syncthreads();
       if (threadIdx.x < ns) {
-        const int s = __ldcg(&list[s0 + threadIdx.x]);
-        tile_slot[threadIdx.x] = s;
-        tile_step[threadIdx.x] = __ldcg(&a.step[p * cap + s]);
-        tile_len[threadIdx.x] = __ldcg(&a.length[p * cap + s]);
+        const int4 e = __ldcg(&list[s0 + threadIdx.x]);
+        tile_slot[threadIdx.x] = e.x;
+        tile_step[threadIdx.x] = e.y;
+        tile_len[threadIdx.x] = e.z;
       }
       __syncthreads();
-      // One warp a staged slot: its x(t) and h(t-1), coalesced, several loads in flight.
-      for (int r = warp; r < ns; r += warps) {
-        const int s = tile_slot[r], t = tile_step[r];
-        const float* xr = a.x + (static_cast<int64_t>(s) * a.max_steps + t) * a.I;
-        const float* hr = hprev_all + static_cast<int64_t>(s) * a.H;
-        float* dst = stage + r * IH;
-#pragma unroll 4
-        for (int k2 = lane; k2 < a.I; k2 += 32) dst[k2] = __ldcg(xr + k2);
-        if (t > 0) {
-#pragma unroll 4
-          for (int k2 = lane; k2 < a.H; k2 += 32) dst[a.I + k2] = __ldcg(hr + k2);
-        } else {
-          for (int k2 = lane; k2 < a.H; k2 += 32) dst[a.I + k2] = 0.0f;
+      // The whole block stages x(t) and h(t-1) of the tile's slots: 8 loads in flight a thread.
+      const int total = ns * IH;
+      for (int base = threadIdx.x; base < total; base += 8 * kResidentThreads) {
+        float v[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          const int idx = base + e * kResidentThreads;
+          v[e] = 0.0f;
+          if (idx < total) {
+            const int r = idx / IH, k2 = idx - r * IH;
+            const int s = tile_slot[r], t = tile_step[r];
+            if (k2 < a.I) {
+              v[e] = __ldcg(a.x + (static_cast<int64_t>(s) * a.max_steps + t) * a.I + k2);
+            } else if (t > 0) {
+              v[e] = __ldcg(hprev_all + static_cast<int64_t>(s) * a.H + (k2 - a.I));
+            }
+          }
+        }
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          const int idx = base + e * kResidentThreads;
+          if (idx < total) stage[idx] = v[e];
         }
       }
       __syncthreads();
@@ -244,23 +289,31 @@ __global__ void __launch_bounds__(kResidentThreads) ResidentLoopKernel(const Res
             ah[g] = fmaf(rw[k2], hv, ah[g]);
           }
         }
+        // LSTM adds its two projections before the reduction (half the shuffles); GRU keeps
+        // them apart (r scales the n gate's recurrent part).
 #pragma unroll
         for (int g = 0; g < G; ++g) {
-          for (int o = 16; o > 0; o >>= 1) {
-            ax[g] += __shfl_xor_sync(0xffffffffu, ax[g], o);
-            ah[g] += __shfl_xor_sync(0xffffffffu, ah[g], o);
+          if constexpr (kCell == FusedRnnCell::kLstm) {
+            ax[g] += ah[g];
+            ah[g] = 0.0f;
+            for (int o = 16; o > 0; o >>= 1) ax[g] += __shfl_xor_sync(0xffffffffu, ax[g], o);
+          } else {
+            for (int o = 16; o > 0; o >>= 1) {
+              ax[g] += __shfl_xor_sync(0xffffffffu, ax[g], o);
+              ah[g] += __shfl_xor_sync(0xffffffffu, ah[g], o);
+            }
           }
         }
         if (lane == 0) {
           const int s = tile_slot[r], t = tile_step[r], len = tile_len[r];
 #pragma unroll
-          for (int g = 0; g < G; ++g) ax[g] += a.bias[g * a.H + j];
+          for (int g = 0; g < G; ++g) ax[g] += bs[jj * G + g];
           const int64_t sj = static_cast<int64_t>(s) * a.H + j;
-          float c = (kCell == FusedRnnCell::kLstm && t > 0) ? a.c[sj] : 0.0f;
-          const float bRn = kCell == FusedRnnCell::kGru ? a.bRn[j] : 0.0f;
-          const float h = FusedCellStep<kCell>(ax, ah, hs[j], c, bRn);
+          float& cref = cs[s * a.units + jj];
+          float c = (kCell == FusedRnnCell::kLstm && t > 0) ? cref : 0.0f;
+          const float h = FusedCellStep<kCell>(ax, ah, hs[j], c, bRns[jj]);
           __stcg(hnext_all + sj, h);
-          if constexpr (kCell == FusedRnnCell::kLstm) a.c[sj] = c;
+          if constexpr (kCell == FusedRnnCell::kLstm) cref = c;
           if (a.y) a.y[(static_cast<int64_t>(s) * a.max_steps + t) * a.H + j] = h;
           if (t + 1 == len) {
             finished_here = 1;
@@ -272,7 +325,7 @@ __global__ void __launch_bounds__(kResidentThreads) ResidentLoopKernel(const Res
     }
     if (blockIdx.x == 0) {
       __syncthreads();
-      Admit(a, p, joined, pending);
+      admitted = Admit(a, p, joined, stop_early, steps_run, pending);
     }
   }
 }
@@ -286,9 +339,10 @@ void* KernelOf(FusedRnnCell cell) {
 }  // namespace
 
 size_t ResidentLoopSmem(const ResidentLoopArgs& a) {
-  const size_t weights =
-      a.weights_in_smem ? static_cast<size_t>(a.units) * FusedRnnGates(a.cell) * (a.I + a.H) : 0;
-  return sizeof(float) * (weights + static_cast<size_t>(a.tile) * (a.I + a.H));
+  const size_t G = FusedRnnGates(a.cell);
+  const size_t weights = a.weights_in_smem ? a.units * G * (a.I + a.H) : 0;
+  const size_t biases = a.units * (G + 1), c = static_cast<size_t>(a.capacity) * a.units;
+  return sizeof(float) * (weights + biases + c + static_cast<size_t>(a.tile) * (a.I + a.H));
 }
 
 cudaError_t ResidentLoopMaxBlocks(const ResidentLoopArgs& a, int device, int* blocks) {

@@ -35,13 +35,15 @@ struct ResidentControl {
 // The most slots one loop holds (block 0 keeps a flag per slot in shared memory).
 inline constexpr int kResidentMaxSlots = 1024;
 
-// Device-memory bookkeeping of the launch, zeroed before it. Step k reads the buffers of parity
-// k & 1 (written by block 0 during step k - 1) while block 0 writes the other's.
+// Device-memory bookkeeping of the launch, zeroed before it.
+// Step k reads the list of parity k & 1 (written by block 0 during step k - 1) while block 0
+// writes the other's. The grid barrier: every block but 0 adds one to `arrived` a step; block 0
+// waits for all of them, then publishes `go` = (barrier generation << 32) | (quit << 31) |
+// (slots active in the next step), so that one load tells a block both.
 struct ResidentDeviceState {
-  unsigned barrier_count = 0;
-  unsigned barrier_gen = 0;
-  int active[2] = {};  // slots in the parity's list
-  int quit[2] = {};    // nonzero: the launch ends at that step
+  unsigned arrived = 0;
+  unsigned pad = 0;
+  unsigned long long go = 0;
 };
 
 struct ResidentLoopArgs {
@@ -62,11 +64,11 @@ struct ResidentLoopArgs {
   float* y = nullptr;   // mapped [capacity, max_steps, H]: h after each step, or null
   float* hy = nullptr;  // mapped [capacity, H]: h after the last step
   float* cy = nullptr;  // mapped [capacity, H]: LSTM's c after the last step; GRU: null
-  // Device scratch: h by step parity [2, capacity, H], c [capacity, H]; by parity [2, capacity]
-  // each: a slot's step and length (0: not active), the active slots' list; per slot the
-  // generation it runs [capacity]; and the launch state.
+  // Device scratch: h by step parity [2, capacity, H]; by parity [2, capacity] each: a slot's
+  // step and length (0: not active) (block 0's own), and the active slots' list [2, capacity, 4]
+  // of (slot, step, length, 0); per slot the generation it runs [capacity]; and the launch
+  // state. LSTM's c stays in the shared memory of the block that owns the unit.
   float* h = nullptr;
-  float* c = nullptr;
   int32_t* step = nullptr;
   int32_t* length = nullptr;
   int32_t* list = nullptr;

@@ -116,18 +116,26 @@ class GpuResidentLoop : public ::testing::Test {
 struct RandomCase {
   engine::CellType cell;
   int input, hidden, capacity, max_len, sequences;
+  int units = 0;  // ResidentLoopOptions::units_per_block
 };
 
 TEST_F(GpuResidentLoop, RandomJoinsAndLeavesMatchTheWholeBatchPath) {
   const RandomCase cases[] = {
-      {engine::CellType::kLstm, 8, 16, 4, 30, 24},    {engine::CellType::kGru, 8, 16, 4, 30, 24},
-      {engine::CellType::kLstm, 24, 64, 8, 60, 40},   {engine::CellType::kGru, 24, 64, 8, 60, 40},
-      {engine::CellType::kLstm, 40, 300, 16, 50, 48}, {engine::CellType::kGru, 40, 300, 16, 50, 48},
+      {engine::CellType::kLstm, 8, 16, 4, 30, 24},
+      {engine::CellType::kGru, 8, 16, 4, 30, 24},
+      {engine::CellType::kLstm, 24, 64, 8, 60, 40},
+      {engine::CellType::kGru, 24, 64, 8, 60, 40},
+      {engine::CellType::kLstm, 40, 300, 16, 50, 48},
+      {engine::CellType::kGru, 40, 300, 16, 50, 48},
+      // Several units a block, the last block's fewer.
+      {engine::CellType::kLstm, 24, 64, 8, 60, 40, 3},
+      {engine::CellType::kGru, 40, 300, 16, 50, 48, 7},
   };
   uint32_t seed = 7;
   for (const RandomCase& rc : cases) {
-    const std::string what = absl::StrCat(engine::CellTypeName(rc.cell), " I=", rc.input,
-                                          " H=", rc.hidden, " slots=", rc.capacity);
+    const std::string what =
+        absl::StrCat(engine::CellTypeName(rc.cell), " I=", rc.input, " H=", rc.hidden,
+                     " slots=", rc.capacity, " units=", rc.units);
     SCOPED_TRACE(what);
     std::mt19937 rng(++seed);
     const engine::Model model = RandomRnnModel({.cell = rc.cell,
@@ -161,14 +169,29 @@ TEST_F(GpuResidentLoop, RandomJoinsAndLeavesMatchTheWholeBatchPath) {
     ASSERT_TRUE((*compiled)->Run(batch, &want).ok());
     compiled->reset();  // nothing else on the device while the loop runs
 
-    auto loop = ResidentLoop::Create(std::get<engine::RecurrentSpec>(plan.layer->spec),
-                                     {.capacity = rc.capacity, .max_steps = rc.max_len});
+    auto loop = ResidentLoop::Create(
+        std::get<engine::RecurrentSpec>(plan.layer->spec),
+        {.capacity = rc.capacity, .max_steps = rc.max_len, .units_per_block = rc.units});
     ASSERT_TRUE(loop.ok()) << loop.status();
     RunThrough(**loop, seqs, rng);
     if (HasFatalFailure()) return;
     for (int b = 0; b < rc.sequences; ++b) {
       ExpectSequenceMatches(seqs[b], b, plan, want, kFp32CrossEngine, what);
     }
+  }
+}
+
+TEST_F(GpuResidentLoop, UnitsPerBlockOutsideTheHiddenSizeIsInvalid) {
+  const engine::Model model =
+      RandomRnnModel({.cell = engine::CellType::kLstm, .input = 8, .hidden = 16, .seed = 3});
+  const engine::cuda::ResidentPlan plan = engine::cuda::PlanResident(model);
+  ASSERT_NE(plan.layer, nullptr) << plan.why;
+  for (int units : {-1, 17}) {
+    auto loop = ResidentLoop::Create(std::get<engine::RecurrentSpec>(plan.layer->spec),
+                                     {.capacity = 4, .max_steps = 8, .units_per_block = units});
+    ASSERT_FALSE(loop.ok()) << units;
+    EXPECT_EQ(loop.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(loop.status().message().find("units_per_block"), std::string::npos);
   }
 }
 
