@@ -137,6 +137,8 @@ def hostile(kind, site, address, token, stop, threads):
 def idle_connections(metrics_port, n, stop):
     socks = []
     for i in range(n):
+        if stop.is_set():
+            break
         try:
             s = socket.create_connection(("127.0.0.1", metrics_port), timeout=2)
             if i % 2:
@@ -228,9 +230,15 @@ def main():
         time.sleep(2)
         idle_rss = proc_status(server.pid)[0] / 1024
         budget = args.rss_budget_mb or idle_rss + args.max_inflight_mb
-        polite(site, address, "polite-token-0123456789", stop,
-               args.unloaded_seconds, args.polite_interval_ms / 1000, results)
-        unloaded = results.get()
+        # The polite client runs in processes of its own, alone first: this process never holds
+        # a gRPC channel, whose threads could keep it from exiting.
+        alone = ctx.Process(target=polite, args=(site, address, "polite-token-0123456789", stop,
+                                                 args.unloaded_seconds,
+                                                 args.polite_interval_ms / 1000, results),
+                            daemon=True)
+        alone.start()
+        unloaded = results.get(timeout=args.unloaded_seconds + 120)
+        alone.join(timeout=10)
         print(f"unloaded: {len(unloaded['lat'])} OK, {unloaded['failed']} failed", flush=True)
         parts = [("flood", args.flood_threads), ("evaluate", 4), ("never_read", 2),
                  ("squat", 8), ("cancel", 4)]
@@ -312,4 +320,7 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    # Children that a hung gRPC call keeps alive were killed; nothing is left to wait for.
+    os._exit(code)
