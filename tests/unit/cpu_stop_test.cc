@@ -147,8 +147,8 @@ class RecurrentKernelStop : public ::testing::TestWithParam<RecurrentSplit> {};
 
 TEST_P(RecurrentKernelStop, EachSplitStopsAtTheStepBoundaryAfterStopSaysSo) {
   const Case c = LoadCase("TorchLstm");
-  auto kernel = RecurrentKernel::Create(TorchLstmSpec(c), "lstm",
-                                        {.num_threads = 2, .split = GetParam()});
+  auto kernel =
+      RecurrentKernel::Create(TorchLstmSpec(c), "lstm", {.num_threads = 2, .split = GetParam()});
   ASSERT_TRUE(kernel.ok()) << kernel.status();
   const int64_t B = 4;
   const Tensor x = LongInput(B, kLongSteps, c.at("W0").shape[1]);
