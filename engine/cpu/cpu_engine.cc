@@ -149,8 +149,7 @@ absl::Status CpuCompiledModel::RunRecurrent(size_t index, const RecurrentSpec& r
   }
   std::vector<Tensor> results, finals;
   if (auto s = kernels_[index]->Run(x, lengths, in.step_mask, initial, &results,
-                                    batch.final_states ? &finals : nullptr, batch.continues,
-                                    stop);
+                                    batch.final_states ? &finals : nullptr, batch.continues, stop);
       !s.ok()) {
     return s;
   }

@@ -54,15 +54,13 @@ class StopCheck {
     }
   }
   // After a direction (on the thread that runs the layer): its steps join the total.
-  void EndDirection() {
-    total_steps_ += direction_steps_.exchange(0, std::memory_order_relaxed);
-  }
+  void EndDirection() { total_steps_ += direction_steps_.exchange(0, std::memory_order_relaxed); }
   int64_t total_steps() const { return total_steps_; }
 
  private:
   const std::function<bool()>* const stop_;
   std::atomic<bool> stopped_{false};
-  std::mutex asking_;  // one thread asks stop_ at a time
+  std::mutex asking_;                        // one thread asks stop_ at a time
   std::atomic<int64_t> direction_steps_{0};  // the most steps a thread of it ran
   int64_t total_steps_ = 0;                  // the layer-running thread's only
 };
