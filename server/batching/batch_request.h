@@ -23,7 +23,7 @@ struct BatchRequest {
   // per row.
   engine::Batch batch;
   // The request fails with DEADLINE_EXCEEDED, costing no compute, if its rows have not all
-  // started by then.
+  // started by then; running, its work stops at the next step boundary (see `cancelled`).
   absl::Time deadline = absl::InfiniteFuture();
   // 0: the model's default level. Otherwise 1 (served first) .. the model's priority_levels.
   int priority = 0;
