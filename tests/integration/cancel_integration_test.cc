@@ -7,9 +7,10 @@
 // long_rnn (tests/fixtures/cancel, made with Keras by make_fixtures.py there: SimpleRNN(256)
 // over one feature, then Dense(1)) has no dynamic batching and one instance: requests run one
 // after another on it. The full long request's cost is measured on this machine first, so that
-// the bounds are shares of it, not times: the stopped request and the next one together must
-// cost less than half of the full run's CPU, and the next one must wait less than half of its
-// wall time (on a build without cancellation it waits for all of the rest).
+// the bounds are shares of it, not times: the stopped request (stopped a twentieth of the way) and
+// the next one together must cost less than a third of the full run's CPU, and the next one
+// must wait less than a third of its wall time (on a build without cancellation it waits for
+// all of the rest, and the CPU is all of the full run's).
 
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
@@ -93,9 +94,11 @@ class CancelTest : public ServerSuite<> {
     return s;
   }
 
-  // The CPU and wall time of the long request run to its end.
+  // The CPU and wall time of the long request run to its end (its second run: the first grows
+  // the instance's scratch).
   void MeasureFullRun(const v1::PredictRequest& long_req) {
     v1::PredictResponse resp;
+    ASSERT_TRUE(Predict(long_req, &full_wall_, &resp).ok());
     const absl::Duration before = CpuTime(server()->pid());
     ASSERT_TRUE(Predict(long_req, &full_wall_, &resp).ok());
     full_cpu_ = CpuTime(server()->pid()) - before;
@@ -105,7 +108,7 @@ class CancelTest : public ServerSuite<> {
   }
 
   // The request after the stopped one: Keras's answer (short_x.npy -> short_y.npy), within
-  // half of the full run's wall time.
+  // a third of the full run's wall time.
   void ExpectNextRequestMatchesKeras(const char* stopped_how) {
     auto x = client::ReadNpy(SourcePath("tests/fixtures/cancel/short_x.npy"));
     auto y = client::ReadNpy(SourcePath("tests/fixtures/cancel/short_y.npy"));
@@ -119,7 +122,7 @@ class CancelTest : public ServerSuite<> {
     ASSERT_EQ(score.float_val_size(), 1);
     EXPECT_NEAR(score.float_val(0), y->values[0], 1e-4 + 1e-4 * std::abs(y->values[0]));
     std::cerr << "the request after the " << stopped_how << " one took " << took << "\n";
-    EXPECT_LT(took, full_wall_ / 2) << "the request after the " << stopped_how << " one waited "
+    EXPECT_LT(took, full_wall_ / 3) << "the request after the " << stopped_how << " one waited "
                                     << took << "; the long request's full run takes " << full_wall_;
   }
 
@@ -133,13 +136,13 @@ TEST_F(CancelTest, ExpiredRequestStopsComputingAndTheNextRequestIsNotHeldBehindI
   const absl::Duration cpu_before = CpuTime(server()->pid());
   absl::Duration took;
   v1::PredictResponse resp;
-  // A tenth of the full run: it expires while it runs.
-  const grpc::Status expired = Predict(long_req, &took, &resp, full_wall_ / 10);
+  // A twentieth of the full run: it expires while it runs.
+  const grpc::Status expired = Predict(long_req, &took, &resp, full_wall_ / 20);
   EXPECT_EQ(expired.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << expired.error_message();
   ExpectNextRequestMatchesKeras("expired");
   const absl::Duration cpu = CpuTime(server()->pid()) - cpu_before;
   std::cerr << "the expired request and the next cost " << cpu << " of CPU\n";
-  EXPECT_LT(cpu, full_cpu_ / 2) << "the expired request and the next cost " << cpu
+  EXPECT_LT(cpu, full_cpu_ / 3) << "the expired request and the next cost " << cpu
                                 << " of CPU; the long request's full run costs " << full_cpu_;
 }
 
@@ -151,14 +154,14 @@ TEST_F(CancelTest, CancelledRequestStopsComputingAndTheNextRequestIsNotHeldBehin
   v1::PredictResponse resp;
   grpc::Status cancelled;
   std::thread call([&] { cancelled = stub_->Predict(&ctx, long_req, &resp); });
-  absl::SleepFor(full_wall_ / 10);  // it runs by then
+  absl::SleepFor(full_wall_ / 20);  // it runs by then
   ctx.TryCancel();
   call.join();
   EXPECT_EQ(cancelled.error_code(), grpc::StatusCode::CANCELLED) << cancelled.error_message();
   ExpectNextRequestMatchesKeras("cancelled");
   const absl::Duration cpu = CpuTime(server()->pid()) - cpu_before;
   std::cerr << "the cancelled request and the next cost " << cpu << " of CPU\n";
-  EXPECT_LT(cpu, full_cpu_ / 2) << "the cancelled request and the next cost " << cpu
+  EXPECT_LT(cpu, full_cpu_ / 3) << "the cancelled request and the next cost " << cpu
                                 << " of CPU; the long request's full run costs " << full_cpu_;
 }
 
