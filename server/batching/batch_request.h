@@ -70,12 +70,11 @@ struct BatcherCounters {
   int64_t computed_steps = 0;
   int64_t requests_completed = 0;  // answered with outputs
   int64_t requests_failed = 0;     // failed by the engine
-  int64_t requests_expired = 0;    // DEADLINE_EXCEEDED while queued
+  // DEADLINE_EXCEEDED while queued, or while running past its own deadline (abandon_watch.h)
+  int64_t requests_expired = 0;
+  int64_t requests_cancelled = 0;  // CANCELLED by its client, queued or running (abandon_watch.h)
   int64_t requests_rejected = 0;   // RESOURCE_EXHAUSTED: the queue was full
-  // CANCELLED or DEADLINE_EXCEEDED because the caller gave up while the request waited or ran
-  // (abandon_watch.h)
-  int64_t requests_abandoned = 0;
-  int64_t queued_requests = 0;  // waiting now (a gauge)
+  int64_t queued_requests = 0;     // waiting now (a gauge)
 };
 
 // Called on a scheduler thread after every engine call; must not block.

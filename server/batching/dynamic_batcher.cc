@@ -117,15 +117,15 @@ void DynamicBatcher::WatchRequest(const std::shared_ptr<QueuedRequest>& request)
   watch_->Watch([this, weak = std::weak_ptr<QueuedRequest>(request)] {
     const std::shared_ptr<QueuedRequest> r = weak.lock();
     if (r == nullptr || r->finished()) return true;
-    const absl::Status why =
-        r->FailIfAbandoned(clock_->Now(),
-                           absl::StrCat("; model '", options_.model_name,
-                                        "' dropped the request from its queue or its batch"),
-                           [this] {
-                             absl::MutexLock lock(&mu_);
-                             ++counters_.requests_abandoned;
-                             former_.Prune();  // it leaves the queue before it is answered
-                           });
+    const absl::Status why = r->FailIfAbandoned(
+        clock_->Now(),
+        absl::StrCat("; model '", options_.model_name,
+                     "' dropped the request from its queue or its batch"),
+        [this](const absl::Status& why) {
+          absl::MutexLock lock(&mu_);
+          ++(absl::IsCancelled(why) ? counters_.requests_cancelled : counters_.requests_expired);
+          former_.Prune();  // it leaves the queue before it is answered
+        });
     return !why.ok() || r->finished();
   });
 }

@@ -169,8 +169,9 @@ QueuedRequest::Outcome QueuedRequest::Deliver(
   return Outcome::kCompleted;
 }
 
-absl::Status QueuedRequest::FailIfAbandoned(absl::Time now, absl::string_view context,
-                                            absl::FunctionRef<void()> before_done) {
+absl::Status QueuedRequest::FailIfAbandoned(
+    absl::Time now, absl::string_view context,
+    absl::FunctionRef<void(const absl::Status&)> before_done) {
   absl::Status why;
   {
     absl::MutexLock lock(&mu_);
@@ -181,7 +182,7 @@ absl::Status QueuedRequest::FailIfAbandoned(absl::Time now, absl::string_view co
     why = absl::Status(why.code(), absl::StrCat(why.message(), context));
     finished_.store(true, std::memory_order_release);
   }
-  before_done();
+  before_done(why);
   request_->done(why);
   return why;
 }

@@ -83,10 +83,10 @@ class QueuedRequest {
   // When the caller gave up (abandon_watch.h's Abandoned: cancelled, or the request's own
   // deadline, not the queue's timeout, at `now`) and the request has not finished, calls
   // `done` with why, `context` appended to the message, and returns that status; OK otherwise.
-  // `before_done` runs first, once the request counts as finished. Asks
+  // `before_done` runs first, with that status, once the request counts as finished. Asks
   // BatchRequest::cancelled only while `done` has not started.
   absl::Status FailIfAbandoned(absl::Time now, absl::string_view context,
-                               absl::FunctionRef<void()> before_done);
+                               absl::FunctionRef<void(const absl::Status&)> before_done);
 
  private:
   const std::unique_ptr<BatchRequest> request_;

@@ -652,7 +652,7 @@ TEST_F(DynamicBatcherTest, ACancelledQueuedRequestLeavesTheQueueAtOnceAndTheNext
   ASSERT_TRUE(cancelled->done.WaitForNotificationWithTimeout(kAnswerBound));
   EXPECT_TRUE(absl::IsCancelled(cancelled->result.status())) << cancelled->result.status();
   EXPECT_EQ(batcher_->counters().queued_requests, 1);
-  EXPECT_EQ(batcher_->counters().requests_abandoned, 1);
+  EXPECT_EQ(batcher_->counters().requests_cancelled, 1);
   EXPECT_FALSE(first->done.HasBeenNotified());
   engine().Open();
   next->done.WaitForNotification();
@@ -684,7 +684,36 @@ TEST_F(DynamicBatcherTest, ABatchWhoseEveryRequestWasCancelledStopsAndTheInstanc
   EXPECT_TRUE(IsOwnAnswer(*next, {.id = 200}));
   EXPECT_EQ(engine().stopped(), 1);
   EXPECT_EQ(running->calls, 1);
-  EXPECT_EQ(batcher_->counters().requests_abandoned, 1);
+  EXPECT_EQ(batcher_->counters().requests_cancelled, 1);
+}
+
+TEST_F(DynamicBatcherTest,
+       ACancelledRequestsRowsAreDroppedFromItsRunningBatchAndTheOthersGetTheirs) {
+  Start(Options());
+  engine().Gate();
+  clock_.AwaitSleeps(1);  // the worker sleeps on the empty queue
+  std::shared_ptr<Answer> cancelled;
+  std::shared_ptr<std::atomic<bool>> flag;
+  auto r = MakeRequest({.id = 100, .rows = 2}, &cancelled);
+  r->cancelled = CancelFlag(&flag);
+  ASSERT_TRUE(batcher_->Schedule(&r).ok());
+  const RequestSpec wanted_spec{.id = 200};
+  auto wanted = Schedule(wanted_spec);
+  clock_.AwaitSleeps(2);
+  clock_.AdvanceMicros(10);  // the delay is over: one batch of both requests' rows
+  engine().AwaitCalls(1);
+  EXPECT_EQ(engine().seen()[0].first_steps.size(), 3u);
+  flag->store(true);
+  // Answered while its batch still runs; the batch goes on for the request still wanted.
+  ASSERT_TRUE(cancelled->done.WaitForNotificationWithTimeout(kAnswerBound));
+  EXPECT_TRUE(absl::IsCancelled(cancelled->result.status())) << cancelled->result.status();
+  EXPECT_FALSE(wanted->done.HasBeenNotified());
+  engine().Open();
+  wanted->done.WaitForNotification();
+  EXPECT_TRUE(IsOwnAnswer(*wanted, wanted_spec));
+  EXPECT_EQ(engine().stopped(), 0);
+  EXPECT_EQ(engine().calls(), 1);
+  EXPECT_EQ(cancelled->calls, 1);  // its rows were not delivered after the answer
 }
 
 TEST(DynamicBatcherCreateTest, BadOptionsAreInvalidArgumentNamingTheField) {
