@@ -33,6 +33,7 @@ absl::StatusOr<int> InstancePool::Acquire(absl::Time deadline,
       return absl::DeadlineExceededError(
           absl::StrCat("model '", name_, "': the deadline passed while every instance was busy"));
     }
+    if (!abandoned) continue;
     if (absl::Status s = abandoned(); !s.ok()) return s;
   }
   if (HealthyLocked() == 0) {

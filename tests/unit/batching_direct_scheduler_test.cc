@@ -208,6 +208,33 @@ TEST(DirectSchedulerTest, ACancelledWaitingRequestLeavesAtOnceAndNeverRunsAndThe
   EXPECT_EQ(cancelled->calls, 1);
 }
 
+TEST(DirectSchedulerTest, ACallerWaitingForABusyInstanceStopsWaitingWhenItsClientCancels) {
+  FakeEngine engine;
+  engine.Gate();
+  auto s = Make(&engine, 0);
+  ASSERT_NE(s, nullptr);
+  std::shared_ptr<Answer> running, waiting;
+  auto a = MakeRequest({.id = 31}, &running);
+  a->may_run_on_caller = false;
+  ASSERT_TRUE(s->Schedule(&a).ok());
+  engine.AwaitCalls(1);
+  // A synchronous caller waits for the busy instance on its own thread (InstancePool::Acquire).
+  std::shared_ptr<std::atomic<bool>> flag;
+  auto b = MakeRequest({.id = 32}, &waiting);
+  b->caller_blocks = true;
+  b->cancelled = CancelFlag(&flag);
+  std::thread caller([&] { EXPECT_TRUE(s->Schedule(&b).ok()); });
+  flag->store(true);
+  ASSERT_TRUE(waiting->done.WaitForNotificationWithTimeout(kAnswerBound));
+  caller.join();
+  EXPECT_TRUE(absl::IsCancelled(waiting->result.status())) << waiting->result.status();
+  EXPECT_FALSE(running->done.HasBeenNotified());
+  engine.Open();
+  running->done.WaitForNotification();
+  EXPECT_TRUE(IsOwnAnswer(*running, {.id = 31}));
+  EXPECT_EQ(engine.calls(), 1);
+}
+
 TEST(DirectSchedulerTest,
      ARunningRequestStopsAtTheNextStepOnceItsClientCancelsOrItsDeadlinePasses) {
   for (const bool by_deadline : {false, true}) {
