@@ -14,6 +14,7 @@
 // in engine/ reads the environment.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -82,7 +83,19 @@ struct Batch {
   // false: the batch starts its sequences, and such steps output zeros (Keras's rule at a
   // sequence's start, even with initial states given).
   bool continues = false;
+  // Asked during Run, between steps, whether the batch is still wanted; when it answers true
+  // Run stops at that step boundary and returns CANCELLED (outputs and final states are then
+  // undefined; the instance runs the next batch as usual). The CPU engine asks before each
+  // layer and every kStopCheckSteps steps of a recurrent layer; the GPU engine before the run
+  // and between layers (a layer's kernels run all of its steps), not inside a whole-batch
+  // graph. Called by one thread at a time, not always the same one; must be cheap and must not
+  // block. Null: the run is never stopped. (The server answers true when no request with rows
+  // in the batch still wants its answer: cancelled, or past its deadline.)
+  std::function<bool()> stop;
 };
+
+// Steps of a recurrent layer between two questions to Batch::stop (CPU engine).
+inline constexpr int64_t kStopCheckSteps = 16;
 
 // Where a layer runs, and why (for metadata and the log).
 struct LayerPlacement {
@@ -106,6 +119,10 @@ struct RunCounters {
   // Why whole-batch graphs are off for this instance, or why the last batch that could not be
   // captured could not ("" when none).
   std::string graph_note;
+  // Time steps the last Run's recurrent layers computed, summed over layers and directions
+  // (each the steps of its longest row that ran): less than the batch's when Batch::stop
+  // stopped it. CPU engine; 0 on the GPU.
+  int64_t recurrent_steps_in_last_run = 0;
 };
 
 class CompiledModel {

@@ -176,10 +176,11 @@ class Servable : public std::enable_shared_from_this<Servable> {
   // Runs `batch` as Run does (split into engine calls of at most max_batch_size sequences), on a
   // copy of the model that returns, after its outputs, output `output`'s logits. The copy is
   // compiled on first use, as instance 0 was (same engine, device and options), and kept;
-  // callers take turns on it. It runs outside the schedulers and the serving metrics.
-  // FAILED_PRECONDITION when HasOutputLogits(output) is false.
-  absl::Status RunWithLogits(int output, const engine::Batch& batch,
-                             std::vector<engine::Tensor>* outputs,
+  // callers take turns on it. It runs outside the schedulers and the serving metrics; its
+  // engine calls stop between steps once the options' cancel or deadline says the caller gave
+  // up (CANCELLED, DEADLINE_EXCEEDED). FAILED_PRECONDITION when HasOutputLogits(output) is
+  // false.
+  absl::Status RunWithLogits(int output, engine::Batch batch, std::vector<engine::Tensor>* outputs,
                              const RunOptions& options = {}) const;
 
   // The model's one scheduler (server/batching/scheduler.h), chosen at load.

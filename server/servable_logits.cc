@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/batch_util.h"
+#include "server/batching/abandon_watch.h"
 #include "server/evaluate/keras_logits.h"
 #include "server/servable.h"
 
@@ -14,7 +15,7 @@ bool Servable::HasOutputLogits(int output) const {
   return !moves_batch_axes_ && evaluate::FindOutputLogits(model_, output).has_value();
 }
 
-absl::Status Servable::RunWithLogits(int output, const engine::Batch& batch,
+absl::Status Servable::RunWithLogits(int output, engine::Batch batch,
                                      std::vector<engine::Tensor>* outputs,
                                      const RunOptions& options) const {
   const std::optional<evaluate::OutputLogits> logits =
@@ -41,16 +42,23 @@ absl::Status Servable::RunWithLogits(int output, const engine::Batch& batch,
     }
     compiled = std::move(*c);
   }
+  batch.stop =
+      batching::StopWhenAbandoned(options.cancelled, options.deadline, batching::RealClock());
+  // The engine stopped: say why.
+  auto stopped = [&options](const absl::Status& s) {
+    if (!absl::IsCancelled(s)) return s;
+    const absl::Status why = batching::Abandoned(options.cancelled, options.deadline, absl::Now());
+    return why.ok() ? s : why;
+  };
   const int64_t B = batch.inputs.empty() ? 0 : batch.inputs[0].dim(0);
   const int64_t limit = max_batch_size() > 0 ? max_batch_size() : B;
-  if (B <= limit) return compiled->Run(batch, outputs);
+  if (B <= limit) return stopped(compiled->Run(batch, outputs));
   std::vector<std::vector<engine::Tensor>> parts;
   for (int64_t begin = 0; begin < B; begin += limit) {
     std::vector<engine::Tensor> out;
-    if (auto s = compiled->Run(SliceBatch(batch, begin, std::min(B, begin + limit)), &out);
-        !s.ok()) {
-      return s;
-    }
+    engine::Batch part = SliceBatch(batch, begin, std::min(B, begin + limit));
+    part.stop = batch.stop;
+    if (auto s = compiled->Run(part, &out); !s.ok()) return stopped(s);
     parts.push_back(std::move(out));
   }
   outputs->clear();

@@ -6,6 +6,7 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+#include <atomic>
 #include <thread>
 #include <type_traits>
 #include <utility>
@@ -18,6 +19,7 @@
 #include "engine/cpu/norm_layers.h"
 #include "engine/cpu/quant_gemm.h"
 #include "engine/cpu/recurrent.h"
+#include "engine/cpu/stop_check.h"
 #include "engine/lengths.h"
 #include "engine/lengths_rewrite.h"
 #include "engine/plan/layer_plans.h"
@@ -40,11 +42,16 @@ class CpuCompiledModel final : public CompiledModel {
   std::string engine_name() const override { return "cpu"; }
   std::vector<LayerPlacement> placements() const override;
   int64_t memory_bytes() const override;
+  RunCounters counters() const override {
+    return {.recurrent_steps_in_last_run = steps_in_last_run_.load(std::memory_order_relaxed)};
+  }
 
  private:
-  absl::Status RunLayer(size_t index, const Batch& batch, std::vector<Value>* values);
+  absl::Status RunLayers(const Batch& batch, std::vector<Value>* values, StopCheck* stop);
+  absl::Status RunLayer(size_t index, const Batch& batch, std::vector<Value>* values,
+                        StopCheck* stop);
   absl::Status RunRecurrent(size_t index, const RecurrentSpec& rnn, const Batch& batch,
-                            std::vector<Value>* values);
+                            std::vector<Value>* values, StopCheck* stop);
 
   const Model model_;  // with the lengths ops put in (engine/lengths_rewrite.h)
   // OK, or why a batch with lengths is refused; which inputs the lengths describe.
@@ -57,6 +64,8 @@ class CpuCompiledModel final : public CompiledModel {
   // nthreads-var, which Eigen reads while its own global is unset), never process-wide: models
   // with different cpu_threads run side by side.
   const int threads_;
+  // RunCounters::recurrent_steps_in_last_run; written by Run, read by any thread.
+  std::atomic<int64_t> steps_in_last_run_{0};
 };
 
 absl::Status CpuCompiledModel::Run(const Batch& batch, std::vector<Tensor>* outputs) {
@@ -94,16 +103,30 @@ absl::Status CpuCompiledModel::Run(const Batch& batch, std::vector<Tensor>* outp
     }
   }
   if (batch.final_states) batch.final_states->clear();
-  for (size_t l = 0; l < model_.layers.size(); ++l) {
-    if (auto s = RunLayer(l, batch, &values); !s.ok()) return s;
-  }
+  StopCheck stop(&batch.stop);
+  const absl::Status s = RunLayers(batch, &values, &stop);
+  steps_in_last_run_.store(stop.total_steps(), std::memory_order_relaxed);
+  if (!s.ok()) return s;
   outputs->clear();
   for (int v : model_.output_values) outputs->push_back(std::move(values[v].tensor));
   return absl::OkStatus();
 }
 
+absl::Status CpuCompiledModel::RunLayers(const Batch& batch, std::vector<Value>* values,
+                                         StopCheck* stop) {
+  for (size_t l = 0; l < model_.layers.size(); ++l) {
+    if (stop->Now()) {
+      return absl::CancelledError(absl::StrCat("the run was stopped (Batch::stop) before layer '",
+                                               model_.layers[l].name, "'"));
+    }
+    if (auto s = RunLayer(l, batch, values, stop); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CpuCompiledModel::RunRecurrent(size_t index, const RecurrentSpec& rnn,
-                                            const Batch& batch, std::vector<Value>* values) {
+                                            const Batch& batch, std::vector<Value>* values,
+                                            StopCheck* stop) {
   const Layer& layer = model_.layers[index];
   const Value& in = (*values)[layer.inputs[0]];
   const Tensor& x = in.tensor;
@@ -126,7 +149,7 @@ absl::Status CpuCompiledModel::RunRecurrent(size_t index, const RecurrentSpec& r
   }
   std::vector<Tensor> results, finals;
   if (auto s = kernels_[index]->Run(x, lengths, in.step_mask, initial, &results,
-                                    batch.final_states ? &finals : nullptr, batch.continues);
+                                    batch.final_states ? &finals : nullptr, batch.continues, stop);
       !s.ok()) {
     return s;
   }
@@ -144,10 +167,10 @@ absl::Status CpuCompiledModel::RunRecurrent(size_t index, const RecurrentSpec& r
 }
 
 absl::Status CpuCompiledModel::RunLayer(size_t index, const Batch& batch,
-                                        std::vector<Value>* values) {
+                                        std::vector<Value>* values, StopCheck* stop) {
   const Layer& layer = model_.layers[index];
   if (const auto* rnn = std::get_if<RecurrentSpec>(&layer.spec)) {
-    return RunRecurrent(index, *rnn, batch, values);
+    return RunRecurrent(index, *rnn, batch, values, stop);
   }
   return RunHostLayer(layer, values);
 }

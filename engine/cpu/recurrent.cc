@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/panel_gemm.h"
 #include "engine/cpu/recurrent_internal.h"
+#include "engine/cpu/stop_check.h"
 #include "engine/cpu/work_team.h"
 #include "engine/lengths.h"
 
@@ -284,7 +285,7 @@ absl::Status RecurrentKernel::Run(const Tensor& x, absl::Span<const int32_t> len
                                   absl::Span<const uint8_t> step_mask,
                                   absl::Span<const Tensor> initial_states,
                                   std::vector<Tensor>* outputs, std::vector<Tensor>* final_states,
-                                  bool continues) {
+                                  bool continues, StopCheck* stop) {
   if (x.dtype() != DType::kFloat32 || x.rank() != 3 || x.dim(2) != spec_.input_size) {
     return absl::InvalidArgumentError(
         absl::StrCat("layer '", name_, "': input ", DTypeName(x.dtype()), " ",
@@ -335,7 +336,11 @@ absl::Status RecurrentKernel::Run(const Tensor& x, absl::Span<const int32_t> len
         (initial_states.empty() || !lstm) ? nullptr : initial_states[d * per_dir_states + 1].f32();
     RunDirection(d, x, lengths, step_mask.empty() ? nullptr : step_mask.data(), h0, c0,
                  seq ? dir_seq[d].f32() : nullptr, h_fin[d].f32(), lstm ? c_fin[d].f32() : nullptr,
-                 continues);
+                 continues, stop);
+    if (stop != nullptr && stop->stopped()) {
+      return absl::CancelledError(
+          absl::StrCat("layer '", name_, "': the run was stopped (Batch::stop)"));
+    }
   }
 
   // The layer's main output: per direction the sequence or the final h, then merged.

@@ -43,6 +43,7 @@
 namespace rnnserve::engine::cpu {
 
 struct DirectionRun;  // recurrent_steps.h
+class StopCheck;      // stop_check.h
 class WorkTeam;       // work_team.h
 
 // How the threads of a Run share a layer's work (see above).
@@ -83,11 +84,13 @@ class RecurrentKernel {
   // in the order of the layer's state outputs (h [B, H'] then, LSTM, c [B, H], per direction).
   // Fills `outputs` in Keras's order: the sequence or last output (two with merge mode none),
   // then the final states when return_state is set. `final_states`, when not null, gets the
-  // final states whatever return_state says.
+  // final states whatever return_state says. `stop` (null: never) is the Run's Batch::stop
+  // (stop_check.h): once it says stop, the layer stops at its next step boundary and returns
+  // CANCELLED; it counts the steps computed either way.
   absl::Status Run(const Tensor& x, absl::Span<const int32_t> lengths,
                    absl::Span<const uint8_t> step_mask, absl::Span<const Tensor> initial_states,
                    std::vector<Tensor>* outputs, std::vector<Tensor>* final_states = nullptr,
-                   bool continues = false);
+                   bool continues = false, StopCheck* stop = nullptr);
 
   int num_outputs() const;
   // Outputs that are sequences when return_sequences is set (1, or 2 with merge mode none).
@@ -115,7 +118,7 @@ class RecurrentKernel {
   // Runs direction `d`; writes its sequence output [B, T, H'] (if not null) and final states.
   void RunDirection(int d, const Tensor& x, absl::Span<const int32_t> lengths,
                     const uint8_t* step_mask, const float* h0, const float* c0, float* seq_out,
-                    float* h_out, float* c_out, bool continues);
+                    float* h_out, float* c_out, bool continues, StopCheck* stop);
   // The unit split's steps of one direction, once RunDirection has sorted the rows and loaded
   // the states.
   void RunUnits(int d, const DirectionRun& run, const float* xin, int64_t I);

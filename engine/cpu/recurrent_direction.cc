@@ -156,7 +156,8 @@ void StoreFinalStates(int64_t B, int H, int Hp, bool lstm, const RecurrentKernel
 
 void RecurrentKernel::RunDirection(int d, const Tensor& x, absl::Span<const int32_t> lengths,
                                    const uint8_t* step_mask, const float* h0, const float* c0,
-                                   float* seq_out, float* h_out, float* c_out, bool continues) {
+                                   float* seq_out, float* h_out, float* c_out, bool continues,
+                                   StopCheck* stop) {
   const RecurrentDirection& dir = spec_.directions[d];
   Scratch& s = *scratch_;
   const int64_t B = x.dim(0), T = x.dim(1), I = x.dim(2);
@@ -190,6 +191,7 @@ void RecurrentKernel::RunDirection(int d, const Tensor& x, absl::Span<const int3
       .continues = continues,
       .clip = spec_.clip,
       .peep = dir.peephole.empty() ? nullptr : dir.peephole.data(),
+      .stop = stop,
   };
 
   if (UsesRowSplit(B)) {
@@ -197,6 +199,7 @@ void RecurrentKernel::RunDirection(int d, const Tensor& x, absl::Span<const int3
   } else {
     RunUnits(d, run, xin, I);
   }
+  if (stop != nullptr) stop->EndDirection();
   StoreFinalStates(B, H, Hp, lstm, s, h_out, c_out);
   if (seq_out) FillUnwrittenOutputs(spec_, dir, lengths, T, Hp, h_out, seq_out, continues);
 }
@@ -239,6 +242,16 @@ void RecurrentKernel::RunUnits(int d, const DirectionRun& run, const float* xin,
         .gemm = &s.gemm[tid],
     };
     if (phase == 0) return ProjectInputs(t, xin, rows, I, G);
+    if (run.stop != nullptr) {
+      // Slice 0 asks at the start of each step (one task per slice and phase, and the phases
+      // one after another: one thread at a time); once stopped, no task does more work.
+      if (tid == 0 && (phase - 1) % per_step == 0) {
+        if (run.stop->AtStep(st)) return;
+        run.stop->Ran(st + 1);
+      } else if (run.stop->stopped()) {
+        return;
+      }
+    }
     switch (kinds[(phase - 1) % per_step]) {
       case PhaseKind::kMain:
         return MainPhase(run, t);

@@ -84,7 +84,9 @@ void RecurrentKernel::RunRows(int d, const DirectionRun& run, const float* xin, 
         .gemm = &s.gemm[tid],
     };
     ProjectBlock(run, t, xin, I, k0, k1);
-    for (int64_t st = 0; st < s.len[k0]; ++st) {
+    int64_t st = 0;
+    for (; st < s.len[k0]; ++st) {
+      if (run.stop != nullptr && run.stop->AtStep(st)) break;
       // The rows of the block still running: sorted by length, a prefix of it.
       t.st = st;
       t.n = static_cast<int>(std::min<int64_t>(k1, s.active[st]));
@@ -94,6 +96,7 @@ void RecurrentKernel::RunRows(int d, const DirectionRun& run, const float* xin, 
       if (gru_n) GruNewStateStep(run, t);
       if (projected) ProjectionStep(run, t);
     }
+    if (run.stop != nullptr) run.stop->Ran(st);
   };
 
   const int64_t num_blocks = static_cast<int64_t>(blocks.size()) - 1;

@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "engine/cpu/recurrent_internal.h"
+#include "engine/cpu/stop_check.h"
 #include "engine/ir.h"
 
 namespace rnnserve::engine::cpu {
@@ -31,6 +32,7 @@ struct DirectionRun {
   bool continues;     // Batch::continues: before the first valid step, repeat h, not zeros
   float clip;         // 0: none
   const float* peep;  // LSTM peepholes [3H] (i, f, o), or null
+  StopCheck* stop;    // Batch::stop and the steps counted (stop_check.h), or null
 
   // Time index of sorted row k's step st (reversed directions walk back from the length).
   int64_t time_of(int64_t k, int64_t st) const { return dir.reverse ? s.len[k] - 1 - st : st; }

@@ -155,6 +155,9 @@ class CudaCompiledModel final : public CompiledModel, public StepLoopSource {
   }
   // Stages the inputs, runs every layer and enqueues the outputs' downloads (no wait).
   absl::Status EnqueueBatch(const Batch& batch);
+  // Between two layers of an eager run whose Batch::stop is set: waits until the GPU has run
+  // all but the layer enqueued last, then asks stop (engine/engine.h).
+  absl::StatusOr<bool> StoppedBeforeLayer(const Batch& batch);
   // The model outputs into `outputs` after the downloads completed.
   void CollectOutputs(std::vector<Tensor>* outputs);
   PinnedStaging& staging() { return capture_ != nullptr ? capture_->graph->staging : staging_; }
@@ -275,6 +278,10 @@ class CudaCompiledModel final : public CompiledModel, public StepLoopSource {
   std::shared_ptr<PinnedPool> pinned_ = PinnedPool::Create(kMaxCachedPinnedBytes);
   PinnedStaging staging_;
   bool stream_idle_ = true;  // the last Run waited for its copies (it returned OK)
+  // StoppedBeforeLayer's events, recorded after the layers enqueued so far in turn, and how
+  // many it recorded in this run.
+  std::array<cudaEvent_t, 2> layer_done_ = {nullptr, nullptr};
+  int64_t layers_in_flight_ = 0;
   int64_t host_copies_ = 0;  // device-to-host copies of the running batch
   int64_t host_copies_in_last_run_ = 0;
   const SlotBinding* slots_ = nullptr;  // set for the length of a SlotStates::Run

@@ -62,6 +62,9 @@ CudaCompiledModel::~CudaCompiledModel() {
   ClearGraphs();
   plans_.clear();
   values_.clear();
+  for (cudaEvent_t e : layer_done_) {
+    if (e) cudaEventDestroy(e);
+  }
   if (cublas_) cublasDestroy(cublas_);
   if (cudnn_) cudnnDestroy(cudnn_);
   if (stream_) cudaStreamDestroy(stream_);
@@ -248,6 +251,9 @@ absl::Status CudaCompiledModel::Run(const Batch& batch, std::vector<Tensor>* out
     }
   }
   RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaSetDevice(device_), "cudaSetDevice"));
+  if (batch.stop && batch.stop()) {
+    return absl::CancelledError("the run was stopped (Batch::stop) before it started");
+  }
   if (!stream_idle_) {  // a failed Run may have left copies from the staging area in flight
     RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"));
     stream_idle_ = true;
@@ -300,7 +306,16 @@ absl::Status CudaCompiledModel::EnqueueBatch(const Batch& batch) {
                                           "cudaMemcpyAsync (slots)", UploadKind::kSlots));
   }
   host_copies_ = 0;
+  layers_in_flight_ = 0;
   for (size_t l = 0; l < model_.layers.size(); ++l) {
+    if (l > 0 && batch.stop && capture_ == nullptr) {
+      auto stopped = StoppedBeforeLayer(batch);
+      if (!stopped.ok()) return stopped.status();
+      if (*stopped) {
+        return absl::CancelledError(absl::StrCat("the run was stopped (Batch::stop) before layer '",
+                                                 model_.layers[l].name, "'"));
+      }
+    }
     auto stacked = RunRecurrentStack(l, batch);
     if (!stacked.ok()) return stacked.status();
     if (*stacked > 0) {
@@ -311,6 +326,25 @@ absl::Status CudaCompiledModel::EnqueueBatch(const Batch& batch) {
   }
   host_copies_in_last_run_ = host_copies_;
   return EnqueueDownloads();
+}
+
+absl::StatusOr<bool> CudaCompiledModel::StoppedBeforeLayer(const Batch& batch) {
+  for (cudaEvent_t& e : layer_done_) {
+    if (e == nullptr) {
+      RNNSERVE_RETURN_IF_ERROR(
+          CudaOk(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate"));
+    }
+  }
+  // The layers enqueued so far end at this event; the host waits for the one recorded a layer
+  // earlier, so the GPU always has the last layer enqueued to run while the host asks.
+  cudaEvent_t now = layer_done_[layers_in_flight_ % 2];
+  RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaEventRecord(now, stream_), "cudaEventRecord"));
+  if (layers_in_flight_ > 0) {
+    cudaEvent_t before = layer_done_[(layers_in_flight_ + 1) % 2];
+    RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaEventSynchronize(before), "cudaEventSynchronize"));
+  }
+  ++layers_in_flight_;
+  return batch.stop();
 }
 
 void CudaCompiledModel::CollectOutputs(std::vector<Tensor>* outputs) {

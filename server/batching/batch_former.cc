@@ -68,7 +68,8 @@ absl::Status BatchFormer::Check(const BatchRequest& r) const {
   return absl::OkStatus();
 }
 
-absl::Status BatchFormer::Add(std::unique_ptr<BatchRequest>* request, absl::Time now) {
+absl::Status BatchFormer::Add(std::unique_ptr<BatchRequest>* request, absl::Time now,
+                              std::shared_ptr<QueuedRequest>* queued) {
   if (request == nullptr || *request == nullptr) {
     return absl::InvalidArgumentError("no request to schedule");
   }
@@ -88,10 +89,14 @@ absl::Status BatchFormer::Add(std::unique_ptr<BatchRequest>* request, absl::Time
   const int level = (*request)->priority == 0 ? std::max(1, options_.default_priority_level)
                                               : (*request)->priority;
   const absl::Time deadline = std::min((*request)->deadline, now + default_timeout_);
-  queue_.Push(std::make_shared<QueuedRequest>(std::move(*request), next_sequence_number_++, now,
-                                              deadline, level, options_.input_time_axis));
+  auto q = std::make_shared<QueuedRequest>(std::move(*request), next_sequence_number_++, now,
+                                           deadline, level, options_.input_time_axis);
+  if (queued != nullptr) *queued = q;
+  queue_.Push(std::move(q));
   return absl::OkStatus();
 }
+
+void BatchFormer::Prune() { queue_.Prune(); }
 
 std::vector<std::shared_ptr<QueuedRequest>> BatchFormer::TakeExpired(absl::Time now) {
   return queue_.TakeExpired(now);

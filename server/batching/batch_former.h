@@ -57,7 +57,11 @@ class BatchFormer {
   // caller, with INVALID_ARGUMENT (inputs that do not match the model's count, inconsistent
   // batch axes or lengths, a priority outside [0, priority_levels]), DEADLINE_EXCEEDED (its
   // deadline is at or before `now`) or RESOURCE_EXHAUSTED (max_queue_size requests queued).
-  absl::Status Add(std::unique_ptr<BatchRequest>* request, absl::Time now);
+  // On success, `queued` (when not null) gets the queued request.
+  absl::Status Add(std::unique_ptr<BatchRequest>* request, absl::Time now,
+                   std::shared_ptr<QueuedRequest>* queued = nullptr);
+  // Drops the requests that finished elsewhere (answered while queued: cancelled).
+  void Prune();
 
   // Removes the requests whose deadline is at or before `now`; the caller fails them.
   std::vector<std::shared_ptr<QueuedRequest>> TakeExpired(absl::Time now);

@@ -23,12 +23,15 @@ struct BatchRequest {
   // per row.
   engine::Batch batch;
   // The request fails with DEADLINE_EXCEEDED, costing no compute, if its rows have not all
-  // started by then.
+  // started by then; running, its work stops at the next step boundary (see `cancelled`).
   absl::Time deadline = absl::InfiniteFuture();
   // 0: the model's default level. Otherwise 1 (served first) .. the model's priority_levels.
   int priority = 0;
-  // Whether the caller gave up (its client cancelled); null: never. Step-level batching checks
-  // it between chunks; the dynamic batcher does not.
+  // Whether the caller gave up (its client cancelled, or the server's shutdown cancelled the
+  // call); null: never. Asked only before `done` is called. Every scheduler stops the request's
+  // work when it says so, or when the deadline passes: a waiting request is answered
+  // (CANCELLED, DEADLINE_EXCEEDED) within abandon_watch.h's poll interval, a running one at
+  // the next step boundary of its batch (step-level batching: between chunks).
   std::function<bool()> cancelled;
   // With run_on_caller_when_idle: whether the caller of Schedule may run the batch on its own
   // thread. false for a caller that must not block (a gRPC callback handler): a worker runs it.
@@ -67,7 +70,9 @@ struct BatcherCounters {
   int64_t computed_steps = 0;
   int64_t requests_completed = 0;  // answered with outputs
   int64_t requests_failed = 0;     // failed by the engine
-  int64_t requests_expired = 0;    // DEADLINE_EXCEEDED while queued
+  // DEADLINE_EXCEEDED while queued, or while running past its own deadline (abandon_watch.h)
+  int64_t requests_expired = 0;
+  int64_t requests_cancelled = 0;  // CANCELLED by its client, queued or running (abandon_watch.h)
   int64_t requests_rejected = 0;   // RESOURCE_EXHAUSTED: the queue was full
   int64_t queued_requests = 0;     // waiting now (a gauge)
 };

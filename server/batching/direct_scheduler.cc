@@ -33,9 +33,65 @@ DirectScheduler::DirectScheduler(const DirectSchedulerOptions& options,
     : options_(options),
       instances_(std::move(instances)),
       pool_(options.model_name, static_cast<int>(instances_.size()), std::move(probe)),
-      runner_(std::make_unique<AsyncRunner>(static_cast<int>(instances_.size()))) {}
+      runner_(std::make_unique<AsyncRunner>(static_cast<int>(instances_.size()))),
+      watch_(std::make_unique<AbandonWatch>()) {}
 
-DirectScheduler::~DirectScheduler() { runner_.reset(); }
+DirectScheduler::~DirectScheduler() {
+  runner_.reset();
+  watch_.reset();
+}
+
+absl::Status DirectScheduler::Explained(const absl::Status& why, absl::string_view what) const {
+  if (why.ok()) return why;
+  return absl::Status(why.code(),
+                      absl::StrCat("model '", options_.model_name, "': ", why.message(), what));
+}
+
+struct DirectScheduler::Waiting {
+  absl::Mutex mu;
+  std::unique_ptr<BatchRequest> request ABSL_GUARDED_BY(mu);  // null once taken
+  // The request if nobody took it yet.
+  std::unique_ptr<BatchRequest> Take() {
+    absl::MutexLock lock(&mu);
+    return std::move(request);
+  }
+};
+
+void DirectScheduler::Post(std::unique_ptr<BatchRequest> request, absl::Time queued) {
+  auto waiting = std::make_shared<Waiting>();
+  const bool watched = CanBeAbandoned(*request);
+  {
+    absl::MutexLock lock(&waiting->mu);
+    waiting->request = std::move(request);
+  }
+  if (watched) {
+    watch_->Watch([this, waiting] {
+      std::unique_ptr<BatchRequest> r;
+      absl::Status why;
+      {
+        absl::MutexLock lock(&waiting->mu);
+        if (waiting->request == nullptr) return true;  // running or answered
+        why = Abandoned(*waiting->request, absl::Now());
+        if (why.ok()) return false;
+        r = std::move(waiting->request);
+      }
+      r->done(Explained(why, "; the request did not run"));
+      Finished();
+      return true;
+    });
+  }
+  runner_->Post([this, queued, waiting](bool start) mutable {
+    std::unique_ptr<BatchRequest> taken = waiting->Take();
+    if (taken == nullptr) return;  // the watch answered it
+    if (start) {
+      Run(std::move(taken), queued);
+      return;
+    }
+    taken->done(absl::UnavailableError(absl::StrCat(
+        "model '", options_.model_name, "' is unloading; the request did not run; retry")));
+    Finished();
+  });
+}
 
 bool DirectScheduler::IsWorkerThread() const { return runner_->IsRunnerThread(); }
 
@@ -61,15 +117,7 @@ absl::Status DirectScheduler::Schedule(std::unique_ptr<BatchRequest>* request) {
     Run(std::move(taken), queued);
     return absl::OkStatus();
   }
-  runner_->Post([this, queued, taken = std::move(taken)](bool start) mutable {
-    if (start) {
-      Run(std::move(taken), queued);
-      return;
-    }
-    taken->done(absl::UnavailableError(absl::StrCat(
-        "model '", options_.model_name, "' is unloading; the request did not run; retry")));
-    Finished();
-  });
+  Post(std::move(taken), queued);
   return absl::OkStatus();
 }
 
@@ -87,12 +135,27 @@ void DirectScheduler::Finished() {
 
 void DirectScheduler::Run(std::unique_ptr<BatchRequest> request, absl::Time queued) {
   absl::StatusOr<std::vector<engine::Tensor>> result;
-  const absl::StatusOr<int> instance = pool_.Acquire(request->deadline);
+  const BatchRequest* r = request.get();
+  auto abandoned = [this, r]() -> absl::Status {
+    return Explained(Abandoned(*r, absl::Now()), "; the request did not run");
+  };
+  const absl::StatusOr<int> instance = pool_.Acquire(
+      request->deadline, r->cancelled ? std::function<absl::Status()>(abandoned) : nullptr,
+      kAbandonPollInterval);
   if (!instance.ok()) {
     result = instance.status();
+  } else if (absl::Status why = abandoned(); !why.ok()) {
+    pool_.Release(*instance, absl::OkStatus());
+    result = why;
   } else {
+    // The engine stops between steps once the caller gives up (engine::Batch::stop).
+    request->batch.stop = StopWhenAbandoned(r->cancelled, r->deadline, RealClock());
     result = RunCalls(*instance, request->batch, absl::Now() - queued);
     pool_.Release(*instance, result.status());
+    if (absl::IsCancelled(result.status())) {  // the engine stopped: say why
+      const absl::Status why = Abandoned(*r, absl::Now());
+      if (!why.ok()) result = Explained(why, "; its run was stopped");
+    }
   }
   request->done(std::move(result));
   Finished();
@@ -134,6 +197,7 @@ absl::StatusOr<std::vector<engine::Tensor>> DirectScheduler::RunCalls(int instan
   for (int64_t begin = 0; begin < B; begin += limit) {
     std::vector<engine::Tensor> out;
     engine::Batch part = SliceBatch(batch, begin, std::min(B, begin + limit));
+    part.stop = batch.stop;
     part_states.emplace_back();
     if (batch.final_states) part.final_states = &part_states.back();
     const std::optional<absl::Duration> first =

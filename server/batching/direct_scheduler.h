@@ -14,6 +14,10 @@
 //     instance.
 //   - deadlines: a request whose deadline passes before it gets an instance fails with
 //     DEADLINE_EXCEEDED and costs no compute; one already past it is refused by Schedule().
+//   - cancellation (abandon_watch.h): a request whose caller gave up (BatchRequest::cancelled,
+//     or its deadline) while it waits for a thread or an instance is answered CANCELLED (or
+//     DEADLINE_EXCEEDED) within kAbandonPollInterval and never runs; once running, its engine
+//     call stops at the next step boundary (engine::Batch::stop) and frees the instance.
 //   - faults: the rule of instance_pool.h (an instance that fails its probe leaves rotation).
 //   - every engine call is reported to the observer (BatchStats: one request; the request's
 //     wait for its instance in queue_durations of its first call).
@@ -36,12 +40,14 @@
 #include <optional>
 #include <string>
 #include <vector>
+#include "absl/strings/string_view.h"
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "engine/engine.h"
+#include "server/batching/abandon_watch.h"
 #include "server/batching/async_runner.h"
 #include "server/batching/batch_request.h"
 #include "server/batching/instance_pool.h"
@@ -89,6 +95,12 @@ class DirectScheduler final : public Scheduler {
                     std::optional<absl::Duration> waited);
   // One request fewer in flight; wakes Drain.
   void Finished();
+  // A request waiting for a runner thread, answered by whichever of the thread and the watch
+  // takes it first.
+  struct Waiting;
+  void Post(std::unique_ptr<BatchRequest> request, absl::Time queued);
+  // Abandoned's answer `why` (OK stays OK) naming the model, with `what` appended.
+  absl::Status Explained(const absl::Status& why, absl::string_view what) const;
 
   const DirectSchedulerOptions options_;
   const std::vector<engine::CompiledModel*> instances_;
@@ -100,8 +112,9 @@ class DirectScheduler final : public Scheduler {
   // running on a runner's.
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
-  // Declared last: stops (answering what it has not started) before the rest is destroyed.
+  // Declared last: stop (answering what they have not started) before the rest is destroyed.
   std::unique_ptr<AsyncRunner> runner_;
+  std::unique_ptr<AbandonWatch> watch_;
 };
 
 }  // namespace rnnserve::server::batching

@@ -49,6 +49,7 @@ DynamicBatcher::DynamicBatcher(const DynamicBatcherOptions& options,
       live_workers_(static_cast<int>(instances_.size())) {}
 
 DynamicBatcher::~DynamicBatcher() {
+  watch_.reset();
   std::vector<std::shared_ptr<QueuedRequest>> left;
   {
     absl::MutexLock lock(&mu_);
@@ -68,6 +69,8 @@ absl::Status DynamicBatcher::Schedule(std::unique_ptr<BatchRequest>* request) {
   int instance = -1;
   std::vector<std::shared_ptr<QueuedRequest>> expired;
   std::optional<FormedBatch> batch;
+  std::shared_ptr<QueuedRequest> queued;
+  const bool watched = *request != nullptr && CanBeAbandoned(**request);
   {
     absl::MutexLock lock(&mu_);
     if (live_workers_ == 0) return retired_status_;
@@ -77,7 +80,7 @@ absl::Status DynamicBatcher::Schedule(std::unique_ptr<BatchRequest>* request) {
     }
     const bool on_caller = options_.run_on_caller_when_idle && !options_.wait_when_idle &&
                            (*request)->may_run_on_caller;
-    const absl::Status s = former_.Add(request, clock_->Now());
+    const absl::Status s = former_.Add(request, clock_->Now(), watched ? &queued : nullptr);
     if (!s.ok()) {
       if (absl::IsResourceExhausted(s)) ++counters_.requests_rejected;
       return s;
@@ -105,8 +108,26 @@ absl::Status DynamicBatcher::Schedule(std::unique_ptr<BatchRequest>* request) {
     // takes its own request to a free instance wakes no one (a wasted thread wake-up a request).
     if (instance < 0 || former_.queued_requests() > 0) ++version_;
   }
+  if (queued != nullptr) WatchRequest(queued);
   if (instance >= 0) RunClaimed(instance, std::move(expired), batch);
   return absl::OkStatus();
+}
+
+void DynamicBatcher::WatchRequest(const std::shared_ptr<QueuedRequest>& request) {
+  watch_->Watch([this, weak = std::weak_ptr<QueuedRequest>(request)] {
+    const std::shared_ptr<QueuedRequest> r = weak.lock();
+    if (r == nullptr || r->finished()) return true;
+    const absl::Status why = r->FailIfAbandoned(
+        clock_->Now(),
+        absl::StrCat("; model '", options_.model_name,
+                     "' dropped the request from its queue or its batch"),
+        [this](const absl::Status& why) {
+          absl::MutexLock lock(&mu_);
+          ++(absl::IsCancelled(why) ? counters_.requests_cancelled : counters_.requests_expired);
+          former_.Prune();  // it leaves the queue before it is answered
+        });
+    return !why.ok() || r->finished();
+  });
 }
 
 bool DynamicBatcher::RunClaimed(int instance, std::vector<std::shared_ptr<QueuedRequest>> expired,
@@ -233,7 +254,8 @@ absl::Status DynamicBatcher::Execute(int instance, const FormedBatch& batch) {
   const absl::Time start = clock_->Now();
   stats.status = RunRows(instance, batch.rows, &outcome);
   absl::Status fault = IsEngineFault(stats.status) ? stats.status : absl::OkStatus();
-  if (!stats.status.ok() && batch.requests > 1) {
+  // CANCELLED: the engine stopped because no request of the batch is still wanted (RunRows).
+  if (!stats.status.ok() && batch.requests > 1 && !absl::IsCancelled(stats.status)) {
     // One request may have made the engine fail the batch: run each alone, so that it fails
     // alone and the others still get their answers.
     absl::Span<const BatchRow> rows(batch.rows);
@@ -277,6 +299,20 @@ absl::Status DynamicBatcher::RunRows(int instance, absl::Span<const BatchRow> ro
   GatheredBatch gathered = GatherRows(rows, options_.input_time_axis, *instances_[instance]);
   std::map<std::string, std::vector<engine::Tensor>> final_states;
   if (gathered.wants_final_states) gathered.batch.final_states = &final_states;
+  // The requests of the rows: once every one has been answered (the watch answers those whose
+  // caller gave up), the engine stops at its next step boundary.
+  std::vector<const QueuedRequest*> requests;
+  for (const BatchRow& row : rows) {
+    if (requests.empty() || requests.back() != row.request.get()) {
+      requests.push_back(row.request.get());
+    }
+  }
+  gathered.batch.stop = [requests = std::move(requests)] {
+    for (const QueuedRequest* r : requests) {
+      if (!r->finished()) return false;
+    }
+    return true;
+  };
   std::vector<engine::Tensor> outputs;
   if (absl::Status s = instances_[instance]->Run(gathered.batch, &outputs); !s.ok()) return s;
   const Delivered d =

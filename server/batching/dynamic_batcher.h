@@ -21,6 +21,11 @@
 //   - deadlines: a request's deadline, shortened to default_timeout_us after it queued when
 //     that is set. A request whose deadline comes while any of its rows waits fails with
 //     DEADLINE_EXCEEDED and costs no compute; one already past it is refused by Schedule().
+//   - cancellation (abandon_watch.h): a request whose caller gave up (BatchRequest::cancelled,
+//     or its own deadline) is answered CANCELLED or DEADLINE_EXCEEDED within
+//     kAbandonPollInterval, queued or running: it leaves the queue, its rows in a running batch
+//     are dropped (not delivered), and a batch none of whose requests is still wanted stops at
+//     the next step boundary (engine::Batch::stop).
 //   - priority_levels: level 1 is served first; a level waits while a higher one has rows
 //     queued (under sustained higher-priority load, lower levels starve: that is the point).
 //   - lengths: requests of different lengths share a batch; the time axis is padded to the
@@ -63,6 +68,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "engine/engine.h"
+#include "server/batching/abandon_watch.h"
 #include "server/batching/batch_former.h"
 #include "server/batching/batch_request.h"
 #include "server/batching/batcher_options.h"
@@ -123,6 +129,8 @@ class DynamicBatcher final : public Scheduler {
   // Runs the rows on the instance and delivers or fails them; returns the engine's status.
   struct RowOutcome;
   absl::Status RunRows(int instance, absl::Span<const BatchRow> rows, RowOutcome* outcome);
+  // Watches `request` (abandon_watch.h) until it finishes.
+  void WatchRequest(const std::shared_ptr<QueuedRequest>& request);
 
   const DynamicBatcherOptions options_;
   const std::vector<engine::CompiledModel*> instances_;
@@ -149,6 +157,8 @@ class DynamicBatcher final : public Scheduler {
   InstancePool::Probe probe_ ABSL_GUARDED_BY(observer_mu_);
 
   std::vector<std::thread> workers_;  // started in Create, joined in the destructor
+  // Answers queued and running requests whose caller gave up; destroyed first.
+  std::unique_ptr<AbandonWatch> watch_ = std::make_unique<AbandonWatch>();
 };
 
 }  // namespace rnnserve::server::batching

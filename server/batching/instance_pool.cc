@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 
 namespace rnnserve::server::batching {
 
@@ -14,7 +15,9 @@ InstancePool::InstancePool(std::string name, int count, Probe probe)
   for (int i = 0; i < count; ++i) free_.push_back(i);
 }
 
-absl::StatusOr<int> InstancePool::Acquire(absl::Time deadline) {
+absl::StatusOr<int> InstancePool::Acquire(absl::Time deadline,
+                                          const std::function<absl::Status()>& abandoned,
+                                          absl::Duration poll) {
   absl::MutexLock lock(&mu_);
   struct Ready {
     const InstancePool* p;
@@ -23,9 +26,15 @@ absl::StatusOr<int> InstancePool::Acquire(absl::Time deadline) {
     }
   };
   const Ready ready{this};
-  if (!mu_.AwaitWithDeadline(absl::Condition(&ready), deadline)) {
-    return absl::DeadlineExceededError(
-        absl::StrCat("model '", name_, "': the deadline passed while every instance was busy"));
+  for (;;) {
+    const absl::Time until = abandoned ? std::min(deadline, absl::Now() + poll) : deadline;
+    if (mu_.AwaitWithDeadline(absl::Condition(&ready), until)) break;
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("model '", name_, "': the deadline passed while every instance was busy"));
+    }
+    if (!abandoned) continue;
+    if (absl::Status s = abandoned(); !s.ok()) return s;
   }
   if (HealthyLocked() == 0) {
     return absl::UnavailableError(absl::StrCat("model '", name_,

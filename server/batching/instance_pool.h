@@ -41,8 +41,11 @@ class InstancePool {
   InstancePool(std::string name, int count, Probe probe);
 
   // A free instance; DEADLINE_EXCEEDED when none frees before `deadline`, UNAVAILABLE when
-  // every instance has left the pool.
-  absl::StatusOr<int> Acquire(absl::Time deadline);
+  // every instance has left the pool. `abandoned` (null: never), asked every `poll` while it
+  // waits, ends the wait with the status it returns when that is not OK (a cancelled caller).
+  absl::StatusOr<int> Acquire(absl::Time deadline,
+                              const std::function<absl::Status()>& abandoned = nullptr,
+                              absl::Duration poll = absl::Milliseconds(10));
   // Instance `instance` once it is free; UNAVAILABLE when it has left the pool.
   absl::Status AcquireInstance(int instance);
   // Gives the instance back after a call that returned `status` (see FAULTS).

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/batching/abandon_watch.h"
 
 namespace rnnserve::server::batching {
 namespace {
@@ -166,6 +167,24 @@ QueuedRequest::Outcome QueuedRequest::Deliver(
   }
   request_->done(std::move(answer));
   return Outcome::kCompleted;
+}
+
+absl::Status QueuedRequest::FailIfAbandoned(
+    absl::Time now, absl::string_view context,
+    absl::FunctionRef<void(const absl::Status&)> before_done) {
+  absl::Status why;
+  {
+    absl::MutexLock lock(&mu_);
+    // finished_ is set under mu_ before `done` starts: the caller's context still lives.
+    if (finished()) return absl::OkStatus();
+    why = Abandoned(*request_, now);
+    if (why.ok()) return why;
+    why = absl::Status(why.code(), absl::StrCat(why.message(), context));
+    finished_.store(true, std::memory_order_release);
+  }
+  before_done(why);
+  request_->done(why);
+  return why;
 }
 
 bool QueuedRequest::Fail(absl::Status status) {

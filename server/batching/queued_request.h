@@ -13,8 +13,10 @@
 #include <memory>
 #include <string>
 #include <vector>
+#include "absl/strings/string_view.h"
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -78,6 +80,13 @@ class QueuedRequest {
   // Calls `done` with `status` unless the request has finished already. Returns true when it
   // did.
   bool Fail(absl::Status status);
+  // When the caller gave up (abandon_watch.h's Abandoned: cancelled, or the request's own
+  // deadline, not the queue's timeout, at `now`) and the request has not finished, calls
+  // `done` with why, `context` appended to the message, and returns that status; OK otherwise.
+  // `before_done` runs first, with that status, once the request counts as finished. Asks
+  // BatchRequest::cancelled only while `done` has not started.
+  absl::Status FailIfAbandoned(absl::Time now, absl::string_view context,
+                               absl::FunctionRef<void(const absl::Status&)> before_done);
 
  private:
   const std::unique_ptr<BatchRequest> request_;

@@ -48,15 +48,18 @@ using OutputAllocator =
 
 // Per-request scheduling options.
 struct RunOptions {
-  // The request fails with DEADLINE_EXCEEDED, costing no compute, if it has not started by then.
+  // The request fails with DEADLINE_EXCEEDED, costing no compute, if it has not started by then;
+  // a running request's work stops at its next step boundary (see `cancelled`).
   absl::Time deadline = absl::InfiniteFuture();
   // With dynamic batching: 0 is the model's dynamic_batching.default_priority_level; 1 is
   // served first, then 2, up to priority_levels (larger values are INVALID_ARGUMENT). Without
   // dynamic batching requests are not queued and priority plays no part.
   int priority = 0;
-  // Whether the client has cancelled the call; null: it cannot. Step-level batching checks it
-  // between chunks and drops the request's sequences from their slots (CANCELLED); the other
-  // schedulers do not poll it.
+  // Whether the client has cancelled the call; null: it cannot. Every scheduler polls it, with
+  // the deadline, and stops the request's work (server/batching/abandon_watch.h): waiting, it
+  // is answered CANCELLED; running, its engine call stops at the next step boundary once no
+  // request of the batch is still wanted; step-level batching drops its sequences from their
+  // slots at the next chunk. Asked only until the answer is given.
   std::function<bool()> cancelled;
   // Who sent the request (server/limits/caller_identity.h: a hash of its token, or its peer);
   // a sequence belongs to the caller that started it. Empty: unknown.

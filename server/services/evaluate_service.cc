@@ -128,8 +128,9 @@ absl::Status EvaluateChunk(const v1::EvaluateRequest& req, const Servable& model
   // activation's logits, which the model then returns as one more output, last.
   const bool with_logits = loss->cross_entropy() && model.HasOutputLogits(output);
   std::vector<engine::Tensor> outputs;
-  const absl::Status ran = with_logits ? model.RunWithLogits(output, *batch, &outputs, options)
-                                       : model.Run(*std::move(batch), &outputs, options);
+  const absl::Status ran = with_logits
+                               ? model.RunWithLogits(output, *std::move(batch), &outputs, options)
+                               : model.Run(*std::move(batch), &outputs, options);
   if (!ran.ok()) return ran;
   const engine::Tensor& y_pred = outputs[output];
   if (!*acc) {

@@ -10,8 +10,8 @@
 //
 // Unary calls do not ask ServerContext::IsCancelled() before running: on the synchronous API
 // that question polls the completion queue (a system call on every request), and it could
-// only catch a cancel in the microseconds of decoding. A cancelled call's answer is dropped by
-// gRPC; the request's deadline is what stops queued work (RunOptions::deadline).
+// only catch a cancel in the microseconds of decoding. The scheduler asks it while the request
+// waits or runs (RunOptions::cancelled, with its deadline) and stops its work.
 
 #include "rnnserve/v1/rnnserve.grpc.pb.h"
 #include "server/auth/access_control.h"

@@ -312,6 +312,47 @@ TEST(GpuEngineTest, EmbeddingLstmDenseSoftmaxMatchesCpu) {
   ExpectSameOutputs(**gpu, **cpu, batch);
 }
 
+// Batch::stop (engine/engine.h): asked before the run and between layers; a run it stops
+// returns CANCELLED, and the instance then answers the next batch as the CPU engine does.
+TEST(GpuEngineTest, StopBetweenLayersEndsTheRunCancelledAndTheNextRunMatchesCpu) {
+  RNNSERVE_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(31);
+  // x [B, T, 8] -> LSTM(16), last output -> Dense(4): two layers, never stacked.
+  engine::Model model = RandomRnnModel({.input = 8, .hidden = 16, .return_sequences = false});
+  engine::DenseSpec dense{.in = 16,
+                          .out = 4,
+                          .kernel = RandomVector(&rng, 64, 0.5f),
+                          .bias = RandomVector(&rng, 4, 0.5f),
+                          .activation = engine::Activation::Of(ActivationKind::kTanh)};
+  model.layers.push_back(engine::Layer{"dense", "Dense", dense, {1}, {2}});
+  model.output_values = {2};
+  model.num_values = 3;
+  auto gpu = CompileOn(EngineKind::kCuda, model);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  auto cpu = CompileOn(EngineKind::kCpu, model);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+
+  engine::Batch batch{RandomInputs(model, 3, 200, 32), {}};
+  int asked = 0;
+  batch.stop = [&asked] { return ++asked >= 2; };  // wanted at the start, not after the LSTM
+  std::vector<Tensor> out;
+  const absl::Status s = (*gpu)->Run(batch, &out);
+  EXPECT_TRUE(absl::IsCancelled(s)) << s;
+  EXPECT_EQ(asked, 2);
+  EXPECT_TRUE(absl::StrContains(s.message(), "dense")) << s;
+
+  // A stop that never says stop changes nothing; nor does the stopped run before it.
+  asked = 0;
+  batch.stop = [&asked] {
+    ++asked;
+    return false;
+  };
+  ExpectSameOutputs(**gpu, **cpu, batch);
+  EXPECT_GE(asked, 1);
+  batch.stop = nullptr;
+  ExpectSameOutputs(**gpu, **cpu, batch);
+}
+
 TEST(GpuEngineTest, WrongFeatureWidthIsInvalidArgumentNamingTheLayer) {
   RNNSERVE_SKIP_WITHOUT_GPU();
   const engine::Model model = RandomRnnModel({});

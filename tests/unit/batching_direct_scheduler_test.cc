@@ -3,6 +3,8 @@
 
 #include "server/batching/direct_scheduler.h"
 
+#include <atomic>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -162,6 +164,110 @@ TEST(DirectSchedulerTest, DrainWaitsForRunningRequestsAndThenRefuses) {
   auto again = MakeRequest({.id = 8}, &late);
   EXPECT_TRUE(absl::IsUnavailable(s->Schedule(&again)));
   EXPECT_NE(again, nullptr);
+}
+
+// A cancel flag the test flips, as a client's cancel flips ServerContext::IsCancelled.
+std::function<bool()> CancelFlag(std::shared_ptr<std::atomic<bool>>* flag) {
+  *flag = std::make_shared<std::atomic<bool>>(false);
+  return [f = *flag] { return f->load(); };
+}
+
+// Generous: an answer that comes at all comes within milliseconds (kAbandonPollInterval).
+constexpr absl::Duration kAnswerBound = absl::Seconds(20);
+
+TEST(DirectSchedulerTest, ACancelledWaitingRequestLeavesAtOnceAndNeverRunsAndTheNextRuns) {
+  FakeEngine engine;
+  engine.Gate();
+  auto s = Make(&engine, 0);
+  ASSERT_NE(s, nullptr);
+  std::shared_ptr<Answer> running, cancelled, next;
+  auto a = MakeRequest({.id = 11}, &running);
+  a->may_run_on_caller = false;
+  ASSERT_TRUE(s->Schedule(&a).ok());
+  engine.AwaitCalls(1);  // the only instance is busy
+  std::shared_ptr<std::atomic<bool>> flag;
+  auto b = MakeRequest({.id = 12}, &cancelled);
+  b->may_run_on_caller = false;
+  b->cancelled = CancelFlag(&flag);
+  ASSERT_TRUE(s->Schedule(&b).ok());
+  auto c = MakeRequest({.id = 13}, &next);
+  c->may_run_on_caller = false;
+  ASSERT_TRUE(s->Schedule(&c).ok());
+  flag->store(true);
+  // Answered while the instance is still busy: it left the queue.
+  ASSERT_TRUE(cancelled->done.WaitForNotificationWithTimeout(kAnswerBound));
+  EXPECT_TRUE(absl::IsCancelled(cancelled->result.status())) << cancelled->result.status();
+  EXPECT_FALSE(running->done.HasBeenNotified());
+  engine.Open();
+  running->done.WaitForNotification();
+  next->done.WaitForNotification();
+  EXPECT_TRUE(IsOwnAnswer(*running, {.id = 11}));
+  EXPECT_TRUE(IsOwnAnswer(*next, {.id = 13}));
+  ASSERT_EQ(engine.calls(), 2);  // the cancelled request never reached the engine
+  EXPECT_EQ(engine.seen()[1].first_steps, (std::vector<float>{13}));
+  EXPECT_EQ(cancelled->calls, 1);
+}
+
+TEST(DirectSchedulerTest, ACallerWaitingForABusyInstanceStopsWaitingWhenItsClientCancels) {
+  FakeEngine engine;
+  engine.Gate();
+  auto s = Make(&engine, 0);
+  ASSERT_NE(s, nullptr);
+  std::shared_ptr<Answer> running, waiting;
+  auto a = MakeRequest({.id = 31}, &running);
+  a->may_run_on_caller = false;
+  ASSERT_TRUE(s->Schedule(&a).ok());
+  engine.AwaitCalls(1);
+  // A synchronous caller waits for the busy instance on its own thread (InstancePool::Acquire).
+  std::shared_ptr<std::atomic<bool>> flag;
+  auto b = MakeRequest({.id = 32}, &waiting);
+  b->caller_blocks = true;
+  b->cancelled = CancelFlag(&flag);
+  std::thread caller([&] { EXPECT_TRUE(s->Schedule(&b).ok()); });
+  flag->store(true);
+  ASSERT_TRUE(waiting->done.WaitForNotificationWithTimeout(kAnswerBound));
+  caller.join();
+  EXPECT_TRUE(absl::IsCancelled(waiting->result.status())) << waiting->result.status();
+  EXPECT_FALSE(running->done.HasBeenNotified());
+  engine.Open();
+  running->done.WaitForNotification();
+  EXPECT_TRUE(IsOwnAnswer(*running, {.id = 31}));
+  EXPECT_EQ(engine.calls(), 1);
+}
+
+TEST(DirectSchedulerTest,
+     ARunningRequestStopsAtTheNextStepOnceItsClientCancelsOrItsDeadlinePasses) {
+  for (const bool by_deadline : {false, true}) {
+    SCOPED_TRACE(by_deadline ? "deadline" : "cancel");
+    FakeEngine engine;
+    engine.Gate();
+    auto s = Make(&engine, 0);
+    ASSERT_NE(s, nullptr);
+    std::shared_ptr<Answer> running;
+    std::shared_ptr<std::atomic<bool>> flag;
+    auto a = MakeRequest(
+        {.id = 21,
+         .deadline = by_deadline ? absl::Now() + absl::Milliseconds(50) : absl::InfiniteFuture()},
+        &running);
+    a->may_run_on_caller = false;
+    a->cancelled = CancelFlag(&flag);
+    ASSERT_TRUE(s->Schedule(&a).ok());
+    engine.AwaitCalls(1);
+    if (!by_deadline) flag->store(true);
+    // The gate stays shut: only the engine's stop ends the run.
+    ASSERT_TRUE(running->done.WaitForNotificationWithTimeout(kAnswerBound));
+    EXPECT_EQ(running->result.status().code(),
+              by_deadline ? absl::StatusCode::kDeadlineExceeded : absl::StatusCode::kCancelled)
+        << running->result.status();
+    EXPECT_EQ(engine.stopped(), 1);
+    // The instance is free again for the next request.
+    engine.Open();
+    std::shared_ptr<Answer> next;
+    auto b = MakeRequest({.id = 22}, &next);
+    ASSERT_TRUE(s->Schedule(&b).ok());
+    next->done.WaitForNotification();
+    EXPECT_TRUE(IsOwnAnswer(*next, {.id = 22}));
+  }
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 
 #include "server/batching/dynamic_batcher.h"
 
+#include <atomic>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -622,6 +624,96 @@ TEST_F(DynamicBatcherTest, CallerThatFaultsTheLastInstanceRetiresItAndLaterReque
   std::shared_ptr<Answer> late;
   auto r = MakeRequest({.id = 200}, &late);
   EXPECT_EQ(batcher_->Schedule(&r).code(), absl::StatusCode::kUnavailable);
+}
+
+// A cancel flag the test flips, as a client's cancel flips ServerContext::IsCancelled.
+std::function<bool()> CancelFlag(std::shared_ptr<std::atomic<bool>>* flag) {
+  *flag = std::make_shared<std::atomic<bool>>(false);
+  return [f = *flag] { return f->load(); };
+}
+
+// Generous: an answer that comes at all comes within milliseconds (kAbandonPollInterval).
+constexpr absl::Duration kAnswerBound = absl::Seconds(20);
+
+TEST_F(DynamicBatcherTest, ACancelledQueuedRequestLeavesTheQueueAtOnceAndTheNextRuns) {
+  Start(WorkConserving());
+  engine().Gate();
+  auto first = Schedule({.id = 100});
+  engine().AwaitCalls(1);  // the only instance is busy
+  std::shared_ptr<Answer> cancelled;
+  std::shared_ptr<std::atomic<bool>> flag;
+  auto r = MakeRequest({.id = 200}, &cancelled);
+  r->cancelled = CancelFlag(&flag);
+  ASSERT_TRUE(batcher_->Schedule(&r).ok());
+  auto next = Schedule({.id = 300});
+  EXPECT_EQ(batcher_->counters().queued_requests, 2);
+  flag->store(true);
+  // Answered while the instance is still busy, and out of the queue.
+  ASSERT_TRUE(cancelled->done.WaitForNotificationWithTimeout(kAnswerBound));
+  EXPECT_TRUE(absl::IsCancelled(cancelled->result.status())) << cancelled->result.status();
+  EXPECT_EQ(batcher_->counters().queued_requests, 1);
+  EXPECT_EQ(batcher_->counters().requests_cancelled, 1);
+  EXPECT_FALSE(first->done.HasBeenNotified());
+  engine().Open();
+  next->done.WaitForNotification();
+  first->done.WaitForNotification();
+  EXPECT_TRUE(IsOwnAnswer(*next, {.id = 300}));
+  ASSERT_EQ(engine().calls(), 2);
+  EXPECT_EQ(engine().seen()[1].first_steps, (std::vector<float>{300}));  // not 200's rows
+  EXPECT_EQ(cancelled->calls, 1);
+}
+
+TEST_F(DynamicBatcherTest, ABatchWhoseEveryRequestWasCancelledStopsAndTheInstanceServesTheNext) {
+  Start(WorkConserving());
+  engine().Gate();
+  std::shared_ptr<Answer> running;
+  std::shared_ptr<std::atomic<bool>> flag;
+  auto r = MakeRequest({.id = 100}, &running);
+  r->cancelled = CancelFlag(&flag);
+  r->may_run_on_caller = false;
+  ASSERT_TRUE(batcher_->Schedule(&r).ok());
+  engine().AwaitCalls(1);
+  flag->store(true);
+  // The gate stays shut: only the engine's stop ends the run.
+  ASSERT_TRUE(running->done.WaitForNotificationWithTimeout(kAnswerBound));
+  EXPECT_TRUE(absl::IsCancelled(running->result.status())) << running->result.status();
+  engine().AwaitStopped(1);  // the engine call ended on its stop, the gate still shut
+  engine().Open();
+  auto next = Schedule({.id = 200});
+  next->done.WaitForNotification();
+  EXPECT_TRUE(IsOwnAnswer(*next, {.id = 200}));
+  EXPECT_EQ(engine().stopped(), 1);
+  EXPECT_EQ(running->calls, 1);
+  EXPECT_EQ(batcher_->counters().requests_cancelled, 1);
+}
+
+TEST_F(DynamicBatcherTest,
+       ACancelledRequestsRowsAreDroppedFromItsRunningBatchAndTheOthersGetTheirs) {
+  Start(Options());
+  engine().Gate();
+  clock_.AwaitSleeps(1);  // the worker sleeps on the empty queue
+  std::shared_ptr<Answer> cancelled;
+  std::shared_ptr<std::atomic<bool>> flag;
+  auto r = MakeRequest({.id = 100, .rows = 2}, &cancelled);
+  r->cancelled = CancelFlag(&flag);
+  ASSERT_TRUE(batcher_->Schedule(&r).ok());
+  const RequestSpec wanted_spec{.id = 200};
+  auto wanted = Schedule(wanted_spec);
+  clock_.AwaitSleeps(2);
+  clock_.AdvanceMicros(10);  // the delay is over: one batch of both requests' rows
+  engine().AwaitCalls(1);
+  EXPECT_EQ(engine().seen()[0].first_steps.size(), 3u);
+  flag->store(true);
+  // Answered while its batch still runs; the batch goes on for the request still wanted.
+  ASSERT_TRUE(cancelled->done.WaitForNotificationWithTimeout(kAnswerBound));
+  EXPECT_TRUE(absl::IsCancelled(cancelled->result.status())) << cancelled->result.status();
+  EXPECT_FALSE(wanted->done.HasBeenNotified());
+  engine().Open();
+  wanted->done.WaitForNotification();
+  EXPECT_TRUE(IsOwnAnswer(*wanted, wanted_spec));
+  EXPECT_EQ(engine().stopped(), 0);
+  EXPECT_EQ(engine().calls(), 1);
+  EXPECT_EQ(cancelled->calls, 1);  // its rows were not delivered after the answer
 }
 
 TEST(DynamicBatcherCreateTest, BadOptionsAreInvalidArgumentNamingTheField) {

@@ -25,7 +25,15 @@ absl::Status FakeEngine::Run(const engine::Batch& batch, std::vector<engine::Ten
   }
   if (delay > absl::ZeroDuration()) absl::SleepFor(delay);
   if (fault) return absl::InternalError("fake engine: device fault");
-  if (gated_) gate_.WaitForNotification();
+  if (gated_) {
+    while (!gate_.WaitForNotificationWithTimeout(absl::Milliseconds(1))) {
+      if (batch.stop && batch.stop()) {
+        absl::MutexLock lock(&mu_);
+        ++stopped_;
+        return absl::CancelledError("fake engine: stopped (Batch::stop)");
+      }
+    }
+  }
   if (bad) return absl::InvalidArgumentError("fake engine: negative first step");
   engine::Tensor echo = engine::Tensor::Float({B, T, 1});  // [B, T, 1]
   engine::Tensor summary = engine::Tensor::Float({B, 2});  // [B, 2]: length, sum
@@ -64,9 +72,25 @@ std::vector<SeenBatch> FakeEngine::seen() const {
   return seen_;
 }
 
+int FakeEngine::stopped() const {
+  absl::MutexLock lock(&mu_);
+  return stopped_;
+}
+
 int FakeEngine::calls() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int>(seen_.size());
+}
+
+void FakeEngine::AwaitStopped(int n) const {
+  struct Enough {
+    const int* stopped;
+    int n;
+    bool operator()() const { return *stopped >= n; }
+  };
+  absl::MutexLock lock(&mu_);
+  const Enough enough{&stopped_, n};
+  mu_.Await(absl::Condition(&enough));
 }
 
 void FakeEngine::AwaitCalls(int n) const {

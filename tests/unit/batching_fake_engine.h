@@ -56,8 +56,13 @@ class FakeEngine final : public engine::CompiledModel {
     absl::MutexLock lock(&mu_);
     delay_ = d;
   }
-  // Run() blocks, after recording its batch, until Open() is called.
+  // Run() blocks, after recording its batch, until Open() is called. While it waits it asks
+  // the batch's stop every millisecond, as an engine asks between steps, and returns CANCELLED
+  // when that says stop (counted by stopped()).
   void Gate() { gated_ = true; }
+  int stopped() const;
+  // Blocks until Run() has returned `n` times after the batch's stop said so.
+  void AwaitStopped(int n) const;
   void Open() { gate_.Notify(); }
   // Notifies `n` when the engine is destroyed (with the servable that owns it).
   void NotifyOnDestruction(absl::Notification* n) { destroyed_ = n; }
@@ -68,6 +73,7 @@ class FakeEngine final : public engine::CompiledModel {
   mutable absl::Mutex mu_;
   std::vector<SeenBatch> seen_ ABSL_GUARDED_BY(mu_);
   int internal_failures_ ABSL_GUARDED_BY(mu_) = 0;
+  int stopped_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Duration delay_ ABSL_GUARDED_BY(mu_);
   bool fail_on_negative_ = false;  // set before use
   bool gated_ = false;             // set before use

@@ -2,7 +2,7 @@
 # (fixtures from models/scripts/make_cpu_fixtures.py).
 foreach(t cpu_recurrent_test cpu_keras_recurrent_test cpu_layers_test cpu_engine_test
           cpu_kernels_test cpu_quant_gemm_test cpu_phase_runner_test cpu_row_split_test
-          cpu_work_team_test)
+          cpu_work_team_test cpu_stop_test)
   if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/${t}.cc)
     rnnserve_test(${t} unit ${CMAKE_CURRENT_LIST_DIR}/${t}.cc)
   endif()

@@ -194,6 +194,7 @@ void KServeService::Infer(const InferTarget& target, InferExchange* exchange, Fi
     return Finish(std::move(call), s);
   }
   decoded->options.deadline = std::min(decoded->options.deadline, target.deadline);
+  if (target.cancelled) decoded->options.cancelled = target.cancelled;
   call->decoded = *std::move(decoded);
   call->decoded_at = absl::Now();
   call->input = call->decoded_at - call->start;
@@ -327,6 +328,7 @@ InferTarget TargetOf(const grpc::ServerContextBase& context,
   if (context.deadline() != std::chrono::system_clock::time_point::max()) {
     target.deadline = absl::FromChrono(context.deadline());
   }
+  target.cancelled = [&context] { return context.IsCancelled(); };
   return target;
 }
 

@@ -15,9 +15,9 @@
 //     version NOT_FOUND; bad datatype, shape, contents or parameter INVALID_ARGUMENT naming the
 //     input and the expected value; a sequence request without a state store
 //     UNIMPLEMENTED; the servable's own codes (DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED) as is.
-//     The client's deadline bounds the wait; ServerContext::IsCancelled() is not asked (on
-//     the synchronous API it polls the completion queue, a system call per request), so a
-//     cancelled request runs and gRPC drops its answer.
+//     The client's deadline bounds the wait, and its cancel (ServerContext::IsCancelled, asked
+//     by the scheduler while the request waits or runs: server/batching/abandon_watch.h) stops
+//     the request's work.
 //   - ModelStreamInfer: each request is answered on the stream, in order. A failed request is
 //     answered with error_message "<CODE>: <message>" and the stream goes on.
 //   - ModelConfig: see model_config_view.h. ModelStatistics: see statistics.h (every front end's
@@ -33,6 +33,7 @@
 // below (Infer, Metadata, ...), so that both transports share one flow and one statistics.
 // Model versions are strings on this protocol: "" is the newest loaded version.
 
+#include <functional>
 #include <string>
 
 #include "absl/functional/any_invocable.h"
@@ -98,6 +99,8 @@ struct InferTarget {
   std::string version;        // "" the newest loaded
   int64_t request_bytes = 0;  // reserved in the byte budget; 0: the transport holds them
   absl::Time deadline = absl::InfiniteFuture();
+  // Whether the client cancelled the call (RunOptions::cancelled); null: it cannot tell.
+  std::function<bool()> cancelled;
   // Count the request in its model's metrics here: a streamed ModelInfer (the metrics
   // interceptor counts the stream as one call) and an HTTP request (no interceptor).
   bool count_request = false;
