@@ -34,10 +34,11 @@ absl::StatusOr<std::vector<Layer>> Recogniser::Layers(const std::string& top_ret
     if (!s.ok()) return Error(s.status().message());
     if (s->kind == Source::Kind::kModelInput) {
       if (!open_masks_.empty()) {
-        return absl::UnimplementedError(absl::StrCat(
-            dir_, ": a SavedModel without Keras metadata whose recurrent layer is masked by "
-                  "something other than a Masking or Embedding(mask_zero=True) layer",
-            kBringKeras));
+        return absl::UnimplementedError(
+            absl::StrCat(dir_,
+                         ": a SavedModel without Keras metadata whose recurrent layer is masked by "
+                         "something other than a Masking or Embedding(mask_zero=True) layer",
+                         kBringKeras));
       }
       if (!pending_activation.empty()) {
         layers.push_back(
@@ -52,9 +53,9 @@ absl::StatusOr<std::vector<Layer>> Recogniser::Layers(const std::string& top_ret
     const Frame& frame = *s->frame;
     if (const char* act = ActivationOf(node.op())) {
       if (!pending_activation.empty()) {  // an Activation layer after this one
-        layers.push_back({Json{{"class_name", "Activation"},
-                               {"config", {{"activation", pending_activation}}}},
-                          {}});
+        layers.push_back(
+            {Json{{"class_name", "Activation"}, {"config", {{"activation", pending_activation}}}},
+             {}});
       }
       pending_activation = act;
       auto in = FunctionGraph::Input(node, 0);

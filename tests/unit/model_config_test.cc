@@ -118,8 +118,8 @@ TEST(ModelConfigVersionLabels, TfServingsSyntaxParsesAndBadLabelsAreRefused) {
   EXPECT_EQ(config->version_labels().at("stable"), 1);
   EXPECT_EQ(config->version_labels().at("canary"), 2);
   EXPECT_TRUE(ValidateModelConfig(*config, "c/config.pbtxt").ok());
-  for (const char* bad : {"version_labels { key: \"\" value: 1 }",
-                          "version_labels { key: \"old\" value: 0 }"}) {
+  for (const char* bad :
+       {"version_labels { key: \"\" value: 1 }", "version_labels { key: \"old\" value: 0 }"}) {
     const absl::Status s = ParseModelConfig(bad, "c/config.pbtxt").status();
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_TRUE(absl::StrContains(s.message(), "version_labels")) << s;

@@ -57,10 +57,10 @@ absl::StatusOr<int64_t> LabelledVersion(const ModelRepository& repository, const
     std::vector<std::string> known;
     for (const auto& [label, version] : labels) known.push_back(label);
     std::sort(known.begin(), known.end());
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Unrecognized servable version label: ", target.label, " (model '", target.name,
-        "' has ", known.empty() ? "none" : absl::StrJoin(known, ", "),
-        "; labels are set by version_labels in its config.pbtxt)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Unrecognized servable version label: ", target.label, " (model '",
+                     target.name, "' has ", known.empty() ? "none" : absl::StrJoin(known, ", "),
+                     "; labels are set by version_labels in its config.pbtxt)"));
   }
   return it->second;
 }
