@@ -233,8 +233,9 @@ TEST_F(SecureServerTest, KServeSequenceOfAnotherTokenCannotBeContinuedOrRestarte
   };
   // Two valid inference tokens: two clients.
   ASSERT_EQ(call(kInferenceToken, true, false), grpc::StatusCode::OK);
-  EXPECT_EQ(call("first-unused-token", false, false), grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_EQ(call("first-unused-token", true, false), grpc::StatusCode::PERMISSION_DENIED);
+  // Another caller's live sequence answers as one that is not live, and cannot be restarted.
+  EXPECT_EQ(call("first-unused-token", false, false), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(call("first-unused-token", true, false), grpc::StatusCode::ALREADY_EXISTS);
   EXPECT_EQ(call(kInferenceToken, false, true), grpc::StatusCode::OK);
 }
 
@@ -272,7 +273,8 @@ TEST_F(SecureServerTest, EveryMethodOfEveryApiButTheProbesNeedsATokenAndOnlyAdmi
       const bool probe = name == "ServerLive" || name == "ServerReady";
       const bool admin = name == "LoadModel" || name == "UnloadModel" ||
                          name == "RepositoryModelLoad" || name == "RepositoryModelUnload" ||
-                         name == "HandleReloadConfigRequest";
+                         name == "HandleReloadConfigRequest" || name == "TraceSetting" ||
+                         name == "LogSettings";
       const grpc::StatusCode without = call(method, "");
       if (probe) {
         EXPECT_NE(without, grpc::UNAUTHENTICATED) << method;
