@@ -23,6 +23,7 @@ markdown report (and appends it to --out); exit status 0 when every check holds.
 """
 
 import argparse
+import json
 import multiprocessing as mp
 import os
 import platform
@@ -157,7 +158,7 @@ def idle_connections(metrics_port, n, stop):
         s.close()
 
 
-def polite(site, address, token, stop, seconds, interval, out):
+def polite(site, address, token, stop, seconds, interval, out_path):
     import numpy as np
     grpc, pb, stub, md = stubs(site, address, token)
     x = np.load(os.path.join(ROOT, "tests/fixtures/example/input.npy")).astype(np.float32)
@@ -165,7 +166,19 @@ def polite(site, address, token, stop, seconds, interval, out):
     r = predict_request(pb, x)
     lat, failed, wrong, errors = [], 0, 0, {}
     end = time.monotonic() + seconds if seconds else None
+    last_write = time.monotonic()
+
+    def write(final):
+        # A file, rewritten every few seconds: what was measured survives a child that hangs.
+        with open(out_path + ".tmp", "w") as f:
+            json.dump({"lat": lat, "failed": failed, "wrong": wrong, "errors": errors,
+                       "final": final}, f)
+        os.replace(out_path + ".tmp", out_path)
+
     while not stop.is_set() and (end is None or time.monotonic() < end):
+        if time.monotonic() - last_write > 5:
+            write(False)
+            last_write = time.monotonic()
         t0 = time.monotonic()
         try:
             a = stub.Predict(r, metadata=md, timeout=10)
@@ -179,7 +192,22 @@ def polite(site, address, token, stop, seconds, interval, out):
             key = f"{e.code().name}: {e.details()[:100]}"
             errors[key] = errors.get(key, 0) + 1
         time.sleep(max(0.0, interval - (time.monotonic() - t0)))
-    out.put({"lat": lat, "failed": failed, "wrong": wrong, "errors": errors})
+    write(True)
+
+
+def read_polite(path, wait_s):
+    """The polite client's numbers: its final file, or its last snapshot after `wait_s`."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            with open(path) as f:
+                got = json.load(f)
+            if got["final"] or time.monotonic() > deadline:
+                return got
+        except (OSError, ValueError):
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(0.5)
 
 
 def p99(values):
@@ -219,7 +247,8 @@ def main():
          *args.server_arg], stderr=open(os.path.join(tmp, "server.log"), "w"))
     ctx = mp.get_context("spawn")
     stop = ctx.Event()
-    results = ctx.Queue()
+    stopped = False
+    alone_path, loaded_path = os.path.join(tmp, "polite-alone.json"), os.path.join(tmp, "polite.json")
     try:
         for _ in range(600):
             try:
@@ -234,10 +263,11 @@ def main():
         # a gRPC channel, whose threads could keep it from exiting.
         alone = ctx.Process(target=polite, args=(site, address, "polite-token-0123456789", stop,
                                                  args.unloaded_seconds,
-                                                 args.polite_interval_ms / 1000, results),
+                                                 args.polite_interval_ms / 1000, alone_path),
                             daemon=True)
         alone.start()
-        unloaded = results.get(timeout=args.unloaded_seconds + 120)
+        alone.join(timeout=args.unloaded_seconds + 60)
+        unloaded = read_polite(alone_path, 10)
         alone.join(timeout=10)
         print(f"unloaded: {len(unloaded['lat'])} OK, {unloaded['failed']} failed", flush=True)
         parts = [("flood", args.flood_threads), ("evaluate", 4), ("never_read", 2),
@@ -251,7 +281,7 @@ def main():
         time.sleep(2)
         checker = ctx.Process(target=polite, args=(site, address, "polite-token-0123456789",
                                                    stop, 0, args.polite_interval_ms / 1000,
-                                                   results), daemon=True)
+                                                   loaded_path), daemon=True)
         checker.start()
         peak_rss, scrapes, slow_scrapes, worst_scrape = 0.0, 0, 0, 0.0
         start = time.monotonic()
@@ -267,16 +297,20 @@ def main():
             slow_scrapes += took > 1.0
             worst_scrape = max(worst_scrape, took)
             time.sleep(max(0.0, 2 - (time.monotonic() - t0)))
+        alive = server.poll() is None
         stop.set()
+        stopped = True
         print("stopping the hostile mix", flush=True)
-        loaded = results.get(timeout=60)
+        loaded = read_polite(loaded_path, 30)
+        # A child killed while it held the event's or the queue's lock leaves it held: neither
+        # is touched after this.
         for p in procs + [checker]:
             p.join(timeout=10)
             if p.is_alive():
                 p.kill()
     finally:
-        stop.set()
-        alive = server.poll() is None
+        if not stopped:
+            stop.set()
         server.send_signal(signal.SIGTERM)
         try:
             server.wait(timeout=30)
