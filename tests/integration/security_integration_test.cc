@@ -353,13 +353,13 @@ TEST(ServerStartTest, GrpcListensOnItsOwnAddressAndNotOnLoopbacksOthers) {
   std::string out;
   const int rc = RunCommand(
       {"/bin/bash", "-c",
-       absl::StrCat(RNNSERVE_BIN, " --model-repository ", SourcePath("models/examples"),
-                    " --address 127.0.0.2 --port ", p, " --metrics-port 0 --http-port 0 & pid=$!; up=1; ",
-                    "for i in $(seq 300); do if (: <>/dev/tcp/127.0.0.2/", p,
-                    ") 2>/dev/null; then up=0; break; fi; sleep 0.1; done; ",
-                    "(: <>/dev/tcp/127.0.0.1/", p, ") 2>/dev/null; other=$?; ",
-                    "kill $pid; wait $pid; echo up=$up other=$other; ",
-                    "[ $up = 0 ] && [ $other != 0 ]")},
+       absl::StrCat(
+           RNNSERVE_BIN, " --model-repository ", SourcePath("models/examples"),
+           " --address 127.0.0.2 --port ", p, " --metrics-port 0 --http-port 0 & pid=$!; up=1; ",
+           "for i in $(seq 300); do if (: <>/dev/tcp/127.0.0.2/", p,
+           ") 2>/dev/null; then up=0; break; fi; sleep 0.1; done; ", "(: <>/dev/tcp/127.0.0.1/", p,
+           ") 2>/dev/null; other=$?; ", "kill $pid; wait $pid; echo up=$up other=$other; ",
+           "[ $up = 0 ] && [ $other != 0 ]")},
       &out);
   EXPECT_EQ(rc, 0) << out;
 }

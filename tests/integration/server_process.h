@@ -20,10 +20,10 @@ int FreeLoopbackPort();
 
 class ServerProcess {
  public:
-  // Runs `rnnserve --model-repository <repo> --port <free> --metrics-port 0 --http-port 0 <extra...>` and waits
-  // (up to 60 s) until it is ready: gRPC health of the whole server SERVING (its initial loads
-  // are done) to a client with `probe`'s TLS.
-  // `log_file`: where the server's stderr goes (empty: the test's stderr).
+  // Runs `rnnserve --model-repository <repo> --port <free> --metrics-port 0 --http-port 0
+  // <extra...>` and waits (up to 60 s) until it is ready: gRPC health of the whole server SERVING
+  // (its initial loads are done) to a client with `probe`'s TLS. `log_file`: where the server's
+  // stderr goes (empty: the test's stderr).
   static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(
       const std::string& repo, const std::vector<std::string>& extra = {},
       const client::ClientOptions& probe = {}, const std::string& log_file = "");

@@ -19,8 +19,7 @@ namespace {
 TEST(AccessControlTest, EveryMethodOfEveryServedServiceHasARole) {
   const google::protobuf::ServiceDescriptor* services[] = {
       v1::PredictRequest::descriptor()->file()->FindServiceByName("RnnServe"),
-      inference::ModelInferRequest::descriptor()->file()->FindServiceByName(
-          "GRPCInferenceService"),
+      inference::ModelInferRequest::descriptor()->file()->FindServiceByName("GRPCInferenceService"),
       grpc::health::v1::HealthCheckRequest::descriptor()->file()->FindServiceByName("Health"),
       testing::TfServingService("tensorflow.serving.PredictionService"),
       testing::TfServingService("tensorflow.serving.ModelService"),
