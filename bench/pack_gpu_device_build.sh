@@ -16,7 +16,8 @@
 #        PERF           a perf binary (linux-perf) to pack as well, for gpu_device_run.sh's
 #                       profile stage; rnnserve then keeps its symbol table
 #        MINIMAL_LIBS=1 pack only the libraries the device tool's image (Ubuntu 24.04) lacks:
-#                       abseil, libzip, gRPC's, prometheus-cpp's and civetweb (it has hdf5,
+#                       abseil, libzip, gRPC's, prometheus-cpp's, civetweb, hiredis, cpp-httplib
+#                       and libevent (it has hdf5,
 #                       protobuf, curl, OpenSSL and the C++ runtime): a pack a third the size,
 #                       for the device's 64 MiB upload limit
 #        BINS           the binaries to pack instead of the default list (paths)
@@ -73,7 +74,7 @@ for b in "${bins[@]}"; do
     case "$lib" in /usr/local/cuda*) continue ;; esac
     if [ "${MINIMAL_LIBS:-0}" = 1 ]; then
       case "$(basename "$lib")" in
-        libabsl_*|libzip*|libgrpc*|libgpr*|libupb*|libaddress_sorting*|libre2*|libcares*|libprometheus*|libcivetweb*) ;;
+        libabsl_*|libzip*|libgrpc*|libgpr*|libupb*|libaddress_sorting*|libre2*|libcares*|libprometheus*|libcivetweb*|libhiredis*|libcpp-httplib*|libevent*) ;;
         *) continue ;;
       esac
     fi
