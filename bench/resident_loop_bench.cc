@@ -6,6 +6,7 @@
 // usage: resident_loop_bench [--cell lstm|gru] [--input 64] [--hidden 256] [--slots 64]
 //                            [--trials 300] [--per-step 1 (0: only final states reach the host)]
 //                            [--units 0 (hidden units a block; 0: the loop's default)]
+//                            [--register 1 (0: the shared-memory kernel)]
 
 #include <algorithm>
 #include <chrono>
@@ -82,15 +83,18 @@ int main(int argc, char** argv) {
                                    {.capacity = slots,
                                     .max_steps = max_steps,
                                     .per_step_outputs = per_step,
-                                    .units_per_block = Arg(argc, argv, "--units", 0)});
+                                    .units_per_block = Arg(argc, argv, "--units", 0),
+                                    .register_kernel = Arg(argc, argv, "--register", 1) != 0});
   if (!loop.ok()) {
     std::fprintf(stderr, "%s\n", loop.status().ToString().c_str());
     return 1;
   }
   ResidentLoop& l = **loop;
-  std::printf("resident loop: %s I=%d H=%d slots=%d blocks=%d weights %s, %s\n",
+  std::printf("resident loop: %s I=%d H=%d slots=%d blocks=%d, %s, %s\n",
               cell == CellType::kLstm ? "LSTM" : "GRU", I, H, slots, l.blocks(),
-              l.weights_in_smem() ? "in shared memory" : "from L2",
+              l.register_kernel()   ? "register kernel (R in registers)"
+              : l.weights_in_smem() ? "shared-memory kernel (W, R in shared memory)"
+                                    : "shared-memory kernel (W, R from L2)",
               per_step ? "h of every step to the host" : "final states only to the host");
   std::vector<float> x(static_cast<size_t>(max_steps) * I);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);

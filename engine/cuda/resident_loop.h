@@ -64,6 +64,9 @@ struct ResidentLoopOptions {
   // Hidden units each block computes; 0: ceil(H / multiprocessors), the most blocks. More units
   // a block mean fewer blocks at each step's grid barrier and more work in each.
   int units_per_block = 0;
+  // Whether the register kernel runs the layer where it can (resident_loop_kernel.h); false:
+  // always the shared-memory kernel (for comparison).
+  bool register_kernel = true;
 };
 
 class ResidentLoop {
@@ -101,6 +104,7 @@ class ResidentLoop {
   int hidden_size() const { return args_.H; }
   int blocks() const { return (args_.H + args_.units - 1) / args_.units; }
   bool weights_in_smem() const { return args_.weights_in_smem; }
+  bool register_kernel() const { return args_.lanes > 0; }
 
  private:
   ResidentLoop() = default;
@@ -111,8 +115,9 @@ class ResidentLoop {
   cudaStream_t loop_stream_ = nullptr;  // the persistent launch
   cudaStream_t copy_stream_ = nullptr;  // inputs to the device
   bool launched_ = false;
-  // Device: W, R, bias, bRn, x, h, list, step, length, gen, state.
-  DeviceBuffer weights_, x_, scratch_;
+  // Device: W, R, bias, bRn, W transposed; x; the input projection (register kernel); h, list,
+  // step, length, gen, state.
+  DeviceBuffer weights_, x_, xproj_, scratch_;
   // Host-mapped: mailboxes, control, y, hy, cy. Pinned: the inputs' staging.
   void* mapped_ = nullptr;
   float* staging_ = nullptr;
