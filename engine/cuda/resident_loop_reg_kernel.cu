@@ -207,7 +207,8 @@ const void* KernelFor(int units, int lanes) {
 }
 
 // xp[t, r] = bias[r] + sum_k x[t, k] * W[r, k] for t < length: kProjSteps steps and 256 rows a
-// block, x's columns through shared memory kProjK at a time, WT [I, GH] read along rows.
+// block, x's columns through shared memory kProjK at a time (x is the host's pinned staging,
+// read over the bus: no copy before the launch), WT [I, GH] read along rows.
 constexpr int kProjSteps = 16, kProjK = 128;
 
 __global__ void __launch_bounds__(kResidentThreads)
@@ -228,8 +229,20 @@ __global__ void __launch_bounds__(kResidentThreads)
     }
     __syncthreads();
     if (r < GH) {
-      for (int k = 0; k < nk; ++k) {
-        const float wv = WT[static_cast<int64_t>(k0 + k) * GH + r];
+      // 8 columns' weights loaded at once: their L2 round trips overlap.
+      int k = 0;
+      for (; k + 8 <= nk; k += 8) {
+        float wv[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) wv[u] = __ldg(WT + static_cast<int64_t>(k0 + k + u) * GH + r);
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+#pragma unroll
+          for (int t = 0; t < kProjSteps; ++t) acc[t] = fmaf(wv[u], xs[t][k + u], acc[t]);
+        }
+      }
+      for (; k < nk; ++k) {
+        const float wv = __ldg(WT + static_cast<int64_t>(k0 + k) * GH + r);
 #pragma unroll
         for (int t = 0; t < kProjSteps; ++t) acc[t] = fmaf(wv, xs[t][k], acc[t]);
       }
