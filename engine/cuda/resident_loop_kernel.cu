@@ -212,6 +212,14 @@ cudaError_t ResidentLoopMaxBlocks(const ResidentLoopArgs& a, int device, int* bl
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(smem));
   if (e != cudaSuccess) return e;
+  // The most shared memory on the loop's multiprocessors: a multiprocessor's split of L1 and
+  // shared memory is set as blocks start on it, so kernels launched beside the loop (the
+  // register kernel's input projection at every join) fit next to its block only if the split
+  // the loop's block started with leaves them room (a split sized to the loop's own small
+  // need would send them to the few multiprocessors the loop leaves free).
+  e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                           cudaSharedmemCarveoutMaxShared);
+  if (e != cudaSuccess) return e;
   int per_sm = 0, sms = 0;
   e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kResidentThreads, smem);
   if (e != cudaSuccess) return e;
