@@ -48,7 +48,8 @@ def lengths_for(mix, n, rng):
     return np.where(short, rng.integers(10, 51, size=n), rng.integers(300, 501, size=n))
 
 
-def make_repo(model_dir, slots, chunk_steps, threads, kind, dynamic_ratio=None):
+def make_repo(model_dir, slots, chunk_steps, threads, kind, dynamic_ratio=None,
+              cellular_extra=""):
     repo = tempfile.mkdtemp(prefix="cellular-bench-")
     model_file = os.path.abspath(os.path.join(model_dir, "1", "model.h5"))
     common = ['platform: "keras_h5"', f"max_batch_size: {slots}",
@@ -60,7 +61,7 @@ def make_repo(model_dir, slots, chunk_steps, threads, kind, dynamic_ratio=None):
                     f'value: "{dynamic_ratio:g}" }}')
     modes = {"dynamic": dynamic,
              "cellular": f"cellular_batching {{ max_active_sequences: {slots} "
-                         f"chunk_steps: {chunk_steps} }}"}
+                         f"chunk_steps: {chunk_steps} {cellular_extra}}}"}
     for mode, block in modes.items():
         d = os.path.join(repo, f"m_{mode}")
         os.makedirs(os.path.join(d, "1"))
@@ -278,6 +279,7 @@ def report(args, results):
     lines = [f"# Cellular vs request-level batching, {results['machine']}", "",
              f"model: {args.model_dir}, chunk_steps {args.chunk_steps}, slots {args.slots}, "
              f"cpu_threads {args.threads}, {args.kind}, {args.seconds} s per point, "
+             f"cellular_batching extra: {args.cellular_extra or 'none'}, "
              f"request-level max_computed_steps_ratio "
              f"{'default' if args.dynamic_ratio is None else f'{args.dynamic_ratio:g}'}, "
              f"{args.procs} load process(es)", ""]
@@ -358,12 +360,14 @@ def main():
     p.add_argument("--dynamic-ratio", type=float, default=None,
                    help="max_computed_steps_ratio of the request-level model (default: the "
                         "server's, 1.1; 0: any lengths share a batch)")
+    p.add_argument("--cellular-extra", default="",
+                   help='more cellular_batching fields, e.g. "resident_step_loop: true"')
     p.add_argument("--metrics-port", type=int, default=0,
                    help="serve metrics on this port and report each mode's mean engine call")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     repo = make_repo(args.model_dir, args.slots, args.chunk_steps, args.threads, args.kind,
-                     args.dynamic_ratio)
+                     args.dynamic_ratio, cellular_extra=args.cellular_extra)
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")),
                platform.processor())
     try:

@@ -5,6 +5,9 @@ weights, saved by real Keras (tf-keras 2.x) as Keras 2 HDF5 files under OUT/<nam
 
   lstm256x2  16 features -> LSTM(256, return_sequences) -> LSTM(256) -> Dense(4, softmax)
   lstm1024   16 features -> LSTM(1024) -> Dense(4, softmax)
+  lstm256_only  16 features -> LSTM(256), its last h the output: a model the GPU engine's
+             resident step loop runs whole (cellular_batching.resident_step_loop), which a
+             Dense head rules out
 
 Run: pip install tensorflow-cpu tf-keras && python3 bench/cellular_make_models.py [OUT]
 (OUT defaults to build/cellular-models.)
@@ -17,16 +20,19 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tf_keras as keras
 
-MODELS = {"lstm256x2": ([256, 256], 23), "lstm1024": ([1024], 29)}
+# name: (LSTM units by layer, seed, whether a Dense(4, softmax) head follows)
+MODELS = {"lstm256x2": ([256, 256], 23, True), "lstm1024": ([1024], 29, True),
+          "lstm256_only": ([256], 31, False)}
 
 
 def make(out, name):
-    units, seed = MODELS[name]
+    units, seed, head = MODELS[name]
     keras.utils.set_random_seed(seed)
     layers = [keras.layers.Input(shape=(None, 16), name="x")]
     for i, u in enumerate(units):
         layers.append(keras.layers.LSTM(u, return_sequences=i + 1 < len(units), name=f"lstm{i}"))
-    layers.append(keras.layers.Dense(4, activation="softmax", name="y"))
+    if head:
+        layers.append(keras.layers.Dense(4, activation="softmax", name="y"))
     path = os.path.join(out, name, "1", "model.h5")
     os.makedirs(os.path.dirname(path), exist_ok=True)
     keras.Sequential(layers).save(path)

@@ -1,11 +1,14 @@
 // The resident step loop (engine/cuda/resident_loop.h) on one GPU: the cost of one step by the
-// number of active slots, admission (Join called to the kernel taking the sequence, and to its
-// first step done), and a one-step sequence's Join-to-Done, unloaded and with most slots busy
-// on sequences of 10..500 steps. A random LSTM or GRU layer; prints one table.
+// number of active slots (timed while all of them are active: sequences of 2000 steps, from the
+// last one taken to the first one done), admission (Join called to the kernel taking the
+// sequence, and to its first step done), and a one-step sequence's Join-to-Done, unloaded and
+// with most slots busy on sequences of 10..500 steps. A random LSTM or GRU layer; prints one
+// table.
 //
 // usage: resident_loop_bench [--cell lstm|gru] [--input 64] [--hidden 256] [--slots 64]
 //                            [--trials 300] [--per-step 1 (0: only final states reach the host)]
 //                            [--units 0 (hidden units a block; 0: the loop's default)]
+//                            [--register 1 (0: the shared-memory kernel)]
 
 #include <algorithm>
 #include <chrono>
@@ -75,22 +78,25 @@ int main(int argc, char** argv) {
   }
   const int I = Arg(argc, argv, "--input", 64), H = Arg(argc, argv, "--hidden", 256);
   const int slots = Arg(argc, argv, "--slots", 64), trials = Arg(argc, argv, "--trials", 300);
-  const int max_steps = 500;
+  const int max_steps = 2000, max_len = 500;  // the loop's longest; admission's sequences
   const bool per_step = Arg(argc, argv, "--per-step", 1) != 0;
   std::mt19937 rng(1);
   auto loop = ResidentLoop::Create(RandomSpec(cell, I, H, rng),
                                    {.capacity = slots,
                                     .max_steps = max_steps,
                                     .per_step_outputs = per_step,
-                                    .units_per_block = Arg(argc, argv, "--units", 0)});
+                                    .units_per_block = Arg(argc, argv, "--units", 0),
+                                    .register_kernel = Arg(argc, argv, "--register", 1) != 0});
   if (!loop.ok()) {
     std::fprintf(stderr, "%s\n", loop.status().ToString().c_str());
     return 1;
   }
   ResidentLoop& l = **loop;
-  std::printf("resident loop: %s I=%d H=%d slots=%d blocks=%d weights %s, %s\n",
+  std::printf("resident loop: %s I=%d H=%d slots=%d blocks=%d, %s, %s\n",
               cell == CellType::kLstm ? "LSTM" : "GRU", I, H, slots, l.blocks(),
-              l.weights_in_smem() ? "in shared memory" : "from L2",
+              l.register_kernel()   ? "register kernel (R in registers)"
+              : l.weights_in_smem() ? "shared-memory kernel (W, R in shared memory)"
+                                    : "shared-memory kernel (W, R from L2)",
               per_step ? "h of every step to the host" : "final states only to the host");
   std::vector<float> x(static_cast<size_t>(max_steps) * I);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
@@ -100,22 +106,38 @@ int main(int argc, char** argv) {
     }
   };
 
-  // Step time by active slots: k sequences of 500 steps joined together.
-  std::printf("\nactive  us/step\n");
+  // Step time by active slots: k sequences of max_steps joined one after another. Timed from
+  // the last one taken to the first one done (slot 0, joined first), when all k are active;
+  // also the whole run over its steps (the joins' ramp included) and the mean Join call.
+  std::printf("\nactive  us/step  (steps timed)  us/step_whole_run  (steps)  join_call_us\n");
   for (int k : {1, 8, 16, 32, 64}) {
     if (k > slots) break;
     const uint64_t s0 = l.steps();
     const auto t0 = Clock::now();
     for (int s = 0; s < k; ++s) (void)l.Join(s, x.data(), max_steps);
+    const auto joined = Clock::now();
+    for (int s = 0; s < k; ++s) {
+      while (!l.Started(s)) {
+      }
+    }
+    const auto ta = Clock::now();
+    const uint64_t sa = l.steps();
+    wait(0);
+    const auto tb = Clock::now();
+    const uint64_t sb = l.steps();
     for (int s = 0; s < k; ++s) wait(s);
-    const double us = Us(Clock::now() - t0);
-    std::printf("%6d  %7.2f  (%llu steps)\n", k, us / static_cast<double>(l.steps() - s0),
-                static_cast<unsigned long long>(l.steps() - s0));
+    const double whole = Us(Clock::now() - t0);
+    const uint64_t steps = l.steps() - s0;
+    std::printf("%6d  %7.2f  (%5llu)  %7.2f  (%5llu)  %6.1f\n", k,
+                sb > sa ? Us(tb - ta) / static_cast<double>(sb - sa) : 0.0,
+                static_cast<unsigned long long>(sb > sa ? sb - sa : 0),
+                whole / static_cast<double>(steps), static_cast<unsigned long long>(steps),
+                Us(joined - t0) / k);
   }
 
   // Admission and completion of one-step sequences in slot 0, with `busy` other slots running
   // sequences of 10..500 steps (refilled as they finish).
-  std::uniform_int_distribution<int> len(10, max_steps);
+  std::uniform_int_distribution<int> len(10, max_len);
   std::printf(
       "\nbusy  join_call_p50/p99  started_p50/p99  done_len1_p50/p99  (us from Join called)\n");
   for (int busy : {0, slots * 3 / 4}) {

@@ -79,7 +79,8 @@ absl::Status ResidentLoop::Start(const RecurrentSpec& spec, const ResidentLoopOp
 
   // Weights: W [G*H, I], R [G*H, H], bias [G*H] (bW + bR; the GRU's n gate bW only), bRn [H].
   const size_t gh = static_cast<size_t>(G) * H;
-  std::vector<float> host(gh * I + gh * H + gh + H, 0.0f);
+  // Then W transposed, [I, G*H], for the register kernel's input projection.
+  std::vector<float> host(gh * I + gh * H + gh + H + gh * I, 0.0f);
   std::copy(d.W.begin(), d.W.end(), host.begin());
   std::copy(d.R.begin(), d.R.end(), host.begin() + gh * I);
   float* bias = host.data() + gh * (I + H);
@@ -90,6 +91,10 @@ absl::Status ResidentLoop::Start(const RecurrentSpec& spec, const ResidentLoopOp
   if (spec.cell == CellType::kGru && !d.bR.empty()) {
     std::copy(d.bR.begin() + 2 * H, d.bR.begin() + 3 * H, bias + gh);
   }
+  float* wt = bias + gh + H;
+  for (size_t r = 0; r < gh; ++r) {
+    for (int k = 0; k < I; ++k) wt[k * gh + r] = d.W[r * I + k];
+  }
   RNNSERVE_RETURN_IF_ERROR(weights_.Reserve(host.size() * sizeof(float)));
   RNNSERVE_RETURN_IF_ERROR(CudaOk(
       cudaMemcpy(weights_.get(), host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice),
@@ -98,18 +103,46 @@ absl::Status ResidentLoop::Start(const RecurrentSpec& spec, const ResidentLoopOp
   args_.R = args_.W + gh * I;
   args_.bias = args_.R + gh * H;
   args_.bRn = spec.cell == CellType::kGru ? args_.bias + gh : nullptr;
+  args_.WT = args_.bias + gh + H;
 
-  // Inputs: pinned staging and the device copy the kernel reads, [cap, T, I] each.
+  // The kernel: the register kernel where it is compiled for the layer and the units a block
+  // (by default the fewest of 1, 2, 4 that spread H over the multiprocessors), else the
+  // shared-memory kernel (by default ceil(H / multiprocessors) units a block).
+  int sms = 0, smem_max = 0;
+  RNNSERVE_RETURN_IF_ERROR(
+      CudaOk(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_),
+             "cudaDeviceGetAttribute"));
+  RNNSERVE_RETURN_IF_ERROR(
+      CudaOk(cudaDeviceGetAttribute(&smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, device_),
+             "cudaDeviceGetAttribute"));
+  args_.units = options.units_per_block > 0 ? options.units_per_block : (H + sms - 1) / sms;
+  if (options.register_kernel && options.units_per_block == 0) {
+    for (int units : {1, 2, 4}) {
+      if (units >= args_.units && ResidentRegLanes(args_.cell, H, units) > 0) {
+        args_.units = units;
+        break;
+      }
+    }
+  }
+  args_.lanes = options.register_kernel ? ResidentRegLanes(args_.cell, H, args_.units) : 0;
+  args_.h_stride = args_.lanes > 0 ? 32 * args_.lanes : H;
+
+  // Inputs: pinned staging and the device copy, [cap, T, I] each; the register kernel's input
+  // projection [cap, T, G*H].
   const size_t xbytes = sizeof(float) * cap * static_cast<size_t>(T) * I;
   RNNSERVE_RETURN_IF_ERROR(x_.Reserve(xbytes));
   args_.x = x_.as<float>();
   RNNSERVE_RETURN_IF_ERROR(
       CudaOk(cudaHostAlloc(reinterpret_cast<void**>(&staging_), xbytes, cudaHostAllocDefault),
              "cudaHostAlloc (resident inputs)"));
+  if (args_.lanes > 0) {
+    RNNSERVE_RETURN_IF_ERROR(xproj_.Reserve(sizeof(float) * cap * static_cast<size_t>(T) * gh));
+    args_.xproj = xproj_.as<float>();
+  }
 
   // Device scratch: h [2, cap, H]; int32 list [2, cap, 4], step and length [2, cap] each and
   // gen [cap]; then the launch state.
-  const size_t floats = 2 * static_cast<size_t>(cap) * H;
+  const size_t floats = 2 * static_cast<size_t>(cap) * args_.h_stride;
   const size_t sbytes = sizeof(float) * floats + 13 * sizeof(int32_t) * cap + 512;
   RNNSERVE_RETURN_IF_ERROR(scratch_.Reserve(sbytes));
   RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaMemset(scratch_.get(), 0, sbytes), "cudaMemset"));
@@ -141,23 +174,14 @@ absl::Status ResidentLoop::Start(const RecurrentSpec& spec, const ResidentLoopOp
   args_.hy = reinterpret_cast<float*>(dev + m.hy);
   args_.cy = spec.cell == CellType::kLstm ? reinterpret_cast<float*>(dev + m.cy) : nullptr;
 
-  // Blocks: one per hidden unit up to the device's resident blocks; weights in shared memory
-  // when a block's rows fit.
-  int sms = 0, smem_max = 0;
-  RNNSERVE_RETURN_IF_ERROR(
-      CudaOk(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_),
-             "cudaDeviceGetAttribute"));
-  RNNSERVE_RETURN_IF_ERROR(
-      CudaOk(cudaDeviceGetAttribute(&smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, device_),
-             "cudaDeviceGetAttribute"));
+  // The shared-memory kernel: weights in shared memory when a block's rows fit.
   // Beside the static shared memory (block 0's flags and counters, about 1 KiB).
   const size_t dynamic_max = smem_max > 4096 ? smem_max - 4096 : 0;
-  args_.units = options.units_per_block > 0 ? options.units_per_block : (H + sms - 1) / sms;
   args_.tile = 1;
-  args_.weights_in_smem = true;
+  args_.weights_in_smem = args_.lanes == 0;
   if (ResidentLoopSmem(args_) > dynamic_max) args_.weights_in_smem = false;
   // As many slots staged at once as fit, up to 32.
-  while (args_.tile < kResidentMaxTile && args_.tile < cap) {
+  while (args_.lanes == 0 && args_.tile < kResidentMaxTile && args_.tile < cap) {
     ++args_.tile;
     if (ResidentLoopSmem(args_) > dynamic_max) {
       --args_.tile;
@@ -181,6 +205,13 @@ absl::Status ResidentLoop::Start(const RecurrentSpec& spec, const ResidentLoopOp
       CudaOk(cudaStreamCreateWithFlags(&loop_stream_, cudaStreamNonBlocking), "cudaStreamCreate"));
   RNNSERVE_RETURN_IF_ERROR(
       CudaOk(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking), "cudaStreamCreate"));
+  if (args_.lanes > 0) {
+    // One projection before the loop starts: with lazy module loading, the first launch of a
+    // kernel loads it, which may wait for every running kernel, the loop's included, and the
+    // loop waits for the join that the projection precedes.
+    RNNSERVE_RETURN_IF_ERROR(CudaOk(LaunchResidentProjection(args_, 0, 1, copy_stream_),
+                                    "resident input projection"));
+  }
   RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaDeviceSynchronize(), "cudaDeviceSynchronize"));
   RNNSERVE_RETURN_IF_ERROR(CudaOk(LaunchResidentLoop(args_, loop_stream_), "resident loop launch"));
   launched_ = true;
@@ -221,6 +252,10 @@ absl::Status ResidentLoop::Join(int slot, const float* x, int length) {
       CudaOk(cudaMemcpyAsync(const_cast<float*>(args_.x) + offset, staging_ + offset, bytes,
                              cudaMemcpyHostToDevice, copy_stream_),
              "cudaMemcpyAsync (resident inputs)"));
+  if (args_.lanes > 0) {
+    RNNSERVE_RETURN_IF_ERROR(CudaOk(LaunchResidentProjection(args_, slot, length, copy_stream_),
+                                    "resident input projection"));
+  }
   RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaStreamSynchronize(copy_stream_), "cudaStreamSynchronize"));
   const MappedLayout m(args_.capacity, args_.max_steps, args_.H, args_.y != nullptr);
   auto* mail = reinterpret_cast<ResidentMailbox*>(static_cast<char*>(mapped_) + m.mail) + slot;

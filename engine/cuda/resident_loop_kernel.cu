@@ -19,134 +19,16 @@
 #include "engine/cuda/fused_rnn_cell.cuh"
 #include "engine/cuda/launch.cuh"
 #include "engine/cuda/resident_loop_kernel.h"
+#include "engine/cuda/resident_loop_sync.cuh"
 
 namespace rnnserve::engine::cuda {
 namespace {
 
-constexpr int kPerThread = kResidentMaxSlots / kResidentThreads;  // mailboxes block 0 reads
-
-__device__ __forceinline__ unsigned LoadAcquireSys(const unsigned* p) {
-  unsigned v;
-  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void StoreReleaseSys(unsigned* p, unsigned v) {
-  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ unsigned LoadAcquireGpu(const unsigned* p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
-__device__ __forceinline__ unsigned long long LoadAcquireGpu64(const unsigned long long* p) {
-  unsigned long long v;
-  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void StoreReleaseGpu64(unsigned long long* p, unsigned long long v) {
-  asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-
-// Every block of the launch meets here; each block's writes before it are visible to every
-// block after it, and, when *sys is set (then cleared), to the host too. `phase`: thread 0's
-// count of barriers passed. Block 0 passes `word` (Admit's: active count, quit << 31) and every
-// block gets it back in *out.
-__device__ void GridBarrier(ResidentDeviceState* s, unsigned& phase, int* sys, unsigned word,
-                            unsigned* out) {
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    const unsigned target = phase + 1;
-    if (*sys) {
-      *sys = 0;
-      __threadfence_system();
-    } else {
-      __threadfence();
-    }
-    if (blockIdx.x == 0) {
-      const unsigned expect = target * (gridDim.x - 1);  // wraps with `arrived`
-      while (static_cast<int>(LoadAcquireGpu(&s->arrived) - expect) < 0) {
-      }
-      StoreReleaseGpu64(&s->go, (static_cast<unsigned long long>(target) << 32) | word);
-      *out = word;
-    } else {
-      atomicAdd(&s->arrived, 1u);
-      unsigned long long g;
-      while (static_cast<unsigned>((g = LoadAcquireGpu64(&s->go)) >> 32) != target) {
-      }
-      *out = static_cast<unsigned>(g);
-    }
-    phase = target;
-  }
-  __syncthreads();
-}
-
-// Block 0, after step k (parity p): builds parity q = p ^ 1's list for step k + 1. `joined`
-// holds the mailboxes' generations and `stop_early` (thread 0's) the stop flag, read early in
-// step k, so that no read of host-mapped memory waits in the step's critical path unless a
-// sequence joins; `steps_run` (thread 0's) counts steps with a slot active, written to the host
-// without a read; slots finishing at step k are flagged in
-// `pending` (done is signalled after the next barrier). Polls while nothing would run.
-__device__ unsigned Admit(const ResidentLoopArgs& a, int p, const unsigned (&joined)[kPerThread],
-                          unsigned stop_early, unsigned long long& steps_run,
-                          unsigned char* pending) {
-  __shared__ int count, stop, any_pending;
-  const int q = p ^ 1;
-  const int cap = a.capacity;
-  bool first = true;
-  while (true) {
-    if (threadIdx.x == 0) {
-      count = any_pending = 0;
-      stop =
-          (first ? stop_early : *reinterpret_cast<volatile const uint32_t*>(&a.control->stop)) != 0;
-    }
-    __syncthreads();
-    for (int m = 0; m < kPerThread; ++m) {
-      const int i = threadIdx.x + m * kResidentThreads;
-      if (i >= cap) break;
-      int len = 0, t = 0;
-      if (first) {
-        const int L = a.length[p * cap + i];
-        if (L > 0) {
-          if (a.step[p * cap + i] + 1 == L) {
-            pending[i] = 1;
-            any_pending = 1;
-          } else {
-            len = L;
-            t = a.step[p * cap + i] + 1;
-          }
-        }
-      } else {
-        len = a.length[q * cap + i];  // a slot that joined in an earlier poll
-        t = 0;
-      }
-      if (len == 0 && !pending[i] && !stop) {
-        unsigned g = first ? joined[m] : LoadAcquireSys(&a.mail[i].joined);
-        if (g != a.gen[i]) {
-          if (first) g = LoadAcquireSys(&a.mail[i].joined);  // orders the reads below
-          len = *reinterpret_cast<volatile const int32_t*>(&a.mail[i].length);
-          len = len < 1 ? 1 : (len > a.max_steps ? a.max_steps : len);  // the host checks
-          t = 0;
-          a.gen[i] = g;
-          *reinterpret_cast<volatile uint32_t*>(&a.mail[i].started) = g;
-        }
-      }
-      a.length[q * cap + i] = len;
-      a.step[q * cap + i] = t;
-      if (len > 0) {
-        const int at = q * cap + atomicAdd(&count, 1);
-        reinterpret_cast<int4*>(a.list)[at] = make_int4(i, t, len, 0);
-      }
-    }
-    __syncthreads();
-    first = false;
-    if (count > 0 || stop || any_pending) break;
-  }
-  if (threadIdx.x == 0 && count > 0) {
-    *reinterpret_cast<volatile unsigned long long*>(&a.control->steps) = ++steps_run;
-  }
-  return static_cast<unsigned>(count) | (stop ? 1u << 31 : 0u);
-}
+using resident_detail::AdmitFirst;
+using resident_detail::AdmitState;
+using resident_detail::GridBarrier;
+using resident_detail::ResidentAdmit;
+using resident_detail::StartStep;
 
 template <FusedRnnCell kCell>
 __global__ void __launch_bounds__(kResidentThreads) ResidentLoopKernel(const ResidentLoopArgs a) {
@@ -192,38 +74,13 @@ __global__ void __launch_bounds__(kResidentThreads) ResidentLoopKernel(const Res
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
   __shared__ int finished_here;  // a slot finished in this block's step: fence to the host
   if (threadIdx.x == 0) finished_here = 0;
-  unsigned phase = 0, admitted = 0, stop_early = 0;
-  unsigned long long steps_run = 0;
-  unsigned joined[kPerThread];
-  for (int m = 0; m < kPerThread; ++m) joined[m] = 0;
-  // The prologue: block 0 admits step 0 into parity 0 by admitting "after step -1" from
-  // parity 1, zero.
-  if (blockIdx.x == 0) {
-    for (int m = 0; m < kPerThread; ++m) {
-      const int i = threadIdx.x + m * kResidentThreads;
-      if (i < cap) joined[m] = *reinterpret_cast<volatile const unsigned*>(&a.mail[i].joined);
-    }
-    if (threadIdx.x == 0)
-      stop_early = *reinterpret_cast<volatile const uint32_t*>(&a.control->stop);
-    admitted = Admit(a, 1, joined, stop_early, steps_run, pending);
-  }
+  unsigned phase = 0, admitted = 0;
+  AdmitState adm;
+  if (blockIdx.x == 0) admitted = AdmitFirst(a, adm, pending);
   for (int k = 0;; ++k) {
     const int p = k & 1;
     GridBarrier(a.state, phase, &finished_here, admitted, &step_word);
-    if (blockIdx.x == 0) {
-      for (int m = 0; m < kPerThread; ++m) {
-        const int i = threadIdx.x + m * kResidentThreads;
-        if (i < cap && pending[i]) {
-          StoreReleaseSys(&a.mail[i].done, a.gen[i]);
-          pending[i] = 0;
-        }
-        // Read early: the loads complete while the step computes.
-        if (i < cap) joined[m] = *reinterpret_cast<volatile const unsigned*>(&a.mail[i].joined);
-      }
-      if (threadIdx.x == 0) {
-        stop_early = *reinterpret_cast<volatile const uint32_t*>(&a.control->stop);
-      }
-    }
+    if (blockIdx.x == 0) StartStep(a, adm, pending);
     if (step_word >> 31) return;
     const int n = static_cast<int>(step_word & 0x7fffffffu);
     const int4* list = reinterpret_cast<const int4*>(a.list) + p * cap;
@@ -325,13 +182,15 @@ __global__ void __launch_bounds__(kResidentThreads) ResidentLoopKernel(const Res
     }
     if (blockIdx.x == 0) {
       __syncthreads();
-      admitted = Admit(a, p, joined, stop_early, steps_run, pending);
+      admitted = ResidentAdmit(a, p, adm, pending);
     }
   }
 }
 
-void* KernelOf(FusedRnnCell cell) {
-  return cell == FusedRnnCell::kLstm
+// The launch's kernel: the register kernel where args.lanes says so, else this file's.
+void* KernelOf(const ResidentLoopArgs& a) {
+  if (a.lanes > 0) return const_cast<void*>(ResidentRegKernel(a));
+  return a.cell == FusedRnnCell::kLstm
              ? reinterpret_cast<void*>(&ResidentLoopKernel<FusedRnnCell::kLstm>)
              : reinterpret_cast<void*>(&ResidentLoopKernel<FusedRnnCell::kGru>);
 }
@@ -339,6 +198,7 @@ void* KernelOf(FusedRnnCell cell) {
 }  // namespace
 
 size_t ResidentLoopSmem(const ResidentLoopArgs& a) {
+  if (a.lanes > 0) return ResidentRegSmem(a);
   const size_t G = FusedRnnGates(a.cell);
   const size_t weights = a.weights_in_smem ? a.units * G * (a.I + a.H) : 0;
   const size_t biases = a.units * (G + 1), c = static_cast<size_t>(a.capacity) * a.units;
@@ -347,9 +207,18 @@ size_t ResidentLoopSmem(const ResidentLoopArgs& a) {
 
 cudaError_t ResidentLoopMaxBlocks(const ResidentLoopArgs& a, int device, int* blocks) {
   const size_t smem = ResidentLoopSmem(a);
-  void* kernel = KernelOf(a.cell);
+  void* kernel = KernelOf(a);
+  if (kernel == nullptr) return cudaErrorInvalidValue;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(smem));
+  if (e != cudaSuccess) return e;
+  // The most shared memory on the loop's multiprocessors: a multiprocessor's split of L1 and
+  // shared memory is set as blocks start on it, so kernels launched beside the loop (the
+  // register kernel's input projection at every join) fit next to its block only if the split
+  // the loop's block started with leaves them room (a split sized to the loop's own small
+  // need would send them to the few multiprocessors the loop leaves free).
+  e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                           cudaSharedmemCarveoutMaxShared);
   if (e != cudaSuccess) return e;
   int per_sm = 0, sms = 0;
   e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kResidentThreads, smem);
@@ -364,8 +233,7 @@ cudaError_t LaunchResidentLoop(const ResidentLoopArgs& a, cudaStream_t stream) {
   const dim3 grid((a.H + a.units - 1) / a.units), block(kResidentThreads);
   ResidentLoopArgs copy = a;
   void* params[] = {&copy};
-  return cudaLaunchCooperativeKernel(KernelOf(a.cell), grid, block, params, ResidentLoopSmem(a),
-                                     stream);
+  return cudaLaunchCooperativeKernel(KernelOf(a), grid, block, params, ResidentLoopSmem(a), stream);
 }
 
 }  // namespace rnnserve::engine::cuda

@@ -1,9 +1,13 @@
 #pragma once
 
-// The resident step loop's kernel (resident_loop_kernel.cu; plain C++ header): one persistent
-// cooperative launch that advances every active slot of a one-direction LSTM or GRU
-// (reset_after) layer one step at a time, until the host asks it to stop. Sequences join and
-// leave between steps through host-mapped mailboxes (ResidentMailbox), one per slot.
+// The resident step loop's kernels (plain C++ header): one persistent cooperative launch that
+// advances every active slot of a one-direction LSTM or GRU (reset_after) layer one step at a
+// time, until the host asks it to stop. Sequences join and leave between steps through
+// host-mapped mailboxes (ResidentMailbox), one per slot. Two kernels: the register kernel
+// (resident_loop_reg_kernel.cu: R in registers, several slots a warp, the input projection done
+// once at join by LaunchResidentProjection) where ResidentRegLanes allows it, else the
+// shared-memory kernel (resident_loop_kernel.cu: W and R rows in shared memory, a warp a slot
+// and unit, the input projection every step).
 
 #include <cuda_runtime_api.h>
 
@@ -54,6 +58,14 @@ struct ResidentLoopArgs {
   int units = 0;      // hidden units per block; blocks = ceil(H / units)
   int tile = 1;       // slots whose x(t) and h(t-1) a block stages in shared memory at once
   bool weights_in_smem = false;
+  // The register kernel: floats of a row of h each lane holds (ResidentRegLanes); 0: the
+  // shared-memory kernel.
+  int lanes = 0;
+  int h_stride = 0;  // floats a slot's row of `h` (H; the register kernel: 32 * lanes, zero-padded)
+  // The register kernel's input projection [capacity, max_steps, G*H], biases included, written
+  // by LaunchResidentProjection before a join is published; else null.
+  float* xproj = nullptr;
+  const float* WT = nullptr;           // the register kernel: W transposed, [I, G*H]
   const float* W = nullptr;            // [G*H, I]
   const float* R = nullptr;            // [G*H, H]
   const float* bias = nullptr;         // [G*H]: bW + bR, the GRU's n gate bW only
@@ -64,10 +76,10 @@ struct ResidentLoopArgs {
   float* y = nullptr;   // mapped [capacity, max_steps, H]: h after each step, or null
   float* hy = nullptr;  // mapped [capacity, H]: h after the last step
   float* cy = nullptr;  // mapped [capacity, H]: LSTM's c after the last step; GRU: null
-  // Device scratch: h by step parity [2, capacity, H]; by parity [2, capacity] each: a slot's
-  // step and length (0: not active) (block 0's own), and the active slots' list [2, capacity, 4]
-  // of (slot, step, length, 0); per slot the generation it runs [capacity]; and the launch
-  // state. LSTM's c stays in the shared memory of the block that owns the unit.
+  // Device scratch: h by step parity [2, capacity, h_stride]; by parity [2, capacity] each: a
+  // slot's step and length (0: not active) (block 0's own), and the active slots' list [2,
+  // capacity, 4] of (slot, step, length, 0); per slot the generation it runs [capacity]; and the
+  // launch state. LSTM's c stays in the shared memory of the block that owns the unit.
   float* h = nullptr;
   int32_t* step = nullptr;
   int32_t* length = nullptr;
@@ -80,6 +92,18 @@ struct ResidentLoopArgs {
 inline constexpr int kResidentMaxTile = 32;
 // Threads per block of the loop.
 inline constexpr int kResidentThreads = 256;
+
+// The register kernel's floats of h a lane for a layer of `cell`, `H` hidden units and `units`
+// hidden units a block; 0 where it is not compiled for them (units in {1, 2, 4}, H <= 256, at
+// most 64 weights a thread).
+int ResidentRegLanes(FusedRnnCell cell, int H, int units);
+// The register kernel's input projection of the sequence joining `slot`: its `length` steps of
+// args.x into args.xproj (a GEMM over the whole sequence, biases added), on `stream`.
+cudaError_t LaunchResidentProjection(const ResidentLoopArgs& args, int slot, int length,
+                                     cudaStream_t stream);
+// The register kernel for args (lanes > 0), or null; its dynamic shared memory.
+const void* ResidentRegKernel(const ResidentLoopArgs& args);
+size_t ResidentRegSmem(const ResidentLoopArgs& args);
 
 // Dynamic shared memory of a launch with `args`.
 size_t ResidentLoopSmem(const ResidentLoopArgs& args);

@@ -116,26 +116,39 @@ class GpuResidentLoop : public ::testing::Test {
 struct RandomCase {
   engine::CellType cell;
   int input, hidden, capacity, max_len, sequences;
-  int units = 0;  // ResidentLoopOptions::units_per_block
+  int units = 0;                // ResidentLoopOptions::units_per_block
+  bool register_kernel = true;  // ResidentLoopOptions::register_kernel
+  bool want_register = false;   // whether the loop must run it on the register kernel
 };
 
 TEST_F(GpuResidentLoop, RandomJoinsAndLeavesMatchTheWholeBatchPath) {
+  using engine::CellType;
   const RandomCase cases[] = {
-      {engine::CellType::kLstm, 8, 16, 4, 30, 24},
-      {engine::CellType::kGru, 8, 16, 4, 30, 24},
-      {engine::CellType::kLstm, 24, 64, 8, 60, 40},
-      {engine::CellType::kGru, 24, 64, 8, 60, 40},
-      {engine::CellType::kLstm, 40, 300, 16, 50, 48},
-      {engine::CellType::kGru, 40, 300, 16, 50, 48},
-      // Several units a block, the last block's fewer.
-      {engine::CellType::kLstm, 24, 64, 8, 60, 40, 3},
-      {engine::CellType::kGru, 40, 300, 16, 50, 48, 7},
+      // The register kernel: H padded to the lanes' columns, 1, 2 or 4 units a block (the
+      // last block's fewer), more active slots than a block's warps take in one pass.
+      {CellType::kLstm, 8, 16, 4, 30, 24, 0, true, true},
+      {CellType::kGru, 8, 16, 4, 30, 24, 0, true, true},
+      {CellType::kLstm, 24, 64, 8, 60, 40, 0, true, true},
+      {CellType::kGru, 24, 64, 8, 60, 40, 0, true, true},
+      {CellType::kLstm, 40, 256, 40, 50, 90, 2, true, true},
+      {CellType::kGru, 40, 256, 40, 50, 90, 2, true, true},
+      {CellType::kLstm, 33, 98, 12, 40, 30, 4, true, true},
+      {CellType::kGru, 33, 98, 12, 40, 30, 4, true, true},
+      {CellType::kGru, 130, 200, 70, 20, 100, 2, true, true},
+      // The shared-memory kernel: a layer the register kernel is not compiled for, several
+      // units a block (the last block's fewer), or asked for.
+      {CellType::kLstm, 40, 300, 16, 50, 48},
+      {CellType::kGru, 40, 300, 16, 50, 48},
+      {CellType::kLstm, 24, 64, 8, 60, 40, 3},
+      {CellType::kGru, 40, 300, 16, 50, 48, 7},
+      {CellType::kLstm, 40, 256, 40, 50, 90, 2, false},
+      {CellType::kGru, 24, 64, 8, 60, 40, 0, false},
   };
   uint32_t seed = 7;
   for (const RandomCase& rc : cases) {
-    const std::string what =
-        absl::StrCat(engine::CellTypeName(rc.cell), " I=", rc.input, " H=", rc.hidden,
-                     " slots=", rc.capacity, " units=", rc.units);
+    const std::string what = absl::StrCat(
+        engine::CellTypeName(rc.cell), " I=", rc.input, " H=", rc.hidden, " slots=", rc.capacity,
+        " units=", rc.units, rc.register_kernel ? "" : " shared-memory kernel");
     SCOPED_TRACE(what);
     std::mt19937 rng(++seed);
     const engine::Model model = RandomRnnModel({.cell = rc.cell,
@@ -169,10 +182,13 @@ TEST_F(GpuResidentLoop, RandomJoinsAndLeavesMatchTheWholeBatchPath) {
     ASSERT_TRUE((*compiled)->Run(batch, &want).ok());
     compiled->reset();  // nothing else on the device while the loop runs
 
-    auto loop = ResidentLoop::Create(
-        std::get<engine::RecurrentSpec>(plan.layer->spec),
-        {.capacity = rc.capacity, .max_steps = rc.max_len, .units_per_block = rc.units});
+    auto loop = ResidentLoop::Create(std::get<engine::RecurrentSpec>(plan.layer->spec),
+                                     {.capacity = rc.capacity,
+                                      .max_steps = rc.max_len,
+                                      .units_per_block = rc.units,
+                                      .register_kernel = rc.register_kernel});
     ASSERT_TRUE(loop.ok()) << loop.status();
+    EXPECT_EQ((*loop)->register_kernel(), rc.want_register);
     RunThrough(**loop, seqs, rng);
     if (HasFatalFailure()) return;
     for (int b = 0; b < rc.sequences; ++b) {
