@@ -183,16 +183,79 @@ def _(k, rng):
     return k.Model(inp, [seq, h]), [seq_input(rng, 2, 4, 2)]
 
 
-def signature_names(d):
-    """The serving_default signature's input and output keys, as TF Serving shows them."""
+# Bidirectional merge modes other than concat (tf_keras; merge_mode=None gives the two
+# directions as two outputs, so a functional model).
+@case("SavedModelBidirectionalGruSum")
+def _(k, rng):
+    m = k.Sequential([k.layers.Bidirectional(k.layers.GRU(3, return_sequences=True),
+                                             merge_mode="sum", input_shape=(5, 3)),
+                      k.layers.Dense(2)])
+    return m, [seq_input(rng, 3, 5, 3)]
+
+
+@case("SavedModelBidirectionalLstmMul")
+def _(k, rng):
+    m = k.Sequential([k.layers.Bidirectional(k.layers.LSTM(3), merge_mode="mul",
+                                             input_shape=(5, 3))])
+    return m, [seq_input(rng, 3, 5, 3)]
+
+
+@case("SavedModelBidirectionalSimpleRnnAve")
+def _(k, rng):
+    m = k.Sequential([k.layers.Bidirectional(k.layers.SimpleRNN(3, return_sequences=True),
+                                             merge_mode="ave", input_shape=(5, 3))])
+    return m, [seq_input(rng, 3, 5, 3)]
+
+
+@case("SavedModelBidirectionalGruMergeNone")
+def _(k, rng):
+    inp = k.Input((5, 3), name="tokens")
+    fw, bw = k.layers.Bidirectional(k.layers.GRU(3, return_sequences=True), merge_mode=None,
+                                    name="bigru")(inp)
+    return k.Model(inp, [fw, bw]), [seq_input(rng, 3, 5, 3)]
+
+
+# Several inputs and outputs, saved with their traces so the serving signature (the Keras input
+# names and output layer names TF Serving shows) is there.
+@case("SavedModelTwoInputsTwoOutputsDefaultSave", traces=True)
+def _(k, rng):
+    a = k.Input((4, 3), name="tokens")
+    b = k.Input((3, 2), name="context")
+    h = k.layers.Concatenate()([k.layers.SimpleRNN(3, name="rnn_a")(a),
+                                k.layers.SimpleRNN(2, name="rnn_b")(b)])
+    score = k.layers.Dense(2, name="score")(h)
+    label = k.layers.Dense(3, activation="softmax", name="label")(h)
+    return k.Model([a, b], [score, label]), [seq_input(rng, 2, 4, 3), seq_input(rng, 2, 3, 2)]
+
+
+def signature_names(d, input_order=None, output_order=None):
+    """The serving_default signature as TensorFlow itself reads it (tf.saved_model.load(...)
+    .signatures, what saved_model_cli shows and TF Serving serves): its input and output keys,
+    each key's dtype and shape, and which key each of Keras's inputs and predict outputs is
+    (input_order, output_order; input_<i>.npy and expected_<i>.npy follow Keras's order)."""
     import tensorflow as tf
     loaded = tf.saved_model.load(str(d))
     sig = loaded.signatures.get("serving_default")
     if sig is None:
         return {}
-    inputs = sorted(sig.structured_input_signature[1].keys())
-    outputs = sorted(sig.structured_outputs.keys())
-    return {"inputs": inputs, "outputs": outputs}
+    specs = dict(sig.structured_input_signature[1])
+    specs.update(sig.structured_outputs)
+    out = {"inputs": sorted(sig.structured_input_signature[1].keys()),
+           "outputs": sorted(sig.structured_outputs.keys()),
+           "tensors": {name: {"dtype": spec.dtype.name,
+                              "shape": [None if v is None else int(v)
+                                        for v in spec.shape.as_list()]}
+                       for name, spec in specs.items()}}
+    if input_order is not None:
+        out["input_order"] = list(input_order)
+    if output_order is not None:
+        out["output_order"] = list(output_order)
+    return out
+
+
+def write_signature(d, input_order=None, output_order=None):
+    (d / "signature.json").write_text(json.dumps(
+        signature_names(d / "model" / "1", input_order, output_order), sort_keys=True) + "\n")
 
 
 def make_case(name, spec, seed):
@@ -224,8 +287,7 @@ def make_case(name, spec, seed):
         np.save(d / f"input_{i}.npy", x)
     for i, y in enumerate(outs):
         np.save(d / f"expected_{i}.npy", np.asarray(y, dtype=np.float32))
-    (d / "signature.json").write_text(
-        json.dumps(signature_names(d / "model" / "1"), sort_keys=True) + "\n")
+    write_signature(d, model.input_names, model.output_names)
 
 
 # Graph-only SavedModels (no keras_metadata.pb): Keras 3 `model.export(dir)` and
@@ -286,6 +348,35 @@ m = keras.Sequential([keras.Input((6, 3), name="tokens"), L.LSTM(4, return_seque
 x = seq(3, 6, 3)""",
 }
 
+# Bidirectional merge modes, several inputs and outputs (appended: the seeds above stay).
+KERAS3_CASES.update({
+    "Keras3ExportBidirectionalGruSum": """
+m = keras.Sequential([keras.Input((5, 3), name="tokens"),
+                      L.Bidirectional(L.GRU(3, return_sequences=True), merge_mode="sum"),
+                      L.Dense(2)])
+x = seq(3, 5, 3)""",
+    "Keras3ExportBidirectionalLstmMul": """
+m = keras.Sequential([keras.Input((5, 3), name="tokens"),
+                      L.Bidirectional(L.LSTM(3), merge_mode="mul")])
+x = seq(3, 5, 3)""",
+    "Keras3ExportBidirectionalSimpleRnnAve": """
+m = keras.Sequential([keras.Input((5, 3), name="tokens"),
+                      L.Bidirectional(L.SimpleRNN(3, return_sequences=True), merge_mode="ave")])
+x = seq(3, 5, 3)""",
+    "Keras3ExportBidirectionalGruMergeNone": """
+inp = keras.Input((5, 3), name="tokens")
+fw, bw = L.Bidirectional(L.GRU(3, return_sequences=True), merge_mode=None)(inp)
+m = keras.Model(inp, [fw, bw])
+x = seq(3, 5, 3)""",
+    "Keras3ExportTwoInputsTwoOutputs": """
+a = keras.Input((6, 3), name="tokens")
+b = keras.Input((4, 2), name="context")
+h = L.Concatenate()([L.LSTM(4)(a), L.GRU(3)(b)])
+m = keras.Model([a, b], [L.Dense(2, name="score")(h),
+                         L.Dense(3, activation="softmax", name="label")(h)])
+x = [seq(3, 6, 3), seq(3, 4, 2)]""",
+})
+
 KERAS3_CODE = r"""
 import json, os, sys
 os.environ["TF_USE_LEGACY_KERAS"] = "0"
@@ -306,8 +397,18 @@ for w in m.weights:
 m.set_weights(new)
 m.export(os.path.join(case_dir, "model", "1"), verbose=False)
 m.save(os.path.join(case_dir, "model.keras"))
-np.save(os.path.join(case_dir, "input_0.npy"), x)
-np.save(os.path.join(case_dir, "expected_0.npy"), np.asarray(m.predict(x, verbose=0), np.float32))
+xs = x if isinstance(x, list) else [x]
+for i, xi in enumerate(xs):
+    np.save(os.path.join(case_dir, f"input_{i}.npy"), xi)
+ys = m.predict(x, verbose=0)
+ys = ys if isinstance(ys, (list, tuple)) else [ys]
+for i, y in enumerate(ys):
+    np.save(os.path.join(case_dir, f"expected_{i}.npy"), np.asarray(y, np.float32))
+# The export names its outputs output_<i> in the model's output order, its inputs after the
+# Input layers.
+json.dump({"inputs": [t.name for t in m.inputs],
+           "outputs": [f"output_{i}" for i in range(len(ys))]},
+          open(os.path.join(case_dir, "order.json"), "w"))
 """
 
 
@@ -318,8 +419,9 @@ def make_keras3_case(name, code, seed):
     subprocess.run([sys.executable, "-c", KERAS3_CODE, name, str(d), str(seed)],
                    input=code.encode(), check=True)
     tidy_saved_model(d / "model" / "1")
-    (d / "signature.json").write_text(
-        json.dumps(signature_names(d / "model" / "1"), sort_keys=True) + "\n")
+    order = json.loads((d / "order.json").read_text())
+    (d / "order.json").unlink()
+    write_signature(d, order["inputs"], order["outputs"])
 
 
 # tf.saved_model.save of tf_keras models: no keras_metadata.pb either.
@@ -356,6 +458,66 @@ def _(k, rng):
     return m, seq_input(rng, 3, 6, 3, lengths=[6, 4, 2])
 
 
+# tf_keras models written by tf.saved_model.save of a tf.Module that holds only the model's
+# weights and one serving function: the graph of that one trace (the plain save above keeps
+# every traced variant of each layer, MBs for a Bidirectional). The signature's keys are the
+# model's input and output names, as tf_keras's own serving signature names them.
+TF_MODULE_CASES = {}
+
+
+def tf_module_case(name):
+    def wrap(fn):
+        TF_MODULE_CASES[name] = fn
+        return fn
+    return wrap
+
+
+@tf_module_case("TfModuleSaveBidirectionalGruAve")
+def _(k, rng):
+    m = k.Sequential([k.layers.Bidirectional(k.layers.GRU(3, return_sequences=True),
+                                             merge_mode="ave", input_shape=(5, 3)),
+                      k.layers.Dense(2)])
+    return m, seq_input(rng, 3, 5, 3)
+
+
+@tf_module_case("TfModuleSaveBidirectionalLstmSum")
+def _(k, rng):
+    m = k.Sequential([k.layers.Bidirectional(k.layers.LSTM(3, return_sequences=True),
+                                             merge_mode="sum", input_shape=(5, 3))])
+    return m, seq_input(rng, 3, 5, 3)
+
+
+@tf_module_case("TfModuleSaveBidirectionalSimpleRnnMul")
+def _(k, rng):
+    m = k.Sequential([k.layers.Bidirectional(k.layers.SimpleRNN(3), merge_mode="mul",
+                                             input_shape=(5, 3))])
+    return m, seq_input(rng, 3, 5, 3)
+
+
+def make_tf_module_case(name, build, seed):
+    import tensorflow as tf
+    import tf_keras as k
+    k.backend.clear_session()
+    rng = np.random.default_rng(seed)
+    model, x = build(k, rng)
+    randomize(model, rng)
+    d = OUT / name
+    shutil.rmtree(d, ignore_errors=True)
+    (d / "model").mkdir(parents=True)
+    spec = tf.TensorSpec([None] + list(x.shape[1:]), tf.float32, name=model.input_names[0])
+    serve = tf.function(lambda t: {model.output_names[0]: model(t, training=False)},
+                        input_signature=[spec])
+    module = tf.Module()
+    module.weights = list(model.weights)
+    module.serve = serve
+    tf.saved_model.save(module, str(d / "model" / "1"), signatures=serve)
+    tidy_saved_model(d / "model" / "1")
+    model.save(str(d / "model.h5"))
+    np.save(d / "input_0.npy", x)
+    np.save(d / "expected_0.npy", np.asarray(model.predict(x, verbose=0), dtype=np.float32))
+    write_signature(d, model.input_names, model.output_names)
+
+
 def make_tf_save_case(name, build, seed):
     import tensorflow as tf
     import tf_keras as k
@@ -373,8 +535,7 @@ def make_tf_save_case(name, build, seed):
     model.save(str(d / "model.h5"))
     np.save(d / "input_0.npy", x)
     np.save(d / "expected_0.npy", np.asarray(model.predict(x, verbose=0), dtype=np.float32))
-    (d / "signature.json").write_text(
-        json.dumps(signature_names(d / "model" / "1"), sort_keys=True) + "\n")
+    write_signature(d, model.input_names, model.output_names)
 
 
 def tidy_saved_model(v):
@@ -399,6 +560,11 @@ def main():
             continue
         print("case", name, file=sys.stderr)
         make_tf_save_case(name, build, 4000 + i)
+    for i, (name, build) in enumerate(TF_MODULE_CASES.items()):
+        if only and name not in only:
+            continue
+        print("case", name, file=sys.stderr)
+        make_tf_module_case(name, build, 4500 + i)
     for i, (name, code) in enumerate(KERAS3_CASES.items()):
         if only and name not in only:
             continue

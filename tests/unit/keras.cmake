@@ -7,5 +7,12 @@ target_include_directories(keras_bad_files_test PRIVATE ${HDF5_INCLUDE_DIRS})
 target_link_libraries(keras_bad_files_test PRIVATE ${HDF5_C_LIBRARIES} PkgConfig::LIBZIP)
 
 # TensorFlow SavedModels (models/savedmodel/), served as TF Serving lays them out.
+add_library(rnnserve_savedmodel_case STATIC ${CMAKE_CURRENT_LIST_DIR}/savedmodel_case.cc)
+target_compile_options(rnnserve_savedmodel_case PRIVATE ${RNNSERVE_WARNINGS})
+target_link_libraries(rnnserve_savedmodel_case PUBLIC rnnserve_server_lib rnnserve_test_support
+                      GTest::gtest nlohmann_json::nlohmann_json)
 rnnserve_test(savedmodel_import_test unit ${CMAKE_CURRENT_LIST_DIR}/savedmodel_import_test.cc)
-target_link_libraries(savedmodel_import_test PRIVATE rnnserve_server_lib nlohmann_json::nlohmann_json)
+target_link_libraries(savedmodel_import_test PRIVATE rnnserve_savedmodel_case)
+rnnserve_test(savedmodel_signature_test unit
+              ${CMAKE_CURRENT_LIST_DIR}/savedmodel_signature_test.cc)
+target_link_libraries(savedmodel_signature_test PRIVATE rnnserve_savedmodel_case)

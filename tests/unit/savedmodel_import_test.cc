@@ -23,88 +23,13 @@
 #include "models/training_config.h"
 #include "server/servable.h"
 #include "tests/support/fixtures.h"
+#include "tests/unit/savedmodel_case.h"
 
 namespace rnnserve::testing {
 namespace {
 
 namespace fs = std::filesystem;
 using server::Servable;
-
-constexpr char kDir[] = "tests/fixtures/savedmodel/";
-
-std::string CaseDir(const std::string& name) { return SourcePath(std::string(kDir) + name); }
-
-absl::StatusOr<std::unique_ptr<Servable>> LoadDir(const std::string& model_dir) {
-  v1::ModelConfig config;
-  config.set_name("model");
-  return Servable::Load(model_dir, 1, config);
-}
-
-// Runs `s` on the case's inputs.
-std::vector<engine::Tensor> RunCase(const Servable& s, const std::string& name) {
-  engine::Batch batch;
-  for (size_t i = 0; i < s.inputs().size(); ++i) {
-    const auto x = LoadNpy(std::string(kDir) + name + "/input_" + std::to_string(i) + ".npy");
-    batch.inputs.push_back(x.is_integer() ? ToInt64Tensor(x) : ToFloatTensor(x));
-  }
-  std::vector<engine::Tensor> out;
-  const absl::Status run = s.Run(std::move(batch), &out);
-  EXPECT_TRUE(run.ok()) << run;
-  return out;
-}
-
-std::set<std::string> Names(const std::vector<server::TensorSignature>& sigs) {
-  std::set<std::string> names;
-  for (const auto& s : sigs) names.insert(s.name);
-  return names;
-}
-
-// The SavedModel served from <case>/model/1 matches Keras's predict to 1e-5, the same model's
-// .h5 gives the same numbers, and the names are the serving signature's where it has one.
-void ExpectCase(const std::string& name) {
-  auto saved = LoadDir(CaseDir(name) + "/model");
-  ASSERT_TRUE(saved.ok()) << saved.status();
-  EXPECT_EQ((*saved)->platform(), "tf_savedmodel");
-  const auto got = RunCase(**saved, name);
-  ASSERT_EQ(got.size(), (*saved)->outputs().size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    const auto want = LoadNpy(std::string(kDir) + name + "/expected_" + std::to_string(i) + ".npy");
-    EXPECT_TRUE(AllClose(got[i], want, 1e-5, 1e-5)) << "output " << i;
-  }
-
-  // The .h5 (or, for Keras 3, the .keras) of the same model, served the same way.
-  const fs::path h5_dir = fs::path(::testing::TempDir()) / ("h5_" + name);
-  fs::remove_all(h5_dir);
-  fs::create_directories(h5_dir / "1");
-  const std::string keras_file =
-      fs::exists(CaseDir(name) + "/model.h5") ? "model.h5" : "model.keras";
-  fs::copy_file(CaseDir(name) + "/" + keras_file, h5_dir / "1" / keras_file,
-                fs::copy_options::overwrite_existing);
-  auto h5 = LoadDir(h5_dir.string());
-  ASSERT_TRUE(h5.ok()) << h5.status();
-  const auto from_h5 = RunCase(**h5, name);
-  ASSERT_EQ(from_h5.size(), got.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_EQ(got[i].shape(), from_h5[i].shape()) << "output " << i;
-    const float* a = got[i].f32();
-    const float* b = from_h5[i].f32();
-    for (int64_t j = 0; j < got[i].num_elements(); ++j) {
-      ASSERT_NEAR(a[j], b[j], 1e-6) << "output " << i << " element " << j;
-    }
-  }
-  EXPECT_EQ(Names((*saved)->inputs()), Names((*h5)->inputs()));
-  // Keras 3's export names its outputs output_0, ...; the .keras file names them after layers.
-  if (keras_file == "model.h5") {
-    EXPECT_EQ(Names((*saved)->outputs()), Names((*h5)->outputs()));
-  }
-
-  std::ifstream in(CaseDir(name) + "/signature.json");
-  const nlohmann::json sig = nlohmann::json::parse(in);
-  if (sig.contains("inputs")) {
-    EXPECT_EQ(Names((*saved)->inputs()), sig["inputs"].get<std::set<std::string>>());
-    EXPECT_EQ(Names((*saved)->outputs()), sig["outputs"].get<std::set<std::string>>());
-  }
-}
 
 TEST(SavedModelImport, SavedModelLstm) { ExpectCase("SavedModelLstm"); }
 TEST(SavedModelImport, SavedModelGruResetAfterTrue) { ExpectCase("SavedModelGruResetAfterTrue"); }
