@@ -9,12 +9,6 @@
 #include "absl/strings/str_join.h"
 
 namespace rnnserve::models::savedmodel::graph {
-namespace {
-
-constexpr int kMaxLayers = 256;
-
-}  // namespace
-
 // Keras activation name of an activation op.
 const char* ActivationOf(const std::string& op) {
   static const auto* kOps = new std::map<std::string, const char*>{
@@ -22,78 +16,6 @@ const char* ActivationOf(const std::string& op) {
       {"Elu", "elu"},   {"Selu", "selu"},       {"Softplus", "softplus"}, {"Softsign", "softsign"}};
   auto it = kOps->find(op);
   return it == kOps->end() ? nullptr : it->second;
-}
-
-// The layers from the model's input to `out`, in that order.
-absl::StatusOr<std::vector<Layer>> Recogniser::Layers(const std::string& top_ret) {
-  Value out{&graph_.top(), top_ret};
-  std::vector<Layer> layers;
-  std::string pending_activation;
-  for (int n = 0; n < kMaxLayers; ++n) {
-    auto s = graph_.Trace(*out.frame, out.name);
-    if (!s.ok()) return Error(s.status().message());
-    if (s->kind == Source::Kind::kModelInput) {
-      if (!open_masks_.empty()) {
-        return absl::UnimplementedError(
-            absl::StrCat(dir_,
-                         ": a SavedModel without Keras metadata whose recurrent layer is masked by "
-                         "something other than a Masking or Embedding(mask_zero=True) layer",
-                         kBringKeras));
-      }
-      if (!pending_activation.empty()) {
-        layers.push_back(
-            {Json{{"class_name", "Activation"}, {"config", {{"activation", pending_activation}}}},
-             {}});
-      }
-      std::reverse(layers.begin(), layers.end());
-      return layers;
-    }
-    if (s->kind == Source::Kind::kObject) return Error("the output is a variable");
-    const NodeDef& node = *s->node;
-    const Frame& frame = *s->frame;
-    if (const char* act = ActivationOf(node.op())) {
-      if (!pending_activation.empty()) {  // an Activation layer after this one
-        layers.push_back(
-            {Json{{"class_name", "Activation"}, {"config", {{"activation", pending_activation}}}},
-             {}});
-      }
-      pending_activation = act;
-      auto in = FunctionGraph::Input(node, 0);
-      if (!in.ok()) return in.status();
-      out = {&frame, *in};
-      continue;
-    }
-    absl::StatusOr<Value> next = absl::InternalError("unset");
-    if (node.op() == "BiasAdd" || node.op() == "MatMul" || node.op() == "Reshape") {
-      next = Dense(frame, node, pending_activation, &layers);
-      pending_activation.clear();
-    } else {
-      if (!pending_activation.empty()) {
-        layers.push_back(
-            {Json{{"class_name", "Activation"}, {"config", {{"activation", pending_activation}}}},
-             {}});
-        pending_activation.clear();
-      }
-      if (node.op() == "SelectV2" || node.op() == "Select" || node.op() == "Mul") {
-        next = Masking(frame, node, &layers);
-      } else if (node.op() == "ConcatV2") {
-        next = Bidirectional(frame, node, &layers);
-      } else if (node.op() == "AddV2") {
-        next = BatchNormalization(frame, node, &layers);
-      } else if (node.op() == "GatherV2" || node.op() == "ResourceGather") {
-        next = Embedding(frame, node, &layers);
-      } else {
-        auto found = RnnOutput(*s);
-        if (!found.ok()) return found.status();
-        if (found->mask_from) open_masks_.push_back(*found->mask_from);
-        layers.push_back(std::move(found->layer));
-        next = found->x;
-      }
-    }
-    if (!next.ok()) return next.status();
-    out = *next;
-  }
-  return Error(absl::StrCat("more than ", kMaxLayers, " layers"));
 }
 
 absl::Status Recogniser::Unsupported(const std::string& op, const std::string& node) const {

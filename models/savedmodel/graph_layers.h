@@ -39,6 +39,35 @@ struct Layer {
   std::vector<keras::Array> weights;
 };
 
+// Where a layer reads a value: a recognised layer's output `tensor`, or (node < 0) the
+// model's input -1 - node.
+struct Ref {
+  int node = 0;
+  int tensor = 0;
+};
+
+// One recognised Keras layer call, in the walk's graph.
+struct GraphNode {
+  Layer layer;
+  std::vector<Ref> inputs;
+  int num_outputs = 1;
+};
+
+// The recognised layers in topological order and the model's outputs, in the serving
+// function's output order.
+struct LayerGraph {
+  std::vector<GraphNode> nodes;
+  std::vector<Ref> outputs;
+};
+
+// A layer recognised at one of its outputs: the layer, the values it reads and, for a layer of
+// several outputs, the values of its other outputs (tensor 1, 2, ...).
+struct Recognised {
+  Layer layer;
+  std::vector<Value> inputs;
+  std::vector<Value> more_outputs;
+};
+
 // A recurrent layer recognised at its output: the layer, its input and, for a masked loop,
 // the value its mask is computed from (a Masking layer's input).
 struct RnnFound {
@@ -58,8 +87,10 @@ class Recogniser {
         bundle_(std::move(bundle)),
         checkpoint_graph_(std::move(checkpoint_graph)) {}
 
-  // The layers from the model's input to `out`, in that order.
-  absl::StatusOr<std::vector<Layer>> Layers(const std::string& top_ret);
+  // The layers from the model's inputs to the serving function's outputs (`top_rets`, values
+  // of the top function): each output is walked back, one layer at a time, to the model's
+  // inputs or to a value an earlier walk reached (graph_walk.cc).
+  absl::StatusOr<LayerGraph> Walk(const std::vector<std::string>& top_rets);
   absl::Status Unsupported(const std::string& op, const std::string& node = "") const;
 
  private:
@@ -104,11 +135,44 @@ class Recogniser {
   // 0), AddV2(ids, input_dim), ids)) or tf_keras's ResourceGather(embeddings, ids).
   absl::StatusOr<Value> Embedding(const Frame& frame, const NodeDef& node,
                                   std::vector<Layer>* layers);
-  // Bidirectional(merge_mode="concat"): ConcatV2(forward, backward), the backward half's
-  // sequence reversed back (ReverseV2) when it returns sequences; both over the same input.
-  absl::StatusOr<Value> Bidirectional(const Frame& frame, const NodeDef& node,
-                                      std::vector<Layer>* layers);
+  // Bidirectional: `fw` and `bw` are the forward and backward halves' outputs over the same
+  // input, the backward half's sequence reversed back (ReverseV2) when it returns sequences;
+  // the merge is the caller's op (ConcatV2 concat, AddV2 sum, Mul mul, RealDiv(AddV2, 2) ave,
+  // none: two model outputs). nullopt when they are not the two halves of one layer.
+  absl::StatusOr<std::optional<Recognised>> BidirectionalOf(const Value& fw, const Value& bw,
+                                                            const Json& merge_mode);
   absl::StatusOr<RnnFound> Rnn(const Frame& frame, const NodeDef& loop, bool return_sequences);
+
+  // graph_walk.cc: the walk.
+  struct Memo {
+    Source at;
+    Ref ref;
+  };
+  // Where the walk reads `v`: a model input, a layer already recognised, or a new layer (and
+  // its inputs, walked first).
+  absl::StatusOr<Ref> Resolve(const Value& v, int depth);
+  // The layer whose output `s` is.
+  absl::StatusOr<Recognised> RecogniseAt(const Source& s);
+  // A merge of two or more values (Concatenate, Add, Multiply, Average) or a Bidirectional.
+  absl::StatusOr<Recognised> Merge(const Source& s);
+  const Ref* Find(const Source& s) const;
+  static Recognised One(Layer layer, Value in) {
+    Recognised r;
+    r.layer = std::move(layer);
+    r.inputs.push_back(std::move(in));
+    return r;
+  }
+  // A layer recogniser of the chain form (pushes one layer, returns its input) as Recognised.
+  template <typename F>
+  absl::StatusOr<Recognised> Single(F f) {
+    std::vector<Layer> layers;
+    absl::StatusOr<Value> in = f(&layers);
+    if (!in.ok()) return in.status();
+    if (layers.size() != 1) return Error("a layer recogniser made no layer");
+    return One(std::move(layers[0]), *in);
+  }
+  LayerGraph out_;
+  std::vector<Memo> memo_;
 
   const std::string dir_;
   const MetaGraphDef& mg_;

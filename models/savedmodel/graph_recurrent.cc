@@ -247,40 +247,44 @@ absl::StatusOr<RnnFound> Recogniser::Rnn(const Frame& frame, const NodeDef& loop
   return found;
 }
 
-// Bidirectional(merge_mode="concat"): ConcatV2(forward, backward), the backward half's
-// sequence reversed back (ReverseV2) when it returns sequences; both over the same input.
-absl::StatusOr<Value> Recogniser::Bidirectional(const Frame& frame, const NodeDef& node,
-                                                std::vector<Layer>* layers) {
+// Bidirectional: the forward and backward halves' outputs over the same input, the backward
+// half's sequence reversed back when it returns sequences.
+absl::StatusOr<std::optional<Recognised>> Recogniser::BidirectionalOf(const Value& fw_out,
+                                                                      const Value& bw_out,
+                                                                      const Json& merge_mode) {
   std::vector<RnnFound> halves;
-  for (int i = 0; i < 2; ++i) {
-    auto s = graph_.TraceInput(frame, node, i);
+  bool reversed = false;
+  for (const Value* v : {&fw_out, &bw_out}) {
+    auto s = graph_.Trace(*v->frame, v->name);
     if (!s.ok()) return s.status();
-    if (s->kind != Source::Kind::kNode) return Unsupported(node.op(), node.name());
-    if (i == 1 && s->node->op() == "ReverseV2") {
+    if (s->kind != Source::Kind::kNode) return std::optional<Recognised>();
+    if (v == &bw_out && s->node->op() == "ReverseV2") {
+      reversed = true;
       s = graph_.TraceInput(*s->frame, *s->node, 0);
       if (!s.ok()) return s.status();
-      if (s->kind != Source::Kind::kNode) return Unsupported(node.op(), node.name());
+      if (s->kind != Source::Kind::kNode) return std::optional<Recognised>();
     }
     auto half = RnnOutput(*s);
-    if (!half.ok())
-      return absl::IsUnimplemented(half.status()) ? Unsupported(node.op(), node.name())
-                                                  : half.status();
+    if (absl::IsUnimplemented(half.status())) return std::optional<Recognised>();
+    if (!half.ok()) return half.status();
     halves.push_back(std::move(*half));
   }
   Json& fw = halves[0].layer.config;
   Json& bw = halves[1].layer.config;
   if (fw["class_name"] != bw["class_name"] || fw["config"]["go_backwards"] != false ||
-      bw["config"]["go_backwards"] != true || !Same(halves[0].x, halves[1].x) ||
+      bw["config"]["go_backwards"] != true ||
+      fw["config"]["return_sequences"] != bw["config"]["return_sequences"] ||
+      reversed != bw["config"]["return_sequences"].get<bool>() || !Same(halves[0].x, halves[1].x) ||
       halves[0].mask_from.has_value() != halves[1].mask_from.has_value()) {
-    return Unsupported(node.op(), node.name());
+    return std::optional<Recognised>();
   }
-  Json config = {{"layer", fw}, {"backward_layer", bw}, {"merge_mode", "concat"}};
+  Json config = {{"layer", fw}, {"backward_layer", bw}, {"merge_mode", merge_mode}};
   std::vector<keras::Array> weights = std::move(halves[0].layer.weights);
   for (keras::Array& a : halves[1].layer.weights) weights.push_back(std::move(a));
   if (halves[0].mask_from) open_masks_.push_back(*halves[0].mask_from);
-  layers->push_back(
-      {Json{{"class_name", "Bidirectional"}, {"config", config}}, std::move(weights)});
-  return halves[0].x;
+  Recognised r = One(
+      {Json{{"class_name", "Bidirectional"}, {"config", config}}, std::move(weights)}, halves[0].x);
+  return std::optional<Recognised>(std::move(r));
 }
 
 }  // namespace rnnserve::models::savedmodel::graph

@@ -87,7 +87,8 @@ void ExpectCase(const std::string& name) {
   std::vector<size_t> keras_index;  // the SavedModel's output i is Keras's output keras_index[i]
   for (size_t i = 0; i < got.size(); ++i) {
     keras_index.push_back(KerasIndex(sig, "output_order", (*saved)->outputs()[i].name, i));
-    const auto want = LoadNpy(CaseFile(name, "expected_" + std::to_string(keras_index[i]) + ".npy"));
+    const auto want =
+        LoadNpy(CaseFile(name, "expected_" + std::to_string(keras_index[i]) + ".npy"));
     EXPECT_TRUE(AllClose(got[i], want, 1e-5, 1e-5)) << "output " << (*saved)->outputs()[i].name;
   }
 

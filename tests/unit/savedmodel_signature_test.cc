@@ -26,9 +26,37 @@ TEST(SavedModelMergeModes, SavedModelBidirectionalGruMergeNone) {
   ExpectCase("SavedModelBidirectionalGruMergeNone");
 }
 
+// Graph-only: tf.saved_model.save of a tf_keras model's serving function.
+TEST(SavedModelMergeModes, TfModuleSaveBidirectionalGruAve) {
+  ExpectCase("TfModuleSaveBidirectionalGruAve");
+}
+TEST(SavedModelMergeModes, TfModuleSaveBidirectionalLstmSum) {
+  ExpectCase("TfModuleSaveBidirectionalLstmSum");
+}
+TEST(SavedModelMergeModes, TfModuleSaveBidirectionalSimpleRnnMul) {
+  ExpectCase("TfModuleSaveBidirectionalSimpleRnnMul");
+}
+
+// Graph-only: Keras 3 model.export(dir).
+TEST(SavedModelMergeModes, Keras3ExportBidirectionalGruSum) {
+  ExpectCase("Keras3ExportBidirectionalGruSum");
+}
+TEST(SavedModelMergeModes, Keras3ExportBidirectionalLstmMul) {
+  ExpectCase("Keras3ExportBidirectionalLstmMul");
+}
+TEST(SavedModelMergeModes, Keras3ExportBidirectionalSimpleRnnAve) {
+  ExpectCase("Keras3ExportBidirectionalSimpleRnnAve");
+}
+TEST(SavedModelMergeModes, Keras3ExportBidirectionalGruMergeNone) {
+  ExpectCase("Keras3ExportBidirectionalGruMergeNone");
+}
+
 // Several inputs and outputs.
 TEST(SavedModelSeveralInputsOutputs, SavedModelTwoInputsTwoOutputsDefaultSave) {
   ExpectCase("SavedModelTwoInputsTwoOutputsDefaultSave");
+}
+TEST(SavedModelSeveralInputsOutputs, Keras3ExportTwoInputsTwoOutputs) {
+  ExpectCase("Keras3ExportTwoInputsTwoOutputs");
 }
 
 }  // namespace
