@@ -23,6 +23,8 @@ tests/unit/savedmodel_import_test.cc has one test per case, named like the case.
 Needs: tensorflow-cpu 2.x with tf-keras and keras 3 (PyPI), numpy.
 
   /opt/fixenv/bin/python models/scripts/make_savedmodel_fixtures.py [CaseName ...]
+  /opt/fixenv/bin/python models/scripts/make_savedmodel_fixtures.py --signatures [CaseName ...]
+    (signature.json only, from the committed files)
 """
 
 import json
@@ -228,7 +230,7 @@ def _(k, rng):
     return k.Model([a, b], [score, label]), [seq_input(rng, 2, 4, 3), seq_input(rng, 2, 3, 2)]
 
 
-def signature_names(d, input_order=None, output_order=None):
+def signature_names(d, input_order=None, output_order=None, keras_outputs=None):
     """The serving_default signature as TensorFlow itself reads it (tf.saved_model.load(...)
     .signatures, what saved_model_cli shows and TF Serving serves): its input and output keys,
     each key's dtype and shape, and which key each of Keras's inputs and predict outputs is
@@ -250,12 +252,15 @@ def signature_names(d, input_order=None, output_order=None):
         out["input_order"] = list(input_order)
     if output_order is not None:
         out["output_order"] = list(output_order)
+    if keras_outputs is not None:
+        out["keras_outputs"] = list(keras_outputs)
     return out
 
 
-def write_signature(d, input_order=None, output_order=None):
+def write_signature(d, input_order=None, output_order=None, keras_outputs=None):
     (d / "signature.json").write_text(json.dumps(
-        signature_names(d / "model" / "1", input_order, output_order), sort_keys=True) + "\n")
+        signature_names(d / "model" / "1", input_order, output_order, keras_outputs),
+        sort_keys=True) + "\n")
 
 
 def make_case(name, spec, seed):
@@ -406,9 +411,35 @@ for i, y in enumerate(ys):
     np.save(os.path.join(case_dir, f"expected_{i}.npy"), np.asarray(y, np.float32))
 # The export names its outputs output_<i> in the model's output order, its inputs after the
 # Input layers.
-json.dump({"inputs": [t.name for t in m.inputs],
-           "outputs": [f"output_{i}" for i in range(len(ys))]},
-          open(os.path.join(case_dir, "order.json"), "w"))
+json.dump(keras3_order(m), open(os.path.join(case_dir, "order.json"), "w"))
+"""
+
+# The Keras 3 model's input names, its export's output keys (output_<i>, in the model's output
+# order) and the .keras file's output names (the layers', made unique as Keras 2 does: a layer
+# of two outputs gives name, name_1).
+KERAS3_ORDER = r"""
+def keras3_order(m):
+    names, seen = [], {}
+    for t in m.outputs:
+        base = t._keras_history[0].name
+        name, n = base, 0
+        while name in names:
+            n += 1
+            name = f"{base}_{n}"
+        names.append(name)
+    return {"inputs": [t.name for t in m.inputs],
+            "outputs": [f"output_{i}" for i in range(len(m.outputs))],
+            "keras_outputs": names}
+"""
+KERAS3_CODE = KERAS3_ORDER + KERAS3_CODE
+
+# Rewrites a Keras 3 case's signature.json from its files (--signatures).
+KERAS3_ORDER_CODE = KERAS3_ORDER + r"""
+import json, os, sys
+os.environ["TF_USE_LEGACY_KERAS"] = "0"
+import keras
+m = keras.saving.load_model(os.path.join(sys.argv[1], "model.keras"))
+json.dump(keras3_order(m), open(os.path.join(sys.argv[1], "order.json"), "w"))
 """
 
 
@@ -419,9 +450,26 @@ def make_keras3_case(name, code, seed):
     subprocess.run([sys.executable, "-c", KERAS3_CODE, name, str(d), str(seed)],
                    input=code.encode(), check=True)
     tidy_saved_model(d / "model" / "1")
+    write_keras3_signature(d)
+
+
+def write_keras3_signature(d):
     order = json.loads((d / "order.json").read_text())
     (d / "order.json").unlink()
-    write_signature(d, order["inputs"], order["outputs"])
+    write_signature(d, order["inputs"], order["outputs"], order["keras_outputs"])
+
+
+def refresh_signature(d):
+    """signature.json again from a case's files, leaving the model files as they are."""
+    if (d / "model.keras").exists():
+        subprocess.run([sys.executable, "-c", KERAS3_ORDER_CODE, str(d)], check=True)
+        write_keras3_signature(d)
+        return
+    import tf_keras as k
+    from tf_keras.src.layers import CuDNNGRU, CuDNNLSTM
+    model = k.models.load_model(str(d / "model.h5"), compile=False,
+                                custom_objects={"CuDNNGRU": CuDNNGRU, "CuDNNLSTM": CuDNNLSTM})
+    write_signature(d, model.input_names, model.output_names)
 
 
 # tf.saved_model.save of tf_keras models: no keras_metadata.pb either.
@@ -550,6 +598,12 @@ def tidy_saved_model(v):
 
 def main():
     only = sys.argv[1:]
+    if only and only[0] == "--signatures":
+        for d in sorted(OUT.iterdir()):
+            if d.is_dir() and (not only[1:] or d.name in only[1:]):
+                print("signature", d.name, file=sys.stderr)
+                refresh_signature(d)
+        return
     for i, (name, spec) in enumerate(CASES.items()):
         if only and name not in only:
             continue

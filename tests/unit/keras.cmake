@@ -16,3 +16,8 @@ target_link_libraries(savedmodel_import_test PRIVATE rnnserve_savedmodel_case)
 rnnserve_test(savedmodel_signature_test unit
               ${CMAKE_CURRENT_LIST_DIR}/savedmodel_signature_test.cc)
 target_link_libraries(savedmodel_signature_test PRIVATE rnnserve_savedmodel_case)
+# TF Serving's front ends on SavedModels of several inputs and outputs.
+rnnserve_test(tfserving_savedmodel_test unit
+              ${CMAKE_CURRENT_LIST_DIR}/tfserving_savedmodel_test.cc)
+target_link_libraries(tfserving_savedmodel_test PRIVATE rnnserve_tfserving rnnserve_server_lib
+                      nlohmann_json::nlohmann_json)

@@ -115,7 +115,8 @@ void ExpectCase(const std::string& name) {
     }
   }
   EXPECT_EQ(Names((*saved)->inputs()), Names((*h5)->inputs()));
-  // Keras 3's export names its outputs output_0, ...; the .keras file names them after layers.
+  // Keras 3's export names its outputs output_0, ...; the .keras file names them after layers
+  // (checked against Keras's names below).
   if (keras_file == "model.h5") {
     EXPECT_EQ(Names((*saved)->outputs()), Names((*h5)->outputs()));
   }
@@ -124,13 +125,28 @@ void ExpectCase(const std::string& name) {
     EXPECT_EQ(Names((*saved)->inputs()), sig["inputs"].get<std::set<std::string>>());
     EXPECT_EQ(Names((*saved)->outputs()), sig["outputs"].get<std::set<std::string>>());
   }
-  if (sig.contains("tensors")) {
-    for (const auto* list : {&(*saved)->inputs(), &(*saved)->outputs()}) {
-      for (const TensorSignature& t : *list) {
-        ASSERT_TRUE(sig["tensors"].contains(t.name)) << t.name;
-        ExpectSignatureTensor(t, sig["tensors"][t.name]);
-      }
+  if (!sig.contains("tensors")) return;
+  for (const auto* list : {&(*saved)->inputs(), &(*saved)->outputs()}) {
+    for (const TensorSignature& t : *list) {
+      ASSERT_TRUE(sig["tensors"].contains(t.name)) << t.name;
+      ExpectSignatureTensor(t, sig["tensors"][t.name]);
     }
+  }
+  // The Keras file of the same model: the same inputs; its outputs, in Keras's order, are
+  // named as Keras names them (keras_outputs: the output layers' names, for a Keras 3 model
+  // whose export says output_<i>) and have the export's dtypes and shapes.
+  for (const TensorSignature& t : (*h5)->inputs()) {
+    ASSERT_TRUE(sig["tensors"].contains(t.name)) << t.name;
+    ExpectSignatureTensor(t, sig["tensors"][t.name]);
+  }
+  for (size_t i = 0; i < got.size(); ++i) {
+    const TensorSignature& t = (*h5)->outputs()[keras_index[i]];
+    if (sig.contains("keras_outputs")) {
+      EXPECT_EQ(t.name, sig["keras_outputs"][keras_index[i]].get<std::string>());
+    } else {
+      EXPECT_EQ(t.name, (*saved)->outputs()[i].name);
+    }
+    ExpectSignatureTensor(t, sig["tensors"][(*saved)->outputs()[i].name]);
   }
 }
 
