@@ -17,10 +17,11 @@
 // input and output keys, which are what TF Serving clients send and read.
 //
 // SavedModels without keras_metadata.pb (Keras 3 `model.export`, `tf.saved_model.save`) hold
-// only a TensorFlow graph: the serving signature's function is walked back from its output and
+// only a TensorFlow graph: the serving signature's function is walked back from its outputs and
 // its Keras layers recognised (savedmodel_graph.cc, graph_layers.h: LSTM, GRU, SimpleRNN,
-// Bidirectional, Masking, Embedding, Dense, BatchNormalization; Dropout leaves nothing to
-// recognise), the weights read through the captured variables. An op on the
+// Bidirectional in every merge mode, Masking, Embedding, Dense, BatchNormalization,
+// Concatenate, Add, Multiply, Average; Dropout leaves nothing to recognise), several inputs and
+// outputs included, the weights read through the captured variables. An op on the
 // way that is not part of a recognised layer fails the load naming the op and asking for the
 // .keras or .h5 file.
 

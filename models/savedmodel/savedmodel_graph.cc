@@ -1,7 +1,7 @@
 // The graph path of savedmodel.h: SavedModels without Keras metadata (Keras 3 `model.export`,
 // `tf.saved_model.save` of a tf_keras model). The serving signature's function is walked back
-// from its output (function_graph.h), recognising one Keras layer at a time until the model's
-// input is reached:
+// from each of its outputs (function_graph.h, graph_walk.cc), recognising one Keras layer at a
+// time until the model's inputs are reached:
 //   Dense               BiasAdd(MatMul(x, kernel), bias), or on [B, T, F] Keras's Tensordot
 //                       (Reshape(MatMul(Reshape(Transpose(x)), kernel))), then an activation op
 //   LSTM / GRU /        a While loop over TensorListFromTensor(Transpose(x)) (ReverseV2 for
@@ -13,15 +13,19 @@
 //                       and three `recurrent_activation` ops, a GRU's one and two).
 //   Masking             SelectV2(Any(NotEqual(x, mask_value)), x, 0); the masked loops below it
 //                       carry a second TensorList, the mask, made of the same x
-//   Bidirectional       ConcatV2(forward loop, ReverseV2(go_backwards loop)) over the same x
+//   Bidirectional       forward loop and ReverseV2(go_backwards loop) over the same x, merged
+//                       by ConcatV2, AddV2, Mul or RealDiv(AddV2, 2); None: two model outputs
+//   Concatenate / Add / ConcatV2, AddV2, Mul, RealDiv(AddV2, 2) of other values
+//   Multiply / Average
 //   BatchNormalization  tf.nn.batch_normalization's AddV2(Mul(x, m), Sub(beta, Mul(mean, m)))
 //   Embedding           GatherV2 / ResourceGather of the table; mask_zero when a loop's mask is
 //                       NotEqual(ids, 0)
 //   Dropout             absent from a serving graph: nothing to recognise.
 // Weights are the captured variables (the function's bound_inputs in the SavedObjectGraph),
 // read from the checkpoint by object id; their role (kernel, recurrent_kernel, bias) is the
-// last part of the variable's name, as Keras names them. The layers become a Keras Sequential
-// config with the same weights, built by keras_config.h as the .h5 and .keras files are, so the
+// last part of the variable's name, as Keras names them. The layers become a Keras functional
+// config with the same weights (inputs in the serving function's argument order, outputs in
+// its output order, both named by the signature's keys), built by keras_config.h as the .h5 and .keras files are, so the
 // gate order conversion is the one the Keras loaders use (Keras: LSTM i,f,c,o; GRU z,r,h).
 // Anything else on the way (masking's Select in a loop body, an op we do not run) is refused,
 // naming the op, with a request for the .keras or .h5 file.

@@ -4,21 +4,26 @@
 Each tf_keras (Keras 2) case is saved twice by tf_keras itself: as a SavedModel directory laid
 out as TF Serving wants it (`model.save(dir)`: <Case>/model/1/saved_model.pb, keras_metadata.pb,
 variables/) and as an .h5 file (<Case>/model.h5), with random inputs (input_<i>.npy) and Keras's
-own predict outputs (expected_<i>.npy, float32) and the serving signature's input and output
-names (signature.json, as TF Serving shows them). Most cases are saved with save_traces=False,
+own predict outputs (expected_<i>.npy, float32, in Keras's output order) and the serving
+signature as TensorFlow reads it (signature.json: tf.saved_model.load(...).signatures' keys,
+dtypes and shapes, what TF Serving shows; input_order / output_order say which key each of
+Keras's inputs and outputs is, keras_outputs the .keras file's output names). Most cases are saved with save_traces=False,
 which keeps saved_model.pb small (KBs, the traced functions left out; the model then has no
 serving_default signature, so signature.json is empty for those); the *DefaultSave cases use
 the plain `model.save(dir)` and so carry the full graph and its signature.
 
 Graph-only SavedModels (no keras_metadata.pb): Keras 3 `model.export(dir)` cases (Keras3Export*,
-beside the same model's model.keras) and tf_keras models written by `tf.saved_model.save`
-(TfSavedModelSave*, beside model.h5), loaded from the serving function's graph; the *Refused
+beside the same model's model.keras), tf_keras models written by `tf.saved_model.save`
+(TfSavedModelSave*, beside model.h5) and tf_keras models whose weights and one serving
+function are saved in a tf.Module (TfModuleSave*, small where the plain save of a
+Bidirectional is MBs), loaded from the serving function's graph; the *Refused
 cases hold an op rnnserve does not recognise (in the serving function, in a loop body) and check
 the message naming it. Keras3ExportLstmDense's saved_model.pb and
 Keras3ExportMaskingBidirectionalGru's seed tests/fuzz/corpus/savedmodel_graph_fuzz/ (copied by
 hand after regenerating).
 
-tests/unit/savedmodel_import_test.cc has one test per case, named like the case.
+tests/unit/savedmodel_import_test.cc and savedmodel_signature_test.cc have one test per case,
+named like the case.
 
 Needs: tensorflow-cpu 2.x with tf-keras and keras 3 (PyPI), numpy.
 
