@@ -142,6 +142,11 @@ class Recogniser {
   absl::StatusOr<std::optional<Recognised>> BidirectionalOf(const Value& fw, const Value& bw,
                                                             const Json& merge_mode);
   absl::StatusOr<RnnFound> Rnn(const Frame& frame, const NodeDef& loop, bool return_sequences);
+  // graph_cudnn.cc: a CudnnRNNV3 op (`op` is its output or output_h) as a Keras LSTM or GRU.
+  absl::StatusOr<RnnFound> CudnnRnn(const Source& op, bool return_sequences);
+  // The value of `s`, a few ops (Split, Transpose, Reshape, ConcatV2, ZerosLike, Const) over
+  // variables: a cuDNN op's params.
+  absl::StatusOr<keras::Array> Evaluate(const Source& s, int depth);
 
   // graph_walk.cc: the walk.
   struct Memo {

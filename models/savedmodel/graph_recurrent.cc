@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "models/savedmodel/graph_layers.h"
@@ -55,6 +56,19 @@ bool CellPlumbing(const std::string& op) {
 // While:4 (the last h).
 absl::StatusOr<RnnFound> Recogniser::RnnOutput(const Source& out) {
   const NodeDef& node = *out.node;
+  if (absl::StartsWith(node.op(), "CudnnRNN")) {
+    if (out.output_arg != "output") return Unsupported(node.op(), node.name());
+    return CudnnRnn(out, /*return_sequences=*/true);
+  }
+  if (node.op() == "Squeeze") {  // a cuDNN layer's last output: Squeeze(output_h)
+    auto h = graph_.TraceInput(*out.frame, node, 0);
+    if (!h.ok()) return h.status();
+    if (h->kind == Source::Kind::kNode && absl::StartsWith(h->node->op(), "CudnnRNN") &&
+        h->output_arg == "output_h") {
+      return CudnnRnn(*h, /*return_sequences=*/false);
+    }
+    return Unsupported(node.op(), node.name());
+  }
   if (node.op() == "While" || node.op() == "StatelessWhile") {
     if (out.output != 4) return Unsupported(node.op(), node.name());
     return Rnn(*out.frame, node, /*return_sequences=*/false);

@@ -33,5 +33,6 @@ target_sources(rnnserve_models PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/graph_layers.cc
   ${CMAKE_CURRENT_LIST_DIR}/graph_recurrent.cc
   ${CMAKE_CURRENT_LIST_DIR}/graph_walk.cc
+  ${CMAKE_CURRENT_LIST_DIR}/graph_cudnn.cc
   ${CMAKE_CURRENT_LIST_DIR}/function_graph.cc)
 target_link_libraries(rnnserve_models PRIVATE rnnserve_tensor_bundle)

@@ -20,10 +20,10 @@
 // only a TensorFlow graph: the serving signature's function is walked back from its outputs and
 // its Keras layers recognised (savedmodel_graph.cc, graph_layers.h: LSTM, GRU, SimpleRNN,
 // Bidirectional in every merge mode, Masking, Embedding, Dense, BatchNormalization,
-// Concatenate, Add, Multiply, Average; Dropout leaves nothing to recognise), several inputs and
-// outputs included, the weights read through the captured variables. An op on the
-// way that is not part of a recognised layer fails the load naming the op and asking for the
-// .keras or .h5 file.
+// Concatenate, Add, Multiply, Average, CudnnRNNV3 as a GPU-traced Keras 3 export writes it;
+// Dropout leaves nothing to recognise), several inputs and outputs included, the weights read
+// through the captured variables. An op on the way that is not part of a recognised layer fails
+// the load naming the op and asking for the .keras or .h5 file.
 
 #include <optional>
 #include <string>

@@ -15,6 +15,7 @@
 //                       carry a second TensorList, the mask, made of the same x
 //   Bidirectional       forward loop and ReverseV2(go_backwards loop) over the same x, merged
 //                       by ConcatV2, AddV2, Mul or RealDiv(AddV2, 2); None: two model outputs
+//   LSTM / GRU on cuDNN CudnnRNNV3 (graph_cudnn.cc): its params evaluated from the variables
 //   Concatenate / Add / ConcatV2, AddV2, Mul, RealDiv(AddV2, 2) of other values
 //   Multiply / Average
 //   BatchNormalization  tf.nn.batch_normalization's AddV2(Mul(x, m), Sub(beta, Mul(mean, m)))

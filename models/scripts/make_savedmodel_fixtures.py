@@ -385,6 +385,21 @@ h = L.Concatenate()([L.LSTM(4)(a), L.GRU(3)(b)])
 m = keras.Model([a, b], [L.Dense(2, name="score")(h),
                          L.Dense(3, activation="softmax", name="label")(h)])
 x = [seq(3, 6, 3), seq(3, 4, 2)]""",
+    # Exported as on a GPU: the layers as CudnnRNNV3 ops (cudnn_export, in KERAS3_CODE).
+    "Keras3ExportCudnnLstmGru": """
+cudnn_export = True
+m = keras.Sequential([keras.Input((6, 3), name="tokens"), L.LSTM(5, return_sequences=True),
+                      L.GRU(4)])
+x = seq(3, 6, 3)""",
+    "Keras3ExportCudnnGruLstmDense": """
+cudnn_export = True
+m = keras.Sequential([keras.Input((5, 3), name="tokens"), L.GRU(4, return_sequences=True),
+                      L.LSTM(3), L.Dense(2)])
+x = seq(3, 5, 3)""",
+    "Keras3ExportCudnnMaskedRefused": """
+cudnn_export = True
+m = keras.Sequential([keras.Input((5, 3), name="tokens"), L.Masking(0.0), L.LSTM(3)])
+x = seq(3, 5, 3, lengths=[5, 3, 2])""",
 })
 
 KERAS3_CODE = r"""
@@ -405,12 +420,24 @@ for w in m.weights:
     v = rng.uniform(0.5, 1.5, w.shape) if "variance" in w.path else rng.uniform(-0.7, 0.7, w.shape)
     new.append(v.astype(np.float32))
 m.set_weights(new)
-m.export(os.path.join(case_dir, "model", "1"), verbose=False)
 m.save(os.path.join(case_dir, "model.keras"))
+if globals().get("cudnn_export"):
+    # As on a GPU: Keras's TensorFlow backend takes its cuDNN path when it sees a GPU and a
+    # CUDA build, and the export's trace then holds Keras's own CudnnRNNV3 ops and their
+    # params, built from the layer's variables. Tracing needs the op registered, not its
+    # kernel, so a CPU build writes the same graph. The expected outputs stay Keras's
+    # predict on the CPU (below, before this changes anything, is the same model).
+    import tensorflow as tf
+    krnn = sys.modules["keras.src.backend.tensorflow.rnn"]
+    expected = m.predict(x, verbose=0)
+    krnn._is_gpu_available = lambda: True
+    build_info = tf.sysconfig.get_build_info()
+    tf.sysconfig.get_build_info = lambda: dict(build_info, is_cuda_build=True)
+m.export(os.path.join(case_dir, "model", "1"), verbose=False)
 xs = x if isinstance(x, list) else [x]
 for i, xi in enumerate(xs):
     np.save(os.path.join(case_dir, f"input_{i}.npy"), xi)
-ys = m.predict(x, verbose=0)
+ys = expected if globals().get("cudnn_export") else m.predict(x, verbose=0)
 ys = ys if isinstance(ys, (list, tuple)) else [ys]
 for i, y in enumerate(ys):
     np.save(os.path.join(case_dir, f"expected_{i}.npy"), np.asarray(y, np.float32))

@@ -6,6 +6,7 @@
 // (tests/fixtures/savedmodel/, models/scripts/make_savedmodel_fixtures.py; test names match
 // the cases).
 
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "tests/unit/savedmodel_case.h"
 
@@ -57,6 +58,22 @@ TEST(SavedModelSeveralInputsOutputs, SavedModelTwoInputsTwoOutputsDefaultSave) {
 }
 TEST(SavedModelSeveralInputsOutputs, Keras3ExportTwoInputsTwoOutputs) {
   ExpectCase("Keras3ExportTwoInputsTwoOutputs");
+}
+
+// Keras 3 exports traced as on a GPU: the layers are CudnnRNNV3 ops.
+TEST(SavedModelCudnnRnn, Keras3ExportCudnnLstmGru) { ExpectCase("Keras3ExportCudnnLstmGru"); }
+TEST(SavedModelCudnnRnn, Keras3ExportCudnnGruLstmDense) {
+  ExpectCase("Keras3ExportCudnnGruLstmDense");
+}
+
+// A masked cuDNN layer takes its rows' lengths from the mask: refused, saying so.
+TEST(SavedModelCudnnRnn, Keras3ExportCudnnMaskedRefused) {
+  auto s = LoadDir(CaseDir("Keras3ExportCudnnMaskedRefused") + "/model");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kUnimplemented) << s.status();
+  EXPECT_TRUE(absl::StrContains(s.status().message(), "CudnnRNNV3 (sequence_lengths from a mask)"))
+      << s.status();
+  EXPECT_TRUE(absl::StrContains(s.status().message(), ".keras or .h5")) << s.status();
 }
 
 }  // namespace
