@@ -18,9 +18,10 @@ beside the same model's model.keras), tf_keras models written by `tf.saved_model
 function are saved in a tf.Module (TfModuleSave*, small where the plain save of a
 Bidirectional is MBs), loaded from the serving function's graph; the *Refused
 cases hold an op rnnserve does not recognise (in the serving function, in a loop body) and check
-the message naming it. Keras3ExportLstmDense's saved_model.pb and
-Keras3ExportMaskingBidirectionalGru's seed tests/fuzz/corpus/savedmodel_graph_fuzz/ (copied by
-hand after regenerating).
+the message naming it. The saved_model.pb of Keras3ExportLstmDense,
+Keras3ExportMaskingBidirectionalGru, Keras3ExportTwoInputsTwoOutputs and
+Keras3ExportCudnnGruLstmDense seed tests/fuzz/corpus/savedmodel_graph_fuzz/ (copied by hand
+after regenerating).
 
 tests/unit/savedmodel_import_test.cc and savedmodel_signature_test.cc have one test per case,
 named like the case.
