@@ -401,6 +401,14 @@ x = seq(3, 5, 3)""",
 cudnn_export = True
 m = keras.Sequential([keras.Input((5, 3), name="tokens"), L.Masking(0.0), L.LSTM(3)])
 x = seq(3, 5, 3, lengths=[5, 3, 2])""",
+    "Keras3ExportTwoInputsMergeLayers": """
+a = keras.Input((5, 3), name="tokens")
+b = keras.Input((4, 2), name="context")
+ha = L.LSTM(3)(a)
+hb = L.GRU(3)(b)
+h = L.Concatenate()([L.Add()([ha, hb]), L.Multiply()([ha, hb]), L.Average()([ha, hb])])
+m = keras.Model([a, b], L.Dense(2)(h))
+x = [seq(3, 5, 3), seq(3, 4, 2)]""",
 })
 
 KERAS3_CODE = r"""

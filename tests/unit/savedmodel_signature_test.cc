@@ -59,6 +59,9 @@ TEST(SavedModelSeveralInputsOutputs, SavedModelTwoInputsTwoOutputsDefaultSave) {
 TEST(SavedModelSeveralInputsOutputs, Keras3ExportTwoInputsTwoOutputs) {
   ExpectCase("Keras3ExportTwoInputsTwoOutputs");
 }
+TEST(SavedModelSeveralInputsOutputs, Keras3ExportTwoInputsMergeLayers) {
+  ExpectCase("Keras3ExportTwoInputsMergeLayers");
+}
 
 // Keras 3 exports traced as on a GPU: the layers are CudnnRNNV3 ops.
 TEST(SavedModelCudnnRnn, Keras3ExportCudnnLstmGru) { ExpectCase("Keras3ExportCudnnLstmGru"); }
