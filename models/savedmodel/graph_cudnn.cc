@@ -14,8 +14,11 @@
 //
 // The cell is cuDNN's: tanh and sigmoid activations, zero initial states. Recognised: the op's
 // `output` (return_sequences, batch-major: time_major=false, as Keras writes it) and
-// Squeeze(output_h) (the last output). Masked or reversed (go_backwards, Bidirectional) cuDNN
-// layers feed the op sequence lengths or ReverseSequence, and are refused naming what they add.
+// Squeeze(output_h) (the last output). go_backwards (a Bidirectional's backward half) is
+// ReverseSequence of the input over whole rows, and the sequence output comes back as
+// ReverseV2(ReverseSequence(output)), which for whole rows is the op's output as it is: Keras's
+// go_backwards order. A masked cuDNN layer feeds the op its rows' lengths from the mask and is
+// refused, saying so.
 
 #include <cstring>
 
@@ -264,12 +267,31 @@ absl::StatusOr<RnnFound> Recogniser::CudnnRnn(const Source& op, bool return_sequ
       return Error(absl::StrCat("'", node.name(), "' starts from a state that is not zeros"));
     }
   }
-  auto x = FunctionGraph::Input(node, 0);
-  if (!x.ok()) return x.status();
+  Value x{op.frame, ""};
+  if (auto in = FunctionGraph::Input(node, 0); in.ok()) {
+    x.name = *in;
+  } else {
+    return in.status();
+  }
+  // go_backwards: ReverseSequence(x, lengths) over the batch-major time axis, whole rows.
+  bool go_backwards = false;
   auto in0 = graph_.TraceInput(*op.frame, node, 0);
   if (!in0.ok()) return in0.status();
   if (in0->kind == Source::Kind::kNode && in0->node->op() == "ReverseSequence") {
-    return Unsupported("ReverseSequence (a go_backwards cuDNN layer)", in0->node->name());
+    const NodeDef& rev = *in0->node;
+    auto seq = rev.attr().find("seq_dim");
+    auto batch = rev.attr().find("batch_dim");
+    auto rows = graph_.TraceInput(*in0->frame, rev, 1);
+    if (!rows.ok()) return rows.status();
+    if (seq == rev.attr().end() || seq->second.i() != 1 ||
+        (batch != rev.attr().end() && batch->second.i() != 0) ||
+        rows->kind != Source::Kind::kNode || rows->node->op() != "Fill") {
+      return Unsupported("ReverseSequence (of a masked or time-major cuDNN layer)", rev.name());
+    }
+    auto in = FunctionGraph::Input(rev, 0);
+    if (!in.ok()) return in.status();
+    x = Value{in0->frame, *in};
+    go_backwards = true;
   }
 
   // params: ConcatV2 of cuDNN's 4G pieces.
@@ -333,7 +355,7 @@ absl::StatusOr<RnnFound> Recogniser::CudnnRnn(const Source& op, bool return_sequ
   }
   Json config = {{"units", H},
                  {"return_sequences", return_sequences},
-                 {"go_backwards", false},
+                 {"go_backwards", go_backwards},
                  {"use_bias", true},
                  {"activation", "tanh"},
                  {"recurrent_activation", "sigmoid"}};
@@ -341,7 +363,7 @@ absl::StatusOr<RnnFound> Recogniser::CudnnRnn(const Source& op, bool return_sequ
   RnnFound found;
   found.layer = {Json{{"class_name", mode == "lstm" ? "LSTM" : "GRU"}, {"config", config}},
                  {std::move(kernel), std::move(recurrent), std::move(bias)}};
-  found.x = Value{op.frame, *x};
+  found.x = x;
   return found;
 }
 

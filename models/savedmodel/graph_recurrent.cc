@@ -60,6 +60,25 @@ absl::StatusOr<RnnFound> Recogniser::RnnOutput(const Source& out) {
     if (out.output_arg != "output") return Unsupported(node.op(), node.name());
     return CudnnRnn(out, /*return_sequences=*/true);
   }
+  if (node.op() ==
+      "ReverseV2") {  // a go_backwards cuDNN layer's ReverseV2(ReverseSequence(output))
+    auto rs = graph_.TraceInput(*out.frame, node, 0);
+    if (!rs.ok()) return rs.status();
+    if (rs->kind == Source::Kind::kNode && rs->node->op() == "ReverseSequence") {
+      auto cudnn = graph_.TraceInput(*rs->frame, *rs->node, 0);
+      if (!cudnn.ok()) return cudnn.status();
+      if (cudnn->kind == Source::Kind::kNode && absl::StartsWith(cudnn->node->op(), "CudnnRNN") &&
+          cudnn->output_arg == "output") {
+        auto found = CudnnRnn(*cudnn, /*return_sequences=*/true);
+        if (!found.ok()) return found.status();
+        if (found->layer.config["config"]["go_backwards"] != true) {
+          return Unsupported(node.op(), node.name());
+        }
+        return found;
+      }
+    }
+    return Unsupported(node.op(), node.name());
+  }
   if (node.op() == "Squeeze") {  // a cuDNN layer's last output: Squeeze(output_h)
     auto h = graph_.TraceInput(*out.frame, node, 0);
     if (!h.ok()) return h.status();

@@ -409,6 +409,12 @@ hb = L.GRU(3)(b)
 h = L.Concatenate()([L.Add()([ha, hb]), L.Multiply()([ha, hb]), L.Average()([ha, hb])])
 m = keras.Model([a, b], L.Dense(2)(h))
 x = [seq(3, 5, 3), seq(3, 4, 2)]""",
+    "Keras3ExportCudnnBidirectionalLstmGru": """
+cudnn_export = True
+m = keras.Sequential([keras.Input((5, 3), name="tokens"),
+                      L.Bidirectional(L.LSTM(3, return_sequences=True)),
+                      L.Bidirectional(L.GRU(2), merge_mode="sum"), L.Dense(2)])
+x = seq(3, 5, 3)""",
 })
 
 KERAS3_CODE = r"""

@@ -69,6 +69,10 @@ TEST(SavedModelCudnnRnn, Keras3ExportCudnnGruLstmDense) {
   ExpectCase("Keras3ExportCudnnGruLstmDense");
 }
 
+TEST(SavedModelCudnnRnn, Keras3ExportCudnnBidirectionalLstmGru) {
+  ExpectCase("Keras3ExportCudnnBidirectionalLstmGru");
+}
+
 // A masked cuDNN layer takes its rows' lengths from the mask: refused, saying so.
 TEST(SavedModelCudnnRnn, Keras3ExportCudnnMaskedRefused) {
   auto s = LoadDir(CaseDir("Keras3ExportCudnnMaskedRefused") + "/model");
