@@ -152,6 +152,9 @@ class Recogniser {
   struct Memo {
     Source at;
     Ref ref;
+    // A Masking layer's input or an Embedding's ids: the loops a second branch finds masked by
+    // it (reaching this layer again) are accounted for here.
+    std::optional<Value> mask_source;
   };
   // Where the walk reads `v`: a model input, a layer already recognised, or a new layer (and
   // its inputs, walked first).
@@ -160,7 +163,7 @@ class Recogniser {
   absl::StatusOr<Recognised> RecogniseAt(const Source& s);
   // A merge of two or more values (Concatenate, Add, Multiply, Average) or a Bidirectional.
   absl::StatusOr<Recognised> Merge(const Source& s);
-  const Ref* Find(const Source& s) const;
+  const Memo* Find(const Source& s) const;
   static Recognised One(Layer layer, Value in) {
     Recognised r;
     r.layer = std::move(layer);

@@ -31,9 +31,9 @@ bool SameSource(const Source& a, const Source& b) {
 
 }  // namespace
 
-const Ref* Recogniser::Find(const Source& s) const {
+const Recogniser::Memo* Recogniser::Find(const Source& s) const {
   for (const Memo& m : memo_) {
-    if (SameSource(m.at, s)) return &m.ref;
+    if (SameSource(m.at, s)) return &m;
   }
   return nullptr;
 }
@@ -44,8 +44,8 @@ absl::StatusOr<LayerGraph> Recogniser::Walk(const std::vector<std::string>& top_
   for (size_t i = 0; i < outs.size(); ++i) {
     auto s = graph_.Trace(*outs[i].frame, outs[i].name);
     if (!s.ok()) return Error(s.status().message());
-    if (const Ref* known = Find(*s)) {
-      out_.outputs.push_back(*known);
+    if (const Memo* known = Find(*s)) {
+      out_.outputs.push_back(known->ref);
       continue;
     }
     // Bidirectional(merge_mode=None): its two outputs are the model's outputs i and i + 1.
@@ -89,7 +89,14 @@ absl::StatusOr<Ref> Recogniser::Resolve(const Value& v, int depth) {
   if (!s.ok()) return Error(s.status().message());
   if (s->kind == Source::Kind::kModelInput) return Ref{-1 - s->index, 0};
   if (s->kind == Source::Kind::kObject) return Error("the output is a variable");
-  if (const Ref* known = Find(*s)) return *known;
+  if (const Memo* known = Find(*s)) {
+    if (known->mask_source) {
+      for (auto it = open_masks_.begin(); it != open_masks_.end();) {
+        it = Same(*it, *known->mask_source) ? open_masks_.erase(it) : it + 1;
+      }
+    }
+    return known->ref;
+  }
   auto layer = RecogniseAt(*s);
   if (!layer.ok()) return layer.status();
   GraphNode node;
@@ -106,10 +113,12 @@ absl::StatusOr<Ref> Recogniser::Resolve(const Value& v, int depth) {
     if (!ref.ok()) return ref.status();
     node.inputs.push_back(*ref);
   }
+  std::optional<Value> mask_source;
+  if (cls == "Masking" || cls == "Embedding") mask_source = layer->inputs[0];
   node.layer = std::move(layer->layer);
   const int id = static_cast<int>(out_.nodes.size());
   out_.nodes.push_back(std::move(node));
-  memo_.push_back({*s, Ref{id, 0}});
+  memo_.push_back({*s, Ref{id, 0}, mask_source});
   for (size_t t = 0; t < layer->more_outputs.size(); ++t) {
     const Value& more = layer->more_outputs[t];
     auto at = graph_.Trace(*more.frame, more.name);

@@ -415,6 +415,15 @@ m = keras.Sequential([keras.Input((5, 3), name="tokens"),
                       L.Bidirectional(L.LSTM(3, return_sequences=True)),
                       L.Bidirectional(L.GRU(2), merge_mode="sum"), L.Dense(2)])
 x = seq(3, 5, 3)""",
+    # Its model.keras writes the mask as NotEqual/Any op layers passed to the LSTM and GRU as
+    # `mask`, which rnnserve's .keras reader does not take: the test compares the export with
+    # Keras's predict only.
+    "Keras3ExportMaskingTwoBranches": """
+inp = keras.Input((6, 3), name="tokens")
+masked = L.Masking(0.0)(inp)
+h = L.Concatenate()([L.LSTM(3)(masked), L.GRU(2)(masked)])
+m = keras.Model(inp, L.Dense(2)(h))
+x = seq(3, 6, 3, lengths=[6, 4, 2])""",
 })
 
 KERAS3_CODE = r"""

@@ -22,7 +22,7 @@ absl::StatusOr<std::unique_ptr<server::Servable>> LoadDir(const std::string& mod
 // names, dtypes and shapes are the serving signature's as TensorFlow reads it (signature.json)
 // where the model has one. Inputs and outputs are matched by name: input_<i>.npy and
 // expected_<i>.npy follow Keras's order, signature.json's input_order and output_order say
-// which signature key each one is.
-void ExpectCase(const std::string& name);
+// which signature key each one is. `compare_keras_file` false leaves the .h5 / .keras out.
+void ExpectCase(const std::string& name, bool compare_keras_file = true);
 
 }  // namespace rnnserve::testing
