@@ -6,8 +6,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <string>
 
+#include "absl/strings/str_cat.h"
 #include "engine/cpu/panel_gemm.h"
 #include "engine/cpu/vector_types.h"
 
@@ -49,8 +52,8 @@ struct TileOut {
 };
 
 TileOut OutFor(const AmxOperands& op, int64_t row0, int g, int tile_rows) {
-  return {static_cast<int>(std::min<int64_t>(tile_rows, op.m - row0)),
-          std::min(16, op.n - 16 * g), row0, int64_t{16} * g};
+  return {static_cast<int>(std::min<int64_t>(tile_rows, op.m - row0)), std::min(16, op.n - 16 * g),
+          row0, int64_t{16} * g};
 }
 
 // A tile stored at `tmp` (16 rows of 64 bytes) into C: copied (BF16) or dequantised (INT8), as
@@ -70,34 +73,34 @@ __attribute__((target(RNNSERVE_TARGET_AVX512))) void Epilogue(const AmxOperands&
     const float sa = dq->a_scale[o.row0 + r];
     const int32_t za = dq->a_zero[o.row0 + r];
     for (int j = 0; j < o.cols; ++j) {
-      out[j] = sa * dq->w_scale[o.col0 + j] *
-               static_cast<float>(sum[j] - za * dq->w_colsum[o.col0 + j]);
+      out[j] =
+          sa * dq->w_scale[o.col0 + j] * static_cast<float>(sum[j] - za * dq->w_colsum[o.col0 + j]);
     }
   }
 }
 
 // Tile T into C at (ROW0, group G): straight to C where it is a whole BF16 tile, else through
 // the scratch tile.
-#define RNNSERVE_AMX_STORE(T, ROW0, G)                                   \
-  do {                                                                   \
-    const TileOut o = OutFor(op, ROW0, G, r);                            \
-    if (o.cols <= 0) break;                                              \
-    if (!kInt8 && o.cols == 16 && o.rows == r) {                         \
-      _tile_stored(T, op.c + o.row0 * op.ldc + o.col0, op.ldc * 4);      \
-    } else {                                                             \
-      _tile_stored(T, tmp, 64);                                          \
-      Epilogue(op, dq, tmp, o);                                          \
-    }                                                                    \
+#define RNNSERVE_AMX_STORE(T, ROW0, G)                              \
+  do {                                                              \
+    const TileOut o = OutFor(op, ROW0, G, r);                       \
+    if (o.cols <= 0) break;                                         \
+    if (!kInt8 && o.cols == 16 && o.rows == r) {                    \
+      _tile_stored(T, op.c + o.row0 * op.ldc + o.col0, op.ldc * 4); \
+    } else {                                                        \
+      _tile_stored(T, tmp, 64);                                     \
+      Epilogue(op, dq, tmp, o);                                     \
+    }                                                               \
   } while (0)
 
 // One tile multiply-add: BF16 pairs (TDPBF16PS) or uint8 x int8 quads (TDPBUSD).
-#define RNNSERVE_AMX_DP(D, A, B)    \
-  do {                              \
-    if constexpr (kInt8) {          \
-      _tile_dpbusd(D, A, B);        \
-    } else {                        \
-      _tile_dpbf16ps(D, A, B);      \
-    }                               \
+#define RNNSERVE_AMX_DP(D, A, B) \
+  do {                           \
+    if constexpr (kInt8) {       \
+      _tile_dpbusd(D, A, B);     \
+    } else {                     \
+      _tile_dpbf16ps(D, A, B);   \
+    }                            \
   } while (0)
 
 template <bool kInt8>
@@ -214,38 +217,44 @@ __attribute__((target(RNNSERVE_TARGET_AMX))) void AmxGemm(const AmxOperands& op,
 #undef RNNSERVE_AMX_DP
 #undef RNNSERVE_AMX_STORE
 
-// CPUID leaf 7 EDX: AMX-BF16 (bit 22), AMX-TILE (24), AMX-INT8 (25); the OS has turned on
-// XSAVE (leaf 1 ECX bit 27) with the tile configuration and data (XCR0 bits 17 and 18).
-bool CpuidHasAmx() {
+// Why this process cannot run AMX, "" when it can: CPUID leaf 7 EDX has AMX-BF16 (bit 22),
+// AMX-TILE (24) and AMX-INT8 (25); the OS has turned on XSAVE (leaf 1 ECX bit 27) with the tile
+// configuration and data (XCR0 bits 17 and 18); Linux (5.16 and later) hands the 8 KiB tile data
+// state to a process only when asked, and without it the first tile instruction is a SIGILL.
+std::string WhyNoAmx() {
   unsigned eax, ebx, ecx, edx;
-  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
   constexpr unsigned kAmx = (1u << 22) | (1u << 24) | (1u << 25);
-  if ((edx & kAmx) != kAmx) return false;
-  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx) || !(ecx & (1u << 27))) return false;
+  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) || (edx & kAmx) != kAmx) {
+    return "CPUID reports no amx_tile, amx_bf16 and amx_int8";
+  }
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx) || !(ecx & (1u << 27))) {
+    return "the OS has not enabled XSAVE";
+  }
   unsigned xcr0_lo, xcr0_hi;
   asm volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
   constexpr unsigned kTileState = (1u << 17) | (1u << 18);
-  return (xcr0_lo & kTileState) == kTileState;
-}
-
-// Linux (5.16 and later) hands the 8 KiB tile data state to a process only when asked; without
-// it the first tile instruction is a SIGILL.
-bool TilePermissionGranted() {
+  if ((xcr0_lo & kTileState) != kTileState) return "the OS has not enabled the tile state (XCR0)";
 #if defined(__linux__) && defined(SYS_arch_prctl)
   constexpr int kArchReqXcompPerm = 0x1023;
   constexpr int kXfeatureXtiledata = 18;
-  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) != 0) {
+    return absl::StrCat("arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) failed: ",
+                        std::strerror(errno));
+  }
+  return "";
 #else
-  return false;
+  return "only Linux's arch_prctl permission is implemented";
 #endif
 }
 
 }  // namespace
 
-bool AmxAvailable() {
-  static const bool available = CpuidHasAmx() && TilePermissionGranted();
-  return available;
+const std::string& AmxUnavailableReason() {
+  static const std::string* why = new std::string(WhyNoAmx());
+  return *why;
 }
+
+bool AmxAvailable() { return AmxUnavailableReason().empty(); }
 
 AmxRowTiles AmxRowTilesFor(int64_t m) {
   const int64_t tiles = std::max<int64_t>(1, (m + 15) / 16);

@@ -15,6 +15,7 @@
 // returns. Single-threaded: callers split the columns between threads.
 
 #include <cstdint>
+#include <string>
 
 #include "engine/cpu/quant_kernels.h"
 
@@ -30,6 +31,8 @@ inline constexpr int64_t kAmxMinRows = 4;
 // grants this process the tile data (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA),
 // asked for once). Thread-safe.
 bool AmxAvailable();
+// Which of those failed, in words; "" where AMX runs.
+const std::string& AmxUnavailableReason();
 
 // How AMX cuts m rows of A: `tiles` row tiles of `tile_rows` (<= 16) rows, heights as equal as
 // whole tiles allow (20 rows are two tiles of 10). A holds tiles * tile_rows rows.

@@ -82,8 +82,8 @@ RNNSERVE_PANEL_KERNEL(KernelAvx2, F8, __attribute__((target(RNNSERVE_TARGET_AVX2
 RNNSERVE_PANEL_KERNEL(KernelPlain, F4, )
 #undef RNNSERVE_PANEL_KERNEL
 
-constexpr CpuKernelSet kAllSets[] = {CpuKernelSet::kAmx, CpuKernelSet::kAvx512,
-                                     CpuKernelSet::kAvx2, CpuKernelSet::kPlain};
+constexpr CpuKernelSet kAllSets[] = {CpuKernelSet::kAmx, CpuKernelSet::kAvx512, CpuKernelSet::kAvx2,
+                                     CpuKernelSet::kPlain};
 
 struct KernelTable {
   int max_rows;
@@ -144,13 +144,14 @@ const Choice& Chosen() {
         known = true;
         c.set = set;
         if (!CpuHas(set)) {
-          c.status = absl::FailedPreconditionError(absl::StrCat(
-              "RNNSERVE_CPU_KERNELS=", name, ": this CPU lacks the instructions of that set",
-              set == CpuKernelSet::kAmx
-                  ? " (amx_tile, amx_bf16 and amx_int8 with AVX-512, and the tile state the OS "
-                    "grants through arch_prctl)"
-                  : "",
-              "; ", CpuKernelSetName(BestCpuKernelSet()), " is the best it has"));
+          // AMX can be missing from the CPU or withheld by the OS: the reason says which.
+          const std::string why =
+              set != CpuKernelSet::kAmx        ? "this CPU lacks the instructions of that set"
+              : !CpuHas(CpuKernelSet::kAvx512) ? "amx needs AVX-512, which this CPU lacks"
+                                               : "amx cannot run: " + AmxUnavailableReason();
+          c.status = absl::FailedPreconditionError(
+              absl::StrCat("RNNSERVE_CPU_KERNELS=", name, ": ", why, "; ",
+                           CpuKernelSetName(BestCpuKernelSet()), " is the best it has"));
           c.set = CpuKernelSet::kPlain;
         }
       }

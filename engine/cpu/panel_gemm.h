@@ -53,10 +53,11 @@ enum class CpuKernelSet { kAmx, kAvx512, kAvx2, kPlain };
 const char* CpuKernelSetName(CpuKernelSet set);
 // The best set this CPU runs.
 CpuKernelSet BestCpuKernelSet();
-// Forces the set by name ("amx", "avx512", "avx2", "plain"; "" changes nothing) for the whole process,
-// before the first kernel runs (the engine factory calls it with EngineOptions::cpu_kernels;
-// test and benchmark mains with RNNSERVE_CPU_KERNELS). FAILED_PRECONDITION when another set
-// was chosen already; a name it cannot run is reported by ActiveCpuKernelSet. Thread-safe.
+// Forces the set by name ("amx", "avx512", "avx2", "plain"; "" changes nothing) for the whole
+// process, before the first kernel runs (the engine factory calls it with
+// EngineOptions::cpu_kernels; test and benchmark mains with RNNSERVE_CPU_KERNELS).
+// FAILED_PRECONDITION when another set was chosen already; a name it cannot run is reported by
+// ActiveCpuKernelSet. Thread-safe.
 absl::Status UseCpuKernelSet(const std::string& name);
 // The set PanelGemm runs: the one UseCpuKernelSet forced, else BestCpuKernelSet().
 // INVALID_ARGUMENT for an unknown name, FAILED_PRECONDITION for a set this CPU lacks (PanelGemm

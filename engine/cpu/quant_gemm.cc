@@ -92,8 +92,8 @@ void ConvertPairs(const float* a, int64_t lda, int64_t i0, int64_t i1, int k, in
 // Rows [i0, i1) of A quantised to uint8, ldq bytes a row (zero past k), each row with its own
 // scale and zero point: the range [min(a, 0), max(a, 0)] onto 0 .. 255; zero rows after them
 // up to `rows` rows in all.
-void Quantise(const float* a, int64_t lda, int64_t i0, int64_t i1, int k, int64_t ldq,
-              int64_t rows, GemmScratch* s) {
+void Quantise(const float* a, int64_t lda, int64_t i0, int64_t i1, int k, int64_t ldq, int64_t rows,
+              GemmScratch* s) {
   if (s->a.size() < static_cast<size_t>(rows * ldq)) s->a.resize(rows * ldq);
   if (s->a_scale.size() < static_cast<size_t>(i1 - i0)) {
     s->a_scale.resize(i1 - i0);
@@ -261,8 +261,7 @@ void PackedWeights::GemmInt8(const float* a, int64_t lda, int64_t m, float* c, i
   if (amx_ && m >= kAmxMinRows) {
     ForEachRowBlock(m, [&](int64_t i0, int64_t i1) {
       const AmxRowTiles rt = AmxRowTilesFor(i1 - i0);
-      Quantise(a, lda, i0, i1, k_, int64_t{4} * depth_, int64_t{rt.tiles} * rt.tile_rows,
-               scratch);
+      Quantise(a, lda, i0, i1, k_, int64_t{4} * depth_, int64_t{rt.tiles} * rt.tile_rows, scratch);
       AmxGemmInt8({.a = scratch->a.data(),
                    .lda = int64_t{4} * depth_,
                    .m = i1 - i0,
