@@ -56,25 +56,35 @@ TileOut OutFor(const AmxOperands& op, int64_t row0, int g, int tile_rows) {
           row0, int64_t{16} * g};
 }
 
-// A tile stored at `tmp` (16 rows of 64 bytes) into C: copied (BF16) or dequantised (INT8), as
-// the avx512 kernels do: sa * sw * float(sum - za * colsum).
+// A tile stored at `tmp` (16 rows of 64 bytes) into C: copied (BF16) or dequantised (INT8) as
+// the avx512 kernels do, 16 lanes at once: sa * sw * float(sum - za * colsum). The weights'
+// scales and column sums are padded to whole panels, so 16 lanes are always there to load.
 __attribute__((target(RNNSERVE_TARGET_AVX512))) void Epilogue(const AmxOperands& op,
                                                               const Int8Dequant* dq,
                                                               const unsigned char* tmp,
                                                               const TileOut& o) {
-  for (int r = 0; r < o.rows; ++r) {
-    float* out = op.c + (o.row0 + r) * op.ldc + o.col0;
-    if (dq == nullptr) {
-      std::memcpy(out, tmp + 64 * r, sizeof(float) * o.cols);
-      continue;
+  const size_t bytes = sizeof(float) * o.cols;
+  if (dq == nullptr) {
+    for (int r = 0; r < o.rows; ++r) {
+      std::memcpy(op.c + (o.row0 + r) * op.ldc + o.col0, tmp + 64 * r, bytes);
     }
-    int32_t sum[16];
-    std::memcpy(sum, tmp + 64 * r, sizeof(sum));
+    return;
+  }
+  F16 ws;
+  I16 cs;
+  std::memcpy(&ws, dq->w_scale + o.col0, sizeof(ws));
+  std::memcpy(&cs, dq->w_colsum + o.col0, sizeof(cs));
+  for (int r = 0; r < o.rows; ++r) {
+    I16 sum;
+    std::memcpy(&sum, tmp + 64 * r, sizeof(sum));
     const float sa = dq->a_scale[o.row0 + r];
     const int32_t za = dq->a_zero[o.row0 + r];
-    for (int j = 0; j < o.cols; ++j) {
-      out[j] =
-          sa * dq->w_scale[o.col0 + j] * static_cast<float>(sum[j] - za * dq->w_colsum[o.col0 + j]);
+    const F16 f = sa * ws * __builtin_convertvector(sum - za * cs, F16);
+    float* out = op.c + (o.row0 + r) * op.ldc + o.col0;
+    if (o.cols == 16) {
+      std::memcpy(out, &f, sizeof(f));
+    } else {
+      std::memcpy(out, &f, bytes);
     }
   }
 }

@@ -59,7 +59,7 @@ struct AmxOperands {
 // C = A . B^T from bfloat16 pairs.
 void AmxGemmBf16(const AmxOperands& op);
 // C from uint8 A and int8 B; dq points at row 0 of A's scales and zero points and at column 0
-// of the weights' scales and column sums.
+// of the weights' scales and column sums, which hold whole panels (zero past n).
 void AmxGemmInt8(const AmxOperands& op, const Int8Dequant& dq);
 
 }  // namespace rnnserve::engine::cpu
