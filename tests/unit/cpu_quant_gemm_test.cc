@@ -62,9 +62,9 @@ std::vector<float> GemmOf(const std::vector<float>& a, const std::vector<float>&
   return c;
 }
 
-// AMX (from 4 rows): one row tile (4 .. 16), pairs of tiles, whole 16-row tiles (64) and a pair
-// and a single tile per row block (130: two blocks of 65, five tiles of 13).
-constexpr int kRows[] = {1, 2, 3, 4, 5, 11, 12, 13, 16, 25, 64, 130};
+// AMX (from 4 rows): one row tile (4 .. 16), pairs of tiles, whole 16-row tiles (64), a pair and
+// a single tile (130: nine tiles of 15) and two row blocks of 150 (300).
+constexpr int kRows[] = {1, 2, 3, 4, 5, 11, 12, 13, 16, 25, 64, 130, 300};
 constexpr int kCols[] = {1, 31, 32, 33, 100};
 constexpr int kDepth[] = {1, 2, 3, 5, 7, 64, 129};
 
