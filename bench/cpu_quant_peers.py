@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
 """Reduced-precision CPU weights, timed in one run on the same weights and inputs:
 
-- BF16 against our own FP32 (LSTM B=1 T=100, H=512 and 1024; target >= 1.7x);
+- BF16 against our own FP32 (LSTM B=1 T=100, H=512 and 1024; target >= 1.7x; with the amx kernel
+  set, at B >= 8 H=512, target >= 3x);
 - INT8 against onnxruntime's quantised LSTM, made by onnxruntime.quantization.quantize_dynamic
-  (weights QInt8) from the FP32 ONNX model of bench/cpu_peers.py (LSTM T=100 H=512 at B=1 and
-  B=8, and H=1024 at B=1; target >= 1.3x).
+  (weights QInt8) from the FP32 ONNX model of bench/cpu_peers.py (LSTM T=100 H=512 at B=1, 8
+  and 64, and H=1024 at B=1; target >= 1.3x; with the amx kernel set, at B >= 8, >= 2x).
+
+The kernel set is the process's (RNNSERVE_CPU_KERNELS, else the best the CPU has); the results
+name the one that ran.
 
 Paired rounds: each round times our FP32, BF16 and INT8, onnxruntime FP32 and onnxruntime
 INT8 back to back, so a change in the shared machine's speed hits all of them; a time is the
@@ -24,9 +28,10 @@ import numpy as np
 from cpu_peers import make_case, median_ms, onnx_model, ort_session_runner, ours
 
 SHAPES = [  # (B, T, I, H): LSTM
-    (1, 100, 512, 512), (1, 100, 1024, 1024), (8, 100, 512, 512),
+    (1, 100, 512, 512), (1, 100, 1024, 1024), (8, 100, 512, 512), (64, 100, 512, 512),
 ]
 BF16_TARGET, INT8_TARGET = 1.7, 1.3
+AMX_BF16_TARGET, AMX_INT8_TARGET = 3.0, 2.0  # at B >= 8 (issue #41)
 
 
 def quantised(model, tmp):
@@ -52,10 +57,19 @@ def cpu_flags():
     return name, flags
 
 
+def kernel_set(binary, path, threads):
+    """The kernel set the bench binary runs (its kernels= field)."""
+    out = subprocess.run([binary, "--case", path, "--cell", "lstm", "--reps", "4", "--threads",
+                          str(threads)], check=True, capture_output=True, text=True).stdout
+    return dict(kv.split("=") for kv in out.split()).get("kernels", "unknown")
+
+
 def bench_shape(binary, B, T, I, H, args, tmp, rng):
     c = make_case("lstm", B, T, I, H, rng)
     path = os.path.join(tmp, "case.npz")
     np.savez(path, **c)
+    if not args.kernels:
+        args.kernels = kernel_set(binary, path, args.threads)
     model = onnx_model("lstm", c)
     q_bytes, q_ops = quantised(model, tmp)
     ort32_run, ort32_out = ort_session_runner(model.SerializeToString(), c, args.threads)
@@ -93,7 +107,9 @@ def write_results(path, args, rows, load_before, load_after):
                 f"{datetime.date.today()}\n\n")
         f.write(f"- Machine: {name}, {os.cpu_count()} cores, flags {' '.join(flags)}; "
                 f"{args.threads} threads per system\n")
-        f.write(f"- Commit: {commit}; command: `{args.command}`\n")
+        f.write(f"- Commit: {commit}; command: `{args.command}`; CPU kernel set that ran: "
+                f"{args.kernels} (RNNSERVE_CPU_KERNELS="
+                f"{os.environ.get('RNNSERVE_CPU_KERNELS', 'unset: the best this CPU has')})\n")
         f.write(f"- Peer: onnxruntime {onnxruntime.__version__} (intra_op_num_threads="
                 f"{args.threads}); INT8 peer = `quantize_dynamic(weight_type=QInt8)` of the same "
                 f"FP32 ONNX LSTM (ops after quantisation: {', '.join(rows[0]['ops'])})\n")
@@ -104,10 +120,12 @@ def write_results(path, args, rows, load_before, load_after):
                 f"median of the rounds, a speed-up the median of the rounds' speed-ups. LSTM, "
                 f"return_sequences, T=100. max abs diff: largest difference from onnxruntime's FP32 "
                 f"output.\n\n")
+        amx = args.kernels == "amx"
         f.write("| B | T | I | H | ours FP32 ms | ours BF16 ms | ours INT8 ms | ort FP32 ms | "
-                f"ort INT8 ms | BF16 x our FP32 (target {BF16_TARGET}) | INT8 x ort INT8 (target "
-                f"{INT8_TARGET}) | INT8 x our FP32 | FP32 x ort FP32 | max abs diff BF16 | INT8 | "
-                "ort INT8 |\n")
+                f"ort INT8 ms | BF16 x our FP32 (target {BF16_TARGET}"
+                f"{f'; {AMX_BF16_TARGET} at B >= 8' if amx else ''}) | INT8 x ort INT8 (target "
+                f"{INT8_TARGET}{f'; {AMX_INT8_TARGET} at B >= 8' if amx else ''}) | "
+                "INT8 x our FP32 | FP32 x ort FP32 | max abs diff BF16 | INT8 | ort INT8 |\n")
         f.write("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
         for r in rows:
             m, d = r["ms"], r["diffs"]
@@ -128,6 +146,7 @@ def main():
     p.add_argument("--command", default="bench/cpu_quant_peers.sh")
     p.add_argument("--shapes", default="", help="e.g. 8x512: only these BxH of SHAPES")
     args = p.parse_args()
+    args.kernels = ""
     only = set(args.shapes.split(",")) if args.shapes else None
     rng = np.random.default_rng(3)
     load_before = os.getloadavg()
@@ -141,7 +160,7 @@ def main():
             r = bench_shape(args.binary, B, T, I, H, args, tmp, rng)
             rows.append(r)
             m = r["ms"]
-            print(f"{B:>3} {H:>5} | {m['fp32']:7.2f} {m['bf16']:7.2f} {m['int8']:7.2f} "
+            print(f"[{args.kernels}] {B:>3} {H:>5} | {m['fp32']:7.2f} {m['bf16']:7.2f} {m['int8']:7.2f} "
                   f"{m['ort32']:7.2f} {m['ort8']:7.2f} ms | {r['bf16_x']:9.2f} "
                   f"{r['int8_x_ort8']:10.2f} {r['int8_x_fp32']:9.2f} {r['fp32_x_ort32']:10.2f}"
                   f" | diffs {r['diffs']}", flush=True)

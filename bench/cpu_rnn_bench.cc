@@ -186,9 +186,12 @@ int main(int argc, char** argv) {
     const double t = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     if (r >= 3) ms.push_back(t);  // the first runs size the scratch and warm the caches
   }
-  std::printf("median_ms=%.4f min_ms=%.4f bytes=%lld\n", Median(ms),
+  // kernels: the set that ran (a refused one never gets here: the engine does not compile).
+  const auto set = rnnserve::engine::cpu::ActiveCpuKernelSet();
+  std::printf("median_ms=%.4f min_ms=%.4f bytes=%lld kernels=%s\n", Median(ms),
               *std::min_element(ms.begin(), ms.end()),
-              static_cast<long long>((*compiled)->memory_bytes()));
+              static_cast<long long>((*compiled)->memory_bytes()),
+              set.ok() ? rnnserve::engine::cpu::CpuKernelSetName(*set) : "none");
   if (const char* dump = std::getenv("RNNSERVE_BENCH_DUMP")) {
     // The output, for the peers script's agreement check.
     std::map<std::string, std::string> npy = {

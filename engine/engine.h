@@ -41,7 +41,8 @@ struct EngineOptions {
   int device = 0;  // GPU ordinal for kCuda
   // The CPU engine's kernel set (engine/cpu/panel_gemm.h), which the GPU engine's host fallback
   // runs too: "" keeps the one chosen already, by default the widest this CPU has (CPUID);
-  // "avx512", "avx2" or "plain" forces one (the server takes it from RNNSERVE_CPU_KERNELS).
+  // "amx" (avx512 with AMX tiles for BF16 and INT8 weights), "avx512", "avx2" or "plain" forces
+  // one (the server takes it from RNNSERVE_CPU_KERNELS).
   // One set runs per process, chosen before the first kernel runs: Create fails with
   // FAILED_PRECONDITION when another set runs already. An unknown name (INVALID_ARGUMENT) or a
   // set this CPU lacks (FAILED_PRECONDITION) makes the CPU engine refuse to compile.

@@ -298,6 +298,7 @@ RNNSERVE_GATE_KERNELS(plain, F4, I4, false, )
 
 const GateKernels& GateKernelsFor(CpuKernelSet set) {
   switch (set) {
+    case CpuKernelSet::kAmx:  // the avx512 kernels beside the tiles
     case CpuKernelSet::kAvx512:
       return avx512::kKernels;
     case CpuKernelSet::kAvx2:

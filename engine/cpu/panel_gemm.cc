@@ -8,6 +8,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "engine/cpu/amx_gemm.h"
 #include "engine/cpu/vector_types.h"
 
 namespace rnnserve::engine::cpu {
@@ -81,6 +82,9 @@ RNNSERVE_PANEL_KERNEL(KernelAvx2, F8, __attribute__((target(RNNSERVE_TARGET_AVX2
 RNNSERVE_PANEL_KERNEL(KernelPlain, F4, )
 #undef RNNSERVE_PANEL_KERNEL
 
+constexpr CpuKernelSet kAllSets[] = {CpuKernelSet::kAmx, CpuKernelSet::kAvx512, CpuKernelSet::kAvx2,
+                                     CpuKernelSet::kPlain};
+
 struct KernelTable {
   int max_rows;
   KernelFn by_rows[13];  // [rows], 1 <= rows <= max_rows
@@ -99,6 +103,8 @@ constexpr KernelTable kPlainTable = {1, {nullptr, KernelPlain<1, 1>}};
 bool CpuHas(CpuKernelSet set) {
   __builtin_cpu_init();
   switch (set) {
+    case CpuKernelSet::kAmx:
+      return CpuHas(CpuKernelSet::kAvx512) && AmxAvailable();
     case CpuKernelSet::kAvx512:
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
              __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
@@ -133,20 +139,25 @@ const Choice& Chosen() {
       const std::string& name = *requested_set;
       c.requested = name;
       bool known = false;
-      for (CpuKernelSet set : {CpuKernelSet::kAvx512, CpuKernelSet::kAvx2, CpuKernelSet::kPlain}) {
+      for (CpuKernelSet set : kAllSets) {
         if (name != CpuKernelSetName(set)) continue;
         known = true;
         c.set = set;
         if (!CpuHas(set)) {
-          c.status = absl::FailedPreconditionError(absl::StrCat(
-              "RNNSERVE_CPU_KERNELS=", name, ": this CPU lacks the instructions of that set (",
-              CpuKernelSetName(BestCpuKernelSet()), " is the best it has)"));
+          // AMX can be missing from the CPU or withheld by the OS: the reason says which.
+          const std::string why =
+              set != CpuKernelSet::kAmx        ? "this CPU lacks the instructions of that set"
+              : !CpuHas(CpuKernelSet::kAvx512) ? "amx needs AVX-512, which this CPU lacks"
+                                               : "amx cannot run: " + AmxUnavailableReason();
+          c.status = absl::FailedPreconditionError(
+              absl::StrCat("RNNSERVE_CPU_KERNELS=", name, ": ", why, "; ",
+                           CpuKernelSetName(BestCpuKernelSet()), " is the best it has"));
           c.set = CpuKernelSet::kPlain;
         }
       }
       if (!known) {
-        c.status = absl::InvalidArgumentError(
-            absl::StrCat("RNNSERVE_CPU_KERNELS must be avx512, avx2 or plain; was '", name, "'"));
+        c.status = absl::InvalidArgumentError(absl::StrCat(
+            "RNNSERVE_CPU_KERNELS must be amx, avx512, avx2 or plain; was '", name, "'"));
       }
       return c;
     }
@@ -159,6 +170,7 @@ const Choice& Chosen() {
 const KernelTable& Table() {
   static const KernelTable* table = [] {
     switch (Chosen().set) {
+      case CpuKernelSet::kAmx:  // FP32 runs the avx512 kernels
       case CpuKernelSet::kAvx512:
         return &kAvx512Table;
       case CpuKernelSet::kAvx2:
@@ -175,6 +187,8 @@ const KernelTable& Table() {
 
 const char* CpuKernelSetName(CpuKernelSet set) {
   switch (set) {
+    case CpuKernelSet::kAmx:
+      return "amx";
     case CpuKernelSet::kAvx512:
       return "avx512";
     case CpuKernelSet::kAvx2:
@@ -186,7 +200,7 @@ const char* CpuKernelSetName(CpuKernelSet set) {
 }
 
 CpuKernelSet BestCpuKernelSet() {
-  for (CpuKernelSet set : {CpuKernelSet::kAvx512, CpuKernelSet::kAvx2}) {
+  for (CpuKernelSet set : kAllSets) {
     if (CpuHas(set)) return set;
   }
   return CpuKernelSet::kPlain;

@@ -8,7 +8,9 @@
 // C in vector registers (GCC vector extensions). It is built three times, for AVX-512 (12 rows),
 // AVX2+FMA (2 rows) and the build's baseline (1 row), and the set is chosen once at run time:
 // the best the CPU has (CPUID), or the one UseCpuKernelSet forces (EngineOptions::cpu_kernels;
-// the server's RNNSERVE_CPU_KERNELS=avx512|avx2|plain). Rows of A are
+// the server's RNNSERVE_CPU_KERNELS=amx|avx512|avx2|plain). The amx set is the avx512 set plus
+// Intel AMX tiles for the BF16 and INT8 weight GEMMs (amx_gemm.h); its FP32 is avx512's. Rows of
+// A are
 // blocked so a block stays in L2 while the panels stream past.
 // Single-threaded: callers split the columns (units) between threads. Results equal a plain
 // dot product up to FMA rounding.
@@ -45,15 +47,17 @@ struct CacheLineAllocator {
 
 using AlignedFloats = std::vector<float, CacheLineAllocator<float>>;
 
-enum class CpuKernelSet { kAvx512, kAvx2, kPlain };
+// kAmx: the avx512 set, with AMX tiles (amx_tile, amx_bf16, amx_int8) for BF16 and INT8 weights.
+enum class CpuKernelSet { kAmx, kAvx512, kAvx2, kPlain };
 
 const char* CpuKernelSetName(CpuKernelSet set);
 // The best set this CPU runs.
 CpuKernelSet BestCpuKernelSet();
-// Forces the set by name ("avx512", "avx2", "plain"; "" changes nothing) for the whole process,
-// before the first kernel runs (the engine factory calls it with EngineOptions::cpu_kernels;
-// test and benchmark mains with RNNSERVE_CPU_KERNELS). FAILED_PRECONDITION when another set
-// was chosen already; a name it cannot run is reported by ActiveCpuKernelSet. Thread-safe.
+// Forces the set by name ("amx", "avx512", "avx2", "plain"; "" changes nothing) for the whole
+// process, before the first kernel runs (the engine factory calls it with
+// EngineOptions::cpu_kernels; test and benchmark mains with RNNSERVE_CPU_KERNELS).
+// FAILED_PRECONDITION when another set was chosen already; a name it cannot run is reported by
+// ActiveCpuKernelSet. Thread-safe.
 absl::Status UseCpuKernelSet(const std::string& name);
 // The set PanelGemm runs: the one UseCpuKernelSet forced, else BestCpuKernelSet().
 // INVALID_ARGUMENT for an unknown name, FAILED_PRECONDITION for a set this CPU lacks (PanelGemm

@@ -72,6 +72,10 @@ class PackedWeights {
 
   CpuWeights mode_ = CpuWeights::kFp32;
   int n_ = 0, k_ = 0;
+  // kBf16 / kInt8: depth words (pairs, quads) a panel holds, rounded up to whole AMX tiles
+  // (kAmxDepth, zero-filled) where the amx set runs (amx_).
+  int depth_ = 0;
+  bool amx_ = false;
   AlignedFloats f32_;                                         // kFp32: PackPanels
   std::vector<uint16_t, CacheLineAllocator<uint16_t>> bf16_;  // kBf16: [panel][k/2][32][2]
   std::vector<int8_t, CacheLineAllocator<int8_t>> i8_;        // kInt8: [panel][k/4][32][4]

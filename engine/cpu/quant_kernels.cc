@@ -276,6 +276,7 @@ constexpr Int8Table kInt8Plain = {1, {nullptr, Int8Plain<1, 1>}};
 
 const Bf16Table& Bf16TableFor(CpuKernelSet set, bool native) {
   switch (set) {
+    case CpuKernelSet::kAmx:  // the avx512 kernels beside the tiles
     case CpuKernelSet::kAvx512:
       return native ? kBf16DotAvx512 : kBf16WidenAvx512;
     case CpuKernelSet::kAvx2:
@@ -288,6 +289,7 @@ const Bf16Table& Bf16TableFor(CpuKernelSet set, bool native) {
 
 const Int8Table& Int8TableFor(CpuKernelSet set, bool native) {
   switch (set) {
+    case CpuKernelSet::kAmx:  // the avx512 kernels beside the tiles
     case CpuKernelSet::kAvx512:
       return native ? kInt8DotAvx512 : kInt8Avx512;
     case CpuKernelSet::kAvx2:

@@ -1,8 +1,8 @@
 // The CPU engine's kernel sets (engine/cpu/panel_gemm.h, gate_kernels.h): which one runs, that
 // the panel GEMM of the one that runs equals plain dot products, and that every set's gate pass
 // equals the scalar formulas (std::exp, std::tanh) the sets are approximations of. ctest runs this
-// binary once per set (RNNSERVE_CPU_KERNELS=avx512|avx2|plain, tests/unit/cpu.cmake) beside the
-// default run.
+// binary once per set (RNNSERVE_CPU_KERNELS=amx|avx512|avx2|plain, tests/unit/cpu.cmake) beside
+// the default run, and once with amx forced on every CPU (the refusal where it lacks AMX).
 
 #include "engine/cpu/panel_gemm.h"
 
@@ -34,7 +34,12 @@ bool Supports(CpuKernelSet set) {
   std::istringstream words(line);
   std::set<std::string> flags{std::istream_iterator<std::string>(words), {}};
   std::vector<std::string> needs;
-  if (set == CpuKernelSet::kAvx512) needs = {"avx512f", "avx512vl", "avx512bw", "avx512dq", "fma"};
+  if (set == CpuKernelSet::kAvx512 || set == CpuKernelSet::kAmx) {
+    needs = {"avx512f", "avx512vl", "avx512bw", "avx512dq", "fma"};
+  }
+  if (set == CpuKernelSet::kAmx) {
+    for (const char* f : {"amx_tile", "amx_bf16", "amx_int8"}) needs.push_back(f);
+  }
   if (set == CpuKernelSet::kAvx2) needs = {"avx2", "fma"};
   for (const std::string& f : needs) {
     if (!flags.count(f)) return false;
@@ -45,7 +50,9 @@ bool Supports(CpuKernelSet set) {
 TEST(CpuKernelsTest, BestSetIsTheWidestTheCpuHas) {
   const CpuKernelSet best = BestCpuKernelSet();
   EXPECT_TRUE(Supports(best));
-  if (Supports(CpuKernelSet::kAvx512)) {
+  if (Supports(CpuKernelSet::kAmx)) {
+    EXPECT_EQ(best, CpuKernelSet::kAmx);
+  } else if (Supports(CpuKernelSet::kAvx512)) {
     EXPECT_EQ(best, CpuKernelSet::kAvx512);
   } else if (Supports(CpuKernelSet::kAvx2)) {
     EXPECT_EQ(best, CpuKernelSet::kAvx2);
@@ -62,17 +69,27 @@ TEST(CpuKernelsTest, ActiveSetIsTheForcedOneOrTheBest) {
     EXPECT_EQ(*active, BestCpuKernelSet());
     return;
   }
-  for (CpuKernelSet set : {CpuKernelSet::kAvx512, CpuKernelSet::kAvx2, CpuKernelSet::kPlain}) {
+  for (CpuKernelSet set :
+       {CpuKernelSet::kAmx, CpuKernelSet::kAvx512, CpuKernelSet::kAvx2, CpuKernelSet::kPlain}) {
     if (std::string(forced) != CpuKernelSetName(set)) continue;
     if (!Supports(set)) {
+      // Refused, naming the variable and the set, and what this CPU has instead.
       EXPECT_EQ(active.status().code(), absl::StatusCode::kFailedPrecondition);
-      GTEST_SKIP() << "this CPU lacks the " << forced << " set";
+      const std::string message(active.status().message());
+      EXPECT_NE(message.find(std::string("RNNSERVE_CPU_KERNELS=") + forced), std::string::npos)
+          << message;
+      EXPECT_NE(message.find(std::string(CpuKernelSetName(BestCpuKernelSet())) + " is the best"),
+                std::string::npos)
+          << message;
+      GTEST_SKIP() << "this CPU lacks the " << forced << " set: " << message;
     }
     ASSERT_TRUE(active.ok()) << active.status();
     EXPECT_EQ(*active, set);
     return;
   }
   EXPECT_EQ(active.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(active.status().message().find("must be amx, avx512, avx2 or plain"), std::string::npos)
+      << active.status();
 }
 
 // C = A . B^T against double-precision dot products, over shapes that cover every micro-tile
@@ -119,7 +136,8 @@ std::vector<float> GateInputs(int n, std::mt19937& rng) {
 
 TEST(CpuKernelsTest, EveryGateKernelSetEqualsTheScalarFormulas) {
   std::mt19937 rng(11);
-  for (CpuKernelSet set : {CpuKernelSet::kAvx512, CpuKernelSet::kAvx2, CpuKernelSet::kPlain}) {
+  for (CpuKernelSet set :
+       {CpuKernelSet::kAmx, CpuKernelSet::kAvx512, CpuKernelSet::kAvx2, CpuKernelSet::kPlain}) {
     if (!Supports(set)) continue;
     SCOPED_TRACE(CpuKernelSetName(set));
     const GateKernels& k = GateKernelsFor(set);
@@ -201,7 +219,8 @@ TEST(CpuKernelsTest, EveryGateKernelSetEqualsTheScalarFormulas) {
 
 // A NaN input (a client's bad data) stays NaN through every activation, as it does in Keras.
 TEST(CpuKernelsTest, GateActivationsKeepNaN) {
-  for (CpuKernelSet set : {CpuKernelSet::kAvx512, CpuKernelSet::kAvx2, CpuKernelSet::kPlain}) {
+  for (CpuKernelSet set :
+       {CpuKernelSet::kAmx, CpuKernelSet::kAvx512, CpuKernelSet::kAvx2, CpuKernelSet::kPlain}) {
     if (!Supports(set)) continue;
     SCOPED_TRACE(CpuKernelSetName(set));
     for (ActivationKind kind : {ActivationKind::kSigmoid, ActivationKind::kTanh}) {

@@ -2,7 +2,8 @@
 // double-precision dot products of the numbers the documented scheme stores: weights rounded
 // to bfloat16 (and, where vdpbf16ps runs, A too), or the int8 weights and uint8 inputs
 // with their scales, quantised here independently of the engine's packing. ctest runs this
-// binary once per forced kernel set (RNNSERVE_CPU_KERNELS, tests/unit/cpu.cmake).
+// binary once per forced kernel set (RNNSERVE_CPU_KERNELS, tests/unit/cpu.cmake); with amx the
+// GEMMs of 4 rows and more run on AMX tiles (amx_gemm.h), fewer on the avx512 kernels.
 
 #include "engine/cpu/quant_gemm.h"
 
@@ -30,10 +31,16 @@ bool CpuFlag(const std::string& flag) {
   return (line + " ").find(" " + flag + " ") != std::string::npos;
 }
 
-// Whether the avx512 set runs with `flag` present: the native BF16 / VNNI kernels.
+bool AmxRuns() {
+  const auto set = ActiveCpuKernelSet();
+  return set.ok() && *set == CpuKernelSet::kAmx;
+}
+
+// Whether the avx512 set (or amx, which holds it) runs with `flag` present: the native BF16 /
+// VNNI kernels.
 bool NativeKernels(const std::string& flag) {
   const auto set = ActiveCpuKernelSet();
-  return set.ok() && *set == CpuKernelSet::kAvx512 && CpuFlag(flag);
+  return set.ok() && (*set == CpuKernelSet::kAvx512 || *set == CpuKernelSet::kAmx) && CpuFlag(flag);
 }
 
 float RoundBf16(float x) { return static_cast<float>(Eigen::bfloat16(x)); }
@@ -55,24 +62,34 @@ std::vector<float> GemmOf(const std::vector<float>& a, const std::vector<float>&
   return c;
 }
 
-constexpr int kRows[] = {1, 2, 3, 4, 5, 11, 12, 13, 25, 130};
+// AMX (from 4 rows): one row tile (4 .. 16), pairs of tiles, whole 16-row tiles (64), a pair and
+// a single tile (130: nine tiles of 15) and two row blocks of 150 (300).
+constexpr int kRows[] = {1, 2, 3, 4, 5, 11, 12, 13, 16, 25, 64, 130, 300};
 constexpr int kCols[] = {1, 31, 32, 33, 100};
 constexpr int kDepth[] = {1, 2, 3, 5, 7, 64, 129};
 
 TEST(CpuQuantGemmTest, WeightPathMatchesTheCpu) {
   EXPECT_EQ(CpuWeightsPath(CpuWeights::kFp32), "fp32");
-  EXPECT_EQ(CpuWeightsPath(CpuWeights::kBf16), NativeKernels("avx512_bf16")
-                                                   ? "bf16 (avx512_bf16 vdpbf16ps)"
-                                                   : "bf16 (widened to fp32)");
-  EXPECT_EQ(CpuWeightsPath(CpuWeights::kInt8), NativeKernels("avx512_vnni")
-                                                   ? "int8 (avx512_vnni vpdpbusd)"
-                                                   : "int8 (int32 multiply-add)");
+  const std::string bf16 =
+      NativeKernels("avx512_bf16") ? "avx512_bf16 vdpbf16ps" : "widened to fp32";
+  const std::string int8 =
+      NativeKernels("avx512_vnni") ? "avx512_vnni vpdpbusd" : "int32 multiply-add";
+  if (AmxRuns()) {
+    EXPECT_EQ(CpuWeightsPath(CpuWeights::kBf16),
+              "bf16 (amx_bf16 tdpbf16ps; " + bf16 + " below 4 rows)");
+    EXPECT_EQ(CpuWeightsPath(CpuWeights::kInt8),
+              "int8 (amx_int8 tdpbusd; " + int8 + " below 4 rows)");
+  } else {
+    EXPECT_EQ(CpuWeightsPath(CpuWeights::kBf16), "bf16 (" + bf16 + ")");
+    EXPECT_EQ(CpuWeightsPath(CpuWeights::kInt8), "int8 (" + int8 + ")");
+  }
 }
 
 TEST(CpuQuantGemmTest, Bf16EqualsDotProductsOfRoundedOperandsOnEveryTileShape) {
-  const bool round_a = NativeKernels("avx512_bf16");
   GemmScratch scratch;
   for (int m : kRows) {
+    // AMX's tdpbf16ps takes A in bfloat16 too.
+    const bool round_a = NativeKernels("avx512_bf16") || (AmxRuns() && m >= 4);
     for (int n : kCols) {
       for (int k : kDepth) {
         const std::vector<float> a = Random(size_t(m) * k, 1), b = Random(size_t(n) * k, 2);
