@@ -4,6 +4,7 @@
 #include <sys/time.h>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 
@@ -142,6 +143,35 @@ absl::StatusOr<RedisReply> RedisClient::Command(const std::vector<absl::string_v
     return Unavailable(r.status().message());
   }
   return r;
+}
+
+absl::StatusOr<RedisReply> RedisClient::Eval(const char* script,
+                                             const std::vector<absl::string_view>& args) {
+  std::string sha;
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = sha_.find(script); it != sha_.end()) sha = it->second;
+  }
+  std::vector<absl::string_view> argv;
+  argv.reserve(args.size() + 2);
+  argv.push_back("EVALSHA");
+  argv.push_back(sha);
+  argv.insert(argv.end(), args.begin(), args.end());
+  if (!sha.empty()) {
+    auto r = Command(argv);
+    if (r.ok() || !absl::StrContains(r.status().message(), "NOSCRIPT")) return r;
+  }
+  auto loaded = Command({"SCRIPT", "LOAD", script});
+  if (!loaded.ok()) return loaded.status();
+  if (loaded->type != RedisReply::Type::kString) {
+    return Unavailable("SCRIPT LOAD answered without a SHA1");
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    sha_[script] = loaded->str;
+  }
+  argv[1] = loaded->str;
+  return Command(argv);
 }
 
 absl::StatusOr<RedisReply> RedisClient::Send(redisContext* c,
