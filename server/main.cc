@@ -156,10 +156,7 @@ absl::StatusOr<Sequences> CreateSequences(const ServerFlags& flags, metrics::Ser
   }
   auto endpoint = store::ParseRedisUrl(flags.sequence_store);
   if (!endpoint.ok()) return endpoint.status();
-  // One connection per thread that may carry a chunk at once: fewer, and chunks past them
-  // connect to Redis per command.
-  store::RedisClient::Options client{.endpoint = *endpoint,
-                                     .max_idle_connections = flags.grpc_max_threads};
+  store::RedisClient::Options client{.endpoint = *endpoint};
   if (!flags.sequence_store_password_file.empty()) {
     auto password = ReadPassword(flags.sequence_store_password_file);
     if (!password.ok()) return password.status();
