@@ -41,7 +41,7 @@ if not e then return -1 end
 if e == ARGV[2] and h == '' and redis.call('HGET', KEYS[1], 'rec') == ARGV[3] then return 1 end
 if e ~= ARGV[1] or h ~= ARGV[5] then return 0 end
 redis.call('HSET', KEYS[1], 'epoch', ARGV[2], 'rec', ARGV[3])
-redis.call('HDEL', KEYS[1], 'holder')
+if h ~= '' then redis.call('HDEL', KEYS[1], 'holder') end
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
 return 1)";
 

@@ -234,6 +234,21 @@ absl::StatusOr<core::StateStore::Lease> RedisStore::Continue(const Key& key,
     absl::MutexLock lock(&mu_);
     take = TakesHolds();
   }
+  if (known.in_memory && !take) {
+    // The common case of affinity: is the local copy current? A plain HMGET (no script);
+    // anything but "current, held by nobody" goes on to the script below.
+    auto fields = client_->Command({"HMGET", redis_key, "epoch", "holder"});
+    if (!fields.ok()) return fields.status();
+    if (fields->type == RedisReply::Type::kArray && fields->elements.size() == 2) {
+      const RedisReply& epoch = fields->elements[0];
+      if (epoch.type == RedisReply::Type::kNil) return NotLive(model, id);
+      if (epoch.type == RedisReply::Type::kString &&
+          epoch.str == std::to_string(known.stored_epoch) &&
+          fields->elements[1].type == RedisReply::Type::kNil) {
+        return FromMemory(key, /*take_hold=*/false);
+      }
+    }
+  }
   auto reply = client_->Eval(scripts::kFetch, {"1", redis_key, std::to_string(known.stored_epoch),
                                                options_.replica_id, take ? "1" : "0"});
   if (!reply.ok()) return reply.status();
