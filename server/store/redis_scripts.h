@@ -65,4 +65,16 @@ if redis.call('HGET', KEYS[1], 'holder') == ARGV[1] then
 end
 return 0)";
 
+// Asks a holder to hand a sequence over: ARGV[1] (a sequence's key) joins the set KEYS[1],
+// which lives ARGV[2] ms.
+inline constexpr char kAskHandOver[] = R"(
+redis.call('SADD', KEYS[1], ARGV[1])
+return redis.call('PEXPIRE', KEYS[1], ARGV[2]))";
+
+// The sequences a holder is asked to hand over: the set KEYS[1]'s members, the set deleted.
+inline constexpr char kTakeHandOvers[] = R"(
+local v = redis.call('SMEMBERS', KEYS[1])
+redis.call('DEL', KEYS[1])
+return v)";
+
 }  // namespace rnnserve::server::store::scripts

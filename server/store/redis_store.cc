@@ -73,6 +73,7 @@ absl::StatusOr<std::unique_ptr<RedisStore>> RedisStore::Create(RedisClient* clie
   if (options.replica_id.empty()) options.replica_id = NewReplicaId();
   auto store = std::unique_ptr<RedisStore>(new RedisStore(client, std::move(options)));
   if (store->options_.durability == Durability::kDrain) {
+    store->Beat();  // before any hold is taken
     store->heartbeat_ = std::thread([s = store.get()] { s->Heartbeat(); });
   }
   return store;
@@ -93,8 +94,7 @@ absl::StatusOr<core::StateStore::Lease> RedisStore::Acquire(
   std::vector<Erase> expired;
   {
     absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(
-        +[](bool* flushing) { return !*flushing; }, &flushing_));
+    mu_.Await(absl::Condition(+[](int* flushing) { return *flushing == 0; }, &flushing_));
     expired = ExpireLocked();
     auto it = local_.find(key);
     if (it != local_.end()) {
@@ -338,7 +338,7 @@ absl::Status RedisStore::Store(const std::string& model, uint64_t id, LayerState
       local.busy = false;
       local.last_used = options_.now();
       return absl::OkStatus();
-    } else if (local.held && !draining_) {  // kDrain: memory only
+    } else if (local.held && !draining_ && !local.hand_over) {  // kDrain: memory only
       local.states = std::move(states);
       local.steps += steps_added;
       ++local.epoch;
@@ -376,6 +376,7 @@ absl::Status RedisStore::Store(const std::string& model, uint64_t id, LayerState
     local.steps = record.steps;
     local.epoch = local.stored_epoch = record.epoch;
     local.held = false;
+    local.hand_over = false;
     local.stored_at = options_.now();
     local.busy = false;
     local.last_used = options_.now();

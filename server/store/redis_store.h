@@ -20,7 +20,10 @@
 //      max_idle leaves memory and Redis (the record a kChunk replica would have let expire at
 //      that time). Another replica never serves a held sequence from its stale record: while
 //      the holder's heartbeat key (Options::heartbeat_ttl) lives, that chunk is UNAVAILABLE
-//      (retry: the holder is serving or draining it); once it has expired (the holder died
+//      and the holder is asked to hand it over (a set `<replica_key_prefix><id>:hand-over`
+//      that the holder reads at each heartbeat, writing those sequences back and giving up
+//      their holds): a retry a heartbeat later continues it, so holds follow the proxy when
+//      its routing changes (a replica added or taken out); once it has expired (the holder died
 //      without draining: SIGKILL, OOM, a node lost), the sequence is LOST: the chunk gets
 //      DATA_LOSS, its record is deleted, and Options::on_lost counts it
 //      (rnnserve_sequences_lost_total on the replica that found it). Every replica of a
@@ -145,6 +148,7 @@ class RedisStore final : public core::StateStore {
     absl::Duration max_idle;
     bool busy = false;
     bool counted = false;  // in the bounds and announced to the observer
+    bool hand_over = false;  // held, and asked for by another replica: its Release writes it
   };
 
   // What Acquire knew of its sequence in memory.
@@ -179,7 +183,16 @@ class RedisStore final : public core::StateStore {
     return options_.durability == Durability::kDrain && !draining_;
   }
   void RunErases(const std::vector<Erase>& erases);
+  // Renews the heartbeat key and hands over what other replicas asked for: at Create, then
+  // every heartbeat_ttl / 3 on heartbeat_.
+  void Beat();
   void Heartbeat();
+  // Writes the held sequences `pick` chooses back to Redis and gives up their holds; a busy
+  // one is written by its Release.
+  DrainResult Flush(const std::function<bool(const Key&)>& pick);
+  std::string HandOverKey(const std::string& replica) const {
+    return options_.replica_key_prefix + replica + ":hand-over";
+  }
   std::string HeartbeatKey(const std::string& replica) const {
     return options_.replica_key_prefix + replica;
   }
@@ -201,7 +214,7 @@ class RedisStore final : public core::StateStore {
   std::map<std::pair<std::string, std::string>, int> per_client_ ABSL_GUARDED_BY(mu_);
   Counts counts_ ABSL_GUARDED_BY(mu_);
   bool draining_ ABSL_GUARDED_BY(mu_) = false;  // Drain() was called: no more holds
-  bool flushing_ ABSL_GUARDED_BY(mu_) = false;  // Drain() is writing: Acquire waits
+  int flushing_ ABSL_GUARDED_BY(mu_) = 0;  // Flush() calls writing: Acquire waits
 
   absl::Mutex beat_mu_;
   bool stop_beating_ ABSL_GUARDED_BY(beat_mu_) = false;

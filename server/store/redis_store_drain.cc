@@ -2,6 +2,8 @@
 // replica keeps on the sequences whose newest states live only in its memory, its heartbeat,
 // the hand-over at SIGTERM, and what another replica does with a sequence held elsewhere.
 
+#include <set>
+
 #include "absl/strings/str_cat.h"
 #include "server/store/redis_scripts.h"
 #include "server/store/redis_store.h"
@@ -24,17 +26,27 @@ RedisStore::~RedisStore() {
   (void)client_->Command({"DEL", HeartbeatKey(options_.replica_id)});
 }
 
+void RedisStore::Beat() {
+  // Unreachable Redis: the next beat tries again; held sequences may be found lost meanwhile
+  // (after heartbeat_ttl), as they would be if this replica had died.
+  (void)client_->Command({"SET", HeartbeatKey(options_.replica_id), "1", "PX",
+                          Ttl(options_.heartbeat_ttl)});
+  // Sequences other replicas were asked for (the proxy sends their chunks there now).
+  auto asked = client_->Eval(scripts::kTakeHandOvers, {"1", HandOverKey(options_.replica_id)});
+  if (asked.ok() && !asked->elements.empty()) {
+    std::set<std::string> keys;
+    for (const RedisReply& k : asked->elements) keys.insert(k.str);
+    Flush([&](const Key& k) { return keys.count(KeyOf(k.first, k.second)) > 0; });
+  }
+}
+
 void RedisStore::Heartbeat() {
-  const std::string key = HeartbeatKey(options_.replica_id);
-  const std::string ttl = Ttl(options_.heartbeat_ttl);
   absl::MutexLock lock(&beat_mu_);
-  while (!stop_beating_) {
+  while (!beat_mu_.AwaitWithTimeout(absl::Condition(&stop_beating_),
+                                    options_.heartbeat_ttl / 3)) {
     beat_mu_.Unlock();
-    // Unreachable Redis: the next beat tries again; held sequences may be found lost meanwhile
-    // (after heartbeat_ttl), as they would be if this replica had died.
-    (void)client_->Command({"SET", key, "1", "PX", ttl});
+    Beat();
     beat_mu_.Lock();
-    beat_mu_.AwaitWithTimeout(absl::Condition(&stop_beating_), options_.heartbeat_ttl / 3);
   }
 }
 
@@ -55,10 +67,13 @@ absl::Status RedisStore::HeldElsewhere(const Key& key, const std::string& redis_
   auto alive = client_->Command({"EXISTS", HeartbeatKey(holder)});
   if (!alive.ok()) return alive.status();
   if (!internal::IsInt(*alive, 0)) {
+    // The proxy sends its chunks here now: the holder hands it over at its next heartbeat.
+    (void)client_->Eval(scripts::kAskHandOver, {"1", HandOverKey(holder), redis_key,
+                                                Ttl(options_.heartbeat_ttl * 10)});
     return absl::UnavailableError(absl::StrCat(
         Named(model, id), " is held in memory by replica ", holder,
-        " (--sequence-durability=drain) and not handed over yet: its chunks go to that replica "
-        "(route by x-sequence-id); retry, it is handed over when that replica drains"));
+        " (--sequence-durability=drain) and not handed over yet; it has been asked to: retry "
+        "in a second"));
   }
   // The holder died without draining: what it answered since the record was written is gone.
   auto erased = client_->Eval(scripts::kErase, {"1", redis_key, reply.elements[1].str, holder});
@@ -71,7 +86,15 @@ absl::Status RedisStore::HeldElsewhere(const Key& key, const std::string& redis_
 }
 
 RedisStore::DrainResult RedisStore::Drain() {
-  struct Flush {
+  {
+    absl::MutexLock lock(&mu_);
+    draining_ = true;
+  }
+  return Flush([](const Key&) { return true; });
+}
+
+RedisStore::DrainResult RedisStore::Flush(const std::function<bool(const Key&)>& pick) {
+  struct Write {
     Key key;
     std::string redis_key;
     uint64_t stored_epoch = 0;
@@ -79,44 +102,48 @@ RedisStore::DrainResult RedisStore::Drain() {
     std::string blob;
     absl::Duration max_idle;
   };
-  std::vector<Flush> flushes;
+  std::vector<Write> writes;
   {
     absl::MutexLock lock(&mu_);
-    draining_ = true;
     for (auto& [key, local] : local_) {
-      if (!local.held || local.busy) continue;  // a busy one is written by its Release
-      flushes.push_back({key, KeyOf(key.first, key.second), local.stored_epoch, local.epoch,
-                         EncodeRecord({.model_version = local.version,
-                                       .steps = local.steps,
-                                       .epoch = local.epoch,
-                                       .owner = local.owner,
-                                       .client = local.client,
-                                       .states = local.states}),
-                         local.max_idle});
+      if (!local.held || !pick(key)) continue;
+      if (local.busy) {  // its Release writes it
+        local.hand_over = true;
+        continue;
+      }
+      writes.push_back({key, KeyOf(key.first, key.second), local.stored_epoch, local.epoch,
+                        EncodeRecord({.model_version = local.version,
+                                      .steps = local.steps,
+                                      .epoch = local.epoch,
+                                      .owner = local.owner,
+                                      .client = local.client,
+                                      .states = local.states}),
+                        local.max_idle});
     }
-    if (flushes.empty()) return {};
-    flushing_ = true;  // Acquire waits: no chunk runs on a sequence being written
+    if (writes.empty()) return {};
+    ++flushing_;  // Acquire waits: no chunk runs on a sequence being written
   }
-  std::vector<bool> done(flushes.size(), false);
-  for (size_t i = 0; i < flushes.size(); ++i) {
-    const Flush& f = flushes[i];
-    auto reply = client_->Eval(scripts::kStore, {"1", f.redis_key, std::to_string(f.stored_epoch),
-                                                 std::to_string(f.epoch), f.blob,
-                                                 Ttl(f.max_idle), options_.replica_id});
+  std::vector<bool> done(writes.size(), false);
+  for (size_t i = 0; i < writes.size(); ++i) {
+    const Write& w = writes[i];
+    auto reply = client_->Eval(scripts::kStore, {"1", w.redis_key, std::to_string(w.stored_epoch),
+                                                 std::to_string(w.epoch), w.blob,
+                                                 Ttl(w.max_idle), options_.replica_id});
     done[i] = reply.ok() && internal::IsInt(*reply, 1);
   }
   DrainResult result;
   absl::MutexLock lock(&mu_);
-  flushing_ = false;
-  for (size_t i = 0; i < flushes.size(); ++i) {
+  --flushing_;
+  for (size_t i = 0; i < writes.size(); ++i) {
     if (!done[i]) {
       ++result.failed;
       continue;
     }
     ++result.flushed;
-    if (auto it = local_.find(flushes[i].key); it != local_.end()) {
+    if (auto it = local_.find(writes[i].key); it != local_.end()) {
       it->second.held = false;
-      it->second.stored_epoch = flushes[i].epoch;
+      it->second.hand_over = false;
+      it->second.stored_epoch = writes[i].epoch;
       it->second.stored_at = options_.now();
     }
   }
