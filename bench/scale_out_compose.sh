@@ -6,12 +6,14 @@
 # Needs podman, podman-compose and the images localhost/rnnserve-redis and
 # localhost/rnnserve-haproxy (podman-compose ... build, or tests/deploy's helpers) on the local
 # base; /work/shared-style settings come from deploy/docker/containers.conf.
-#   bench/scale_out_compose.sh [IMAGE (localhost/rnnserve:cpu)] [DURABILITY (chunk)]
+# HOW "kill" sends SIGKILL (podman kill) instead.
+#   bench/scale_out_compose.sh [IMAGE (localhost/rnnserve:cpu)] [DURABILITY (chunk)] [HOW (stop)]
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 export CONTAINERS_CONF="$ROOT/deploy/docker/containers.conf"
 image=${1:-localhost/rnnserve:cpu}
 durability=${2:-chunk}
+how=${3:-stop}
 project="rnnserve-scale-out-bench-$$"
 work=$(mktemp -d)
 chmod 755 "$work"
@@ -56,11 +58,12 @@ else:
     sys.exit(f"the stack did not answer through HAProxy: {e}")
 PY
 victim=$(podman ps --format '{{.Names}}' | grep "^${project}[_-]rnnserve-2" | head -1)
-echo "# podman-compose -f deploy/compose.scale-out.yaml, image $image, --sequence-durability $durability"
+echo "# podman-compose -f deploy/compose.scale-out.yaml, image $image, --sequence-durability $durability, replica 2: podman $how"
 echo
 podman ps --format '- {{.Names}} ({{.Image}})' | grep "$project"
 python3 "$ROOT/bench/scale_out_compose.py" --address "127.0.0.1:$port" --token "$token" \
-  --stop "podman stop -t 30 $victim"
+  --stop "$([ "$how" = kill ] && echo "podman kill -s KILL" || echo "podman stop -t 30") $victim" ||
+  echo "- (some sequences failed: exit status 1)"
 echo "- $victim's log, last lines:"
 podman logs "$victim" 2>&1 | tail -4 | sed 's/^/  /'
 # The replicas left: where their chunks' states came from, and what was lost (their /metrics,
