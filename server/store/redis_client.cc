@@ -3,8 +3,8 @@
 #include <hiredis/hiredis.h>
 #include <sys/time.h>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 

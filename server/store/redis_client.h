@@ -101,9 +101,9 @@ class RedisClient {
 
   const Options options_;
   absl::Mutex mu_;
-  std::vector<redisContext*> idle_ ABSL_GUARDED_BY(mu_);  // at most `pipelines`
-  std::deque<Pending*> queue_ ABSL_GUARDED_BY(mu_);        // waiting for a sender
-  int senders_ ABSL_GUARDED_BY(mu_) = 0;                   // batches in flight
+  std::vector<redisContext*> idle_ ABSL_GUARDED_BY(mu_);         // at most `pipelines`
+  std::deque<Pending*> queue_ ABSL_GUARDED_BY(mu_);              // waiting for a sender
+  int senders_ ABSL_GUARDED_BY(mu_) = 0;                         // batches in flight
   std::map<const char*, std::string> sha_ ABSL_GUARDED_BY(mu_);  // script -> its SHA1 in Redis
 };
 

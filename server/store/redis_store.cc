@@ -94,7 +94,8 @@ absl::StatusOr<core::StateStore::Lease> RedisStore::Acquire(
   std::vector<Erase> expired;
   {
     absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(+[](int* flushing) { return *flushing == 0; }, &flushing_));
+    mu_.Await(absl::Condition(
+        +[](int* flushing) { return *flushing == 0; }, &flushing_));
     expired = ExpireLocked();
     auto it = local_.find(key);
     if (it != local_.end()) {
@@ -321,7 +322,7 @@ absl::Status RedisStore::Store(const std::string& model, uint64_t id, LayerState
   const std::string redis_key = KeyOf(model, id);
   SequenceRecord record;
   absl::Duration max_idle;
-  std::string holder;  // the holder the record has now: this replica, or none
+  std::string holder;          // the holder the record has now: this replica, or none
   std::optional<Erase> erase;  // set: the sequence ends
   uint64_t stored_epoch = 0;
   {
@@ -363,10 +364,9 @@ absl::Status RedisStore::Store(const std::string& model, uint64_t id, LayerState
     RunErases({*erase});
     return absl::OkStatus();
   }
-  auto reply = client_->Eval(scripts::kStore,
-                             {"1", redis_key, std::to_string(stored_epoch),
-                              std::to_string(record.epoch), EncodeRecord(record), Ttl(max_idle),
-                              holder});
+  auto reply = client_->Eval(
+      scripts::kStore, {"1", redis_key, std::to_string(stored_epoch), std::to_string(record.epoch),
+                        EncodeRecord(record), Ttl(max_idle), holder});
   absl::MutexLock lock(&mu_);
   auto it = local_.find(key);  // still there: busy entries are not expired
   if (it == local_.end()) return absl::OkStatus();

@@ -147,7 +147,7 @@ class RedisStore final : public core::StateStore {
     absl::Time last_used;
     absl::Duration max_idle;
     bool busy = false;
-    bool counted = false;  // in the bounds and announced to the observer
+    bool counted = false;    // in the bounds and announced to the observer
     bool hand_over = false;  // held, and asked for by another replica: its Release writes it
   };
 
@@ -214,7 +214,7 @@ class RedisStore final : public core::StateStore {
   std::map<std::pair<std::string, std::string>, int> per_client_ ABSL_GUARDED_BY(mu_);
   Counts counts_ ABSL_GUARDED_BY(mu_);
   bool draining_ ABSL_GUARDED_BY(mu_) = false;  // Drain() was called: no more holds
-  int flushing_ ABSL_GUARDED_BY(mu_) = 0;  // Flush() calls writing: Acquire waits
+  int flushing_ ABSL_GUARDED_BY(mu_) = 0;       // Flush() calls writing: Acquire waits
 
   absl::Mutex beat_mu_;
   bool stop_beating_ ABSL_GUARDED_BY(beat_mu_) = false;

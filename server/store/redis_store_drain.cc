@@ -29,8 +29,8 @@ RedisStore::~RedisStore() {
 void RedisStore::Beat() {
   // Unreachable Redis: the next beat tries again; held sequences may be found lost meanwhile
   // (after heartbeat_ttl), as they would be if this replica had died.
-  (void)client_->Command({"SET", HeartbeatKey(options_.replica_id), "1", "PX",
-                          Ttl(options_.heartbeat_ttl)});
+  (void)client_->Command(
+      {"SET", HeartbeatKey(options_.replica_id), "1", "PX", Ttl(options_.heartbeat_ttl)});
   // Sequences other replicas were asked for (the proxy sends their chunks there now).
   auto asked = client_->Eval(scripts::kTakeHandOvers, {"1", HandOverKey(options_.replica_id)});
   if (asked.ok() && !asked->elements.empty()) {
@@ -42,8 +42,7 @@ void RedisStore::Beat() {
 
 void RedisStore::Heartbeat() {
   absl::MutexLock lock(&beat_mu_);
-  while (!beat_mu_.AwaitWithTimeout(absl::Condition(&stop_beating_),
-                                    options_.heartbeat_ttl / 3)) {
+  while (!beat_mu_.AwaitWithTimeout(absl::Condition(&stop_beating_), options_.heartbeat_ttl / 3)) {
     beat_mu_.Unlock();
     Beat();
     beat_mu_.Lock();
@@ -68,8 +67,8 @@ absl::Status RedisStore::HeldElsewhere(const Key& key, const std::string& redis_
   if (!alive.ok()) return alive.status();
   if (!internal::IsInt(*alive, 0)) {
     // The proxy sends its chunks here now: the holder hands it over at its next heartbeat.
-    (void)client_->Eval(scripts::kAskHandOver, {"1", HandOverKey(holder), redis_key,
-                                                Ttl(options_.heartbeat_ttl * 10)});
+    (void)client_->Eval(scripts::kAskHandOver,
+                        {"1", HandOverKey(holder), redis_key, Ttl(options_.heartbeat_ttl * 10)});
     return absl::UnavailableError(absl::StrCat(
         Named(model, id), " is held in memory by replica ", holder,
         " (--sequence-durability=drain) and not handed over yet; it has been asked to: retry "
@@ -126,9 +125,9 @@ RedisStore::DrainResult RedisStore::Flush(const std::function<bool(const Key&)>&
   std::vector<bool> done(writes.size(), false);
   for (size_t i = 0; i < writes.size(); ++i) {
     const Write& w = writes[i];
-    auto reply = client_->Eval(scripts::kStore, {"1", w.redis_key, std::to_string(w.stored_epoch),
-                                                 std::to_string(w.epoch), w.blob,
-                                                 Ttl(w.max_idle), options_.replica_id});
+    auto reply = client_->Eval(
+        scripts::kStore, {"1", w.redis_key, std::to_string(w.stored_epoch), std::to_string(w.epoch),
+                          w.blob, Ttl(w.max_idle), options_.replica_id});
     done[i] = reply.ok() && internal::IsInt(*reply, 1);
   }
   DrainResult result;
@@ -152,8 +151,7 @@ RedisStore::DrainResult RedisStore::Flush(const std::function<bool(const Key&)>&
 
 void RedisStore::RunErases(const std::vector<Erase>& erases) {
   for (const Erase& e : erases) {
-    (void)client_->Eval(scripts::kErase,
-                        {"1", e.redis_key, std::to_string(e.epoch), e.holder});
+    (void)client_->Eval(scripts::kErase, {"1", e.redis_key, std::to_string(e.epoch), e.holder});
   }
 }
 

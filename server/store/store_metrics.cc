@@ -62,8 +62,9 @@ StoreMetrics::StoreMetrics() : series_(std::make_unique<Series>()) {
                              .Add({});
   series_->lost = &prometheus::BuildCounter()
                        .Name("rnnserve_sequences_lost_total")
-                       .Help("Sequences found lost: held in memory by a replica that stopped "
-                             "without handing them over (--sequence-durability=drain)")
+                       .Help(
+                           "Sequences found lost: held in memory by a replica that stopped "
+                           "without handing them over (--sequence-durability=drain)")
                        .Register(r)
                        .Add({});
 }

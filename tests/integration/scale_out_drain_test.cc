@@ -22,7 +22,8 @@ TEST_F(ScaleOutDrainTest, StoppedReplicaHandsEverySequenceOverAndNoneIsLost) {
   std::vector<ModelInferResponse> last(kSequences);
   for (int k = 0; k < kSequences; ++k) {
     for (int64_t t0 = 0; t0 < 10; t0 += 5) {
-      const grpc::Status s = Chunk(*a_, kAlice, 700 + k, k % 3, t0, t0 + 5, t0 == 0, false, &last[k]);
+      const grpc::Status s =
+          Chunk(*a_, kAlice, 700 + k, k % 3, t0, t0 + 5, t0 == 0, false, &last[k]);
       ASSERT_TRUE(s.ok()) << "sequence " << k << ": " << s.error_message();
     }
   }
@@ -37,7 +38,8 @@ TEST_F(ScaleOutDrainTest, StoppedReplicaHandsEverySequenceOverAndNoneIsLost) {
     const int b = k % 3;
     for (int64_t t0 = 10; t0 < lengths[b]; t0 += 5) {
       const int64_t t1 = std::min(t0 + 5, lengths[b]);
-      const grpc::Status s = Chunk(*b_, kAlice, 700 + k, b, t0, t1, false, t1 == lengths[b], &last[k]);
+      const grpc::Status s =
+          Chunk(*b_, kAlice, 700 + k, b, t0, t1, false, t1 == lengths[b], &last[k]);
       ASSERT_TRUE(s.ok()) << "sequence " << k << " steps " << t0 << ": " << s.error_message();
     }
     ExpectKeras(last[k], b);

@@ -66,7 +66,8 @@ class ScaleOutTest : public ::testing::Test {
            "output { name: \"probabilities\" data_type: TYPE_FP32 dims: [ 3 ] }\n"
            "instance_group { kind: KIND_CPU count: 1 }\n"
            "cellular_batching { max_active_sequences: 8 chunk_steps: 4 }\n";
-    for (auto [replica, metrics_port] : {std::pair{&a_, &a_metrics_}, std::pair{&b_, &b_metrics_}}) {
+    for (auto [replica, metrics_port] :
+         {std::pair{&a_, &a_metrics_}, std::pair{&b_, &b_metrics_}}) {
       *metrics_port = FreeLoopbackPort();
       std::vector<std::string> flags = flags_;
       flags.insert(flags.end(), {"--metrics-port", std::to_string(*metrics_port)});

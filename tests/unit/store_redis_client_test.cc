@@ -56,7 +56,8 @@ TEST(RedisClientPipelineTest, ConcurrentCallersShareBatchesOnAtMostThePipelinesC
   }
   for (std::thread& t : threads) t.join();
   for (int t = 0; t < kThreads; ++t) EXPECT_TRUE(wrong[t].empty()) << wrong[t];
-  // Two connections (one made for the first INFO) carried every command, and Redis read them in fewer reads than commands.
+  // Two connections (one made for the first INFO) carried every command, and Redis read them in
+  // fewer reads than commands.
   EXPECT_LE(InfoField(**client, "stats", "total_connections_received") - connections, 1)
       << "the first INFO's connection and at most one more";
   const int64_t reads = InfoField(**client, "stats", "total_reads_processed");

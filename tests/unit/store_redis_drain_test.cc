@@ -105,8 +105,7 @@ TEST_F(StoreRedisDrainTest, HeldSequenceIsUnavailableElsewhereUntilItsHolderDrai
   ASSERT_TRUE(a_->Release("m", 7, State(2), false, false, 4).ok());
   const absl::Status held = Acquire(*b_, 7, false, alice_).status();
   EXPECT_EQ(held.code(), absl::StatusCode::kUnavailable) << held;
-  EXPECT_NE(held.message().find("held in memory by replica replica-a"), std::string::npos)
-      << held;
+  EXPECT_NE(held.message().find("held in memory by replica replica-a"), std::string::npos) << held;
   const RedisStore::DrainResult drained = a_->Drain();
   EXPECT_EQ(drained.flushed, 1);
   EXPECT_EQ(drained.failed, 0);
