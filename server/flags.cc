@@ -63,6 +63,15 @@ void AddSequenceStoreFlags(CLI::App& app, ServerFlags* f) {
                  "file whose first line is the Redis password (AUTH); TLS to Redis goes through "
                  "a local tunnel (docs/scale-out.md)")
       ->type_name("FILE");
+  app.add_option("--sequence-durability", f->sequence_durability,
+                 "with --sequence-store: when a sequence's states are written to Redis; chunk: "
+                 "before each chunk is answered (nothing answered is lost if a replica dies); "
+                 "drain: kept in the replica's memory, written when it drains (SIGTERM) or the "
+                 "sequence idles out; fewer round trips, but a replica killed without draining "
+                 "loses its sequences (counted in rnnserve_sequences_lost_total; "
+                 "docs/deploy.md)")
+      ->check(CLI::IsMember({"chunk", "drain"}))
+      ->capture_default_str();
 }
 
 void AddFlags(CLI::App& app, ServerFlags* f) {

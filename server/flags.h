@@ -82,6 +82,11 @@ struct ServerFlags {
   // Where stateful sequences live: "" this process; redis://HOST:PORT[/DB] (server/store/).
   std::string sequence_store;
   std::string sequence_store_password_file;  // first line: the Redis password
+  // When a Redis store writes a sequence's states (server/store/redis_store.h, docs/deploy.md):
+  // "chunk", before each chunk is answered (no answered chunk is ever lost); "drain", kept in
+  // the replica's memory and written when it drains (SIGTERM) or the sequence leaves it
+  // (a replica killed without draining loses the sequences it held). Needs --sequence-store.
+  std::string sequence_durability = "chunk";
 };
 
 // Parses argv; unknown flags and bad values are INVALID_ARGUMENT naming the flag and the value.

@@ -109,6 +109,7 @@ struct Sequences {
   std::unique_ptr<store::RedisClient> redis;     // used by `store`; null in process
   std::unique_ptr<store::StoreMetrics> metrics;  // of `store`; null in process
   std::unique_ptr<core::StateStore> store;
+  store::RedisStore* redis_store = nullptr;  // `store` when it is Redis's: drained at SIGTERM
 };
 
 // The first line of the password file, without its line end.
@@ -141,6 +142,12 @@ absl::StatusOr<Sequences> CreateSequences(const ServerFlags& flags, metrics::Ser
       return absl::InvalidArgumentError(
           "--sequence-store-password-file needs --sequence-store redis://...");
     }
+    if (flags.sequence_durability != "chunk") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--sequence-durability=", flags.sequence_durability,
+                       " needs --sequence-store redis://... (sequences in this process are "
+                       "never written anywhere)"));
+    }
     auto manager = SequenceManager::Create(
         {.observer = observer, .max_sequences_per_client = flags.max_sequences_per_client});
     if (!manager.ok()) return manager.status();
@@ -167,7 +174,9 @@ absl::StatusOr<Sequences> CreateSequences(const ServerFlags& flags, metrics::Ser
   }
   auto redis_store = store::RedisStore::Create(
       out.redis.get(),
-      {.facts =
+      {.durability = flags.sequence_durability == "drain" ? store::RedisStore::Durability::kDrain
+                                                          : store::RedisStore::Durability::kChunk,
+       .facts =
            [](const Servable* s) {
              return store::RedisStore::ModelFacts{.version = s->version(),
                                                   .shapes = store::StateShapesOf(s->ir())};
@@ -179,9 +188,16 @@ absl::StatusOr<Sequences> CreateSequences(const ServerFlags& flags, metrics::Ser
        .on_round_trip = [m = out.metrics.get()](
                             store::StoreOp op, absl::Duration took,
                             absl::StatusCode code) { m->RoundTrip(op, took, code); },
-       .on_continue = [m = out.metrics.get()](bool from_memory) { m->Continued(from_memory); }});
+       .on_continue = [m = out.metrics.get()](bool from_memory) { m->Continued(from_memory); },
+       .on_lost = [m = out.metrics.get()] { m->Lost(); }});
   if (!redis_store.ok()) return redis_store.status();
-  LogInfo(absl::StrCat("stateful sequences in ", endpoint->ToString()));
+  LogInfo(absl::StrCat("stateful sequences in ", endpoint->ToString(), ", written ",
+                       flags.sequence_durability == "drain"
+                           ? absl::StrCat("when this replica drains (--sequence-durability=drain; "
+                                          "replica id ",
+                                          (*redis_store)->replica_id(), ")")
+                           : "after every chunk"));
+  out.redis_store = redis_store->get();
   out.store = *std::move(redis_store);
   return out;
 }
@@ -455,6 +471,19 @@ int Main(int argc, char** argv) {
   // take this server out before the listener closes; then calls in flight and open streams get
   // as long again to finish. A server still loading was never ready: no drain.
   (*health)->Shutdown();
+  // Sequences kept in memory (--sequence-durability=drain) go to Redis now, so that the
+  // replicas the proxy sends their next chunks to continue them; chunks in flight write
+  // theirs when they end, as every chunk from now on does.
+  if (sequences->redis_store != nullptr) {
+    const auto drained = sequences->redis_store->Drain();
+    if (drained.flushed > 0 || drained.failed > 0) {
+      LogInfo(absl::StrCat("handed ", drained.flushed, " sequence(s) over to the store"));
+    }
+    if (drained.failed > 0) {
+      LogError(absl::StrCat(drained.failed,
+                            " sequence(s) could not be written to the store and are lost"));
+    }
+  }
   absl::SleepFor(absl::Seconds(drain_seconds));
   if (http_server != nullptr) http_server->Stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(drain_seconds));

@@ -3,6 +3,7 @@
 #include <hiredis/hiredis.h>
 #include <sys/time.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -65,8 +66,8 @@ absl::StatusOr<RedisEndpoint> ParseRedisUrl(absl::string_view url) {
 absl::StatusOr<std::unique_ptr<RedisClient>> RedisClient::Create(Options options) {
   if (options.endpoint.host.empty()) return absl::InvalidArgumentError("Redis host is empty");
   if (options.connect_timeout <= absl::ZeroDuration() ||
-      options.command_timeout <= absl::ZeroDuration() || options.max_idle_connections <= 0) {
-    return absl::InvalidArgumentError("Redis timeouts and max_idle_connections must be positive");
+      options.command_timeout <= absl::ZeroDuration() || options.pipelines <= 0) {
+    return absl::InvalidArgumentError("Redis timeouts and pipelines must be positive");
   }
   return std::unique_ptr<RedisClient>(new RedisClient(std::move(options)));
 }
@@ -119,65 +120,133 @@ absl::StatusOr<redisContext*> RedisClient::Connect() {
   return c;
 }
 
+bool RedisClient::MayGo(Waiter* w) {
+  return w->me->done ||
+         (w->client->senders_ < w->client->options_.pipelines && !w->client->queue_.empty());
+}
+
 absl::StatusOr<RedisReply> RedisClient::Command(const std::vector<absl::string_view>& args) {
-  redisContext* c = nullptr;
-  {
-    absl::MutexLock lock(&mu_);
+  // A batch holds at most this many commands (a bound on one write's size).
+  constexpr size_t kMaxBatch = 128;
+  Pending me{.args = &args, .reply = absl::UnknownError("not sent")};
+  Waiter waiter{this, &me};
+  absl::MutexLock lock(&mu_);
+  queue_.push_back(&me);
+  while (true) {
+    mu_.Await(absl::Condition(&MayGo, &waiter));
+    if (me.done) return std::move(me.reply);
+    // A sender: everything queued (this command among it, unless the queue is long) goes as
+    // one batch.
+    const size_t n = std::min(queue_.size(), kMaxBatch);
+    std::vector<Pending*> batch(queue_.begin(), queue_.begin() + n);
+    queue_.erase(queue_.begin(), queue_.begin() + n);
+    ++senders_;
+    redisContext* c = nullptr;
     if (!idle_.empty()) {
       c = idle_.back();
       idle_.pop_back();
     }
+    mu_.Unlock();
+    c = RunBatch(c, batch);
+    mu_.Lock();
+    --senders_;
+    if (c != nullptr) {
+      if (static_cast<int>(idle_.size()) < options_.pipelines) {
+        idle_.push_back(c);
+      } else {
+        redisFree(c);
+      }
+    }
+    for (Pending* p : batch) p->done = true;
   }
-  if (c != nullptr) {
-    // A kept connection may have died with a Redis that restarted since: the command is sent
-    // again once on a new connection. Every command the store sends gives the same outcome or
-    // a refusal when run twice (its scripts compare and set the epoch), never a wrong one.
-    auto r = Send(c, args);
-    if (r.ok() || r.status().code() != absl::StatusCode::kCancelled) return r;
-  }
-  auto made = Connect();
-  if (!made.ok()) return made.status();
-  auto r = Send(*made, args);
-  if (!r.ok() && r.status().code() == absl::StatusCode::kCancelled) {
-    return Unavailable(r.status().message());
-  }
-  return r;
 }
 
-absl::StatusOr<RedisReply> RedisClient::Send(redisContext* c,
-                                             const std::vector<absl::string_view>& args) {
+redisContext* RedisClient::RunBatch(redisContext* c, const std::vector<Pending*>& batch) {
+  size_t answered = 0;
+  std::string why;
+  // A kept connection may have died with a Redis that restarted since: what it did not answer
+  // is sent again once on a new connection. Every command the store sends gives the same
+  // outcome or a refusal when run twice (its scripts compare and set the epoch), never a
+  // wrong one.
+  for (bool kept = c != nullptr;; kept = false) {
+    if (c == nullptr) {
+      auto made = Connect();
+      if (!made.ok()) {
+        for (size_t i = answered; i < batch.size(); ++i) batch[i]->reply = made.status();
+        return nullptr;
+      }
+      c = *made;
+    }
+    if (SendAll(c, batch, &answered, &why)) return c;
+    redisFree(c);
+    c = nullptr;
+    if (!kept) break;
+  }
+  for (size_t i = answered; i < batch.size(); ++i) batch[i]->reply = Unavailable(why);
+  return nullptr;
+}
+
+bool RedisClient::SendAll(redisContext* c, const std::vector<Pending*>& batch, size_t* answered,
+                          std::string* why) {
   std::vector<const char*> p;
   std::vector<size_t> n;
-  p.reserve(args.size());
-  n.reserve(args.size());
-  for (absl::string_view a : args) {
-    p.push_back(a.data());
-    n.push_back(a.size());
+  for (size_t i = *answered; i < batch.size(); ++i) {
+    p.clear();
+    n.clear();
+    for (absl::string_view a : *batch[i]->args) {
+      p.push_back(a.data());
+      n.push_back(a.size());
+    }
+    if (redisAppendCommandArgv(c, static_cast<int>(p.size()), p.data(), n.data()) != REDIS_OK) {
+      *why = c->errstr[0] != '\0' ? c->errstr : "cannot queue a command";
+      return false;
+    }
   }
-  auto* r =
-      static_cast<redisReply*>(redisCommandArgv(c, static_cast<int>(p.size()), p.data(), n.data()));
-  if (r == nullptr) {
-    // The connection is in an unknown state (timeout, reset): dropped. CANCELLED tells
-    // Command to try a new one.
-    const absl::Status s =
-        absl::CancelledError(c->errstr[0] != '\0' ? c->errstr : "no reply from Redis");
-    redisFree(c);
-    return s;
+  for (; *answered < batch.size(); ++*answered) {
+    void* reply = nullptr;
+    if (redisGetReply(c, &reply) != REDIS_OK || reply == nullptr) {
+      *why = c->errstr[0] != '\0' ? c->errstr : "no reply from Redis";
+      return false;
+    }
+    const auto* r = static_cast<redisReply*>(reply);
+    if (r->type == REDIS_REPLY_ERROR) {
+      batch[*answered]->reply =
+          Unavailable(absl::StrCat("error reply: ", absl::string_view(r->str, r->len)));
+    } else {
+      batch[*answered]->reply = Copy(*r);
+    }
+    freeReplyObject(reply);
   }
-  absl::StatusOr<RedisReply> out;
-  if (r->type == REDIS_REPLY_ERROR) {
-    out = Unavailable(absl::StrCat("error reply: ", absl::string_view(r->str, r->len)));
-  } else {
-    out = Copy(*r);
+  return true;
+}
+
+absl::StatusOr<RedisReply> RedisClient::Eval(const char* script,
+                                             const std::vector<absl::string_view>& args) {
+  std::string sha;
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = sha_.find(script); it != sha_.end()) sha = it->second;
   }
-  freeReplyObject(r);
-  absl::MutexLock lock(&mu_);
-  if (static_cast<int>(idle_.size()) < options_.max_idle_connections) {
-    idle_.push_back(c);
-  } else {
-    redisFree(c);
+  std::vector<absl::string_view> argv;
+  argv.reserve(args.size() + 2);
+  argv.push_back("EVALSHA");
+  argv.push_back(sha);
+  argv.insert(argv.end(), args.begin(), args.end());
+  if (!sha.empty()) {
+    auto r = Command(argv);
+    if (r.ok() || !absl::StrContains(r.status().message(), "NOSCRIPT")) return r;
   }
-  return out;
+  auto loaded = Command({"SCRIPT", "LOAD", script});
+  if (!loaded.ok()) return loaded.status();
+  if (loaded->type != RedisReply::Type::kString) {
+    return Unavailable("SCRIPT LOAD answered without a SHA1");
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    sha_[script] = loaded->str;
+  }
+  argv[1] = loaded->str;
+  return Command(argv);
 }
 
 }  // namespace rnnserve::server::store

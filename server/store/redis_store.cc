@@ -1,45 +1,30 @@
 #include "server/store/redis_store.h"
 
+#include <unistd.h>
+
+#include <cstring>
+#include <optional>
 #include <vector>
 
-#include "absl/strings/numbers.h"
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
+#include "server/store/redis_scripts.h"
+#include "server/store/redis_store_util.h"
 
 namespace rnnserve::server::store {
 namespace {
 
-// Atomic in Redis. KEYS[1] is the sequence's hash.
-// Start: creates it (epoch 1) unless it exists; 1, or the existing record. Run twice (a
-// reply lost with its connection), the second finds its own record: 1.
-constexpr char kCreate[] = R"(
-local r = redis.call('HGET', KEYS[1], 'rec')
-if r == ARGV[2] then return 1 end
-if r then return r end
-redis.call('HSET', KEYS[1], 'epoch', ARGV[1], 'rec', ARGV[2])
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
-return 1)";
-// Continue: 0 when it is not live, 1 when its epoch is ARGV[1] (the local copy is current),
-// else its record.
-constexpr char kFetch[] = R"(
-local e = redis.call('HGET', KEYS[1], 'epoch')
-if not e then return 0 end
-if e == ARGV[1] then return 1 end
-return redis.call('HGET', KEYS[1], 'rec'))";
-// Store: when its epoch is still ARGV[1], the record ARGV[3] at epoch ARGV[2] and the TTL
-// ARGV[4] ms; 1 stored (or stored already: run twice), 0 another chunk stored first, -1 not
-// live.
-constexpr char kStore[] = R"(
-local e = redis.call('HGET', KEYS[1], 'epoch')
-if not e then return -1 end
-if e == ARGV[2] and redis.call('HGET', KEYS[1], 'rec') == ARGV[3] then return 1 end
-if e ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], 'epoch', ARGV[2], 'rec', ARGV[3])
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
-return 1)";
-// End: deletes it when its epoch is still ARGV[1].
-constexpr char kErase[] = R"(
-if redis.call('HGET', KEYS[1], 'epoch') == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0)";
+// The host name (a pod's name in Kubernetes) and a random suffix.
+std::string NewReplicaId() {
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') std::strcpy(host, "replica");
+  absl::BitGen gen;
+  return absl::StrCat(host, "-", absl::Hex(absl::Uniform<uint32_t>(gen), absl::kZeroPad8));
+}
+
+}  // namespace
+
+namespace internal {
 
 std::string Ttl(absl::Duration max_idle) {
   return std::to_string(std::max<int64_t>(1, absl::ToInt64Milliseconds(max_idle)));
@@ -54,9 +39,6 @@ absl::Status NotLive(const std::string& model, uint64_t id) {
       Named(model, id), " is not live: its first chunk must set start (or it was idle too long)"));
 }
 
-// Another owner's sequence: a chunk is told what it would be told of an id that is not live,
-// whether or not a chunk is in flight, so nothing shows that the id is live; a start is told
-// only that the id is in use (it cannot start it), not whose.
 absl::Status OtherOwner(const std::string& model, uint64_t id, bool start) {
   if (!start) return NotLive(model, id);
   return absl::AlreadyExistsError(absl::StrCat(Named(model, id), " is in use; start another id"));
@@ -66,7 +48,13 @@ bool IsInt(const RedisReply& r, int64_t v) {
   return r.type == RedisReply::Type::kInteger && r.integer == v;
 }
 
-}  // namespace
+}  // namespace internal
+
+using internal::IsInt;
+using internal::Named;
+using internal::NotLive;
+using internal::OtherOwner;
+using internal::Ttl;
 
 absl::StatusOr<std::unique_ptr<RedisStore>> RedisStore::Create(RedisClient* client,
                                                                Options options) {
@@ -78,7 +66,17 @@ absl::StatusOr<std::unique_ptr<RedisStore>> RedisStore::Create(RedisClient* clie
     return absl::InvalidArgumentError(absl::StrCat(
         "max_sequences_per_client must be positive; was ", options.max_sequences_per_client));
   }
-  return std::unique_ptr<RedisStore>(new RedisStore(client, std::move(options)));
+  if (options.heartbeat_ttl <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat("heartbeat_ttl must be positive; was ",
+                                                   absl::FormatDuration(options.heartbeat_ttl)));
+  }
+  if (options.replica_id.empty()) options.replica_id = NewReplicaId();
+  auto store = std::unique_ptr<RedisStore>(new RedisStore(client, std::move(options)));
+  if (store->options_.durability == Durability::kDrain) {
+    store->Beat();  // before any hold is taken
+    store->heartbeat_ = std::thread([s = store.get()] { s->Heartbeat(); });
+  }
+  return store;
 }
 
 std::string RedisStore::KeyOf(const std::string& model, uint64_t id) const {
@@ -92,10 +90,13 @@ absl::StatusOr<core::StateStore::Lease> RedisStore::Acquire(
     return absl::InternalError("sequence limits must be positive");
   }
   const Key key(model, id);
-  uint64_t local_epoch = 0;
+  Known known;
+  std::vector<Erase> expired;
   {
     absl::MutexLock lock(&mu_);
-    ExpireLocked();
+    mu_.Await(absl::Condition(
+        +[](int* flushing) { return *flushing == 0; }, &flushing_));
+    expired = ExpireLocked();
     auto it = local_.find(key);
     if (it != local_.end()) {
       if (it->second.owner != caller.owner) return OtherOwner(model, id, start);
@@ -106,7 +107,10 @@ absl::StatusOr<core::StateStore::Lease> RedisStore::Acquire(
         return absl::AlreadyExistsError(
             absl::StrCat(Named(model, id), " is live: end it (end=true) before starting it again"));
       }
-      local_epoch = it->second.epoch;
+      known = {.in_memory = it->second.epoch > 0,
+               .held = it->second.held,
+               .stored_epoch = it->second.stored_epoch,
+               .stored_at = it->second.stored_at};
     } else if (start) {
       if (per_model_[model] >= limits.max_sequences) {
         return absl::ResourceExhaustedError(
@@ -131,11 +135,21 @@ absl::StatusOr<core::StateStore::Lease> RedisStore::Acquire(
     it->second.max_idle = limits.max_idle;
     it->second.last_used = options_.now();
   }
+  RunErases(expired);
   const std::string redis_key = KeyOf(model, id);
   const absl::Time began = absl::Now();
-  auto lease = start ? Start(key, redis_key, std::move(servable), limits, caller)
-                     : Continue(key, redis_key, caller, local_epoch);
-  if (options_.on_round_trip) {
+  bool round_trip = true;
+  absl::StatusOr<Lease> lease;
+  if (start) {
+    lease = Start(key, redis_key, std::move(servable), limits, caller);
+  } else if (known.held && options_.now() - known.stored_at < limits.max_idle / 2) {
+    // Held here (kDrain) and its TTL far from running out: memory only.
+    round_trip = false;
+    lease = FromMemory(key, /*take_hold=*/false);
+  } else {
+    lease = Continue(key, redis_key, caller, limits, known);
+  }
+  if (round_trip && options_.on_round_trip) {
     options_.on_round_trip(StoreOp::kAcquire, absl::Now() - began, lease.status().code());
   }
   if (!lease.ok()) Forget(key);
@@ -153,8 +167,14 @@ absl::StatusOr<core::StateStore::Lease> RedisStore::Start(const Key& key,
                         .epoch = 1,
                         .owner = caller.owner,
                         .client = caller.client};
+  bool hold = false;
+  {
+    absl::MutexLock lock(&mu_);
+    hold = TakesHolds();
+  }
   const std::string blob = EncodeRecord(record);
-  auto reply = client_->Command({"EVAL", kCreate, "1", redis_key, "1", blob, Ttl(limits.max_idle)});
+  auto reply = client_->Eval(scripts::kCreate, {"1", redis_key, "1", blob, Ttl(limits.max_idle),
+                                                hold ? options_.replica_id : ""});
   if (!reply.ok()) return reply.status();
   if (!IsInt(*reply, 1)) {
     // Live on some replica: whose?
@@ -171,59 +191,112 @@ absl::StatusOr<core::StateStore::Lease> RedisStore::Start(const Key& key,
   Local& local = local_.at(key);
   local.servable = servable;
   local.version = facts.version;
-  local.epoch = 1;
+  local.epoch = local.stored_epoch = 1;
+  local.held = hold;
+  local.stored_at = options_.now();
   local.steps = 0;
   local.states.clear();
   CountLocked(local, key.first);
   return Lease{std::move(servable), {}, 0};
 }
 
+absl::StatusOr<core::StateStore::Lease> RedisStore::FromMemory(const Key& key, bool take_hold) {
+  absl::MutexLock lock(&mu_);
+  Local& local = local_.at(key);
+  if (take_hold) {
+    local.held = true;
+    local.stored_at = options_.now();
+  }
+  ++counts_.served_from_memory;
+  if (options_.on_continue) options_.on_continue(true);
+  return Lease{local.servable, std::move(local.states), local.steps};
+}
+
 absl::StatusOr<core::StateStore::Lease> RedisStore::Continue(const Key& key,
                                                              const std::string& redis_key,
                                                              const Caller& caller,
-                                                             uint64_t local_epoch) {
+                                                             const Limits& limits, Known known) {
   const auto& [model, id] = key;
-  auto reply = client_->Command({"EVAL", kFetch, "1", redis_key, std::to_string(local_epoch)});
+  if (known.held) {
+    // Held here, its TTL due for renewal: renewed, and served from memory, unless this replica
+    // lost the hold (another replica found its heartbeat lapsed and counted it lost).
+    auto touched =
+        client_->Eval(scripts::kTouch, {"1", redis_key, options_.replica_id, Ttl(limits.max_idle)});
+    if (!touched.ok()) return touched.status();
+    if (IsInt(*touched, 1)) return FromMemory(key, /*take_hold=*/true);
+    {
+      absl::MutexLock lock(&mu_);
+      local_.at(key).held = false;
+    }
+    known = {};
+  }
+  bool take = false;
+  {
+    absl::MutexLock lock(&mu_);
+    take = TakesHolds();
+  }
+  if (known.in_memory && !take) {
+    // The common case of affinity: is the local copy current? A plain HMGET (no script);
+    // anything but "current, held by nobody" goes on to the script below.
+    auto fields = client_->Command({"HMGET", redis_key, "epoch", "holder"});
+    if (!fields.ok()) return fields.status();
+    if (fields->type == RedisReply::Type::kArray && fields->elements.size() == 2) {
+      const RedisReply& epoch = fields->elements[0];
+      if (epoch.type == RedisReply::Type::kNil) return NotLive(model, id);
+      if (epoch.type == RedisReply::Type::kString &&
+          epoch.str == std::to_string(known.stored_epoch) &&
+          fields->elements[1].type == RedisReply::Type::kNil) {
+        return FromMemory(key, /*take_hold=*/false);
+      }
+    }
+  }
+  auto reply = client_->Eval(scripts::kFetch, {"1", redis_key, std::to_string(known.stored_epoch),
+                                               options_.replica_id, take ? "1" : "0"});
   if (!reply.ok()) return reply.status();
   if (IsInt(*reply, 0)) return NotLive(model, id);
-  if (IsInt(*reply, 1) && local_epoch > 0) {
-    absl::MutexLock lock(&mu_);
-    Local& local = local_.at(key);
-    ++counts_.served_from_memory;
-    if (options_.on_continue) options_.on_continue(true);
-    return Lease{local.servable, std::move(local.states), local.steps};
+  if (reply->type == RedisReply::Type::kArray) {
+    return HeldElsewhere(key, redis_key, caller, *reply);
   }
+  if (IsInt(*reply, 1) && known.in_memory) return FromMemory(key, take);
+  // Past here a hold taken is given back if the chunk cannot go on.
+  const auto failed = [&](absl::Status s) {
+    if (take) (void)client_->Eval(scripts::kUnhold, {"1", redis_key, options_.replica_id});
+    return s;
+  };
   if (reply->type != RedisReply::Type::kString) {
-    return absl::UnavailableError(absl::StrCat("sequence store ", client_->endpoint().ToString(),
-                                               " answered ", Named(model, id),
-                                               " with something other than its record"));
+    return failed(absl::UnavailableError(
+        absl::StrCat("sequence store ", client_->endpoint().ToString(), " answered ",
+                     Named(model, id), " with something other than its record")));
   }
   auto header = DecodeHeader(reply->str);
-  if (!header.ok()) return header.status();
-  if (header->owner != caller.owner) return OtherOwner(model, id, /*start=*/false);
+  if (!header.ok()) return failed(header.status());
+  if (header->owner != caller.owner) return failed(OtherOwner(model, id, /*start=*/false));
   auto servable = options_.resolve(model, header->model_version);
   if (!servable.ok()) {
-    return absl::FailedPreconditionError(
+    return failed(absl::FailedPreconditionError(
         absl::StrCat(Named(model, id), " runs on version ", header->model_version,
-                     ", which this replica does not serve: ", servable.status().message()));
+                     ", which this replica does not serve: ", servable.status().message())));
   }
   auto record = DecodeRecord(reply->str, options_.facts(servable->get()).shapes);
   if (!record.ok()) {
-    return absl::DataLossError(absl::StrCat(Named(model, id), ": ", record.status().message()));
+    return failed(
+        absl::DataLossError(absl::StrCat(Named(model, id), ": ", record.status().message())));
   }
-  if (record->epoch < local_epoch) {
+  if (record->epoch < known.stored_epoch) {
     // This replica answered chunks the store no longer has (Redis restarted without its last
     // writes): continuing from the store would answer from older states.
-    return absl::DataLossError(
+    return failed(absl::DataLossError(
         absl::StrCat(Named(model, id), ": the store holds its state after chunk ", record->epoch,
-                     ", older than the chunk ", local_epoch,
-                     " this replica answered (Redis lost writes); start the sequence again"));
+                     ", older than the chunk ", known.stored_epoch,
+                     " this replica answered (Redis lost writes); start the sequence again")));
   }
   absl::MutexLock lock(&mu_);
   Local& local = local_.at(key);
   local.servable = *servable;
   local.version = record->model_version;
-  local.epoch = record->epoch;
+  local.epoch = local.stored_epoch = record->epoch;
+  local.held = take;
+  local.stored_at = options_.now();
   local.steps = record->steps;
   if (!local.counted) local.client = record->client;
   CountLocked(local, model);
@@ -249,17 +322,27 @@ absl::Status RedisStore::Store(const std::string& model, uint64_t id, LayerState
   const std::string redis_key = KeyOf(model, id);
   SequenceRecord record;
   absl::Duration max_idle;
-  std::string erase_epoch;  // set: the sequence ends
+  std::string holder;          // the holder the record has now: this replica, or none
+  std::optional<Erase> erase;  // set: the sequence ends
+  uint64_t stored_epoch = 0;
   {
     absl::MutexLock lock(&mu_);
     auto it = local_.find(key);
     if (it == local_.end()) return absl::OkStatus();
     Local& local = it->second;
+    if (local.held) holder = options_.replica_id;
     if (end || failed) {
-      erase_epoch = std::to_string(local.epoch);
+      erase = Erase{redis_key, local.stored_epoch, holder};
       EraseLocked(it);
     } else if (steps_added == 0) {  // nothing ran (refused by the window): nothing to store
       local.states = std::move(states);
+      local.busy = false;
+      local.last_used = options_.now();
+      return absl::OkStatus();
+    } else if (local.held && !draining_ && !local.hand_over) {  // kDrain: memory only
+      local.states = std::move(states);
+      local.steps += steps_added;
+      ++local.epoch;
       local.busy = false;
       local.last_used = options_.now();
       return absl::OkStatus();
@@ -270,28 +353,33 @@ absl::Status RedisStore::Store(const std::string& model, uint64_t id, LayerState
                 .owner = local.owner,
                 .client = local.client,
                 .states = std::move(states)};
+      stored_epoch = local.stored_epoch;
       max_idle = local.max_idle;
     }
   }
   *round_trip = true;
-  if (!erase_epoch.empty()) {
+  if (erase.has_value()) {
     // A failed chunk's sequence ends too; an end that cannot reach Redis leaves a record that
     // expires after max_idle.
-    (void)client_->Command({"EVAL", kErase, "1", redis_key, erase_epoch});
+    RunErases({*erase});
     return absl::OkStatus();
   }
-  auto reply =
-      client_->Command({"EVAL", kStore, "1", redis_key, std::to_string(record.epoch - 1),
-                        std::to_string(record.epoch), EncodeRecord(record), Ttl(max_idle)});
+  auto reply = client_->Eval(
+      scripts::kStore, {"1", redis_key, std::to_string(stored_epoch), std::to_string(record.epoch),
+                        EncodeRecord(record), Ttl(max_idle), holder});
   absl::MutexLock lock(&mu_);
   auto it = local_.find(key);  // still there: busy entries are not expired
   if (it == local_.end()) return absl::OkStatus();
   if (reply.ok() && IsInt(*reply, 1)) {
-    it->second.states = std::move(record.states);
-    it->second.steps = record.steps;
-    it->second.epoch = record.epoch;
-    it->second.busy = false;
-    it->second.last_used = options_.now();
+    Local& local = it->second;
+    local.states = std::move(record.states);
+    local.steps = record.steps;
+    local.epoch = local.stored_epoch = record.epoch;
+    local.held = false;
+    local.hand_over = false;
+    local.stored_at = options_.now();
+    local.busy = false;
+    local.last_used = options_.now();
     return absl::OkStatus();
   }
   EraseLocked(it);
@@ -310,22 +398,20 @@ absl::Status RedisStore::Store(const std::string& model, uint64_t id, LayerState
 }
 
 int RedisStore::EndOwner(const std::string& owner) {
-  std::vector<std::pair<std::string, std::string>> ended;  // redis key, epoch
+  std::vector<Erase> ended;
   {
     absl::MutexLock lock(&mu_);
     for (auto it = local_.begin(); it != local_.end();) {
       if (!it->second.busy && it->second.owner == owner) {
-        ended.emplace_back(KeyOf(it->first.first, it->first.second),
-                           std::to_string(it->second.epoch));
+        ended.push_back({KeyOf(it->first.first, it->first.second), it->second.stored_epoch,
+                         it->second.held ? options_.replica_id : ""});
         EraseLocked(it++);
       } else {
         ++it;
       }
     }
   }
-  for (const auto& [redis_key, epoch] : ended) {
-    (void)client_->Command({"EVAL", kErase, "1", redis_key, epoch});
-  }
+  RunErases(ended);
   return static_cast<int>(ended.size());
 }
 
@@ -365,15 +451,21 @@ void RedisStore::EraseLocked(std::map<Key, Local>::iterator it) {
   local_.erase(it);
 }
 
-void RedisStore::ExpireLocked() {
+std::vector<RedisStore::Erase> RedisStore::ExpireLocked() {
+  std::vector<Erase> held;
   const absl::Time now = options_.now();
   for (auto it = local_.begin(); it != local_.end();) {
     if (!it->second.busy && now - it->second.last_used > it->second.max_idle) {
+      if (it->second.held) {
+        held.push_back({KeyOf(it->first.first, it->first.second), it->second.stored_epoch,
+                        options_.replica_id});
+      }
       EraseLocked(it++);
     } else {
       ++it;
     }
   }
+  return held;
 }
 
 }  // namespace rnnserve::server::store

@@ -27,6 +27,7 @@ struct StoreMetrics::Series {
   std::array<std::array<Counter*, kErrorCodes.size()>, kOps.size()> errors{};
   Counter* from_memory = nullptr;
   Counter* from_store = nullptr;
+  Counter* lost = nullptr;
 };
 
 StoreMetrics::StoreMetrics() : series_(std::make_unique<Series>()) {
@@ -59,6 +60,13 @@ StoreMetrics::StoreMetrics() : series_(std::make_unique<Series>()) {
                              .Help("Sequence chunks whose states were read from the store")
                              .Register(r)
                              .Add({});
+  series_->lost = &prometheus::BuildCounter()
+                       .Name("rnnserve_sequences_lost_total")
+                       .Help(
+                           "Sequences found lost: held in memory by a replica that stopped "
+                           "without handing them over (--sequence-durability=drain)")
+                       .Register(r)
+                       .Add({});
 }
 
 StoreMetrics::~StoreMetrics() = default;
@@ -76,5 +84,11 @@ void StoreMetrics::RoundTrip(StoreOp op, absl::Duration took, absl::StatusCode c
 void StoreMetrics::Continued(bool from_memory) {
   (from_memory ? series_->from_memory : series_->from_store)->Increment();
 }
+
+}  // namespace rnnserve::server::store
+
+namespace rnnserve::server::store {
+
+void StoreMetrics::Lost() { series_->lost->Increment(); }
 
 }  // namespace rnnserve::server::store

@@ -10,6 +10,10 @@
 //   rnnserve_sequence_chunks_from_memory_total  chunks served from this replica's own copy
 //   rnnserve_sequences_resumed_from_store_total  chunks whose states were read from Redis (the
 //       sequence's previous chunk ran on another replica, or this one forgot it)
+//   rnnserve_sequences_lost_total  sequences this replica found lost: held in memory by a
+//       replica that stopped without handing them over (--sequence-durability=drain and a
+//       SIGKILL, OOM or lost node). Counted where a chunk of one arrives, once per sequence
+//       across replicas; always 0 with --sequence-durability=chunk.
 
 #include <memory>
 
@@ -32,6 +36,8 @@ class StoreMetrics {
   // RedisStore::Options::on_round_trip and on_continue.
   void RoundTrip(StoreOp op, absl::Duration took, absl::StatusCode code);
   void Continued(bool from_memory);
+  // RedisStore::Options::on_lost.
+  void Lost();
 
  private:
   struct Series;

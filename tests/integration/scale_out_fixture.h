@@ -14,7 +14,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "inference/grpc_service.grpc.pb.h"
@@ -47,6 +50,7 @@ class ScaleOutTest : public ::testing::Test {
     std::ofstream(dir_ + "/tokens") << kAlice << "\n" << kBob << "\n";
     flags_ = {"--sequence-store",           redis_->url(), "--auth-token-file", dir_ + "/tokens",
               "--max-concurrent-per-model", "64"};
+    for (const std::string& f : ExtraFlags()) flags_.push_back(f);
     // The example model, and the same file batched step by step (cellular_batching): a
     // sequence resumed from the store takes a slot like any other.
     repo_ = dir_ + "/models";
@@ -62,8 +66,12 @@ class ScaleOutTest : public ::testing::Test {
            "output { name: \"probabilities\" data_type: TYPE_FP32 dims: [ 3 ] }\n"
            "instance_group { kind: KIND_CPU count: 1 }\n"
            "cellular_batching { max_active_sequences: 8 chunk_steps: 4 }\n";
-    for (auto* replica : {&a_, &b_}) {
-      auto s = ServerProcess::Start(repo.string(), flags_, {.token = kAlice});
+    for (auto [replica, metrics_port] :
+         {std::pair{&a_, &a_metrics_}, std::pair{&b_, &b_metrics_}}) {
+      *metrics_port = FreeLoopbackPort();
+      std::vector<std::string> flags = flags_;
+      flags.insert(flags.end(), {"--metrics-port", std::to_string(*metrics_port)});
+      auto s = ServerProcess::Start(repo.string(), flags, {.token = kAlice});
       ASSERT_TRUE(s.ok()) << s.status();
       *replica = std::move(*s);
     }
@@ -75,6 +83,19 @@ class ScaleOutTest : public ::testing::Test {
     b_.reset();
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);
+  }
+
+  // Flags every replica gets after the fixture's own.
+  virtual std::vector<std::string> ExtraFlags() const { return {}; }
+
+  // The value of a counter without labels on a replica's /metrics; -1 when it is not there.
+  static double Counter(int metrics_port, const std::string& name) {
+    std::string text;
+    RunCommand({"curl", "-s", "http://127.0.0.1:" + std::to_string(metrics_port) + "/metrics"},
+               &text);
+    const size_t at = text.find("\n" + name + " ");
+    if (at == std::string::npos) return -1;
+    return std::stod(text.substr(at + name.size() + 2));
   }
 
   // Steps [t0, t1) of fixture sequence b as one chunk of KServe sequence `id`, sent to
@@ -130,6 +151,7 @@ class ScaleOutTest : public ::testing::Test {
   std::string repo_;                // the models every replica serves
   std::vector<std::string> flags_;  // every replica's: the store, the tokens
   std::unique_ptr<ServerProcess> a_, b_;
+  int a_metrics_ = 0, b_metrics_ = 0;  // their /metrics ports
   client::NpyArray x_, want_;
 };
 

@@ -15,3 +15,7 @@ target_link_libraries(store_redis_test PRIVATE rnnserve_store rnnserve_test_redi
 rnnserve_test(client_sequence_header_test unit
   ${CMAKE_CURRENT_LIST_DIR}/client_sequence_header_test.cc)
 target_link_libraries(client_sequence_header_test PRIVATE rnnserve_client)
+rnnserve_test(store_redis_drain_test unit ${CMAKE_CURRENT_LIST_DIR}/store_redis_drain_test.cc)
+target_link_libraries(store_redis_drain_test PRIVATE rnnserve_store rnnserve_test_redis)
+rnnserve_test(store_redis_client_test unit ${CMAKE_CURRENT_LIST_DIR}/store_redis_client_test.cc)
+target_link_libraries(store_redis_client_test PRIVATE rnnserve_store rnnserve_test_redis)
