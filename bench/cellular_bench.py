@@ -373,6 +373,10 @@ def main():
     try:
         with running_server(args.rnnserve, repo, timeout_s=120,
                             extra=["--max-concurrent-per-model", "100000",
+                                   # one host's clients are one caller, and both modes must
+                                   # take every arrival: no byte budget or fair share refuses
+                                   "--max-inflight-bytes", str(1 << 36), "--fair-floor-percent",
+                                   "100",
                                    "--allow-symlinks-outside-repository", *args.extra,
                                    *(["--metrics-port", str(args.metrics_port)]
                                      if args.metrics_port else [])]) as address:
