@@ -319,7 +319,9 @@ int Main(int argc, char** argv) {
   }
   RnnServeService service(
       repository->get(), sequences->store.get(),
-      {.requests = server_limits->requests(), .streams = server_limits->streams.get()});
+      {.requests = server_limits->requests(),
+       .streams = server_limits->streams.get(),
+       .generations = server_limits->generations.get()});
   if (*exposer != nullptr) {
     (*exposer)->RegisterCollectable(service.generation_metrics().registry());
   }

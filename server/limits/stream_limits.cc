@@ -50,7 +50,7 @@ void StreamLimits::ReaperLoop() {
   }
 }
 
-absl::StatusOr<StreamLimits::Ticket> StreamLimits::Open(grpc::ServerContext* context,
+absl::StatusOr<StreamLimits::Ticket> StreamLimits::Open(grpc::ServerContextBase* context,
                                                         const std::string& caller,
                                                         std::function<void()> before_cancel) {
   std::string key = ShareKey(caller);
@@ -61,9 +61,8 @@ absl::StatusOr<StreamLimits::Ticket> StreamLimits::Open(grpc::ServerContext* con
                        ShareFloor(options_.max_streams, options_.fair_floor_percent), &ask);
   if (v != ShareVerdict::kGranted) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "the server has ", streams_.size(),
-        " streams open (StreamPredict and ModelStreamInfer), its limit (--max-streams=",
-        options_.max_streams, ")",
+        "the server has ", streams_.size(), " ", options_.calls, ", its limit (",
+        options_.flag, "=", options_.max_streams, ")",
         v == ShareVerdict::kBoundFull ? "" : absl::StrCat("; ", ExplainShare(ask, v)),
         "; close one or retry later"));
   }
@@ -138,7 +137,7 @@ StreamLimits::Ticket& StreamLimits::Ticket::operator=(Ticket&& other) noexcept {
   return *this;
 }
 
-absl::StatusOr<StreamLimits::Ticket> OpenIn(StreamLimits* limits, grpc::ServerContext* context,
+absl::StatusOr<StreamLimits::Ticket> OpenIn(StreamLimits* limits, grpc::ServerContextBase* context,
                                             const std::string& caller,
                                             std::function<void()> before_cancel) {
   if (limits == nullptr) return StreamLimits::Ticket();
