@@ -122,8 +122,9 @@ int Step(const std::string& dir, int tokens) {
   }
   auto generator = server::generation::Generator::Create({});
   std::atomic<absl::Notification*> ended{nullptr};
-  (*generator)->SetObserver(
-      [&ended](const server::generation::GenerationStats&) { ended.load()->Notify(); });
+  (*generator)->SetObserver([&ended](const server::generation::GenerationStats&) {
+    ended.load()->Notify();
+  });
   std::vector<double> loop_us, slots_us;
   for (int round = 0; round < 6; ++round) {  // the first: warm-up
     auto a = TokenLoop(**generator, ended, *plain, prompt, tokens);
@@ -168,8 +169,7 @@ class MessagesOnly final : public grpc::ServerWriteReactor<v1::GenerateResponse>
   v1::GenerateResponse response_;
 };
 
-class FloorService final
-    : public v1::RnnServe::WithCallbackMethod_Generate<v1::RnnServe::Service> {
+class FloorService final : public v1::RnnServe::WithCallbackMethod_Generate<v1::RnnServe::Service> {
  public:
   grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
       grpc::CallbackServerContext*, const v1::GenerateRequest* request) override {
@@ -180,8 +180,7 @@ class FloorService final
 int Serve(int port) {
   FloorService service;
   grpc::ServerBuilder builder;
-  builder.AddListeningPort("127.0.0.1:" + std::to_string(port),
-                           grpc::InsecureServerCredentials());
+  builder.AddListeningPort("127.0.0.1:" + std::to_string(port), grpc::InsecureServerCredentials());
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr) return 1;

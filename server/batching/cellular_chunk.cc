@@ -255,10 +255,9 @@ absl::Status FeedSlot(Slot& slot) {
     want[0] = 1;
     want[1] = 1;
     if (next[i].dtype() != like.dtype() || next[i].shape() != want) {
-      return absl::InternalError(absl::StrCat("step feedback gave input ", i, " of shape ",
-                                              engine::ShapeString(next[i].shape()),
-                                              "; expected ", engine::ShapeString(want),
-                                              " of the request's dtype"));
+      return absl::InternalError(absl::StrCat(
+          "step feedback gave input ", i, " of shape ", engine::ShapeString(next[i].shape()),
+          "; expected ", engine::ShapeString(want), " of the request's dtype"));
     }
   }
   slot.fed = std::move(next);

@@ -90,9 +90,8 @@ bool Generation::SampleNext(size_t i, std::span<const float> row, StepEvent* eve
   ++s.tokens;
   tokens_.fetch_add(1, std::memory_order_relaxed);
   event->tokens.push_back({sample, id, std::move(text)});
-  const bool stopped =
-      std::any_of(p.stop_strings.begin(), p.stop_strings.end(),
-                  [&](const std::string& x) { return absl::EndsWith(s.text, x); });
+  const bool stopped = std::any_of(p.stop_strings.begin(), p.stop_strings.end(),
+                                   [&](const std::string& x) { return absl::EndsWith(s.text, x); });
   if (stopped || s.tokens >= p.max_tokens) {
     s.done = true;
     event->finished.push_back(
@@ -206,9 +205,8 @@ void Generator::FinishInSlots(Generation& g, absl::Status status) {
     // As the worker ends what runs when the generator goes: the rest are cancelled.
     StepEvent last;
     for (int32_t i : g.Unfinished()) {
-      last.finished.push_back({.sample = i,
-                               .reason = FinishReason::kCancelled,
-                               .tokens = g.samples_[i].tokens});
+      last.finished.push_back(
+          {.sample = i, .reason = FinishReason::kCancelled, .tokens = g.samples_[i].tokens});
     }
     g.Push(std::move(last));
     status = absl::OkStatus();

@@ -26,8 +26,7 @@ std::unique_ptr<batching::BatchRequest> SlotFeedback::Request(
   ids.reserve(n * prompt.size());
   for (int64_t r = 0; r < n; ++r) ids.insert(ids.end(), prompt.begin(), prompt.end());
   auto request = std::make_unique<batching::BatchRequest>();
-  request->batch.inputs.push_back(
-      IdsTensor(g->kind_, n, static_cast<int64_t>(prompt.size()), ids));
+  request->batch.inputs.push_back(IdsTensor(g->kind_, n, static_cast<int64_t>(prompt.size()), ids));
   request->deadline = g->deadline_;
   request->cancelled = [g = g.get()] { return g->cancelled_.load(std::memory_order_relaxed); };
   request->may_run_on_caller = false;

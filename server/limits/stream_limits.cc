@@ -60,11 +60,11 @@ absl::StatusOr<StreamLimits::Ticket> StreamLimits::Open(grpc::ServerContextBase*
       per_caller_.Take(key, 1, options_.max_streams,
                        ShareFloor(options_.max_streams, options_.fair_floor_percent), &ask);
   if (v != ShareVerdict::kGranted) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the server has ", streams_.size(), " ", options_.calls, ", its limit (",
-        options_.flag, "=", options_.max_streams, ")",
-        v == ShareVerdict::kBoundFull ? "" : absl::StrCat("; ", ExplainShare(ask, v)),
-        "; close one or retry later"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the server has ", streams_.size(), " ", options_.calls, ", its limit (",
+                     options_.flag, "=", options_.max_streams, ")",
+                     v == ShareVerdict::kBoundFull ? "" : absl::StrCat("; ", ExplainShare(ask, v)),
+                     "; close one or retry later"));
   }
   const uint64_t id = next_id_++;
   streams_[id] = StreamState{.context = context,

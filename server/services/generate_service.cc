@@ -1,8 +1,10 @@
 // Generate of the rnnserve.v1 service, on gRPC's callback API: decodes the request into
 // generation::GenerateParams, starts it on the process's Generator (server/generation/
 // generator.h) and encodes its steps' tokens and finishes as GenerateResponses. No thread
-// waits for a generation: each event the generation queues wakes the call's reactor, which
-// writes every event ready by then as one message (a client that reads slower than the model
+// waits for a generation: each event the generation queues posts the call's reactor to the
+// completion threads (RnnServeLimits::completions; one post at a time per call, so the thread
+// that steps the generations never writes to a socket), and the reactor writes every event
+// ready by then as one message (a client that reads slower than the model
 // steps gets fewer, larger messages) and finishes with the generation's status once its events
 // are written. A client that cancels, or a stream that cannot be written, drops the generation
 // before its next step.
@@ -11,6 +13,7 @@
 // bound is RESOURCE_EXHAUSTED, and a client that stops reading (a write waits) is closed after
 // --stream-idle-seconds like an idle StreamPredict stream.
 
+#include <atomic>
 #include <memory>
 
 #include "absl/synchronization/mutex.h"
@@ -53,8 +56,20 @@ class GenerateReactor;
 // The generation's way to its reactor, cut when the reactor is done (the generation may run on
 // for a step after its call ended).
 struct ReactorLink {
+  explicit ReactorLink(batching::AsyncRunner* runner) : runner(runner) {}
+  batching::AsyncRunner* const runner;  // null: Notify on the generation's thread
+  std::atomic<bool> posted{false};      // a Notify is queued on `runner`
   absl::Mutex mu;
   GenerateReactor* reactor ABSL_GUARDED_BY(mu) = nullptr;
+  // The generation queued an event or ended: the reactor pumps, on the runner.
+  static void Post(const std::shared_ptr<ReactorLink>& link) {
+    if (link->runner == nullptr) return link->Notify();
+    if (link->posted.exchange(true)) return;  // the queued one will see this event too
+    link->runner->Post([link](bool run) {
+      link->posted.store(false);
+      if (run) link->Notify();
+    });
+  }
   void Notify();
   void Detach() {
     absl::MutexLock lock(&mu);
@@ -82,7 +97,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
       link_->reactor = this;
     }
     auto started = generator->Start(*servable, Decode(request), RunOptionsFor(*context).deadline,
-                                    [link = link_] { link->Notify(); });
+                                    [link = link_] { ReactorLink::Post(link); });
     if (!started.ok()) return Refuse(ToGrpc(started.status()));
     {
       absl::MutexLock lock(&mu_);
@@ -202,7 +217,7 @@ void ReactorLink::Notify() {
 
 grpc::ServerWriteReactor<v1::GenerateResponse>* RnnServeService::Generate(
     grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
-  auto* reactor = new GenerateReactor(std::make_shared<ReactorLink>());
+  auto* reactor = new GenerateReactor(std::make_shared<ReactorLink>(limits_.completions));
   reactor->Start(context, *request, repository_, limits_.generations, generator_.get());
   return reactor;
 }

@@ -18,6 +18,7 @@
 #include "rnnserve/v1/rnnserve.grpc.pb.h"
 #include "server/auth/access_control.h"
 #include "server/core/state_store.h"
+#include "server/batching/async_runner.h"
 #include "server/generation/generation_metrics.h"
 #include "server/generation/generator.h"
 #include "server/limits/admission.h"
@@ -28,9 +29,12 @@ namespace rnnserve::server {
 
 // The process's limits the service applies (server/limits/); null members: no limit. Not owned.
 struct RnnServeLimits {
-  limits::RequestLimits requests;           // Predict, Evaluate(Stream), StreamPredict chunks
+  limits::RequestLimits requests;               // Predict, Evaluate(Stream), StreamPredict chunks
   limits::StreamLimits* streams = nullptr;      // StreamPredict streams
   limits::StreamLimits* generations = nullptr;  // Generate calls (--max-generations)
+  // Where a Generate call's messages are built and written when its generation queues events
+  // (the thread that stepped it goes on stepping). Null: on that thread.
+  batching::AsyncRunner* completions = nullptr;
 };
 
 class RnnServeService final

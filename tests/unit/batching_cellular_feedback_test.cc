@@ -150,10 +150,10 @@ TEST(CellularFeedbackTest, FedRowsShareChunksWithOtherSequences) {
   for (int64_t t = 0; t < 6; ++t) EXPECT_FLOAT_EQ(echo.f32()[t], testing::Value(200, 0, t));
   const auto seen = engine.seen();
   ASSERT_EQ(seen.size(), 4u);
-  EXPECT_EQ(seen[0].input_shape, (engine::Shape{1, 4, 2}));       // the given step
-  EXPECT_EQ(Lengths(seen[1]), (std::vector<int32_t>{1, 4}));      // fed 101 beside 200's first 4
-  EXPECT_EQ(Lengths(seen[2]), (std::vector<int32_t>{1, 2}));      // fed 102, 200's last 2
-  EXPECT_EQ(seen[3].input_shape, (engine::Shape{1, 1, 2}));       // fed 103 alone: one step
+  EXPECT_EQ(seen[0].input_shape, (engine::Shape{1, 4, 2}));   // the given step
+  EXPECT_EQ(Lengths(seen[1]), (std::vector<int32_t>{1, 4}));  // fed 101 beside 200's first 4
+  EXPECT_EQ(Lengths(seen[2]), (std::vector<int32_t>{1, 2}));  // fed 102, 200's last 2
+  EXPECT_EQ(seen[3].input_shape, (engine::Shape{1, 1, 2}));   // fed 103 alone: one step
   EXPECT_EQ(seen[3].first_steps, (std::vector<float>{103}));
 }
 
@@ -207,14 +207,14 @@ TEST(CellularFeedbackTest, RequestsWithoutStepsOrWithLengthsAreRefusedAndStayWit
   ASSERT_TRUE(s.ok());
   std::shared_ptr<Answer> answer;
   auto request = testing::MakeRequest({.id = 100, .steps = 3, .lengths = {2}}, &answer);
-  EXPECT_EQ((*s)->ScheduleFeedback(&request, std::make_shared<CountUp>(std::vector<float>{1}))
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      (*s)->ScheduleFeedback(&request, std::make_shared<CountUp>(std::vector<float>{1})).code(),
+      absl::StatusCode::kInvalidArgument);
   ASSERT_NE(request, nullptr);
   request = testing::MakeRequest({.id = 100, .steps = 0}, &answer);
-  EXPECT_EQ((*s)->ScheduleFeedback(&request, std::make_shared<CountUp>(std::vector<float>{1}))
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      (*s)->ScheduleFeedback(&request, std::make_shared<CountUp>(std::vector<float>{1})).code(),
+      absl::StatusCode::kInvalidArgument);
   EXPECT_EQ((*s)->ScheduleFeedback(&request, nullptr).code(), absl::StatusCode::kInvalidArgument);
   ASSERT_NE(request, nullptr);
   EXPECT_FALSE(answer->done.HasBeenNotified());
