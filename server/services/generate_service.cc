@@ -116,7 +116,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
       if (g_ == nullptr || writing_ || finished_) return;
       response_.Clear();
       generation::StepEvent event;
-      generation::Generation::Wait w;
+      generation::Generation::Wait w = generation::Generation::Wait::kTimeout;
       // Messages stay far below gRPC's default 4 MiB receive limit.
       constexpr int kMostTokensPerMessage = 4096;
       while (response_.tokens_size() < kMostTokensPerMessage &&
