@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "server/batching/abandon_watch.h"
 #include "server/batching/instance_threads.h"
 
 namespace rnnserve::server::batching {
@@ -218,6 +219,18 @@ void CellularScheduler::Admit(int instance, std::vector<std::unique_ptr<Slot>>& 
     active.push_back(std::move(slot));
     ++active_;
   }
+  // Those still waiting whose caller gave up are answered now, not when a slot frees.
+  if (queue_.empty() || now - last_sweep_ < kAbandonPollInterval) return;
+  last_sweep_ = now;
+  std::deque<std::unique_ptr<Slot>> staying;
+  for (auto& slot : queue_) {
+    if (Leaves(*slot->request, now).ok()) {
+      staying.push_back(std::move(slot));
+    } else {
+      expired.push_back(std::move(slot));
+    }
+  }
+  queue_.swap(staying);
 }
 
 void CellularScheduler::Work(int instance) {

@@ -8,6 +8,8 @@
 //   them. Each instance has a worker and max_active_sequences slots. The worker loops:
 //   - admit: queued sequences take free slots, first come first served; a sequence whose
 //     deadline has passed before it got a slot fails with DEADLINE_EXCEEDED, costing nothing;
+//     while every slot is taken, the queue is swept for such sequences (and cancelled ones)
+//     once per kAbandonPollInterval, so they need not wait for a slot to be answered;
 //   - drop: an active sequence whose request's deadline has passed leaves its slot with
 //     DEADLINE_EXCEEDED, one whose client cancelled with CANCELLED (BatchRequest::cancelled);
 //     its request fails, and its other sequences are dropped as they come up;
@@ -188,6 +190,7 @@ class CellularScheduler final : public Scheduler {
 
   mutable absl::Mutex mu_;
   std::deque<std::unique_ptr<Slot>> queue_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_sweep_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // of queue_ (Admit)
   int64_t active_ ABSL_GUARDED_BY(mu_) = 0;  // slots in use, all instances
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

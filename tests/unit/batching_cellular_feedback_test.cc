@@ -10,6 +10,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
+#include "server/batching/abandon_watch.h"
 #include "server/batching/cellular_scheduler.h"
 #include "tests/support/fake_clock.h"
 #include "tests/unit/batching_fake_engine.h"
@@ -199,6 +200,54 @@ TEST(CellularFeedbackTest, CancelledOrExpiredRowLeavesItsSlotBeforeTheNextChunk)
   EXPECT_EQ(bad->result.status().code(), absl::StatusCode::kInternal) << bad->result.status();
   (*s)->Drain();
   EXPECT_EQ((*s)->active(), 0);
+}
+
+// A generation holds the one slot for as long as it runs: a request queued behind it whose
+// client cancels is answered at the next sweep of the queue, not when the slot frees.
+TEST(CellularFeedbackTest, QueuedRequestWhoseClientCancelsIsAnsweredWhileTheSlotStaysTaken) {
+  server::batching::FakeClock clock;
+  FakeEngine engine;
+  auto s = CellularScheduler::Create(Options(1, 4), {&engine}, &clock);
+  ASSERT_TRUE(s.ok());
+  std::shared_ptr<Answer> queued;
+  std::atomic<bool> cancelled{false};
+  // The running row cancels the queued request after it saw 5 (and time moves past a poll
+  // interval); it ends once that one has been answered, or at 1000.
+  auto hook = std::make_shared<CountUp>(std::vector<float>{1000}, [&](float echo) {
+    if (echo == 5) {
+      cancelled = true;
+      clock.AdvanceMicros(absl::ToInt64Microseconds(server::batching::kAbandonPollInterval) + 1);
+    }
+  });
+  class UntilAnswered final : public StepFeedback {
+   public:
+    UntilAnswered(std::shared_ptr<CountUp> inner, std::shared_ptr<Answer>* other)
+        : inner_(std::move(inner)), other_(other) {}
+    bool Next(int64_t row, const std::vector<engine::Tensor>& outputs,
+              std::vector<engine::Tensor>* next) override {
+      if (*other_ != nullptr && (*other_)->done.HasBeenNotified()) return false;
+      return inner_->Next(row, outputs, next);
+    }
+
+   private:
+    const std::shared_ptr<CountUp> inner_;
+    std::shared_ptr<Answer>* const other_;
+  };
+  std::shared_ptr<Answer> running;
+  auto request = Prompt({{1}}, &running);
+  auto wait = testing::MakeRequest({.id = 100, .steps = 4}, &queued);
+  wait->cancelled = [&cancelled] { return cancelled.load(); };
+  ASSERT_TRUE(
+      (*s)->ScheduleFeedback(&request, std::make_shared<UntilAnswered>(hook, &queued)).ok());
+  ASSERT_TRUE((*s)->Schedule(&wait).ok());
+  running->done.WaitForNotification();
+  ASSERT_TRUE(running->result.ok()) << running->result.status();
+  queued->done.WaitForNotification();
+  EXPECT_EQ(queued->result.status().code(), absl::StatusCode::kCancelled);
+  const auto seen = hook->seen();
+  ASSERT_FALSE(seen.empty());
+  EXPECT_LT(seen.back()[1], 10);  // answered within a chunk or two of its cancel
+  for (const auto& b : engine.seen()) EXPECT_EQ(b.first_steps.size(), 1u);  // never ran
 }
 
 TEST(CellularFeedbackTest, RequestsWithoutStepsOrWithLengthsAreRefusedAndStayWithTheCaller) {
