@@ -25,8 +25,15 @@ void AddLimitFlags(CLI::App& app, ServerFlags* f) {
                  "among callers (--fair-floor-percent); one more is RESOURCE_EXHAUSTED")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
+  app.add_option("--max-generations", f->max_generations,
+                 "Generate calls open at once, shared fairly among callers "
+                 "(--fair-floor-percent); one more is RESOURCE_EXHAUSTED. They run on gRPC's "
+                 "callback API and hold no server thread (not counted in --max-streams)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
   app.add_option("--stream-idle-seconds", f->stream_idle_seconds,
-                 "close a stream (StreamPredict, ModelStreamInfer) that carried no message this "
+                 "close a stream (StreamPredict, ModelStreamInfer, Generate) that carried no "
+                 "message this "
                  "long, or whose client took no answer this long (it does not read); its "
                  "sequences end (0: never)")
       ->check(CLI::NonNegativeNumber)

@@ -72,6 +72,7 @@ struct ServerFlags {
   int64_t max_inflight_bytes = int64_t{1} << 30;  // request bytes held at once, all requests
   int max_concurrent_per_model = 0;    // without dynamic batching; 0: 8 per instance + reserve
   int max_streams = 256;               // StreamPredict streams open at once
+  int max_generations = 4096;          // Generate calls open at once (hold no gRPC thread)
   int stream_idle_seconds = 300;       // a stream without a message this long is closed; 0: never
   int grpc_max_threads = 512;          // gRPC server threads, pollers included (> max_streams)
   int max_sequences_per_client = 128;  // live sequences of one model per client

@@ -333,9 +333,11 @@ int Main(int argc, char** argv) {
     LogError(server_limits.status().message());
     return 1;
   }
-  RnnServeService service(
-      repository->get(), sequences->store.get(),
-      {.requests = server_limits->requests(), .streams = server_limits->streams.get()});
+  RnnServeService service(repository->get(), sequences->store.get(),
+                          {.requests = server_limits->requests(),
+                           .streams = server_limits->streams.get(),
+                           .generations = server_limits->generations.get(),
+       .completions = &completions});
   if (*exposer != nullptr) {
     (*exposer)->RegisterCollectable(service.generation_metrics().registry());
   }

@@ -29,6 +29,16 @@ engine::Tensor Steps(const engine::Tensor& t, int64_t row, int64_t n) {
   return out;
 }
 
+// Step `t` of row `row` of a [B, T, ...] tensor, as [1, ...].
+engine::Tensor StepRow(const engine::Tensor& t, int64_t row, int64_t step) {
+  engine::Shape shape(t.shape().begin() + 1, t.shape().end());
+  shape[0] = 1;
+  engine::Tensor out = Zeros(t.dtype(), shape);
+  const int64_t n = StepElements(t.shape());
+  CopyElements(t, (row * t.dim(1) + step) * n, &out, 0, n);
+  return out;
+}
+
 // Row `row` of a [B, ...] tensor, as [1, ...].
 engine::Tensor Row(const engine::Tensor& t, int64_t row) {
   engine::Shape shape = t.shape();
@@ -45,8 +55,10 @@ void PutRow(const engine::Tensor& src, int64_t row, engine::Tensor& dst) {
 
 }  // namespace
 
-CellularRequest::CellularRequest(std::unique_ptr<BatchRequest> request, absl::Time enqueued)
+CellularRequest::CellularRequest(std::unique_ptr<BatchRequest> request, absl::Time enqueued,
+                                 std::shared_ptr<StepFeedback> feedback)
     : request_(std::move(request)),
+      feedback_(std::move(feedback)),
       enqueued_(enqueued),
       rows_(request_->batch.inputs[0].dim(0)),
       steps_(request_->batch.inputs[0].rank() >= 2 ? request_->batch.inputs[0].dim(1) : 0),
@@ -61,7 +73,7 @@ void CellularRequest::Finish(const Slot& slot, const ChunkShape& shape) {
   absl::MutexLock lock(&mu_);
   if (answered_) return;
   const int64_t row = slot.row;
-  if (outputs_.empty()) {
+  if (outputs_.empty() && feedback_ == nullptr) {
     for (size_t o = 0; o < shape.output_time_axis.size(); ++o) {
       const bool per_step = shape.output_time_axis[o];
       const engine::Tensor& like = per_step ? slot.step_pieces[o][0] : slot.last_rows[o];
@@ -153,7 +165,11 @@ engine::StateMap StartStates(const std::vector<Slot*>& fresh, const ChunkShape& 
 engine::Batch GatherChunk(const std::vector<Slot*>& slots, const ChunkShape& shape,
                           int64_t chunk_steps, bool fixed, const engine::CompiledModel& instance,
                           int64_t* steps) {
-  int64_t k = fixed ? chunk_steps : 1;  // an empty sequence still runs once, for its states
+  // An empty sequence still runs once, for its states. Fed steps come one a chunk.
+  const bool all_fed = std::all_of(slots.begin(), slots.end(), [](const Slot* s) {
+    return s->done >= s->request->steps() && s->request->feedback() != nullptr;
+  });
+  int64_t k = fixed && !all_fed ? chunk_steps : 1;
   for (const Slot* s : slots) k = std::max(k, std::min(chunk_steps, s->remaining()));
   *steps = k;
   const int64_t A = static_cast<int64_t>(slots.size());
@@ -168,8 +184,12 @@ engine::Batch GatherChunk(const std::vector<Slot*>& slots, const ChunkShape& sha
     const int64_t step = StepElements(chunk);
     for (int64_t j = 0; j < A; ++j) {
       const Slot& s = *slots[j];
-      const engine::Tensor& src = s.request->batch().inputs[i];
       const int64_t n = std::min(k, s.remaining());
+      if (s.done >= s.request->steps()) {  // a fed step (one: remaining() is 1)
+        CopyElements(s.fed[i], 0, &t, j * k * step, n * step);
+        continue;
+      }
+      const engine::Tensor& src = s.request->batch().inputs[i];
       CopyElements(src, (s.row * src.dim(1) + s.done) * step, &t, j * k * step, n * step);
     }
     batch.inputs.push_back(std::move(t));
@@ -202,8 +222,14 @@ absl::Status ScatterChunk(const std::vector<Slot*>& slots, const ChunkShape& sha
     const int64_t n = std::min(steps, s.remaining());
     if (s.step_pieces.empty()) s.step_pieces.resize(outputs.size());
     s.last_rows.resize(outputs.size());
+    const bool fed = s.request->feedback() != nullptr;
     for (size_t o = 0; o < outputs.size(); ++o) {
-      if (shape.output_time_axis[o]) {
+      if (fed) {
+        if (n == s.remaining() && n > 0) {
+          s.last_rows[o] =
+              shape.output_time_axis[o] ? StepRow(outputs[o], j, n - 1) : Row(outputs[o], j);
+        }
+      } else if (shape.output_time_axis[o]) {
         s.step_pieces[o].push_back(Steps(outputs[o], j, n));
       } else if (n == s.remaining()) {
         s.last_rows[o] = Row(outputs[o], j);
@@ -212,6 +238,30 @@ absl::Status ScatterChunk(const std::vector<Slot*>& slots, const ChunkShape& sha
     s.done += n;
     s.started = true;
   }
+  return absl::OkStatus();
+}
+
+absl::Status FeedSlot(Slot& slot) {
+  const engine::Batch& batch = slot.request->batch();
+  std::vector<engine::Tensor> next;
+  if (!slot.request->feedback()->Next(slot.row, slot.last_rows, &next)) return absl::OkStatus();
+  if (next.size() != batch.inputs.size()) {
+    return absl::InternalError(absl::StrCat("step feedback gave ", next.size(),
+                                            " inputs; the request has ", batch.inputs.size()));
+  }
+  for (size_t i = 0; i < next.size(); ++i) {
+    const engine::Tensor& like = batch.inputs[i];
+    engine::Shape want = like.shape();
+    want[0] = 1;
+    want[1] = 1;
+    if (next[i].dtype() != like.dtype() || next[i].shape() != want) {
+      return absl::InternalError(absl::StrCat(
+          "step feedback gave input ", i, " of shape ", engine::ShapeString(next[i].shape()),
+          "; expected ", engine::ShapeString(want), " of the request's dtype"));
+    }
+  }
+  slot.fed = std::move(next);
+  ++slot.length;
   return absl::OkStatus();
 }
 

@@ -15,6 +15,9 @@
 // Past a sequence's length a per-step output repeats the output of its last step (Keras's
 // masking: a masked step carries the state and repeats the last output), or is zero for an
 // empty sequence; CellularSchedulerOptions::per_step_fill says which models this holds for.
+//
+// A feedback request's rows (cellular_feedback.h) run their given steps, then one fed step at a
+// time: a slot keeps only its last step's output rows (last_rows), not its per-step outputs.
 
 #include <atomic>
 #include <cstdint>
@@ -29,6 +32,7 @@
 #include "engine/engine.h"
 #include "engine/slot_states.h"
 #include "server/batching/batch_request.h"
+#include "server/batching/cellular_feedback.h"
 #include "server/batching/queued_request.h"
 
 namespace rnnserve::server::batching {
@@ -53,16 +57,21 @@ struct Slot;
 // instances' workers.
 class CellularRequest {
  public:
-  CellularRequest(std::unique_ptr<BatchRequest> request, absl::Time enqueued);
+  // `feedback`: null for a request whose rows run their given steps only.
+  CellularRequest(std::unique_ptr<BatchRequest> request, absl::Time enqueued,
+                  std::shared_ptr<StepFeedback> feedback = nullptr);
 
   const engine::Batch& batch() const { return request_->batch; }
+  // The steps of its inputs (T); a feedback row's steps past these are fed (Slot::fed).
+  int64_t steps() const { return steps_; }
+  StepFeedback* feedback() const { return feedback_.get(); }
   absl::Time deadline() const { return request_->deadline; }
   absl::Time enqueued() const { return enqueued_; }
   // The steps sequence `row` runs: its length, or T.
   int64_t length(int64_t row) const;
 
-  // Writes a finished slot's rows of every output and final state into the answer. The last
-  // one (or the first failure) answers the request.
+  // Writes a finished slot's rows of every output and final state into the answer (a feedback
+  // request's: final states only). The last one (or the first failure) answers the request.
   void Finish(const Slot& slot, const ChunkShape& shape);
   void Fail(const absl::Status& status);
   // Answered already with an error: its other sequences need not run.
@@ -74,6 +83,7 @@ class CellularRequest {
   void AnswerLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::unique_ptr<BatchRequest> request_;
+  const std::shared_ptr<StepFeedback> feedback_;
   const absl::Time enqueued_;
   const int64_t rows_;
   const int64_t steps_;
@@ -91,14 +101,18 @@ struct Slot {
   std::shared_ptr<CellularRequest> request;
   int64_t row = 0;
   int64_t done = 0;    // steps run so far
-  int64_t length = 0;  // steps to run
+  int64_t length = 0;  // steps to run (a feedback row's grows by one with each fed step)
   int32_t index = -1;  // its states' slot in the instance's SlotStates
   // Its final states, each [1, ...]: read from the slot when it finishes, if its request asks.
   LayerStates states;
   // Per output: per-step outputs' rows so far, each [done, ...] (only time-axis outputs), and
   // the last chunk's row [1, ...] (the rest).
+  // A feedback row's last step's rows instead, [1, ...] per output, and no pieces.
   std::vector<std::vector<engine::Tensor>> step_pieces;
   std::vector<engine::Tensor> last_rows;
+  // A feedback row past its request's steps: the input of its step `done`, [1, 1, ...] per
+  // model input (StepFeedback::Next).
+  std::vector<engine::Tensor> fed;
   bool started = false;  // has run a chunk
   int64_t remaining() const { return length - done; }
 };
@@ -110,7 +124,8 @@ engine::StateMap StartStates(const std::vector<Slot*>& fresh, const ChunkShape& 
 
 // The engine call that advances `slots` by min(chunk_steps, longest remaining) steps: inputs
 // (in `instance`'s preferred host memory) and lengths; the states are the slots'. Sets *steps.
-// With `fixed`, the chunk always has chunk_steps steps.
+// With `fixed`, the chunk has chunk_steps steps, except when every slot is a feedback row with
+// one fed step to run: then one (a generation's token costs one step, not a chunk).
 engine::Batch GatherChunk(const std::vector<Slot*>& slots, const ChunkShape& shape,
                           int64_t chunk_steps, bool fixed, const engine::CompiledModel& instance,
                           int64_t* steps);
@@ -119,5 +134,10 @@ engine::Batch GatherChunk(const std::vector<Slot*>& slots, const ChunkShape& sha
 // INTERNAL when the engine's outputs do not have the chunk's rows.
 absl::Status ScatterChunk(const std::vector<Slot*>& slots, const ChunkShape& shape, int64_t steps,
                           const std::vector<engine::Tensor>& outputs);
+
+// A feedback row that has run every step it has (remaining() 0; its request not failed): asks
+// its request's StepFeedback for one more step, which the slot then has to run (Slot::fed), or
+// leaves it finished. INTERNAL when the hook's input does not fit the request's inputs.
+absl::Status FeedSlot(Slot& slot);
 
 }  // namespace rnnserve::server::batching

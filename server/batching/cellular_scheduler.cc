@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "server/batching/abandon_watch.h"
 #include "server/batching/instance_threads.h"
 
 namespace rnnserve::server::batching {
@@ -128,6 +129,27 @@ CellularScheduler::~CellularScheduler() {
 }
 
 absl::Status CellularScheduler::Schedule(std::unique_ptr<BatchRequest>* request) {
+  return Queue(request, nullptr);
+}
+
+absl::Status CellularScheduler::ScheduleFeedback(std::unique_ptr<BatchRequest>* request,
+                                                 std::shared_ptr<StepFeedback> feedback) {
+  if (resident()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("model ", options_.model_name,
+                     ": the resident step loop runs whole sequences; it cannot feed steps back"));
+  }
+  const engine::Batch& batch = (*request)->batch;
+  if (feedback == nullptr || !batch.lengths.empty() || batch.inputs.empty() ||
+      batch.inputs[0].rank() < 2 || batch.inputs[0].dim(1) < 1) {
+    return absl::InvalidArgumentError(
+        "a feedback request needs a hook and inputs of at least one step, without lengths");
+  }
+  return Queue(request, std::move(feedback));
+}
+
+absl::Status CellularScheduler::Queue(std::unique_ptr<BatchRequest>* request,
+                                      std::shared_ptr<StepFeedback> feedback) {
   const engine::Batch& batch = (*request)->batch;
   if (batch.inputs.empty() || batch.inputs[0].rank() < 2 || batch.inputs[0].dim(0) < 1) {
     return absl::InvalidArgumentError("a request needs at least one [B, T, ...] sequence");
@@ -151,7 +173,7 @@ absl::Status CellularScheduler::Schedule(std::unique_ptr<BatchRequest>* request)
                      " sequences wait for a slot; cellular_batching.max_queue_size is ",
                      options_.max_queue_size));
   }
-  auto shared = std::make_shared<CellularRequest>(std::move(*request), now);
+  auto shared = std::make_shared<CellularRequest>(std::move(*request), now, std::move(feedback));
   for (int64_t r = 0; r < rows; ++r) {
     auto slot = std::make_unique<Slot>();
     slot->request = shared;
@@ -197,6 +219,18 @@ void CellularScheduler::Admit(int instance, std::vector<std::unique_ptr<Slot>>& 
     active.push_back(std::move(slot));
     ++active_;
   }
+  // Those still waiting whose caller gave up are answered now, not when a slot frees.
+  if (queue_.empty() || now - last_sweep_ < kAbandonPollInterval) return;
+  last_sweep_ = now;
+  std::deque<std::unique_ptr<Slot>> staying;
+  for (auto& slot : queue_) {
+    if (Leaves(*slot->request, now).ok()) {
+      staying.push_back(std::move(slot));
+    } else {
+      expired.push_back(std::move(slot));
+    }
+  }
+  queue_.swap(staying);
 }
 
 void CellularScheduler::Work(int instance) {
@@ -290,13 +324,21 @@ void CellularScheduler::Advance(int instance, std::vector<std::unique_ptr<Slot>>
   stats.compute = ended - started;
   stats.steps = steps;
   if (stats.status.ok()) stats.status = ScatterChunk(slots, options_.shape, steps, outputs);
+  // Feedback rows that ran their last step ask for one more (before their states are read).
+  std::vector<absl::Status> fed(active.size());
+  for (size_t j = 0; j < active.size() && stats.status.ok(); ++j) {
+    Slot& s = *active[j];
+    if (s.remaining() == 0 && s.request->feedback() != nullptr && !s.request->failed()) {
+      fed[j] = FeedSlot(s);
+    }
+  }
   if (stats.status.ok()) stats.status = ReadFinalStates(states, slots);
   std::vector<std::unique_ptr<Slot>> running;
   int64_t left = 0;
   for (size_t j = 0; j < active.size(); ++j) {
     Slot& s = *active[j];
-    if (!stats.status.ok()) {
-      s.request->Fail(stats.status);
+    if (!stats.status.ok() || !fed[j].ok()) {
+      s.request->Fail(stats.status.ok() ? fed[j] : stats.status);
       Release(instance, s);
       ++left;
       continue;

@@ -8,6 +8,8 @@
 //   them. Each instance has a worker and max_active_sequences slots. The worker loops:
 //   - admit: queued sequences take free slots, first come first served; a sequence whose
 //     deadline has passed before it got a slot fails with DEADLINE_EXCEEDED, costing nothing;
+//     while every slot is taken, the queue is swept for such sequences (and cancelled ones)
+//     once per kAbandonPollInterval, so they need not wait for a slot to be answered;
 //   - drop: an active sequence whose request's deadline has passed leaves its slot with
 //     DEADLINE_EXCEEDED, one whose client cancelled with CANCELLED (BatchRequest::cancelled);
 //     its request fails, and its other sequences are dropped as they come up;
@@ -17,6 +19,9 @@
 //     live in the instance's engine::SlotStates: on the GPU engine in device memory, so a chunk
 //     moves only its inputs and outputs; a new sequence's states are written into its slot
 //     before its first chunk, and read back only when its request asks for final states;
+//   - feed back: a feedback request's row that ran its last step asks its StepFeedback for the
+//     next step's input (cellular_feedback.h: a generated token) and keeps its slot to run it
+//     in the next chunk, one step a chunk; or it ends and is finished like the rest;
 //   - answer: a slot that reached its length is finished at once; its request is answered
 //     when its last sequence finishes. A short sequence never waits for a long one, and a new
 //     one waits at most one chunk for a slot (when slots are free).
@@ -125,6 +130,12 @@ class CellularScheduler final : public Scheduler {
   // not called. INVALID_ARGUMENT for a request without a time axis; DEADLINE_EXCEEDED when its
   // deadline has passed; RESOURCE_EXHAUSTED when the queue is full; UNAVAILABLE after Drain().
   absl::Status Schedule(std::unique_ptr<BatchRequest>* request) override;
+  // Schedule() for a feedback request (cellular_feedback.h): its rows run their given steps,
+  // then the steps `feedback` gives them, one a chunk. Also INVALID_ARGUMENT for inputs of no
+  // steps or with lengths; FAILED_PRECONDITION with the resident step loop (it takes whole
+  // sequences; it runs only models of one recurrent layer, never a language model).
+  absl::Status ScheduleFeedback(std::unique_ptr<BatchRequest>* request,
+                                std::shared_ptr<StepFeedback> feedback);
   SchedulerKind kind() const override { return SchedulerKind::kCellular; }
   // Requests report their time to first step through ChunkStats, not queue waits.
   bool reports_queue_waits() const override { return false; }
@@ -147,6 +158,8 @@ class CellularScheduler final : public Scheduler {
   CellularScheduler(const CellularSchedulerOptions& options,
                     std::vector<engine::CompiledModel*> instances, const Clock* clock);
   void Work(int instance);
+  absl::Status Queue(std::unique_ptr<BatchRequest>* request,
+                     std::shared_ptr<StepFeedback> feedback);
   // The resident step loop (cellular_resident.cc): one per instance, or resident_note_ says
   // why none; what a request must be to run in it; the worker that feeds and drains it.
   absl::Status StartResidentLoops();
@@ -177,6 +190,7 @@ class CellularScheduler final : public Scheduler {
 
   mutable absl::Mutex mu_;
   std::deque<std::unique_ptr<Slot>> queue_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_sweep_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // of queue_ (Admit)
   int64_t active_ ABSL_GUARDED_BY(mu_) = 0;  // slots in use, all instances
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

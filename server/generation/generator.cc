@@ -6,20 +6,23 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/generation/model_step.h"
+#include "server/generation/slot_feedback.h"
 #include "server/servable.h"
 
 namespace rnnserve::server::generation {
 
 Generation::Generation(std::shared_ptr<const Servable> model, ModelKind kind,
                        std::shared_ptr<const Vocabulary> vocab, GenerateParams params,
-                       absl::Time deadline)
+                       absl::Time deadline, Listener listener)
     : model_(std::move(model)),
       kind_(kind),
       vocab_(std::move(vocab)),
       params_(std::move(params)),
-      deadline_(deadline) {
+      deadline_(deadline),
+      listener_(std::move(listener)) {
   samples_.resize(params_.n);
   for (Sample& s : samples_) s.context = params_.prompt_ids;
+  finished_.assign(samples_.size(), false);
 }
 
 Generation::Wait Generation::Next(StepEvent* event, absl::Duration timeout) {
@@ -40,14 +43,62 @@ absl::Status Generation::status() const {
 }
 
 void Generation::Push(StepEvent event) {
-  absl::MutexLock lock(&mu_);
-  events_.push_back(std::move(event));
+  {
+    absl::MutexLock lock(&mu_);
+    if (ended_) return;
+    if (!event.tokens.empty() && first_token_ == absl::InfiniteFuture()) {
+      first_token_ = absl::Now();
+    }
+    for (const Finish& f : event.finished) finished_[f.sample] = true;
+    events_.push_back(std::move(event));
+  }
+  if (listener_) listener_();
 }
 
 void Generation::End(absl::Status status) {
+  {
+    absl::MutexLock lock(&mu_);
+    ended_ = true;
+    status_ = std::move(status);
+  }
+  if (listener_) listener_();
+}
+
+std::vector<int32_t> Generation::Unfinished() const {
   absl::MutexLock lock(&mu_);
-  ended_ = true;
-  status_ = std::move(status);
+  std::vector<int32_t> out;
+  for (size_t i = 0; i < finished_.size(); ++i) {
+    if (!finished_[i]) out.push_back(static_cast<int32_t>(i));
+  }
+  return out;
+}
+
+bool Generation::SampleNext(size_t i, std::span<const float> row, StepEvent* event) {
+  Sample& s = samples_[i];
+  const GenerateParams& p = params_;
+  const int64_t id =
+      ChooseToken(row, IsDistribution(row), p.sampler, UniformDraw(p.seed, i, s.draws++));
+  const int32_t sample = static_cast<int32_t>(i);
+  if (std::find(p.stop_ids.begin(), p.stop_ids.end(), id) != p.stop_ids.end()) {
+    s.done = true;
+    event->finished.push_back({sample, FinishReason::kStop, s.tokens});
+    return false;
+  }
+  std::string text = vocab_ ? vocab_->Decode(id) : std::string();
+  s.text += text;
+  s.context.push_back(id);
+  ++s.tokens;
+  tokens_.fetch_add(1, std::memory_order_relaxed);
+  event->tokens.push_back({sample, id, std::move(text)});
+  const bool stopped = std::any_of(p.stop_strings.begin(), p.stop_strings.end(),
+                                   [&](const std::string& x) { return absl::EndsWith(s.text, x); });
+  if (stopped || s.tokens >= p.max_tokens) {
+    s.done = true;
+    event->finished.push_back(
+        {sample, stopped ? FinishReason::kStop : FinishReason::kLength, s.tokens});
+    return false;
+  }
+  return true;
 }
 
 absl::StatusOr<std::unique_ptr<Generator>> Generator::Create(const GeneratorOptions& options) {
@@ -66,6 +117,13 @@ Generator::~Generator() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
+    // Generations in slots leave them before their next chunk and end as cancelled.
+    for (Generation* g : in_slots_) {
+      g->shutdown_.store(true);
+      g->Cancel();
+    }
+    auto gone = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return in_slots_.empty(); };
+    mu_.Await(absl::Condition(&gone));
   }
   if (worker_.joinable()) worker_.join();
 }
@@ -88,7 +146,8 @@ absl::StatusOr<std::shared_ptr<const Vocabulary>> Generator::VocabularyOf(const 
 
 absl::StatusOr<std::shared_ptr<Generation>> Generator::Start(std::shared_ptr<const Servable> model,
                                                              GenerateParams params,
-                                                             absl::Time deadline) {
+                                                             absl::Time deadline,
+                                                             Generation::Listener listener) {
   auto kind = DetectKind(*model);
   if (!kind.ok()) return kind.status();
   auto vocab = VocabularyOf(*model);
@@ -96,8 +155,15 @@ absl::StatusOr<std::shared_ptr<Generation>> Generator::Start(std::shared_ptr<con
   if (auto s = Validate(*kind, vocab->get(), options_.limits, model->name(), &params); !s.ok()) {
     return s;
   }
-  std::shared_ptr<Generation> g(
-      new Generation(std::move(model), *kind, *std::move(vocab), std::move(params), deadline));
+  const batching::CellularScheduler* cellular = model->cellular();
+  const bool in_slots =
+      kind->kind == ModelKind::kStateful && cellular != nullptr && !cellular->resident();
+  std::shared_ptr<Generation> g(new Generation(std::move(model), *kind, *std::move(vocab),
+                                               std::move(params), deadline, std::move(listener)));
+  if (in_slots) {
+    if (absl::Status s = StartInSlots(g); !s.ok()) return s;
+    return g;
+  }
   absl::MutexLock lock(&mu_);
   if (stopping_) return absl::UnavailableError("the server is shutting down");
   if (active_count_ >= options_.max_active) {
@@ -110,20 +176,71 @@ absl::StatusOr<std::shared_ptr<Generation>> Generator::Start(std::shared_ptr<con
   return g;
 }
 
+absl::Status Generator::StartInSlots(const std::shared_ptr<Generation>& g) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return absl::UnavailableError("the server is shutting down");
+    if (active_count_ >= options_.max_active) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          options_.max_active, " generations run already (the server's bound on generations)"));
+    }
+    ++active_count_;
+    in_slots_.insert(g.get());
+  }
+  auto request = SlotFeedback::Request(g, [this, g](absl::StatusOr<std::vector<engine::Tensor>> r) {
+    FinishInSlots(*g, r.status());
+  });
+  absl::Status s =
+      g->model_->cellular()->ScheduleFeedback(&request, std::make_shared<SlotFeedback>(g));
+  if (!s.ok()) {
+    absl::MutexLock lock(&mu_);
+    --active_count_;
+    in_slots_.erase(g.get());
+  }
+  return s;
+}
+
+void Generator::FinishInSlots(Generation& g, absl::Status status) {
+  if (g.shutdown_.load()) {
+    // As the worker ends what runs when the generator goes: the rest are cancelled.
+    StepEvent last;
+    for (int32_t i : g.Unfinished()) {
+      last.finished.push_back(
+          {.sample = i, .reason = FinishReason::kCancelled, .tokens = g.samples_[i].tokens});
+    }
+    g.Push(std::move(last));
+    status = absl::OkStatus();
+  } else if (absl::IsCancelled(status) && g.cancelled_.load()) {
+    status = absl::CancelledError("the client cancelled the generation");
+  } else if (absl::IsDeadlineExceeded(status)) {
+    status = absl::DeadlineExceededError(
+        absl::StrCat("the deadline passed after ", g.tokens_.load(), " tokens"));
+  }
+  Finish(g, std::move(status));
+}
+
 void Generator::Finish(Generation& g, absl::Status status) {
   {
     // The place is free before the front end hears of the end.
     absl::MutexLock lock(&mu_);
     --active_count_;
   }
+  absl::Time first;
+  {
+    absl::MutexLock lock(&g.mu_);
+    first = g.first_token_;
+  }
   if (observer_) {
     observer_({.model = g.model_->name(),
                .version = g.model_->version(),
-               .tokens = g.tokens_,
-               .time_to_first = g.first_token_ - g.started_,
+               .tokens = g.tokens_.load(),
+               .time_to_first = first - g.started_,
                .total = absl::Now() - g.started_});
   }
   g.End(std::move(status));
+  // Last: the destructor waits for this (and g lives while its request's `done` holds it).
+  absl::MutexLock lock(&mu_);
+  in_slots_.erase(&g);
 }
 
 void Generator::Loop() {
@@ -147,7 +264,7 @@ void Generator::Loop() {
       }
       if (now > g->deadline_) {
         Finish(*g, absl::DeadlineExceededError(
-                       absl::StrCat("the deadline passed after ", g->tokens_, " tokens")));
+                       absl::StrCat("the deadline passed after ", g->tokens_.load(), " tokens")));
         return true;
       }
       return false;
@@ -221,41 +338,12 @@ void Generator::StepModel(const std::vector<std::shared_ptr<Generation>>& gens) 
 
 void Generator::SampleStep(Generation& g) {
   StepEvent event;
-  const GenerateParams& p = g.params_;
   bool live = false;
   for (size_t i = 0; i < g.samples_.size(); ++i) {
     Generation::Sample& s = g.samples_[i];
     if (s.done) continue;
-    const bool probabilities = IsDistribution(s.row);
-    const int64_t id =
-        ChooseToken(s.row, probabilities, p.sampler, UniformDraw(p.seed, i, g.step_));
+    live |= g.SampleNext(i, s.row, &event);
     s.row.clear();
-    const int32_t sample = static_cast<int32_t>(i);
-    if (std::find(p.stop_ids.begin(), p.stop_ids.end(), id) != p.stop_ids.end()) {
-      s.done = true;
-      event.finished.push_back({sample, FinishReason::kStop, s.tokens});
-      continue;
-    }
-    std::string text = g.vocab_ ? g.vocab_->Decode(id) : std::string();
-    s.text += text;
-    s.context.push_back(id);
-    ++s.tokens;
-    ++g.tokens_;
-    event.tokens.push_back({sample, id, std::move(text)});
-    const bool stopped =
-        std::any_of(p.stop_strings.begin(), p.stop_strings.end(),
-                    [&](const std::string& x) { return absl::EndsWith(s.text, x); });
-    if (stopped || s.tokens >= p.max_tokens) {
-      s.done = true;
-      event.finished.push_back(
-          {sample, stopped ? FinishReason::kStop : FinishReason::kLength, s.tokens});
-      continue;
-    }
-    live = true;
-  }
-  ++g.step_;
-  if (!event.tokens.empty() && g.first_token_ == absl::InfiniteFuture()) {
-    g.first_token_ = absl::Now();
   }
   g.Push(std::move(event));
   if (!live) Finish(g, absl::OkStatus());

@@ -3,6 +3,17 @@
 // Generator: runs the token loops of every generation in the process, stepping the
 // generations of one model together: one engine call per token advances all of them.
 //
+// IN THE STEP-LEVEL SCHEDULER'S SLOTS
+//   A stateful LM served with cellular_batching (not in a resident step loop) generates in the
+//   model's step-level scheduler (server/batching/cellular_scheduler.h): each sample of a
+//   generation is a sequence in a slot, a feedback request (cellular_feedback.h, slot_feedback.h)
+//   whose prompt runs in chunks like any sequence and whose sampled token is fed back as its
+//   next step's input, the states staying in the slot (on the GPU engine, in device memory). Its
+//   tokens are sampled on the scheduler's worker as each chunk ends; its samples share each
+//   chunk with the model's other generations and Predict sequences; cancellation and deadlines
+//   free its slots before the next chunk; max_active bounds these generations too. Other models
+//   (and fixed-window models, whose every token is a fresh window) use the worker below.
+//
 // PARAMETERS AND BEHAVIOR
 //   Start() validates a request against its model (model_kind.h, request.h) and queues it; it
 //   joins the running generations before the next step. The worker loops:
@@ -22,7 +33,8 @@
 //
 // THREADS
 //   One worker thread for the process (started on the first Start(), joined by the
-//   destructor, which ends the generations still running with FinishReason::kCancelled). Models
+//   destructor, which ends the generations still running with FinishReason::kCancelled; it
+//   cancels those in slots and waits for their schedulers to let them go). Models
 //   take turns on it, one step each. The engine calls go through Servable::Run, so they use
 //   the model's scheduler and instances like any request.
 //
@@ -40,6 +52,8 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -75,6 +89,9 @@ struct GenerationStats {
 // One request's generation, shared by its front end (which reads its events) and the worker.
 class Generation {
  public:
+  // Called after each event is queued and when the generation ends, on the thread that
+  // stepped it; must not block or call Next with a timeout.
+  using Listener = std::function<void()>;
   enum class Wait { kEvent, kTimeout, kEnd };
   // The next step's tokens and finishes, waiting at most `timeout`. kEnd: no more events;
   // status() then says how the generation ended (OK when every sample finished).
@@ -87,18 +104,26 @@ class Generation {
  private:
   friend class Generator;
   friend class ModelStep;
+  friend class SlotFeedback;
   struct Sample {
     std::vector<int64_t> context;  // prompt and tokens so far (windows read it)
     engine::StateMap states;       // stateful LM: [1, ...] per state, after `context`
     std::vector<float> row;        // the next token's output row; empty: to compute
     std::string text;              // generated text (stop strings)
     int32_t tokens = 0;
+    int32_t draws = 0;  // tokens chosen so far, stop tokens included: the draws' step
     bool done = false;
   };
   Generation(std::shared_ptr<const Servable> model, ModelKind kind,
-             std::shared_ptr<const Vocabulary> vocab, GenerateParams params, absl::Time deadline);
+             std::shared_ptr<const Vocabulary> vocab, GenerateParams params, absl::Time deadline,
+             Listener listener);
+  // Chooses sample i's next token from `row` (its output row) into *event; returns whether the
+  // sample goes on. Touches sample i alone (and atomics): samples may be chosen concurrently.
+  bool SampleNext(size_t i, std::span<const float> row, StepEvent* event);
   void Push(StepEvent event);
   void End(absl::Status status);
+  // The samples that have not finished (by the events pushed so far).
+  std::vector<int32_t> Unfinished() const;
 
   const std::shared_ptr<const Servable> model_;
   const ModelKind kind_;
@@ -106,15 +131,17 @@ class Generation {
   const GenerateParams params_;
   const absl::Time deadline_;
   const absl::Time started_ = absl::Now();
+  const Listener listener_;
   std::atomic<bool> cancelled_{false};
-  // The worker's alone.
+  std::atomic<bool> shutdown_{false};  // cancelled by the Generator's destructor
+  std::atomic<int64_t> tokens_{0};
+  // The worker's alone (in slots: sample i, the worker running its slot's).
   std::vector<Sample> samples_;
   bool prompt_ran_ = false;
-  int64_t step_ = 0;
-  int64_t tokens_ = 0;
-  absl::Time first_token_ = absl::InfiniteFuture();
 
   mutable absl::Mutex mu_;
+  absl::Time first_token_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  std::vector<bool> finished_ ABSL_GUARDED_BY(mu_);  // per sample, by the events pushed
   std::deque<StepEvent> events_ ABSL_GUARDED_BY(mu_);
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
@@ -128,9 +155,11 @@ class Generator {
 
   // Validates `params` against `model` and queues the generation. FAILED_PRECONDITION for a
   // model that cannot generate, INVALID_ARGUMENT for a bad request, RESOURCE_EXHAUSTED past
-  // max_active.
+  // max_active (or past the model's cellular_batching.max_queue_size). `listener`, when set,
+  // hears of each event and of the end (Generation::Listener).
   absl::StatusOr<std::shared_ptr<Generation>> Start(std::shared_ptr<const Servable> model,
-                                                    GenerateParams params, absl::Time deadline);
+                                                    GenerateParams params, absl::Time deadline,
+                                                    Generation::Listener listener = nullptr);
   // Called on the worker when a generation ends; set before the first Start().
   void SetObserver(StatsObserver observer) { observer_ = std::move(observer); }
 
@@ -143,6 +172,10 @@ class Generator {
   void StepModel(const std::vector<std::shared_ptr<Generation>>& gens);
   void SampleStep(Generation& g);
   void Finish(Generation& g, absl::Status status);
+  // Queues a stateful LM's generation in its model's step-level scheduler's slots.
+  absl::Status StartInSlots(const std::shared_ptr<Generation>& g);
+  // Its end there: OK, or why its scheduler let it go.
+  void FinishInSlots(Generation& g, absl::Status status);
 
   const GeneratorOptions options_;
   StatsObserver observer_;
@@ -151,6 +184,9 @@ class Generator {
   int64_t active_count_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::map<std::string, std::shared_ptr<const Vocabulary>> vocabularies_ ABSL_GUARDED_BY(mu_);
+  // The generations in slots, until they finish (each holds itself meanwhile, through its
+  // request's `done`).
+  std::set<Generation*> in_slots_ ABSL_GUARDED_BY(mu_);
   // The worker's alone.
   std::vector<std::shared_ptr<Generation>> active_;
   std::thread worker_;

@@ -11,14 +11,6 @@
 namespace rnnserve::server::generation {
 namespace {
 
-// ids [B, T] in the model's input dtype.
-engine::Tensor IdsTensor(const ModelKind& kind, int64_t b, int64_t t,
-                         const std::vector<int64_t>& ids) {
-  if (kind.input_dtype == engine::DType::kInt64) return engine::Tensor::Int64({b, t}, ids);
-  std::vector<float> f(ids.begin(), ids.end());
-  return engine::Tensor::Float({b, t}, std::move(f));
-}
-
 // Row `r` of `t` [B, ...] as a [1, ...] tensor.
 engine::Tensor RowOf(const engine::Tensor& t, int64_t r) {
   engine::Shape shape = t.shape();
@@ -28,6 +20,13 @@ engine::Tensor RowOf(const engine::Tensor& t, int64_t r) {
 }
 
 }  // namespace
+
+engine::Tensor IdsTensor(const ModelKind& kind, int64_t b, int64_t t,
+                         const std::vector<int64_t>& ids) {
+  if (kind.input_dtype == engine::DType::kInt64) return engine::Tensor::Int64({b, t}, ids);
+  std::vector<float> f(ids.begin(), ids.end());
+  return engine::Tensor::Float({b, t}, std::move(f));
+}
 
 void ModelStep::RunPrompts(const std::vector<Generation*>& gens,
                            std::vector<std::pair<Generation*, absl::Status>>* failed) {

@@ -11,6 +11,10 @@
 
 namespace rnnserve::server::generation {
 
+// ids [B, T] in the model's input dtype.
+engine::Tensor IdsTensor(const ModelKind& kind, int64_t b, int64_t t,
+                         const std::vector<int64_t>& ids);
+
 class ModelStep {
  public:
   // Runs stateful LMs' prompts (all of one model; prompts of one length together, in engine

@@ -20,6 +20,13 @@ absl::StatusOr<ServerLimits> CreateServerLimits(const ServerFlags& flags) {
                                        .fair_floor_percent = flags.fair_floor_percent});
   if (!streams.ok()) return streams.status();
   limits.streams = *std::move(streams);
+  auto generations = StreamLimits::Create({.max_streams = flags.max_generations,
+                                           .idle_seconds = flags.stream_idle_seconds,
+                                           .fair_floor_percent = flags.fair_floor_percent,
+                                           .calls = "generations open (Generate)",
+                                           .flag = "--max-generations"});
+  if (!generations.ok()) return generations.status();
+  limits.generations = *std::move(generations);
   return limits;
 }
 

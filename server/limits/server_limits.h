@@ -2,7 +2,8 @@
 
 // The process's bounded resources, built once from the flags (docs/security.md "Bounded
 // resources"): the request byte budget, the per-model concurrency cap, the stream cap and
-// idle close (each shared fairly among callers: fair_share.h), and gRPC's thread cap.
+// idle close, the Generate cap and idle close (each shared fairly among callers:
+// fair_share.h), and gRPC's thread cap.
 
 #include <memory>
 
@@ -19,6 +20,7 @@ struct ServerLimits {
   std::unique_ptr<ByteBudget> bytes;
   std::unique_ptr<ModelConcurrency> concurrency;
   std::unique_ptr<StreamLimits> streams;
+  std::unique_ptr<StreamLimits> generations;  // Generate calls (--max-generations)
   RequestLimits requests() const {
     return {.bytes = bytes.get(), .concurrency = concurrency.get()};
   }

@@ -50,7 +50,7 @@ void StreamLimits::ReaperLoop() {
   }
 }
 
-absl::StatusOr<StreamLimits::Ticket> StreamLimits::Open(grpc::ServerContext* context,
+absl::StatusOr<StreamLimits::Ticket> StreamLimits::Open(grpc::ServerContextBase* context,
                                                         const std::string& caller,
                                                         std::function<void()> before_cancel) {
   std::string key = ShareKey(caller);
@@ -60,12 +60,11 @@ absl::StatusOr<StreamLimits::Ticket> StreamLimits::Open(grpc::ServerContext* con
       per_caller_.Take(key, 1, options_.max_streams,
                        ShareFloor(options_.max_streams, options_.fair_floor_percent), &ask);
   if (v != ShareVerdict::kGranted) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the server has ", streams_.size(),
-        " streams open (StreamPredict and ModelStreamInfer), its limit (--max-streams=",
-        options_.max_streams, ")",
-        v == ShareVerdict::kBoundFull ? "" : absl::StrCat("; ", ExplainShare(ask, v)),
-        "; close one or retry later"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the server has ", streams_.size(), " ", options_.calls, ", its limit (",
+                     options_.flag, "=", options_.max_streams, ")",
+                     v == ShareVerdict::kBoundFull ? "" : absl::StrCat("; ", ExplainShare(ask, v)),
+                     "; close one or retry later"));
   }
   const uint64_t id = next_id_++;
   streams_[id] = StreamState{.context = context,
@@ -138,7 +137,7 @@ StreamLimits::Ticket& StreamLimits::Ticket::operator=(Ticket&& other) noexcept {
   return *this;
 }
 
-absl::StatusOr<StreamLimits::Ticket> OpenIn(StreamLimits* limits, grpc::ServerContext* context,
+absl::StatusOr<StreamLimits::Ticket> OpenIn(StreamLimits* limits, grpc::ServerContextBase* context,
                                             const std::string& caller,
                                             std::function<void()> before_cancel) {
   if (limits == nullptr) return StreamLimits::Ticket();

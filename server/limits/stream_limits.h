@@ -9,8 +9,10 @@
 // clients from holding every thread.
 //
 // A stream is open from Open() until its Ticket is destroyed. A background thread checks the
-// open streams every min(idle / 4, 1 s) and cancels (grpc::ServerContext::TryCancel) those
-// idle too long; Reap() does the same at once (tests). Thread-safe.
+// open streams every min(idle / 4, 1 s) and cancels (grpc::ServerContextBase::TryCancel: a
+// synchronous or a callback call) those idle too long; Reap() does the same at once (tests).
+// Thread-safe. Generate, on the callback API (no thread held), has an instance of its own
+// (--max-generations; Options::calls and flag name it in the refusal).
 
 #include <cstdint>
 #include <functional>
@@ -40,6 +42,9 @@ class StreamLimits {
     // Each caller's floor and the newcomers' reserve, in percent of max_streams
     // (fair_share.h; at least one stream); 0..100, 100: first come, first served.
     int fair_floor_percent = 6;
+    // What the refusal names: the calls counted, and the flag that bounds them.
+    std::string calls = "streams open (StreamPredict and ModelStreamInfer)";
+    std::string flag = "--max-streams";
   };
   static absl::StatusOr<std::unique_ptr<StreamLimits>> Create(Options options);
   ~StreamLimits();
@@ -75,7 +80,7 @@ class StreamLimits {
   // `before_cancel`, when set, runs just before an idle stream is cancelled (under this
   // object's lock: it must not call back into it), so what the stream holds (its sequences) is
   // released before its client sees CANCELLED and can, say, start the sequence again.
-  absl::StatusOr<Ticket> Open(grpc::ServerContext* context, const std::string& caller,
+  absl::StatusOr<Ticket> Open(grpc::ServerContextBase* context, const std::string& caller,
                               std::function<void()> before_cancel = nullptr);
   // Cancels the streams idle past idle_seconds now; returns how many.
   int Reap();
@@ -86,7 +91,7 @@ class StreamLimits {
   void ReaperLoop();
 
   struct StreamState {
-    grpc::ServerContext* context = nullptr;
+    grpc::ServerContextBase* context = nullptr;
     std::function<void()> before_cancel;
     absl::Time idle_since;
     bool busy = false;
@@ -103,7 +108,7 @@ class StreamLimits {
 };
 
 // `limits`' Open when it is set, otherwise an empty Ticket (no limit).
-absl::StatusOr<StreamLimits::Ticket> OpenIn(StreamLimits* limits, grpc::ServerContext* context,
+absl::StatusOr<StreamLimits::Ticket> OpenIn(StreamLimits* limits, grpc::ServerContextBase* context,
                                             const std::string& caller,
                                             std::function<void()> before_cancel = nullptr);
 

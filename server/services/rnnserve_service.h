@@ -6,7 +6,9 @@
 // Predict is served on gRPC's callback API: the handler validates the request, queues it on
 // the model's scheduler and returns; the thread that finishes the batch builds the response
 // and completes the call, so no thread waits for a batch (a model without a scheduler runs
-// the request on the handler's thread). The other methods use the synchronous API.
+// the request on the handler's thread). Generate is on the callback API too: its reactor
+// writes each step's tokens when the generation queues them (generate_service.cc), so
+// concurrent generations hold no server thread. The other methods use the synchronous API.
 //
 // Unary calls do not ask ServerContext::IsCancelled() before running: on the synchronous API
 // that question polls the completion queue (a system call on every request), and it could
@@ -16,6 +18,7 @@
 #include "rnnserve/v1/rnnserve.grpc.pb.h"
 #include "server/auth/access_control.h"
 #include "server/core/state_store.h"
+#include "server/batching/async_runner.h"
 #include "server/generation/generation_metrics.h"
 #include "server/generation/generator.h"
 #include "server/limits/admission.h"
@@ -26,12 +29,17 @@ namespace rnnserve::server {
 
 // The process's limits the service applies (server/limits/); null members: no limit. Not owned.
 struct RnnServeLimits {
-  limits::RequestLimits requests;           // Predict, Evaluate(Stream), StreamPredict chunks
-  limits::StreamLimits* streams = nullptr;  // StreamPredict streams
+  limits::RequestLimits requests;               // Predict, Evaluate(Stream), StreamPredict chunks
+  limits::StreamLimits* streams = nullptr;      // StreamPredict streams
+  limits::StreamLimits* generations = nullptr;  // Generate calls (--max-generations)
+  // Where a Generate call's messages are built and written when its generation queues events
+  // (the thread that stepped it goes on stepping). Null: on that thread.
+  batching::AsyncRunner* completions = nullptr;
 };
 
 class RnnServeService final
-    : public v1::RnnServe::WithCallbackMethod_Predict<v1::RnnServe::Service> {
+    : public v1::RnnServe::WithCallbackMethod_Predict<
+          v1::RnnServe::WithCallbackMethod_Generate<v1::RnnServe::Service>> {
  public:
   // Each handler first takes the access check's verdict (auth/access_control.h). `limits`: the
   // process's bounds on requests and streams (server/limits/).
@@ -59,8 +67,8 @@ class RnnServeService final
                              grpc::ServerReaderWriter<v1::StreamPredictResponse,
                                                       v1::StreamPredictRequest>* stream) override;
   // Streams a language model's tokens as they are sampled (server/generation/generator.h).
-  grpc::Status Generate(grpc::ServerContext* context, const v1::GenerateRequest* request,
-                        grpc::ServerWriter<v1::GenerateResponse>* writer) override;
+  grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
+      grpc::CallbackServerContext* context, const v1::GenerateRequest* request) override;
   grpc::Status ModelMetadata(grpc::ServerContext* context, const v1::ModelMetadataRequest* request,
                              v1::ModelMetadataResponse* response) override;
   grpc::Status ListModels(grpc::ServerContext* context, const v1::ListModelsRequest* request,

@@ -52,6 +52,7 @@ std::vector<CommandLine> CommandLines() {
         "--max-inflight-bytes",
         "--max-concurrent-per-model",
         "--max-streams",
+        "--max-generations",
         "--stream-idle-seconds",
         "--grpc-max-threads",
         "--max-sequences-per-client",

@@ -4,7 +4,10 @@ the generation fixtures' models (models/scripts/make_generation_fixtures.py, tra
 give Keras's own greedy loop token for token for 200 tokens, alone and side by side in one
 batch; seeded sampling is reproducible and its first step's token frequencies match Keras's
 softmax (chi-square, fixed seeds); bad requests are INVALID_ARGUMENT / FAILED_PRECONDITION with
-a clear message, a cancelled stream is dropped, and the server goes on serving.
+a clear message, a cancelled stream is dropped, and the server goes on serving. On a model
+served with cellular batching each sample generates in a slot of the step-level scheduler.
+Generate runs on gRPC's callback API: more generations than the server has threads run at once,
+bounded by --max-generations.
 
   python3 generation_test.py <repo root> <rnnserve binary> <rnnserve-cli binary> [case ...]
 
@@ -19,6 +22,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import server_process  # noqa: E402
@@ -64,10 +68,24 @@ def greedy_equals_keras(c):
             assert finish(events) == {"sample": 0, "finish": "LENGTH", "tokens": 200}, events[-1]
 
 
+def first_steps(model):
+    """The sequences that have started in the model's step-level slots (its time to first step
+    histogram's count)."""
+    page = urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=10).read()
+    prefix = f'rnnserve_time_to_first_step_seconds_count{{model="{model}",'
+    for line in page.decode().splitlines():
+        if line.startswith(prefix):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
 def every_scheduler_gives_keras_greedy(c):
-    # The generator's engine calls go through the model's scheduler: request-level and
-    # step-level batching carry the states as the direct one does.
+    # The generator's engine calls go through the model's scheduler: request-level batching
+    # carries the states as the direct one does; with step-level batching each generation is
+    # one sequence in a slot from its prompt to its last token (3 sequences started for 3
+    # generations, not one per token), its sampled token fed back.
     want = EXPECTED["alice_lstm"]
+    before = first_steps("alice_lstm_cellular")
     for model in ("alice_lstm_dynamic", "alice_lstm_cellular"):
         scheduler = c.metadata(model).scheduler
         assert scheduler == model.rsplit("_", 1)[1], (model, scheduler)
@@ -82,6 +100,8 @@ def every_scheduler_gives_keras_greedy(c):
             t.join()
         for i in range(3):
             assert results.get(i) == want["greedy_ids"], (model, i)
+    started = first_steps("alice_lstm_cellular") - before
+    assert started == 3, started
 
 
 def concurrent_generations_equal_keras(c):
@@ -210,16 +230,17 @@ def cli_streams_keras_greedy_text(c):
     assert p.returncode == 1 and "INVALID_ARGUMENT" in p.stderr, (p.returncode, p.stderr)
 
 
-def generations_count_as_streams():
-    """A second server with --max-streams 1: a Generate past the bound is RESOURCE_EXHAUSTED
-    naming it; once the first ends, the next one runs."""
+def max_generations_bounds_generate():
+    """A second server with --max-generations 1: a Generate past the bound is
+    RESOURCE_EXHAUSTED naming it; once the first ends, the next one runs."""
     with server_process.running_server(SERVER, repo.name, extra=(
-            "--max-streams", "1", "--grpc-max-threads", "8")) as address:
+            "--max-generations", "1")) as address:
         c = Client(address, timeout=120)
         want = EXPECTED["alice_lstm"]
         first = c.generate("alice_lstm", want["prompt"], max_tokens=4000, temperature=1.0)
         next(first)
-        refused(c, "alice_lstm", want["prompt"], "RESOURCE_EXHAUSTED", ["1"], max_tokens=3)
+        refused(c, "alice_lstm", want["prompt"], "RESOURCE_EXHAUSTED",
+                ["--max-generations=1"], max_tokens=3)
         first.close()
         for _ in range(100):  # the cancelled stream closes when its handler sees it
             try:
@@ -229,6 +250,42 @@ def generations_count_as_streams():
                 assert e.code.name == "RESOURCE_EXHAUSTED", e
                 time.sleep(0.05)
         assert got == want["greedy_ids"]
+
+
+def more_generations_than_server_threads_complete():
+    """A third server with 4 gRPC threads (pollers included): 12 generations are open at once,
+    each holding its first tokens before any reads on (a synchronous handler would hold a
+    thread each), and all complete with Keras's greedy tokens."""
+    with server_process.running_server(SERVER, repo.name, extra=(
+            "--grpc-max-threads", "4", "--max-streams", "2")) as address:
+        c = Client(address, timeout=120)
+        want = EXPECTED["alice_lstm"]
+        count, tokens_each, samples = 12, 2000, 4
+        all_open = threading.Barrier(count + 1, timeout=60)
+        results, errors = {}, []
+
+        def run(i):
+            try:
+                gen = c.generate("alice_lstm", want["prompt"], max_tokens=tokens_each, n=samples)
+                events = [next(gen)]
+                all_open.wait()
+                events.extend(gen)
+                results[i] = events
+            except Exception as e:  # noqa: BLE001
+                errors.append(repr(e))
+                all_open.abort()
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+        for t in threads:
+            t.start()
+        all_open.wait()  # every generation has streamed its first tokens
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        for i in range(count):
+            for s in range(samples):
+                got = tokens(results[i], s)
+                assert len(got) == tokens_each and got[:200] == want["greedy_ids"], (i, s)
+                assert finish(results[i], s)["finish"] == "LENGTH"
 
 
 CASES = [greedy_equals_keras, concurrent_generations_equal_keras,
@@ -250,7 +307,9 @@ for suffix, batching in (("dynamic", "dynamic_batching {}"),
     with open(os.path.join(d, "config.pbtxt"), "w") as f:
         f.write(text + batching + "\n")
 only = set(sys.argv[4:])
-with server_process.running_server(SERVER, repo.name) as address:
+METRICS_PORT = server_process.free_port()
+with server_process.running_server(SERVER, repo.name,
+                                   extra=("--metrics-port", str(METRICS_PORT))) as address:
     ADDRESS = address
     c = Client(address, timeout=120)
     for case in CASES:
@@ -258,6 +317,7 @@ with server_process.running_server(SERVER, repo.name) as address:
             continue
         case(c)
         print(f"{case.__name__}: ok", flush=True)
-if not only or "generations_count_as_streams" in only:
-    generations_count_as_streams()
-    print("generations_count_as_streams: ok", flush=True)
+for case in (max_generations_bounds_generate, more_generations_than_server_threads_complete):
+    if not only or case.__name__ in only:
+        case()
+        print(f"{case.__name__}: ok", flush=True)

@@ -22,6 +22,9 @@ target_link_libraries(batching_instance_pool_test PRIVATE rnnserve_batching)
 
 rnnserve_test(batching_cellular_test unit ${CMAKE_CURRENT_LIST_DIR}/batching_cellular_test.cc)
 target_link_libraries(batching_cellular_test PRIVATE rnnserve_batching_test_support)
+rnnserve_test(batching_cellular_feedback_test unit
+  ${CMAKE_CURRENT_LIST_DIR}/batching_cellular_feedback_test.cc)
+target_link_libraries(batching_cellular_feedback_test PRIVATE rnnserve_batching_test_support)
 rnnserve_test(batching_cellular_resident_test unit
   ${CMAKE_CURRENT_LIST_DIR}/batching_cellular_resident_test.cc)
 target_link_libraries(batching_cellular_resident_test PRIVATE rnnserve_batching_test_support)

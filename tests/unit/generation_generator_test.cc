@@ -38,25 +38,30 @@ nlohmann::json Expected(const std::string& model) {
   return nlohmann::json::parse(text.str())[model];
 }
 
+// `slots` > 0: served with cellular_batching of that many slots.
 std::shared_ptr<const Servable> Load(const std::string& dir,
-                                     engine::EngineKind kind = engine::EngineKind::kCpu) {
+                                     engine::EngineKind kind = engine::EngineKind::kCpu,
+                                     int slots = 0) {
   auto config = ReadModelConfig(dir);
   EXPECT_TRUE(config.ok()) << config.status();
   if (kind == engine::EngineKind::kCuda) {
     config->mutable_instance_group(0)->set_kind(v1::ModelInstanceGroup::KIND_GPU);
   }
+  if (slots > 0) config->mutable_cellular_batching()->set_max_active_sequences(slots);
   auto servable = Servable::Load(dir, 1, *config);
   EXPECT_TRUE(servable.ok()) << servable.status();
   return ShareServable(*std::move(servable));
 }
 
 std::shared_ptr<const Servable> LoadFixture(const std::string& model,
-                                            engine::EngineKind kind = engine::EngineKind::kCpu) {
-  return Load(testing::SourcePath("tests/fixtures/generation/repo/" + model), kind);
+                                            engine::EngineKind kind = engine::EngineKind::kCpu,
+                                            int slots = 0) {
+  return Load(testing::SourcePath("tests/fixtures/generation/repo/" + model), kind, slots);
 }
 
 struct Result {
   std::vector<std::vector<int64_t>> ids;  // per sample
+  std::vector<int32_t> order;             // the sample of each token, as they came
   std::vector<FinishReason> finished;
   absl::Status status;
 };
@@ -68,6 +73,7 @@ Result Drain(Generation& g) {
     for (const Token& t : event.tokens) {
       if (r.ids.size() <= static_cast<size_t>(t.sample)) r.ids.resize(t.sample + 1);
       r.ids[t.sample].push_back(t.id);
+      r.order.push_back(t.sample);
     }
     for (const Finish& f : event.finished) r.finished.push_back(f.reason);
   }
@@ -154,6 +160,69 @@ TEST_P(GeneratorTest, SeededSamplesRepeatAndMatchTheCpuEngine) {
   }
 }
 
+// A stateful LM served with cellular batching generates in the scheduler's slots: each sample
+// holds a slot from its prompt to its last token, its sampled token fed back (with one slot, a
+// generation's second sample starts when the first ends, where the worker steps both at once).
+// Greedy is still Keras's loop; seeded samples are the worker's, token for token.
+TEST_P(GeneratorTest, InCellularSlotsGreedyEqualsKerasAndSamplesEqualTheWorkers) {
+  const nlohmann::json want = Expected("alice_lstm");
+  const std::vector<int64_t> keras = want["greedy_ids"].get<std::vector<int64_t>>();
+  auto one_slot = LoadFixture("alice_lstm", GetParam(), 1);
+  ASSERT_TRUE(one_slot != nullptr && one_slot->cellular() != nullptr);
+  auto generator = Generator::Create({});
+  ASSERT_TRUE(generator.ok());
+  GenerateParams two = Greedy(want, 200);
+  two.n = 2;
+  auto g = (*generator)->Start(one_slot, two, absl::InfiniteFuture());
+  ASSERT_TRUE(g.ok()) << g.status();
+  Result r = Drain(**g);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  ASSERT_EQ(r.ids.size(), 2u);
+  EXPECT_EQ(r.ids[0], keras);
+  EXPECT_EQ(r.ids[1], keras);
+  std::vector<int32_t> in_turn(200, 0);
+  in_turn.resize(400, 1);
+  EXPECT_EQ(r.order, in_turn);
+  // Eight slots: four generations side by side, and a longer prompt among them.
+  auto model = LoadFixture("alice_lstm", GetParam(), 8);
+  ASSERT_NE(model, nullptr);
+  std::vector<std::shared_ptr<Generation>> gens;
+  for (int i = 0; i < 4; ++i) {
+    auto started = (*generator)->Start(model, Greedy(want, 200), absl::InfiniteFuture());
+    ASSERT_TRUE(started.ok()) << started.status();
+    gens.push_back(*started);
+  }
+  GenerateParams longer;
+  longer.prompt_ids = want["prompt_ids"].get<std::vector<int64_t>>();
+  longer.prompt_ids.insert(longer.prompt_ids.end(), keras.begin(), keras.begin() + 5);
+  longer.max_tokens = 195;
+  auto l = (*generator)->Start(model, longer, absl::InfiniteFuture());
+  ASSERT_TRUE(l.ok()) << l.status();
+  for (auto& started : gens) {
+    r = Drain(*started);
+    ASSERT_TRUE(r.status.ok()) << r.status;
+    EXPECT_EQ(r.ids.at(0), keras);
+    EXPECT_EQ(r.finished, std::vector<FinishReason>{FinishReason::kLength});
+  }
+  r = Drain(**l);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.ids.at(0), std::vector<int64_t>(keras.begin() + 5, keras.end()));
+  // Seeded samples: the same tokens as the worker's loop on the CPU engine.
+  auto cpu = LoadFixture("alice_lstm");
+  ASSERT_TRUE(cpu != nullptr && cpu->cellular() == nullptr);
+  GenerateParams p = Greedy(want, 40);
+  p.sampler = {.temperature = 1.0, .top_k = 0, .top_p = 0.9};
+  p.seed = 1234;
+  p.n = 4;
+  auto a = (*generator)->Start(model, p, absl::InfiniteFuture());
+  auto c = (*generator)->Start(cpu, p, absl::InfiniteFuture());
+  ASSERT_TRUE(a.ok() && c.ok());
+  const Result ra = Drain(**a), rc = Drain(**c);
+  ASSERT_EQ(ra.ids.size(), 4u);
+  EXPECT_EQ(ra.ids, rc.ids);
+  EXPECT_NE(ra.ids[0], ra.ids[1]);
+}
+
 INSTANTIATE_TEST_SUITE_P(Engines, GeneratorTest,
                          ::testing::Values(engine::EngineKind::kCpu, engine::EngineKind::kCuda),
                          [](const ::testing::TestParamInfo<engine::EngineKind>& info) {
@@ -227,6 +296,36 @@ TEST(GeneratorEnds, CancelledAndExpiredGenerationsBeforeTheirNextStep) {
       (*generator)->Start(model, Greedy(Expected("alice_lstm"), 5), absl::InfiniteFuture());
   ASSERT_TRUE(after.ok());
   EXPECT_TRUE(Drain(**after).status.ok());
+}
+
+// In slots, a cancelled generation leaves its slot before the next chunk (the one slot then
+// runs the next generation); one still running when the generator goes ends as cancelled.
+TEST(GeneratorEnds, InSlotsCancelledFreesTheSlotAndShutdownCancelsTheRest) {
+  auto model = LoadFixture("alice_lstm", engine::EngineKind::kCpu, 1);
+  ASSERT_TRUE(model != nullptr && model->cellular() != nullptr);
+  auto generator = Generator::Create({});
+  GenerateParams endless = Greedy(Expected("alice_lstm"), 4000);
+  auto g = (*generator)->Start(model, endless, absl::InfiniteFuture());
+  ASSERT_TRUE(g.ok());
+  StepEvent event;
+  ASSERT_EQ((*g)->Next(&event, absl::Seconds(60)), Generation::Wait::kEvent);
+  (*g)->Cancel();
+  Result r = Drain(**g);
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kCancelled) << r.status;
+  EXPECT_LT(r.ids.empty() ? 0 : r.ids[0].size(), 4000u);
+  auto after =
+      (*generator)->Start(model, Greedy(Expected("alice_lstm"), 5), absl::InfiniteFuture());
+  ASSERT_TRUE(after.ok());
+  EXPECT_TRUE(Drain(**after).status.ok());
+  auto last = (*generator)->Start(model, endless, absl::InfiniteFuture());
+  ASSERT_TRUE(last.ok());
+  ASSERT_EQ((*last)->Next(&event, absl::Seconds(60)), Generation::Wait::kEvent);
+  generator->reset();
+  r = Drain(**last);
+  EXPECT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.finished, std::vector<FinishReason>{FinishReason::kCancelled});
+  model->cellular()->Drain();
+  EXPECT_EQ(model->cellular()->active(), 0);
 }
 
 TEST(GenerationMetricsTest, CountTokensAndTimeTheFirstAndEachToken) {
