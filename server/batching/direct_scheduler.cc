@@ -48,6 +48,8 @@ absl::Status DirectScheduler::Explained(const absl::Status& why, absl::string_vi
 }
 
 struct DirectScheduler::Waiting {
+  const std::string caller;  // its turn in posted_
+  const absl::Time queued;
   absl::Mutex mu;
   std::unique_ptr<BatchRequest> request ABSL_GUARDED_BY(mu);  // null once taken
   // The request if nobody took it yet.
@@ -57,12 +59,30 @@ struct DirectScheduler::Waiting {
   }
 };
 
+std::shared_ptr<DirectScheduler::Waiting> DirectScheduler::TakePosted(const Waiting* which) {
+  using Verdict = FairQueue<std::shared_ptr<Waiting>>::Verdict;
+  absl::MutexLock lock(&mu_);
+  const std::shared_ptr<Waiting>* head = posted_.Head();
+  if (head == nullptr) return nullptr;
+  const Waiting* const wanted = which != nullptr ? which : head->get();
+  std::vector<std::shared_ptr<Waiting>> taken =
+      posted_.Remove([&](const std::shared_ptr<Waiting>& w) {
+        if (w.get() != wanted) return Verdict::kKeep;
+        return which == nullptr ? Verdict::kServed : Verdict::kDropped;
+      });
+  return taken.empty() ? nullptr : std::move(taken[0]);
+}
+
 void DirectScheduler::Post(std::unique_ptr<BatchRequest> request, absl::Time queued) {
-  auto waiting = std::make_shared<Waiting>();
+  auto waiting = std::make_shared<Waiting>(request->caller, queued);
   const bool watched = CanBeAbandoned(*request);
   {
     absl::MutexLock lock(&waiting->mu);
     waiting->request = std::move(request);
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    posted_.Push(waiting->caller, 1, waiting);
   }
   if (watched) {
     watch_->Watch([this, waiting] {
@@ -75,16 +95,21 @@ void DirectScheduler::Post(std::unique_ptr<BatchRequest> request, absl::Time que
         if (why.ok()) return false;
         r = std::move(waiting->request);
       }
+      TakePosted(waiting.get());  // it gives up its place
       r->done(Explained(why, "; the request did not run"));
       Finished();
       return true;
     });
   }
-  runner_->Post([this, queued, waiting](bool start) mutable {
+  // The runner's next free thread takes whichever posted request's turn it is (ORDER), not
+  // necessarily this one: one task per posted request.
+  runner_->Post([this](bool start) mutable {
+    const std::shared_ptr<Waiting> waiting = TakePosted(nullptr);
+    if (waiting == nullptr) return;  // the watch answered it
     std::unique_ptr<BatchRequest> taken = waiting->Take();
     if (taken == nullptr) return;  // the watch answered it
     if (start) {
-      Run(std::move(taken), queued);
+      Run(std::move(taken), waiting->queued);
       return;
     }
     taken->done(absl::UnavailableError(absl::StrCat(
@@ -141,7 +166,7 @@ void DirectScheduler::Run(std::unique_ptr<BatchRequest> request, absl::Time queu
   };
   const absl::StatusOr<int> instance = pool_.Acquire(
       request->deadline, r->cancelled ? std::function<absl::Status()>(abandoned) : nullptr,
-      kAbandonPollInterval);
+      kAbandonPollInterval, r->caller);
   if (!instance.ok()) {
     result = instance.status();
   } else if (absl::Status why = abandoned(); !why.ok()) {

@@ -12,6 +12,11 @@
 //     (BatchRequest::caller_blocks), or allows it (may_run_on_caller) and an instance is idle;
 //     otherwise on one of the scheduler's threads (one per instance), which wait for a free
 //     instance.
+//   - order (fair_queue.h): requests that wait, for a thread or for an instance, are served
+//     with their callers (BatchRequest::caller) taking turns, one request each, a caller that
+//     had none waiting first; one caller's requests in arrival order. So a caller's flood of
+//     requests queues behind its own requests, not in front of another caller's. Priority
+//     plays no part (Triton's priority levels belong to dynamic batching).
 //   - deadlines: a request whose deadline passes before it gets an instance fails with
 //     DEADLINE_EXCEEDED and costs no compute; one already past it is refused by Schedule().
 //   - cancellation (abandon_watch.h): a request whose caller gave up (BatchRequest::cancelled,
@@ -29,8 +34,9 @@
 //   them.
 //
 // LATENCY BOUND
-//   A request starts when an instance frees: at most the engine time of the requests ahead of
-//   it, one per instance.
+//   A request starts when an instance frees: at most the engine time of the requests running
+//   (one per instance) and of those ahead of it in ORDER: one per other caller with requests
+//   waiting, and its own caller's earlier ones.
 //
 // RECOMMENDED USE
 //   Models served to few concurrent clients, large models whose single call already fills the
@@ -50,6 +56,7 @@
 #include "server/batching/abandon_watch.h"
 #include "server/batching/async_runner.h"
 #include "server/batching/batch_request.h"
+#include "server/batching/fair_queue.h"
 #include "server/batching/instance_pool.h"
 #include "server/batching/scheduler.h"
 
@@ -99,6 +106,8 @@ class DirectScheduler final : public Scheduler {
   // takes it first.
   struct Waiting;
   void Post(std::unique_ptr<BatchRequest> request, absl::Time queued);
+  // Takes `which` out of posted_ (it gave up), or, when null, the one whose turn it is.
+  std::shared_ptr<Waiting> TakePosted(const Waiting* which);
   // Abandoned's answer `why` (OK stays OK) naming the model, with `what` appended.
   absl::Status Explained(const absl::Status& why, absl::string_view what) const;
 
@@ -112,6 +121,8 @@ class DirectScheduler final : public Scheduler {
   // running on a runner's.
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  // Requests handed to the runner, in ORDER; each runner task takes the head.
+  FairQueue<std::shared_ptr<Waiting>> posted_ ABSL_GUARDED_BY(mu_){1};
   // Declared last: stop (answering what they have not started) before the rest is destroyed.
   std::unique_ptr<AsyncRunner> runner_;
   std::unique_ptr<AbandonWatch> watch_;
