@@ -43,8 +43,9 @@ void AddLimitFlags(CLI::App& app, ServerFlags* f) {
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   app.add_option("--fair-floor-percent", f->fair_floor_percent,
-                 "fair shares of --max-inflight-bytes, --max-concurrent-per-model and "
-                 "--max-streams among callers (token, else address), in percent of each bound: "
+                 "fair shares of --max-inflight-bytes, --max-concurrent-per-model, "
+                 "--max-streams and each model's max_sequences among callers (token, else "
+                 "address), in percent of each bound: "
                  "a caller may hold at most max(this floor, the bound / callers holding some), "
                  "and one past its floor may not take the last floor of the bound, which stays "
                  "for new callers (100: first come, first served)")

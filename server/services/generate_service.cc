@@ -5,9 +5,15 @@
 // A Generate call is a stream for the stream limits (--max-streams, server/limits/
 // stream_limits.h): one past the bound is RESOURCE_EXHAUSTED, and a client that stops reading
 // (its writes block) is closed after --stream-idle-seconds like an idle StreamPredict stream.
+// It also holds its bytes of the byte budget (--max-inflight-bytes, server/limits/
+// byte_budget.h) until it ends, counted against its caller's fair share like every other
+// RPC's: GenerateBytes.
+
+#include <algorithm>
 
 #include "server/generation/generator.h"
 #include "server/grpc_status.h"
+#include "server/limits/byte_budget.h"
 #include "server/limits/caller_identity.h"
 #include "server/limits/stream_limits.h"
 #include "server/services/rnnserve_service.h"
@@ -40,14 +46,25 @@ v1::FinishReason Encode(generation::FinishReason reason) {
   return v1::FINISH_REASON_UNSPECIFIED;
 }
 
+// What a Generate holds of the byte budget: the serialized request, and its prompt as token
+// ids for each sample (8 bytes an id; a prompt's text is counted as one id a byte, its most).
+int64_t GenerateBytes(const v1::GenerateRequest& r) {
+  const int64_t prompt = r.prompt_ids_size() + static_cast<int64_t>(r.prompt_text().size());
+  return static_cast<int64_t>(r.ByteSizeLong()) + 8 * prompt * std::max(1, r.n());
+}
+
 }  // namespace
 
 grpc::Status RnnServeService::Generate(grpc::ServerContext* context,
                                        const v1::GenerateRequest* request,
                                        grpc::ServerWriter<v1::GenerateResponse>* writer) {
   if (grpc::Status a = auth::Verdict(*context); !a.ok()) return a;
-  auto opened = limits::OpenIn(limits_.streams, context, limits::CallerIdentity(*context));
+  const std::string caller = limits::CallerIdentity(*context);
+  auto opened = limits::OpenIn(limits_.streams, context, caller);
   if (!opened.ok()) return ToGrpc(opened.status());
+  auto reserved = limits::ReserveIn(limits_.requests.bytes, caller, GenerateBytes(*request));
+  if (!reserved.ok()) return ToGrpc(reserved.status());
+  const limits::ByteBudget::Reservation bytes = *std::move(reserved);  // held until the end
   limits::StreamLimits::Ticket ticket = *std::move(opened);
   ticket.Busy(true);  // idle only while a write waits for the client
   auto servable = repository_->Get(request->model_spec().name(), request->model_spec().version());

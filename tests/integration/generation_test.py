@@ -4,7 +4,8 @@ the generation fixtures' models (models/scripts/make_generation_fixtures.py, tra
 give Keras's own greedy loop token for token for 200 tokens, alone and side by side in one
 batch; seeded sampling is reproducible and its first step's token frequencies match Keras's
 softmax (chi-square, fixed seeds); bad requests are INVALID_ARGUMENT / FAILED_PRECONDITION with
-a clear message, a cancelled stream is dropped, and the server goes on serving.
+a clear message, a cancelled stream is dropped, and the server goes on serving; a Generate
+counts as a stream and against the byte budget.
 
   python3 generation_test.py <repo root> <rnnserve binary> <rnnserve-cli binary> [case ...]
 
@@ -231,6 +232,19 @@ def generations_count_as_streams():
         assert got == want["greedy_ids"]
 
 
+def generations_count_against_the_byte_budget():
+    """A second server with a byte budget of 8000: a Generate whose prompt's ids for its
+    samples (8 bytes each) do not fit is RESOURCE_EXHAUSTED naming the budget; a small one runs."""
+    with server_process.running_server(SERVER, repo.name, extra=(
+            "--max-inflight-bytes", "8000")) as address:
+        c = Client(address, timeout=120)
+        want = EXPECTED["alice_lstm"]
+        refused(c, "alice_lstm", want["prompt_ids"] * 4, "RESOURCE_EXHAUSTED",
+                ["--max-inflight-bytes=8000"], max_tokens=3, n=64)
+        got = tokens(list(c.generate("alice_lstm", want["prompt"], max_tokens=200)))
+        assert got == want["greedy_ids"]
+
+
 CASES = [greedy_equals_keras, concurrent_generations_equal_keras,
          every_scheduler_gives_keras_greedy, seeded_sampling_reproducible,
          first_step_frequencies_match_softmax, bad_requests_refused,
@@ -258,6 +272,7 @@ with server_process.running_server(SERVER, repo.name) as address:
             continue
         case(c)
         print(f"{case.__name__}: ok", flush=True)
-if not only or "generations_count_as_streams" in only:
-    generations_count_as_streams()
-    print("generations_count_as_streams: ok", flush=True)
+for case in (generations_count_as_streams, generations_count_against_the_byte_budget):
+    if not only or case.__name__ in only:
+        case()
+        print(f"{case.__name__}: ok", flush=True)
