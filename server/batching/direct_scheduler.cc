@@ -175,8 +175,9 @@ void DirectScheduler::Run(std::unique_ptr<BatchRequest> request, absl::Time queu
   } else {
     // The engine stops between steps once the caller gives up (engine::Batch::stop).
     request->batch.stop = StopWhenAbandoned(r->cancelled, r->deadline, RealClock());
-    result = RunCalls(*instance, request->batch, absl::Now() - queued);
-    pool_.Release(*instance, result.status());
+    int held = *instance;
+    result = RunCalls(&held, *r, absl::Now() - queued);
+    if (held >= 0) pool_.Release(held, result.status());
     if (absl::IsCancelled(result.status())) {  // the engine stopped: say why
       const absl::Status why = Abandoned(*r, absl::Now());
       if (!why.ok()) result = Explained(why, "; its run was stopped");
@@ -206,14 +207,29 @@ absl::Status DirectScheduler::Call(int instance, const engine::Batch& batch,
   return s;
 }
 
-absl::StatusOr<std::vector<engine::Tensor>> DirectScheduler::RunCalls(int instance,
-                                                                      const engine::Batch& batch,
+absl::Status DirectScheduler::NextTurn(int* instance, const BatchRequest& r) {
+  pool_.Release(*instance, absl::OkStatus());
+  *instance = -1;
+  auto stopped = [this, &r]() -> absl::Status {
+    return Explained(Abandoned(r, absl::Now()), "; its run was stopped");
+  };
+  absl::StatusOr<int> next = pool_.Acquire(
+      r.deadline, r.cancelled ? std::function<absl::Status()>(stopped) : nullptr,
+      kAbandonPollInterval, r.caller);
+  if (!next.ok()) return next.status();
+  *instance = *next;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<engine::Tensor>> DirectScheduler::RunCalls(int* instance,
+                                                                      const BatchRequest& r,
                                                                       absl::Duration waited) {
+  const engine::Batch& batch = r.batch;
   std::vector<engine::Tensor> outputs;
   const int64_t B = batch.inputs.empty() ? 0 : batch.inputs[0].dim(0);
   const int64_t limit = options_.max_batch_size > 0 ? options_.max_batch_size : B;
   if (B <= limit) {
-    if (auto s = Call(instance, batch, &outputs, waited); !s.ok()) return s;
+    if (auto s = Call(*instance, batch, &outputs, waited); !s.ok()) return s;
     return outputs;
   }
   // Larger than one engine call: parts of `limit` rows, joined back in row order.
@@ -227,7 +243,11 @@ absl::StatusOr<std::vector<engine::Tensor>> DirectScheduler::RunCalls(int instan
     if (batch.final_states) part.final_states = &part_states.back();
     const std::optional<absl::Duration> first =
         begin == 0 ? std::optional<absl::Duration>(waited) : std::nullopt;
-    if (auto s = Call(instance, part, &out, first); !s.ok()) return s;
+    // Each call is a turn of its own (ORDER): other callers' requests run between them.
+    if (begin > 0) {
+      if (absl::Status s = NextTurn(instance, r); !s.ok()) return s;
+    }
+    if (auto s = Call(*instance, part, &out, first); !s.ok()) return s;
     parts.push_back(std::move(out));
   }
   for (size_t o = 0; o < parts[0].size(); ++o) {

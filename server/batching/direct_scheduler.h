@@ -6,13 +6,14 @@
 // PARAMETERS AND BEHAVIOR
 //   Schedule() runs a request on the next free instance, in engine calls of at most
 //   max_batch_size sequences (0: the whole request in one call); their outputs, and the final
-//   states when the request asks for them, are joined back in row order. The request holds
-//   the instance for all of its calls.
+//   states when the request asks for them, are joined back in row order. Each call is a turn
+//   (ORDER below): between two calls of a large request the instance goes to whoever is next,
+//   so a request of many rows delays another caller's by one call, not by all of them.
 //   - where: on the calling thread when its caller waits for the answer there
 //     (BatchRequest::caller_blocks), or allows it (may_run_on_caller) and an instance is idle;
 //     otherwise on one of the scheduler's threads (one per instance), which wait for a free
 //     instance.
-//   - order (fair_queue.h): requests that wait, for a thread or for an instance, are served
+//   - ORDER (fair_queue.h): requests that wait, for a thread or for an instance, are served
 //     with their callers (BatchRequest::caller) taking turns, one request each, a caller that
 //     had none waiting first; one caller's requests in arrival order. So a caller's flood of
 //     requests queues behind its own requests, not in front of another caller's. Priority
@@ -34,9 +35,9 @@
 //   them.
 //
 // LATENCY BOUND
-//   A request starts when an instance frees: at most the engine time of the requests running
-//   (one per instance) and of those ahead of it in ORDER: one per other caller with requests
-//   waiting, and its own caller's earlier ones.
+//   A request starts when an instance frees: at most the engine time of the calls running
+//   (one per instance) and of those ahead of it in ORDER: one call per other caller with
+//   requests waiting, and its own caller's earlier requests.
 //
 // RECOMMENDED USE
 //   Models served to few concurrent clients, large models whose single call already fills the
@@ -85,6 +86,8 @@ class DirectScheduler final : public Scheduler {
 
   // Called after every engine call, on the thread that made it; set before the first request.
   void SetObserver(BatchObserver observer) { observer_ = std::move(observer); }
+  // Requests waiting for an instance now (their calls' turns, ORDER).
+  int64_t waiting_for_instance() const { return pool_.waiting(); }
   // Runs a batch on instance `instance` and nothing else, waiting while a request holds it
   // (checks of one instance, e.g. each GPU of a multi-GPU model). Not reported.
   absl::Status RunOn(int instance, const engine::Batch& batch,
@@ -95,9 +98,14 @@ class DirectScheduler final : public Scheduler {
                   std::vector<engine::CompiledModel*> instances, InstancePool::Probe probe);
   // Runs the request to its answer and calls its `done`.
   void Run(std::unique_ptr<BatchRequest> request, absl::Time queued);
-  // The request's engine calls on `instance`; the first reports `waited`.
-  absl::StatusOr<std::vector<engine::Tensor>> RunCalls(int instance, const engine::Batch& batch,
+  // The request's engine calls, the first on *instance; each later one gives the instance back
+  // and waits for its turn again (*instance: the one held at the end, -1 when none is). The
+  // first call reports `waited`.
+  absl::StatusOr<std::vector<engine::Tensor>> RunCalls(int* instance, const BatchRequest& r,
                                                        absl::Duration waited);
+  // Gives *instance back and takes the next one in ORDER for `r`; *instance is -1 on failure
+  // (r's deadline passed, or its caller gave up).
+  absl::Status NextTurn(int* instance, const BatchRequest& r);
   absl::Status Call(int instance, const engine::Batch& batch, std::vector<engine::Tensor>* out,
                     std::optional<absl::Duration> waited);
   // One request fewer in flight; wakes Drain.
