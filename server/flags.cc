@@ -36,6 +36,12 @@ void AddLimitFlags(CLI::App& app, ServerFlags* f) {
                  "finds none free is RESOURCE_EXHAUSTED")
       ->check(CLI::Range(2, 1 << 20))
       ->capture_default_str();
+  app.add_option("--grpc-memory-bytes", f->grpc_memory_bytes,
+                 "memory gRPC's connections may hold for messages being received or sent, "
+                 "before the byte budget sees them (gRPC's ResourceQuota: past it gRPC reads "
+                 "less and may cancel calls with RESOURCE_EXHAUSTED); 0: no bound of its own")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 50))
+      ->capture_default_str();
   app.add_option("--max-sequences-per-client", f->max_sequences_per_client,
                  "live stateful sequences of one model one client (token, else address: every "
                  "connection of a host) may hold; the model's max_sequences caps all clients "
