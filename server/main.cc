@@ -142,10 +142,10 @@ absl::StatusOr<Sequences> CreateSequences(const ServerFlags& flags, metrics::Ser
       return absl::InvalidArgumentError(
           "--sequence-store-password-file needs --sequence-store redis://...");
     }
-    auto manager = SequenceManager::Create(
-        {.observer = observer,
-         .max_sequences_per_client = flags.max_sequences_per_client,
-         .fair_floor_percent = flags.fair_floor_percent});
+    auto manager =
+        SequenceManager::Create({.observer = observer,
+                                 .max_sequences_per_client = flags.max_sequences_per_client,
+                                 .fair_floor_percent = flags.fair_floor_percent});
     if (!manager.ok()) return manager.status();
     out.store = *std::move(manager);
     return out;

@@ -70,9 +70,8 @@ absl::StatusOr<SequenceManager::Lease> SequenceManager::Acquire(
           "model '", model, "' has ", per_model_[model],
           " live sequences, its limit (config.pbtxt sequence_batching max_sequences) is ",
           limits.max_sequences,
-          v == limits::ShareVerdict::kBoundFull
-              ? ""
-              : absl::StrCat("; ", limits::ExplainShare(ask, v)),
+          v == limits::ShareVerdict::kBoundFull ? ""
+                                                : absl::StrCat("; ", limits::ExplainShare(ask, v)),
           "; end some or retry later"));
     }
     ++mine;

@@ -213,9 +213,9 @@ absl::Status DirectScheduler::NextTurn(int* instance, const BatchRequest& r) {
   auto stopped = [this, &r]() -> absl::Status {
     return Explained(Abandoned(r, absl::Now()), "; its run was stopped");
   };
-  absl::StatusOr<int> next = pool_.Acquire(
-      r.deadline, r.cancelled ? std::function<absl::Status()>(stopped) : nullptr,
-      kAbandonPollInterval, r.caller);
+  absl::StatusOr<int> next =
+      pool_.Acquire(r.deadline, r.cancelled ? std::function<absl::Status()>(stopped) : nullptr,
+                    kAbandonPollInterval, r.caller);
   if (!next.ok()) return next.status();
   *instance = *next;
   return absl::OkStatus();

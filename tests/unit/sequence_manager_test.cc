@@ -178,8 +178,7 @@ TEST(SequenceManagerQuotaTest, MaxSequencesIsSharedFairlyAmongClients) {
   EXPECT_EQ(id - 1, 8u);
   auto refused = manager.Acquire("m", id, true, nullptr, limits, squatter);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_NE(refused.status().message().find("kept for callers below the floor"),
-            std::string::npos)
+  EXPECT_NE(refused.status().message().find("kept for callers below the floor"), std::string::npos)
       << refused.status();
   EXPECT_TRUE(manager.Acquire("m", 100, true, nullptr, limits, polite).ok());
   EXPECT_TRUE(manager.Acquire("m", 101, true, nullptr, limits, polite).ok());
