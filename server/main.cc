@@ -216,14 +216,14 @@ void ConfigureBuilder(const ServerFlags& flags,
   builder->SetMaxSendMessageSize(static_cast<int>(flags.max_message_bytes));
 }
 
-// Keeps the process's RSS near what it holds (docs/security.md "Memory"): blocks of 128 KiB or
+// Keeps the process's RSS near what it holds (docs/security.md "Memory"): blocks of 1 MiB or
 // more (messages, tensors, the engine's working memory for a batch) come from the kernel and
 // go back to it when freed, instead of staying in glibc's heaps at their high-water mark, and
 // the heaps are few. Under a flood of 8 MB requests this keeps peak RSS within the byte budget
 // (bench/results/hostile-soak-2026-11-28.md). MALLOC_MMAP_THRESHOLD_ and MALLOC_ARENA_MAX, when
 // set, are left to glibc.
 void ConfigureMalloc() {
-  if (std::getenv("MALLOC_MMAP_THRESHOLD_") == nullptr) mallopt(M_MMAP_THRESHOLD, 128 << 10);
+  if (std::getenv("MALLOC_MMAP_THRESHOLD_") == nullptr) mallopt(M_MMAP_THRESHOLD, 1 << 20);
   if (std::getenv("MALLOC_ARENA_MAX") == nullptr) {
     mallopt(M_ARENA_MAX, std::max(2, static_cast<int>(std::thread::hardware_concurrency() / 4)));
   }
