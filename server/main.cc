@@ -219,9 +219,9 @@ void ConfigureBuilder(const ServerFlags& flags,
 // Keeps the process's RSS near what it holds (docs/security.md "Memory"): blocks of 1 MiB or
 // more (messages, tensors, the engine's working memory for a batch) come from the kernel and
 // go back to it when freed, instead of staying in glibc's heaps at their high-water mark, and
-// the heaps are few. Under a flood of 8 MB requests this keeps peak RSS within the byte budget
-// (bench/results/hostile-soak-2026-11-28.md). MALLOC_MMAP_THRESHOLD_ and MALLOC_ARENA_MAX, when
-// set, are left to glibc.
+// the heaps are few. Under the hostile soak's floods of 8 MB requests this cut peak RSS from
+// 1.1-1.3 GB to 0.5-0.6 GB (bench/results/hostile-soak-2026-11-28.md). MALLOC_MMAP_THRESHOLD_
+// and MALLOC_ARENA_MAX, when set, are left to glibc.
 void ConfigureMalloc() {
   if (std::getenv("MALLOC_MMAP_THRESHOLD_") == nullptr) mallopt(M_MMAP_THRESHOLD, 1 << 20);
   if (std::getenv("MALLOC_ARENA_MAX") == nullptr) {
