@@ -43,6 +43,12 @@ void AddLimitFlags(CLI::App& app, ServerFlags* f) {
                  "finds none free is RESOURCE_EXHAUSTED")
       ->check(CLI::Range(2, 1 << 20))
       ->capture_default_str();
+  app.add_option("--grpc-memory-bytes", f->grpc_memory_bytes,
+                 "memory gRPC's connections may hold for messages being received or sent, "
+                 "before the byte budget sees them (gRPC's ResourceQuota: past it gRPC reads "
+                 "less and may cancel calls with RESOURCE_EXHAUSTED); 0: no bound of its own")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 50))
+      ->capture_default_str();
   app.add_option("--max-sequences-per-client", f->max_sequences_per_client,
                  "live stateful sequences of one model one client (token, else address: every "
                  "connection of a host) may hold; the model's max_sequences caps all clients "
@@ -50,8 +56,9 @@ void AddLimitFlags(CLI::App& app, ServerFlags* f) {
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   app.add_option("--fair-floor-percent", f->fair_floor_percent,
-                 "fair shares of --max-inflight-bytes, --max-concurrent-per-model and "
-                 "--max-streams among callers (token, else address), in percent of each bound: "
+                 "fair shares of --max-inflight-bytes, --max-concurrent-per-model, "
+                 "--max-streams and each model's max_sequences among callers (token, else "
+                 "address), in percent of each bound: "
                  "a caller may hold at most max(this floor, the bound / callers holding some), "
                  "and one past its floor may not take the last floor of the bound, which stays "
                  "for new callers (100: first come, first served)")

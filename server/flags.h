@@ -76,7 +76,11 @@ struct ServerFlags {
   int stream_idle_seconds = 300;       // a stream without a message this long is closed; 0: never
   int grpc_max_threads = 512;          // gRPC server threads, pollers included (> max_streams)
   int max_sequences_per_client = 128;  // live sequences of one model per client
-  // Per-caller shares of max_inflight_bytes, max_concurrent_per_model and max_streams
+  // Memory gRPC's transports may hold for messages on their way in and out, before admission
+  // sees them (grpc::ResourceQuota); 0: no bound of its own.
+  int64_t grpc_memory_bytes = 0;
+  // Per-caller shares of max_inflight_bytes, max_concurrent_per_model, max_streams and each
+  // model's max_sequences
   // (server/limits/fair_share.h): each caller's floor and the newcomers' reserve, in percent
   // of each bound (at least 1 unit); 0..100, 100: first come, first served.
   int fair_floor_percent = 6;

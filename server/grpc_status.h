@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "server/auth/access_control.h"
 #include "server/client_text.h"
+#include "server/limits/caller_identity.h"
 #include "server/servable.h"
 
 namespace rnnserve::server {
@@ -62,11 +63,12 @@ inline bool IsServerFault(const absl::Status& s) {
   }
 }
 
-// The client's deadline (if it set one) and its cancellation as the request's RunOptions. The
-// context outlives the call that runs the request.
+// The client's deadline (if it set one), its cancellation and who it is as the request's
+// RunOptions. The context outlives the call that runs the request.
 inline RunOptions RunOptionsFor(const grpc::ServerContextBase& context) {
   RunOptions options;
   options.cancelled = [&context] { return context.IsCancelled(); };
+  options.caller = limits::CallerIdentity(context);  // its turn in the model's queue
   if (context.deadline() != std::chrono::system_clock::time_point::max()) {
     options.deadline = absl::FromChrono(context.deadline());
   }

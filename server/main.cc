@@ -5,6 +5,7 @@
 #include <grpcpp/impl/server_builder_option.h>
 #include <grpcpp/impl/server_builder_plugin.h>
 
+#include <malloc.h>
 #include <pthread.h>
 #include <algorithm>
 #include <chrono>
@@ -148,8 +149,10 @@ absl::StatusOr<Sequences> CreateSequences(const ServerFlags& flags, metrics::Ser
                        " needs --sequence-store redis://... (sequences in this process are "
                        "never written anywhere)"));
     }
-    auto manager = SequenceManager::Create(
-        {.observer = observer, .max_sequences_per_client = flags.max_sequences_per_client});
+    auto manager =
+        SequenceManager::Create({.observer = observer,
+                                 .max_sequences_per_client = flags.max_sequences_per_client,
+                                 .fair_floor_percent = flags.fair_floor_percent});
     if (!manager.ok()) return manager.status();
     out.store = *std::move(manager);
     return out;
@@ -229,6 +232,19 @@ void ConfigureBuilder(const ServerFlags& flags,
   builder->SetMaxSendMessageSize(static_cast<int>(flags.max_message_bytes));
 }
 
+// Keeps the process's RSS near what it holds (docs/security.md "Memory"): blocks of 1 MiB or
+// more (messages, tensors, the engine's working memory for a batch) come from the kernel and
+// go back to it when freed, instead of staying in glibc's heaps at their high-water mark, and
+// the heaps are few. Under the hostile soak's floods of 8 MB requests this cut peak RSS from
+// 1.1-1.3 GB to 0.5-0.6 GB (bench/results/hostile-soak-2026-11-28.md). MALLOC_MMAP_THRESHOLD_
+// and MALLOC_ARENA_MAX, when set, are left to glibc.
+void ConfigureMalloc() {
+  if (std::getenv("MALLOC_MMAP_THRESHOLD_") == nullptr) mallopt(M_MMAP_THRESHOLD, 1 << 20);
+  if (std::getenv("MALLOC_ARENA_MAX") == nullptr) {
+    mallopt(M_ARENA_MAX, std::max(2, static_cast<int>(std::thread::hardware_concurrency() / 4)));
+  }
+}
+
 int Main(int argc, char** argv) {
   // The model file check's child (model_check.h): parse one file and exit.
   if (argc >= 2 && std::string_view(argv[1]) == "--check-model") {
@@ -240,6 +256,7 @@ int Main(int argc, char** argv) {
   // the process dies with that signal, so the log says where.
   absl::InitializeSymbolizer(argv[0]);
   absl::InstallFailureSignalHandler(absl::FailureSignalHandlerOptions());
+  ConfigureMalloc();
   ServerFlags flags;
   if (int code = ParseCommandLine(argc, argv, &flags); code >= 0) return code;
   // TLS files and tokens are read before anything loads: a bad one stops the start at once.

@@ -51,18 +51,28 @@ absl::StatusOr<SequenceManager::Lease> SequenceManager::Acquire(
           absl::StrCat("sequence ", id, " of model '", model,
                        "' is live: end it (end=true) before starting it again"));
     }
-    if (per_model_[model] >= limits.max_sequences) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("model '", model, "' has ", limits.max_sequences,
-                       " live sequences, its limit (config.pbtxt sequence_batching "
-                       "max_sequences); end some or retry later"));
-    }
     int& mine = per_client_[std::make_pair(model, caller.client)];
     if (mine >= options_.max_sequences_per_client) {
+      if (mine == 0) per_client_.erase(std::make_pair(model, caller.client));
       return absl::ResourceExhaustedError(absl::StrCat(
           "this client holds ", mine, " live sequences of model '", model,
           "', the per-client limit (--max-sequences-per-client=", options_.max_sequences_per_client,
           "); end some or retry later"));
+    }
+    limits::ShareAsk ask;
+    const limits::ShareVerdict v = shares_[model].Take(
+        caller.client, 1, limits.max_sequences,
+        limits::ShareFloor(limits.max_sequences, options_.fair_floor_percent), &ask);
+    if (v != limits::ShareVerdict::kGranted) {
+      if (mine == 0) per_client_.erase(std::make_pair(model, caller.client));
+      if (shares_[model].total() == 0) shares_.erase(model);
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "model '", model, "' has ", per_model_[model],
+          " live sequences, its limit (config.pbtxt sequence_batching max_sequences) is ",
+          limits.max_sequences,
+          v == limits::ShareVerdict::kBoundFull ? ""
+                                                : absl::StrCat("; ", limits::ExplainShare(ask, v)),
+          "; end some or retry later"));
     }
     ++mine;
     ++per_model_[model];
@@ -137,6 +147,10 @@ int SequenceManager::EndOwner(const std::string& owner) {
 void SequenceManager::EraseLocked(std::map<Key, Sequence>::iterator it) {
   Notify(it->second.servable.get(), false);
   --per_model_[it->first.first];
+  if (auto share = shares_.find(it->first.first); share != shares_.end()) {
+    share->second.Give(it->second.client, 1);
+    if (share->second.total() == 0) shares_.erase(share);
+  }
   const auto client = std::make_pair(it->first.first, it->second.client);
   if (auto c = per_client_.find(client); c != per_client_.end() && --c->second <= 0) {
     per_client_.erase(c);

@@ -5,7 +5,8 @@
 // layer's final states after its last chunk. Besides the contract:
 //  - A sequence idle for longer than its model's max_idle is dropped; the next chunk for it is
 //    refused.
-//  - At most Limits::max_sequences live sequences per model, and at most
+//  - At most Limits::max_sequences live sequences per model, shared fairly among the clients
+//    that hold some (server/limits/fair_share.h, Options::fair_floor_percent), and at most
 //    Options::max_sequences_per_client of them started by one Caller::client (so one client
 //    cannot take every slot of a model); one more gets RESOURCE_EXHAUSTED naming the limit.
 //  - The version a sequence started on serves all of its chunks (the servable is pinned).
@@ -25,6 +26,7 @@
 #include "absl/time/time.h"
 #include "engine/tensor.h"
 #include "server/core/state_store.h"
+#include "server/limits/fair_share.h"
 
 namespace rnnserve::server {
 
@@ -39,6 +41,9 @@ class SequenceManager final : public core::StateStore {
     // Live sequences of one model one Caller::client may hold (--max-sequences-per-client);
     // must be positive. The model's own max_sequences still caps all clients together.
     int max_sequences_per_client = 128;
+    // A model's max_sequences is shared among the clients that hold sequences of it with this
+    // floor (--fair-floor-percent, fair_share.h); 100: first come, first served.
+    int fair_floor_percent = 100;
   };
   static absl::StatusOr<std::unique_ptr<SequenceManager>> Create(Options options);
 
@@ -80,6 +85,8 @@ class SequenceManager final : public core::StateStore {
   std::map<std::string, int> per_model_ ABSL_GUARDED_BY(mu_);  // live sequences by model
   // Live sequences by (model, client); an entry is erased when it reaches zero.
   std::map<std::pair<std::string, std::string>, int> per_client_ ABSL_GUARDED_BY(mu_);
+  // Each model's live sequences by client, for the fair shares of its max_sequences.
+  std::map<std::string, limits::ShareLedger> shares_ ABSL_GUARDED_BY(mu_);
 };
 
 // A model's limits from its config.pbtxt sequence_batching block (defaults where unset).

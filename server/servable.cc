@@ -11,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "server/batch_layout.h"
 #include "server/batching/direct_scheduler.h"
+#include "server/limits/caller_identity.h"
 #include "server/log.h"
 #include "server/model_probe.h"
 
@@ -89,6 +90,7 @@ void Servable::Schedule(engine::Batch batch, const RunOptions& options, RunDone 
   request->batch = std::move(batch);
   request->deadline = options.deadline;
   request->priority = options.priority;
+  request->caller = limits::ShareKey(options.caller);  // whose turn it takes in the queue
   request->cancelled = options.cancelled;
   request->allocate_outputs = options.allocate_outputs;
   request->may_run_on_caller = mode.may_run_on_caller;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "absl/functional/any_invocable.h"
@@ -26,7 +27,12 @@ struct BatchRequest {
   // started by then; running, its work stops at the next step boundary (see `cancelled`).
   absl::Time deadline = absl::InfiniteFuture();
   // 0: the model's default level. Otherwise 1 (served first) .. the model's priority_levels.
+  // Levels order a caller's own requests (fair_queue.h): callers take turns whatever their
+  // levels.
   int priority = 0;
+  // Whose turn it takes in the queue (fair_queue.h): limits::ShareKey of the caller's identity;
+  // "" is one caller like any other.
+  std::string caller;
   // Whether the caller gave up (its client cancelled, or the server's shutdown cancelled the
   // call); null: never. Asked only before `done` is called. Every scheduler stops the request's
   // work when it says so, or when the deadline passes: a waiting request is answered

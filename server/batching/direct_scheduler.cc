@@ -48,6 +48,8 @@ absl::Status DirectScheduler::Explained(const absl::Status& why, absl::string_vi
 }
 
 struct DirectScheduler::Waiting {
+  const std::string caller;  // its turn in posted_
+  const absl::Time queued;
   absl::Mutex mu;
   std::unique_ptr<BatchRequest> request ABSL_GUARDED_BY(mu);  // null once taken
   // The request if nobody took it yet.
@@ -57,12 +59,30 @@ struct DirectScheduler::Waiting {
   }
 };
 
+std::shared_ptr<DirectScheduler::Waiting> DirectScheduler::TakePosted(const Waiting* which) {
+  using Verdict = FairQueue<std::shared_ptr<Waiting>>::Verdict;
+  absl::MutexLock lock(&mu_);
+  const std::shared_ptr<Waiting>* head = posted_.Head();
+  if (head == nullptr) return nullptr;
+  const Waiting* const wanted = which != nullptr ? which : head->get();
+  std::vector<std::shared_ptr<Waiting>> taken =
+      posted_.Remove([&](const std::shared_ptr<Waiting>& w) {
+        if (w.get() != wanted) return Verdict::kKeep;
+        return which == nullptr ? Verdict::kServed : Verdict::kDropped;
+      });
+  return taken.empty() ? nullptr : std::move(taken[0]);
+}
+
 void DirectScheduler::Post(std::unique_ptr<BatchRequest> request, absl::Time queued) {
-  auto waiting = std::make_shared<Waiting>();
+  auto waiting = std::make_shared<Waiting>(request->caller, queued);
   const bool watched = CanBeAbandoned(*request);
   {
     absl::MutexLock lock(&waiting->mu);
     waiting->request = std::move(request);
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    posted_.Push(waiting->caller, 1, waiting);
   }
   if (watched) {
     watch_->Watch([this, waiting] {
@@ -75,16 +95,21 @@ void DirectScheduler::Post(std::unique_ptr<BatchRequest> request, absl::Time que
         if (why.ok()) return false;
         r = std::move(waiting->request);
       }
+      TakePosted(waiting.get());  // it gives up its place
       r->done(Explained(why, "; the request did not run"));
       Finished();
       return true;
     });
   }
-  runner_->Post([this, queued, waiting](bool start) mutable {
+  // The runner's next free thread takes whichever posted request's turn it is (ORDER), not
+  // necessarily this one: one task per posted request.
+  runner_->Post([this](bool start) mutable {
+    const std::shared_ptr<Waiting> waiting = TakePosted(nullptr);
+    if (waiting == nullptr) return;  // the watch answered it
     std::unique_ptr<BatchRequest> taken = waiting->Take();
     if (taken == nullptr) return;  // the watch answered it
     if (start) {
-      Run(std::move(taken), queued);
+      Run(std::move(taken), waiting->queued);
       return;
     }
     taken->done(absl::UnavailableError(absl::StrCat(
@@ -141,7 +166,7 @@ void DirectScheduler::Run(std::unique_ptr<BatchRequest> request, absl::Time queu
   };
   const absl::StatusOr<int> instance = pool_.Acquire(
       request->deadline, r->cancelled ? std::function<absl::Status()>(abandoned) : nullptr,
-      kAbandonPollInterval);
+      kAbandonPollInterval, r->caller);
   if (!instance.ok()) {
     result = instance.status();
   } else if (absl::Status why = abandoned(); !why.ok()) {
@@ -150,8 +175,9 @@ void DirectScheduler::Run(std::unique_ptr<BatchRequest> request, absl::Time queu
   } else {
     // The engine stops between steps once the caller gives up (engine::Batch::stop).
     request->batch.stop = StopWhenAbandoned(r->cancelled, r->deadline, RealClock());
-    result = RunCalls(*instance, request->batch, absl::Now() - queued);
-    pool_.Release(*instance, result.status());
+    int held = *instance;
+    result = RunCalls(&held, *r, absl::Now() - queued);
+    if (held >= 0) pool_.Release(held, result.status());
     if (absl::IsCancelled(result.status())) {  // the engine stopped: say why
       const absl::Status why = Abandoned(*r, absl::Now());
       if (!why.ok()) result = Explained(why, "; its run was stopped");
@@ -181,14 +207,29 @@ absl::Status DirectScheduler::Call(int instance, const engine::Batch& batch,
   return s;
 }
 
-absl::StatusOr<std::vector<engine::Tensor>> DirectScheduler::RunCalls(int instance,
-                                                                      const engine::Batch& batch,
+absl::Status DirectScheduler::NextTurn(int* instance, const BatchRequest& r) {
+  pool_.Release(*instance, absl::OkStatus());
+  *instance = -1;
+  auto stopped = [this, &r]() -> absl::Status {
+    return Explained(Abandoned(r, absl::Now()), "; its run was stopped");
+  };
+  absl::StatusOr<int> next =
+      pool_.Acquire(r.deadline, r.cancelled ? std::function<absl::Status()>(stopped) : nullptr,
+                    kAbandonPollInterval, r.caller);
+  if (!next.ok()) return next.status();
+  *instance = *next;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<engine::Tensor>> DirectScheduler::RunCalls(int* instance,
+                                                                      const BatchRequest& r,
                                                                       absl::Duration waited) {
+  const engine::Batch& batch = r.batch;
   std::vector<engine::Tensor> outputs;
   const int64_t B = batch.inputs.empty() ? 0 : batch.inputs[0].dim(0);
   const int64_t limit = options_.max_batch_size > 0 ? options_.max_batch_size : B;
   if (B <= limit) {
-    if (auto s = Call(instance, batch, &outputs, waited); !s.ok()) return s;
+    if (auto s = Call(*instance, batch, &outputs, waited); !s.ok()) return s;
     return outputs;
   }
   // Larger than one engine call: parts of `limit` rows, joined back in row order.
@@ -202,7 +243,11 @@ absl::StatusOr<std::vector<engine::Tensor>> DirectScheduler::RunCalls(int instan
     if (batch.final_states) part.final_states = &part_states.back();
     const std::optional<absl::Duration> first =
         begin == 0 ? std::optional<absl::Duration>(waited) : std::nullopt;
-    if (auto s = Call(instance, part, &out, first); !s.ok()) return s;
+    // Each call is a turn of its own (ORDER): other callers' requests run between them.
+    if (begin > 0) {
+      if (absl::Status s = NextTurn(instance, r); !s.ok()) return s;
+    }
+    if (auto s = Call(*instance, part, &out, first); !s.ok()) return s;
     parts.push_back(std::move(out));
   }
   for (size_t o = 0; o < parts[0].size(); ++o) {

@@ -6,12 +6,18 @@
 // PARAMETERS AND BEHAVIOR
 //   Schedule() runs a request on the next free instance, in engine calls of at most
 //   max_batch_size sequences (0: the whole request in one call); their outputs, and the final
-//   states when the request asks for them, are joined back in row order. The request holds
-//   the instance for all of its calls.
+//   states when the request asks for them, are joined back in row order. Each call is a turn
+//   (ORDER below): between two calls of a large request the instance goes to whoever is next,
+//   so a request of many rows delays another caller's by one call, not by all of them.
 //   - where: on the calling thread when its caller waits for the answer there
 //     (BatchRequest::caller_blocks), or allows it (may_run_on_caller) and an instance is idle;
 //     otherwise on one of the scheduler's threads (one per instance), which wait for a free
 //     instance.
+//   - ORDER (fair_queue.h): requests that wait, for a thread or for an instance, are served
+//     with their callers (BatchRequest::caller) taking turns, one request each, a caller that
+//     had none waiting first; one caller's requests in arrival order. So a caller's flood of
+//     requests queues behind its own requests, not in front of another caller's. Priority
+//     plays no part (Triton's priority levels belong to dynamic batching).
 //   - deadlines: a request whose deadline passes before it gets an instance fails with
 //     DEADLINE_EXCEEDED and costs no compute; one already past it is refused by Schedule().
 //   - cancellation (abandon_watch.h): a request whose caller gave up (BatchRequest::cancelled,
@@ -29,8 +35,9 @@
 //   them.
 //
 // LATENCY BOUND
-//   A request starts when an instance frees: at most the engine time of the requests ahead of
-//   it, one per instance.
+//   A request starts when an instance frees: at most the engine time of the calls running
+//   (one per instance) and of those ahead of it in ORDER: one call per other caller with
+//   requests waiting, and its own caller's earlier requests.
 //
 // RECOMMENDED USE
 //   Models served to few concurrent clients, large models whose single call already fills the
@@ -50,6 +57,7 @@
 #include "server/batching/abandon_watch.h"
 #include "server/batching/async_runner.h"
 #include "server/batching/batch_request.h"
+#include "server/batching/fair_queue.h"
 #include "server/batching/instance_pool.h"
 #include "server/batching/scheduler.h"
 
@@ -78,6 +86,8 @@ class DirectScheduler final : public Scheduler {
 
   // Called after every engine call, on the thread that made it; set before the first request.
   void SetObserver(BatchObserver observer) { observer_ = std::move(observer); }
+  // Requests waiting for an instance now (their calls' turns, ORDER).
+  int64_t waiting_for_instance() const { return pool_.waiting(); }
   // Runs a batch on instance `instance` and nothing else, waiting while a request holds it
   // (checks of one instance, e.g. each GPU of a multi-GPU model). Not reported.
   absl::Status RunOn(int instance, const engine::Batch& batch,
@@ -88,9 +98,14 @@ class DirectScheduler final : public Scheduler {
                   std::vector<engine::CompiledModel*> instances, InstancePool::Probe probe);
   // Runs the request to its answer and calls its `done`.
   void Run(std::unique_ptr<BatchRequest> request, absl::Time queued);
-  // The request's engine calls on `instance`; the first reports `waited`.
-  absl::StatusOr<std::vector<engine::Tensor>> RunCalls(int instance, const engine::Batch& batch,
+  // The request's engine calls, the first on *instance; each later one gives the instance back
+  // and waits for its turn again (*instance: the one held at the end, -1 when none is). The
+  // first call reports `waited`.
+  absl::StatusOr<std::vector<engine::Tensor>> RunCalls(int* instance, const BatchRequest& r,
                                                        absl::Duration waited);
+  // Gives *instance back and takes the next one in ORDER for `r`; *instance is -1 on failure
+  // (r's deadline passed, or its caller gave up).
+  absl::Status NextTurn(int* instance, const BatchRequest& r);
   absl::Status Call(int instance, const engine::Batch& batch, std::vector<engine::Tensor>* out,
                     std::optional<absl::Duration> waited);
   // One request fewer in flight; wakes Drain.
@@ -99,6 +114,8 @@ class DirectScheduler final : public Scheduler {
   // takes it first.
   struct Waiting;
   void Post(std::unique_ptr<BatchRequest> request, absl::Time queued);
+  // Takes `which` out of posted_ (it gave up), or, when null, the one whose turn it is.
+  std::shared_ptr<Waiting> TakePosted(const Waiting* which);
   // Abandoned's answer `why` (OK stays OK) naming the model, with `what` appended.
   absl::Status Explained(const absl::Status& why, absl::string_view what) const;
 
@@ -112,6 +129,8 @@ class DirectScheduler final : public Scheduler {
   // running on a runner's.
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  // Requests handed to the runner, in ORDER; each runner task takes the head.
+  FairQueue<std::shared_ptr<Waiting>> posted_ ABSL_GUARDED_BY(mu_){1};
   // Declared last: stop (answering what they have not started) before the rest is destroyed.
   std::unique_ptr<AsyncRunner> runner_;
   std::unique_ptr<AbandonWatch> watch_;

@@ -26,8 +26,14 @@
 //     kAbandonPollInterval, queued or running: it leaves the queue, its rows in a running batch
 //     are dropped (not delivered), and a batch none of whose requests is still wanted stops at
 //     the next step boundary (engine::Batch::stop).
-//   - priority_levels: level 1 is served first; a level waits while a higher one has rows
-//     queued (under sustained higher-priority load, lower levels starve: that is the point).
+//   - fairness (fair_queue.h, request_queue.h): callers (BatchRequest::caller) take turns, a
+//     request each: the head of the queue is the next caller's, and a batch is filled in that
+//     order, so a caller's flood queues behind its own requests, not in front of another
+//     caller's. A caller that had nothing queued is served next.
+//   - priority_levels: within a caller's turns level 1 is served first; a caller's level waits
+//     while a higher one of the same caller has rows queued (under its sustained
+//     higher-priority load, its lower levels starve: that is the point). Priority does not
+//     take other callers' turns.
 //   - lengths: requests of different lengths share a batch; the time axis is padded to the
 //     batch's longest and every sequence keeps its true length (batch_assembly.h). With
 //     max_computed_steps_ratio r > 0, a batch's sequences x longest length stays <= r x the
@@ -48,8 +54,9 @@
 //   the destructor; it must not call back into the batcher.
 //
 // LATENCY BOUND
-//   A request at the head of the highest non-empty level starts when an instance is free (the
-//   batches ahead of it), plus max_queue_delay_us with wait_when_idle. Requests
+//   A request at the head of the queue (the next caller's turn, its highest non-empty level)
+//   starts when an instance is free (the batches ahead of it), plus max_queue_delay_us with
+//   wait_when_idle. Requests
 //   whose lengths do not fit the head's batch wait for a later one; each is the head in turn.
 //   Deadlines are checked whenever a worker looks at the queue: at the latest when the
 //   earliest deadline comes if a worker is idle, else when a worker frees.

@@ -17,25 +17,34 @@ InstancePool::InstancePool(std::string name, int count, Probe probe)
 
 absl::StatusOr<int> InstancePool::Acquire(absl::Time deadline,
                                           const std::function<absl::Status()>& abandoned,
-                                          absl::Duration poll) {
+                                          absl::Duration poll, const std::string& caller) {
   absl::MutexLock lock(&mu_);
+  const Ticket ticket;
+  waiters_.Push(caller, 1, &ticket);
+  next_ = *waiters_.Head();  // a caller that had no one waiting goes first
   struct Ready {
     const InstancePool* p;
+    const Ticket* ticket;
     bool operator()() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      return !p->free_.empty() || p->HealthyLocked() == 0;
+      return (!p->free_.empty() && p->next_ == ticket) || p->HealthyLocked() == 0;
     }
   };
-  const Ready ready{this};
+  const Ready ready{this, &ticket};
   for (;;) {
     const absl::Time until = abandoned ? std::min(deadline, absl::Now() + poll) : deadline;
     if (mu_.AwaitWithDeadline(absl::Condition(&ready), until)) break;
     if (absl::Now() >= deadline) {
+      Leave(&ticket, /*served=*/false);
       return absl::DeadlineExceededError(
           absl::StrCat("model '", name_, "': the deadline passed while every instance was busy"));
     }
     if (!abandoned) continue;
-    if (absl::Status s = abandoned(); !s.ok()) return s;
+    if (absl::Status s = abandoned(); !s.ok()) {
+      Leave(&ticket, /*served=*/false);
+      return s;
+    }
   }
+  Leave(&ticket, /*served=*/HealthyLocked() > 0);
   if (HealthyLocked() == 0) {
     return absl::UnavailableError(absl::StrCat("model '", name_,
                                                "': every instance failed and left rotation; "
@@ -45,6 +54,15 @@ absl::StatusOr<int> InstancePool::Acquire(absl::Time deadline,
   const int index = free_.back();
   free_.pop_back();
   return index;
+}
+
+void InstancePool::Leave(const Ticket* ticket, bool served) {
+  using Verdict = FairQueue<const Ticket*>::Verdict;
+  waiters_.Remove([&](const Ticket* t) {
+    return t != ticket ? Verdict::kKeep : served ? Verdict::kServed : Verdict::kDropped;
+  });
+  const Ticket* const* head = waiters_.Head();
+  next_ = head == nullptr ? nullptr : *head;
 }
 
 absl::Status InstancePool::AcquireInstance(int instance) {
@@ -83,6 +101,11 @@ void InstancePool::Release(int instance, const absl::Status& status) {
 int InstancePool::healthy() const {
   absl::MutexLock lock(&mu_);
   return HealthyLocked();
+}
+
+int64_t InstancePool::waiting() const {
+  absl::MutexLock lock(&mu_);
+  return waiters_.size();
 }
 
 int InstancePool::HealthyLocked() const {

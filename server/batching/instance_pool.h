@@ -12,6 +12,11 @@
 //   the log says why. When no instance is left, Acquire fails with UNAVAILABLE at once instead
 //   of waiting for an instance that will never free.
 //
+// ORDER
+//   Callers waiting for an instance get it in fair_queue.h's order: the callers (Acquire's
+//   `caller`) take turns, one request each, and a caller that had no one waiting is served
+//   next; the requests of one caller in arrival order. AcquireInstance does not queue.
+//
 // THREADS
 //   Thread-safe. The probe runs on the releasing caller's thread, outside the pool's lock,
 //   while that caller still holds the instance.
@@ -25,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/batching/fair_queue.h"
 
 namespace rnnserve::server::batching {
 
@@ -43,18 +49,26 @@ class InstancePool {
   // A free instance; DEADLINE_EXCEEDED when none frees before `deadline`, UNAVAILABLE when
   // every instance has left the pool. `abandoned` (null: never), asked every `poll` while it
   // waits, ends the wait with the status it returns when that is not OK (a cancelled caller).
+  // `caller` (BatchRequest::caller) takes its turn in ORDER.
   absl::StatusOr<int> Acquire(absl::Time deadline,
                               const std::function<absl::Status()>& abandoned = nullptr,
-                              absl::Duration poll = absl::Milliseconds(10));
+                              absl::Duration poll = absl::Milliseconds(10),
+                              const std::string& caller = "");
   // Instance `instance` once it is free; UNAVAILABLE when it has left the pool.
   absl::Status AcquireInstance(int instance);
   // Gives the instance back after a call that returned `status` (see FAULTS).
   void Release(int instance, const absl::Status& status);
 
   int healthy() const;
+  // Callers waiting in Acquire.
+  int64_t waiting() const;
 
  private:
   int HealthyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // One waiter of Acquire; its address is its place in waiters_.
+  struct Ticket {};
+  // Removes `ticket` from waiters_ (`served`: it got an instance) and updates next_.
+  void Leave(const Ticket* ticket, bool served) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string name_;
   const Probe probe_;
@@ -62,6 +76,9 @@ class InstancePool {
   std::vector<int> free_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> retired_ ABSL_GUARDED_BY(mu_);  // left the pool for good
   absl::Status last_fault_ ABSL_GUARDED_BY(mu_);
+  FairQueue<const Ticket*> waiters_ ABSL_GUARDED_BY(mu_){1};
+  // The waiter the next free instance goes to (waiters_'s head); null when none waits.
+  const Ticket* next_ ABSL_GUARDED_BY(mu_) = nullptr;
 };
 
 }  // namespace rnnserve::server::batching

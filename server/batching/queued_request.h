@@ -37,7 +37,8 @@ class QueuedRequest {
   uint64_t sequence_number() const { return sequence_number_; }  // arrival order
   absl::Time arrival() const { return arrival_; }
   absl::Time deadline() const { return deadline_; }
-  int level() const { return level_; }  // 1 is served first
+  int level() const { return level_; }  // 1 is served first among its caller's requests
+  const std::string& caller() const { return request_->caller; }  // BatchRequest::caller
   int64_t rows() const { return static_cast<int64_t>(row_lengths_.size()); }
   // The request's time axis: axis 1 of its first input of rank >= 2; 0 when it has none.
   int64_t time_steps() const { return time_steps_; }

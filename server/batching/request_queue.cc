@@ -4,61 +4,45 @@
 
 namespace rnnserve::server::batching {
 
+using Verdict = FairQueue<std::shared_ptr<QueuedRequest>>::Verdict;
+
 void RequestQueue::Push(std::shared_ptr<QueuedRequest> request) {
-  levels_[request->level() - 1].push_back(std::move(request));
-  ++size_;
+  const std::string caller = request->caller();
+  const int level = request->level();
+  queue_.Push(caller, level, std::move(request));
 }
 
 void RequestQueue::Prune() {
-  for (auto& level : levels_) {
-    size_ -= static_cast<int64_t>(level.size());
-    level.remove_if([](const std::shared_ptr<QueuedRequest>& r) {
-      return r->finished() || r->pending_rows().empty();
-    });
-    size_ += static_cast<int64_t>(level.size());
-  }
+  queue_.Remove([](const std::shared_ptr<QueuedRequest>& r) {
+    if (r->pending_rows().empty()) return Verdict::kServed;  // every row is in a batch
+    return r->finished() ? Verdict::kDropped : Verdict::kKeep;
+  });
 }
 
 const std::shared_ptr<QueuedRequest>* RequestQueue::Head() const {
-  for (const auto& level : levels_) {
-    for (const auto& r : level) {
-      if (!r->finished()) return &r;
-    }
-  }
-  return nullptr;
+  const std::shared_ptr<QueuedRequest>* head = nullptr;
+  queue_.ForEach([&](const std::shared_ptr<QueuedRequest>& r) {
+    if (r->finished()) return true;
+    head = &r;
+    return false;
+  });
+  return head;
 }
 
 std::vector<std::shared_ptr<QueuedRequest>> RequestQueue::TakeExpired(absl::Time now) {
-  std::vector<std::shared_ptr<QueuedRequest>> expired;
-  for (auto& level : levels_) {
-    for (auto it = level.begin(); it != level.end();) {
-      if ((*it)->deadline() <= now) {
-        expired.push_back(std::move(*it));
-        it = level.erase(it);
-        --size_;
-      } else {
-        ++it;
-      }
-    }
-  }
-  return expired;
+  return queue_.Remove([now](const std::shared_ptr<QueuedRequest>& r) {
+    return r->deadline() <= now ? Verdict::kDropped : Verdict::kKeep;
+  });
 }
 
-std::vector<std::shared_ptr<QueuedRequest>> RequestQueue::TakeAll() {
-  std::vector<std::shared_ptr<QueuedRequest>> all;
-  for (auto& level : levels_) {
-    for (auto& r : level) all.push_back(std::move(r));
-    level.clear();
-  }
-  size_ = 0;
-  return all;
-}
+std::vector<std::shared_ptr<QueuedRequest>> RequestQueue::TakeAll() { return queue_.TakeAll(); }
 
 absl::Time RequestQueue::EarliestDeadline() const {
   absl::Time earliest = absl::InfiniteFuture();
-  for (const auto& level : levels_) {
-    for (const auto& r : level) earliest = std::min(earliest, r->deadline());
-  }
+  queue_.ForEach([&](const std::shared_ptr<QueuedRequest>& r) {
+    earliest = std::min(earliest, r->deadline());
+    return true;
+  });
   return earliest;
 }
 

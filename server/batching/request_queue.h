@@ -1,16 +1,18 @@
 #pragma once
 
-// The priority policy of the dynamic batcher: queued requests by level, level 1 first, each
-// level oldest first. A request stays queued while any of its rows waits for a batch.
+// The queue of the dynamic batcher: queued requests in fair_queue.h's order (callers take
+// turns, a request each; within a caller level 1 first, then by arrival). A request stays
+// queued while any of its rows waits for a batch; it counts as its caller's turn once all its
+// rows are in batches.
 //
 // Not thread-safe: the batcher guards it with its own lock.
 
 #include <cstdint>
-#include <list>
 #include <memory>
 #include <vector>
 
 #include "absl/time/time.h"
+#include "server/batching/fair_queue.h"
 #include "server/batching/queued_request.h"
 
 namespace rnnserve::server::batching {
@@ -18,14 +20,14 @@ namespace rnnserve::server::batching {
 class RequestQueue {
  public:
   // Levels 1 .. levels; levels >= 1.
-  explicit RequestQueue(int levels) : levels_(levels) {}
+  explicit RequestQueue(int levels) : queue_(levels) {}
 
-  // request->level() in [1, levels].
+  // request->level() in [1, levels]; its caller is request->caller().
   void Push(std::shared_ptr<QueuedRequest> request);
 
   // Requests queued, finished ones not yet pruned included.
-  int64_t size() const { return size_; }
-  bool empty() const { return size_ == 0; }
+  int64_t size() const { return queue_.size(); }
+  bool empty() const { return queue_.empty(); }
 
   // Drops requests that have finished (failed elsewhere) or have no rows left waiting.
   void Prune();
@@ -36,11 +38,8 @@ class RequestQueue {
   // Visits unfinished requests in service order until `visit` returns false.
   template <typename Visit>
   void ForEach(Visit visit) const {
-    for (const auto& level : levels_) {
-      for (const auto& r : level) {
-        if (!r->finished() && !visit(r)) return;
-      }
-    }
+    queue_.ForEach(
+        [&](const std::shared_ptr<QueuedRequest>& r) { return r->finished() || visit(r); });
   }
 
   // Removes and returns the requests whose deadline is at or before `now`.
@@ -51,9 +50,7 @@ class RequestQueue {
   absl::Time EarliestDeadline() const;
 
  private:
-  // levels_[l - 1] holds level l in arrival order.
-  std::vector<std::list<std::shared_ptr<QueuedRequest>>> levels_;
-  int64_t size_ = 0;  // total over levels_
+  FairQueue<std::shared_ptr<QueuedRequest>> queue_;
 };
 
 }  // namespace rnnserve::server::batching

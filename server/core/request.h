@@ -52,8 +52,9 @@ struct RunOptions {
   // a running request's work stops at its next step boundary (see `cancelled`).
   absl::Time deadline = absl::InfiniteFuture();
   // With dynamic batching: 0 is the model's dynamic_batching.default_priority_level; 1 is
-  // served first, then 2, up to priority_levels (larger values are INVALID_ARGUMENT). Without
-  // dynamic batching requests are not queued and priority plays no part.
+  // served first, then 2, up to priority_levels (larger values are INVALID_ARGUMENT). Levels
+  // order the caller's own requests; callers take turns (server/batching/fair_queue.h).
+  // Without dynamic batching priority plays no part.
   int priority = 0;
   // Whether the client has cancelled the call; null: it cannot. Every scheduler polls it, with
   // the deadline, and stops the request's work (server/batching/abandon_watch.h): waiting, it
@@ -62,7 +63,8 @@ struct RunOptions {
   // slots at the next chunk. Asked only until the answer is given.
   std::function<bool()> cancelled;
   // Who sent the request (server/limits/caller_identity.h: a hash of its token, or its peer);
-  // a sequence belongs to the caller that started it. Empty: unknown.
+  // a sequence belongs to the caller that started it, and callers take turns in a model's
+  // queue (server/batching/fair_queue.h). Empty: unknown (one caller).
   std::string caller;
   // Where the dynamic batcher writes this request's rows of each output; null: tensors of
   // its own. Other paths hand over the engine's tensors, which the encoder copies once.

@@ -33,6 +33,7 @@ absl::StatusOr<ServerLimits> CreateServerLimits(const ServerFlags& flags) {
 void LimitThreads(const ServerFlags& flags, grpc::ServerBuilder* builder) {
   grpc::ResourceQuota quota("rnnserve");
   quota.SetMaxThreads(flags.grpc_max_threads);
+  if (flags.grpc_memory_bytes > 0) quota.Resize(static_cast<size_t>(flags.grpc_memory_bytes));
   builder->SetResourceQuota(quota);
 }
 

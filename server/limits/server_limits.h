@@ -29,7 +29,8 @@ struct ServerLimits {
 absl::StatusOr<ServerLimits> CreateServerLimits(const ServerFlags& flags);
 
 // Caps gRPC's server threads (pollers and calls) at --grpc-max-threads through a
-// grpc::ResourceQuota; a call that finds no thread is RESOURCE_EXHAUSTED from gRPC.
+// grpc::ResourceQuota; a call that finds no thread is RESOURCE_EXHAUSTED from gRPC. With
+// --grpc-memory-bytes, the same quota bounds the memory of gRPC's transports.
 void LimitThreads(const ServerFlags& flags, grpc::ServerBuilder* builder);
 
 }  // namespace rnnserve::server::limits

@@ -11,14 +11,18 @@
 // A Generate call counts against --max-generations (server/limits/stream_limits.h, an
 // instance of its own: it holds no server thread, so it is not in --max-streams): one past the
 // bound is RESOURCE_EXHAUSTED, and a client that stops reading (a write waits) is closed after
-// --stream-idle-seconds like an idle StreamPredict stream.
+// --stream-idle-seconds like an idle StreamPredict stream. It also holds its bytes of the
+// byte budget (--max-inflight-bytes, server/limits/byte_budget.h) until it is done, counted
+// against its caller's fair share like every other RPC's: GenerateBytes.
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 
 #include "absl/synchronization/mutex.h"
 #include "server/generation/generator.h"
 #include "server/grpc_status.h"
+#include "server/limits/byte_budget.h"
 #include "server/limits/caller_identity.h"
 #include "server/limits/stream_limits.h"
 #include "server/services/rnnserve_service.h"
@@ -77,6 +81,13 @@ struct ReactorLink {
   }
 };
 
+// What a Generate holds of the byte budget: the serialized request, and its prompt as token
+// ids for each sample (8 bytes an id; a prompt's text is counted as one id a byte, its most).
+int64_t GenerateBytes(const v1::GenerateRequest& r) {
+  const int64_t prompt = r.prompt_ids_size() + static_cast<int64_t>(r.prompt_text().size());
+  return static_cast<int64_t>(r.ByteSizeLong()) + 8 * prompt * std::max(1, r.n());
+}
+
 class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
  public:
   explicit GenerateReactor(std::shared_ptr<ReactorLink> link) : link_(std::move(link)) {}
@@ -84,11 +95,15 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
   // Everything that can refuse the call, then the generation's start; finishes on a refusal.
   void Start(grpc::CallbackServerContext* context, const v1::GenerateRequest& request,
              ModelRepository* repository, limits::StreamLimits* generations,
-             generation::Generator* generator) {
+             limits::ByteBudget* bytes, generation::Generator* generator) {
     if (grpc::Status a = auth::Verdict(*context); !a.ok()) return Refuse(a);
-    auto opened = limits::OpenIn(generations, context, limits::CallerIdentity(*context));
+    const std::string caller = limits::CallerIdentity(*context);
+    auto opened = limits::OpenIn(generations, context, caller);
     if (!opened.ok()) return Refuse(ToGrpc(opened.status()));
+    auto reserved = limits::ReserveIn(bytes, caller, GenerateBytes(request));
+    if (!reserved.ok()) return Refuse(ToGrpc(reserved.status()));
     ticket_ = *std::move(opened);
+    bytes_ = *std::move(reserved);
     ticket_.Busy(true);  // idle only while a write waits for the client
     auto servable = repository->Get(request.model_spec().name(), request.model_spec().version());
     if (!servable.ok()) return Refuse(ToGrpc(servable.status()));
@@ -200,6 +215,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
 
   const std::shared_ptr<ReactorLink> link_;
   limits::StreamLimits::Ticket ticket_;  // set in Start, before any other thread sees this
+  limits::ByteBudget::Reservation bytes_;  // likewise; held until OnDone
   absl::Mutex mu_;
   std::shared_ptr<generation::Generation> g_ ABSL_GUARDED_BY(mu_);
   // The message being written: untouched from StartWrite until OnWriteDone.
@@ -218,7 +234,8 @@ void ReactorLink::Notify() {
 grpc::ServerWriteReactor<v1::GenerateResponse>* RnnServeService::Generate(
     grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
   auto* reactor = new GenerateReactor(std::make_shared<ReactorLink>(limits_.completions));
-  reactor->Start(context, *request, repository_, limits_.generations, generator_.get());
+  reactor->Start(context, *request, repository_, limits_.generations, limits_.requests.bytes,
+                 generator_.get());
   return reactor;
 }
 

@@ -4,10 +4,10 @@ the generation fixtures' models (models/scripts/make_generation_fixtures.py, tra
 give Keras's own greedy loop token for token for 200 tokens, alone and side by side in one
 batch; seeded sampling is reproducible and its first step's token frequencies match Keras's
 softmax (chi-square, fixed seeds); bad requests are INVALID_ARGUMENT / FAILED_PRECONDITION with
-a clear message, a cancelled stream is dropped, and the server goes on serving. On a model
-served with cellular batching each sample generates in a slot of the step-level scheduler.
-Generate runs on gRPC's callback API: more generations than the server has threads run at once,
-bounded by --max-generations.
+a clear message, a cancelled stream is dropped, and the server goes on serving; a Generate
+counts against the byte budget. On a model served with cellular batching each sample
+generates in a slot of the step-level scheduler. Generate runs on gRPC's callback API: more
+generations than the server has threads run at once, bounded by --max-generations.
 
   python3 generation_test.py <repo root> <rnnserve binary> <rnnserve-cli binary> [case ...]
 
@@ -288,6 +288,19 @@ def more_generations_than_server_threads_complete():
                 assert finish(results[i], s)["finish"] == "LENGTH"
 
 
+def generations_count_against_the_byte_budget():
+    """A second server with a byte budget of 8000: a Generate whose prompt's ids for its
+    samples (8 bytes each) do not fit is RESOURCE_EXHAUSTED naming the budget; a small one runs."""
+    with server_process.running_server(SERVER, repo.name, extra=(
+            "--max-inflight-bytes", "8000")) as address:
+        c = Client(address, timeout=120)
+        want = EXPECTED["alice_lstm"]
+        refused(c, "alice_lstm", want["prompt_ids"] * 4, "RESOURCE_EXHAUSTED",
+                ["--max-inflight-bytes=8000"], max_tokens=3, n=64)
+        got = tokens(list(c.generate("alice_lstm", want["prompt"], max_tokens=200)))
+        assert got == want["greedy_ids"]
+
+
 CASES = [greedy_equals_keras, concurrent_generations_equal_keras,
          every_scheduler_gives_keras_greedy, seeded_sampling_reproducible,
          first_step_frequencies_match_softmax, bad_requests_refused,
@@ -317,7 +330,8 @@ with server_process.running_server(SERVER, repo.name,
             continue
         case(c)
         print(f"{case.__name__}: ok", flush=True)
-for case in (max_generations_bounds_generate, more_generations_than_server_threads_complete):
+for case in (max_generations_bounds_generate, more_generations_than_server_threads_complete,
+             generations_count_against_the_byte_budget):
     if not only or case.__name__ in only:
         case()
         print(f"{case.__name__}: ok", flush=True)

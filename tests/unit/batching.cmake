@@ -6,6 +6,9 @@ target_link_libraries(rnnserve_batching_test_support PUBLIC rnnserve_batching GT
 rnnserve_test(batching_former_test unit ${CMAKE_CURRENT_LIST_DIR}/batching_former_test.cc)
 target_link_libraries(batching_former_test PRIVATE rnnserve_batching_test_support)
 
+rnnserve_test(batching_fair_queue_test unit ${CMAKE_CURRENT_LIST_DIR}/batching_fair_queue_test.cc)
+target_link_libraries(batching_fair_queue_test PRIVATE rnnserve_batching)
+
 rnnserve_test(batching_dynamic_batcher_test unit
   ${CMAKE_CURRENT_LIST_DIR}/batching_dynamic_batcher_test.cc)
 target_link_libraries(batching_dynamic_batcher_test PRIVATE rnnserve_batching_test_support)

@@ -59,6 +59,35 @@ TEST(DirectSchedulerTest, RunsOnTheCallersThreadWhenAnInstanceIsIdle) {
   EXPECT_EQ(engine.calls(), 1);
 }
 
+TEST(DirectSchedulerTest, AnotherCallersRequestRunsBetweenTheCallsOfALargeRequest) {
+  FakeEngine engine;
+  engine.Gate();
+  auto s = Make(&engine, 1);
+  ASSERT_NE(s, nullptr);
+  const RequestSpec big{.id = 100, .rows = 4, .steps = 2};
+  const RequestSpec small{.id = 200, .rows = 1, .steps = 2};
+  std::shared_ptr<Answer> big_answer, small_answer;
+  auto big_request = MakeRequest(big, &big_answer);
+  big_request->caller = "token:big";
+  big_request->caller_blocks = true;
+  auto small_request = MakeRequest(small, &small_answer);
+  small_request->caller = "token:small";
+  small_request->caller_blocks = true;
+  std::thread big_thread([&] { ASSERT_TRUE(s->Schedule(&big_request).ok()); });
+  engine.AwaitCalls(1);  // the big request's first call holds the instance
+  std::thread small_thread([&] { ASSERT_TRUE(s->Schedule(&small_request).ok()); });
+  while (s->waiting_for_instance() < 1) std::this_thread::yield();
+  engine.Open();
+  big_thread.join();
+  small_thread.join();
+  EXPECT_TRUE(IsOwnAnswer(*big_answer, big));
+  EXPECT_TRUE(IsOwnAnswer(*small_answer, small));
+  std::vector<float> order;
+  for (const auto& seen : engine.seen()) order.push_back(seen.first_steps.at(0));
+  // One call of the big request, then the small one's turn, then the rest of the big one.
+  EXPECT_EQ(order, (std::vector<float>{100, 200, 101, 102, 103}));
+}
+
 TEST(DirectSchedulerTest, SplitsALargeRequestIntoCallsOfMaxBatchSizeAndJoinsThem) {
   FakeEngine engine;
   auto s = Make(&engine, 2);

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -209,6 +210,58 @@ TEST(BatchFormerTest, HigherPriorityLevelIsServedFirst) {
   std::vector<float> order;
   while (auto batch = f.TakeBatch(At(3), false)) order.push_back(Rows(*batch)[0]);
   EXPECT_EQ(order, (std::vector<float>{300, 100, 400, 200}));
+}
+
+// Adds a request of `caller` (BatchRequest::caller).
+absl::Status AddAs(BatchFormer& f, const std::string& caller, const RequestSpec& spec,
+                   absl::Time now) {
+  std::shared_ptr<Answer> a;
+  std::unique_ptr<BatchRequest> r = MakeRequest(spec, &a);
+  r->caller = caller;
+  return f.Add(&r, now);
+}
+
+TEST(BatchFormerTest, CallersTakeTurnsSoAFloodDoesNotQueueAheadOfAnotherCaller) {
+  DynamicBatcherOptions o = WorkConserving();
+  o.max_batch_size = 1;
+  BatchFormer f(o);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(AddAs(f, "flood", {.id = 100.f * (i + 1)}, At(i)).ok());
+  auto first = f.TakeBatch(At(4), false);  // the flood's first request runs
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(Rows(*first), (std::vector<float>{100}));
+  ASSERT_TRUE(AddAs(f, "polite", {.id = 1000}, At(5)).ok());
+  ASSERT_TRUE(AddAs(f, "polite", {.id = 2000}, At(6)).ok());
+  std::vector<float> order;
+  while (auto batch = f.TakeBatch(At(7), false)) order.push_back(Rows(*batch)[0]);
+  // The polite caller is next (it had nothing queued), then the two take turns.
+  EXPECT_EQ(order, (std::vector<float>{1000, 200, 2000, 300, 400}));
+}
+
+TEST(BatchFormerTest, ABatchIsFilledWithTheCallersRequestsInTurn) {
+  DynamicBatcherOptions o = WorkConserving();
+  o.max_batch_size = 4;
+  BatchFormer f(o);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(AddAs(f, "a", {.id = 100.f * (i + 1)}, At(i)).ok());
+  ASSERT_TRUE(AddAs(f, "b", {.id = 1000}, At(4)).ok());
+  auto batch = f.TakeBatch(At(5), false);
+  ASSERT_TRUE(batch.has_value());
+  EXPECT_EQ(Rows(*batch), (std::vector<float>{100, 1000, 200, 300}));
+}
+
+TEST(BatchFormerTest, PriorityOrdersACallersOwnRequestsAndTakesNoOtherCallersTurn) {
+  DynamicBatcherOptions o = WorkConserving();
+  o.max_batch_size = 1;
+  o.priority_levels = 2;
+  o.default_priority_level = 2;
+  BatchFormer f(o);
+  ASSERT_TRUE(AddAs(f, "a", {.id = 100}, At(0)).ok());
+  ASSERT_TRUE(AddAs(f, "a", {.id = 200}, At(1)).ok());
+  ASSERT_TRUE(AddAs(f, "b", {.id = 1000}, At(2)).ok());
+  ASSERT_TRUE(AddAs(f, "a", {.id = 300, .priority = 1}, At(3)).ok());
+  std::vector<float> order;
+  while (auto batch = f.TakeBatch(At(4), false)) order.push_back(Rows(*batch)[0]);
+  // a's level 1 goes before a's level 2, in a's turn; b's turn comes before a's second.
+  EXPECT_EQ(order, (std::vector<float>{300, 1000, 100, 200}));
 }
 
 TEST(BatchFormerTest, LowerPriorityRowsFillABatchBehindHigherOnes) {

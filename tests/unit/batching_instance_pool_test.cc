@@ -3,7 +3,11 @@
 
 #include "server/batching/instance_pool.h"
 
+#include <string>
+#include <thread>
 #include <vector>
+
+#include "absl/synchronization/mutex.h"
 
 #include "gtest/gtest.h"
 
@@ -82,6 +86,34 @@ TEST(InstancePoolTest, BusyPoolPastTheDeadlineIsDeadlineExceeded) {
   ASSERT_TRUE(pool.Acquire(absl::InfiniteFuture()).ok());
   const auto s = pool.Acquire(absl::Now() - absl::Seconds(1));
   EXPECT_EQ(s.status().code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST(InstancePoolTest, WaitingCallersTakeTurnsAndANewcomerIsServedNext) {
+  InstancePool pool("m", 1, nullptr);
+  ASSERT_TRUE(pool.Acquire(absl::InfiniteFuture()).ok());  // busy
+  absl::Mutex mu;
+  std::vector<std::string> order;
+  std::vector<std::thread> waiters;
+  auto wait_as = [&](const std::string& caller, const std::string& name) {
+    waiters.emplace_back([&, caller, name] {
+      auto i = pool.Acquire(absl::InfiniteFuture(), nullptr, absl::Milliseconds(10), caller);
+      ASSERT_TRUE(i.ok());
+      {
+        absl::MutexLock lock(&mu);
+        order.push_back(name);
+      }
+      pool.Release(*i, absl::OkStatus());
+    });
+    // Each waits before the next comes: their arrival order is known.
+    while (pool.waiting() < static_cast<int64_t>(waiters.size())) std::this_thread::yield();
+  };
+  wait_as("flood", "f1");
+  wait_as("flood", "f2");
+  wait_as("flood", "f3");
+  wait_as("polite", "p1");
+  pool.Release(0, absl::OkStatus());
+  for (auto& t : waiters) t.join();
+  EXPECT_EQ(order, (std::vector<std::string>{"f1", "p1", "f2", "f3"}));
 }
 
 }  // namespace

@@ -165,6 +165,33 @@ TEST(SequenceManagerQuotaTest, OneClientAtItsQuotaDoesNotLockOthersOut) {
   EXPECT_TRUE(manager.Acquire("m", 3, true, nullptr, limits, greedy).ok());
 }
 
+TEST(SequenceManagerQuotaTest, MaxSequencesIsSharedFairlyAmongClients) {
+  // 10 sequences with a floor of 2 (20 %): a lone squatter leaves the last 2 for newcomers.
+  auto m = SequenceManager::Create({.max_sequences_per_client = 128, .fair_floor_percent = 20});
+  ASSERT_TRUE(m.ok());
+  SequenceManager& manager = **m;
+  const SequenceManager::Limits limits{.max_sequences = 10};
+  const SequenceManager::Caller squatter{.owner = "s", .client = "token:s"};
+  const SequenceManager::Caller polite{.owner = "p", .client = "token:p"};
+  uint64_t id = 1;
+  while (manager.Acquire("m", id, true, nullptr, limits, squatter).ok()) ++id;
+  EXPECT_EQ(id - 1, 8u);
+  auto refused = manager.Acquire("m", id, true, nullptr, limits, squatter);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.status().message().find("kept for callers below the floor"), std::string::npos)
+      << refused.status();
+  EXPECT_TRUE(manager.Acquire("m", 100, true, nullptr, limits, polite).ok());
+  EXPECT_TRUE(manager.Acquire("m", 101, true, nullptr, limits, polite).ok());
+  // The squatter is past its fair share (5 of 10 for two clients): ending one does not let it
+  // start another, while a newcomer may take the freed place.
+  EXPECT_TRUE(manager.Release("m", 1, {}, true, false).ok());
+  refused = manager.Acquire("m", id, true, nullptr, limits, squatter);
+  EXPECT_NE(refused.status().message().find("its fair share is 5"), std::string::npos)
+      << refused.status();
+  const SequenceManager::Caller newcomer{.owner = "n", .client = "token:n"};
+  EXPECT_TRUE(manager.Acquire("m", 200, true, nullptr, limits, newcomer).ok());
+}
+
 TEST(SequenceManagerQuotaTest, PerClientQuotaMustBePositive) {
   EXPECT_EQ(SequenceManager::Create({.max_sequences_per_client = 0}).status().code(),
             absl::StatusCode::kInvalidArgument);

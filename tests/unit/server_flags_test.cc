@@ -194,6 +194,16 @@ TEST(ServerFlagsTest, ResourceLimitsHaveTheirDocumentedDefaults) {
   EXPECT_EQ(flags->stream_idle_seconds, 300);
   EXPECT_EQ(flags->grpc_max_threads, 512);
   EXPECT_EQ(flags->max_sequences_per_client, 128);
+  EXPECT_EQ(flags->grpc_memory_bytes, 0);
+}
+
+TEST(ServerFlagsTest, GrpcMemoryBytesIsTakenAndMustNotBeNegative) {
+  auto flags = Parse({"--grpc-memory-bytes=67108864"});
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_EQ(flags->grpc_memory_bytes, int64_t{64} << 20);
+  auto bad = Parse({"--grpc-memory-bytes=-1"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("--grpc-memory-bytes"));
 }
 
 TEST(ServerFlagsTest, GrpcMaxThreadsMustExceedMaxStreams) {
