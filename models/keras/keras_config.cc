@@ -79,7 +79,7 @@ class Converter {
   const WeightSource& weights_;
   LayerContext ctx_;
   engine::Model model_;
-  std::vector<int> rank_;  // per value id; -1 where unknown
+  std::vector<int> rank_;                        // per value id; -1 where unknown
   std::vector<std::optional<MaskOrigin>> mask_;  // per value id: the mask the IR gives it
   std::vector<std::string> value_name_;          // per value id: the layer that makes it
 };
@@ -310,8 +310,7 @@ absl::Status Converter::AddOpLayer(const Json& layer, const std::string& name,
       } else if (auto it = produced.find(refs[0]); it != produced.end()) {
         operands.push_back({.value = it->second, .rank = rank_[it->second]});
       } else {
-        bad = absl::StrCat("'", name, "' reads '", std::get<0>(refs[0]),
-                           "' before it is defined");
+        bad = absl::StrCat("'", name, "' reads '", std::get<0>(refs[0]), "' before it is defined");
       }
     };
     const Json* args = Find(nodes[node], "args");
@@ -428,11 +427,10 @@ absl::Status Converter::BuildFunctional(const Json& cfg) {
       if (kwargs && kwargs->is_object()) {
         for (const auto& [key, arg] : kwargs->items()) {
           if (key == "mask" || RefList(arg).empty()) continue;
-          return Error(absl::StrCat("layer '", lname, "' (", lcls, ") takes '", key,
-                                    "' from the graph; ",
-                                    key == "initial_state"
-                                        ? "initial states wired in the graph are not supported"
-                                        : "rnnserve reads only a layer's inputs and its mask"));
+          return Error(absl::StrCat(
+              "layer '", lname, "' (", lcls, ") takes '", key, "' from the graph; ",
+              key == "initial_state" ? "initial states wired in the graph are not supported"
+                                     : "rnnserve reads only a layer's inputs and its mask"));
         }
         if (const Json* mask = Find(*kwargs, "mask"); mask && !inputs.empty()) {
           auto masked = MaskedInput(lname, lcls, *mask, inputs[0], produced);

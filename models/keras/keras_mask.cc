@@ -134,15 +134,15 @@ SymbolicMask EvalMaskOp(const std::string& name, const std::string& cls, const J
     if (steps == 0 && broadcast > 0) return Steps(Form::kStepsBroadcast, all);
     return Unsupported(absl::StrCat(op, " mixes masks of different shapes"));
   }
-  return Unsupported(absl::StrCat(op, " is not one of the mask ops rnnserve maps (NotEqual, Any, "
-                                      "ExpandDims, ZerosLike, LogicalOr, Concatenate)"));
+  return Unsupported(absl::StrCat(op,
+                                  " is not one of the mask ops rnnserve maps (NotEqual, Any, "
+                                  "ExpandDims, ZerosLike, LogicalOr, Concatenate)"));
 }
 
 std::optional<MaskOrigin> OutputMask(const engine::LayerSpec& spec,
                                      const std::vector<std::optional<MaskOrigin>>& input_masks,
                                      int input_value, int output_index) {
-  const std::optional<MaskOrigin> kept =
-      input_masks.empty() ? std::nullopt : input_masks.front();
+  const std::optional<MaskOrigin> kept = input_masks.empty() ? std::nullopt : input_masks.front();
   return std::visit(
       [&](const auto& s) -> std::optional<MaskOrigin> {
         using S = std::decay_t<decltype(s)>;

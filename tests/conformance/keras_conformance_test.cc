@@ -89,8 +89,8 @@ class KerasRefused : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(KerasRefused, LoadFailsNamingWhy) {
   const Json& c = Manifest()["refused"][GetParam()];
-  const std::string file = std::string(kCorpus) + "/refused/" + GetParam() + "/" +
-                           c["file"].get<std::string>();
+  const std::string file =
+      std::string(kCorpus) + "/refused/" + GetParam() + "/" + c["file"].get<std::string>();
   auto model = models::LoadModelFile(SourcePath(file), {});
   ASSERT_FALSE(model.ok()) << "loaded " << file;
   EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument) << model.status();
