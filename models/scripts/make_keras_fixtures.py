@@ -641,6 +641,18 @@ def _(k, rng):
     return functional_masking_two_branches(k, rng)
 
 
+@case("Keras3FunctionalMaskingThroughDenseLayerNorm", 3)
+def _(k, rng):
+    # The mask passes through per-step layers to the recurrent layer.
+    inp = k.Input((6, 3))
+    x = k.layers.Masking(0.5)(inp)
+    x = k.layers.Dense(5, activation="tanh")(x)
+    x = k.layers.LayerNormalization()(x)
+    x = k.layers.LSTM(4, return_sequences=True)(x)
+    out = k.layers.GlobalAveragePooling1D()(x)
+    return k.Model(inp, out), [padded(rng, 3, 6, 3, [6, 2, 5], 0.5)]
+
+
 # Masks that are not the mask of a Masking or Embedding layer: the file must be refused, naming
 # the layer and the op. Saved as .keras only; tests/conformance/keras_conformance_test.cc checks
 # the message holds `refused`.
@@ -685,6 +697,15 @@ def _(k):
     h = k.Input((4,))
     c = k.Input((4,))
     return k.Model([inp, h, c], k.layers.LSTM(4)(inp, initial_state=[h, c]))
+
+
+@refused("Keras3MergeOfDifferentMasks", "is the OR of 2 different masks")
+def _(k):
+    a_in = k.Input((6, 3))
+    b_in = k.Input((6, 3))
+    a = k.layers.LSTM(4, return_sequences=True)(k.layers.Masking(0.0)(a_in))
+    b = k.layers.LSTM(4, return_sequences=True)(k.layers.Masking(0.0)(b_in))
+    return k.Model([a_in, b_in], k.layers.GRU(3)(k.layers.Add()([a, b])))
 
 
 def make_refused(name, spec):
