@@ -8,6 +8,10 @@ computed in float64 by a float64 copy of the model holding the same (float32) we
 are the exact answer for the weights the file holds. tests/conformance/keras_conformance_test.cc
 has one test per case, named like the case.
 
+Files the reader must refuse (masks it cannot map exactly, initial states wired in the graph)
+are saved under tests/fixtures/keras/refused/<CaseName>/ with the message their load must give
+(the manifest's "refused" section).
+
 The five real files in ../shared/models/keras-real/ get expected outputs too (random inputs of
 their input shapes, predicted by the Keras line that loads each file) under
 tests/fixtures/keras/real/<file stem>/. The files themselves stay outside the repository.
