@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 #include <utility>
@@ -11,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "models/keras/keras_json.h"
 #include "models/keras/keras_layers.h"
+#include "models/keras/keras_mask.h"
 #include "models/keras/keras_recurrent.h"
 
 namespace rnnserve::models::keras {
@@ -61,12 +63,25 @@ class Converter {
   absl::StatusOr<std::vector<Array>> Weights(const std::string& layer, const std::string& cls);
   absl::Status BuildSequential(const Json& cfg);
   absl::Status BuildFunctional(const Json& cfg);
+  // Keras 3 functional graphs: op layers that compute masks, and the `mask` a layer is given.
+  absl::Status AddOpLayer(const Json& layer, const std::string& name,
+                          const std::map<Ref, int>& produced);
+  // The value `layer` reads as its first input once its `mask` argument is mapped: `input`
+  // where that mask is the one `input` carries, or a Masking layer put in front of a
+  // recurrent layer whose input carries none.
+  absl::StatusOr<int> MaskedInput(const std::string& layer, const std::string& cls,
+                                  const Json& mask, int input, const std::map<Ref, int>& produced);
+
+  // Symbolic values of Keras 3 op layers, which never become IR values.
+  std::map<Ref, SymbolicMask> symbolic_;
 
   const KerasSource& source_;
   const WeightSource& weights_;
   LayerContext ctx_;
   engine::Model model_;
-  std::vector<int> rank_;  // per value id; -1 where unknown
+  std::vector<int> rank_;                        // per value id; -1 where unknown
+  std::vector<std::optional<MaskOrigin>> mask_;  // per value id: the mask the IR gives it
+  std::vector<std::string> value_name_;          // per value id: the layer that makes it
 };
 
 absl::StatusOr<std::vector<Array>> Converter::Weights(const std::string& layer,
@@ -99,6 +114,8 @@ absl::Status Converter::AddInput(const std::string& name, const Json& config) {
   const std::string dtype = Get<std::string>(config, "dtype", "float32");
   if (dtype.find("int") != std::string::npos) info.dtype = engine::DType::kInt64;
   rank_.push_back(info.shape.empty() ? -1 : static_cast<int>(info.shape.size()));
+  mask_.push_back(std::nullopt);
+  value_name_.push_back(name);
   model_.inputs.push_back(std::move(info));
   model_.num_values = static_cast<int>(model_.inputs.size());
   return absl::OkStatus();
@@ -164,7 +181,11 @@ absl::StatusOr<std::vector<int>> Converter::AddLayer(const Json& layer,
     if (rnn->return_state) n_out += dirs * (rnn->cell == engine::CellType::kLstm ? 2 : 1);
   }
   const int first_rank = OutputRank(out.spec, in_rank);
+  std::vector<std::optional<MaskOrigin>> in_masks;
+  for (int v : inputs) in_masks.push_back(mask_[v]);
   for (int i = 0; i < n_out; ++i) {
+    mask_.push_back(OutputMask(out.spec, in_masks, inputs[0], i));
+    value_name_.push_back(name);
     out.outputs.push_back(model_.num_values++);
     // Every output after the sequence output(s) is a [B, H] state.
     const bool seq_out =
@@ -260,6 +281,100 @@ absl::Status Converter::BuildSequential(const Json& cfg) {
   return absl::OkStatus();
 }
 
+absl::Status Converter::AddOpLayer(const Json& layer, const std::string& name,
+                                   const std::map<Ref, int>& produced) {
+  const std::string cls = Get<std::string>(layer, "class_name", "");
+  const Json empty = Json::object();
+  const Json* cfg = Find(layer, "config");
+  const Json& nodes = layer["inbound_nodes"];
+  for (size_t node = 0; node < nodes.size(); ++node) {
+    // The op's arguments, a list argument (Concatenate's) flattened.
+    std::vector<MaskOperand> operands;
+    std::string bad;
+    std::function<void(const Json&)> collect = [&](const Json& arg) {
+      if (arg.is_number()) {
+        operands.push_back({.scalar = arg.get<double>()});
+        return;
+      }
+      if (arg.is_array()) {
+        for (const Json& item : arg) collect(item);
+        return;
+      }
+      const std::vector<Ref> refs = RefList(arg);
+      if (refs.size() != 1) {
+        bad = absl::StrCat("an argument of '", name, "' (", cls, ") is ", arg.dump());
+        return;
+      }
+      if (auto sym = symbolic_.find(refs[0]); sym != symbolic_.end()) {
+        operands.push_back({.symbolic = &sym->second});
+      } else if (auto it = produced.find(refs[0]); it != produced.end()) {
+        operands.push_back({.value = it->second, .rank = rank_[it->second]});
+      } else {
+        bad = absl::StrCat("'", name, "' reads '", std::get<0>(refs[0]), "' before it is defined");
+      }
+    };
+    const Json* args = Find(nodes[node], "args");
+    if (args) collect(*args);
+    SymbolicMask result = bad.empty() ? EvalMaskOp(name, cls, cfg ? *cfg : empty, operands)
+                                      : SymbolicMask{.why = bad};
+    symbolic_[{name, static_cast<int>(node), 0}] = std::move(result);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> Converter::MaskedInput(const std::string& layer, const std::string& cls,
+                                           const Json& mask, int input,
+                                           const std::map<Ref, int>& produced) {
+  const std::vector<Ref> refs = RefList(mask);
+  if (refs.empty()) return input;  // mask=None
+  auto refuse = [&](const std::string& what) {
+    return LayerError(ctx_, layer, cls,
+                      absl::StrCat("its `mask` argument ", what,
+                                   "; rnnserve maps a mask only where it is the mask of a "
+                                   "Masking layer or of Embedding(mask_zero=True) reaching the "
+                                   "layer's input (docs/import-keras.md)"));
+  };
+  const std::string from = std::get<0>(refs[0]);
+  auto sym = symbolic_.find(refs[0]);
+  if (refs.size() != 1 || sym == symbolic_.end()) {
+    return refuse(absl::StrCat("comes from '", from, "'",
+                               produced.count(refs[0]) ? ", a layer's output" : ""));
+  }
+  const SymbolicMask& m = sym->second;
+  if (m.form == SymbolicMask::Form::kUnsupported) {
+    return refuse(absl::StrCat("(from '", from, "') cannot be mapped: ", m.why));
+  }
+  if (m.form != SymbolicMask::Form::kSteps) {
+    return refuse(absl::StrCat("(from '", from, "') is not a [B, T] step mask"));
+  }
+  if (m.any_of.size() != 1) {
+    return refuse(absl::StrCat("(from '", from, "') is the OR of ", m.any_of.size(),
+                               " different masks, which the IR cannot express"));
+  }
+  const MaskOrigin& want = m.any_of[0];
+  if (mask_[input] && *mask_[input] == want) return input;
+  if (!mask_[input] && want.kind == MaskOrigin::Kind::kAnyFeature && want.source == input &&
+      (IsRecurrentClass(cls) || cls == "Bidirectional") && rank_[input] == 3) {
+    // mask=any(x != v, axis=-1) on the layer's own input: a Masking layer in front of it gives
+    // the same mask; the zeros it writes at masked steps are never read (the recurrent layer
+    // carries its state over them).
+    engine::Layer masking;
+    masking.name = absl::StrCat(layer, "/mask");
+    masking.source_class = "Masking";
+    masking.spec = engine::MaskingSpec{want.value};
+    masking.inputs = {input};
+    masking.outputs = {model_.num_values++};
+    rank_.push_back(3);
+    mask_.push_back(want);
+    value_name_.push_back(masking.name);
+    model_.layers.push_back(std::move(masking));
+    return model_.num_values - 1;
+  }
+  return refuse(absl::StrCat("(from '", from, "') is ", DescribeMask(want), " of '",
+                             value_name_[want.source], "', but its input '", value_name_[input],
+                             "' carries ", DescribeMask(mask_[input])));
+}
+
 absl::Status Converter::BuildFunctional(const Json& cfg) {
   model_.name = Get<std::string>(cfg, "name", "model");
   const Json* layers = Find(cfg, "layers");
@@ -288,15 +403,40 @@ absl::Status Converter::BuildFunctional(const Json& cfg) {
     if (!nodes || !nodes->is_array() || nodes->empty()) {
       return Error(absl::StrCat("layer '", lname, "' is not connected"));
     }
+    if (IsOpLayer(layer, ctx_.keras_major)) {
+      if (auto s = AddOpLayer(layer, lname, produced); !s.ok()) return s;
+      continue;
+    }
     for (size_t node = 0; node < nodes->size(); ++node) {
       std::vector<int> inputs;
       for (const Ref& ref : RefList((*nodes)[node])) {
+        if (auto sym = symbolic_.find(ref); sym != symbolic_.end()) {
+          return Error(absl::StrCat("layer '", lname, "' (", lcls, ") reads '", std::get<0>(ref),
+                                    "', a Keras op, which rnnserve maps only inside the mask "
+                                    "passed to a layer's `mask` argument"));
+        }
         auto it = produced.find(ref);
         if (it == produced.end()) {
           return Error(absl::StrCat("layer '", lname, "' reads '", std::get<0>(ref),
                                     "' before it is defined"));
         }
         inputs.push_back(it->second);
+      }
+      // Keras 3 passes tensors other than the inputs as keyword arguments.
+      const Json* kwargs = Find((*nodes)[node], "kwargs");
+      if (kwargs && kwargs->is_object()) {
+        for (const auto& [key, arg] : kwargs->items()) {
+          if (key == "mask" || RefList(arg).empty()) continue;
+          return Error(absl::StrCat(
+              "layer '", lname, "' (", lcls, ") takes '", key, "' from the graph; ",
+              key == "initial_state" ? "initial states wired in the graph are not supported"
+                                     : "rnnserve reads only a layer's inputs and its mask"));
+        }
+        if (const Json* mask = Find(*kwargs, "mask"); mask && !inputs.empty()) {
+          auto masked = MaskedInput(lname, lcls, *mask, inputs[0], produced);
+          if (!masked.ok()) return masked.status();
+          inputs[0] = *masked;
+        }
       }
       auto outs = AddLayer(layer, inputs);
       if (!outs.ok()) return outs.status();
@@ -310,6 +450,10 @@ absl::Status Converter::BuildFunctional(const Json& cfg) {
   std::set<std::string> used_names;
   std::map<std::string, int> suffix;
   for (const Ref& ref : RefList(*output_layers)) {
+    if (symbolic_.count(ref)) {
+      return Error(absl::StrCat("output '", std::get<0>(ref),
+                                "' is a Keras op, which rnnserve maps only inside a mask"));
+    }
     auto it = produced.find(ref);
     if (it == produced.end()) {
       return Error(absl::StrCat("output layer '", std::get<0>(ref), "' not found"));

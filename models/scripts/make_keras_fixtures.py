@@ -8,6 +8,10 @@ computed in float64 by a float64 copy of the model holding the same (float32) we
 are the exact answer for the weights the file holds. tests/conformance/keras_conformance_test.cc
 has one test per case, named like the case.
 
+Files the reader must refuse (masks it cannot map exactly, initial states wired in the graph)
+are saved under tests/fixtures/keras/refused/<CaseName>/ with the message their load must give
+(the manifest's "refused" section).
+
 The five real files in ../shared/models/keras-real/ get expected outputs too (random inputs of
 their input shapes, predicted by the Keras line that loads each file) under
 tests/fixtures/keras/real/<file stem>/. The files themselves stay outside the repository.
@@ -542,6 +546,184 @@ def _(k, rng):
     return m, [seq_input(rng, 8, 24, 16, lengths=[24, 9, 1, 17, 24, 5, 12, 20])]
 
 
+# Masks in functional models. Keras 3 writes a Masking or Embedding(mask_zero) layer's mask as
+# op layers (NotEqual, Any; LogicalOr, ExpandDims, ZerosLike and Concatenate for a merge's)
+# passed to the next layers' `mask` argument; tf-keras leaves it implicit. The same graphs in
+# both lines, with padded steps.
+
+
+def padded(rng, b, t, f, lengths, value):
+    x = seq_input(rng, b, t, f)
+    for i, n in enumerate(lengths):
+        x[i, n:, :] = value
+    return x
+
+
+def functional_masking_lstm(k, rng):
+    inp = k.Input((7, 3))
+    x = k.layers.Masking(0.0)(inp)
+    x = k.layers.LSTM(5, return_sequences=True)(x)
+    x = k.layers.GRU(4)(x)
+    out = k.layers.Dense(2)(x)
+    return k.Model(inp, out), [seq_input(rng, 4, 7, 3, lengths=[7, 4, 1, 6])]
+
+
+def functional_embedding_lstm(k, rng):
+    inp = k.Input((6,), dtype="int32")
+    x = k.layers.Embedding(11, 4, mask_zero=True)(inp)
+    x = k.layers.LSTM(5, return_sequences=True)(x)
+    out = k.layers.TimeDistributed(k.layers.Dense(2))(x)
+    return k.Model(inp, out), [token_input(rng, 3, 6, 11, lengths=[6, 3, 5])]
+
+
+def functional_masking_bidirectional(k, rng):
+    # A mask value other than 0, so that the padding is not zeros.
+    inp = k.Input((6, 3))
+    x = k.layers.Masking(-1.0)(inp)
+    x = k.layers.Bidirectional(k.layers.LSTM(4, return_sequences=True))(x)
+    out = k.layers.Bidirectional(k.layers.GRU(3), merge_mode="sum")(x)
+    return k.Model(inp, out), [padded(rng, 3, 6, 3, [6, 2, 4], -1.0)]
+
+
+def functional_masking_two_branches(k, rng):
+    inp = k.Input((6, 3))
+    x = k.layers.Masking(0.0)(inp)
+    a = k.layers.LSTM(4, return_sequences=True)(x)
+    b = k.layers.GRU(4, return_sequences=True)(x)
+    added = k.layers.LSTM(3)(k.layers.Add()([a, b]))
+    joined = k.layers.GRU(3)(k.layers.Concatenate()([a, b]))
+    return k.Model(inp, [added, joined]), [seq_input(rng, 3, 6, 3, lengths=[6, 1, 4])]
+
+
+@case("Keras3FunctionalMaskingLstm", 3)
+def _(k, rng):
+    return functional_masking_lstm(k, rng)
+
+
+@case("Keras3FunctionalEmbeddingMaskZeroLstm", 3)
+def _(k, rng):
+    return functional_embedding_lstm(k, rng)
+
+
+@case("Keras3FunctionalMaskingBidirectionalLstm", 3)
+def _(k, rng):
+    return functional_masking_bidirectional(k, rng)
+
+
+@case("Keras3FunctionalMaskingTwoBranches", 3)
+def _(k, rng):
+    return functional_masking_two_branches(k, rng)
+
+
+@case("Keras3FunctionalExplicitMaskArgument", 3)
+def _(k, rng):
+    # mask= a keras.ops expression of the layer's own input: what Masking(-1.0) computes.
+    inp = k.Input((6, 3))
+    mask = k.ops.any(k.ops.not_equal(inp, -1.0), axis=-1)
+    x = k.layers.LSTM(4, return_sequences=True)(inp, mask=mask)
+    out = k.layers.GRU(3)(x)
+    return k.Model(inp, out), [padded(rng, 3, 6, 3, [6, 3, 5], -1.0)]
+
+
+@case("Keras2FunctionalMaskingLstm", 2)
+def _(k, rng):
+    return functional_masking_lstm(k, rng)
+
+
+@case("Keras2FunctionalEmbeddingMaskZeroLstm", 2)
+def _(k, rng):
+    return functional_embedding_lstm(k, rng)
+
+
+@case("Keras2FunctionalMaskingBidirectionalLstm", 2)
+def _(k, rng):
+    return functional_masking_bidirectional(k, rng)
+
+
+@case("Keras2FunctionalMaskingTwoBranches", 2)
+def _(k, rng):
+    return functional_masking_two_branches(k, rng)
+
+
+@case("Keras3FunctionalMaskingThroughDenseLayerNorm", 3)
+def _(k, rng):
+    # The mask passes through per-step layers to the recurrent layer.
+    inp = k.Input((6, 3))
+    x = k.layers.Masking(0.5)(inp)
+    x = k.layers.Dense(5, activation="tanh")(x)
+    x = k.layers.LayerNormalization()(x)
+    x = k.layers.LSTM(4, return_sequences=True)(x)
+    out = k.layers.GlobalAveragePooling1D()(x)
+    return k.Model(inp, out), [padded(rng, 3, 6, 3, [6, 2, 5], 0.5)]
+
+
+# Masks that are not the mask of a Masking or Embedding layer: the file must be refused, naming
+# the layer and the op. Saved as .keras only; tests/conformance/keras_conformance_test.cc checks
+# the message holds `refused`.
+REFUSED = {}
+
+
+def refused(name, message):
+    def wrap(fn):
+        REFUSED[name] = dict(build=fn, message=message)
+        return fn
+
+    return wrap
+
+
+@refused("Keras3MaskFromGreater", "(Greater) is not one of the mask ops")
+def _(k):
+    inp = k.Input((6, 3))
+    mask = k.ops.any(k.ops.greater(inp, 0.0), axis=-1)
+    return k.Model(inp, k.layers.LSTM(4)(inp, mask=mask))
+
+
+@refused("Keras3MaskOfOtherTensor", "but its input 'dense' carries no mask")
+def _(k):
+    inp = k.Input((6, 3))
+    mask = k.ops.any(k.ops.not_equal(inp, 0.0), axis=-1)
+    x = k.layers.Dense(5, name="dense")(inp)
+    return k.Model(inp, k.layers.LSTM(4)(x, mask=mask))
+
+
+@refused("Keras3MaskOtherValueThanMasking", "Masking(mask_value=1) of 'input_layer', but its "
+         "input 'masking' carries the mask of Masking(mask_value=0)")
+def _(k):
+    inp = k.Input((6, 3), name="input_layer")
+    x = k.layers.Masking(0.0, name="masking")(inp)
+    mask = k.ops.any(k.ops.not_equal(inp, 1.0), axis=-1)
+    return k.Model(inp, k.layers.LSTM(4)(x, mask=mask))
+
+
+@refused("Keras3InitialStateFromGraph", "initial states wired in the graph are not supported")
+def _(k):
+    inp = k.Input((6, 3))
+    h = k.Input((4,))
+    c = k.Input((4,))
+    return k.Model([inp, h, c], k.layers.LSTM(4)(inp, initial_state=[h, c]))
+
+
+@refused("Keras3MergeOfDifferentMasks", "is the OR of 2 different masks")
+def _(k):
+    a_in = k.Input((6, 3))
+    b_in = k.Input((6, 3))
+    a = k.layers.LSTM(4, return_sequences=True)(k.layers.Masking(0.0)(a_in))
+    b = k.layers.LSTM(4, return_sequences=True)(k.layers.Masking(0.0)(b_in))
+    return k.Model([a_in, b_in], k.layers.GRU(3)(k.layers.Add()([a, b])))
+
+
+def make_refused(name, spec):
+    import keras as k
+    d = OUT / "refused" / name
+    if d.exists():
+        shutil.rmtree(d)
+    d.mkdir(parents=True)
+    model = spec["build"](k)
+    randomize(model, np.random.default_rng(7))
+    model.save(d / "model.keras")
+    return {"keras": k.__version__, "file": "model.keras", "message": spec["message"]}
+
+
 # ----------------------------------------------------------------------------- writing
 
 
@@ -680,6 +862,12 @@ def main():
             continue
         print("case", name, file=sys.stderr)
         manifest["cases"][name] = make_case(name, spec, 1000 + i)
+    manifest.setdefault("refused", {})
+    for name, spec in REFUSED.items():
+        if args.only and name not in args.only:
+            continue
+        print("refused", name, file=sys.stderr)
+        manifest["refused"][name] = make_refused(name, spec)
     if REAL_DIR.is_dir():
         for i, (stem, spec) in enumerate(REAL.items()):
             if args.only and stem not in args.only:

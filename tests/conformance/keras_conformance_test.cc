@@ -1,7 +1,8 @@
 // The Keras conformance corpus (models/scripts/make_keras_fixtures.py): every case, in every
 // format its Keras version writes, loads, compiles on the CPU engine and matches the real
 // Keras's float64 predictions to 1e-5 relative (1e-6 absolute near zero). Test names are the
-// case names. A case whose layer has no CPU kernel yet is skipped, naming the layer.
+// case names. A case whose layer has no CPU kernel yet is skipped, naming the layer. The
+// corpus's refused files fail to load with the message the manifest gives.
 
 #include <fstream>
 #include <sstream>
@@ -69,6 +70,35 @@ TEST_P(KerasConformance, MatchesKeras) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Corpus, KerasConformance, ::testing::ValuesIn(testing::KerasCaseNames()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
+
+// Files the reader must refuse (a mask other than a Masking or Embedding layer's, initial states
+// wired in the graph): the load fails with INVALID_ARGUMENT and the manifest's message.
+std::vector<std::string> RefusedNames() {
+  std::vector<std::string> names;
+  const Json& refused = Manifest()["refused"];
+  if (refused.is_object()) {
+    for (const auto& [name, c] : refused.items()) names.push_back(name);
+  }
+  return names;
+}
+
+class KerasRefused : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(KerasRefused, LoadFailsNamingWhy) {
+  const Json& c = Manifest()["refused"][GetParam()];
+  const std::string file =
+      std::string(kCorpus) + "/refused/" + GetParam() + "/" + c["file"].get<std::string>();
+  auto model = models::LoadModelFile(SourcePath(file), {});
+  ASSERT_FALSE(model.ok()) << "loaded " << file;
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument) << model.status();
+  EXPECT_NE(model.status().message().find(c["message"].get<std::string>()), std::string::npos)
+      << model.status();
+}
+
+INSTANTIATE_TEST_SUITE_P(Corpus, KerasRefused, ::testing::ValuesIn(RefusedNames()),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });
