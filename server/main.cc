@@ -354,7 +354,7 @@ int Main(int argc, char** argv) {
                           {.requests = server_limits->requests(),
                            .streams = server_limits->streams.get(),
                            .generations = server_limits->generations.get(),
-       .completions = &completions});
+                           .completions = &completions});
   if (*exposer != nullptr) {
     (*exposer)->RegisterCollectable(service.generation_metrics().registry());
   }

@@ -209,8 +209,8 @@ absl::Status ResidentLoop::Start(const RecurrentSpec& spec, const ResidentLoopOp
     // One projection before the loop starts: with lazy module loading, the first launch of a
     // kernel loads it, which may wait for every running kernel, the loop's included, and the
     // loop waits for the join that the projection precedes.
-    RNNSERVE_RETURN_IF_ERROR(CudaOk(LaunchResidentProjection(args_, 0, 1, copy_stream_),
-                                    "resident input projection"));
+    RNNSERVE_RETURN_IF_ERROR(
+        CudaOk(LaunchResidentProjection(args_, 0, 1, copy_stream_), "resident input projection"));
   }
   RNNSERVE_RETURN_IF_ERROR(CudaOk(cudaDeviceSynchronize(), "cudaDeviceSynchronize"));
   RNNSERVE_RETURN_IF_ERROR(CudaOk(LaunchResidentLoop(args_, loop_stream_), "resident loop launch"));

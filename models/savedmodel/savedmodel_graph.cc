@@ -26,10 +26,10 @@
 // read from the checkpoint by object id; their role (kernel, recurrent_kernel, bias) is the
 // last part of the variable's name, as Keras names them. The layers become a Keras functional
 // config with the same weights (inputs in the serving function's argument order, outputs in
-// its output order, both named by the signature's keys), built by keras_config.h as the .h5 and .keras files are, so the
-// gate order conversion is the one the Keras loaders use (Keras: LSTM i,f,c,o; GRU z,r,h).
-// Anything else on the way (masking's Select in a loop body, an op we do not run) is refused,
-// naming the op, with a request for the .keras or .h5 file.
+// its output order, both named by the signature's keys), built by keras_config.h as the .h5 and
+// .keras files are, so the gate order conversion is the one the Keras loaders use (Keras: LSTM
+// i,f,c,o; GRU z,r,h). Anything else on the way (masking's Select in a loop body, an op we do not
+// run) is refused, naming the op, with a request for the .keras or .h5 file.
 
 #include <algorithm>
 #include <filesystem>

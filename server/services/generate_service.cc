@@ -214,7 +214,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
   }
 
   const std::shared_ptr<ReactorLink> link_;
-  limits::StreamLimits::Ticket ticket_;  // set in Start, before any other thread sees this
+  limits::StreamLimits::Ticket ticket_;    // set in Start, before any other thread sees this
   limits::ByteBudget::Reservation bytes_;  // likewise; held until OnDone
   absl::Mutex mu_;
   std::shared_ptr<generation::Generation> g_ ABSL_GUARDED_BY(mu_);

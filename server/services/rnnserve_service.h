@@ -17,8 +17,8 @@
 
 #include "rnnserve/v1/rnnserve.grpc.pb.h"
 #include "server/auth/access_control.h"
-#include "server/core/state_store.h"
 #include "server/batching/async_runner.h"
+#include "server/core/state_store.h"
 #include "server/generation/generation_metrics.h"
 #include "server/generation/generator.h"
 #include "server/limits/admission.h"
