@@ -214,6 +214,8 @@ absl::StatusOr<engine::Model> LoadGraphSavedModel(const std::string& dir, const 
       inbound.push_back(ref);
     }
     node.layer.config["config"]["name"] = name;
+    // A layer, never one of Keras 3's op layers (which the reader tells by a config without it).
+    node.layer.config["config"]["trainable"] = true;
     node.layer.config["name"] = name;
     node.layer.config["inbound_nodes"] = Json::array({inbound});
     keras_layers.push_back(node.layer.config);
