@@ -188,6 +188,7 @@ absl::StatusOr<Sequences> CreateSequences(const ServerFlags& flags, metrics::Ser
                                int64_t version) { return repository->Get(model, version); },
        .observer = observer,
        .max_sequences_per_client = flags.max_sequences_per_client,
+       .fair_floor_percent = flags.fair_floor_percent,
        .on_round_trip = [m = out.metrics.get()](
                             store::StoreOp op, absl::Duration took,
                             absl::StatusCode code) { m->RoundTrip(op, took, code); },

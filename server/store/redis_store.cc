@@ -8,6 +8,7 @@
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
+#include "server/limits/fair_share.h"
 #include "server/store/redis_scripts.h"
 #include "server/store/redis_store_util.h"
 
@@ -124,6 +125,15 @@ absl::StatusOr<core::StateStore::Lease> RedisStore::Acquire(
             absl::StrCat("this client holds ", mine, " live sequences of model '", model,
                          "' on this replica, the per-client limit (--max-sequences-per-client=",
                          options_.max_sequences_per_client, "); end some or retry later"));
+      }
+      const limits::ShareAsk ask = ShareAskLocked(model, caller.client, limits.max_sequences);
+      if (const limits::ShareVerdict v = limits::CheckShare(ask);
+          v != limits::ShareVerdict::kGranted) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "model '", model, "' has ", per_model_[model],
+            " live sequences on this replica, its limit (config.pbtxt sequence_batching "
+            "max_sequences) is ",
+            limits.max_sequences, "; ", limits::ExplainShare(ask, v), "; end some or retry later"));
       }
     }
     if (it == local_.end()) {
@@ -428,6 +438,23 @@ RedisStore::Counts RedisStore::counts() const {
 void RedisStore::Forget(const Key& key) {
   absl::MutexLock lock(&mu_);
   if (auto it = local_.find(key); it != local_.end()) EraseLocked(it);
+}
+
+limits::ShareAsk RedisStore::ShareAskLocked(const std::string& model, const std::string& client,
+                                            int64_t capacity) const {
+  limits::ShareAsk ask{.capacity = capacity,
+                       .floor = limits::ShareFloor(capacity, options_.fair_floor_percent),
+                       .active = 0,
+                       .amount = 1};
+  if (auto t = per_model_.find(model); t != per_model_.end()) ask.total = t->second;
+  for (auto c = per_client_.lower_bound(std::make_pair(model, std::string()));
+       c != per_client_.end() && c->first.first == model; ++c) {
+    if (c->second <= 0) continue;
+    ++ask.active;
+    if (c->first.second == client) ask.held = c->second;
+  }
+  if (ask.held == 0) ++ask.active;  // the asking caller counts
+  return ask;
 }
 
 void RedisStore::CountLocked(Local& local, const std::string& model) {

@@ -54,6 +54,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "server/core/state_store.h"
+#include "server/limits/fair_share.h"
 #include "server/store/redis_client.h"
 #include "server/store/state_record.h"
 
@@ -89,6 +90,9 @@ class RedisStore final : public core::StateStore {
     // leaves its memory (false). May be empty.
     std::function<void(const Servable* servable, bool started)> observer;
     int max_sequences_per_client = 128;  // must be positive
+    // Per-caller shares of Limits::max_sequences on this replica (server/limits/fair_share.h,
+    // as SequenceManager::Options::fair_floor_percent); 100: first come, first served.
+    int fair_floor_percent = 100;
     // Each round trip to Redis: acquire (a start or a continue) or release (store or erase),
     // how long it took and how it ended (OK, or the error it gave the chunk). May be empty.
     std::function<void(StoreOp op, absl::Duration took, absl::StatusCode code)> on_round_trip;
@@ -200,6 +204,9 @@ class RedisStore final : public core::StateStore {
   absl::Status Store(const std::string& model, uint64_t id, LayerStates states, bool end,
                      bool failed, int64_t steps_added, bool* round_trip);
   void EraseLocked(std::map<Key, Local>::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What CheckShare weighs for `client` starting one more sequence of `model` here.
+  limits::ShareAsk ShareAskLocked(const std::string& model, const std::string& client,
+                                  int64_t capacity) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CountLocked(Local& local, const std::string& model) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops sequences idle past max_idle; held ones are returned, for their records to go too.
   std::vector<Erase> ExpireLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

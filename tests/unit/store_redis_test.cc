@@ -261,6 +261,47 @@ TEST_F(StoreRedisTest, BoundsCountTheReplicasOwnSequences) {
   EXPECT_TRUE(Acquire(*b_, 2, true, alice_).ok());
 }
 
+TEST_F(StoreRedisTest, MaxSequencesIsSharedFairlyAmongClients) {
+  // 10 sequences with a floor of 2 (20 %): a lone squatter leaves the last 2 for newcomers, and
+  // once two clients hold some, neither may hold more than 5.
+  auto s = RedisStore::Create(
+      client_.get(), {.now = [this] { return now_; },
+                      .facts =
+                          [](const Servable*) {
+                            RedisStore::ModelFacts facts{.version = 1};
+                            facts.shapes["lstm"].push_back(engine::Shape{1, 2});
+                            return facts;
+                          },
+                      .resolve = [](const std::string&, int64_t)
+                          -> absl::StatusOr<std::shared_ptr<const Servable>> { return nullptr; },
+                      .fair_floor_percent = 20});
+  ASSERT_TRUE(s.ok()) << s.status();
+  RedisStore& store = **s;
+  limits_.max_sequences = 10;
+  auto start = [&](uint64_t id, const StateStore::Caller& who) {
+    auto lease = Acquire(store, id, true, who);
+    if (!lease.ok()) return lease.status();
+    return store.Release("m", id, State(1), false, false, 1);
+  };
+  uint64_t id = 1;
+  while (start(id, alice_).ok()) ++id;
+  EXPECT_EQ(id - 1, 8u);
+  absl::Status refused = start(id, alice_);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.message().find("kept for callers below the floor"), std::string::npos)
+      << refused;
+  EXPECT_TRUE(start(100, bob_).ok());
+  EXPECT_TRUE(start(101, bob_).ok());
+  // alice is past her fair share (5 of 10 for two clients): ending one does not let her start
+  // another, while a newcomer may take the freed place.
+  ASSERT_TRUE(Acquire(store, 1, false, alice_).ok());
+  ASSERT_TRUE(store.Release("m", 1, State(1), true, false, 2).ok());
+  refused = start(id, alice_);
+  EXPECT_NE(refused.message().find("its fair share is 5"), std::string::npos) << refused;
+  const StateStore::Caller carol{.owner = "token:c", .client = "token:c"};
+  EXPECT_TRUE(start(200, carol).ok());
+}
+
 TEST_F(StoreRedisTest, MetricsCountRoundTripsErrorsAndWhereStatesCameFrom) {
   StoreMetrics metrics;
   auto s = RedisStore::Create(
