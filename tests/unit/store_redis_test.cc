@@ -38,7 +38,7 @@ class StoreRedisTest : public ::testing::Test {
     a_ = NewStore();
     b_ = NewStore();
   }
-  std::unique_ptr<RedisStore> NewStore() {
+  std::unique_ptr<RedisStore> NewStore(int fair_floor_percent = 100) {
     auto s = RedisStore::Create(
         client_.get(),
         {.now = [this] { return now_; },
@@ -52,7 +52,8 @@ class StoreRedisTest : public ::testing::Test {
                            int64_t version) -> absl::StatusOr<std::shared_ptr<const Servable>> {
            if (version != served_version_) return absl::NotFoundError("version not loaded");
            return nullptr;
-         }});
+         },
+         .fair_floor_percent = fair_floor_percent});
     EXPECT_TRUE(s.ok()) << s.status();
     return std::move(*s);
   }
@@ -264,19 +265,8 @@ TEST_F(StoreRedisTest, BoundsCountTheReplicasOwnSequences) {
 TEST_F(StoreRedisTest, MaxSequencesIsSharedFairlyAmongClients) {
   // 10 sequences with a floor of 2 (20 %): a lone squatter leaves the last 2 for newcomers, and
   // once two clients hold some, neither may hold more than 5.
-  auto s = RedisStore::Create(
-      client_.get(), {.now = [this] { return now_; },
-                      .facts =
-                          [](const Servable*) {
-                            RedisStore::ModelFacts facts{.version = 1};
-                            facts.shapes["lstm"].push_back(engine::Shape{1, 2});
-                            return facts;
-                          },
-                      .resolve = [](const std::string&, int64_t)
-                          -> absl::StatusOr<std::shared_ptr<const Servable>> { return nullptr; },
-                      .fair_floor_percent = 20});
-  ASSERT_TRUE(s.ok()) << s.status();
-  RedisStore& store = **s;
+  std::unique_ptr<RedisStore> s = NewStore(20);
+  RedisStore& store = *s;
   limits_.max_sequences = 10;
   auto start = [&](uint64_t id, const StateStore::Caller& who) {
     auto lease = Acquire(store, id, true, who);
