@@ -181,8 +181,15 @@ TEST_F(RequestLimitsTest, ConcurrentLargeRequestsAreRefusedOverBudgetWhileSmallO
   });
   // Each 40,000-step request holds its 640 kB and the engine's working memory for 40,000
   // positions, most of the 60 MB budget: one runs at a time.
+  // On a loaded machine one burst's requests may reach the server one after another, none
+  // overlapping; a burst is repeated (at most 5 times) until one is refused.
   Outcome large;
-  std::thread burst([&] { Burst(stub_.get(), 32, 40000, "--max-inflight-bytes", &large); });
+  int bursts = 0;
+  std::thread burst([&] {
+    do {
+      Burst(stub_.get(), 32, 40000, "--max-inflight-bytes", &large);
+    } while (++bursts < 5 && large.named == 0);
+  });
   int small_ok = 0;
   for (int i = 0; i < 20; ++i) small_ok += Predict(10).ok();
   burst.join();
@@ -191,7 +198,7 @@ TEST_F(RequestLimitsTest, ConcurrentLargeRequestsAreRefusedOverBudgetWhileSmallO
   EXPECT_EQ(small_ok, 20);
   EXPECT_GE(large.ok, 1);
   EXPECT_GE(large.named, 1);
-  EXPECT_EQ(large.ok + large.exhausted, 32);
+  EXPECT_EQ(large.ok + large.exhausted, 32 * bursts);
   // What grows is one request's engine scratch ([T, B, 4H] gates, ~128x its input) and gRPC's
   // buffers; without the budget every waiting request also holds its decoded copy. Not under a
   // sanitizer, whose quarantine or shadow memory is most of the RSS (kSanitizerOwnsRss).
