@@ -14,8 +14,11 @@
 #include <chrono>
 #include <cmath>
 #include <latch>
+#include <mutex>
+#include <string>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "inference/grpc_service.grpc.pb.h"
 #include "rnnserve/v1/rnnserve.grpc.pb.h"
@@ -115,6 +118,8 @@ TEST_F(FairAdmissionTest, PoliteRequestIsServedAheadOfTheFloodsQueuedRequests) {
   const v1::PredictRequest flood_request = PredictOf(4000);
   std::atomic<bool> stop{false};
   std::atomic<int> flood_ok{0}, flood_other{0};
+  std::mutex other_mu;
+  std::string other_error;  // the first answer neither OK, RESOURCE_EXHAUSTED nor UNAVAILABLE
   std::vector<std::thread> flood;
   for (int i = 0; i < 16; ++i) {
     flood.emplace_back([&] {
@@ -126,10 +131,15 @@ TEST_F(FairAdmissionTest, PoliteRequestIsServedAheadOfTheFloodsQueuedRequests) {
         const grpc::Status s = own->Predict(&ctx, flood_request, &resp);
         if (s.ok()) {
           ++flood_ok;
-        } else if (s.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED) {
-          ++flood_other;
+        } else if (s.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED &&
+                   s.error_code() != grpc::StatusCode::UNAVAILABLE) {
+          if (flood_other++ == 0) {
+            std::lock_guard<std::mutex> lock(other_mu);
+            other_error = absl::StrCat(s.error_code(), ": ", s.error_message());
+          }
         } else {
-          std::this_thread::sleep_for(std::chrono::milliseconds(1));  // refused: try again
+          // Refused, or (a flood's own connection, on a loaded machine) not connected: again.
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
         }
       }
     });
@@ -157,7 +167,7 @@ TEST_F(FairAdmissionTest, PoliteRequestIsServedAheadOfTheFloodsQueuedRequests) {
   RecordProperty("flood_ok", flood_ok.load());
   EXPECT_EQ(polite_ok, kPolite);
   EXPECT_GE(flood_ok, 16);
-  EXPECT_EQ(flood_other, 0);
+  EXPECT_EQ(flood_other, 0) << other_error;
   // First come, first served, each polite request would wait for the ~6 waiting before it.
   EXPECT_LE(flood_during_polite, 2 * kPolite);
 }
